@@ -1,0 +1,162 @@
+//! Where tools come from.
+//!
+//! This crate holds the one contract every tool source implements — [`Upstream`] — and
+//! the adapters that implement it: MCP servers ([`mcp`]: stdio, legacy HTTP+SSE,
+//! streamable HTTP). The gateway treats every upstream alike through this contract: it
+//! never knows which transport or protocol sits behind a tool, and an upstream never
+//! knows which surface (MCP, REST, stdio) called it.
+//!
+//! Tool definitions and call results travel as raw JSON objects on purpose: the MCP
+//! schema grows every few months, and a gateway that parsed them into typed structs
+//! would silently drop every field it does not know yet (see the field notes on rmcp's
+//! typed `Tool` losing `execution`).
+
+pub mod error;
+pub mod mcp;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+pub use error::ToolError;
+
+/// A JSON object as it travels on the wire.
+pub type JsonObject = Map<String, Value>;
+
+/// One tool as its upstream defines it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDef {
+    /// The name the upstream knows the tool by (used for routing calls back to it).
+    pub name: String,
+    /// The complete definition exactly as the upstream sent it (`name`, `title`,
+    /// `description`, `inputSchema`, `outputSchema`, `annotations`, `icons`, `_meta`,
+    /// `execution` and anything newer). Never trimmed.
+    pub raw: JsonObject,
+}
+
+impl ToolDef {
+    /// Builds a definition from a raw `tools/list` entry; `None` when it has no string
+    /// `name` (such an entry cannot be routed and is reported by the caller).
+    pub fn from_raw(raw: JsonObject) -> Option<Self> {
+        let name = raw.get("name")?.as_str()?.to_owned();
+        Some(Self { name, raw })
+    }
+}
+
+/// One progress update from a running call, in the order the upstream sent it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Progress {
+    pub progress: f64,
+    pub total: Option<f64>,
+    pub message: Option<String>,
+}
+
+/// Where an upstream delivers progress for one call. Sending never blocks; the surface
+/// drains the receiver before it sends the final result, so updates keep wire order
+/// and none is lost to a race with the response.
+pub type ProgressSink = mpsc::UnboundedSender<Progress>;
+
+/// Everything a call carries besides its arguments.
+#[derive(Debug, Clone)]
+pub struct CallContext {
+    /// Cancelled when the downstream caller gives up; the upstream call must stop.
+    pub cancel: CancellationToken,
+    /// Present when the caller wants progress.
+    pub progress: Option<ProgressSink>,
+    /// The call fails with [`ToolError::Timeout`] when it is not done by then.
+    pub deadline: Instant,
+    /// Ties the call's log lines together across the gateway and the upstream.
+    pub correlation_id: String,
+}
+
+impl CallContext {
+    /// A context with a fresh cancellation token, no progress sink and `timeout` to go.
+    pub fn new(timeout: Duration, correlation_id: impl Into<String>) -> Self {
+        Self {
+            cancel: CancellationToken::new(),
+            progress: None,
+            deadline: Instant::now() + timeout,
+            correlation_id: correlation_id.into(),
+        }
+    }
+
+    /// Time left until the deadline (zero once it has passed).
+    pub fn remaining(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+}
+
+/// The result of a call: a raw MCP `CallToolResult` object (`content`,
+/// `structuredContent`, `isError`, `_meta`, …), passed through as the upstream sent it.
+/// A tool that ran and reported failure is a successful call with `isError: true`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallOutput {
+    pub raw: JsonObject,
+}
+
+impl CallOutput {
+    pub fn is_error(&self) -> bool {
+        self.raw
+            .get("isError")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    }
+}
+
+/// What an upstream can say about its own connection (the gateway's health loop adds
+/// the results of its periodic checks on top).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Connection {
+    /// Connecting for the first time.
+    Connecting,
+    /// Connected and initialized; calls go through.
+    Connected,
+    /// Lost; the adapter is reconnecting (with backoff). Calls fail fast with
+    /// [`ToolError::Unavailable`].
+    Reconnecting,
+    /// Shut down for good.
+    Closed,
+}
+
+/// One tool source. Implementations must be cheap to query (`tools`, `connection`) and
+/// must never block the runtime.
+#[async_trait]
+pub trait Upstream: Send + Sync + 'static {
+    /// The upstream's configured name (the catalog prefix).
+    fn name(&self) -> &str;
+
+    /// The current tool list (empty until the first successful listing).
+    fn tools(&self) -> Arc<Vec<ToolDef>>;
+
+    /// Bumped every time `tools()` changes (listing after (re)connect, an upstream's
+    /// `notifications/tools/list_changed`); the gateway rebuilds its catalog on change.
+    fn tools_changed(&self) -> watch::Receiver<u64>;
+
+    /// The connection as the adapter sees it.
+    fn connection(&self) -> Connection;
+
+    /// The last connection or protocol error, if any (never contains secrets).
+    fn last_error(&self) -> Option<String>;
+
+    /// Calls `tool` (the upstream's own name for it).
+    async fn call(
+        &self,
+        tool: &str,
+        arguments: JsonObject,
+        ctx: CallContext,
+    ) -> Result<CallOutput, ToolError>;
+
+    /// A cheap liveness probe (MCP `ping`, or `tools/list` where `ping` is not
+    /// supported), bounded by `timeout`. Used by the health loop.
+    async fn check(&self, timeout: Duration) -> Result<(), ToolError>;
+
+    /// Stops the upstream (kills a child process, closes sessions). Idempotent.
+    async fn shutdown(&self);
+}
+
+/// A shared handle to any upstream.
+pub type DynUpstream = Arc<dyn Upstream>;
