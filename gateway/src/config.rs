@@ -290,6 +290,12 @@ fn substitute_env(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<St
                 Some((name, default)) => (name, Some(default)),
                 None => (expr, None),
             };
+            if !is_variable_name(name) {
+                // Not a substitution (e.g. prose in a comment): keep it as written.
+                out.push_str("${");
+                rest = body;
+                continue;
+            }
             match (env(name), default) {
                 (Some(value), _) => out.push_str(&value),
                 (None, Some(default)) => out.push_str(default),
@@ -311,6 +317,12 @@ fn substitute_env(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<St
     Ok(out)
 }
 
+fn is_variable_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 fn line_of(text: &str, rest: &str, pos: usize) -> usize {
     let offset = text.len() - rest.len() + pos;
     text[..offset].matches('\n').count() + 1
@@ -327,10 +339,10 @@ mod tests {
     #[test]
     fn env_substitution_with_defaults_and_escapes() {
         let env = |name: &str| (name == "TOKEN").then(|| "s3cret".to_owned());
-        let text = "a: ${TOKEN}\nb: ${MISSING:-x}\nc: $$HOME\nd: $5";
+        let text = "a: ${TOKEN}\nb: ${MISSING:-x}\nc: $$HOME\nd: $5\n# ${...}";
         assert_eq!(
             substitute_env(text, &env).unwrap(),
-            "a: s3cret\nb: x\nc: $HOME\nd: $5"
+            "a: s3cret\nb: x\nc: $HOME\nd: $5\n# ${...}"
         );
         let err = substitute_env("x: 1\ny: ${NOPE}", &env)
             .unwrap_err()

@@ -128,12 +128,14 @@ pub fn rewrite_message(catalog: &Catalog, bytes: Bytes) -> Bytes {
     };
     let changed = match &mut message {
         // Every message of a batch must be visited: no short-circuit.
-        Value::Array(batch) => batch
-            .iter_mut()
-            .map(|m| restore(catalog, m))
-            .filter(|changed| *changed)
-            .count()
-            > 0,
+        Value::Array(batch) => {
+            batch
+                .iter_mut()
+                .map(|m| restore(catalog, m))
+                .filter(|changed| *changed)
+                .count()
+                > 0
+        }
         single => restore(catalog, single),
     };
     if !changed {
