@@ -107,4 +107,3 @@ impl Default for McpOptions {
         }
     }
 }
-

@@ -14,6 +14,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rmcp::model::ResultType;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
     NotificationMetaObject, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
@@ -232,6 +233,11 @@ impl ServerHandler for McpHandler {
                  report this to the tool's owner"
             ))])
         });
+        let mut result = result;
+        // 2026-07-28 clients require `resultType`; rmcp strips it again for older peers.
+        if result.result_type.is_none() {
+            result.result_type = Some(ResultType::COMPLETE);
+        }
         Ok(CallToolResponse::from(result))
     }
 }

@@ -4,6 +4,7 @@
 pub mod fidelity;
 pub mod mcp;
 pub mod ops;
+pub mod protocol_errors;
 pub mod stdio;
 
 use std::sync::Arc;
@@ -33,12 +34,14 @@ pub fn router(gateway: Arc<Gateway>, stop: CancellationToken) -> Router {
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    let mcp =
-        Router::new()
-            .nest_service("/mcp", service)
-            .layer(axum::middleware::from_fn_with_state(
-                gateway.clone(),
-                fidelity::restore_raw_definitions,
-            ));
+    let mcp = Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(
+            gateway.clone(),
+            fidelity::restore_raw_definitions,
+        ))
+        .layer(axum::middleware::from_fn(
+            protocol_errors::as_jsonrpc_errors,
+        ));
     ops::router(gateway).merge(mcp)
 }
