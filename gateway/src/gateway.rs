@@ -249,6 +249,49 @@ impl Gateway {
         outcome
     }
 
+    /// The upstream that serves everything besides tools (prompts, resources,
+    /// completion, logging level): the first `namespace: none` upstream by name.
+    pub fn passthrough(&self) -> Option<&Mounted> {
+        self.upstreams
+            .values()
+            .find(|m| m.namespace == Namespace::None)
+    }
+
+    /// Forwards a non-tool MCP request to the passthrough upstream.
+    pub async fn forward(
+        &self,
+        method: &str,
+        params: Option<serde_json::Value>,
+        ctx: CallContext,
+    ) -> Result<Result<serde_json::Value, toolgate_adapters::RpcError>, ToolError> {
+        let Some(mounted) = self.passthrough() else {
+            return Err(ToolError::NotFound(format!(
+                "'{method}' is not served here: this gateway serves tools only (prompts and \
+                 resources come from an upstream with `namespace: none`)"
+            )));
+        };
+        let name = mounted.upstream.name();
+        if mounted.upstream.connection() != Connection::Connected {
+            return Err(ToolError::unavailable(
+                name,
+                mounted
+                    .upstream
+                    .last_error()
+                    .unwrap_or_else(|| "not connected".into()),
+            ));
+        }
+        let timeout = ctx.remaining();
+        match tokio::time::timeout(
+            timeout + Duration::from_millis(250),
+            mounted.upstream.forward(method, params, ctx),
+        )
+        .await
+        {
+            Ok(result) => result,
+            Err(_) => Err(ToolError::timeout(name, method, timeout)),
+        }
+    }
+
     /// Status of every upstream, by name.
     pub fn statuses(&self) -> Vec<UpstreamStatus> {
         self.upstreams

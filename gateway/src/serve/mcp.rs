@@ -14,11 +14,16 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rmcp::model::ResultType;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
     NotificationMetaObject, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
-    ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
+    ProtocolVersion, ServerConfig, Tool,
+};
+use rmcp::model::{
+    CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResponse,
+    GetPromptResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResultType,
+    SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
@@ -27,8 +32,10 @@ use tokio::sync::mpsc;
 use toolgate_adapters::{CallContext, Progress};
 
 #[allow(deprecated)]
-use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
+use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, SetLevelRequestParams};
 
+use super::bridge::{self, QueueBridge};
+use super::passthrough;
 use crate::catalog::Catalog;
 use crate::errors::{self, McpFailure};
 use crate::gateway::Gateway;
@@ -149,12 +156,7 @@ const SUPPORTED_VERSIONS: &[ProtocolVersion] = &[
 #[allow(deprecated)]
 impl ServerHandler for McpHandler {
     fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder()
-            .enable_tools()
-            .enable_tool_list_changed()
-            .enable_logging()
-            .build();
-        ServerConfig::new(capabilities)
+        ServerConfig::new(passthrough::capabilities(&self.shared.gateway))
             .with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "toolgate: one catalog of tools from many upstreams; names are <upstream>__<tool>.",
@@ -171,6 +173,95 @@ impl ServerHandler for McpHandler {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(context.peer.clone());
+    }
+
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        self.forward("prompts/list", request, &context).await
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        self.forward::<GetPromptResult>("prompts/get", Some(request), &context)
+            .await
+            .map(GetPromptResponse::from)
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        self.forward("resources/list", request, &context).await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        self.forward("resources/templates/list", request, &context)
+            .await
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        self.forward::<ReadResourceResult>("resources/read", Some(request), &context)
+            .await
+            .map(ReadResourceResponse::from)
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.forward::<Value>("resources/subscribe", Some(request), &context)
+            .await
+            .map(drop)
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.forward::<Value>("resources/unsubscribe", Some(request), &context)
+            .await
+            .map(drop)
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        self.forward("completion/complete", Some(request), &context)
+            .await
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        // Without a passthrough upstream the level only concerns the gateway's own
+        // progress log frames, which are always sent.
+        if self.shared.gateway.passthrough().is_none() {
+            return Ok(());
+        }
+        self.forward::<Value>("logging/setLevel", Some(request), &context)
+            .await
+            .map(drop)
     }
 
     async fn list_tools(
@@ -197,6 +288,8 @@ impl ServerHandler for McpHandler {
         );
         ctx.cancel = context.ct.child_token();
         ctx.progress = Some(sink);
+        let (bridge, mut events) = QueueBridge::new();
+        ctx.client = Some(Arc::new(bridge));
         let peer = context.peer.clone();
         let forwarder = Forwarder {
             peer: &peer,
@@ -210,13 +303,17 @@ impl ServerHandler for McpHandler {
             tokio::select! {
                 biased;
                 Some(update) = updates.recv() => forwarder.send(update).await,
+                Some(event) = events.recv() => bridge::deliver(&peer, event).await,
                 outcome = &mut call => break outcome,
             }
         };
-        // The adapter pushes every update before it resolves the call: what is still
+        // The adapter queues everything before it resolves the call: what is still
         // queued goes out before the result.
         while let Ok(update) = updates.try_recv() {
             forwarder.send(update).await;
+        }
+        while let Ok(event) = events.try_recv() {
+            bridge::deliver(&peer, event).await;
         }
 
         let raw = match outcome {
@@ -239,6 +336,23 @@ impl ServerHandler for McpHandler {
             result.result_type = Some(ResultType::COMPLETE);
         }
         Ok(CallToolResponse::from(result))
+    }
+}
+
+impl McpHandler {
+    async fn forward<T: serde::de::DeserializeOwned>(
+        &self,
+        method: &str,
+        params: Option<impl serde::Serialize>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<T, McpError> {
+        passthrough::forward(
+            &self.shared.gateway,
+            method,
+            params,
+            format!("mcp-{}", context.id),
+        )
+        .await
     }
 }
 

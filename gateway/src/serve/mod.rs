@@ -1,9 +1,11 @@
 //! Thin surfaces over the gateway core: MCP over streamable HTTP at `/mcp`, the ops
 //! endpoints, and MCP over stdio.
 
+pub mod bridge;
 pub mod fidelity;
 pub mod mcp;
 pub mod ops;
+mod passthrough;
 pub mod protocol_errors;
 pub mod stdio;
 
