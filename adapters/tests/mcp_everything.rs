@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,7 +26,7 @@ fn options() -> McpOptions {
     }
 }
 
-fn stdio(entry: &PathBuf) -> McpTransport {
+fn stdio(entry: &Path) -> McpTransport {
     McpTransport::Stdio(StdioConfig {
         command: "node".into(),
         args: vec![entry.display().to_string(), "stdio".into()],

@@ -56,7 +56,7 @@ pub struct HttpServer {
 impl HttpServer {
     /// Starts `node <entry> <mode>` on a free port and waits (bounded) until it accepts
     /// connections.
-    pub async fn start(entry: &PathBuf, mode: &str) -> HttpServer {
+    pub async fn start(entry: &std::path::Path, mode: &str) -> HttpServer {
         let port = free_port();
         let child = Command::new("node")
             .arg(entry)
