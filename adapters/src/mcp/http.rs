@@ -124,3 +124,20 @@ pub(crate) async fn read_sse(
         }
     }
 }
+
+/// A reqwest error with its sources ("error sending request: … connection refused"),
+/// without the URL: a URL can carry credentials in its query string.
+pub(crate) fn error_chain(e: reqwest::Error) -> String {
+    let e = e.without_url();
+    let mut s = e.to_string();
+    let mut src = std::error::Error::source(&e);
+    while let Some(cause) = src {
+        let c = cause.to_string();
+        if !s.contains(&c) {
+            s.push_str(": ");
+            s.push_str(&c);
+        }
+        src = cause.source();
+    }
+    s
+}

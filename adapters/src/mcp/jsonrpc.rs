@@ -199,6 +199,10 @@ impl Rpc {
         cancel: Option<&CancellationToken>,
         progress: Option<ProgressSink>,
     ) -> Reply {
+        if deadline <= Instant::now() {
+            // Sending would only be followed by a cancellation right away.
+            return Err(RpcFailure::Timeout);
+        }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let mut params = match params {
             Value::Object(m) => m,

@@ -23,7 +23,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::framing::MAX_FRAME;
-use super::http::{HttpClient, error_excerpt, has_content_type, read_body, read_sse};
+use super::http::{HttpClient, error_chain, error_excerpt, has_content_type, read_body, read_sse};
 use super::jsonrpc::{Outbound, Rpc, RpcFailure};
 use super::transport::{Connected, Link};
 
@@ -137,13 +137,14 @@ impl StreamableOut {
         let resp = match self.post(body).send().await {
             Ok(r) => r,
             Err(e) => {
-                let reason = format!("POST failed: {}", error_chain(&e));
-                if e.is_connect() {
+                let is_connect = e.is_connect();
+                let detail = error_chain(e);
+                if is_connect {
                     // The server is gone: reconnect (with backoff) rather than failing
                     // calls one by one.
-                    rpc.close(format!("cannot reach the server: {}", error_chain(&e)));
+                    rpc.close(format!("cannot reach the server: {detail}"));
                 } else {
-                    rpc.fail(id, RpcFailure::Transport(reason));
+                    rpc.fail(id, RpcFailure::Transport(format!("POST failed: {detail}")));
                 }
                 return;
             }
@@ -246,7 +247,7 @@ impl StreamableOut {
                     return;
                 }
                 Ok(Err(e)) => {
-                    tracing::debug!(upstream = %self.upstream, error = %error_chain(&e), "GET stream failed")
+                    tracing::debug!(upstream = %self.upstream, error = %error_chain(e), "GET stream failed")
                 }
                 Err(_) => tracing::debug!(upstream = %self.upstream, "GET stream timed out"),
             }
@@ -278,7 +279,7 @@ impl Outbound for StreamableOut {
         let resp = tokio::time::timeout(self.http.timeout, self.post(body).send())
             .await
             .map_err(|_| "POST timed out".to_owned())?
-            .map_err(|e| format!("POST failed: {}", error_chain(&e)))?;
+            .map_err(|e| format!("POST failed: {}", error_chain(e)))?;
         let status = resp.status();
         if self.session_expired(status) {
             return Err("session expired".into());
@@ -339,19 +340,4 @@ impl Drop for StreamableLink {
     fn drop(&mut self) {
         self.stop.cancel();
     }
-}
-
-/// An error with its sources ("error sending request: connection refused").
-pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(cause) = src {
-        let c = cause.to_string();
-        if !s.contains(&c) {
-            s.push_str(": ");
-            s.push_str(&c);
-        }
-        src = cause.source();
-    }
-    s
 }
