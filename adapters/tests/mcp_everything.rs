@@ -458,3 +458,64 @@ async fn upstream_errors_map_to_the_taxonomy() {
     })
     .await;
 }
+
+/// Restarts the HTTP server under a connected upstream: the upstream notices, goes
+/// Reconnecting, initializes a new session on the new server and works again.
+async fn survives_server_restart(mode: &str, path: &str, sse: bool) {
+    let Some(entry) = common::everything_entry() else {
+        return;
+    };
+    let server = common::HttpServer::start(&entry, mode).await;
+    let port = server.port;
+    let url = format!("http://127.0.0.1:{port}{path}");
+    let transport = if sse {
+        McpTransport::Sse(http(url))
+    } else {
+        McpTransport::StreamableHttp(http(url))
+    };
+    let up = spawn("everything".into(), transport, options());
+    connected(&up).await;
+    let mut conn = up.connection_changes();
+
+    server.stop().await;
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        conn.wait_for(|c| *c == Connection::Reconnecting),
+    )
+    .await
+    .expect("Reconnecting within 10 s of the server's death")
+    .expect("watch");
+    let r = up
+        .call(
+            "echo",
+            args(json!({"message": "x"})),
+            ctx(Duration::from_secs(5)),
+        )
+        .await;
+    assert!(matches!(r, Err(ToolError::Unavailable(_))), "{r:?}");
+
+    let _server = common::HttpServer::start_on(&entry, mode, port).await;
+    connected(&up).await;
+    let out = up
+        .call(
+            "echo",
+            args(json!({"message": "again"})),
+            ctx(Duration::from_secs(10)),
+        )
+        .await
+        .expect("echo after the restart");
+    assert_eq!(text_of(&out), "Echo: again");
+    up.shutdown().await;
+}
+
+#[tokio::test]
+async fn streamable_http_reconnects_after_a_server_restart() {
+    common::init_tracing();
+    bounded(60, survives_server_restart("streamableHttp", "/mcp", false)).await;
+}
+
+#[tokio::test]
+async fn legacy_sse_reconnects_after_a_server_restart() {
+    common::init_tracing();
+    bounded(60, survives_server_restart("sse", "/sse", true)).await;
+}

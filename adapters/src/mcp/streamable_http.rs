@@ -123,12 +123,27 @@ impl StreamableOut {
     /// A 404 while we hold a session id: the server forgot the session.
     fn session_expired(&self, status: StatusCode) -> bool {
         if status == StatusCode::NOT_FOUND && self.session_id().is_some() {
-            if let Some(rpc) = self.rpc() {
-                rpc.close("the server ended the MCP session (HTTP 404); re-initializing");
-            }
+            self.session_lost("the server ended the MCP session (HTTP 404)");
             return true;
         }
         false
+    }
+
+    /// Closes the connection so the supervisor initializes a new session; pending
+    /// calls fail as unavailable (retryable) rather than as tool failures.
+    fn session_lost(&self, why: &str) {
+        if let Some(rpc) = self.rpc() {
+            rpc.close(format!("{why}; re-initializing"));
+        }
+    }
+
+    /// The spec says a forgotten session gets a 404, but widely used servers (the MCP
+    /// TypeScript SDK's examples, server-everything) answer 400 "No valid session ID"
+    /// after a restart. Recognized by status and wording, only while we hold a session.
+    fn is_session_rejection(&self, status: StatusCode, body: &str) -> bool {
+        status == StatusCode::BAD_REQUEST
+            && self.session_id().is_some()
+            && body.to_ascii_lowercase().contains("session")
     }
 
     /// Carries a request's POST to its answer, dispatching what the server sends.
@@ -165,8 +180,13 @@ impl StreamableOut {
             let excerpt = if is_json {
                 match tokio::time::timeout(self.http.timeout, read_body(resp, MAX_FRAME)).await {
                     Ok(Ok(body)) => {
+                        let text = String::from_utf8_lossy(&body).into_owned();
+                        if self.is_session_rejection(status, &text) {
+                            self.session_lost("the server no longer knows the MCP session");
+                            return;
+                        }
                         rpc.dispatch_bytes(&body);
-                        String::from_utf8_lossy(&body).into_owned()
+                        text
                     }
                     _ => format!("HTTP {status}"),
                 }
@@ -216,6 +236,9 @@ impl StreamableOut {
     /// Keeps the optional GET stream open for server-initiated messages.
     async fn run_get_stream(self: Arc<Self>) {
         let mut delay = Duration::from_millis(500);
+        // Once the stream has worked, its failures say something about the session
+        // (the server restarted); before that they may only mean "no GET stream here".
+        let mut worked = false;
         loop {
             let Some(rpc) = self.rpc() else { return };
             if rpc.closed_reason().is_some() {
@@ -226,6 +249,7 @@ impl StreamableOut {
                 .header(ACCEPT, "text/event-stream");
             match tokio::time::timeout(self.http.timeout, req.send()).await {
                 Ok(Ok(resp)) if resp.status().is_success() => {
+                    worked = true;
                     delay = Duration::from_millis(500);
                     let ended = read_sse(&self.upstream, resp, MAX_FRAME, |ev| {
                         if ev.event == "message" {
@@ -241,12 +265,24 @@ impl StreamableOut {
                     return;
                 }
                 Ok(Ok(resp)) => {
-                    if !self.session_expired(resp.status()) {
-                        tracing::debug!(upstream = %self.upstream, status = %resp.status(), "GET stream refused");
+                    let status = resp.status();
+                    if self.session_expired(status) {
+                        return;
                     }
+                    if worked && status == StatusCode::BAD_REQUEST {
+                        self.session_lost("the server no longer knows the MCP session");
+                        return;
+                    }
+                    tracing::debug!(upstream = %self.upstream, status = %status, "GET stream refused");
                     return;
                 }
                 Ok(Err(e)) => {
+                    if e.is_connect() {
+                        // The server is unreachable: show it (Reconnecting) now rather
+                        // than at the next call.
+                        rpc.close(format!("cannot reach the server: {}", error_chain(e)));
+                        return;
+                    }
                     tracing::debug!(upstream = %self.upstream, error = %error_chain(e), "GET stream failed")
                 }
                 Err(_) => tracing::debug!(upstream = %self.upstream, "GET stream timed out"),
@@ -285,7 +321,11 @@ impl Outbound for StreamableOut {
             return Err("session expired".into());
         }
         if !status.is_success() {
-            return Err(error_excerpt(resp, self.http.timeout).await);
+            let excerpt = error_excerpt(resp, self.http.timeout).await;
+            if self.is_session_rejection(status, &excerpt) {
+                self.session_lost("the server no longer knows the MCP session");
+            }
+            return Err(excerpt);
         }
         Ok(())
     }

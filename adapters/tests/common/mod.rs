@@ -57,7 +57,11 @@ impl HttpServer {
     /// Starts `node <entry> <mode>` on a free port and waits (bounded) until it accepts
     /// connections.
     pub async fn start(entry: &std::path::Path, mode: &str) -> HttpServer {
-        let port = free_port();
+        Self::start_on(entry, mode, free_port()).await
+    }
+
+    /// Like [`HttpServer::start`], on a given port (to restart a server in place).
+    pub async fn start_on(entry: &std::path::Path, mode: &str, port: u16) -> HttpServer {
         let child = Command::new("node")
             .arg(entry)
             .arg(mode)
@@ -86,6 +90,11 @@ impl HttpServer {
             port,
             _child: child,
         }
+    }
+
+    /// Kills the server and waits until it is gone.
+    pub async fn stop(mut self) {
+        let _ = self._child.kill().await;
     }
 }
 
