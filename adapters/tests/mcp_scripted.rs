@@ -18,6 +18,7 @@ const readline = require('readline');
 const rl = readline.createInterface({ input: process.stdin });
 const send = (m) => process.stdout.write(JSON.stringify(m) + '\n');
 const replies = {};
+const cancelled = [];
 const ok = (id, result) => send({ jsonrpc: '2.0', id, result });
 const text = (t) => ({ content: [{ type: 'text', text: t }] });
 rl.on('line', (line) => {
@@ -25,6 +26,9 @@ rl.on('line', (line) => {
   try { msg = JSON.parse(line); } catch { return; }
   if (msg.method === undefined) { replies[msg.id] = msg; return; }
   switch (msg.method) {
+    case 'notifications/cancelled':
+      cancelled.push(msg.params);
+      break;
     case 'initialize':
       process.stdout.write('this is not json\n');
       process.stdout.write('{"jsonrpc": "2.0", broken\n');
@@ -54,7 +58,7 @@ rl.on('line', (line) => {
           nextCursor: 'page-2',
         });
       } else {
-        ok(msg.id, { tools: ['replies', 'bad-args', 'fails', 'tool-error', 'batch', 'a']
+        ok(msg.id, { tools: ['replies', 'bad-args', 'fails', 'tool-error', 'batch', 'a', 'slow', 'cancelled', 'meta']
           .map((name) => ({ name, inputSchema: { type: 'object' } })) });
       }
       break;
@@ -74,6 +78,9 @@ rl.on('line', (line) => {
           { jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: token, progress: 2, total: 2, message: 'done' } },
           { jsonrpc: '2.0', id: msg.id, result: text('batched') },
         ]);
+      else if (name === 'slow') { /* never answers: the client must cancel or time out */ }
+      else if (name === 'cancelled') ok(msg.id, text(JSON.stringify(cancelled)));
+      else if (name === 'meta') ok(msg.id, text(JSON.stringify(msg.params._meta || null)));
       else ok(msg.id, text('a'));
       break;
     }
@@ -150,7 +157,17 @@ async fn survives_a_misbehaving_server_and_maps_its_errors() {
         let names: Vec<String> = up.tools().iter().map(|t| t.name.clone()).collect();
         assert_eq!(
             names,
-            ["a", "replies", "bad-args", "fails", "tool-error", "batch"]
+            [
+                "a",
+                "replies",
+                "bad-args",
+                "fails",
+                "tool-error",
+                "batch",
+                "slow",
+                "cancelled",
+                "meta"
+            ]
         );
         let a = &up.tools()[0];
         assert_eq!(a.raw["x-extra"], json!({"keep": [1, 2]}));
@@ -235,6 +252,82 @@ async fn refuses_a_protocol_version_it_does_not_speak() {
         assert!(matches!(r, Err(ToolError::Unavailable(_))), "{r:?}");
         up.shutdown().await;
         assert_eq!(up.connection(), Connection::Closed);
+    })
+    .await
+    .expect("bounded");
+}
+
+fn text(out: &toolgate_adapters::CallOutput) -> Value {
+    serde_json::from_str(out.raw["content"][0]["text"].as_str().expect("text")).expect("json")
+}
+
+#[tokio::test]
+async fn cancellation_and_timeout_are_sent_upstream_and_progress_tokens_only_on_request() {
+    common::init_tracing();
+    if !have_node() {
+        return;
+    }
+    tokio::time::timeout(Duration::from_secs(30), async {
+        let up = upstream("cancel", None);
+        connected(&up).await;
+
+        // No progress sink: no progressToken. With one: a fresh token.
+        let out = up
+            .call("meta", JsonObject::new(), ctx())
+            .await
+            .expect("meta");
+        assert_eq!(text(&out), Value::Null);
+        let (tx, _rx) = mpsc::unbounded_channel::<Progress>();
+        let mut c = ctx();
+        c.progress = Some(tx);
+        let out = up.call("meta", JsonObject::new(), c).await.expect("meta");
+        assert!(text(&out)["progressToken"].is_string(), "{}", text(&out));
+
+        // Cancelled by the caller.
+        let c = ctx();
+        let token = c.cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            token.cancel();
+        });
+        let r = up.call("slow", JsonObject::new(), c).await;
+        assert!(matches!(r, Err(ToolError::Cancelled(_))), "{r:?}");
+
+        // Out of time.
+        let r = up
+            .call(
+                "slow",
+                JsonObject::new(),
+                CallContext::new(Duration::from_millis(100), "t"),
+            )
+            .await;
+        assert!(matches!(r, Err(ToolError::Timeout(_))), "{r:?}");
+
+        // Both reached the server as notifications/cancelled naming the request.
+        let mut seen = Value::Null;
+        for _ in 0..50 {
+            let out = up
+                .call("cancelled", JsonObject::new(), ctx())
+                .await
+                .expect("cancelled");
+            seen = text(&out);
+            if seen.as_array().is_some_and(|a| a.len() == 2) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let seen = seen.as_array().cloned().unwrap_or_default();
+        assert_eq!(seen.len(), 2, "{seen:?}");
+        assert!(seen.iter().all(|c| c["requestId"].is_number()), "{seen:?}");
+        assert_ne!(seen[0]["requestId"], seen[1]["requestId"]);
+        assert!(seen[0]["reason"].as_str().unwrap_or("").contains("cancel"));
+        assert!(
+            seen[1]["reason"]
+                .as_str()
+                .unwrap_or("")
+                .contains("deadline")
+        );
+        up.shutdown().await;
     })
     .await
     .expect("bounded");

@@ -33,7 +33,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A stdio MCP server: a child process speaking newline-delimited JSON-RPC.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+///
+/// Its `Debug` output shows the env variable names but not their values (secrets).
+#[derive(Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StdioConfig {
     /// The program to run (looked up on `PATH`).
@@ -50,7 +52,9 @@ pub struct StdioConfig {
 }
 
 /// An MCP server reached over HTTP (streamable HTTP, or legacy HTTP+SSE).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+///
+/// Its `Debug` output shows the header names but not their values (secrets).
+#[derive(Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HttpConfig {
     /// The endpoint: `/mcp` for streamable HTTP, the SSE stream (`/sse`) for legacy.
@@ -63,6 +67,38 @@ pub struct HttpConfig {
     #[serde(default = "default_request_timeout", with = "humantime_serde")]
     #[schemars(with = "String")]
     pub timeout: Duration,
+}
+
+/// Redacts a map's values for `Debug`.
+struct Redacted<'a>(&'a BTreeMap<String, String>);
+
+impl std::fmt::Debug for Redacted<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(self.0.keys().map(|k| (k, "<redacted>")))
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for StdioConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StdioConfig")
+            .field("command", &self.command)
+            .field("args", &self.args)
+            .field("env", &Redacted(&self.env))
+            .field("cwd", &self.cwd)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for HttpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpConfig")
+            .field("url", &self.url)
+            .field("headers", &Redacted(&self.headers))
+            .field("timeout", &self.timeout)
+            .finish()
+    }
 }
 
 fn default_request_timeout() -> Duration {
