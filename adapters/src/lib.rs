@@ -60,8 +60,30 @@ pub struct Progress {
 /// and none is lost to a race with the response.
 pub type ProgressSink = mpsc::UnboundedSender<Progress>;
 
+/// A JSON-RPC error as a client or server sent it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcError {
+    pub code: i64,
+    pub message: String,
+    pub data: Option<Value>,
+}
+
+/// The downstream client behind a call, reachable while the call runs: an upstream's
+/// server->client requests made during a call (`sampling/createMessage`,
+/// `elicitation/create`, `roots/list`) are answered by it, and notifications about the
+/// call (`notifications/message`) reach it. Implemented by the surface that took the
+/// call; absent when the surface has no client to ask (REST).
+#[async_trait]
+pub trait ClientBridge: Send + Sync {
+    /// Sends a request to the downstream client and waits for its answer (raw result).
+    async fn request(&self, method: &str, params: Value) -> Result<Value, RpcError>;
+    /// Queues a notification for the downstream client, in order with the call's
+    /// progress; never blocks.
+    fn notify(&self, method: &str, params: Value);
+}
+
 /// Everything a call carries besides its arguments.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct CallContext {
     /// Cancelled when the downstream caller gives up; the upstream call must stop.
     pub cancel: CancellationToken,
@@ -71,6 +93,20 @@ pub struct CallContext {
     pub deadline: Instant,
     /// Ties the call's log lines together across the gateway and the upstream.
     pub correlation_id: String,
+    /// The downstream client, when the surface has one (see [`ClientBridge`]).
+    pub client: Option<Arc<dyn ClientBridge>>,
+}
+
+impl std::fmt::Debug for CallContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallContext")
+            .field("cancelled", &self.cancel.is_cancelled())
+            .field("progress", &self.progress.is_some())
+            .field("deadline", &self.deadline)
+            .field("correlation_id", &self.correlation_id)
+            .field("client", &self.client.is_some())
+            .finish()
+    }
 }
 
 impl CallContext {
@@ -81,6 +117,7 @@ impl CallContext {
             progress: None,
             deadline: Instant::now() + timeout,
             correlation_id: correlation_id.into(),
+            client: None,
         }
     }
 
@@ -156,6 +193,37 @@ pub trait Upstream: Send + Sync + 'static {
 
     /// Stops the upstream (kills a child process, closes sessions). Idempotent.
     async fn shutdown(&self);
+
+    /// Forwards any other MCP request (`prompts/*`, `resources/*`,
+    /// `completion/complete`, `logging/setLevel`) unchanged. The outer error is the
+    /// gateway's (unavailable, timeout, cancelled); the inner result is the upstream's
+    /// own answer, a raw result or its JSON-RPC error, passed on as it came. Used for
+    /// `namespace: none` passthrough upstreams; upstreams that are not MCP servers keep
+    /// the default.
+    async fn forward(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        ctx: CallContext,
+    ) -> Result<Result<Value, RpcError>, ToolError> {
+        let _ = (params, ctx);
+        Err(ToolError::NotFound(format!(
+            "upstream '{}' does not serve '{method}'",
+            self.name()
+        )))
+    }
+
+    /// The upstream's `initialize` result (capabilities, serverInfo), when it has one.
+    fn server_info(&self) -> Option<JsonObject> {
+        None
+    }
+
+    /// Notifications the upstream sends outside any call (e.g.
+    /// `notifications/resources/updated`), as `(method, params)`; passthrough surfaces
+    /// relay them to their sessions.
+    fn notifications(&self) -> Option<tokio::sync::broadcast::Receiver<(String, Value)>> {
+        None
+    }
 }
 
 /// A shared handle to any upstream.
