@@ -23,6 +23,7 @@ fn options() -> McpOptions {
         request_timeout: Duration::from_secs(10),
         backoff_initial: Duration::from_millis(50),
         backoff_max: Duration::from_millis(500),
+        ..McpOptions::default()
     }
 }
 
@@ -518,4 +519,158 @@ async fn streamable_http_reconnects_after_a_server_restart() {
 async fn legacy_sse_reconnects_after_a_server_restart() {
     common::init_tracing();
     bounded(60, survives_server_restart("sse", "/sse", true)).await;
+}
+
+/// A server->client request made during a call reaches that call's downstream client,
+/// and its answer reaches the server; without a client the request is refused and the
+/// call still ends.
+async fn sampling_through_the_callers_client(up: Arc<McpUpstream>) {
+    connected(&up).await;
+    assert!(
+        up.tools()
+            .iter()
+            .any(|t| t.name == "trigger-sampling-request"),
+        "the server registers the sampling tool when we declare sampling"
+    );
+    let client = Arc::new(common::RecordingClient::default());
+    let mut c = ctx(Duration::from_secs(20));
+    c.client = Some(client.clone());
+    let out = up
+        .call(
+            "trigger-sampling-request",
+            args(json!({"prompt": "ping?"})),
+            c,
+        )
+        .await
+        .expect("sampling call");
+    assert!(
+        text_of(&out).contains("hi from the client"),
+        "{:?}",
+        out.raw
+    );
+    let seen = client.seen.lock().unwrap().clone();
+    let sampling: Vec<_> = seen
+        .iter()
+        .filter(|(m, _)| m == "sampling/createMessage")
+        .collect();
+    assert_eq!(sampling.len(), 1, "{seen:?}");
+    assert!(
+        sampling[0].1["messages"][0]["content"]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("ping?")
+    );
+
+    let r = tokio::time::timeout(
+        Duration::from_secs(10),
+        up.call(
+            "trigger-sampling-request",
+            args(json!({"prompt": "nobody there"})),
+            ctx(Duration::from_secs(10)),
+        ),
+    )
+    .await
+    .expect("a refused sampling request ends the call promptly");
+    match r {
+        Ok(out) => assert!(out.is_error(), "{:?}", out.raw),
+        Err(ToolError::Failed(_)) => {}
+        other => panic!("unexpected {other:?}"),
+    }
+    up.shutdown().await;
+}
+
+fn with_sampling() -> McpOptions {
+    McpOptions {
+        client_capabilities: json!({"sampling": {}}),
+        ..options()
+    }
+}
+
+#[tokio::test]
+async fn stdio_sampling_reaches_the_callers_client() {
+    common::init_tracing();
+    let Some(entry) = common::everything_entry() else {
+        return;
+    };
+    bounded(
+        30,
+        sampling_through_the_callers_client(spawn(
+            "everything".into(),
+            stdio(&entry),
+            with_sampling(),
+        )),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn streamable_http_sampling_reaches_the_callers_client() {
+    common::init_tracing();
+    let Some(entry) = common::everything_entry() else {
+        return;
+    };
+    bounded(30, async {
+        let server = common::HttpServer::start(&entry, "streamableHttp").await;
+        let url = format!("http://127.0.0.1:{}/mcp", server.port);
+        let up = spawn(
+            "everything".into(),
+            McpTransport::StreamableHttp(http(url)),
+            with_sampling(),
+        );
+        sampling_through_the_callers_client(up).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn forwards_other_requests_and_broadcasts_notifications_outside_calls() {
+    common::init_tracing();
+    let Some(entry) = common::everything_entry() else {
+        return;
+    };
+    bounded(30, async {
+        let up = spawn("everything".into(), stdio(&entry), options());
+        connected(&up).await;
+        let info = up.server_info().expect("initialize result");
+        assert_eq!(info["serverInfo"]["name"], "mcp-servers/everything");
+        assert!(info["capabilities"]["prompts"].is_object());
+
+        let prompts = up
+            .forward("prompts/list", None, ctx(Duration::from_secs(10)))
+            .await
+            .expect("forwarded")
+            .expect("a result");
+        assert!(
+            prompts["prompts"].as_array().is_some_and(|p| !p.is_empty()),
+            "{prompts}"
+        );
+        let unknown = up
+            .forward(
+                "no/such-method",
+                Some(json!({})),
+                ctx(Duration::from_secs(10)),
+            )
+            .await
+            .expect("forwarded");
+        assert_eq!(unknown.map_err(|e| e.code), Err(-32601));
+
+        // Simulated logging sends one message at once: no caller has a client, so it
+        // goes to the upstream-wide broadcast.
+        let mut notes = up.notifications().expect("a notification stream");
+        up.call(
+            "toggle-simulated-logging",
+            JsonObject::new(),
+            ctx(Duration::from_secs(10)),
+        )
+        .await
+        .expect("toggle logging");
+        let (method, params) = tokio::time::timeout(Duration::from_secs(5), notes.recv())
+            .await
+            .expect("a notification within 5 s")
+            .expect("broadcast");
+        assert_eq!(method, "notifications/message");
+        assert!(params["level"].is_string(), "{params}");
+        up.shutdown().await;
+    })
+    .await;
 }

@@ -19,12 +19,17 @@ const rl = readline.createInterface({ input: process.stdin });
 const send = (m) => process.stdout.write(JSON.stringify(m) + '\n');
 const replies = {};
 const cancelled = [];
+const waiting = {};
 const ok = (id, result) => send({ jsonrpc: '2.0', id, result });
 const text = (t) => ({ content: [{ type: 'text', text: t }] });
 rl.on('line', (line) => {
   let msg;
   try { msg = JSON.parse(line); } catch { return; }
-  if (msg.method === undefined) { replies[msg.id] = msg; return; }
+  if (msg.method === undefined) {
+    replies[msg.id] = msg;
+    if (waiting[msg.id]) waiting[msg.id](msg);
+    return;
+  }
   switch (msg.method) {
     case 'notifications/cancelled':
       cancelled.push(msg.params);
@@ -58,7 +63,7 @@ rl.on('line', (line) => {
           nextCursor: 'page-2',
         });
       } else {
-        ok(msg.id, { tools: ['replies', 'bad-args', 'fails', 'tool-error', 'batch', 'a', 'slow', 'cancelled', 'meta']
+        ok(msg.id, { tools: ['replies', 'bad-args', 'fails', 'tool-error', 'batch', 'a', 'slow', 'cancelled', 'meta', 'ask']
           .map((name) => ({ name, inputSchema: { type: 'object' } })) });
       }
       break;
@@ -78,6 +83,16 @@ rl.on('line', (line) => {
           { jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: token, progress: 2, total: 2, message: 'done' } },
           { jsonrpc: '2.0', id: msg.id, result: text('batched') },
         ]);
+      else if (name === 'ask') {
+        // A log line and a roots/list request during the call, then the roots as
+        // the result.
+        const askId = 'ask-' + msg.id;
+        waiting[askId] = (reply) => ok(msg.id, text(JSON.stringify(reply)));
+        setTimeout(() => {
+          send({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: 'asking ' + msg.id } });
+          send({ jsonrpc: '2.0', id: askId, method: 'roots/list' });
+        }, (msg.params.arguments && msg.params.arguments.delayMs) || 0);
+      }
       else if (name === 'slow') { /* never answers: the client must cancel or time out */ }
       else if (name === 'cancelled') ok(msg.id, text(JSON.stringify(cancelled)));
       else if (name === 'meta') ok(msg.id, text(JSON.stringify(msg.params._meta || null)));
@@ -114,6 +129,7 @@ fn upstream(test: &str, version: Option<&str>) -> std::sync::Arc<McpUpstream> {
             request_timeout: Duration::from_secs(10),
             backoff_initial: Duration::from_millis(50),
             backoff_max: Duration::from_millis(200),
+            ..McpOptions::default()
         },
     )
 }
@@ -166,7 +182,8 @@ async fn survives_a_misbehaving_server_and_maps_its_errors() {
                 "batch",
                 "slow",
                 "cancelled",
-                "meta"
+                "meta",
+                "ask"
             ]
         );
         let a = &up.tools()[0];
@@ -327,6 +344,60 @@ async fn cancellation_and_timeout_are_sent_upstream_and_progress_tokens_only_on_
                 .unwrap_or("")
                 .contains("deadline")
         );
+        up.shutdown().await;
+    })
+    .await
+    .expect("bounded");
+}
+
+#[tokio::test]
+async fn server_requests_during_a_call_reach_that_calls_client_only() {
+    common::init_tracing();
+    if !have_node() {
+        return;
+    }
+    tokio::time::timeout(Duration::from_secs(30), async {
+        let up = upstream("bridge", None);
+        connected(&up).await;
+
+        // One call in flight: its client gets the log line, then the request, in order,
+        // and its answer reaches the server.
+        let client = std::sync::Arc::new(common::RecordingClient::default());
+        let mut c = ctx();
+        c.client = Some(client.clone());
+        let out = up.call("ask", JsonObject::new(), c).await.expect("ask");
+        assert_eq!(
+            text(&out)["result"]["roots"][0]["uri"],
+            "file:///work",
+            "{}",
+            text(&out)
+        );
+        let seen = client.seen.lock().unwrap().clone();
+        let methods: Vec<&str> = seen.iter().map(|(m, _)| m.as_str()).collect();
+        assert_eq!(methods, ["notifications/message", "roots/list"]);
+
+        // Two calls in flight on stdio: nothing ties the request to either, so neither
+        // client is asked (no cross-client leak) and the server gets empty roots.
+        let (a, b) = (
+            std::sync::Arc::new(common::RecordingClient::default()),
+            std::sync::Arc::new(common::RecordingClient::default()),
+        );
+        let mut ca = ctx();
+        ca.client = Some(a.clone());
+        let mut cb = ctx();
+        cb.client = Some(b.clone());
+        let delayed = || {
+            let mut m = JsonObject::new();
+            m.insert("delayMs".into(), json!(200));
+            m
+        };
+        let (ra, rb) = tokio::join!(up.call("ask", delayed(), ca), up.call("ask", delayed(), cb));
+        for r in [ra, rb] {
+            let out = r.expect("ask");
+            assert_eq!(text(&out)["result"]["roots"], json!([]), "{}", text(&out));
+        }
+        assert!(a.seen.lock().unwrap().is_empty());
+        assert!(b.seen.lock().unwrap().is_empty());
         up.shutdown().await;
     })
     .await

@@ -124,7 +124,7 @@ impl McpTransport {
     }
 }
 
-/// Reconnect behaviour.
+/// Timeouts, reconnect behaviour and what we tell the server about ourselves.
 #[derive(Debug, Clone, PartialEq)]
 pub struct McpOptions {
     /// Timeout of protocol requests (initialize, tools/list, ping).
@@ -132,6 +132,13 @@ pub struct McpOptions {
     /// First reconnect delay; doubled after each failure up to `backoff_max`.
     pub backoff_initial: Duration,
     pub backoff_max: Duration,
+    /// The `capabilities` object sent in `initialize`. Default `{}`: the server will
+    /// not send sampling, elicitation or roots requests. Declare them (e.g.
+    /// `{"sampling": {}, "elicitation": {}, "roots": {}}`) only where callers' clients
+    /// can answer them through [`ClientBridge`](crate::ClientBridge): a server asking
+    /// during a call without one gets "method not found" (`roots/list`: an empty list),
+    /// and a server that would have done without sampling may now fail instead.
+    pub client_capabilities: serde_json::Value,
 }
 
 impl Default for McpOptions {
@@ -140,6 +147,7 @@ impl Default for McpOptions {
             request_timeout: Duration::from_secs(30),
             backoff_initial: Duration::from_millis(250),
             backoff_max: Duration::from_secs(30),
+            client_capabilities: serde_json::Value::Object(Default::default()),
         }
     }
 }

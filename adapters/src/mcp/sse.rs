@@ -80,7 +80,7 @@ pub(crate) async fn connect(
                         let _ = tx.send(resolved);
                     }
                 }
-                "message" => reader_rpc.dispatch_bytes(ev.data.as_bytes()),
+                "message" => reader_rpc.dispatch_bytes(ev.data.as_bytes(), None),
                 other => tracing::debug!(upstream = %upstream, event = other, "ignoring SSE event"),
             }
             true

@@ -144,7 +144,7 @@ async fn read_stdout(upstream: Arc<str>, rpc: Arc<Rpc>, mut stdout: impl AsyncRe
     let mut lines = LineSplitter::new(MAX_FRAME);
     let mut buf = vec![0u8; 64 * 1024];
     let mut handle = |line: Line| match line {
-        Line::Line(l) => rpc.dispatch_bytes(&l),
+        Line::Line(l) => rpc.dispatch_bytes(&l, None),
         Line::TooLong(n) => {
             tracing::warn!(upstream = %upstream, bytes = n, "skipping an oversized line from the MCP server")
         }

@@ -185,7 +185,7 @@ impl StreamableOut {
                             self.session_lost("the server no longer knows the MCP session");
                             return;
                         }
-                        rpc.dispatch_bytes(&body);
+                        rpc.dispatch_bytes(&body, Some(id));
                         text
                     }
                     _ => format!("HTTP {status}"),
@@ -206,7 +206,7 @@ impl StreamableOut {
         if has_content_type(&resp, "text/event-stream") {
             let ended = read_sse(&self.upstream, resp, MAX_FRAME, |ev| {
                 if ev.event == "message" {
-                    rpc.dispatch_bytes(ev.data.as_bytes());
+                    rpc.dispatch_bytes(ev.data.as_bytes(), Some(id));
                 }
                 // The server closes the stream after the response; stop reading then
                 // even if it does not.
@@ -221,7 +221,7 @@ impl StreamableOut {
             }
         } else {
             match read_body(resp, MAX_FRAME).await {
-                Ok(body) => rpc.dispatch_bytes(&body),
+                Ok(body) => rpc.dispatch_bytes(&body, Some(id)),
                 Err(e) => rpc.fail(id, RpcFailure::Transport(e)),
             }
             if rpc.is_pending(id) {
@@ -253,7 +253,7 @@ impl StreamableOut {
                     delay = Duration::from_millis(500);
                     let ended = read_sse(&self.upstream, resp, MAX_FRAME, |ev| {
                         if ev.event == "message" {
-                            rpc.dispatch_bytes(ev.data.as_bytes());
+                            rpc.dispatch_bytes(ev.data.as_bytes(), None);
                         }
                         true
                     })

@@ -107,3 +107,44 @@ pub fn init_tracing() {
         .with_test_writer()
         .try_init();
 }
+
+/// A downstream client for tests: records what the upstream sent it during a call and
+/// answers requests with canned results.
+#[derive(Default)]
+pub struct RecordingClient {
+    pub seen: std::sync::Mutex<Vec<(String, serde_json::Value)>>,
+}
+
+#[async_trait::async_trait]
+impl toolgate_adapters::ClientBridge for RecordingClient {
+    async fn request(
+        &self,
+        method: &str,
+        params: serde_json::Value,
+    ) -> Result<serde_json::Value, toolgate_adapters::RpcError> {
+        self.seen
+            .lock()
+            .unwrap()
+            .push((method.to_owned(), params.clone()));
+        match method {
+            "sampling/createMessage" => Ok(serde_json::json!({
+                "role": "assistant",
+                "content": {"type": "text", "text": "hi from the client"},
+                "model": "test-model",
+                "stopReason": "endTurn",
+            })),
+            "roots/list" => Ok(serde_json::json!({
+                "roots": [{"uri": "file:///work", "name": "work"}]
+            })),
+            _ => Err(toolgate_adapters::RpcError {
+                code: -32601,
+                message: format!("test client does not do {method}"),
+                data: None,
+            }),
+        }
+    }
+
+    fn notify(&self, method: &str, params: serde_json::Value) {
+        self.seen.lock().unwrap().push((method.to_owned(), params));
+    }
+}
