@@ -11,6 +11,37 @@
 //! Each upstream has one supervisor task: it connects, initializes, lists tools (all
 //! pages), refreshes the list on `notifications/tools/list_changed`, and reconnects
 //! (restarting a stdio child) with exponential backoff when the connection is lost.
+//!
+//! ```text
+//! spawn() -> McpUpstream (upstream.rs)        the handle: Upstream impl, reads Shared
+//!              supervisor.rs                  connect, initialize, list, reconnect
+//!                transport.rs                 what a transport hands over: Rpc + Link
+//!                  stdio.rs                   child process, stdin writer, stdout reader
+//!                  streamable_http.rs         POST per message, GET stream, session
+//!                  sse.rs                     legacy GET stream + POST endpoint
+//!                  http.rs                    shared reqwest client, bodies, SSE reading
+//!                  framing.rs                 bounded line and SSE decoders
+//!                jsonrpc.rs                   ids, pending calls, wire-order dispatch
+//! ```
+//!
+//! Behaviour worth knowing:
+//! - A lost connection (child exit, stdout closed, SSE stream end, unreachable server,
+//!   expired session) fails every pending call at once with `Unavailable`; calls made
+//!   while reconnecting fail fast the same way. `tools()` keeps the last list meanwhile
+//!   so the catalog does not flap.
+//! - Cancellation and deadlines send `notifications/cancelled` upstream.
+//! - `tools_changed` is bumped on every successful listing (after each connect and each
+//!   `list_changed`), even if the list came back the same.
+//! - Server->client requests and call notifications reach the caller's
+//!   [`ClientBridge`](crate::ClientBridge) only when the call they belong to is known
+//!   (see `jsonrpc.rs`); what to declare in `initialize` is
+//!   [`McpOptions::client_capabilities`].
+//! - Header values, env values and session ids are never logged; the config types'
+//!   `Debug` redacts them.
+//!
+//! Not done yet: resuming a broken streamable HTTP response stream with
+//! `Last-Event-ID`; the 2026-07-28 protocol (no `initialize`; servers that only speak
+//! it are refused with a clear error).
 
 mod framing;
 mod http;

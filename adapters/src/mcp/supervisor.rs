@@ -189,7 +189,17 @@ async fn connect_and_initialize(
             Origin::Protocol,
         )
         .await
-        .map_err(|e| format!("initialize failed: {}", describe(&e)))?;
+        .map_err(|e| match e {
+            // A 2026-07-28-only server has no `initialize` at all.
+            RpcFailure::Error { code, .. } if code == super::jsonrpc::METHOD_NOT_FOUND => {
+                format!(
+                    "initialize failed: {} — the server may speak only MCP 2026-07-28, \
+                     which toolgate does not support yet",
+                    describe(&e)
+                )
+            }
+            _ => format!("initialize failed: {}", describe(&e)),
+        })?;
     let Value::Object(init) = init else {
         return Err("initialize returned something other than an object".into());
     };
