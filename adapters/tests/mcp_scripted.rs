@@ -15,6 +15,7 @@ use toolgate_adapters::{CallContext, Connection, JsonObject, Progress, ToolError
 
 const SERVER: &str = r#"
 const readline = require('readline');
+process.stderr.write('scripted server starting\nsecond stderr line\n');
 const rl = readline.createInterface({ input: process.stdin });
 const send = (m) => process.stdout.write(JSON.stringify(m) + '\n');
 const replies = {};
@@ -63,7 +64,7 @@ rl.on('line', (line) => {
           nextCursor: 'page-2',
         });
       } else {
-        ok(msg.id, { tools: ['replies', 'bad-args', 'fails', 'tool-error', 'batch', 'a', 'slow', 'cancelled', 'meta', 'ask']
+        ok(msg.id, { tools: ['replies', 'bad-args', 'fails', 'tool-error', 'batch', 'a', 'slow', 'cancelled', 'meta', 'ask', 'huge']
           .map((name) => ({ name, inputSchema: { type: 'object' } })) });
       }
       break;
@@ -93,6 +94,11 @@ rl.on('line', (line) => {
           send({ jsonrpc: '2.0', id: askId, method: 'roots/list' });
         }, (msg.params.arguments && msg.params.arguments.delayMs) || 0);
       }
+      else if (name === 'huge') {
+        // A line past the 64 MiB bound, then the answer: the line is skipped, the
+        // connection lives on.
+        process.stdout.write('x'.repeat(65 * 1024 * 1024) + '\n', () => ok(msg.id, text('"after huge"')));
+      }
       else if (name === 'slow') { /* never answers: the client must cancel or time out */ }
       else if (name === 'cancelled') ok(msg.id, text(JSON.stringify(cancelled)));
       else if (name === 'meta') ok(msg.id, text(JSON.stringify(msg.params._meta || null)));
@@ -114,6 +120,7 @@ fn script(test: &str) -> PathBuf {
 
 fn upstream(test: &str, version: Option<&str>) -> std::sync::Arc<McpUpstream> {
     let mut env = std::collections::BTreeMap::new();
+    env.insert("SCRIPTED_TOKEN".to_owned(), SECRET.to_owned());
     if let Some(v) = version {
         env.insert("SCRIPTED_VERSION".to_owned(), v.to_owned());
     }
@@ -133,6 +140,9 @@ fn upstream(test: &str, version: Option<&str>) -> std::sync::Arc<McpUpstream> {
         },
     )
 }
+
+/// An env value that must never show up in logs.
+const SECRET: &str = "hunter2-not-for-logs";
 
 fn ctx() -> CallContext {
     CallContext::new(Duration::from_secs(10), "test")
@@ -183,7 +193,8 @@ async fn survives_a_misbehaving_server_and_maps_its_errors() {
                 "slow",
                 "cancelled",
                 "meta",
-                "ask"
+                "ask",
+                "huge"
             ]
         );
         let a = &up.tools()[0];
@@ -402,4 +413,73 @@ async fn server_requests_during_a_call_reach_that_calls_client_only() {
     })
     .await
     .expect("bounded");
+}
+
+/// Collects formatted log output in memory.
+#[derive(Clone, Default)]
+struct LogBuffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogBuffer {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+// A current-thread runtime (the default for tokio::test): every task of the upstream
+// runs on this thread, under the thread-local subscriber set here.
+#[tokio::test]
+async fn logs_stderr_per_line_with_the_upstream_and_never_secrets_and_skips_huge_lines() {
+    if !have_node() {
+        return;
+    }
+    let logs = LogBuffer::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_env_filter("toolgate_adapters=trace")
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    tokio::time::timeout(Duration::from_secs(30), async {
+        let up = upstream("logs", None);
+        connected(&up).await;
+        let out = up
+            .call("huge", JsonObject::new(), ctx())
+            .await
+            .expect("huge");
+        assert_eq!(text(&out), "after huge");
+        let out = up
+            .call("a", JsonObject::new(), ctx())
+            .await
+            .expect("a after huge");
+        assert!(!out.is_error());
+        up.shutdown().await;
+    })
+    .await
+    .expect("bounded");
+
+    let text = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
+    let stderr_lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("stream=\"stderr\""))
+        .collect();
+    assert!(
+        stderr_lines
+            .iter()
+            .any(|l| l.contains("scripted server starting") && l.contains("upstream=scripted")),
+        "{text}"
+    );
+    assert!(
+        stderr_lines
+            .iter()
+            .any(|l| l.contains("second stderr line")),
+        "one event per line: {text}"
+    );
+    assert!(text.contains("oversized line"), "{text}");
+    assert!(!text.contains(SECRET), "a secret was logged: {text}");
 }
