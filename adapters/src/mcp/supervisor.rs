@@ -274,7 +274,12 @@ async fn serve(shared: &Shared, conn: &mut Connected) -> Option<String> {
                 Some(RpcEvent::ToolsListChanged) => {
                     // Several notifications in a row need one listing.
                     while conn.events.try_recv().is_ok() {}
-                    match list_tools(&shared.name, &rpc, timeout).await {
+                    // Shutdown must not wait for a slow listing.
+                    let listed = tokio::select! {
+                        r = list_tools(&shared.name, &rpc, timeout) => r,
+                        _ = shared.shutdown.cancelled() => return None,
+                    };
+                    match listed {
                         Ok(tools) => shared.set_tools(tools),
                         Err(e) => {
                             tracing::warn!(upstream = %shared.name, error = %e, "re-listing tools failed");
