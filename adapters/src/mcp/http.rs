@@ -29,11 +29,11 @@ impl HttpClient {
             return Err(format!("unsupported url scheme '{}'", url.scheme()));
         }
         let mut headers = HeaderMap::new();
-        for (name, value) in &cfg.headers {
-            let name = HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| format!("invalid header name '{name}'"))?;
+        for (key, value) in &cfg.headers {
+            let name = HeaderName::from_bytes(key.as_bytes())
+                .map_err(|_| format!("invalid header name '{key}'"))?;
             let mut value = HeaderValue::from_str(value)
-                .map_err(|_| format!("header '{name}' has an invalid value"))?;
+                .map_err(|_| format!("header '{key}' has an invalid value"))?;
             value.set_sensitive(true);
             headers.insert(name, value);
         }
@@ -122,5 +122,55 @@ pub(crate) async fn read_sse(
             Ok(None) => return "the server closed the stream".into(),
             Err(e) => return format!("reading the stream failed: {e}"),
         }
+    }
+}
+
+/// A reqwest error with its sources ("error sending request: … connection refused"),
+/// without the URL: a URL can carry credentials in its query string.
+pub(crate) fn error_chain(e: reqwest::Error) -> String {
+    let e = e.without_url();
+    let mut s = e.to_string();
+    let mut src = std::error::Error::source(&e);
+    while let Some(cause) = src {
+        let c = cause.to_string();
+        if !s.contains(&c) {
+            s.push_str(": ");
+            s.push_str(&c);
+        }
+        src = cause.source();
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_debug_output_hides_header_values() {
+        let cfg = HttpConfig {
+            url: "http://127.0.0.1:1/mcp".into(),
+            headers: [("Authorization".to_owned(), "Bearer s3cret".to_owned())].into(),
+            timeout: Duration::from_secs(1),
+        };
+        let shown = format!("{cfg:?}");
+        assert!(
+            shown.contains("Authorization") && !shown.contains("s3cret"),
+            "{shown}"
+        );
+        let client = HttpClient::new(&cfg).expect("client");
+        let shown = format!("{:?}", client.headers);
+        assert!(!shown.contains("s3cret"), "{shown}");
+    }
+
+    #[test]
+    fn invalid_header_values_are_reported_without_the_value() {
+        let cfg = HttpConfig {
+            url: "http://127.0.0.1:1/mcp".into(),
+            headers: [("X-Key".to_owned(), "bad\nvalue".to_owned())].into(),
+            timeout: Duration::from_secs(1),
+        };
+        let err = HttpClient::new(&cfg).err().expect("an error");
+        assert!(err.contains("X-Key") && !err.contains("bad"), "{err}");
     }
 }

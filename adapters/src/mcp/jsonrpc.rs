@@ -8,6 +8,19 @@
 //!
 //! Messages stay raw `serde_json::Value`s: nothing here knows the shape of a tool or a
 //! result beyond what routing needs (ids, methods, progress tokens).
+//!
+//! What the server sends besides responses and progress:
+//! - `ping` is answered here;
+//! - other server->client requests (`sampling/createMessage`, `elicitation/create`,
+//!   `roots/list`) and `notifications/message` go to the downstream client of the call
+//!   they belong to ([`ClientBridge`]), when that call is known: the message arrived on
+//!   that call's own HTTP response stream, or exactly one call is in flight on the
+//!   connection. A guess between several calls could hand one client's sampling request
+//!   to another client, so there is none: without a known call, `roots/list` gets an
+//!   empty list, other requests "method not found", and notifications go to the
+//!   upstream-wide broadcast;
+//! - other notifications (`resources/updated`, `prompts/list_changed`, …) go to the
+//!   broadcast; `tools/list_changed` goes to the supervisor.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,11 +29,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::{Progress, ProgressSink};
+use crate::{ClientBridge, Progress, ProgressSink};
 
 /// JSON-RPC "method not found".
 pub(crate) const METHOD_NOT_FOUND: i64 = -32601;
@@ -30,6 +43,21 @@ pub(crate) const INVALID_PARAMS: i64 = -32602;
 /// How long a best-effort message we do not wait for (a cancellation, a reply to a
 /// server's ping) may take to send before it is given up.
 const FIRE_AND_FORGET_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a server->client request may wait for the downstream client (a human may
+/// be answering an elicitation); the call's own deadline usually ends it sooner.
+const BRIDGE_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Notifications the upstream sends outside any known call, as `(method, params)`.
+pub(crate) type NotificationSender = broadcast::Sender<(String, Value)>;
+
+/// Who a request is for.
+#[derive(Clone)]
+pub(crate) enum Origin {
+    /// The adapter's own protocol traffic (`initialize`, `tools/list`, `ping`).
+    Protocol,
+    /// A caller's call, with its downstream client when the surface has one.
+    Call(Option<Arc<dyn ClientBridge>>),
+}
 
 /// Puts one JSON-RPC message on the wire.
 #[async_trait]
@@ -80,6 +108,8 @@ pub(crate) struct Rpc {
     events: mpsc::UnboundedSender<RpcEvent>,
     /// Flips to `Some(reason)` once, when the connection is lost.
     closed_tx: watch::Sender<Option<String>>,
+    /// Set by the supervisor before `initialize`; kept across reconnects there.
+    notifications: std::sync::OnceLock<NotificationSender>,
 }
 
 #[derive(Default)]
@@ -87,6 +117,8 @@ struct State {
     pending: HashMap<u64, oneshot::Sender<Reply>>,
     /// progressToken (as its JSON text, so `1` and `"1"` stay distinct) -> sink.
     progress: HashMap<String, ProgressSink>,
+    /// Callers' calls in flight (not protocol traffic), with their downstream client.
+    calls: HashMap<u64, Option<Arc<dyn ClientBridge>>>,
     closed: Option<String>,
 }
 
@@ -104,6 +136,7 @@ impl Rpc {
             outbound,
             events,
             closed_tx,
+            notifications: std::sync::OnceLock::new(),
         });
         (rpc, events_rx)
     }
@@ -112,6 +145,11 @@ impl Rpc {
         // A panic while holding this lock cannot leave the maps inconsistent (every
         // critical section is a single insert/remove), so poisoning is ignored.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Where notifications outside any known call go.
+    pub(crate) fn set_notifications(&self, tx: NotificationSender) {
+        let _ = self.notifications.set(tx);
     }
 
     /// The reason the connection was lost, once it is.
@@ -143,6 +181,7 @@ impl Rpc {
             }
             st.closed = Some(reason.clone());
             st.progress.clear();
+            st.calls.clear();
             std::mem::take(&mut st.pending)
         };
         tracing::debug!(upstream = %self.upstream, reason = %reason, failed = pending.len(), "connection closed");
@@ -198,7 +237,12 @@ impl Rpc {
         deadline: Instant,
         cancel: Option<&CancellationToken>,
         progress: Option<ProgressSink>,
+        origin: Origin,
     ) -> Reply {
+        if deadline <= Instant::now() {
+            // Sending would only be followed by a cancellation right away.
+            return Err(RpcFailure::Timeout);
+        }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let mut params = match params {
             Value::Object(m) => m,
@@ -212,6 +256,9 @@ impl Rpc {
                 return Err(RpcFailure::Closed(reason.clone()));
             }
             st.pending.insert(id, tx);
+            if let Origin::Call(client) = origin {
+                st.calls.insert(id, client);
+            }
             progress.map(|sink| {
                 // A string token cannot collide with another upstream's, and `id` is
                 // unique on this connection.
@@ -256,6 +303,7 @@ impl Rpc {
             if let Some(key) = &token_key {
                 st.progress.remove(key);
             }
+            st.calls.remove(&id);
             st.pending.remove(&id).is_some()
         };
         if was_pending && matches!(outcome, Err(RpcFailure::Cancelled | RpcFailure::Timeout)) {
@@ -292,15 +340,16 @@ impl Rpc {
     }
 
     /// Handles one incoming message (or batch). Must be called in wire order, from one
-    /// task per stream; never blocks.
-    pub(crate) fn dispatch(self: &Arc<Self>, msg: Value) {
+    /// task per stream; never blocks. `related` is the id of our request whose response
+    /// stream carried the message (streamable HTTP), if any.
+    pub(crate) fn dispatch(self: &Arc<Self>, msg: Value, related: Option<u64>) {
         match msg {
             Value::Array(batch) => {
                 for m in batch {
-                    self.dispatch(m);
+                    self.dispatch(m, related);
                 }
             }
-            Value::Object(obj) => self.dispatch_object(obj),
+            Value::Object(obj) => self.dispatch_object(obj, related),
             other => {
                 tracing::warn!(upstream = %self.upstream, kind = json_kind(&other), "ignoring a JSON-RPC message that is not an object");
             }
@@ -309,29 +358,30 @@ impl Rpc {
 
     /// Parses and dispatches one line / event body; malformed input is logged and
     /// skipped (a broken message must not take the connection down).
-    pub(crate) fn dispatch_bytes(self: &Arc<Self>, bytes: &[u8]) {
+    pub(crate) fn dispatch_bytes(self: &Arc<Self>, bytes: &[u8], related: Option<u64>) {
         let trimmed = bytes.trim_ascii();
         if trimmed.is_empty() {
             return;
         }
         match serde_json::from_slice::<Value>(trimmed) {
-            Ok(v) => self.dispatch(v),
+            Ok(v) => self.dispatch(v, related),
             Err(e) => {
                 tracing::warn!(upstream = %self.upstream, error = %e, len = trimmed.len(), "skipping a message that is not valid JSON");
             }
         }
     }
 
-    fn dispatch_object(self: &Arc<Self>, mut obj: Map<String, Value>) {
+    fn dispatch_object(self: &Arc<Self>, mut obj: Map<String, Value>, related: Option<u64>) {
         let method = obj.get("method").and_then(Value::as_str).map(str::to_owned);
         match (method, obj.contains_key("id")) {
             (Some(method), true) => {
                 let id = obj.remove("id").unwrap_or(Value::Null);
-                self.answer_server_request(&method, id);
+                let params = obj.remove("params").unwrap_or(Value::Null);
+                self.answer_server_request(method, id, params, related);
             }
             (Some(method), false) => {
                 let params = obj.remove("params").unwrap_or(Value::Null);
-                self.handle_notification(&method, params);
+                self.handle_notification(&method, params, related);
             }
             (None, true) => self.handle_response(obj),
             (None, false) => {
@@ -381,14 +431,50 @@ impl Rpc {
         }
     }
 
-    fn handle_notification(&self, method: &str, params: Value) {
+    fn handle_notification(&self, method: &str, params: Value, related: Option<u64>) {
         match method {
             "notifications/progress" => self.handle_progress(params),
             "notifications/tools/list_changed" => {
                 let _ = self.events.send(RpcEvent::ToolsListChanged);
             }
-            "notifications/message" => log_server_message(&self.upstream, &params),
-            _ => tracing::debug!(upstream = %self.upstream, method, "ignoring notification"),
+            // The server gave up on a request it sent us; our answer, if any, will be
+            // ignored by it. Nothing to undo here.
+            "notifications/cancelled" => {
+                tracing::debug!(upstream = %self.upstream, "server cancelled one of its requests")
+            }
+            _ => {
+                if method == "notifications/message" {
+                    log_server_message(&self.upstream, &params);
+                }
+                // Log lines may belong to a call (the unique one in flight); anything
+                // else only when it came on a call's own stream.
+                let bridge = if method == "notifications/message" || related.is_some() {
+                    self.bridge_for(related)
+                } else {
+                    None
+                };
+                match bridge {
+                    // notify never blocks, so wire order with progress holds.
+                    Some(bridge) => bridge.notify(method, params),
+                    None => {
+                        if let Some(tx) = self.notifications.get() {
+                            // No receiver is normal (no passthrough surface listening).
+                            let _ = tx.send((method.to_owned(), params));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The downstream client of the call a server message belongs to, if known: the
+    /// call whose response stream carried it, or else the only call in flight.
+    fn bridge_for(&self, related: Option<u64>) -> Option<Arc<dyn ClientBridge>> {
+        let st = self.lock();
+        match related {
+            Some(id) => st.calls.get(&id).cloned().flatten(),
+            None if st.calls.len() == 1 => st.calls.values().next().cloned().flatten(),
+            None => None,
         }
     }
 
@@ -421,24 +507,62 @@ impl Rpc {
         }
     }
 
-    /// Answers a server->client request. We offer no client capabilities, so only the
-    /// requests every client must handle get a real answer.
-    fn answer_server_request(self: &Arc<Self>, method: &str, id: Value) {
-        let reply = match method {
-            "ping" => json!({"jsonrpc": "2.0", "id": id, "result": {}}),
-            "roots/list" => json!({"jsonrpc": "2.0", "id": id, "result": {"roots": []}}),
-            _ => {
-                tracing::debug!(upstream = %self.upstream, method, "refusing a server request we do not support");
-                json!({"jsonrpc": "2.0", "id": id, "error": {
-                    "code": METHOD_NOT_FOUND,
-                    "message": format!("method '{method}' is not supported by this client"),
-                }})
-            }
+    /// Answers a server->client request: `ping` here, the rest through the call's
+    /// downstream client when there is one (see the module docs).
+    fn answer_server_request(
+        self: &Arc<Self>,
+        method: String,
+        id: Value,
+        params: Value,
+        related: Option<u64>,
+    ) {
+        let bridge = if method == "ping" {
+            None
+        } else {
+            self.bridge_for(related)
         };
-        // Sent from a task of its own: the reader must keep reading (a stdio child
-        // blocked on a full stdout would otherwise never read our reply).
+        // Answered from a task of its own: the reader must keep reading (a stdio child
+        // blocked on a full stdout would otherwise never read our reply, and the
+        // downstream client may take its time).
         let rpc = self.clone();
         tokio::spawn(async move {
+            let answer = match (method.as_str(), bridge) {
+                ("ping", _) => Ok(json!({})),
+                (_, Some(bridge)) => {
+                    match tokio::time::timeout(BRIDGE_TIMEOUT, bridge.request(&method, params))
+                        .await
+                    {
+                        Ok(answer) => answer.map_err(|e| (e.code, e.message, e.data)),
+                        Err(_) => Err((
+                            -32603,
+                            "the downstream client did not answer in time".to_owned(),
+                            None,
+                        )),
+                    }
+                }
+                ("roots/list", None) => Ok(json!({"roots": []})),
+                (_, None) => {
+                    tracing::debug!(upstream = %rpc.upstream, method = %method, "refusing a server request outside a known call");
+                    Err((
+                        METHOD_NOT_FOUND,
+                        format!(
+                            "'{method}' is not available: the gateway could not tie this \
+                             request to a call whose client supports it"
+                        ),
+                        None,
+                    ))
+                }
+            };
+            let reply = match answer {
+                Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+                Err((code, message, data)) => {
+                    let mut error = json!({"code": code, "message": message});
+                    if let Some(data) = data {
+                        error["data"] = data;
+                    }
+                    json!({"jsonrpc": "2.0", "id": id, "error": error})
+                }
+            };
             let deadline = Instant::now() + FIRE_AND_FORGET_TIMEOUT;
             let sent = tokio::time::timeout_at(deadline, rpc.outbound.send(reply, None, deadline));
             if !matches!(sent.await, Ok(Ok(()))) {

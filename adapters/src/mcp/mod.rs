@@ -11,6 +11,37 @@
 //! Each upstream has one supervisor task: it connects, initializes, lists tools (all
 //! pages), refreshes the list on `notifications/tools/list_changed`, and reconnects
 //! (restarting a stdio child) with exponential backoff when the connection is lost.
+//!
+//! ```text
+//! spawn() -> McpUpstream (upstream.rs)        the handle: Upstream impl, reads Shared
+//!              supervisor.rs                  connect, initialize, list, reconnect
+//!                transport.rs                 what a transport hands over: Rpc + Link
+//!                  stdio.rs                   child process, stdin writer, stdout reader
+//!                  streamable_http.rs         POST per message, GET stream, session
+//!                  sse.rs                     legacy GET stream + POST endpoint
+//!                  http.rs                    shared reqwest client, bodies, SSE reading
+//!                  framing.rs                 bounded line and SSE decoders
+//!                jsonrpc.rs                   ids, pending calls, wire-order dispatch
+//! ```
+//!
+//! Behaviour worth knowing:
+//! - A lost connection (child exit, stdout closed, SSE stream end, unreachable server,
+//!   expired session) fails every pending call at once with `Unavailable`; calls made
+//!   while reconnecting fail fast the same way. `tools()` keeps the last list meanwhile
+//!   so the catalog does not flap.
+//! - Cancellation and deadlines send `notifications/cancelled` upstream.
+//! - `tools_changed` is bumped on every successful listing (after each connect and each
+//!   `list_changed`), even if the list came back the same.
+//! - Server->client requests and call notifications reach the caller's
+//!   [`ClientBridge`](crate::ClientBridge) only when the call they belong to is known
+//!   (see `jsonrpc.rs`); what to declare in `initialize` is
+//!   [`McpOptions::client_capabilities`].
+//! - Header values, env values and session ids are never logged; the config types'
+//!   `Debug` redacts them.
+//!
+//! Not done yet: resuming a broken streamable HTTP response stream with
+//! `Last-Event-ID`; the 2026-07-28 protocol (no `initialize`; servers that only speak
+//! it are refused with a clear error).
 
 mod framing;
 mod http;
@@ -33,7 +64,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A stdio MCP server: a child process speaking newline-delimited JSON-RPC.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+///
+/// Its `Debug` output shows the env variable names but not their values (secrets).
+#[derive(Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StdioConfig {
     /// The program to run (looked up on `PATH`).
@@ -50,7 +83,9 @@ pub struct StdioConfig {
 }
 
 /// An MCP server reached over HTTP (streamable HTTP, or legacy HTTP+SSE).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+///
+/// Its `Debug` output shows the header names but not their values (secrets).
+#[derive(Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HttpConfig {
     /// The endpoint: `/mcp` for streamable HTTP, the SSE stream (`/sse`) for legacy.
@@ -63,6 +98,38 @@ pub struct HttpConfig {
     #[serde(default = "default_request_timeout", with = "humantime_serde")]
     #[schemars(with = "String")]
     pub timeout: Duration,
+}
+
+/// Redacts a map's values for `Debug`.
+struct Redacted<'a>(&'a BTreeMap<String, String>);
+
+impl std::fmt::Debug for Redacted<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(self.0.keys().map(|k| (k, "<redacted>")))
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for StdioConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StdioConfig")
+            .field("command", &self.command)
+            .field("args", &self.args)
+            .field("env", &Redacted(&self.env))
+            .field("cwd", &self.cwd)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for HttpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpConfig")
+            .field("url", &self.url)
+            .field("headers", &Redacted(&self.headers))
+            .field("timeout", &self.timeout)
+            .finish()
+    }
 }
 
 fn default_request_timeout() -> Duration {
@@ -88,7 +155,7 @@ impl McpTransport {
     }
 }
 
-/// Reconnect behaviour.
+/// Timeouts, reconnect behaviour and what we tell the server about ourselves.
 #[derive(Debug, Clone, PartialEq)]
 pub struct McpOptions {
     /// Timeout of protocol requests (initialize, tools/list, ping).
@@ -96,6 +163,13 @@ pub struct McpOptions {
     /// First reconnect delay; doubled after each failure up to `backoff_max`.
     pub backoff_initial: Duration,
     pub backoff_max: Duration,
+    /// The `capabilities` object sent in `initialize`. Default `{}`: the server will
+    /// not send sampling, elicitation or roots requests. Declare them (e.g.
+    /// `{"sampling": {}, "elicitation": {}, "roots": {}}`) only where callers' clients
+    /// can answer them through [`ClientBridge`](crate::ClientBridge): a server asking
+    /// during a call without one gets "method not found" (`roots/list`: an empty list),
+    /// and a server that would have done without sampling may now fail instead.
+    pub client_capabilities: serde_json::Value,
 }
 
 impl Default for McpOptions {
@@ -104,6 +178,7 @@ impl Default for McpOptions {
             request_timeout: Duration::from_secs(30),
             backoff_initial: Duration::from_millis(250),
             backoff_max: Duration::from_secs(30),
+            client_capabilities: serde_json::Value::Object(Default::default()),
         }
     }
 }

@@ -22,9 +22,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::framing::MAX_FRAME;
-use super::http::{HttpClient, error_excerpt, read_sse};
+use super::http::{HttpClient, error_chain, error_excerpt, read_sse};
 use super::jsonrpc::{Outbound, Rpc};
-use super::streamable_http::error_chain;
 use super::transport::{Connected, Link};
 
 /// Opens the SSE stream and waits (bounded by the HTTP timeout) for the endpoint.
@@ -40,7 +39,7 @@ pub(crate) async fn connect(
     let resp = tokio::time::timeout(http.timeout, req.send())
         .await
         .map_err(|_| "opening the SSE stream timed out".to_owned())?
-        .map_err(|e| format!("opening the SSE stream failed: {}", error_chain(&e)))?;
+        .map_err(|e| format!("opening the SSE stream failed: {}", error_chain(e)))?;
     if !resp.status().is_success() {
         return Err(format!(
             "opening the SSE stream failed: {}",
@@ -81,7 +80,7 @@ pub(crate) async fn connect(
                         let _ = tx.send(resolved);
                     }
                 }
-                "message" => reader_rpc.dispatch_bytes(ev.data.as_bytes()),
+                "message" => reader_rpc.dispatch_bytes(ev.data.as_bytes(), None),
                 other => tracing::debug!(upstream = %upstream, event = other, "ignoring SSE event"),
             }
             true
@@ -155,7 +154,7 @@ impl Outbound for SseOut {
         let resp = tokio::time::timeout(self.http.timeout, req.send())
             .await
             .map_err(|_| "POST timed out".to_owned())?
-            .map_err(|e| format!("POST failed: {}", error_chain(&e)))?;
+            .map_err(|e| format!("POST failed: {}", error_chain(e)))?;
         if !resp.status().is_success() {
             return Err(error_excerpt(resp, self.http.timeout).await);
         }

@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin, Command};
-use tokio::sync::Mutex;
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -54,11 +54,18 @@ pub(crate) fn connect(upstream: Arc<str>, cfg: &StdioConfig) -> Result<Connected
         return Err("child process has no stdio pipes".into());
     };
 
-    let out = Arc::new(StdioOut {
-        stdin: Mutex::new(Some(stdin)),
-    });
-    let (rpc, events) = Rpc::new(upstream.clone(), out.clone());
+    let (lines_tx, lines_rx) = mpsc::channel(WRITE_QUEUE);
+    let (rpc, events) = Rpc::new(upstream.clone(), Arc::new(StdioOut { lines: lines_tx }));
     let stop = CancellationToken::new();
+    // The writer stops on its own token so the watcher can close stdin first, then
+    // wait for the child to exit.
+    let close_stdin = CancellationToken::new();
+    tokio::spawn(write_stdin(
+        upstream.clone(),
+        stdin,
+        lines_rx,
+        close_stdin.clone(),
+    ));
 
     tracing::info!(upstream = %upstream, pid, command = %cfg.command, "started MCP server process");
     tokio::spawn(read_stdout(upstream.clone(), rpc.clone(), stdout));
@@ -68,7 +75,7 @@ pub(crate) fn connect(upstream: Arc<str>, cfg: &StdioConfig) -> Result<Connected
         upstream,
         rpc.clone(),
         child,
-        out,
+        close_stdin,
         stop.clone(),
         done_tx,
     ));
@@ -83,9 +90,12 @@ pub(crate) fn connect(upstream: Arc<str>, cfg: &StdioConfig) -> Result<Connected
     })
 }
 
+/// Queue depth between callers and the writer task; a full queue makes senders wait
+/// (cancel-safely) instead of growing memory when the child stops reading.
+const WRITE_QUEUE: usize = 256;
+
 struct StdioOut {
-    /// `None` once closed (graceful shutdown closes stdin first).
-    stdin: Mutex<Option<ChildStdin>>,
+    lines: mpsc::Sender<Vec<u8>>,
 }
 
 #[async_trait]
@@ -93,15 +103,39 @@ impl Outbound for StdioOut {
     async fn send(&self, msg: Value, _id: Option<u64>, _deadline: Instant) -> Result<(), String> {
         let mut line = serde_json::to_vec(&msg).map_err(|e| e.to_string())?;
         line.push(b'\n');
-        // One writer at a time keeps each line whole on the pipe.
-        let mut stdin = self.stdin.lock().await;
-        let pipe = stdin.as_mut().ok_or("stdin is closed")?;
-        pipe.write_all(&line)
+        // Handing the line to the writer task (rather than writing here) matters: a
+        // caller cancelled halfway through `write_all` would leave half a line on the
+        // pipe and corrupt every later message.
+        self.lines
+            .send(line)
             .await
-            .map_err(|e| format!("writing to the process failed: {e}"))?;
-        pipe.flush()
-            .await
-            .map_err(|e| format!("writing to the process failed: {e}"))
+            .map_err(|_| "the process's stdin is closed".to_owned())
+    }
+}
+
+/// Writes queued lines whole, in order, until the queue closes or `stop` fires; then
+/// drops stdin, which closes it (the first step of the stdio shutdown sequence).
+async fn write_stdin(
+    upstream: Arc<str>,
+    mut stdin: ChildStdin,
+    mut lines: mpsc::Receiver<Vec<u8>>,
+    stop: CancellationToken,
+) {
+    loop {
+        let line = tokio::select! {
+            l = lines.recv() => l,
+            _ = stop.cancelled() => None,
+        };
+        let Some(line) = line else { break };
+        let written = async {
+            stdin.write_all(&line).await?;
+            stdin.flush().await
+        };
+        if let Err(e) = written.await {
+            // The process is going away; its exit is reported by the watcher.
+            tracing::debug!(upstream = %upstream, error = %e, "writing to the process failed");
+            break;
+        }
     }
 }
 
@@ -110,7 +144,7 @@ async fn read_stdout(upstream: Arc<str>, rpc: Arc<Rpc>, mut stdout: impl AsyncRe
     let mut lines = LineSplitter::new(MAX_FRAME);
     let mut buf = vec![0u8; 64 * 1024];
     let mut handle = |line: Line| match line {
-        Line::Line(l) => rpc.dispatch_bytes(&l),
+        Line::Line(l) => rpc.dispatch_bytes(&l, None),
         Line::TooLong(n) => {
             tracing::warn!(upstream = %upstream, bytes = n, "skipping an oversized line from the MCP server")
         }
@@ -160,7 +194,7 @@ async fn watch_child(
     upstream: Arc<str>,
     rpc: Arc<Rpc>,
     mut child: Child,
-    out: Arc<StdioOut>,
+    close_stdin: CancellationToken,
     stop: CancellationToken,
     done: tokio::sync::watch::Sender<bool>,
 ) {
@@ -173,11 +207,12 @@ async fn watch_child(
             };
             tracing::warn!(upstream = %upstream, pid, reason = %reason, "MCP server process ended");
             rpc.close(reason);
+            close_stdin.cancel();
         }
         _ = stop.cancelled() => {
             rpc.close("shut down");
             // The MCP stdio shutdown sequence: close stdin, then SIGTERM, then SIGKILL.
-            out.stdin.lock().await.take();
+            close_stdin.cancel();
             let mut exited = tokio::time::timeout(GRACE, child.wait()).await.is_ok();
             if !exited {
                 signal_group(pid, Signal::Term);

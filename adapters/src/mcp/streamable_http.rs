@@ -23,7 +23,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::framing::MAX_FRAME;
-use super::http::{HttpClient, error_excerpt, has_content_type, read_body, read_sse};
+use super::http::{HttpClient, error_chain, error_excerpt, has_content_type, read_body, read_sse};
 use super::jsonrpc::{Outbound, Rpc, RpcFailure};
 use super::transport::{Connected, Link};
 
@@ -123,12 +123,27 @@ impl StreamableOut {
     /// A 404 while we hold a session id: the server forgot the session.
     fn session_expired(&self, status: StatusCode) -> bool {
         if status == StatusCode::NOT_FOUND && self.session_id().is_some() {
-            if let Some(rpc) = self.rpc() {
-                rpc.close("the server ended the MCP session (HTTP 404); re-initializing");
-            }
+            self.session_lost("the server ended the MCP session (HTTP 404)");
             return true;
         }
         false
+    }
+
+    /// Closes the connection so the supervisor initializes a new session; pending
+    /// calls fail as unavailable (retryable) rather than as tool failures.
+    fn session_lost(&self, why: &str) {
+        if let Some(rpc) = self.rpc() {
+            rpc.close(format!("{why}; re-initializing"));
+        }
+    }
+
+    /// The spec says a forgotten session gets a 404, but widely used servers (the MCP
+    /// TypeScript SDK's examples, server-everything) answer 400 "No valid session ID"
+    /// after a restart. Recognized by status and wording, only while we hold a session.
+    fn is_session_rejection(&self, status: StatusCode, body: &str) -> bool {
+        status == StatusCode::BAD_REQUEST
+            && self.session_id().is_some()
+            && body.to_ascii_lowercase().contains("session")
     }
 
     /// Carries a request's POST to its answer, dispatching what the server sends.
@@ -137,13 +152,14 @@ impl StreamableOut {
         let resp = match self.post(body).send().await {
             Ok(r) => r,
             Err(e) => {
-                let reason = format!("POST failed: {}", error_chain(&e));
-                if e.is_connect() {
+                let is_connect = e.is_connect();
+                let detail = error_chain(e);
+                if is_connect {
                     // The server is gone: reconnect (with backoff) rather than failing
                     // calls one by one.
-                    rpc.close(format!("cannot reach the server: {}", error_chain(&e)));
+                    rpc.close(format!("cannot reach the server: {detail}"));
                 } else {
-                    rpc.fail(id, RpcFailure::Transport(reason));
+                    rpc.fail(id, RpcFailure::Transport(format!("POST failed: {detail}")));
                 }
                 return;
             }
@@ -164,8 +180,13 @@ impl StreamableOut {
             let excerpt = if is_json {
                 match tokio::time::timeout(self.http.timeout, read_body(resp, MAX_FRAME)).await {
                     Ok(Ok(body)) => {
-                        rpc.dispatch_bytes(&body);
-                        String::from_utf8_lossy(&body).into_owned()
+                        let text = String::from_utf8_lossy(&body).into_owned();
+                        if self.is_session_rejection(status, &text) {
+                            self.session_lost("the server no longer knows the MCP session");
+                            return;
+                        }
+                        rpc.dispatch_bytes(&body, Some(id));
+                        text
                     }
                     _ => format!("HTTP {status}"),
                 }
@@ -185,7 +206,7 @@ impl StreamableOut {
         if has_content_type(&resp, "text/event-stream") {
             let ended = read_sse(&self.upstream, resp, MAX_FRAME, |ev| {
                 if ev.event == "message" {
-                    rpc.dispatch_bytes(ev.data.as_bytes());
+                    rpc.dispatch_bytes(ev.data.as_bytes(), Some(id));
                 }
                 // The server closes the stream after the response; stop reading then
                 // even if it does not.
@@ -200,7 +221,7 @@ impl StreamableOut {
             }
         } else {
             match read_body(resp, MAX_FRAME).await {
-                Ok(body) => rpc.dispatch_bytes(&body),
+                Ok(body) => rpc.dispatch_bytes(&body, Some(id)),
                 Err(e) => rpc.fail(id, RpcFailure::Transport(e)),
             }
             if rpc.is_pending(id) {
@@ -215,6 +236,9 @@ impl StreamableOut {
     /// Keeps the optional GET stream open for server-initiated messages.
     async fn run_get_stream(self: Arc<Self>) {
         let mut delay = Duration::from_millis(500);
+        // Once the stream has worked, its failures say something about the session
+        // (the server restarted); before that they may only mean "no GET stream here".
+        let mut worked = false;
         loop {
             let Some(rpc) = self.rpc() else { return };
             if rpc.closed_reason().is_some() {
@@ -225,10 +249,11 @@ impl StreamableOut {
                 .header(ACCEPT, "text/event-stream");
             match tokio::time::timeout(self.http.timeout, req.send()).await {
                 Ok(Ok(resp)) if resp.status().is_success() => {
+                    worked = true;
                     delay = Duration::from_millis(500);
                     let ended = read_sse(&self.upstream, resp, MAX_FRAME, |ev| {
                         if ev.event == "message" {
-                            rpc.dispatch_bytes(ev.data.as_bytes());
+                            rpc.dispatch_bytes(ev.data.as_bytes(), None);
                         }
                         true
                     })
@@ -240,13 +265,25 @@ impl StreamableOut {
                     return;
                 }
                 Ok(Ok(resp)) => {
-                    if !self.session_expired(resp.status()) {
-                        tracing::debug!(upstream = %self.upstream, status = %resp.status(), "GET stream refused");
+                    let status = resp.status();
+                    if self.session_expired(status) {
+                        return;
                     }
+                    if worked && status == StatusCode::BAD_REQUEST {
+                        self.session_lost("the server no longer knows the MCP session");
+                        return;
+                    }
+                    tracing::debug!(upstream = %self.upstream, status = %status, "GET stream refused");
                     return;
                 }
                 Ok(Err(e)) => {
-                    tracing::debug!(upstream = %self.upstream, error = %error_chain(&e), "GET stream failed")
+                    if e.is_connect() {
+                        // The server is unreachable: show it (Reconnecting) now rather
+                        // than at the next call.
+                        rpc.close(format!("cannot reach the server: {}", error_chain(e)));
+                        return;
+                    }
+                    tracing::debug!(upstream = %self.upstream, error = %error_chain(e), "GET stream failed")
                 }
                 Err(_) => tracing::debug!(upstream = %self.upstream, "GET stream timed out"),
             }
@@ -278,13 +315,17 @@ impl Outbound for StreamableOut {
         let resp = tokio::time::timeout(self.http.timeout, self.post(body).send())
             .await
             .map_err(|_| "POST timed out".to_owned())?
-            .map_err(|e| format!("POST failed: {}", error_chain(&e)))?;
+            .map_err(|e| format!("POST failed: {}", error_chain(e)))?;
         let status = resp.status();
         if self.session_expired(status) {
             return Err("session expired".into());
         }
         if !status.is_success() {
-            return Err(error_excerpt(resp, self.http.timeout).await);
+            let excerpt = error_excerpt(resp, self.http.timeout).await;
+            if self.is_session_rejection(status, &excerpt) {
+                self.session_lost("the server no longer knows the MCP session");
+            }
+            return Err(excerpt);
         }
         Ok(())
     }
@@ -339,19 +380,4 @@ impl Drop for StreamableLink {
     fn drop(&mut self) {
         self.stop.cancel();
     }
-}
-
-/// An error with its sources ("error sending request: connection refused").
-pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(cause) = src {
-        let c = cause.to_string();
-        if !s.contains(&c) {
-            s.push_str(": ");
-            s.push_str(&c);
-        }
-        src = cause.source();
-    }
-    s
 }

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::http::HttpClient;
-use super::jsonrpc::{Rpc, RpcEvent, RpcFailure};
+use super::jsonrpc::{NotificationSender, Origin, Rpc, RpcEvent, RpcFailure};
 use super::transport::Connected;
 use super::{McpOptions, McpTransport, sse, stdio, streamable_http};
 use crate::{Connection, JsonObject, ToolDef};
@@ -38,6 +38,8 @@ pub(crate) struct Shared {
     pub inner: Mutex<Inner>,
     pub tools_tx: watch::Sender<u64>,
     pub conn_tx: watch::Sender<Connection>,
+    /// Notifications outside any known call; one channel across reconnects.
+    pub notifications: NotificationSender,
     pub shutdown: CancellationToken,
 }
 
@@ -170,18 +172,34 @@ async fn connect_and_initialize(
     };
     let timeout = shared.options.request_timeout;
     let rpc = &conn.rpc;
+    rpc.set_notifications(shared.notifications.clone());
 
     let params = json!({
         "protocolVersion": OFFERED_PROTOCOL_VERSION,
-        // We answer `ping` and an empty `roots/list` but offer no optional capability:
-        // sampling and elicitation cannot be forwarded to the gateway's callers.
-        "capabilities": {},
+        "capabilities": shared.options.client_capabilities,
         "clientInfo": {"name": "toolgate", "version": env!("CARGO_PKG_VERSION")},
     });
     let init = rpc
-        .request("initialize", params, Instant::now() + timeout, None, None)
+        .request(
+            "initialize",
+            params,
+            Instant::now() + timeout,
+            None,
+            None,
+            Origin::Protocol,
+        )
         .await
-        .map_err(|e| format!("initialize failed: {}", describe(&e)))?;
+        .map_err(|e| match e {
+            // A 2026-07-28-only server has no `initialize` at all.
+            RpcFailure::Error { code, .. } if code == super::jsonrpc::METHOD_NOT_FOUND => {
+                format!(
+                    "initialize failed: {} — the server may speak only MCP 2026-07-28, \
+                     which toolgate does not support yet",
+                    describe(&e)
+                )
+            }
+            _ => format!("initialize failed: {}", describe(&e)),
+        })?;
     let Value::Object(init) = init else {
         return Err("initialize returned something other than an object".into());
     };
@@ -256,7 +274,12 @@ async fn serve(shared: &Shared, conn: &mut Connected) -> Option<String> {
                 Some(RpcEvent::ToolsListChanged) => {
                     // Several notifications in a row need one listing.
                     while conn.events.try_recv().is_ok() {}
-                    match list_tools(&shared.name, &rpc, timeout).await {
+                    // Shutdown must not wait for a slow listing.
+                    let listed = tokio::select! {
+                        r = list_tools(&shared.name, &rpc, timeout) => r,
+                        _ = shared.shutdown.cancelled() => return None,
+                    };
+                    match listed {
                         Ok(tools) => shared.set_tools(tools),
                         Err(e) => {
                             tracing::warn!(upstream = %shared.name, error = %e, "re-listing tools failed");
@@ -285,7 +308,14 @@ pub(crate) async fn list_tools(
             None => json!({}),
         };
         let result = rpc
-            .request("tools/list", params, Instant::now() + timeout, None, None)
+            .request(
+                "tools/list",
+                params,
+                Instant::now() + timeout,
+                None,
+                None,
+                Origin::Protocol,
+            )
             .await
             .map_err(|e| format!("tools/list failed: {}", describe(&e)))?;
         let Some(list) = result.get("tools").and_then(Value::as_array) else {

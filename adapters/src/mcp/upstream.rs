@@ -6,15 +6,17 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::jsonrpc::{INVALID_PARAMS, METHOD_NOT_FOUND, Rpc, RpcFailure};
+use super::jsonrpc::{INVALID_PARAMS, METHOD_NOT_FOUND, Origin, Rpc, RpcFailure};
 use super::supervisor::{self, Shared, describe};
 use super::{McpOptions, McpTransport};
-use crate::{CallContext, CallOutput, Connection, JsonObject, ToolDef, ToolError, Upstream};
+use crate::{
+    CallContext, CallOutput, Connection, JsonObject, RpcError, ToolDef, ToolError, Upstream,
+};
 
 /// Starts an MCP upstream. Returns at once; a supervisor task connects in the
 /// background (watch [`Upstream::connection`] / [`McpUpstream::connection_changes`]).
@@ -23,6 +25,9 @@ use crate::{CallContext, CallOutput, Connection, JsonObject, ToolDef, ToolError,
 pub fn spawn(name: String, transport: McpTransport, options: McpOptions) -> Arc<McpUpstream> {
     let (tools_tx, _) = watch::channel(0);
     let (conn_tx, _) = watch::channel(Connection::Connecting);
+    // Bounded: a slow receiver loses the oldest notifications (and is told so by
+    // `RecvError::Lagged`) instead of growing memory.
+    let (notifications, _) = broadcast::channel(256);
     let shared = Arc::new(Shared {
         name: name.clone().into(),
         transport,
@@ -30,6 +35,7 @@ pub fn spawn(name: String, transport: McpTransport, options: McpOptions) -> Arc<
         inner: Mutex::new(Default::default()),
         tools_tx,
         conn_tx,
+        notifications,
         shutdown: CancellationToken::new(),
     });
     let task = tokio::spawn(supervisor::run(shared.clone()));
@@ -91,13 +97,20 @@ impl McpUpstream {
         timeout: Duration,
     ) -> Result<Value, ToolError> {
         let rpc = self.rpc()?;
-        rpc.request(method, params, Instant::now() + timeout, None, None)
-            .await
-            .map_err(|e| match e {
-                RpcFailure::Closed(r) => ToolError::unavailable(&self.name, r),
-                RpcFailure::Timeout => ToolError::timeout(&self.name, method, timeout),
-                other => ToolError::Failed(describe(&other)),
-            })
+        rpc.request(
+            method,
+            params,
+            Instant::now() + timeout,
+            None,
+            None,
+            Origin::Protocol,
+        )
+        .await
+        .map_err(|e| match e {
+            RpcFailure::Closed(r) => ToolError::unavailable(&self.name, r),
+            RpcFailure::Timeout => ToolError::timeout(&self.name, method, timeout),
+            other => ToolError::Failed(describe(&other)),
+        })
     }
 
     fn rpc(&self) -> Result<Arc<Rpc>, ToolError> {
@@ -161,6 +174,7 @@ impl Upstream for McpUpstream {
                 deadline,
                 Some(&ctx.cancel),
                 ctx.progress.clone(),
+                Origin::Call(ctx.client.clone()),
             )
             .await;
         match result {
@@ -196,12 +210,26 @@ impl Upstream for McpUpstream {
         let rpc = self.rpc()?;
         let deadline = Instant::now() + timeout;
         let ping = rpc
-            .request("ping", Value::Object(Map::new()), deadline, None, None)
+            .request(
+                "ping",
+                Value::Object(Map::new()),
+                deadline,
+                None,
+                None,
+                Origin::Protocol,
+            )
             .await;
         let result = match ping {
             Err(RpcFailure::Error { code, .. }) if code == METHOD_NOT_FOUND => {
-                rpc.request("tools/list", json!({}), deadline, None, None)
-                    .await
+                rpc.request(
+                    "tools/list",
+                    json!({}),
+                    deadline,
+                    None,
+                    None,
+                    Origin::Protocol,
+                )
+                .await
             }
             other => other,
         };
@@ -215,6 +243,56 @@ impl Upstream for McpUpstream {
                 describe(&other)
             ))),
         }
+    }
+
+    async fn forward(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        ctx: CallContext,
+    ) -> Result<Result<Value, RpcError>, ToolError> {
+        let budget = ctx.remaining();
+        if ctx.cancel.is_cancelled() {
+            return Err(ToolError::cancelled(method));
+        }
+        let rpc = self.rpc()?;
+        let result = rpc
+            .request(
+                method,
+                params.unwrap_or_else(|| Value::Object(Map::new())),
+                Instant::from_std(ctx.deadline),
+                Some(&ctx.cancel),
+                ctx.progress.clone(),
+                Origin::Call(ctx.client.clone()),
+            )
+            .await;
+        match result {
+            Ok(value) => Ok(Ok(value)),
+            Err(RpcFailure::Error {
+                code,
+                message,
+                data,
+            }) => Ok(Err(RpcError {
+                code,
+                message,
+                data,
+            })),
+            Err(RpcFailure::Transport(detail)) => Err(ToolError::Failed(format!(
+                "'{method}' on upstream '{}' failed: {detail}",
+                self.name
+            ))),
+            Err(RpcFailure::Closed(reason)) => Err(ToolError::unavailable(&self.name, reason)),
+            Err(RpcFailure::Cancelled) => Err(ToolError::cancelled(method)),
+            Err(RpcFailure::Timeout) => Err(ToolError::timeout(&self.name, method, budget)),
+        }
+    }
+
+    fn server_info(&self) -> Option<JsonObject> {
+        self.shared.lock().initialize_result.clone()
+    }
+
+    fn notifications(&self) -> Option<broadcast::Receiver<(String, Value)>> {
+        Some(self.shared.notifications.subscribe())
     }
 
     async fn shutdown(&self) {

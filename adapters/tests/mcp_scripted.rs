@@ -1,0 +1,485 @@
+//! The stdio upstream against a small scripted MCP server (a real node process) that
+//! does what the reference server never does: malformed lines, batches, paginated and
+//! odd tool lists, server->client requests, JSON-RPC errors, a protocol version we do
+//! not speak.
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use toolgate_adapters::mcp::{McpOptions, McpTransport, McpUpstream, StdioConfig, spawn};
+use toolgate_adapters::{CallContext, Connection, JsonObject, Progress, ToolError, Upstream};
+
+const SERVER: &str = r#"
+const readline = require('readline');
+process.stderr.write('scripted server starting\nsecond stderr line\n');
+const rl = readline.createInterface({ input: process.stdin });
+const send = (m) => process.stdout.write(JSON.stringify(m) + '\n');
+const replies = {};
+const cancelled = [];
+const waiting = {};
+const ok = (id, result) => send({ jsonrpc: '2.0', id, result });
+const text = (t) => ({ content: [{ type: 'text', text: t }] });
+rl.on('line', (line) => {
+  let msg;
+  try { msg = JSON.parse(line); } catch { return; }
+  if (msg.method === undefined) {
+    replies[msg.id] = msg;
+    if (waiting[msg.id]) waiting[msg.id](msg);
+    return;
+  }
+  switch (msg.method) {
+    case 'notifications/cancelled':
+      cancelled.push(msg.params);
+      break;
+    case 'initialize':
+      process.stdout.write('this is not json\n');
+      process.stdout.write('{"jsonrpc": "2.0", broken\n');
+      process.stdout.write('42\n\n');
+      ok(msg.id, {
+        protocolVersion: process.env.SCRIPTED_VERSION || '2025-06-18',
+        capabilities: { tools: { listChanged: true } },
+        serverInfo: { name: 'scripted', version: '1' },
+      });
+      break;
+    case 'notifications/initialized':
+      send({ jsonrpc: '2.0', id: 'p1', method: 'ping' });
+      send({ jsonrpc: '2.0', id: 'r1', method: 'roots/list' });
+      send({ jsonrpc: '2.0', id: 's1', method: 'sampling/createMessage', params: {} });
+      break;
+    case 'ping':
+      ok(msg.id, {});
+      break;
+    case 'tools/list':
+      if (!msg.params || !msg.params.cursor) {
+        ok(msg.id, {
+          tools: [
+            { name: 'a', inputSchema: { type: 'object' }, 'x-extra': { keep: [1, 2] },
+              execution: { taskSupport: 'optional' }, _meta: { 'vendor/x': true } },
+            { nameless: true },
+          ],
+          nextCursor: 'page-2',
+        });
+      } else {
+        ok(msg.id, { tools: ['replies', 'bad-args', 'fails', 'tool-error', 'batch', 'a', 'slow', 'cancelled', 'meta', 'ask', 'huge']
+          .map((name) => ({ name, inputSchema: { type: 'object' } })) });
+      }
+      break;
+    case 'tools/call': {
+      const name = msg.params.name;
+      const token = msg.params._meta && msg.params._meta.progressToken;
+      if (name === 'replies') ok(msg.id, text(JSON.stringify(replies)));
+      else if (name === 'bad-args')
+        send({ jsonrpc: '2.0', id: msg.id, error: { code: -32602, message: 'b must be a number' } });
+      else if (name === 'fails')
+        send({ jsonrpc: '2.0', id: msg.id, error: { code: -32000, message: 'backend exploded' } });
+      else if (name === 'tool-error') ok(msg.id, { ...text('no such city'), isError: true });
+      else if (name === 'batch')
+        // Progress and the response in one batch: the progress must still arrive first.
+        send([
+          { jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: token, progress: 1, total: 2 } },
+          { jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: token, progress: 2, total: 2, message: 'done' } },
+          { jsonrpc: '2.0', id: msg.id, result: text('batched') },
+        ]);
+      else if (name === 'ask') {
+        // A log line and a roots/list request during the call, then the roots as
+        // the result.
+        const askId = 'ask-' + msg.id;
+        waiting[askId] = (reply) => ok(msg.id, text(JSON.stringify(reply)));
+        setTimeout(() => {
+          send({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: 'asking ' + msg.id } });
+          send({ jsonrpc: '2.0', id: askId, method: 'roots/list' });
+        }, (msg.params.arguments && msg.params.arguments.delayMs) || 0);
+      }
+      else if (name === 'huge') {
+        // A line past the 64 MiB bound, then the answer: the line is skipped, the
+        // connection lives on.
+        process.stdout.write('x'.repeat(65 * 1024 * 1024) + '\n', () => ok(msg.id, text('"after huge"')));
+      }
+      else if (name === 'slow') { /* never answers: the client must cancel or time out */ }
+      else if (name === 'cancelled') ok(msg.id, text(JSON.stringify(cancelled)));
+      else if (name === 'meta') ok(msg.id, text(JSON.stringify(msg.params._meta || null)));
+      else ok(msg.id, text('a'));
+      break;
+    }
+  }
+});
+"#;
+
+/// Writes the script to a file of its own per test (tests run in parallel).
+fn script(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("toolgate-scripted-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join(format!("{test}.cjs"));
+    std::fs::write(&path, SERVER).expect("write script");
+    path
+}
+
+fn upstream(test: &str, version: Option<&str>) -> std::sync::Arc<McpUpstream> {
+    let mut env = std::collections::BTreeMap::new();
+    env.insert("SCRIPTED_TOKEN".to_owned(), SECRET.to_owned());
+    if let Some(v) = version {
+        env.insert("SCRIPTED_VERSION".to_owned(), v.to_owned());
+    }
+    spawn(
+        "scripted".into(),
+        McpTransport::Stdio(StdioConfig {
+            command: "node".into(),
+            args: vec![script(test).display().to_string()],
+            env,
+            cwd: None,
+        }),
+        McpOptions {
+            request_timeout: Duration::from_secs(10),
+            backoff_initial: Duration::from_millis(50),
+            backoff_max: Duration::from_millis(200),
+            ..McpOptions::default()
+        },
+    )
+}
+
+/// An env value that must never show up in logs.
+const SECRET: &str = "hunter2-not-for-logs";
+
+fn ctx() -> CallContext {
+    CallContext::new(Duration::from_secs(10), "test")
+}
+
+/// node is needed; it comes with the same setup as the npm test servers.
+fn have_node() -> bool {
+    common::everything_entry().is_some()
+}
+
+async fn connected(up: &McpUpstream) {
+    let mut rx = up.connection_changes();
+    let r = tokio::time::timeout(
+        Duration::from_secs(15),
+        rx.wait_for(|c| *c == Connection::Connected),
+    )
+    .await;
+    assert!(
+        matches!(r, Ok(Ok(_))),
+        "not connected: {:?}",
+        up.last_error()
+    );
+}
+
+#[tokio::test]
+async fn survives_a_misbehaving_server_and_maps_its_errors() {
+    common::init_tracing();
+    if !have_node() {
+        return;
+    }
+    tokio::time::timeout(Duration::from_secs(30), async {
+        let up = upstream("misbehaving", None);
+        connected(&up).await;
+        assert_eq!(up.protocol_version().as_deref(), Some("2025-06-18"));
+
+        // Both pages listed, the nameless entry and the duplicate 'a' skipped, every
+        // field of 'a' kept.
+        let names: Vec<String> = up.tools().iter().map(|t| t.name.clone()).collect();
+        assert_eq!(
+            names,
+            [
+                "a",
+                "replies",
+                "bad-args",
+                "fails",
+                "tool-error",
+                "batch",
+                "slow",
+                "cancelled",
+                "meta",
+                "ask",
+                "huge"
+            ]
+        );
+        let a = &up.tools()[0];
+        assert_eq!(a.raw["x-extra"], json!({"keep": [1, 2]}));
+        assert_eq!(a.raw["execution"], json!({"taskSupport": "optional"}));
+        assert_eq!(a.raw["_meta"], json!({"vendor/x": true}));
+
+        // Server->client requests were answered: ping, empty roots, method not found.
+        let mut replies = Value::Null;
+        for _ in 0..50 {
+            let out = up
+                .call("replies", JsonObject::new(), ctx())
+                .await
+                .expect("replies");
+            replies = serde_json::from_str(out.raw["content"][0]["text"].as_str().unwrap())
+                .expect("json");
+            if replies.as_object().is_some_and(|m| m.len() == 3) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(replies["p1"]["result"], json!({}), "{replies}");
+        assert_eq!(replies["r1"]["result"], json!({"roots": []}), "{replies}");
+        assert_eq!(replies["s1"]["error"]["code"], -32601, "{replies}");
+
+        let r = up.call("bad-args", JsonObject::new(), ctx()).await;
+        match r {
+            Err(ToolError::InvalidArgs(m)) => assert!(m.contains("b must be a number"), "{m}"),
+            other => panic!("expected InvalidArgs, got {other:?}"),
+        }
+        let r = up.call("fails", JsonObject::new(), ctx()).await;
+        match r {
+            Err(ToolError::Failed(m)) => {
+                assert!(
+                    m.contains("backend exploded") && m.contains("-32000"),
+                    "{m}"
+                )
+            }
+            other => panic!("expected Failed, got {other:?}"),
+        }
+        let out = up
+            .call("tool-error", JsonObject::new(), ctx())
+            .await
+            .expect("an isError result is a successful call");
+        assert!(out.is_error());
+
+        let (tx, mut rx) = mpsc::unbounded_channel::<Progress>();
+        let mut c = ctx();
+        c.progress = Some(tx);
+        let out = up.call("batch", JsonObject::new(), c).await.expect("batch");
+        assert_eq!(out.raw["content"][0]["text"], "batched");
+        let first = rx.try_recv().expect("first progress before the result");
+        let second = rx.try_recv().expect("second progress before the result");
+        assert_eq!((first.progress, second.progress), (1.0, 2.0));
+        assert_eq!(second.message.as_deref(), Some("done"));
+
+        up.check(Duration::from_secs(5)).await.expect("check");
+        up.shutdown().await;
+    })
+    .await
+    .expect("bounded");
+}
+
+#[tokio::test]
+async fn refuses_a_protocol_version_it_does_not_speak() {
+    common::init_tracing();
+    if !have_node() {
+        return;
+    }
+    tokio::time::timeout(Duration::from_secs(20), async {
+        let up = upstream("version", Some("1999-01-01"));
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(e) = up.last_error() {
+                assert!(e.contains("1999-01-01"), "{e}");
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "no error reported");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_ne!(up.connection(), Connection::Connected);
+        let r = up.call("a", JsonObject::new(), ctx()).await;
+        assert!(matches!(r, Err(ToolError::Unavailable(_))), "{r:?}");
+        up.shutdown().await;
+        assert_eq!(up.connection(), Connection::Closed);
+    })
+    .await
+    .expect("bounded");
+}
+
+fn text(out: &toolgate_adapters::CallOutput) -> Value {
+    serde_json::from_str(out.raw["content"][0]["text"].as_str().expect("text")).expect("json")
+}
+
+#[tokio::test]
+async fn cancellation_and_timeout_are_sent_upstream_and_progress_tokens_only_on_request() {
+    common::init_tracing();
+    if !have_node() {
+        return;
+    }
+    tokio::time::timeout(Duration::from_secs(30), async {
+        let up = upstream("cancel", None);
+        connected(&up).await;
+
+        // No progress sink: no progressToken. With one: a fresh token.
+        let out = up
+            .call("meta", JsonObject::new(), ctx())
+            .await
+            .expect("meta");
+        assert_eq!(text(&out), Value::Null);
+        let (tx, _rx) = mpsc::unbounded_channel::<Progress>();
+        let mut c = ctx();
+        c.progress = Some(tx);
+        let out = up.call("meta", JsonObject::new(), c).await.expect("meta");
+        assert!(text(&out)["progressToken"].is_string(), "{}", text(&out));
+
+        // Cancelled by the caller.
+        let c = ctx();
+        let token = c.cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            token.cancel();
+        });
+        let r = up.call("slow", JsonObject::new(), c).await;
+        assert!(matches!(r, Err(ToolError::Cancelled(_))), "{r:?}");
+
+        // Out of time.
+        let r = up
+            .call(
+                "slow",
+                JsonObject::new(),
+                CallContext::new(Duration::from_millis(100), "t"),
+            )
+            .await;
+        assert!(matches!(r, Err(ToolError::Timeout(_))), "{r:?}");
+
+        // Both reached the server as notifications/cancelled naming the request.
+        let mut seen = Value::Null;
+        for _ in 0..50 {
+            let out = up
+                .call("cancelled", JsonObject::new(), ctx())
+                .await
+                .expect("cancelled");
+            seen = text(&out);
+            if seen.as_array().is_some_and(|a| a.len() == 2) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let seen = seen.as_array().cloned().unwrap_or_default();
+        assert_eq!(seen.len(), 2, "{seen:?}");
+        assert!(seen.iter().all(|c| c["requestId"].is_number()), "{seen:?}");
+        assert_ne!(seen[0]["requestId"], seen[1]["requestId"]);
+        assert!(seen[0]["reason"].as_str().unwrap_or("").contains("cancel"));
+        assert!(
+            seen[1]["reason"]
+                .as_str()
+                .unwrap_or("")
+                .contains("deadline")
+        );
+        up.shutdown().await;
+    })
+    .await
+    .expect("bounded");
+}
+
+#[tokio::test]
+async fn server_requests_during_a_call_reach_that_calls_client_only() {
+    common::init_tracing();
+    if !have_node() {
+        return;
+    }
+    tokio::time::timeout(Duration::from_secs(30), async {
+        let up = upstream("bridge", None);
+        connected(&up).await;
+
+        // One call in flight: its client gets the log line, then the request, in order,
+        // and its answer reaches the server.
+        let client = std::sync::Arc::new(common::RecordingClient::default());
+        let mut c = ctx();
+        c.client = Some(client.clone());
+        let out = up.call("ask", JsonObject::new(), c).await.expect("ask");
+        assert_eq!(
+            text(&out)["result"]["roots"][0]["uri"],
+            "file:///work",
+            "{}",
+            text(&out)
+        );
+        let seen = client.seen.lock().unwrap().clone();
+        let methods: Vec<&str> = seen.iter().map(|(m, _)| m.as_str()).collect();
+        assert_eq!(methods, ["notifications/message", "roots/list"]);
+
+        // Two calls in flight on stdio: nothing ties the request to either, so neither
+        // client is asked (no cross-client leak) and the server gets empty roots.
+        let (a, b) = (
+            std::sync::Arc::new(common::RecordingClient::default()),
+            std::sync::Arc::new(common::RecordingClient::default()),
+        );
+        let mut ca = ctx();
+        ca.client = Some(a.clone());
+        let mut cb = ctx();
+        cb.client = Some(b.clone());
+        let delayed = || {
+            let mut m = JsonObject::new();
+            m.insert("delayMs".into(), json!(200));
+            m
+        };
+        let (ra, rb) = tokio::join!(up.call("ask", delayed(), ca), up.call("ask", delayed(), cb));
+        for r in [ra, rb] {
+            let out = r.expect("ask");
+            assert_eq!(text(&out)["result"]["roots"], json!([]), "{}", text(&out));
+        }
+        assert!(a.seen.lock().unwrap().is_empty());
+        assert!(b.seen.lock().unwrap().is_empty());
+        up.shutdown().await;
+    })
+    .await
+    .expect("bounded");
+}
+
+/// Collects formatted log output in memory.
+#[derive(Clone, Default)]
+struct LogBuffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogBuffer {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+// A current-thread runtime (the default for tokio::test): every task of the upstream
+// runs on this thread, under the thread-local subscriber set here.
+#[tokio::test]
+async fn logs_stderr_per_line_with_the_upstream_and_never_secrets_and_skips_huge_lines() {
+    if !have_node() {
+        return;
+    }
+    let logs = LogBuffer::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_env_filter("toolgate_adapters=trace")
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    tokio::time::timeout(Duration::from_secs(30), async {
+        let up = upstream("logs", None);
+        connected(&up).await;
+        let out = up
+            .call("huge", JsonObject::new(), ctx())
+            .await
+            .expect("huge");
+        assert_eq!(text(&out), "after huge");
+        let out = up
+            .call("a", JsonObject::new(), ctx())
+            .await
+            .expect("a after huge");
+        assert!(!out.is_error());
+        up.shutdown().await;
+    })
+    .await
+    .expect("bounded");
+
+    let text = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
+    let stderr_lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("stream=\"stderr\""))
+        .collect();
+    assert!(
+        stderr_lines
+            .iter()
+            .any(|l| l.contains("scripted server starting") && l.contains("upstream=scripted")),
+        "{text}"
+    );
+    assert!(
+        stderr_lines
+            .iter()
+            .any(|l| l.contains("second stderr line")),
+        "one event per line: {text}"
+    );
+    assert!(text.contains("oversized line"), "{text}");
+    assert!(!text.contains(SECRET), "a secret was logged: {text}");
+}
