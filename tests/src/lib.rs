@@ -113,7 +113,10 @@ pub fn python() -> Option<PathBuf> {
     if py.is_file() {
         Some(py)
     } else {
-        missing(&py.display().to_string(), "Python venv with requirements-test.txt");
+        missing(
+            &py.display().to_string(),
+            "Python venv with requirements-test.txt",
+        );
         None
     }
 }
@@ -206,7 +209,8 @@ impl Proc {
 
     /// The process's stdout and stderr so far.
     pub fn logs(&self) -> String {
-        let read = |f: &str| std::fs::read_to_string(self.log_dir.path().join(f)).unwrap_or_default();
+        let read =
+            |f: &str| std::fs::read_to_string(self.log_dir.path().join(f)).unwrap_or_default();
         format!(
             "----- {} stdout -----\n{}\n----- {} stderr -----\n{}",
             self.name,
@@ -305,15 +309,19 @@ impl Everything {
             .env("PORT", port.to_string())
             .current_dir(workspace_root());
         let mut proc = Proc::spawn(&format!("everything-{mode}"), &mut cmd);
-        wait_for(&format!("server-everything {mode} on port {port}"), START_TIMEOUT, || {
-            let alive = proc.exited().is_none();
-            async move {
-                if !alive {
-                    panic!("server-everything {mode} exited early");
+        wait_for(
+            &format!("server-everything {mode} on port {port}"),
+            START_TIMEOUT,
+            || {
+                let alive = proc.exited().is_none();
+                async move {
+                    if !alive {
+                        panic!("server-everything {mode} exited early");
+                    }
+                    tcp_open(port).await.then_some(())
                 }
-                tcp_open(port).await.then_some(())
-            }
-        })
+            },
+        )
         .await;
         Everything {
             proc,
@@ -382,7 +390,11 @@ pub fn toolgate_bin() -> PathBuf {
                 .unwrap_or_else(|e| panic!("cargo build -p toolgate: {e}"));
             assert!(status.success(), "cargo build -p toolgate failed: {status}");
         }
-        assert!(bin.is_file(), "toolgate binary not found at {}", bin.display());
+        assert!(
+            bin.is_file(),
+            "toolgate binary not found at {}",
+            bin.display()
+        );
         bin
     })
     .clone()
@@ -445,7 +457,10 @@ impl Gateway {
             .arg(&config_path)
             .arg("--listen")
             .arg(format!("127.0.0.1:{port}"))
-            .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()))
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
+            )
             .current_dir(workspace_root());
         let proc = Proc::spawn("toolgate", &mut cmd);
         Gateway {
@@ -508,10 +523,14 @@ impl Gateway {
 
     /// Waits until upstream `name` reports `state`; returns its entry.
     pub async fn wait_upstream_state(&self, name: &str, state: &str, timeout: Duration) -> Value {
-        wait_for(&format!("upstream {name} state {state}"), timeout, || async {
-            let u = self.upstream(name).await;
-            (u["state"] == state).then_some(u)
-        })
+        wait_for(
+            &format!("upstream {name} state {state}"),
+            timeout,
+            || async {
+                let u = self.upstream(name).await;
+                (u["state"] == state).then_some(u)
+            },
+        )
         .await
     }
 
@@ -629,8 +648,9 @@ pub fn run_python(python: &Path, script: &str, args: &[&str], timeout: Duration)
         .rev()
         .find(|l| !l.trim().is_empty())
         .unwrap_or_else(|| panic!("{script} printed nothing; stderr:\n{stderr}"));
-    serde_json::from_str(last)
-        .unwrap_or_else(|e| panic!("{script} last line is not JSON ({e}): {last}\nstderr:\n{stderr}"))
+    serde_json::from_str(last).unwrap_or_else(|e| {
+        panic!("{script} last line is not JSON ({e}): {last}\nstderr:\n{stderr}")
+    })
 }
 
 /// The outcome of one conformance suite run.
@@ -706,10 +726,11 @@ fn parse_conformance_output(output: &str, scenario: Option<&str>, report: &mut C
         let l = line.trim();
         // Suite summary: "✓ name: N passed, M failed" / "✗ name: ..."
         if let Some(rest) = l.strip_prefix("✓ ").or_else(|| l.strip_prefix("✗ ")) {
-            if let Some((name, counts)) = rest.split_once(": ") {
-                if let Some(c) = nums(counts) {
-                    report.scenarios.insert(name.to_string(), c);
-                }
+            if let Some((name, c)) = rest
+                .split_once(": ")
+                .and_then(|(name, counts)| Some((name, nums(counts)?)))
+            {
+                report.scenarios.insert(name.to_string(), c);
             }
         } else if let Some(rest) = l.strip_prefix("Total: ") {
             if let Some((p, f)) = nums(rest) {
@@ -777,6 +798,14 @@ pub async fn drain_stream(resp: reqwest::Response) -> Vec<u8> {
     buf
 }
 
+/// Serializes the heavy end-to-end tests of one test binary: each starts node servers
+/// and a gateway, and timing-sensitive assertions (progress order, log delivery) should
+/// not compete for the 2 cores of CI with another such test.
+pub async fn heavy_lock() -> tokio::sync::MutexGuard<'static, ()> {
+    static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    LOCK.lock().await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -806,12 +835,4 @@ mod tests {
         let b = free_port();
         assert_ne!(a, b);
     }
-}
-
-/// Serializes the heavy end-to-end tests of one test binary: each starts node servers
-/// and a gateway, and timing-sensitive assertions (progress order, log delivery) should
-/// not compete for the 2 cores of CI with another such test.
-pub async fn heavy_lock() -> tokio::sync::MutexGuard<'static, ()> {
-    static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-    LOCK.lock().await
 }

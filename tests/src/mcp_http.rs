@@ -124,7 +124,11 @@ impl McpSession {
     }
 
     /// A request with a fresh numeric id; waits for its response (bounded: 120 s).
-    pub async fn request(&self, method: &str, params: Value) -> anyhow::Result<RpcExchangeWithHeaders> {
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Value,
+    ) -> anyhow::Result<RpcExchangeWithHeaders> {
         let id = json!(self.next_id());
         self.request_with_id(id, method, params, None, Duration::from_secs(120))
             .await
@@ -315,7 +319,10 @@ mod tests {
         assert_eq!(event_json(&e1), None, "priming event has no data");
         let e2 = take_event(&mut buf).unwrap();
         assert_eq!(event_json(&e2), Some(json!({"a": 1})));
-        assert!(take_event(&mut buf).is_none(), "partial event stays buffered");
+        assert!(
+            take_event(&mut buf).is_none(),
+            "partial event stays buffered"
+        );
         assert_eq!(buf, b"data: {\"b\"");
     }
 }

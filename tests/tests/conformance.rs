@@ -93,6 +93,7 @@ fn assert_full_suite(report: &ConformanceReport, what: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fixture_alone_passes_the_active_suite() {
     let deps = require!(NodeDeps::find());
+    let _serial = toolgate_e2e::heavy_lock().await;
     let fixture = Fixture::start(FIXTURE).await;
     let url = fixture.url.clone();
     let report = tokio::task::spawn_blocking(move || {
@@ -106,6 +107,7 @@ async fn fixture_alone_passes_the_active_suite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gateway_passes_core_scenarios_with_server_everything() {
     let deps = require!(NodeDeps::find());
+    let _serial = toolgate_e2e::heavy_lock().await;
     let mut gateway = Gateway::start(json!({
         "allowed_hosts": ["localhost", "127.0.0.1", "::1"],
         "upstreams": {"everything": everything_stdio_upstream(&deps, &unique_marker("conf"))}
@@ -131,12 +133,17 @@ async fn gateway_passes_core_scenarios_with_server_everything() {
         GATEWAY_SCENARIOS.len()
     );
     gateway.assert_alive();
-    assert!(failures.is_empty(), "failing scenarios:\n{}", failures.join("\n\n"));
+    assert!(
+        failures.is_empty(),
+        "failing scenarios:\n{}",
+        failures.join("\n\n")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gateway_passthrough_passes_the_active_suite() {
     let deps = require!(NodeDeps::find());
+    let _serial = toolgate_e2e::heavy_lock().await;
     let fixture = Fixture::start(FIXTURE).await;
     let mut gateway = Gateway::start(json!({
         "allowed_hosts": ["localhost", "127.0.0.1", "::1"],

@@ -34,7 +34,11 @@ fn check_client_run(out: &Value, mode: &str) {
         .map(|v| v.as_str().expect("tool name").to_string())
         .collect();
     let unique: HashSet<&String> = names.iter().collect();
-    assert_eq!(unique.len(), names.len(), "{mode}: duplicate names in {names:?}");
+    assert_eq!(
+        unique.len(),
+        names.len(),
+        "{mode}: duplicate names in {names:?}"
+    );
     for n in &names {
         assert!(valid_name(n), "{mode}: invalid tool name {n:?}");
         assert!(
@@ -45,16 +49,25 @@ fn check_client_run(out: &Value, mode: &str) {
     for p in PREFIXES {
         for t in BASE_TOOLS {
             let want = format!("{p}__{t}");
-            assert!(names.contains(&want), "{mode}: {want} missing from {names:?}");
+            assert!(
+                names.contains(&want),
+                "{mode}: {want} missing from {names:?}"
+            );
         }
         let calls = &out["calls"][p];
-        assert_eq!(calls["echo"]["is_error"], false, "{mode}: {p}__echo: {calls}");
+        assert_eq!(
+            calls["echo"]["is_error"], false,
+            "{mode}: {p}__echo: {calls}"
+        );
         assert_eq!(
             calls["echo"]["text"][0],
             format!("Echo: hello from {p}"),
             "{mode}: {p}__echo result"
         );
-        assert_eq!(calls["get-sum"]["is_error"], false, "{mode}: {p}__get-sum: {calls}");
+        assert_eq!(
+            calls["get-sum"]["is_error"], false,
+            "{mode}: {p}__get-sum: {calls}"
+        );
         let sum = calls["get-sum"]["text"][0].as_str().unwrap_or_default();
         assert!(sum.contains("42"), "{mode}: {p}__get-sum returned {sum:?}");
     }
@@ -68,6 +81,7 @@ fn check_client_run(out: &Value, mode: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_client_legacy_and_auto_see_one_prefixed_catalog() {
     let deps = require!(NodeDeps::find());
+    let _serial = toolgate_e2e::heavy_lock().await;
     let py = require!(python());
     let mut env = ThreeMounts::start(&deps).await;
     let url = env.gateway.mcp_url();
@@ -75,7 +89,14 @@ async fn python_client_legacy_and_auto_see_one_prefixed_catalog() {
 
     let legacy = tokio::task::spawn_blocking({
         let (py, url, prefixes) = (py.clone(), url.clone(), prefixes.clone());
-        move || run_python(&py, "catalog_calls.py", &[&url, "legacy", &prefixes], Duration::from_secs(150))
+        move || {
+            run_python(
+                &py,
+                "catalog_calls.py",
+                &[&url, "legacy", &prefixes],
+                Duration::from_secs(150),
+            )
+        }
     })
     .await
     .unwrap();
@@ -88,17 +109,32 @@ async fn python_client_legacy_and_auto_see_one_prefixed_catalog() {
 
     let auto = tokio::task::spawn_blocking({
         let (py, url, prefixes) = (py.clone(), url.clone(), prefixes.clone());
-        move || run_python(&py, "catalog_calls.py", &[&url, "auto", &prefixes], Duration::from_secs(150))
+        move || {
+            run_python(
+                &py,
+                "catalog_calls.py",
+                &[&url, "auto", &prefixes],
+                Duration::from_secs(150),
+            )
+        }
     })
     .await
     .unwrap();
     // The gateway serves 2026-07-28: auto mode must pick it (not fall back).
-    assert_eq!(auto["protocol_version"], "2026-07-28", "auto mode negotiated");
+    assert_eq!(
+        auto["protocol_version"], "2026-07-28",
+        "auto mode negotiated"
+    );
     check_client_run(&auto, "auto");
 
     // Both eras see the same catalog.
     let set = |v: &Value| -> HashSet<String> {
-        v["tools"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect()
+        v["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap().to_string())
+            .collect()
     };
     assert_eq!(set(&legacy), set(&auto), "legacy and auto catalogs differ");
     env.gateway.assert_alive();

@@ -36,8 +36,7 @@ use serde_json::{Value, json};
 /// A 1x1 PNG.
 const PNG_BASE64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
 /// An 8-sample, 8 kHz mono 8-bit WAV.
-const WAV_BASE64: &str =
-    "UklGRiwAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQgAAACAgICAgICAgA==";
+const WAV_BASE64: &str = "UklGRiwAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQgAAACAgICAgICAgA==";
 
 /// Deserialize an rmcp model type from JSON: the model types are `#[non_exhaustive]`,
 /// and the wire shape is what the suite checks anyway.
@@ -190,10 +189,9 @@ impl Fixture {
                 text_result("Tool with progress executed successfully")
             }
             "test_sampling" => {
-                let prompt = args
-                    .get("prompt")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| McpError::invalid_params("missing string argument 'prompt'", None))?;
+                let prompt = args.get("prompt").and_then(Value::as_str).ok_or_else(|| {
+                    McpError::invalid_params("missing string argument 'prompt'", None)
+                })?;
                 let params: CreateMessageRequestParams = from_json(json!({
                     "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
                     "maxTokens": 100
@@ -213,10 +211,9 @@ impl Fixture {
                 }
             }
             "test_elicitation" => {
-                let message = args
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| McpError::invalid_params("missing string argument 'message'", None))?;
+                let message = args.get("message").and_then(Value::as_str).ok_or_else(|| {
+                    McpError::invalid_params("missing string argument 'message'", None)
+                })?;
                 let schema = json!({
                     "type": "object",
                     "properties": {
@@ -245,7 +242,9 @@ impl Fixture {
                 )
                 .await?
             }
-            "json_schema_2020_12_tool" => text_result(&format!("Received: {}", Value::Object(args))),
+            "json_schema_2020_12_tool" => {
+                text_result(&format!("Received: {}", Value::Object(args)))
+            }
             other => {
                 return Err(McpError::invalid_params(
                     format!("unknown tool '{other}'"),
@@ -335,7 +334,9 @@ impl ServerHandler for Fixture {
             .into_iter()
             .filter(|c| c.starts_with(&prefix))
             .collect();
-        from_json(json!({"completion": {"values": values, "total": values.len(), "hasMore": false}}))
+        from_json(
+            json!({"completion": {"values": values, "total": values.len(), "hasMore": false}}),
+        )
     }
 
     async fn list_prompts(
@@ -427,11 +428,17 @@ impl ServerHandler for Fixture {
         _cx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let v = serde_json::to_value(&request).unwrap_or(Value::Null);
-        let uri = v.get("uri").and_then(Value::as_str).unwrap_or("").to_string();
+        let uri = v
+            .get("uri")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         let content = match uri.as_str() {
             "test://static-text" => json!({"uri": uri, "mimeType": "text/plain",
                 "text": "This is the content of the static text resource."}),
-            "test://static-binary" => json!({"uri": uri, "mimeType": "image/png", "blob": PNG_BASE64}),
+            "test://static-binary" => {
+                json!({"uri": uri, "mimeType": "image/png", "blob": PNG_BASE64})
+            }
             "test://watched-resource" => json!({"uri": uri, "mimeType": "text/plain",
                 "text": "Watched resource content."}),
             _ => match uri
@@ -479,7 +486,9 @@ fn parse_listen() -> anyhow::Result<std::net::SocketAddr> {
     while let Some(a) = args.next() {
         match a.as_str() {
             "--listen" => listen = args.next(),
-            other => anyhow::bail!("unknown argument '{other}'; usage: conformance_fixture --listen 127.0.0.1:PORT"),
+            other => anyhow::bail!(
+                "unknown argument '{other}'; usage: conformance_fixture --listen 127.0.0.1:PORT"
+            ),
         }
     }
     let listen = listen.ok_or_else(|| anyhow::anyhow!("--listen 127.0.0.1:PORT is required"))?;
@@ -489,11 +498,15 @@ fn parse_listen() -> anyhow::Result<std::net::SocketAddr> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let addr = parse_listen()?;
-    anyhow::ensure!(addr.ip().is_loopback(), "the fixture only listens on loopback");
+    anyhow::ensure!(
+        addr.ip().is_loopback(),
+        "the fixture only listens on loopback"
+    );
     // Validate the elicitation schemas round-trip through rmcp's typed model untouched:
     // the SEP-1034/1330 scenarios check fields a lossy model would drop.
     for schema in [sep1034_schema(), sep1330_schema()] {
-        let params = elicit_params("check", schema.clone()).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        let params =
+            elicit_params("check", schema.clone()).map_err(|e| anyhow::anyhow!("{e:?}"))?;
         let back = serde_json::to_value(&params)?;
         let props = |v: &Value| v.pointer("/properties").cloned();
         anyhow::ensure!(
@@ -508,7 +521,10 @@ async fn main() -> anyhow::Result<()> {
     );
     let router = axum::Router::new().nest_service("/mcp", service);
     let listener = tokio::net::TcpListener::bind(addr).await?;
-    eprintln!("conformance_fixture listening on http://{}/mcp", listener.local_addr()?);
+    eprintln!(
+        "conformance_fixture listening on http://{}/mcp",
+        listener.local_addr()?
+    );
     axum::serve(listener, router).await?;
     Ok(())
 }
