@@ -1,2 +1,279 @@
-//! The `toolgate` command line.
-fn main() {}
+//! The `toolgate` command line. Everything it does lives in the library; this file only
+//! parses arguments, sets up logging and picks the command.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use toolgate::config::Config;
+use toolgate::gateway::Gateway;
+use toolgate::serve;
+
+#[derive(Parser)]
+#[command(
+    name = "toolgate",
+    version,
+    about = "One MCP endpoint over many tool upstreams"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the catalog over MCP (streamable HTTP at /mcp) plus the ops endpoints.
+    Serve {
+        #[arg(long)]
+        config: PathBuf,
+        /// Overrides `listen` from the config (default 127.0.0.1:8080).
+        #[arg(long)]
+        listen: Option<String>,
+    },
+    /// Serve the same catalog over stdio, for desktop MCP clients.
+    Stdio {
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Validate the config, connect to every upstream, print a summary per upstream;
+    /// exits non-zero on any error.
+    Check {
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Print the catalog.
+    Tools {
+        #[arg(long)]
+        config: PathBuf,
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+    /// Print the JSON Schema of the config file.
+    ConfigSchema,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    Text,
+    Json,
+}
+
+fn init_logging() {
+    // rmcp logs every notification at INFO; keep it at warn unless asked.
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLGATE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn load(path: &std::path::Path) -> Result<Config, ExitCode> {
+    Config::load(path).map_err(|error| {
+        eprintln!("toolgate: {error}");
+        ExitCode::from(2)
+    })
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    match cli.command {
+        Command::ConfigSchema => {
+            println!("{:#}", Config::json_schema());
+            ExitCode::SUCCESS
+        }
+        Command::Serve { config, listen } => match load(&config) {
+            Ok(config) => serve_http(config, listen).await,
+            Err(code) => code,
+        },
+        Command::Stdio { config } => match load(&config) {
+            Ok(config) => serve_stdio(config).await,
+            Err(code) => code,
+        },
+        Command::Check { config } => match load(&config) {
+            Ok(config) => check(config).await,
+            Err(code) => code,
+        },
+        Command::Tools { config, format } => match load(&config) {
+            Ok(config) => tools(config, format).await,
+            Err(code) => code,
+        },
+    }
+}
+
+/// Waits for the upstreams' first lists; fails on a passthrough name collision.
+async fn start(config: Config) -> Result<Arc<Gateway>, ExitCode> {
+    let timeout = config.startup_timeout;
+    let gateway = Gateway::start(config);
+    let pending = gateway.wait_for_upstreams(timeout).await;
+    for name in &pending {
+        tracing::warn!(upstream = %name, "not connected yet; its tools join the catalog when it connects");
+    }
+    let collisions = gateway.rebuild_catalog();
+    if let Some(collision) = collisions.iter().find(|c| c.involves_passthrough) {
+        eprintln!(
+            "toolgate: tool name '{}' is claimed by {:?}; an upstream with `namespace: none` \
+             must not collide with another tool — give it a prefix (remove `namespace: none`)",
+            collision.name, collision.claimants
+        );
+        gateway.shutdown().await;
+        return Err(ExitCode::from(2));
+    }
+    tracing::info!(tools = gateway.catalog().len(), "catalog ready");
+    Ok(gateway)
+}
+
+async fn serve_http(config: Config, listen: Option<String>) -> ExitCode {
+    let address = listen.unwrap_or_else(|| config.listen.clone());
+    let listener = match tokio::net::TcpListener::bind(&address).await {
+        Ok(listener) => listener,
+        Err(error) => {
+            eprintln!("toolgate: cannot listen on {address}: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let timeout = config.startup_timeout;
+    let gateway = Gateway::start(config);
+    let stop = CancellationToken::new();
+    let app = serve::router(gateway.clone(), stop.child_token());
+    tracing::info!(%address, "listening (MCP at /mcp)");
+    let server = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .await
+        })
+    };
+    // Serve /healthz at once; /readyz turns ready after the first lists.
+    let pending = gateway.wait_for_upstreams(timeout).await;
+    for name in &pending {
+        tracing::warn!(upstream = %name, "not connected yet; its tools join the catalog when it connects");
+    }
+    if let Some(collision) = gateway
+        .rebuild_catalog()
+        .iter()
+        .find(|c| c.involves_passthrough)
+    {
+        eprintln!(
+            "toolgate: tool name '{}' is claimed by {:?}; an upstream with `namespace: none` \
+             must not collide with another tool — give it a prefix",
+            collision.name, collision.claimants
+        );
+        stop.cancel();
+        gateway.shutdown().await;
+        return ExitCode::from(2);
+    }
+    tracing::info!(tools = gateway.catalog().len(), "catalog ready");
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    stop.cancel();
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), server).await;
+    gateway.shutdown().await;
+    ExitCode::SUCCESS
+}
+
+async fn serve_stdio(config: Config) -> ExitCode {
+    let gateway = match start(config).await {
+        Ok(gateway) => gateway,
+        Err(code) => return code,
+    };
+    let outcome = serve::stdio::run(gateway.clone()).await;
+    gateway.shutdown().await;
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("toolgate: stdio session ended with an error: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn check(config: Config) -> ExitCode {
+    let gateway = match start(config).await {
+        Ok(gateway) => gateway,
+        Err(code) => return code,
+    };
+    let mut failed = false;
+    for status in gateway.statuses() {
+        let line = format!(
+            "{:<24} {:<16} {:<9} {:>4} tools{}",
+            status.name,
+            status.kind,
+            format!("{:?}", status.health.state).to_lowercase(),
+            status.tools,
+            status
+                .health
+                .last_error
+                .as_deref()
+                .map(|e| format!("  error: {e}"))
+                .unwrap_or_default()
+        );
+        println!("{line}");
+        failed |= status.health.state != toolgate::health::State::Healthy;
+    }
+    println!("catalog: {} tools", gateway.catalog().len());
+    gateway.shutdown().await;
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+async fn tools(config: Config, format: Format) -> ExitCode {
+    let gateway = match start(config).await {
+        Ok(gateway) => gateway,
+        Err(code) => return code,
+    };
+    let catalog = gateway.catalog();
+    match format {
+        Format::Json => {
+            let all: Vec<Value> = catalog
+                .entries()
+                .iter()
+                .map(|e| Value::Object(e.definition.clone()))
+                .collect();
+            println!("{:#}", Value::Array(all));
+        }
+        Format::Text => {
+            for entry in catalog.entries() {
+                let description = entry
+                    .definition
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .and_then(|d| d.lines().next())
+                    .unwrap_or("");
+                println!("{:<64} {description}", entry.name);
+            }
+        }
+    }
+    gateway.shutdown().await;
+    ExitCode::SUCCESS
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

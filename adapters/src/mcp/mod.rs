@@ -12,6 +12,19 @@
 //! pages), refreshes the list on `notifications/tools/list_changed`, and reconnects
 //! (restarting a stdio child) with exponential backoff when the connection is lost.
 
+mod framing;
+mod http;
+mod jsonrpc;
+mod sse;
+mod stdio;
+mod streamable_http;
+mod supervisor;
+mod transport;
+mod upstream;
+
+pub use supervisor::{OFFERED_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS};
+pub use upstream::{McpUpstream, spawn};
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;

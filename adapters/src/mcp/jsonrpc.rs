@@ -1,0 +1,503 @@
+//! The JSON-RPC client core shared by every MCP transport.
+//!
+//! One [`Rpc`] lives per connection. Transports give it an [`Outbound`] (how to put one
+//! message on the wire) and feed every incoming message to [`Rpc::dispatch`], strictly
+//! in the order they read them. Dispatch is synchronous: a progress notification is
+//! pushed into the call's sink before the response that follows it on the wire resolves
+//! the call, so a caller that drains its sink after getting the result sees every update.
+//!
+//! Messages stay raw `serde_json::Value`s: nothing here knows the shape of a tool or a
+//! result beyond what routing needs (ids, methods, progress tokens).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{Map, Value, json};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::{Progress, ProgressSink};
+
+/// JSON-RPC "method not found".
+pub(crate) const METHOD_NOT_FOUND: i64 = -32601;
+/// JSON-RPC "invalid params".
+pub(crate) const INVALID_PARAMS: i64 = -32602;
+
+/// How long a best-effort message we do not wait for (a cancellation, a reply to a
+/// server's ping) may take to send before it is given up.
+const FIRE_AND_FORGET_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Puts one JSON-RPC message on the wire.
+#[async_trait]
+pub(crate) trait Outbound: Send + Sync + 'static {
+    /// Sends `msg`. For a request, `id` is its id and `deadline` bounds how long the
+    /// transport may keep working on it (a streamable HTTP POST reading its answer).
+    /// A transport that learns of the request's failure after returning (an HTTP error
+    /// status for a POST it carries on in the background) reports it with
+    /// [`Rpc::fail`].
+    async fn send(&self, msg: Value, id: Option<u64>, deadline: Instant) -> Result<(), String>;
+}
+
+/// Why a request produced no result.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum RpcFailure {
+    /// The peer answered with a JSON-RPC error.
+    Error {
+        code: i64,
+        message: String,
+        data: Option<Value>,
+    },
+    /// The connection is gone (or the message could not be sent); the reason says why.
+    Closed(String),
+    /// The transport could not carry this one request to an answer (an HTTP error
+    /// status, a response stream that ended early); the connection itself may be fine.
+    Transport(String),
+    /// The caller's cancellation token fired.
+    Cancelled,
+    /// The deadline passed.
+    Timeout,
+}
+
+/// Something the supervisor has to act on.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum RpcEvent {
+    /// `notifications/tools/list_changed`: list the tools again.
+    ToolsListChanged,
+}
+
+type Reply = Result<Value, RpcFailure>;
+
+/// One connection's request/response bookkeeping.
+pub(crate) struct Rpc {
+    upstream: Arc<str>,
+    next_id: AtomicU64,
+    state: Mutex<State>,
+    outbound: Arc<dyn Outbound>,
+    events: mpsc::UnboundedSender<RpcEvent>,
+    /// Flips to `Some(reason)` once, when the connection is lost.
+    closed_tx: watch::Sender<Option<String>>,
+}
+
+#[derive(Default)]
+struct State {
+    pending: HashMap<u64, oneshot::Sender<Reply>>,
+    /// progressToken (as its JSON text, so `1` and `"1"` stay distinct) -> sink.
+    progress: HashMap<String, ProgressSink>,
+    closed: Option<String>,
+}
+
+impl Rpc {
+    pub(crate) fn new(
+        upstream: Arc<str>,
+        outbound: Arc<dyn Outbound>,
+    ) -> (Arc<Self>, mpsc::UnboundedReceiver<RpcEvent>) {
+        let (events, events_rx) = mpsc::unbounded_channel();
+        let (closed_tx, _) = watch::channel(None);
+        let rpc = Arc::new(Self {
+            upstream,
+            next_id: AtomicU64::new(1),
+            state: Mutex::new(State::default()),
+            outbound,
+            events,
+            closed_tx,
+        });
+        (rpc, events_rx)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // A panic while holding this lock cannot leave the maps inconsistent (every
+        // critical section is a single insert/remove), so poisoning is ignored.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The reason the connection was lost, once it is.
+    pub(crate) fn closed_reason(&self) -> Option<String> {
+        self.lock().closed.clone()
+    }
+
+    /// Resolves when the connection is lost, with the reason.
+    pub(crate) async fn closed(&self) -> String {
+        let mut rx = self.closed_tx.subscribe();
+        loop {
+            if let Some(reason) = rx.borrow_and_update().clone() {
+                return reason;
+            }
+            if rx.changed().await.is_err() {
+                return "connection dropped".to_owned();
+            }
+        }
+    }
+
+    /// Marks the connection lost: every pending call fails at once with `reason`.
+    /// Idempotent; the first reason wins.
+    pub(crate) fn close(&self, reason: impl Into<String>) {
+        let reason = reason.into();
+        let pending = {
+            let mut st = self.lock();
+            if st.closed.is_some() {
+                return;
+            }
+            st.closed = Some(reason.clone());
+            st.progress.clear();
+            std::mem::take(&mut st.pending)
+        };
+        tracing::debug!(upstream = %self.upstream, reason = %reason, failed = pending.len(), "connection closed");
+        for (_, tx) in pending {
+            let _ = tx.send(Err(RpcFailure::Closed(reason.clone())));
+        }
+        self.closed_tx.send_replace(Some(reason));
+    }
+
+    /// Fails one pending request (used by transports that carry a request on in the
+    /// background and learn of its failure later).
+    pub(crate) fn fail(&self, id: u64, failure: RpcFailure) {
+        let tx = self.lock().pending.remove(&id);
+        if let Some(tx) = tx {
+            let _ = tx.send(Err(failure));
+        }
+    }
+
+    /// Whether `id` is still waiting for its response.
+    pub(crate) fn is_pending(&self, id: u64) -> bool {
+        self.lock().pending.contains_key(&id)
+    }
+
+    /// Sends a notification and waits until the transport has taken it.
+    pub(crate) async fn notify(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+    ) -> Result<(), String> {
+        if let Some(reason) = self.closed_reason() {
+            return Err(reason);
+        }
+        let mut msg = json!({"jsonrpc": "2.0", "method": method});
+        if let Some(params) = params {
+            msg["params"] = params;
+        }
+        let deadline = Instant::now() + timeout;
+        match tokio::time::timeout_at(deadline, self.outbound.send(msg, None, deadline)).await {
+            Ok(r) => r,
+            Err(_) => Err(format!("sending {method} timed out")),
+        }
+    }
+
+    /// Sends a request and waits for its response, the deadline or the cancellation,
+    /// whichever comes first. With `progress`, a fresh progressToken is put in
+    /// `params._meta` and the upstream's progress notifications for it go to the sink.
+    /// On cancellation or timeout the upstream is told with `notifications/cancelled`.
+    pub(crate) async fn request(
+        self: &Arc<Self>,
+        method: &str,
+        params: Value,
+        deadline: Instant,
+        cancel: Option<&CancellationToken>,
+        progress: Option<ProgressSink>,
+    ) -> Reply {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut params = match params {
+            Value::Object(m) => m,
+            // Params are always objects in MCP; anything else is a bug of ours.
+            _ => Map::new(),
+        };
+        let (tx, mut rx) = oneshot::channel();
+        let token_key = {
+            let mut st = self.lock();
+            if let Some(reason) = &st.closed {
+                return Err(RpcFailure::Closed(reason.clone()));
+            }
+            st.pending.insert(id, tx);
+            progress.map(|sink| {
+                // A string token cannot collide with another upstream's, and `id` is
+                // unique on this connection.
+                let token = Value::String(format!("tg-{id}"));
+                let meta = params
+                    .entry("_meta")
+                    .or_insert_with(|| Value::Object(Map::new()));
+                if let Value::Object(meta) = meta {
+                    meta.insert("progressToken".into(), token.clone());
+                }
+                let key = token.to_string();
+                st.progress.insert(key.clone(), sink);
+                key
+            })
+        };
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+
+        let never = CancellationToken::new();
+        let cancel = cancel.unwrap_or(&never);
+        let sleep = tokio::time::sleep_until(deadline);
+        tokio::pin!(sleep);
+
+        // Sending may itself wait (a full pipe, an HTTP POST), so it races the
+        // cancellation and the deadline too.
+        let outcome = tokio::select! {
+            biased;
+            r = async {
+                if let Err(e) = self.outbound.send(msg, Some(id), deadline).await {
+                    return Err(RpcFailure::Closed(e));
+                }
+                match (&mut rx).await {
+                    Ok(reply) => reply,
+                    Err(_) => Err(RpcFailure::Closed("connection dropped".into())),
+                }
+            } => r,
+            _ = cancel.cancelled() => Err(RpcFailure::Cancelled),
+            _ = &mut sleep => Err(RpcFailure::Timeout),
+        };
+
+        let was_pending = {
+            let mut st = self.lock();
+            if let Some(key) = &token_key {
+                st.progress.remove(key);
+            }
+            st.pending.remove(&id).is_some()
+        };
+        if was_pending && matches!(outcome, Err(RpcFailure::Cancelled | RpcFailure::Timeout)) {
+            let reason = if outcome == Err(RpcFailure::Cancelled) {
+                "cancelled by the caller"
+            } else {
+                "deadline exceeded"
+            };
+            self.send_cancelled(id, reason);
+        }
+        outcome
+    }
+
+    /// Tells the upstream to stop working on request `id` (best effort, in the
+    /// background: the caller has its answer already).
+    fn send_cancelled(self: &Arc<Self>, id: u64, reason: &str) {
+        if self.closed_reason().is_some() {
+            return;
+        }
+        let rpc = self.clone();
+        let params = json!({"requestId": id, "reason": reason});
+        tokio::spawn(async move {
+            if let Err(e) = rpc
+                .notify(
+                    "notifications/cancelled",
+                    Some(params),
+                    FIRE_AND_FORGET_TIMEOUT,
+                )
+                .await
+            {
+                tracing::debug!(upstream = %rpc.upstream, error = %e, "could not send notifications/cancelled");
+            }
+        });
+    }
+
+    /// Handles one incoming message (or batch). Must be called in wire order, from one
+    /// task per stream; never blocks.
+    pub(crate) fn dispatch(self: &Arc<Self>, msg: Value) {
+        match msg {
+            Value::Array(batch) => {
+                for m in batch {
+                    self.dispatch(m);
+                }
+            }
+            Value::Object(obj) => self.dispatch_object(obj),
+            other => {
+                tracing::warn!(upstream = %self.upstream, kind = json_kind(&other), "ignoring a JSON-RPC message that is not an object");
+            }
+        }
+    }
+
+    /// Parses and dispatches one line / event body; malformed input is logged and
+    /// skipped (a broken message must not take the connection down).
+    pub(crate) fn dispatch_bytes(self: &Arc<Self>, bytes: &[u8]) {
+        let trimmed = bytes.trim_ascii();
+        if trimmed.is_empty() {
+            return;
+        }
+        match serde_json::from_slice::<Value>(trimmed) {
+            Ok(v) => self.dispatch(v),
+            Err(e) => {
+                tracing::warn!(upstream = %self.upstream, error = %e, len = trimmed.len(), "skipping a message that is not valid JSON");
+            }
+        }
+    }
+
+    fn dispatch_object(self: &Arc<Self>, mut obj: Map<String, Value>) {
+        let method = obj.get("method").and_then(Value::as_str).map(str::to_owned);
+        match (method, obj.contains_key("id")) {
+            (Some(method), true) => {
+                let id = obj.remove("id").unwrap_or(Value::Null);
+                self.answer_server_request(&method, id);
+            }
+            (Some(method), false) => {
+                let params = obj.remove("params").unwrap_or(Value::Null);
+                self.handle_notification(&method, params);
+            }
+            (None, true) => self.handle_response(obj),
+            (None, false) => {
+                tracing::warn!(upstream = %self.upstream, "ignoring a JSON-RPC message with neither method nor id");
+            }
+        }
+    }
+
+    fn handle_response(&self, mut obj: Map<String, Value>) {
+        let Some(id) = obj.get("id").and_then(id_of) else {
+            // A response with id null answers a request the server could not parse:
+            // nothing to resolve, but worth a log line.
+            tracing::warn!(upstream = %self.upstream, error = ?obj.get("error"), "response with an unknown id");
+            return;
+        };
+        let reply = if let Some(err) = obj.remove("error") {
+            let code = err.get("code").and_then(Value::as_i64).unwrap_or(-32603);
+            let message = err
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("(no message)")
+                .to_owned();
+            let data = err.get("data").cloned();
+            Err(RpcFailure::Error {
+                code,
+                message,
+                data,
+            })
+        } else if let Some(result) = obj.remove("result") {
+            Ok(result)
+        } else {
+            Err(RpcFailure::Error {
+                code: -32603,
+                message: "response has neither result nor error".into(),
+                data: None,
+            })
+        };
+        let tx = self.lock().pending.remove(&id);
+        match tx {
+            Some(tx) => {
+                let _ = tx.send(reply);
+            }
+            // Normal after a cancellation or timeout: the server answered anyway.
+            None => {
+                tracing::debug!(upstream = %self.upstream, id, "response for a request no longer pending")
+            }
+        }
+    }
+
+    fn handle_notification(&self, method: &str, params: Value) {
+        match method {
+            "notifications/progress" => self.handle_progress(params),
+            "notifications/tools/list_changed" => {
+                let _ = self.events.send(RpcEvent::ToolsListChanged);
+            }
+            "notifications/message" => log_server_message(&self.upstream, &params),
+            _ => tracing::debug!(upstream = %self.upstream, method, "ignoring notification"),
+        }
+    }
+
+    fn handle_progress(&self, params: Value) {
+        let Some(token) = params.get("progressToken") else {
+            tracing::debug!(upstream = %self.upstream, "progress notification without a token");
+            return;
+        };
+        let Some(progress) = params.get("progress").and_then(Value::as_f64) else {
+            tracing::debug!(upstream = %self.upstream, "progress notification without a number");
+            return;
+        };
+        let update = Progress {
+            progress,
+            total: params.get("total").and_then(Value::as_f64),
+            message: params
+                .get("message")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        };
+        let st = self.lock();
+        match st.progress.get(&token.to_string()) {
+            // The receiver may be gone (the caller stopped listening): not an error.
+            Some(sink) => {
+                let _ = sink.send(update);
+            }
+            None => {
+                tracing::debug!(upstream = %self.upstream, "progress for an unknown or finished call")
+            }
+        }
+    }
+
+    /// Answers a server->client request. We offer no client capabilities, so only the
+    /// requests every client must handle get a real answer.
+    fn answer_server_request(self: &Arc<Self>, method: &str, id: Value) {
+        let reply = match method {
+            "ping" => json!({"jsonrpc": "2.0", "id": id, "result": {}}),
+            "roots/list" => json!({"jsonrpc": "2.0", "id": id, "result": {"roots": []}}),
+            _ => {
+                tracing::debug!(upstream = %self.upstream, method, "refusing a server request we do not support");
+                json!({"jsonrpc": "2.0", "id": id, "error": {
+                    "code": METHOD_NOT_FOUND,
+                    "message": format!("method '{method}' is not supported by this client"),
+                }})
+            }
+        };
+        // Sent from a task of its own: the reader must keep reading (a stdio child
+        // blocked on a full stdout would otherwise never read our reply).
+        let rpc = self.clone();
+        tokio::spawn(async move {
+            let deadline = Instant::now() + FIRE_AND_FORGET_TIMEOUT;
+            let sent = tokio::time::timeout_at(deadline, rpc.outbound.send(reply, None, deadline));
+            if !matches!(sent.await, Ok(Ok(()))) {
+                tracing::debug!(upstream = %rpc.upstream, "could not answer a server request");
+            }
+        });
+    }
+}
+
+/// Our ids are unsigned integers; a server echoing one back as a string is tolerated.
+fn id_of(v: &Value) -> Option<u64> {
+    match v {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => s.parse().ok(),
+        _ => None,
+    }
+}
+
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Logs an MCP `notifications/message` at a matching level, bounded in size.
+fn log_server_message(upstream: &str, params: &Value) {
+    let level = params
+        .get("level")
+        .and_then(Value::as_str)
+        .unwrap_or("info");
+    let logger = params.get("logger").and_then(Value::as_str).unwrap_or("");
+    let mut data = match params.get("data") {
+        Some(Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+        None => String::new(),
+    };
+    truncate_utf8(&mut data, 2048);
+    match level {
+        "debug" => tracing::debug!(upstream, logger, "{data}"),
+        "info" | "notice" => tracing::info!(upstream, logger, "{data}"),
+        "warning" => tracing::warn!(upstream, logger, "{data}"),
+        _ => tracing::error!(upstream, logger, level, "{data}"),
+    }
+}
+
+/// Cuts `s` to at most `max` bytes on a char boundary, marking the cut.
+pub(crate) fn truncate_utf8(s: &mut String, max: usize) {
+    if s.len() <= max {
+        return;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s.truncate(end);
+    s.push('…');
+}

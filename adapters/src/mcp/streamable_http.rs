@@ -1,0 +1,357 @@
+//! The streamable HTTP transport (MCP 2025-03-26 .. 2025-11-25).
+//!
+//! Every outgoing message is a POST. Notifications and responses wait for the server's
+//! `202 Accepted`, in order. A request's POST is carried on in a task of its own: the
+//! answer is either a JSON body or an SSE stream (notifications, e.g. progress, then the
+//! response), dispatched in stream order. After `initialize` every POST carries
+//! `MCP-Protocol-Version` and, when the server assigned one, `Mcp-Session-Id`; a `404`
+//! for a session means it expired, which closes the connection so the supervisor
+//! initializes a new one. An optional GET stream carries server-initiated messages
+//! (`405` means the server offers none). The session is deleted on shutdown.
+//!
+//! Not implemented: resuming a broken SSE stream with `Last-Event-ID` (a call whose
+//! stream breaks fails and can be retried).
+
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use reqwest::StatusCode;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
+use serde_json::Value;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::framing::MAX_FRAME;
+use super::http::{HttpClient, error_excerpt, has_content_type, read_body, read_sse};
+use super::jsonrpc::{Outbound, Rpc, RpcFailure};
+use super::transport::{Connected, Link};
+
+const SESSION_ID: &str = "mcp-session-id";
+const PROTOCOL_VERSION: &str = "mcp-protocol-version";
+/// A request's POST may outlive its caller's deadline by this much (to read a late
+/// answer), never more.
+const POST_GRACE: Duration = Duration::from_secs(1);
+
+/// Opens a connection. Nothing goes on the wire until the first message (`initialize`).
+pub(crate) fn connect(upstream: Arc<str>, http: Arc<HttpClient>) -> Connected {
+    let stop = CancellationToken::new();
+    let out = Arc::new_cyclic(|me| StreamableOut {
+        me: me.clone(),
+        upstream: upstream.clone(),
+        http,
+        session_id: Mutex::new(None),
+        protocol_version: Mutex::new(None),
+        rpc: OnceLock::new(),
+        stop: stop.clone(),
+    });
+    let (rpc, events) = Rpc::new(upstream, out.clone());
+    let _ = out.rpc.set(Arc::downgrade(&rpc));
+    Connected {
+        rpc,
+        events,
+        link: Box::new(StreamableLink { out, stop }),
+    }
+}
+
+struct StreamableOut {
+    /// Lets `send` hand an owned handle to the task that carries a request on.
+    me: Weak<StreamableOut>,
+    upstream: Arc<str>,
+    http: Arc<HttpClient>,
+    session_id: Mutex<Option<HeaderValue>>,
+    protocol_version: Mutex<Option<HeaderValue>>,
+    /// Weak: the Rpc owns this outbound.
+    rpc: OnceLock<Weak<Rpc>>,
+    /// Cancels the background POSTs and the GET stream of this connection.
+    stop: CancellationToken,
+}
+
+impl StreamableOut {
+    fn rpc(&self) -> Option<Arc<Rpc>> {
+        self.rpc.get().and_then(Weak::upgrade)
+    }
+
+    fn session_id(&self) -> Option<HeaderValue> {
+        self.session_id
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// A request with the configured headers and the session's headers.
+    fn request(&self, method: reqwest::Method) -> reqwest::RequestBuilder {
+        let mut req = self
+            .http
+            .client
+            .request(method, self.http.url.clone())
+            .headers(self.http.headers.clone());
+        if let Some(sid) = self.session_id() {
+            req = req.header(SESSION_ID, sid);
+        }
+        let version = self
+            .protocol_version
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(v) = version {
+            req = req.header(PROTOCOL_VERSION, v);
+        }
+        req
+    }
+
+    fn post(&self, body: Vec<u8>) -> reqwest::RequestBuilder {
+        self.request(reqwest::Method::POST)
+            .header(ACCEPT, "application/json, text/event-stream")
+            .header(CONTENT_TYPE, "application/json")
+            .body(body)
+    }
+
+    /// Remembers the session id the server assigned (on the initialize response).
+    fn learn_session(&self, resp: &reqwest::Response) {
+        if let Some(sid) = resp.headers().get(SESSION_ID) {
+            let mut slot = self.session_id.lock().unwrap_or_else(|e| e.into_inner());
+            if slot.is_none() {
+                let mut sid = sid.clone();
+                // The session id is a bearer credential for the session: keep it out of logs.
+                sid.set_sensitive(true);
+                *slot = Some(sid);
+            }
+        }
+    }
+
+    /// A 404 while we hold a session id: the server forgot the session.
+    fn session_expired(&self, status: StatusCode) -> bool {
+        if status == StatusCode::NOT_FOUND && self.session_id().is_some() {
+            if let Some(rpc) = self.rpc() {
+                rpc.close("the server ended the MCP session (HTTP 404); re-initializing");
+            }
+            return true;
+        }
+        false
+    }
+
+    /// Carries a request's POST to its answer, dispatching what the server sends.
+    async fn run_request(self: Arc<Self>, body: Vec<u8>, id: u64) {
+        let Some(rpc) = self.rpc() else { return };
+        let resp = match self.post(body).send().await {
+            Ok(r) => r,
+            Err(e) => {
+                let reason = format!("POST failed: {}", error_chain(&e));
+                if e.is_connect() {
+                    // The server is gone: reconnect (with backoff) rather than failing
+                    // calls one by one.
+                    rpc.close(format!("cannot reach the server: {}", error_chain(&e)));
+                } else {
+                    rpc.fail(id, RpcFailure::Transport(reason));
+                }
+                return;
+            }
+        };
+        self.learn_session(&resp);
+        let status = resp.status();
+        if self.session_expired(status) {
+            return;
+        }
+        if status == StatusCode::ACCEPTED {
+            // No answer on this POST; it may come on the GET stream.
+            return;
+        }
+        if !status.is_success() {
+            // Servers often put a JSON-RPC error in the body (e.g. 400 with a
+            // message); prefer it, it says more than the status.
+            let is_json = has_content_type(&resp, "application/json");
+            let excerpt = if is_json {
+                match tokio::time::timeout(self.http.timeout, read_body(resp, MAX_FRAME)).await {
+                    Ok(Ok(body)) => {
+                        rpc.dispatch_bytes(&body);
+                        String::from_utf8_lossy(&body).into_owned()
+                    }
+                    _ => format!("HTTP {status}"),
+                }
+            } else {
+                error_excerpt(resp, self.http.timeout).await
+            };
+            if rpc.is_pending(id) {
+                let mut excerpt = excerpt;
+                super::jsonrpc::truncate_utf8(&mut excerpt, 300);
+                rpc.fail(
+                    id,
+                    RpcFailure::Transport(format!("HTTP {status}: {excerpt}")),
+                );
+            }
+            return;
+        }
+        if has_content_type(&resp, "text/event-stream") {
+            let ended = read_sse(&self.upstream, resp, MAX_FRAME, |ev| {
+                if ev.event == "message" {
+                    rpc.dispatch_bytes(ev.data.as_bytes());
+                }
+                // The server closes the stream after the response; stop reading then
+                // even if it does not.
+                rpc.is_pending(id)
+            })
+            .await;
+            if rpc.is_pending(id) {
+                rpc.fail(
+                    id,
+                    RpcFailure::Transport(format!("the response stream ended early ({ended})")),
+                );
+            }
+        } else {
+            match read_body(resp, MAX_FRAME).await {
+                Ok(body) => rpc.dispatch_bytes(&body),
+                Err(e) => rpc.fail(id, RpcFailure::Transport(e)),
+            }
+            if rpc.is_pending(id) {
+                rpc.fail(
+                    id,
+                    RpcFailure::Transport("the server's answer held no response".into()),
+                );
+            }
+        }
+    }
+
+    /// Keeps the optional GET stream open for server-initiated messages.
+    async fn run_get_stream(self: Arc<Self>) {
+        let mut delay = Duration::from_millis(500);
+        loop {
+            let Some(rpc) = self.rpc() else { return };
+            if rpc.closed_reason().is_some() {
+                return;
+            }
+            let req = self
+                .request(reqwest::Method::GET)
+                .header(ACCEPT, "text/event-stream");
+            match tokio::time::timeout(self.http.timeout, req.send()).await {
+                Ok(Ok(resp)) if resp.status().is_success() => {
+                    delay = Duration::from_millis(500);
+                    let ended = read_sse(&self.upstream, resp, MAX_FRAME, |ev| {
+                        if ev.event == "message" {
+                            rpc.dispatch_bytes(ev.data.as_bytes());
+                        }
+                        true
+                    })
+                    .await;
+                    tracing::debug!(upstream = %self.upstream, reason = %ended, "GET stream ended");
+                }
+                Ok(Ok(resp)) if resp.status() == StatusCode::METHOD_NOT_ALLOWED => {
+                    tracing::debug!(upstream = %self.upstream, "server offers no GET stream");
+                    return;
+                }
+                Ok(Ok(resp)) => {
+                    if !self.session_expired(resp.status()) {
+                        tracing::debug!(upstream = %self.upstream, status = %resp.status(), "GET stream refused");
+                    }
+                    return;
+                }
+                Ok(Err(e)) => {
+                    tracing::debug!(upstream = %self.upstream, error = %error_chain(&e), "GET stream failed")
+                }
+                Err(_) => tracing::debug!(upstream = %self.upstream, "GET stream timed out"),
+            }
+            drop(rpc);
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(30));
+        }
+    }
+}
+
+#[async_trait]
+impl Outbound for StreamableOut {
+    async fn send(&self, msg: Value, id: Option<u64>, deadline: Instant) -> Result<(), String> {
+        let body = serde_json::to_vec(&msg).map_err(|e| e.to_string())?;
+        if let Some(id) = id {
+            let Some(me) = self.me.upgrade() else {
+                return Err("connection closed".into());
+            };
+            let stop = self.stop.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = me.run_request(body, id) => {}
+                    _ = stop.cancelled() => {}
+                    _ = tokio::time::sleep_until(deadline + POST_GRACE) => {}
+                }
+            });
+            return Ok(());
+        }
+        let resp = tokio::time::timeout(self.http.timeout, self.post(body).send())
+            .await
+            .map_err(|_| "POST timed out".to_owned())?
+            .map_err(|e| format!("POST failed: {}", error_chain(&e)))?;
+        let status = resp.status();
+        if self.session_expired(status) {
+            return Err("session expired".into());
+        }
+        if !status.is_success() {
+            return Err(error_excerpt(resp, self.http.timeout).await);
+        }
+        Ok(())
+    }
+}
+
+struct StreamableLink {
+    out: Arc<StreamableOut>,
+    stop: CancellationToken,
+}
+
+#[async_trait]
+impl Link for StreamableLink {
+    fn after_initialize(&self, protocol_version: &str) {
+        if let Ok(v) = HeaderValue::from_str(protocol_version) {
+            *self
+                .out
+                .protocol_version
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = Some(v);
+        }
+        let out = self.out.clone();
+        let stop = self.stop.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = out.run_get_stream() => {}
+                _ = stop.cancelled() => {}
+            }
+        });
+    }
+
+    async fn close(&self) {
+        self.stop.cancel();
+        if let Some(rpc) = self.out.rpc() {
+            rpc.close("shut down");
+        }
+        if self.out.session_id().is_some() {
+            let req = self.out.request(reqwest::Method::DELETE);
+            let timeout = self.out.http.timeout.min(Duration::from_secs(5));
+            match tokio::time::timeout(timeout, req.send()).await {
+                Ok(Ok(resp)) => {
+                    tracing::debug!(upstream = %self.out.upstream, status = %resp.status(), "deleted MCP session")
+                }
+                _ => {
+                    tracing::debug!(upstream = %self.out.upstream, "could not delete the MCP session")
+                }
+            }
+        }
+    }
+}
+
+impl Drop for StreamableLink {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// An error with its sources ("error sending request: connection refused").
+pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(cause) = src {
+        let c = cause.to_string();
+        if !s.contains(&c) {
+            s.push_str(": ");
+            s.push_str(&c);
+        }
+        src = cause.source();
+    }
+    s
+}

@@ -1,0 +1,335 @@
+//! One supervisor task per MCP upstream: connect, initialize, list tools, follow
+//! `tools/list_changed`, and reconnect with exponential backoff when the connection is
+//! lost, until shutdown.
+//!
+//! The state the [`McpUpstream`](super::McpUpstream) handle reads lives in [`Shared`];
+//! only this task writes the connection state and the tool list.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::http::HttpClient;
+use super::jsonrpc::{Rpc, RpcEvent, RpcFailure};
+use super::transport::Connected;
+use super::{McpOptions, McpTransport, sse, stdio, streamable_http};
+use crate::{Connection, JsonObject, ToolDef};
+
+/// The version we offer in `initialize`.
+pub const OFFERED_PROTOCOL_VERSION: &str = "2025-11-25";
+/// Versions we accept in the server's answer (all use `initialize` and sessions).
+pub const SUPPORTED_PROTOCOL_VERSIONS: &[&str] =
+    &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+/// A server with more pages than this is cut off (and the cut is logged): a cursor loop
+/// must end.
+const MAX_LIST_PAGES: usize = 100;
+/// A connection that stayed up this long resets the backoff to its initial delay.
+const HEALTHY_AFTER: Duration = Duration::from_secs(30);
+
+/// State shared between the supervisor and the handle.
+pub(crate) struct Shared {
+    pub name: Arc<str>,
+    pub transport: McpTransport,
+    pub options: McpOptions,
+    pub inner: Mutex<Inner>,
+    pub tools_tx: watch::Sender<u64>,
+    pub conn_tx: watch::Sender<Connection>,
+    pub shutdown: CancellationToken,
+}
+
+#[derive(Default)]
+pub(crate) struct Inner {
+    /// Set only while connected and initialized.
+    pub rpc: Option<Arc<Rpc>>,
+    pub tools: Arc<Vec<ToolDef>>,
+    pub last_error: Option<String>,
+    pub pid: Option<u32>,
+    pub protocol_version: Option<String>,
+    pub initialize_result: Option<JsonObject>,
+}
+
+impl Shared {
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // Every critical section is a plain field update; poisoning cannot leave it
+        // half-done.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn set_connection(&self, c: Connection) {
+        self.conn_tx.send_if_modified(|cur| {
+            let changed = *cur != c;
+            *cur = c;
+            changed
+        });
+    }
+
+    fn set_error(&self, e: String) {
+        self.lock().last_error = Some(e);
+    }
+
+    fn set_tools(&self, tools: Vec<ToolDef>) {
+        let count = tools.len();
+        self.lock().tools = Arc::new(tools);
+        // Bumped on every successful listing: the gateway rebuilding an unchanged
+        // catalog is cheap, a missed change is not.
+        self.tools_tx.send_modify(|v| *v += 1);
+        tracing::debug!(upstream = %self.name, count, "tool list updated");
+    }
+}
+
+/// The supervisor loop. Returns after shutdown.
+pub(crate) async fn run(shared: Arc<Shared>) {
+    let mut http: Option<Arc<HttpClient>> = None;
+    let mut backoff = shared.options.backoff_initial;
+    loop {
+        if shared.shutdown.is_cancelled() {
+            break;
+        }
+        let attempt = tokio::select! {
+            r = connect_and_initialize(&shared, &mut http) => r,
+            _ = shared.shutdown.cancelled() => break,
+        };
+        match attempt {
+            Ok(mut conn) => {
+                let since = Instant::now();
+                let lost = serve(&shared, &mut conn).await;
+                {
+                    let mut inner = shared.lock();
+                    inner.rpc = None;
+                    inner.pid = None;
+                }
+                match lost {
+                    None => {
+                        conn.link.close().await;
+                        break;
+                    }
+                    Some(reason) => {
+                        tracing::warn!(upstream = %shared.name, reason = %reason, "MCP connection lost; reconnecting");
+                        shared.set_error(format!("connection lost: {reason}"));
+                        shared.set_connection(Connection::Reconnecting);
+                        conn.link.close().await;
+                    }
+                }
+                if since.elapsed() >= HEALTHY_AFTER {
+                    backoff = shared.options.backoff_initial;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(upstream = %shared.name, error = %e, retry_in_ms = backoff.as_millis() as u64, "MCP connection failed");
+                shared.set_error(e);
+                if *shared.conn_tx.borrow() != Connection::Connecting {
+                    shared.set_connection(Connection::Reconnecting);
+                }
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            _ = shared.shutdown.cancelled() => break,
+        }
+        backoff = (backoff * 2).min(
+            shared
+                .options
+                .backoff_max
+                .max(shared.options.backoff_initial),
+        );
+        if *shared.conn_tx.borrow() == Connection::Connected {
+            shared.set_connection(Connection::Reconnecting);
+        }
+    }
+    {
+        let mut inner = shared.lock();
+        inner.rpc = None;
+        inner.pid = None;
+    }
+    shared.set_connection(Connection::Closed);
+    tracing::debug!(upstream = %shared.name, "MCP upstream stopped");
+}
+
+/// Connects the transport, runs the MCP handshake and the first listing.
+async fn connect_and_initialize(
+    shared: &Shared,
+    http: &mut Option<Arc<HttpClient>>,
+) -> Result<Connected, String> {
+    let name = shared.name.clone();
+    let conn = match &shared.transport {
+        McpTransport::Stdio(cfg) => stdio::connect(name, cfg)?,
+        McpTransport::StreamableHttp(cfg) => {
+            streamable_http::connect(name, http_client(http, cfg)?)
+        }
+        McpTransport::Sse(cfg) => {
+            let client = http_client(http, cfg)?;
+            let deadline = shared.options.request_timeout.max(client.timeout);
+            tokio::time::timeout(deadline, sse::connect(name, client))
+                .await
+                .map_err(|_| "opening the SSE stream timed out".to_owned())??
+        }
+    };
+    let timeout = shared.options.request_timeout;
+    let rpc = &conn.rpc;
+
+    let params = json!({
+        "protocolVersion": OFFERED_PROTOCOL_VERSION,
+        // We answer `ping` and an empty `roots/list` but offer no optional capability:
+        // sampling and elicitation cannot be forwarded to the gateway's callers.
+        "capabilities": {},
+        "clientInfo": {"name": "toolgate", "version": env!("CARGO_PKG_VERSION")},
+    });
+    let init = rpc
+        .request("initialize", params, Instant::now() + timeout, None, None)
+        .await
+        .map_err(|e| format!("initialize failed: {}", describe(&e)))?;
+    let Value::Object(init) = init else {
+        return Err("initialize returned something other than an object".into());
+    };
+    let version = init
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    if !SUPPORTED_PROTOCOL_VERSIONS.contains(&version.as_str()) {
+        return Err(format!(
+            "the server speaks MCP protocol version '{version}', which toolgate does not \
+             support (supported: {})",
+            SUPPORTED_PROTOCOL_VERSIONS.join(", ")
+        ));
+    }
+    conn.link.after_initialize(&version);
+    rpc.notify("notifications/initialized", None, timeout)
+        .await
+        .map_err(|e| format!("sending notifications/initialized failed: {e}"))?;
+
+    let has_tools = init
+        .get("capabilities")
+        .and_then(|c| c.get("tools"))
+        .is_some();
+    let tools = if has_tools {
+        list_tools(&shared.name, rpc, timeout).await?
+    } else {
+        tracing::info!(upstream = %shared.name, "server offers no tools capability");
+        Vec::new()
+    };
+
+    let server = init
+        .get("serverInfo")
+        .and_then(|s| s.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("?")
+        .to_owned();
+    tracing::info!(upstream = %shared.name, transport = shared.transport.kind(), protocol = %version, server = %server, tools = tools.len(), "MCP upstream connected");
+    {
+        let mut inner = shared.lock();
+        inner.rpc = Some(conn.rpc.clone());
+        inner.pid = conn.link.pid();
+        inner.protocol_version = Some(version);
+        inner.initialize_result = Some(init);
+    }
+    shared.set_tools(tools);
+    shared.set_connection(Connection::Connected);
+    Ok(conn)
+}
+
+fn http_client(
+    slot: &mut Option<Arc<HttpClient>>,
+    cfg: &super::HttpConfig,
+) -> Result<Arc<HttpClient>, String> {
+    if let Some(c) = slot {
+        return Ok(c.clone());
+    }
+    let c = HttpClient::new(cfg)?;
+    *slot = Some(c.clone());
+    Ok(c)
+}
+
+/// Follows the connection until it is lost (`Some(reason)`) or shut down (`None`).
+async fn serve(shared: &Shared, conn: &mut Connected) -> Option<String> {
+    let rpc = conn.rpc.clone();
+    let timeout = shared.options.request_timeout;
+    loop {
+        tokio::select! {
+            _ = shared.shutdown.cancelled() => return None,
+            reason = rpc.closed() => return Some(reason),
+            ev = conn.events.recv() => match ev {
+                Some(RpcEvent::ToolsListChanged) => {
+                    // Several notifications in a row need one listing.
+                    while conn.events.try_recv().is_ok() {}
+                    match list_tools(&shared.name, &rpc, timeout).await {
+                        Ok(tools) => shared.set_tools(tools),
+                        Err(e) => {
+                            tracing::warn!(upstream = %shared.name, error = %e, "re-listing tools failed");
+                            shared.set_error(e);
+                        }
+                    }
+                }
+                None => return Some("the connection's event channel closed".into()),
+            },
+        }
+    }
+}
+
+/// `tools/list`, every page (bounded), each definition kept exactly as sent.
+pub(crate) async fn list_tools(
+    upstream: &str,
+    rpc: &Arc<Rpc>,
+    timeout: Duration,
+) -> Result<Vec<ToolDef>, String> {
+    let mut tools: Vec<ToolDef> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut cursor: Option<Value> = None;
+    for page in 0..MAX_LIST_PAGES {
+        let params = match &cursor {
+            Some(c) => json!({"cursor": c}),
+            None => json!({}),
+        };
+        let result = rpc
+            .request("tools/list", params, Instant::now() + timeout, None, None)
+            .await
+            .map_err(|e| format!("tools/list failed: {}", describe(&e)))?;
+        let Some(list) = result.get("tools").and_then(Value::as_array) else {
+            return Err("tools/list returned no 'tools' array".into());
+        };
+        for (i, entry) in list.iter().enumerate() {
+            let def = match entry {
+                Value::Object(raw) => ToolDef::from_raw(raw.clone()),
+                _ => None,
+            };
+            match def {
+                Some(def) if seen.insert(def.name.clone()) => tools.push(def),
+                Some(def) => {
+                    tracing::warn!(upstream, tool = %def.name, "skipping a duplicate tool name")
+                }
+                None => {
+                    tracing::warn!(
+                        upstream,
+                        page,
+                        index = i,
+                        "skipping a tool without a string name"
+                    )
+                }
+            }
+        }
+        match result.get("nextCursor") {
+            Some(c @ Value::String(s)) if !s.is_empty() => cursor = Some(c.clone()),
+            _ => return Ok(tools),
+        }
+    }
+    tracing::warn!(
+        upstream,
+        pages = MAX_LIST_PAGES,
+        "tools/list still had more pages; the rest is ignored"
+    );
+    Ok(tools)
+}
+
+/// A protocol failure as text for `last_error` and logs.
+pub(crate) fn describe(f: &RpcFailure) -> String {
+    match f {
+        RpcFailure::Error { code, message, .. } => format!("{message} (code {code})"),
+        RpcFailure::Closed(r) | RpcFailure::Transport(r) => r.clone(),
+        RpcFailure::Cancelled => "cancelled".into(),
+        RpcFailure::Timeout => "timed out".into(),
+    }
+}

@@ -1,0 +1,358 @@
+//! The namespaced catalog: every upstream's tools under one set of names.
+//!
+//! Names are `<upstream>__<tool>` (or the bare tool name for `namespace: none`),
+//! matching `^[A-Za-z0-9_-]{1,64}$` — the strictest rule among the consumers (OpenAI,
+//! Anthropic). A name is a pure function of the set of (upstream, tool) pairs, never of
+//! the order upstreams answered in, so it is stable across restarts:
+//! - characters outside `[A-Za-z0-9_-]` become `_`;
+//! - a name over 64 characters is cut to 55 and given `_` plus 8 hex digits of a SHA-256
+//!   of the original `(upstream, tool)` pair;
+//! - names that still collide are ordered by (was the name altered, upstream, tool): the
+//!   first keeps it, the others get the hash suffix. Collisions are logged, never fatal,
+//!   except for `namespace: none` upstreams at startup (see [`Catalog::build`]).
+//!
+//! Each entry keeps the upstream's raw definition with only `name` replaced and
+//! `_meta["toolgate/upstream"]`, `_meta["toolgate/tool"]` added, so nothing the
+//! upstream said is lost.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use toolgate_adapters::{JsonObject, ToolDef};
+
+use crate::config::Namespace;
+
+/// Longest name on any surface.
+pub const MAX_NAME_LEN: usize = 64;
+/// Separator between upstream and tool.
+pub const SEPARATOR: &str = "__";
+const HASH_HEX_LEN: usize = 8;
+
+/// One tool in the catalog.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// The name clients see.
+    pub name: String,
+    /// The upstream that serves it.
+    pub upstream: String,
+    /// The upstream's own name for it (used when calling).
+    pub original: String,
+    /// The definition clients see: the upstream's raw definition, renamed, with the
+    /// routing facts in `_meta`.
+    pub definition: JsonObject,
+}
+
+/// One upstream's contribution to a catalog build.
+pub struct Source<'a> {
+    pub upstream: &'a str,
+    pub namespace: Namespace,
+    pub tools: &'a [ToolDef],
+}
+
+/// A name clash found while building.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Collision {
+    pub name: String,
+    /// `(upstream, tool)` pairs that wanted the name; the first kept it.
+    pub claimants: Vec<(String, String)>,
+    /// True when an unprefixed (`namespace: none`) upstream is involved.
+    pub involves_passthrough: bool,
+}
+
+/// An immutable snapshot of the catalog; rebuilt whole when an upstream's tools change.
+#[derive(Debug, Default)]
+pub struct Catalog {
+    entries: Vec<Arc<Entry>>,
+    by_name: HashMap<String, usize>,
+}
+
+impl Catalog {
+    /// Builds a catalog from every upstream's current tools. Also returns the collisions
+    /// resolved on the way (the caller logs them; at startup a collision involving a
+    /// `namespace: none` upstream is fatal).
+    pub fn build(sources: &[Source<'_>]) -> (Catalog, Vec<Collision>) {
+        struct Candidate<'a> {
+            upstream: &'a str,
+            tool: &'a ToolDef,
+            name: String,
+            altered: bool,
+            passthrough: bool,
+        }
+        let mut by_name: BTreeMap<String, Vec<Candidate<'_>>> = BTreeMap::new();
+        for source in sources {
+            let passthrough = source.namespace == Namespace::None;
+            for tool in source.tools {
+                let wanted = match source.namespace {
+                    Namespace::Prefix => format!("{}{SEPARATOR}{}", source.upstream, tool.name),
+                    Namespace::None => tool.name.clone(),
+                };
+                let (name, altered) = legal_name(&wanted, source.upstream, &tool.name);
+                by_name.entry(name.clone()).or_default().push(Candidate {
+                    upstream: source.upstream,
+                    tool,
+                    name,
+                    altered,
+                    passthrough,
+                });
+            }
+        }
+
+        let mut collisions = Vec::new();
+        let mut final_names: BTreeMap<String, Candidate<'_>> = BTreeMap::new();
+        let mut suffixed = Vec::new();
+        for (name, mut group) in by_name {
+            group.sort_by(|a, b| {
+                (a.altered, a.upstream, &a.tool.name).cmp(&(b.altered, b.upstream, &b.tool.name))
+            });
+            if group.len() > 1 {
+                collisions.push(Collision {
+                    name: name.clone(),
+                    claimants: group
+                        .iter()
+                        .map(|c| (c.upstream.to_owned(), c.tool.name.clone()))
+                        .collect(),
+                    involves_passthrough: group.iter().any(|c| c.passthrough),
+                });
+            }
+            let mut group = group.into_iter();
+            if let Some(first) = group.next() {
+                final_names.insert(name, first);
+            }
+            suffixed.extend(group);
+        }
+        for mut candidate in suffixed {
+            let name = hashed_name(&candidate.name, candidate.upstream, &candidate.tool.name);
+            if final_names.contains_key(&name) {
+                // Two different pairs with the same 32-bit hash and prefix: astronomically
+                // rare, but never silent.
+                tracing::error!(
+                    upstream = candidate.upstream,
+                    tool = %candidate.tool.name,
+                    %name,
+                    "tool dropped from the catalog: its name collides even after hashing"
+                );
+                continue;
+            }
+            candidate.name = name.clone();
+            final_names.insert(name, candidate);
+        }
+
+        let mut catalog = Catalog::default();
+        for (name, candidate) in final_names {
+            let entry = Entry {
+                definition: exposed_definition(&name, candidate.upstream, candidate.tool),
+                name: name.clone(),
+                upstream: candidate.upstream.to_owned(),
+                original: candidate.tool.name.clone(),
+            };
+            catalog.by_name.insert(name, catalog.entries.len());
+            catalog.entries.push(Arc::new(entry));
+        }
+        (catalog, collisions)
+    }
+
+    /// Looks a tool up by the name clients use.
+    pub fn get(&self, name: &str) -> Option<&Arc<Entry>> {
+        self.by_name.get(name).map(|&i| &self.entries[i])
+    }
+
+    /// Every entry, sorted by name.
+    pub fn entries(&self) -> &[Arc<Entry>] {
+        &self.entries
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// Maps `wanted` onto the legal alphabet and length. Returns the name and whether it had
+/// to change.
+fn legal_name(wanted: &str, upstream: &str, tool: &str) -> (String, bool) {
+    let mapped: String = wanted
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let mapped = if mapped.is_empty() {
+        "_".to_owned()
+    } else {
+        mapped
+    };
+    if mapped.len() > MAX_NAME_LEN {
+        (hashed_name(&mapped, upstream, tool), true)
+    } else {
+        let altered = mapped != wanted;
+        (mapped, altered)
+    }
+}
+
+/// `name` cut to leave room for `_` and the hash of the original pair.
+fn hashed_name(name: &str, upstream: &str, tool: &str) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(upstream.as_bytes());
+    hasher.update([0]);
+    hasher.update(tool.as_bytes());
+    let digest = hasher.finalize();
+    let hex: String = digest
+        .iter()
+        .take(HASH_HEX_LEN / 2)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    // `name` is ASCII by construction, so byte slicing is safe.
+    let keep = name.len().min(MAX_NAME_LEN - HASH_HEX_LEN - 1);
+    format!("{}_{hex}", &name[..keep])
+}
+
+fn exposed_definition(name: &str, upstream: &str, tool: &ToolDef) -> JsonObject {
+    let mut definition = tool.raw.clone();
+    definition.insert("name".into(), Value::String(name.to_owned()));
+    let meta = definition
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(JsonObject::new()));
+    if let Value::Object(meta) = meta {
+        meta.insert(
+            "toolgate/upstream".into(),
+            Value::String(upstream.to_owned()),
+        );
+        meta.insert("toolgate/tool".into(), Value::String(tool.name.clone()));
+    }
+    definition
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(name: &str) -> ToolDef {
+        let raw = json!({"name": name, "inputSchema": {"type": "object"}, "execution": {"taskSupport": "optional"}, "x-extra": 1});
+        ToolDef::from_raw(raw.as_object().unwrap().clone()).unwrap()
+    }
+
+    fn names(catalog: &Catalog) -> Vec<String> {
+        catalog.entries().iter().map(|e| e.name.clone()).collect()
+    }
+
+    fn valid(name: &str) -> bool {
+        !name.is_empty()
+            && name.len() <= 64
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    }
+
+    #[test]
+    fn prefixes_and_keeps_raw_fields() {
+        let tools = [tool("echo"), tool("get-sum")];
+        let (catalog, collisions) = Catalog::build(&[Source {
+            upstream: "ev",
+            namespace: Namespace::Prefix,
+            tools: &tools,
+        }]);
+        assert!(collisions.is_empty());
+        assert_eq!(names(&catalog), ["ev__echo", "ev__get-sum"]);
+        let entry = catalog.get("ev__echo").unwrap();
+        assert_eq!(entry.original, "echo");
+        assert_eq!(entry.definition["execution"]["taskSupport"], "optional");
+        assert_eq!(entry.definition["x-extra"], 1);
+        assert_eq!(entry.definition["_meta"]["toolgate/upstream"], "ev");
+    }
+
+    #[test]
+    fn maps_illegal_characters_and_shortens_deterministically() {
+        let long = "repos/get-a-very-long-operation-name-that-goes-on/and/on/and/on/forever";
+        let tools = [tool("a.b/c"), tool(long)];
+        let (catalog, _) = Catalog::build(&[Source {
+            upstream: "gh",
+            namespace: Namespace::Prefix,
+            tools: &tools,
+        }]);
+        let all = names(&catalog);
+        assert!(all.contains(&"gh__a_b_c".to_owned()), "{all:?}");
+        assert!(all.iter().all(|n| valid(n)), "{all:?}");
+        let shortened = all.iter().find(|n| n.len() == 64).unwrap();
+        // Same input, same name — independent of order.
+        let reversed = [tool(long), tool("a.b/c")];
+        let (again, _) = Catalog::build(&[Source {
+            upstream: "gh",
+            namespace: Namespace::Prefix,
+            tools: &reversed,
+        }]);
+        assert!(again.get(shortened).is_some());
+    }
+
+    #[test]
+    fn collisions_resolve_deterministically_regardless_of_order() {
+        let a = [tool("_x")];
+        let b = [tool("x")];
+        let c = [tool("a.b"), tool("a_b")];
+        let build = |order: &[usize]| {
+            let sources = [
+                Source {
+                    upstream: "a",
+                    namespace: Namespace::Prefix,
+                    tools: &a,
+                },
+                Source {
+                    upstream: "a_",
+                    namespace: Namespace::Prefix,
+                    tools: &b,
+                },
+                Source {
+                    upstream: "c",
+                    namespace: Namespace::Prefix,
+                    tools: &c,
+                },
+            ];
+            let picked: Vec<Source<'_>> = order
+                .iter()
+                .map(|&i| Source {
+                    upstream: sources[i].upstream,
+                    namespace: sources[i].namespace,
+                    tools: sources[i].tools,
+                })
+                .collect();
+            Catalog::build(&picked)
+        };
+        let (one, collisions) = build(&[0, 1, 2]);
+        let (two, _) = build(&[2, 1, 0]);
+        assert_eq!(names(&one), names(&two));
+        assert_eq!(collisions.len(), 2, "{collisions:?}");
+        assert_eq!(one.len(), 4);
+        // The unaltered name wins; the mapped one is suffixed.
+        assert_eq!(one.get("c__a_b").unwrap().original, "a_b");
+        assert!(names(&one).iter().all(|n| valid(n)));
+    }
+
+    #[test]
+    fn passthrough_collisions_are_flagged() {
+        let a = [tool("echo")];
+        let b = [tool("echo")];
+        let (_, collisions) = Catalog::build(&[
+            Source {
+                upstream: "one",
+                namespace: Namespace::None,
+                tools: &a,
+            },
+            Source {
+                upstream: "two",
+                namespace: Namespace::None,
+                tools: &b,
+            },
+        ]);
+        assert_eq!(collisions.len(), 1);
+        assert!(collisions[0].involves_passthrough);
+    }
+}

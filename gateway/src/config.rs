@@ -1,0 +1,402 @@
+//! The config file model.
+//!
+//! YAML, with `${VAR}` / `${VAR:-default}` substituted from the environment before
+//! parsing; every struct rejects unknown fields; errors name the exact path
+//! (`upstreams.everything.stdio.comand: unknown field …`). The JSON Schema printed by
+//! `toolgate config-schema` is generated from these types, so the two cannot drift.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use toolgate_adapters::mcp::{HttpConfig, McpTransport, StdioConfig};
+
+/// The whole config file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Address to listen on (`serve`); `--listen` overrides it.
+    #[serde(default = "default_listen")]
+    pub listen: String,
+    /// `Host` header values accepted on `/mcp` (DNS-rebinding protection). Default:
+    /// loopback only. Behind a Kubernetes Service or ingress, list the names clients
+    /// use (e.g. `toolgate.tools.svc.cluster.local`, `tools.example.com`); an empty
+    /// list disables the check.
+    #[serde(default = "default_allowed_hosts")]
+    pub allowed_hosts: Vec<String>,
+    /// Time a tool call may take before it fails with a Timeout error.
+    #[serde(default = "default_call_timeout", with = "humantime_serde")]
+    #[schemars(with = "String")]
+    pub call_timeout: Duration,
+    /// How long `serve`, `stdio`, `check` and `tools` wait for every upstream's first
+    /// tool list before going on without the missing ones (they join when they connect).
+    #[serde(default = "default_startup_timeout", with = "humantime_serde")]
+    #[schemars(with = "String")]
+    pub startup_timeout: Duration,
+    /// Default health checks for every upstream.
+    #[serde(default)]
+    pub health: HealthConfig,
+    /// Largest accepted request body on `/mcp`, in bytes.
+    #[serde(default = "default_max_body")]
+    pub max_request_body_bytes: usize,
+    /// The upstreams, by name. A name becomes the prefix of its tools
+    /// (`<name>__<tool>`): letters, digits, `_` and `-`.
+    #[serde(default)]
+    pub upstreams: BTreeMap<String, UpstreamConfig>,
+}
+
+fn default_listen() -> String {
+    "127.0.0.1:8080".to_owned()
+}
+
+fn default_allowed_hosts() -> Vec<String> {
+    vec!["localhost".into(), "127.0.0.1".into(), "::1".into()]
+}
+
+fn default_call_timeout() -> Duration {
+    Duration::from_secs(120)
+}
+
+fn default_startup_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+
+fn default_max_body() -> usize {
+    4 * 1024 * 1024
+}
+
+/// Periodic health checks (MCP `ping`, falling back to `tools/list`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HealthConfig {
+    /// Time between checks.
+    #[serde(default = "default_health_interval", with = "humantime_serde")]
+    #[schemars(with = "String")]
+    pub interval: Duration,
+    /// A check slower than this counts as failed.
+    #[serde(default = "default_health_timeout", with = "humantime_serde")]
+    #[schemars(with = "String")]
+    pub timeout: Duration,
+    /// Consecutive failed checks after which a connected upstream is `down`
+    /// (one failure makes it `degraded`).
+    #[serde(default = "default_failures")]
+    pub failures_before_down: u32,
+}
+
+fn default_health_interval() -> Duration {
+    Duration::from_secs(15)
+}
+
+fn default_health_timeout() -> Duration {
+    Duration::from_secs(5)
+}
+
+fn default_failures() -> u32 {
+    3
+}
+
+impl Default for HealthConfig {
+    fn default() -> Self {
+        Self {
+            interval: default_health_interval(),
+            timeout: default_health_timeout(),
+            failures_before_down: default_failures(),
+        }
+    }
+}
+
+/// How the upstream's tools are named in the catalog.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Namespace {
+    /// `<upstream>__<tool>` (default).
+    #[default]
+    Prefix,
+    /// The upstream's own tool names, unprefixed: for a single-upstream passthrough.
+    /// A name that collides with another tool is a startup error.
+    None,
+}
+
+/// One upstream. Set exactly one of `stdio`, `sse`, `streamable_http`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamConfig {
+    /// An MCP server run as a child process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdio: Option<StdioConfig>,
+    /// A legacy HTTP+SSE MCP server (protocol 2024-11-05): `url` is its SSE endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sse: Option<HttpConfig>,
+    /// A streamable HTTP MCP server: `url` is its MCP endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streamable_http: Option<HttpConfig>,
+    #[serde(default)]
+    pub namespace: Namespace,
+    /// Overrides the global `call_timeout` for this upstream's tools.
+    #[serde(
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<String>")]
+    pub call_timeout: Option<Duration>,
+    /// Overrides the global `health` settings for this upstream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<HealthConfig>,
+}
+
+impl UpstreamConfig {
+    /// The transport, once validation has made sure exactly one is set.
+    pub fn transport(&self) -> Option<McpTransport> {
+        match (&self.stdio, &self.sse, &self.streamable_http) {
+            (Some(s), None, None) => Some(McpTransport::Stdio(s.clone())),
+            (None, Some(h), None) => Some(McpTransport::Sse(h.clone())),
+            (None, None, Some(h)) => Some(McpTransport::StreamableHttp(h.clone())),
+            _ => None,
+        }
+    }
+}
+
+/// A config error, with the path inside the document where it was found.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Env(String),
+    #[error("config error at {path}: {message}")]
+    Invalid { path: String, message: String },
+}
+
+impl Config {
+    /// Reads, substitutes and validates a config file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::parse(&text, &|name| std::env::var(name).ok())
+    }
+
+    /// Parses config text; `env` looks up variables for `${VAR}` substitution.
+    pub fn parse(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+        let text = substitute_env(text, env)?;
+        let deserializer = serde_norway::Deserializer::from_str(&text);
+        let config: Config = serde_path_to_error::deserialize(deserializer).map_err(|err| {
+            let path = err.path().to_string();
+            ConfigError::Invalid {
+                path: if path == "." {
+                    "(document)".into()
+                } else {
+                    path
+                },
+                message: err.into_inner().to_string(),
+            }
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |path: String, message: String| ConfigError::Invalid { path, message };
+        for (name, upstream) in &self.upstreams {
+            let path = format!("upstreams.{name}");
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            {
+                return Err(invalid(
+                    path,
+                    "an upstream name may contain only letters, digits, '_' and '-'".into(),
+                ));
+            }
+            if name.contains("__") {
+                return Err(invalid(
+                    path,
+                    "an upstream name may not contain '__' (it separates the upstream from \
+                     the tool in catalog names)"
+                        .into(),
+                ));
+            }
+            let set = [
+                upstream.stdio.is_some(),
+                upstream.sse.is_some(),
+                upstream.streamable_http.is_some(),
+            ]
+            .iter()
+            .filter(|set| **set)
+            .count();
+            if set != 1 {
+                return Err(invalid(
+                    path,
+                    format!("set exactly one of `stdio`, `sse`, `streamable_http` (found {set})"),
+                ));
+            }
+            for (field, http) in [
+                ("sse", &upstream.sse),
+                ("streamable_http", &upstream.streamable_http),
+            ] {
+                if let Some(http) = http
+                    && !(http.url.starts_with("http://") || http.url.starts_with("https://"))
+                {
+                    return Err(invalid(
+                        format!("{path}.{field}.url"),
+                        format!("'{}' is not an http:// or https:// URL", http.url),
+                    ));
+                }
+            }
+        }
+        if self.health.interval.is_zero() {
+            return Err(invalid(
+                "health.interval".into(),
+                "must be greater than zero".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The JSON Schema of the config file.
+    pub fn json_schema() -> serde_json::Value {
+        serde_json::to_value(schemars::schema_for!(Config)).unwrap_or_default()
+    }
+}
+
+/// Replaces `${VAR}` and `${VAR:-default}`; `$$` escapes a dollar sign. A variable that
+/// is unset and has no default is an error naming it and its line.
+fn substitute_env(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, ConfigError> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(pos) = rest.find('$') {
+        out.push_str(&rest[..pos]);
+        let after = &rest[pos + 1..];
+        if let Some(stripped) = after.strip_prefix('$') {
+            out.push('$');
+            rest = stripped;
+        } else if let Some(body) = after.strip_prefix('{') {
+            let Some(end) = body.find('}') else {
+                return Err(ConfigError::Env(format!(
+                    "config line {}: '${{' without a closing '}}'",
+                    line_of(text, rest, pos)
+                )));
+            };
+            let expr = &body[..end];
+            let (name, default) = match expr.split_once(":-") {
+                Some((name, default)) => (name, Some(default)),
+                None => (expr, None),
+            };
+            if !is_variable_name(name) {
+                // Not a substitution (e.g. prose in a comment): keep it as written.
+                out.push_str("${");
+                rest = body;
+                continue;
+            }
+            match (env(name), default) {
+                (Some(value), _) => out.push_str(&value),
+                (None, Some(default)) => out.push_str(default),
+                (None, None) => {
+                    return Err(ConfigError::Env(format!(
+                        "config line {}: environment variable '{name}' is not set (set it, \
+                         or write ${{{name}:-default}})",
+                        line_of(text, rest, pos)
+                    )));
+                }
+            }
+            rest = &body[end + 1..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn is_variable_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn line_of(text: &str, rest: &str, pos: usize) -> usize {
+    let offset = text.len() - rest.len() + pos;
+    text[..offset].matches('\n').count() + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn env_substitution_with_defaults_and_escapes() {
+        let env = |name: &str| (name == "TOKEN").then(|| "s3cret".to_owned());
+        let text = "a: ${TOKEN}\nb: ${MISSING:-x}\nc: $$HOME\nd: $5\n# ${...}";
+        assert_eq!(
+            substitute_env(text, &env).unwrap(),
+            "a: s3cret\nb: x\nc: $HOME\nd: $5\n# ${...}"
+        );
+        let err = substitute_env("x: 1\ny: ${NOPE}", &env)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("line 2") && err.contains("NOPE"), "{err}");
+    }
+
+    #[test]
+    fn unknown_fields_are_rejected_with_their_path() {
+        let text = "upstreams:\n  ev:\n    stdio:\n      comand: node\n";
+        let err = Config::parse(text, &no_env).unwrap_err().to_string();
+        assert!(err.contains("upstreams.ev.stdio"), "{err}");
+        assert!(err.contains("comand"), "{err}");
+    }
+
+    #[test]
+    fn exactly_one_transport() {
+        let text = "upstreams:\n  ev:\n    namespace: none\n";
+        let err = Config::parse(text, &no_env).unwrap_err().to_string();
+        assert!(
+            err.contains("upstreams.ev") && err.contains("exactly one"),
+            "{err}"
+        );
+        let two = "upstreams:\n  ev:\n    stdio: {command: x}\n    sse: {url: 'http://a'}\n";
+        assert!(Config::parse(two, &no_env).is_err());
+    }
+
+    #[test]
+    fn bad_upstream_names_are_rejected() {
+        for name in ["a__b", "a.b", "a b"] {
+            let text = format!("upstreams:\n  '{name}':\n    stdio: {{command: x}}\n");
+            assert!(Config::parse(&text, &no_env).is_err(), "{name}");
+        }
+    }
+
+    #[test]
+    fn defaults_fill_in() {
+        let config = Config::parse("{}", &no_env).unwrap();
+        assert_eq!(config.listen, "127.0.0.1:8080");
+        assert_eq!(config.call_timeout, Duration::from_secs(120));
+        assert!(config.allowed_hosts.contains(&"localhost".to_owned()));
+    }
+
+    #[test]
+    fn durations_are_human() {
+        let text = "call_timeout: 2m\nhealth: {interval: 500ms}\n";
+        let config = Config::parse(text, &no_env).unwrap();
+        assert_eq!(config.call_timeout, Duration::from_secs(120));
+        assert_eq!(config.health.interval, Duration::from_millis(500));
+    }
+
+    #[test]
+    fn schema_is_generated() {
+        let schema = Config::json_schema();
+        assert!(schema["properties"]["upstreams"].is_object(), "{schema}");
+    }
+}

@@ -1,0 +1,109 @@
+//! The one place where a [`ToolError`] becomes what a surface sends.
+//!
+//! MCP: an unknown tool is a JSON-RPC error (`-32602`, as the spec asks); every other
+//! failure is a tool result with `isError: true`, because clients show those to the
+//! model, which can then act on the message (retry, fix arguments, pick another tool).
+//! HTTP surfaces use [`http_status`].
+
+use rmcp::ErrorData as McpError;
+use serde_json::{Value, json};
+use toolgate_adapters::{JsonObject, ToolError};
+
+/// How a failed call reaches an MCP client.
+pub enum McpFailure {
+    /// A JSON-RPC error response.
+    Protocol(McpError),
+    /// A `CallToolResult` with `isError: true` (raw JSON).
+    ToolResult(JsonObject),
+}
+
+/// Maps a call failure for MCP.
+pub fn to_mcp(error: &ToolError) -> McpFailure {
+    match error {
+        ToolError::NotFound(message) => McpFailure::Protocol(McpError::invalid_params(
+            message.clone(),
+            Some(json!({"code": error.code()})),
+        )),
+        _ => McpFailure::ToolResult(error_result(error)),
+    }
+}
+
+/// A raw `CallToolResult` carrying the error's message, with its code in `_meta`.
+pub fn error_result(error: &ToolError) -> JsonObject {
+    let mut meta = JsonObject::new();
+    meta.insert("toolgate/error".into(), Value::String(error.code().into()));
+    if let ToolError::RateLimited {
+        retry_after: Some(after),
+        ..
+    } = error
+    {
+        meta.insert(
+            "toolgate/retryAfterMs".into(),
+            json!(after.as_millis() as u64),
+        );
+    }
+    let mut result = JsonObject::new();
+    result.insert(
+        "content".into(),
+        json!([{"type": "text", "text": error.to_string()}]),
+    );
+    result.insert("isError".into(), Value::Bool(true));
+    result.insert("_meta".into(), Value::Object(meta));
+    result
+}
+
+/// The HTTP status for a failure on the REST surfaces.
+pub fn http_status(error: &ToolError) -> http::StatusCode {
+    use http::StatusCode as S;
+    match error {
+        ToolError::NotFound(_) => S::NOT_FOUND,
+        ToolError::InvalidArgs(_) => S::BAD_REQUEST,
+        ToolError::Failed(_) => S::BAD_GATEWAY,
+        // 499 is the de-facto "client closed request"; unused by the standard.
+        ToolError::Cancelled(_) => S::from_u16(499).unwrap_or(S::BAD_REQUEST),
+        ToolError::Unavailable(_) => S::SERVICE_UNAVAILABLE,
+        ToolError::Timeout(_) => S::GATEWAY_TIMEOUT,
+        ToolError::RateLimited { .. } => S::TOO_MANY_REQUESTS,
+        ToolError::NotSelected(_) => S::CONFLICT,
+    }
+}
+
+/// The error for a name that is not in the catalog.
+pub fn unknown_tool(name: &str) -> ToolError {
+    ToolError::NotFound(format!(
+        "unknown tool '{name}': no tool of that name is available here; call tools/list \
+         to see the available tools and use one of those names exactly"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn unknown_tools_are_protocol_errors_the_rest_are_results() {
+        assert!(
+            matches!(to_mcp(&unknown_tool("x")), McpFailure::Protocol(e) if e.code.0 == -32602)
+        );
+        for error in [
+            ToolError::Failed("f".into()),
+            ToolError::unavailable("ev", "process exited"),
+            ToolError::timeout("ev", "t", Duration::from_secs(1)),
+            ToolError::InvalidArgs("bad".into()),
+        ] {
+            let McpFailure::ToolResult(result) = to_mcp(&error) else {
+                panic!("{error:?} should be a tool result");
+            };
+            assert_eq!(result["isError"], true);
+            assert_eq!(result["_meta"]["toolgate/error"], error.code());
+            assert_eq!(result["content"][0]["text"], error.to_string());
+        }
+    }
+
+    #[test]
+    fn statuses() {
+        assert_eq!(http_status(&unknown_tool("x")), 404);
+        assert_eq!(http_status(&ToolError::unavailable("a", "b")), 503);
+    }
+}

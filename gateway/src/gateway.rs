@@ -1,0 +1,303 @@
+//! The core every surface calls: upstreams, the catalog built from them, and the one
+//! call path (`resolve -> upstream.call -> metrics`).
+//!
+//! Surfaces (MCP over HTTP, MCP over stdio, the ops endpoints) hold an `Arc<Gateway>`
+//! and translate their protocol onto [`Gateway::call`] and [`Gateway::catalog`].
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use toolgate_adapters::mcp::{self, McpOptions};
+use toolgate_adapters::{CallContext, CallOutput, Connection, DynUpstream, JsonObject, ToolError};
+
+use crate::catalog::{Catalog, Collision, Source};
+use crate::config::{Config, Namespace};
+use crate::errors::unknown_tool;
+use crate::health::{self, Tracker};
+use crate::metrics::Metrics;
+
+/// One configured upstream with the gateway's per-upstream settings.
+pub struct Mounted {
+    pub upstream: DynUpstream,
+    pub kind: &'static str,
+    pub namespace: Namespace,
+    pub call_timeout: Duration,
+    pub health: Arc<Tracker>,
+}
+
+/// What `GET /v1/upstreams` and `toolgate check` report per upstream.
+#[derive(Debug, Clone, Serialize)]
+pub struct UpstreamStatus {
+    pub name: String,
+    pub kind: &'static str,
+    #[serde(flatten)]
+    pub health: health::Snapshot,
+    pub tools: usize,
+}
+
+pub struct Gateway {
+    pub config: Config,
+    upstreams: BTreeMap<String, Mounted>,
+    catalog: RwLock<Arc<Catalog>>,
+    /// Bumped on every catalog change; MCP sessions watch it to send `list_changed`.
+    catalog_version: watch::Sender<u64>,
+    pub metrics: Metrics,
+    stop: CancellationToken,
+    ready: AtomicBool,
+}
+
+impl Gateway {
+    /// Starts every upstream (in the background) and the tasks that keep the catalog
+    /// and health current. Returns at once; see [`Gateway::wait_for_upstreams`].
+    pub fn start(config: Config) -> Arc<Gateway> {
+        let mut upstreams = BTreeMap::new();
+        for (name, upstream_config) in &config.upstreams {
+            let Some(transport) = upstream_config.transport() else {
+                // Config validation guarantees exactly one transport.
+                continue;
+            };
+            let kind = transport.kind();
+            let upstream: DynUpstream = mcp::spawn(name.clone(), transport, McpOptions::default());
+            let health_config = upstream_config
+                .health
+                .clone()
+                .unwrap_or_else(|| config.health.clone());
+            upstreams.insert(
+                name.clone(),
+                Mounted {
+                    upstream,
+                    kind,
+                    namespace: upstream_config.namespace,
+                    call_timeout: upstream_config.call_timeout.unwrap_or(config.call_timeout),
+                    health: Arc::new(Tracker::new(health_config)),
+                },
+            );
+        }
+        let gateway = Arc::new(Gateway {
+            config,
+            upstreams,
+            catalog: RwLock::new(Arc::new(Catalog::default())),
+            catalog_version: watch::channel(0).0,
+            metrics: Metrics::new(),
+            stop: CancellationToken::new(),
+            ready: AtomicBool::new(false),
+        });
+        for mounted in gateway.upstreams.values() {
+            tokio::spawn(health::run(
+                mounted.upstream.clone(),
+                mounted.health.clone(),
+                gateway.stop.child_token(),
+            ));
+            tokio::spawn(watch_tools(
+                Arc::downgrade(&gateway),
+                mounted.upstream.tools_changed(),
+                gateway.stop.child_token(),
+            ));
+        }
+        gateway.rebuild_catalog();
+        gateway
+    }
+
+    /// Waits until every upstream has connected once (or `timeout` passes), then
+    /// rebuilds the catalog. Returns the names of upstreams still not connected.
+    pub async fn wait_for_upstreams(&self, timeout: Duration) -> Vec<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let pending: Vec<String> = self
+                .upstreams
+                .iter()
+                .filter(|(_, m)| m.upstream.connection() != Connection::Connected)
+                .map(|(name, _)| name.clone())
+                .collect();
+            if pending.is_empty() || Instant::now() >= deadline {
+                self.rebuild_catalog();
+                self.ready.store(true, Ordering::Release);
+                return pending;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Rebuilds the catalog from the upstreams' current tools; returns the collisions
+    /// it resolved (already logged).
+    pub fn rebuild_catalog(&self) -> Vec<Collision> {
+        let tool_lists: Vec<(&String, &Mounted, Arc<Vec<toolgate_adapters::ToolDef>>)> = self
+            .upstreams
+            .iter()
+            .map(|(name, mounted)| (name, mounted, mounted.upstream.tools()))
+            .collect();
+        let sources: Vec<Source<'_>> = tool_lists
+            .iter()
+            .map(|(name, mounted, tools)| Source {
+                upstream: name.as_str(),
+                namespace: mounted.namespace,
+                tools: tools.as_slice(),
+            })
+            .collect();
+        let (catalog, collisions) = Catalog::build(&sources);
+        for collision in &collisions {
+            tracing::warn!(
+                name = %collision.name,
+                claimants = ?collision.claimants,
+                "tool name collision resolved: the first claimant keeps the name, the others get a hash suffix"
+            );
+        }
+        let changed = {
+            let mut current = self.catalog.write().unwrap_or_else(|e| e.into_inner());
+            let changed = current.entries() != catalog.entries();
+            *current = Arc::new(catalog);
+            changed
+        };
+        self.metrics.set_catalog_size(self.catalog().len());
+        if changed {
+            self.catalog_version.send_modify(|v| *v += 1);
+        }
+        collisions
+    }
+
+    /// True once the config is loaded and the catalog was built after the upstreams'
+    /// first answers (or the startup wait ran out).
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    /// The current catalog snapshot.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Receives a new value every time the catalog changes.
+    pub fn catalog_changes(&self) -> watch::Receiver<u64> {
+        self.catalog_version.subscribe()
+    }
+
+    /// The one call path: resolve the name, check the upstream is up, call it within
+    /// its timeout, record metrics and an audit line.
+    pub async fn call(
+        &self,
+        name: &str,
+        arguments: JsonObject,
+        mut ctx: CallContext,
+    ) -> Result<CallOutput, ToolError> {
+        let catalog = self.catalog();
+        let entry = catalog.get(name).ok_or_else(|| unknown_tool(name))?.clone();
+        let mounted = self
+            .upstreams
+            .get(&entry.upstream)
+            .ok_or_else(|| unknown_tool(name))?;
+        let started = Instant::now();
+        let correlation_id = ctx.correlation_id.clone();
+        let outcome = match mounted.upstream.connection() {
+            Connection::Connected => {
+                let deadline = started + mounted.call_timeout;
+                if deadline < ctx.deadline {
+                    ctx.deadline = deadline;
+                }
+                let timeout = ctx.remaining();
+                let cancel = ctx.cancel.clone();
+                match tokio::time::timeout(
+                    timeout + Duration::from_millis(250),
+                    mounted.upstream.call(&entry.original, arguments, ctx),
+                )
+                .await
+                {
+                    Ok(result) => result,
+                    Err(_) => {
+                        // The adapter should have timed out itself; make sure the
+                        // upstream hears about it anyway.
+                        cancel.cancel();
+                        Err(ToolError::timeout(&entry.upstream, name, timeout))
+                    }
+                }
+            }
+            Connection::Connecting => {
+                Err(ToolError::unavailable(&entry.upstream, "still starting up"))
+            }
+            Connection::Reconnecting | Connection::Closed => Err(ToolError::unavailable(
+                &entry.upstream,
+                mounted
+                    .upstream
+                    .last_error()
+                    .unwrap_or_else(|| "connection lost".into()),
+            )),
+        };
+        let elapsed = started.elapsed();
+        let outcome_label = match &outcome {
+            Ok(output) if output.is_error() => "tool_error",
+            Ok(_) => "ok",
+            Err(error) => error.code(),
+        };
+        self.metrics
+            .record_call(name, &entry.upstream, outcome_label, elapsed.as_secs_f64());
+        tracing::info!(
+            target: "toolgate::audit",
+            tool = name,
+            upstream = %entry.upstream,
+            correlation_id = %correlation_id,
+            latency_us = elapsed.as_micros() as u64,
+            outcome = outcome_label,
+            "tool call"
+        );
+        outcome
+    }
+
+    /// Status of every upstream, by name.
+    pub fn statuses(&self) -> Vec<UpstreamStatus> {
+        self.upstreams
+            .iter()
+            .map(|(name, mounted)| {
+                let health = mounted.health.snapshot(&mounted.upstream);
+                self.metrics.set_health(name, health.state.gauge());
+                UpstreamStatus {
+                    name: name.clone(),
+                    kind: mounted.kind,
+                    health,
+                    tools: mounted.upstream.tools().len(),
+                }
+            })
+            .collect()
+    }
+
+    /// The upstreams, by name.
+    pub fn upstreams(&self) -> &BTreeMap<String, Mounted> {
+        &self.upstreams
+    }
+
+    /// Stops the background tasks and every upstream.
+    pub async fn shutdown(&self) {
+        self.stop.cancel();
+        for mounted in self.upstreams.values() {
+            mounted.upstream.shutdown().await;
+        }
+    }
+}
+
+/// Rebuilds the catalog whenever one upstream's tool list changes.
+async fn watch_tools(
+    gateway: std::sync::Weak<Gateway>,
+    mut changes: watch::Receiver<u64>,
+    stop: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            changed = changes.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+        }
+        let Some(gateway) = gateway.upgrade() else {
+            return;
+        };
+        gateway.rebuild_catalog();
+    }
+}

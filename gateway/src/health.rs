@@ -1,0 +1,172 @@
+//! Upstream health: periodic checks and the state every status surface reports.
+//!
+//! The state combines what the adapter knows about its connection with the results of
+//! the periodic checks:
+//! - `starting`: never connected yet;
+//! - `healthy`: connected and the last check passed;
+//! - `degraded`: connected but the last check(s) failed, fewer than the threshold;
+//! - `down`: the connection is lost (the adapter is reconnecting) or the checks failed
+//!   `failures_before_down` times in a row.
+
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+use toolgate_adapters::{Connection, DynUpstream};
+
+use crate::config::HealthConfig;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    Starting,
+    Healthy,
+    Degraded,
+    Down,
+}
+
+impl State {
+    /// The value of the `toolgate_upstream_health` gauge.
+    pub fn gauge(self) -> i64 {
+        match self {
+            State::Starting => 0,
+            State::Healthy => 1,
+            State::Degraded => 2,
+            State::Down => 3,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Checks {
+    ever_connected: bool,
+    consecutive_failures: u32,
+    last_error: Option<String>,
+    latency: Option<Duration>,
+    last_check: Option<SystemTime>,
+}
+
+/// Check results for one upstream.
+#[derive(Debug)]
+pub struct Tracker {
+    config: HealthConfig,
+    checks: Mutex<Checks>,
+}
+
+/// A point-in-time view of one upstream's health.
+#[derive(Debug, Clone, Serialize)]
+pub struct Snapshot {
+    pub state: State,
+    pub last_error: Option<String>,
+    pub latency_ms: Option<f64>,
+    /// Seconds since the Unix epoch of the last check.
+    pub last_check: Option<u64>,
+}
+
+impl Tracker {
+    pub fn new(config: HealthConfig) -> Self {
+        Self {
+            config,
+            checks: Mutex::new(Checks::default()),
+        }
+    }
+
+    pub fn config(&self) -> &HealthConfig {
+        &self.config
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Checks> {
+        // A poisoned lock only means a panic elsewhere mid-update; the data is still
+        // a usable set of counters.
+        self.checks.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn record_success(&self, latency: Duration) {
+        let mut checks = self.lock();
+        checks.ever_connected = true;
+        checks.consecutive_failures = 0;
+        checks.latency = Some(latency);
+        checks.last_check = Some(SystemTime::now());
+    }
+
+    pub fn record_failure(&self, error: String) {
+        let mut checks = self.lock();
+        checks.consecutive_failures = checks.consecutive_failures.saturating_add(1);
+        checks.last_error = Some(error);
+        checks.last_check = Some(SystemTime::now());
+    }
+
+    /// The state, given the adapter's view of the connection and its last error.
+    pub fn snapshot(&self, upstream: &DynUpstream) -> Snapshot {
+        let connection = upstream.connection();
+        let mut checks = self.lock();
+        if connection == Connection::Connected {
+            checks.ever_connected = true;
+        }
+        let state = match connection {
+            Connection::Connecting if !checks.ever_connected => State::Starting,
+            Connection::Connected if checks.consecutive_failures == 0 => State::Healthy,
+            Connection::Connected
+                if checks.consecutive_failures < self.config.failures_before_down =>
+            {
+                State::Degraded
+            }
+            _ => State::Down,
+        };
+        let last_error = match (state, upstream.last_error()) {
+            (State::Healthy, _) => None,
+            (_, Some(adapter_error)) if connection != Connection::Connected => Some(adapter_error),
+            _ => checks.last_error.clone(),
+        };
+        Snapshot {
+            state,
+            last_error,
+            latency_ms: checks.latency.map(|l| l.as_secs_f64() * 1000.0),
+            last_check: checks.last_check.and_then(|t| {
+                t.duration_since(SystemTime::UNIX_EPOCH)
+                    .ok()
+                    .map(|d| d.as_secs())
+            }),
+        }
+    }
+}
+
+/// Runs the periodic checks of one upstream until `stop` fires.
+pub async fn run(upstream: DynUpstream, tracker: std::sync::Arc<Tracker>, stop: CancellationToken) {
+    let interval = tracker.config().interval;
+    let timeout = tracker.config().timeout;
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = ticker.tick() => {}
+        }
+        if upstream.connection() != Connection::Connected {
+            continue;
+        }
+        let started = std::time::Instant::now();
+        // The adapter bounds the check by `timeout`; the outer timeout guards against an
+        // adapter that does not.
+        let outcome = tokio::time::timeout(
+            timeout + Duration::from_millis(100),
+            upstream.check(timeout),
+        )
+        .await;
+        match outcome {
+            Ok(Ok(())) => tracker.record_success(started.elapsed()),
+            Ok(Err(error)) => {
+                tracing::warn!(upstream = upstream.name(), %error, "health check failed");
+                tracker.record_failure(error.to_string());
+            }
+            Err(_) => {
+                tracing::warn!(upstream = upstream.name(), "health check timed out");
+                tracker.record_failure(format!(
+                    "health check timed out after {} ms",
+                    timeout.as_millis()
+                ));
+            }
+        }
+    }
+}

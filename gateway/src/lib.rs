@@ -1,0 +1,13 @@
+//! toolgate: one MCP endpoint over many tool upstreams.
+//!
+//! Rooms: [`config`] (the file model), [`catalog`] (names), [`gateway`] (the core and
+//! the one call path), [`errors`] (the one error mapping), [`health`], [`metrics`], and
+//! [`serve`] (the thin surfaces). The binary (`main.rs`) is only the command line.
+
+pub mod catalog;
+pub mod config;
+pub mod errors;
+pub mod gateway;
+pub mod health;
+pub mod metrics;
+pub mod serve;

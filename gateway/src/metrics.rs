@@ -1,0 +1,148 @@
+//! Prometheus metrics: calls, errors and latency per tool and upstream, and each
+//! upstream's health as a gauge. Served as text at `GET /metrics`.
+
+use prometheus_client::encoding::{EncodeLabelSet, text::encode};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    tool: String,
+    upstream: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ToolLabels {
+    tool: String,
+    upstream: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct UpstreamLabels {
+    upstream: String,
+}
+
+/// Every metric the gateway exports.
+pub struct Metrics {
+    registry: Registry,
+    calls: Family<CallLabels, Counter>,
+    latency: Family<ToolLabels, Histogram>,
+    health: Family<UpstreamLabels, Gauge>,
+    catalog_tools: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("toolgate");
+        let calls = Family::<CallLabels, Counter>::default();
+        // 100 µs .. ~100 s: gateway overhead is sub-millisecond, tools take seconds.
+        let latency = Family::<ToolLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+                0.0001, 4.0, 11,
+            ))
+        });
+        let health = Family::<UpstreamLabels, Gauge>::default();
+        let catalog_tools = Gauge::default();
+        registry.register(
+            "tool_calls",
+            "Tool calls by tool, upstream and outcome (ok, tool_error, or an error code)",
+            calls.clone(),
+        );
+        registry.register(
+            "tool_call_duration_seconds",
+            "Tool call latency through the gateway",
+            latency.clone(),
+        );
+        registry.register(
+            "upstream_health",
+            "Upstream health: 0 starting, 1 healthy, 2 degraded, 3 down",
+            health.clone(),
+        );
+        registry.register(
+            "catalog_tools",
+            "Tools in the catalog",
+            catalog_tools.clone(),
+        );
+        Self {
+            registry,
+            calls,
+            latency,
+            health,
+            catalog_tools,
+        }
+    }
+
+    /// Records one finished call.
+    pub fn record_call(&self, tool: &str, upstream: &str, outcome: &str, seconds: f64) {
+        self.calls
+            .get_or_create(&CallLabels {
+                tool: tool.to_owned(),
+                upstream: upstream.to_owned(),
+                outcome: outcome.to_owned(),
+            })
+            .inc();
+        self.latency
+            .get_or_create(&ToolLabels {
+                tool: tool.to_owned(),
+                upstream: upstream.to_owned(),
+            })
+            .observe(seconds);
+    }
+
+    pub fn set_health(&self, upstream: &str, value: i64) {
+        self.health
+            .get_or_create(&UpstreamLabels {
+                upstream: upstream.to_owned(),
+            })
+            .set(value);
+    }
+
+    pub fn set_catalog_size(&self, tools: usize) {
+        self.catalog_tools.set(tools as i64);
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_calls_and_health() {
+        let metrics = Metrics::new();
+        metrics.record_call("ev__echo", "ev", "ok", 0.002);
+        metrics.set_health("ev", 1);
+        let text = metrics.render();
+        assert!(
+            text.contains(
+                r#"toolgate_tool_calls_total{tool="ev__echo",upstream="ev",outcome="ok"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"toolgate_upstream_health{upstream="ev"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains("toolgate_tool_call_duration_seconds_bucket"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,47 @@
+//! Thin surfaces over the gateway core: MCP over streamable HTTP at `/mcp`, the ops
+//! endpoints, and MCP over stdio.
+
+pub mod fidelity;
+pub mod mcp;
+pub mod ops;
+pub mod protocol_errors;
+pub mod stdio;
+
+use std::sync::Arc;
+
+use axum::Router;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+
+use crate::gateway::Gateway;
+use mcp::{McpHandler, McpShared};
+
+/// The HTTP application: `/mcp` plus the ops endpoints.
+pub fn router(gateway: Arc<Gateway>, stop: CancellationToken) -> Router {
+    let shared = McpShared::new(gateway.clone());
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(gateway.config.allowed_hosts.clone())
+        .with_max_request_body_bytes(gateway.config.max_request_body_bytes)
+        .with_cancellation_token(stop);
+    let config = if gateway.config.allowed_hosts.is_empty() {
+        config.disable_allowed_hosts()
+    } else {
+        config
+    };
+    let service = StreamableHttpService::new(
+        move || Ok(McpHandler::new(shared.clone())),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let mcp = Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(
+            gateway.clone(),
+            fidelity::restore_raw_definitions,
+        ))
+        .layer(axum::middleware::from_fn(
+            protocol_errors::as_jsonrpc_errors,
+        ));
+    ops::router(gateway).merge(mcp)
+}

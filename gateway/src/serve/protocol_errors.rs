@@ -1,0 +1,114 @@
+//! Makes every error `/mcp` answers a JSON-RPC error object.
+//!
+//! rmcp's HTTP transport answers malformed bodies, oversized bodies, missing sessions
+//! and rejected `Host` headers with plain text (and a parse failure with 415). Clients
+//! and models act better on a JSON-RPC error: this layer rewraps those answers as
+//! `{"jsonrpc":"2.0","id":null,"error":{code,message}}`, keeping the status (a parse
+//! failure becomes 400) so session-expiry semantics (404) are unchanged.
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::middleware::Next;
+use axum::response::Response;
+use http::{HeaderValue, StatusCode, header};
+use serde_json::json;
+
+/// JSON-RPC 2.0 codes.
+const PARSE_ERROR: i64 = -32700;
+const INVALID_REQUEST: i64 = -32600;
+
+pub async fn as_jsonrpc_errors(request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if is_json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    // rmcp's error bodies are one short line; cap what we read anyway.
+    let text = match axum::body::to_bytes(body, 64 * 1024).await {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).trim().to_owned(),
+        Err(_) => String::new(),
+    };
+    let (status, code, message) = classify(status, &text);
+    parts.status = status;
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": code, "message": message},
+    });
+    Response::from_parts(parts, Body::from(body.to_string()))
+}
+
+fn classify(status: StatusCode, text: &str) -> (StatusCode, i64, String) {
+    let detail = if text.is_empty() {
+        status.canonical_reason().unwrap_or("error").to_owned()
+    } else {
+        text.to_owned()
+    };
+    if text.starts_with("fail to deserialize") {
+        let code = if text.contains("unrecognized JSON-RPC message") {
+            INVALID_REQUEST
+        } else {
+            PARSE_ERROR
+        };
+        return (
+            StatusCode::BAD_REQUEST,
+            code,
+            format!("{detail}: send one JSON-RPC 2.0 request, notification or response object"),
+        );
+    }
+    let hint = match status {
+        StatusCode::PAYLOAD_TOO_LARGE => {
+            " (the limit is max_request_body_bytes in the gateway config)"
+        }
+        StatusCode::NOT_FOUND => " (the session expired or never existed: initialize again)",
+        StatusCode::BAD_REQUEST if text.contains("Session ID") => {
+            " (send initialize first, then echo its Mcp-Session-Id header)"
+        }
+        StatusCode::FORBIDDEN => " (add this host to allowed_hosts in the gateway config)",
+        _ => "",
+    };
+    (status, INVALID_REQUEST, format!("{detail}{hint}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_failures_become_400_parse_errors() {
+        let (status, code, message) = classify(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "fail to deserialize request body key must be a string at line 1 column 2",
+        );
+        assert_eq!((status, code), (StatusCode::BAD_REQUEST, PARSE_ERROR));
+        assert!(message.contains("line 1 column 2"));
+    }
+
+    #[test]
+    fn statuses_are_kept_with_a_hint() {
+        let (status, code, message) = classify(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "Payload Too Large: request body exceeds 5 bytes",
+        );
+        assert_eq!(
+            (status, code),
+            (StatusCode::PAYLOAD_TOO_LARGE, INVALID_REQUEST)
+        );
+        assert!(message.contains("max_request_body_bytes"));
+        assert_eq!(classify(StatusCode::NOT_FOUND, "").0, StatusCode::NOT_FOUND);
+    }
+}
