@@ -246,6 +246,44 @@ impl McpSession {
             .map_err(|_| anyhow::anyhow!("no response within {timeout:?}"))?
     }
 
+    /// Opens the session's standalone GET stream; every JSON-RPC message on it is sent
+    /// to `tap` until the stream ends or the returned task is aborted. Returns the HTTP
+    /// status of the GET.
+    pub async fn open_get_stream(
+        &self,
+        tap: UnboundedSender<Value>,
+    ) -> anyhow::Result<(u16, tokio::task::JoinHandle<()>)> {
+        let mut rb = self
+            .client
+            .get(&self.url)
+            .header("Accept", "text/event-stream")
+            .header("MCP-Protocol-Version", &self.protocol)
+            // The stream outlives the client's default request timeout.
+            .timeout(Duration::from_secs(3600));
+        if let Some(id) = &self.session_id {
+            rb = rb.header("Mcp-Session-Id", id);
+        }
+        let resp = tokio::time::timeout(Duration::from_secs(30), rb.send())
+            .await
+            .map_err(|_| anyhow::anyhow!("GET stream: no answer within 30 s"))??;
+        let status = resp.status().as_u16();
+        let task = tokio::spawn(async move {
+            let mut stream = resp.bytes_stream();
+            let mut buf: Vec<u8> = Vec::new();
+            while let Some(Ok(chunk)) = stream.next().await {
+                buf.extend_from_slice(&chunk);
+                while let Some(event) = take_event(&mut buf) {
+                    if let Some(msg) = event_json(&event)
+                        && tap.send(msg).is_err()
+                    {
+                        return;
+                    }
+                }
+            }
+        });
+        Ok((status, task))
+    }
+
     /// `tools/list` result.
     pub async fn list_tools(&self) -> anyhow::Result<Value> {
         let ex = self.request("tools/list", json!({})).await?;

@@ -98,7 +98,8 @@ async fn malformed_json_rpc_is_rejected() {
         (
             "tools/call without name",
             br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}"#.to_vec(),
-            &[-32602, -32600],
+            // rmcp answers a known method whose params do not parse with -32601.
+            &[-32602, -32600, -32601],
         ),
     ];
     for (what, body, codes) in cases {
