@@ -15,6 +15,8 @@ use tokio::sync::mpsc::UnboundedSender;
 
 /// Protocol version used by [`McpSession::connect`].
 pub const SESSION_PROTOCOL: &str = "2025-11-25";
+/// The sessionless protocol version used by [`McpSession::modern`].
+pub const MODERN_PROTOCOL: &str = "2026-07-28";
 
 /// Everything one POST produced.
 #[derive(Debug, Clone)]
@@ -75,6 +77,19 @@ impl McpSession {
             init_result: Value::Null,
             next_id: Arc::new(AtomicI64::new(1)),
         }
+    }
+
+    /// A sessionless 2026-07-28 handle: no initialize; every request carries the
+    /// protocol version, client info and capabilities in `_meta` and the
+    /// `Mcp-Method` / `Mcp-Name` headers.
+    pub fn modern(url: &str) -> McpSession {
+        let mut s = Self::bare(url);
+        s.protocol = MODERN_PROTOCOL.to_string();
+        s
+    }
+
+    fn is_modern(&self) -> bool {
+        self.protocol.as_str() >= MODERN_PROTOCOL
     }
 
     /// `initialize` (2025-11-25) + `notifications/initialized`.
@@ -143,9 +158,40 @@ impl McpSession {
         tap: Option<UnboundedSender<Value>>,
         timeout: Duration,
     ) -> anyhow::Result<RpcExchangeWithHeaders> {
+        let mut params = params;
+        let mut headers = Vec::new();
+        if self.is_modern() {
+            if let Some(obj) = params.as_object_mut() {
+                let meta = obj.entry("_meta").or_insert_with(|| json!({}));
+                if let Some(meta) = meta.as_object_mut() {
+                    meta.insert(
+                        "io.modelcontextprotocol/protocolVersion".into(),
+                        json!(self.protocol),
+                    );
+                    meta.insert(
+                        "io.modelcontextprotocol/clientInfo".into(),
+                        json!({"name": "toolgate-e2e", "version": "0.1.0"}),
+                    );
+                    meta.insert(
+                        "io.modelcontextprotocol/clientCapabilities".into(),
+                        json!({}),
+                    );
+                }
+            }
+            headers.push(("Mcp-Method", method.to_string()));
+            if let Some(name) = params.get("name").and_then(Value::as_str) {
+                headers.push(("Mcp-Name", name.to_string()));
+            }
+        }
         let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        self.send_body(body.to_string().into_bytes(), Some(id), tap, timeout)
-            .await
+        self.send_body_with_headers(
+            body.to_string().into_bytes(),
+            &headers,
+            Some(id),
+            tap,
+            timeout,
+        )
+        .await
     }
 
     /// A notification (no id); returns the HTTP status.
@@ -172,8 +218,24 @@ impl McpSession {
         tap: Option<UnboundedSender<Value>>,
         timeout: Duration,
     ) -> anyhow::Result<RpcExchangeWithHeaders> {
+        self.send_body_with_headers(body, &[], id, tap, timeout)
+            .await
+    }
+
+    async fn send_body_with_headers(
+        &self,
+        body: Vec<u8>,
+        headers: &[(&str, String)],
+        id: Option<Value>,
+        tap: Option<UnboundedSender<Value>>,
+        timeout: Duration,
+    ) -> anyhow::Result<RpcExchangeWithHeaders> {
         let fut = async {
-            let resp = self.post().body(body).send().await?;
+            let mut rb = self.post();
+            for (k, v) in headers {
+                rb = rb.header(*k, v);
+            }
+            let resp = rb.body(body).send().await?;
             let status = resp.status().as_u16();
             let session_id_header = resp
                 .headers()

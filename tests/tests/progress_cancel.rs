@@ -25,8 +25,8 @@ use rmcp::{
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 use toolgate_e2e::{
-    Gateway, McpSession, NodeDeps, everything_stdio_upstream, first_text, heavy_lock, require,
-    unique_marker,
+    Gateway, McpSession, NodeDeps, ThreeMounts, everything_stdio_upstream, first_text, heavy_lock,
+    require, unique_marker,
 };
 
 const RUNS: usize = 200;
@@ -73,13 +73,15 @@ fn check_progress_run(frames: &[Value], token: &str) -> Result<(), String> {
 async fn progress_arrives_complete_and_in_order_200_runs() {
     let deps = require!(NodeDeps::find());
     let _serial = heavy_lock().await;
-    let mut gateway = Gateway::start(json!({
-        "upstreams": {"everything": everything_stdio_upstream(&deps, &unique_marker("progress"))}
-    }))
-    .await;
-    let session = McpSession::connect(&gateway.mcp_url())
+    // All three mounts (stdio, legacy SSE, streamable HTTP), both protocol eras
+    // (2025-11-25 session, 2026-07-28 sessionless), round-robin.
+    let mut env = ThreeMounts::start(&deps).await;
+    let url = env.gateway.mcp_url();
+    let session = McpSession::connect(&url)
         .await
         .expect("initialize through the gateway");
+    let modern = McpSession::modern(&url);
+    const MOUNTS: [&str; 3] = ["everything", "ev_sse", "ev_http"];
 
     let started = Instant::now();
     let mut failures = Vec::new();
@@ -89,15 +91,20 @@ async fn progress_arrives_complete_and_in_order_200_runs() {
         let batch: Vec<usize> = (run..(run + CONCURRENCY).min(RUNS)).collect();
         run += batch.len();
         let calls = batch.iter().map(|i| {
-            let session = session.clone();
+            let client = if i % 2 == 0 {
+                session.clone()
+            } else {
+                modern.clone()
+            };
+            let mount = MOUNTS[i % 3];
             let token = format!("tok-{i}");
             async move {
-                let ex = session
+                let ex = client
                     .request_with_id(
                         json!(10_000 + *i as i64),
                         "tools/call",
                         json!({
-                            "name": "everything__trigger-long-running-operation",
+                            "name": format!("{mount}__trigger-long-running-operation"),
                             "arguments": {"duration": 0.25, "steps": STEPS},
                             "_meta": {"progressToken": token}
                         }),
@@ -105,10 +112,11 @@ async fn progress_arrives_complete_and_in_order_200_runs() {
                         Duration::from_secs(60),
                     )
                     .await;
+                let label = format!("run {i} ({mount}, {})", client.protocol);
                 match ex {
                     Ok(ex) => check_progress_run(&ex.frames, &token)
-                        .map_err(|e| format!("run {i}: {e}; frames: {:?}", ex.frames)),
-                    Err(e) => Err(format!("run {i}: {e}")),
+                        .map_err(|e| format!("{label}: {e}; frames: {:?}", ex.frames)),
+                    Err(e) => Err(format!("{label}: {e}")),
                 }
             }
         });
@@ -127,7 +135,7 @@ async fn progress_arrives_complete_and_in_order_200_runs() {
         started.elapsed(),
         failures.len()
     );
-    gateway.assert_alive();
+    env.gateway.assert_alive();
     assert!(
         failures.is_empty(),
         "{} of {RUNS} runs lost or reordered progress; first failures:\n{}",
@@ -349,6 +357,52 @@ async fn client_cancellation_stops_the_upstream_call() {
 
     // The gateway and the upstream keep working.
     let ex = session
+        .call_tool("probe__quick", json!({}))
+        .await
+        .expect("call after cancel");
+    assert_eq!(first_text(ex.result()), "quick");
+    gateway.assert_alive();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_a_2026_call_stream_cancels_the_upstream_call() {
+    // 2026-07-28 has no notifications/cancelled from clients over HTTP: closing the
+    // request's stream is the cancellation.
+    let _serial = heavy_lock().await;
+    let probe = Probe {
+        started: Arc::new(Notify::new()),
+        cancelled: Arc::new(Notify::new()),
+    };
+    let url = start_probe(probe.clone()).await;
+    let mut gateway = Gateway::start(json!({
+        "upstreams": {"probe": {"streamable_http": {"url": url, "headers": {}}}}
+    }))
+    .await;
+    let modern = McpSession::modern(&gateway.mcp_url());
+    let call = tokio::spawn({
+        let modern = modern.clone();
+        async move {
+            modern
+                .request_with_id(
+                    json!(1),
+                    "tools/call",
+                    json!({"name": "probe__wait", "arguments": {}}),
+                    None,
+                    Duration::from_secs(90),
+                )
+                .await
+        }
+    });
+    tokio::time::timeout(Duration::from_secs(30), probe.started.notified())
+        .await
+        .expect("the upstream never received the call");
+    // Dropping the in-flight request closes its HTTP stream.
+    call.abort();
+    let _ = call.await;
+    tokio::time::timeout(Duration::from_secs(15), probe.cancelled.notified())
+        .await
+        .expect("closing the 2026-07-28 call stream did not cancel the upstream call within 15 s");
+    let ex = modern
         .call_tool("probe__quick", json!({}))
         .await
         .expect("call after cancel");
