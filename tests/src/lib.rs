@@ -662,6 +662,9 @@ pub struct ConformanceReport {
     pub total_failed: u32,
     pub exit_ok: bool,
     pub output: String,
+    /// `scenario/check: errorMessage` of every failed check (from the suite's
+    /// `checks.json` files).
+    pub failures: Vec<String>,
 }
 
 impl ConformanceReport {
@@ -697,6 +700,8 @@ pub fn run_conformance(
         Some(s) => cmd.arg("--scenario").arg(s),
         None => cmd.arg("--suite").arg("active"),
     };
+    let results_dir = dir.path().join("results");
+    cmd.arg("-o").arg(&results_dir);
     let out = std::fs::File::create(&out_path).unwrap();
     cmd.stdin(Stdio::null())
         .stdout(out.try_clone().unwrap())
@@ -710,8 +715,52 @@ pub fn run_conformance(
         ..Default::default()
     };
     parse_conformance_output(&output, scenario, &mut report);
+    report.failures = failed_checks(&results_dir);
     report.output = output;
     report
+}
+
+/// Failed checks recorded in the `checks.json` files under `dir` (bounded walk).
+fn failed_checks(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    let mut visited = 0;
+    while let Some(d) = stack.pop() {
+        visited += 1;
+        if visited > 1000 {
+            break;
+        }
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.file_name().is_some_and(|n| n == "checks.json") {
+                let scenario = p
+                    .parent()
+                    .and_then(Path::file_name)
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let checks: Value = std::fs::read_to_string(&p)
+                    .ok()
+                    .and_then(|t| serde_json::from_str(&t).ok())
+                    .unwrap_or(Value::Null);
+                for c in checks.as_array().into_iter().flatten() {
+                    if c["status"] == "FAILURE" {
+                        out.push(format!(
+                            "{scenario}/{}: {}",
+                            c["id"].as_str().unwrap_or("?"),
+                            c["errorMessage"].as_str().unwrap_or("(no message)")
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    out.sort();
+    out
 }
 
 fn parse_conformance_output(output: &str, scenario: Option<&str>, report: &mut ConformanceReport) {

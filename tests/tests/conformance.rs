@@ -82,7 +82,8 @@ fn assert_full_suite(report: &ConformanceReport, what: &str) {
     let failed = report.failed_scenarios();
     assert!(
         failed.is_empty() && report.total_failed == 0 && report.exit_ok,
-        "{what}: failing scenarios {failed:?}\n{}",
+        "{what}: failing scenarios {failed:?}\nfailed checks:\n{}\n\nsuite output:\n{}",
+        report.failures.join("\n"),
         report.output
     );
     for s in ACTIVE_SCENARIOS {
@@ -125,7 +126,11 @@ async fn gateway_passes_core_scenarios_with_server_everything() {
         .unwrap();
         match report.scenarios.get(scenario) {
             Some((p, 0)) if *p >= 1 && report.exit_ok => passed += 1,
-            other => failures.push(format!("{scenario}: {other:?}\n{}", report.output)),
+            other => failures.push(format!(
+                "{scenario}: {other:?}\n{}\n{}",
+                report.failures.join("\n"),
+                report.output
+            )),
         }
     }
     println!(
