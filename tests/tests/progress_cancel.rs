@@ -221,6 +221,45 @@ async fn without_progress_token_progress_becomes_log_messages() {
     gateway.assert_alive();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_progress_token_a_2026_client_that_opted_in_gets_log_messages() {
+    let deps = require!(NodeDeps::find());
+    let _serial = heavy_lock().await;
+    let mut gateway = Gateway::start(json!({
+        "upstreams": {"everything": everything_stdio_upstream(&deps, &unique_marker("fallback26"))}
+    }))
+    .await;
+    // 2026-07-28: no session, no GET stream; a request opts in to log messages with
+    // `io.modelcontextprotocol/logLevel` in `_meta`, and they ride the call's stream.
+    let modern = McpSession::modern(&gateway.mcp_url());
+    let ex = modern
+        .request(
+            "tools/call",
+            json!({
+                "name": "everything__trigger-long-running-operation",
+                "arguments": {"duration": 1, "steps": 4},
+                "_meta": {"io.modelcontextprotocol/logLevel": "debug"}
+            }),
+        )
+        .await
+        .expect("call");
+    let result = ex.result();
+    assert_ne!(result["isError"], true, "call failed: {result}");
+    let logs = ex.notifications("notifications/message");
+    assert!(
+        logs.len() >= 4,
+        "expected a log frame per progress step (4) on the call's stream, got {}: {:#?}",
+        logs.len(),
+        ex.frames
+    );
+    assert!(
+        ex.notifications("notifications/progress").is_empty(),
+        "progress sent without a progressToken: {:#?}",
+        ex.frames
+    );
+    gateway.assert_alive();
+}
+
 /// A real MCP server whose `wait` tool blocks until its request is cancelled.
 #[derive(Clone)]
 struct Probe {
