@@ -1,6 +1,8 @@
 """List and call through the gateway with the PyPI `mcp` client.
 
-Usage: catalog_calls.py URL MODE PREFIX[,PREFIX...]
+Usage: catalog_calls.py TARGET MODE PREFIX[,PREFIX...]
+  TARGET: the gateway's /mcp URL, or a JSON list [command, arg...] to run the gateway's
+          stdio front door as a child process
   MODE: "legacy" (initialize handshake) or "auto" (server/discover, falls back)
 
 For each upstream PREFIX, calls PREFIX__echo and PREFIX__get-sum. Prints one JSON
@@ -11,12 +13,16 @@ import asyncio
 import json
 import sys
 
-from mcp import Client
+from mcp import Client, StdioServerParameters
 
 
-async def main(url: str, mode: str, prefixes: list[str]) -> dict:
+async def main(target: str, mode: str, prefixes: list[str]) -> dict:
     out: dict = {"mode": mode, "calls": {}}
-    async with Client(url, mode=mode, read_timeout_seconds=60) as client:
+    server: str | StdioServerParameters = target
+    if target.startswith("["):
+        command = json.loads(target)
+        server = StdioServerParameters(command=command[0], args=command[1:])
+    async with Client(server, mode=mode, read_timeout_seconds=60) as client:
         out["protocol_version"] = client.protocol_version
         names: list[str] = []
         cursor = None

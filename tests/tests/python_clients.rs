@@ -139,3 +139,88 @@ async fn python_client_legacy_and_auto_see_one_prefixed_catalog() {
     assert_eq!(set(&legacy), set(&auto), "legacy and auto catalogs differ");
     env.gateway.assert_alive();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_client_over_the_stdio_front_door_sees_the_same_catalog() {
+    let deps = require!(NodeDeps::find());
+    let py = require!(python());
+    let _serial = toolgate_e2e::heavy_lock().await;
+    let mut env = ThreeMounts::start(&deps).await;
+    let prefixes = PREFIXES.join(",");
+    let over_http = tokio::task::spawn_blocking({
+        let (py, url, prefixes) = (py.clone(), env.gateway.mcp_url(), prefixes.clone());
+        move || {
+            run_python(
+                &py,
+                "catalog_calls.py",
+                &[&url, "legacy", &prefixes],
+                Duration::from_secs(150),
+            )
+        }
+    })
+    .await
+    .unwrap();
+    // The same config file, served by `toolgate stdio` as the client's child process.
+    let command = serde_json::to_string(&[
+        toolgate_e2e::toolgate_bin().display().to_string(),
+        "stdio".into(),
+        "--config".into(),
+        env.gateway.config_path.display().to_string(),
+    ])
+    .unwrap();
+    for mode in ["legacy", "auto"] {
+        let out = tokio::task::spawn_blocking({
+            let (py, command, prefixes) = (py.clone(), command.clone(), prefixes.clone());
+            move || {
+                run_python(
+                    &py,
+                    "catalog_calls.py",
+                    &[&command, mode, &prefixes],
+                    Duration::from_secs(150),
+                )
+            }
+        })
+        .await
+        .unwrap();
+        println!(
+            "stdio front door, {mode} mode: protocol {}",
+            out["protocol_version"]
+        );
+        check_client_run(&out, &format!("stdio {mode}"));
+        let set = |v: &Value| -> HashSet<String> {
+            v["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s.as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(
+            set(&out),
+            set(&over_http),
+            "stdio ({mode}) and HTTP catalogs differ"
+        );
+    }
+    // `toolgate stdio` exits with its client and takes its own stdio upstream with it:
+    // only the HTTP gateway's server process carries the marker afterwards.
+    let mut left = Vec::new();
+    for _ in 0..50 {
+        left = toolgate_e2e::pgrep(&env.marker);
+        if left.len() <= 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for pid in left.iter().skip(1) {
+        // SAFETY: cleanup of a leaked process carrying this test's unique marker.
+        unsafe {
+            libc::kill(*pid as libc::pid_t, libc::SIGKILL);
+        }
+    }
+    assert_eq!(
+        left.len(),
+        1,
+        "stdio upstream processes left behind by `toolgate stdio`: {left:?}"
+    );
+    env.gateway.assert_alive();
+}
