@@ -21,6 +21,8 @@ const send = (m) => process.stdout.write(JSON.stringify(m) + '\n');
 const replies = {};
 const cancelled = [];
 const waiting = {};
+let pings = 0;
+let lists = 0;
 const ok = (id, result) => send({ jsonrpc: '2.0', id, result });
 const text = (t) => ({ content: [{ type: 'text', text: t }] });
 rl.on('line', (line) => {
@@ -51,9 +53,13 @@ rl.on('line', (line) => {
       send({ jsonrpc: '2.0', id: 's1', method: 'sampling/createMessage', params: {} });
       break;
     case 'ping':
-      ok(msg.id, {});
+      if (process.env.SCRIPTED_NO_PING)
+        send({ jsonrpc: '2.0', id: msg.id, error: { code: -32601, message: 'Method not found' } });
+      else ok(msg.id, {});
+      pings += 1;
       break;
     case 'tools/list':
+      lists += 1;
       if (!msg.params || !msg.params.cursor) {
         ok(msg.id, {
           tools: [
@@ -64,7 +70,7 @@ rl.on('line', (line) => {
           nextCursor: 'page-2',
         });
       } else {
-        ok(msg.id, { tools: ['replies', 'bad-args', 'fails', 'tool-error', 'batch', 'a', 'slow', 'cancelled', 'meta', 'ask', 'huge']
+        ok(msg.id, { tools: ['replies', 'bad-args', 'fails', 'tool-error', 'batch', 'a', 'slow', 'cancelled', 'meta', 'ask', 'huge', 'counts']
           .map((name) => ({ name, inputSchema: { type: 'object' } })) });
       }
       break;
@@ -101,6 +107,7 @@ rl.on('line', (line) => {
       }
       else if (name === 'slow') { /* never answers: the client must cancel or time out */ }
       else if (name === 'cancelled') ok(msg.id, text(JSON.stringify(cancelled)));
+      else if (name === 'counts') ok(msg.id, text(JSON.stringify({ pings, lists })));
       else if (name === 'meta') ok(msg.id, text(JSON.stringify(msg.params._meta || null)));
       else ok(msg.id, text('a'));
       break;
@@ -119,7 +126,18 @@ fn script(test: &str) -> PathBuf {
 }
 
 fn upstream(test: &str, version: Option<&str>) -> std::sync::Arc<McpUpstream> {
-    let mut env = std::collections::BTreeMap::new();
+    upstream_with(test, version, &[])
+}
+
+fn upstream_with(
+    test: &str,
+    version: Option<&str>,
+    extra_env: &[(&str, &str)],
+) -> std::sync::Arc<McpUpstream> {
+    let mut env: std::collections::BTreeMap<String, String> = extra_env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     env.insert("SCRIPTED_TOKEN".to_owned(), SECRET.to_owned());
     if let Some(v) = version {
         env.insert("SCRIPTED_VERSION".to_owned(), v.to_owned());
@@ -194,7 +212,8 @@ async fn survives_a_misbehaving_server_and_maps_its_errors() {
                 "cancelled",
                 "meta",
                 "ask",
-                "huge"
+                "huge",
+                "counts"
             ]
         );
         let a = &up.tools()[0];
@@ -482,4 +501,35 @@ async fn logs_stderr_per_line_with_the_upstream_and_never_secrets_and_skips_huge
     );
     assert!(text.contains("oversized line"), "{text}");
     assert!(!text.contains(SECRET), "a secret was logged: {text}");
+}
+
+#[tokio::test]
+async fn check_pings_and_falls_back_to_tools_list_without_ping() {
+    common::init_tracing();
+    if !have_node() {
+        return;
+    }
+    tokio::time::timeout(Duration::from_secs(30), async {
+        for (no_ping, env) in [(false, vec![]), (true, vec![("SCRIPTED_NO_PING", "1")])] {
+            let up = upstream_with(&format!("check-{no_ping}"), None, &env);
+            connected(&up).await;
+            let before = text(
+                &up.call("counts", JsonObject::new(), ctx())
+                    .await
+                    .expect("counts"),
+            );
+            up.check(Duration::from_secs(5)).await.expect("check");
+            let after = text(
+                &up.call("counts", JsonObject::new(), ctx())
+                    .await
+                    .expect("counts"),
+            );
+            assert_eq!(after["pings"], before["pings"].as_i64().unwrap() + 1);
+            let extra_lists = after["lists"].as_i64().unwrap() - before["lists"].as_i64().unwrap();
+            assert_eq!(extra_lists, i64::from(no_ping), "{before} -> {after}");
+            up.shutdown().await;
+        }
+    })
+    .await
+    .expect("bounded");
 }

@@ -62,7 +62,14 @@ impl Gateway {
                 continue;
             };
             let kind = transport.kind();
-            let upstream: DynUpstream = mcp::spawn(name.clone(), transport, McpOptions::default());
+            let mut options = McpOptions::default();
+            if upstream_config.namespace == Namespace::None {
+                // A passthrough upstream sees the downstream client through the gateway:
+                // its sampling, elicitation and roots requests are relayed to the caller.
+                options.client_capabilities =
+                    serde_json::json!({"sampling": {}, "elicitation": {}, "roots": {}});
+            }
+            let upstream: DynUpstream = mcp::spawn(name.clone(), transport, options);
             let health_config = upstream_config
                 .health
                 .clone()

@@ -21,7 +21,8 @@
 //!                  sse.rs                     legacy GET stream + POST endpoint
 //!                  http.rs                    shared reqwest client, bodies, SSE reading
 //!                  framing.rs                 bounded line and SSE decoders
-//!                jsonrpc.rs                   ids, pending calls, wire-order dispatch
+//!                jsonrpc/                     ids, pending calls, wire-order dispatch;
+//!                  incoming.rs                notifications, server requests, bridges
 //! ```
 //!
 //! Behaviour worth knowing:
@@ -34,7 +35,7 @@
 //!   `list_changed`), even if the list came back the same.
 //! - Server->client requests and call notifications reach the caller's
 //!   [`ClientBridge`](crate::ClientBridge) only when the call they belong to is known
-//!   (see `jsonrpc.rs`); what to declare in `initialize` is
+//!   (see `jsonrpc/mod.rs`); what to declare in `initialize` is
 //!   [`McpOptions::client_capabilities`].
 //! - Header values, env values and session ids are never logged; the config types'
 //!   `Debug` redacts them.

@@ -1,0 +1,176 @@
+//! What the server sends besides responses: notifications (progress, list changes, log
+//! lines, anything else) and server->client requests, routed as the parent module's
+//! docs describe.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::{
+    BRIDGE_TIMEOUT, FIRE_AND_FORGET_TIMEOUT, METHOD_NOT_FOUND, Rpc, RpcEvent, truncate_utf8,
+};
+use crate::{ClientBridge, Progress};
+
+impl Rpc {
+    pub(super) fn handle_notification(&self, method: &str, params: Value, related: Option<u64>) {
+        match method {
+            "notifications/progress" => self.handle_progress(params),
+            "notifications/tools/list_changed" => {
+                let _ = self.events.send(RpcEvent::ToolsListChanged);
+            }
+            // The server gave up on a request it sent us; our answer, if any, will be
+            // ignored by it. Nothing to undo here.
+            "notifications/cancelled" => {
+                tracing::debug!(upstream = %self.upstream, "server cancelled one of its requests")
+            }
+            _ => {
+                if method == "notifications/message" {
+                    log_server_message(&self.upstream, &params);
+                }
+                // Log lines may belong to a call (the unique one in flight); anything
+                // else only when it came on a call's own stream.
+                let bridge = if method == "notifications/message" || related.is_some() {
+                    self.bridge_for(related)
+                } else {
+                    None
+                };
+                match bridge {
+                    // notify never blocks, so wire order with progress holds.
+                    Some(bridge) => bridge.notify(method, params),
+                    None => {
+                        if let Some(tx) = self.notifications.get() {
+                            // No receiver is normal (no passthrough surface listening).
+                            let _ = tx.send((method.to_owned(), params));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The downstream client of the call a server message belongs to, if known: the
+    /// call whose response stream carried it, or else the only call in flight.
+    fn bridge_for(&self, related: Option<u64>) -> Option<Arc<dyn ClientBridge>> {
+        let st = self.lock();
+        match related {
+            Some(id) => st.calls.get(&id).cloned().flatten(),
+            None if st.calls.len() == 1 => st.calls.values().next().cloned().flatten(),
+            None => None,
+        }
+    }
+
+    fn handle_progress(&self, params: Value) {
+        let Some(token) = params.get("progressToken") else {
+            tracing::debug!(upstream = %self.upstream, "progress notification without a token");
+            return;
+        };
+        let Some(progress) = params.get("progress").and_then(Value::as_f64) else {
+            tracing::debug!(upstream = %self.upstream, "progress notification without a number");
+            return;
+        };
+        let update = Progress {
+            progress,
+            total: params.get("total").and_then(Value::as_f64),
+            message: params
+                .get("message")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        };
+        let st = self.lock();
+        match st.progress.get(&token.to_string()) {
+            // The receiver may be gone (the caller stopped listening): not an error.
+            Some(sink) => {
+                let _ = sink.send(update);
+            }
+            None => {
+                tracing::debug!(upstream = %self.upstream, "progress for an unknown or finished call")
+            }
+        }
+    }
+
+    /// Answers a server->client request: `ping` here, the rest through the call's
+    /// downstream client when there is one (see the module docs).
+    pub(super) fn answer_server_request(
+        self: &Arc<Self>,
+        method: String,
+        id: Value,
+        params: Value,
+        related: Option<u64>,
+    ) {
+        let bridge = if method == "ping" {
+            None
+        } else {
+            self.bridge_for(related)
+        };
+        // Answered from a task of its own: the reader must keep reading (a stdio child
+        // blocked on a full stdout would otherwise never read our reply, and the
+        // downstream client may take its time).
+        let rpc = self.clone();
+        tokio::spawn(async move {
+            let answer = match (method.as_str(), bridge) {
+                ("ping", _) => Ok(json!({})),
+                (_, Some(bridge)) => {
+                    match tokio::time::timeout(BRIDGE_TIMEOUT, bridge.request(&method, params))
+                        .await
+                    {
+                        Ok(answer) => answer.map_err(|e| (e.code, e.message, e.data)),
+                        Err(_) => Err((
+                            -32603,
+                            "the downstream client did not answer in time".to_owned(),
+                            None,
+                        )),
+                    }
+                }
+                ("roots/list", None) => Ok(json!({"roots": []})),
+                (_, None) => {
+                    tracing::debug!(upstream = %rpc.upstream, method = %method, "refusing a server request outside a known call");
+                    Err((
+                        METHOD_NOT_FOUND,
+                        format!(
+                            "'{method}' is not available: the gateway could not tie this \
+                             request to a call whose client supports it"
+                        ),
+                        None,
+                    ))
+                }
+            };
+            let reply = match answer {
+                Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+                Err((code, message, data)) => {
+                    let mut error = json!({"code": code, "message": message});
+                    if let Some(data) = data {
+                        error["data"] = data;
+                    }
+                    json!({"jsonrpc": "2.0", "id": id, "error": error})
+                }
+            };
+            let deadline = Instant::now() + FIRE_AND_FORGET_TIMEOUT;
+            let sent = tokio::time::timeout_at(deadline, rpc.outbound.send(reply, None, deadline));
+            if !matches!(sent.await, Ok(Ok(()))) {
+                tracing::debug!(upstream = %rpc.upstream, "could not answer a server request");
+            }
+        });
+    }
+}
+
+/// Logs an MCP `notifications/message` at a matching level, bounded in size.
+fn log_server_message(upstream: &str, params: &Value) {
+    let level = params
+        .get("level")
+        .and_then(Value::as_str)
+        .unwrap_or("info");
+    let logger = params.get("logger").and_then(Value::as_str).unwrap_or("");
+    let mut data = match params.get("data") {
+        Some(Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+        None => String::new(),
+    };
+    truncate_utf8(&mut data, 2048);
+    match level {
+        "debug" => tracing::debug!(upstream, logger, "{data}"),
+        "info" | "notice" => tracing::info!(upstream, logger, "{data}"),
+        "warning" => tracing::warn!(upstream, logger, "{data}"),
+        _ => tracing::error!(upstream, logger, level, "{data}"),
+    }
+}
