@@ -25,8 +25,8 @@ use rmcp::{
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 use toolgate_e2e::{
-    Gateway, McpSession, NodeDeps, ThreeMounts, everything_stdio_upstream, first_text, heavy_lock,
-    require, unique_marker,
+    Fixture, Gateway, McpSession, NodeDeps, ThreeMounts, everything_stdio_upstream, first_text,
+    heavy_lock, require, unique_marker,
 };
 
 const RUNS: usize = 200;
@@ -447,4 +447,64 @@ async fn closing_a_2026_call_stream_cancels_the_upstream_call() {
         .expect("call after cancel");
     assert_eq!(first_text(ex.result()), "quick");
     gateway.assert_alive();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_log_messages_during_a_call_are_never_lost() {
+    // The fixture's `test_tool_with_logging` sends three log messages, the last one
+    // right before its result. rmcp servers send them on the session's GET stream, so
+    // the last one races the result: the gateway must deliver it anyway.
+    let _serial = heavy_lock().await;
+    let fixture = Fixture::start(env!("CARGO_BIN_EXE_conformance_fixture")).await;
+    let mut gateway = Gateway::start(json!({
+        "upstreams": {"fixture": {"namespace": "none", "streamable_http": {"url": fixture.url}}}
+    }))
+    .await;
+    let session = McpSession::connect(&gateway.mcp_url())
+        .await
+        .expect("initialize");
+    let (tap, mut get_frames) = tokio::sync::mpsc::unbounded_channel();
+    let (status, get_task) = session.open_get_stream(tap).await.expect("GET stream");
+    assert_eq!(status, 200);
+    let ex = session
+        .request("logging/setLevel", json!({"level": "debug"}))
+        .await
+        .expect("setLevel");
+    assert!(
+        ex.error().is_none(),
+        "logging/setLevel failed: {:?}",
+        ex.response
+    );
+
+    const CALLS: usize = 20;
+    let mut short = Vec::new();
+    for i in 0..CALLS {
+        let ex = session
+            .call_tool("test_tool_with_logging", json!({}))
+            .await
+            .expect("call");
+        assert_ne!(ex.result()["isError"], true, "call {i} failed");
+        // This call's log messages: on its own stream, or on the GET stream, where the
+        // last may arrive just after the result (waited for up to 1 s).
+        let mut logs = ex.notifications("notifications/message").len();
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while logs < 3 && Instant::now() < deadline {
+            if let Ok(Some(f)) =
+                tokio::time::timeout(Duration::from_millis(50), get_frames.recv()).await
+                && f["method"] == "notifications/message"
+            {
+                logs += 1;
+            }
+        }
+        if logs < 3 {
+            short.push(format!("call {i}: {logs} of 3 log messages"));
+        }
+    }
+    get_task.abort();
+    gateway.assert_alive();
+    assert!(
+        short.is_empty(),
+        "log messages lost in {} of {CALLS} calls: {short:?}",
+        short.len()
+    );
 }
