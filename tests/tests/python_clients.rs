@@ -137,6 +137,61 @@ async fn python_client_legacy_and_auto_see_one_prefixed_catalog() {
             .collect()
     };
     assert_eq!(set(&legacy), set(&auto), "legacy and auto catalogs differ");
+
+    // The ops surfaces agree with what the clients saw.
+    let total = set(&legacy).len() as u64;
+    let ups = env.gateway.upstreams().await;
+    let mut listed = 0;
+    for (name, kind) in [
+        ("everything", "stdio"),
+        ("ev_sse", "sse"),
+        ("ev_http", "streamable_http"),
+    ] {
+        let u = ups
+            .as_array()
+            .and_then(|a| a.iter().find(|u| u["name"] == name))
+            .unwrap_or_else(|| panic!("{name} missing from /v1/upstreams: {ups}"));
+        assert_eq!(u["state"], "healthy", "{u}");
+        assert_eq!(u["kind"], kind, "{u}");
+        listed += u["tools"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("tools count in {u}"));
+    }
+    assert_eq!(
+        listed, total,
+        "/v1/upstreams tool counts vs the catalog: {ups}"
+    );
+    let metrics = toolgate_e2e::http()
+        .get(env.gateway.url("/metrics"))
+        .send()
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == format!("toolgate_catalog_tools {total}")),
+        "toolgate_catalog_tools is not {total}:\n{metrics}"
+    );
+    for p in PREFIXES {
+        let label = format!("upstream=\"{p}\"");
+        assert!(
+            metrics
+                .lines()
+                .any(|l| l.starts_with("toolgate_tool_calls_total{") && l.contains(&label)),
+            "no toolgate_tool_calls_total for {p}:\n{metrics}"
+        );
+        assert!(
+            metrics
+                .lines()
+                .any(|l| l.starts_with("toolgate_upstream_health{")
+                    && l.contains(&label)
+                    && l.ends_with(" 1")),
+            "{p} not healthy (1) in toolgate_upstream_health:\n{metrics}"
+        );
+    }
     env.gateway.assert_alive();
 }
 
