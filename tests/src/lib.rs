@@ -503,12 +503,15 @@ impl Gateway {
 
     /// `GET /v1/upstreams` as JSON.
     pub async fn upstreams(&self) -> Value {
-        let r = http()
+        let r = match http()
             .get(self.url("/v1/upstreams"))
             .timeout(Duration::from_secs(10))
             .send()
             .await
-            .expect("GET /v1/upstreams");
+        {
+            Ok(r) => r,
+            Err(e) => panic!("GET /v1/upstreams: {e} ({})", self.liveness()),
+        };
         assert_eq!(r.status(), 200, "GET /v1/upstreams status");
         r.json().await.expect("GET /v1/upstreams JSON")
     }
@@ -532,6 +535,25 @@ impl Gateway {
             },
         )
         .await
+    }
+
+    /// "running" or how the gateway process ended (for failure messages).
+    pub fn liveness(&self) -> String {
+        // A process that ended but was not reaped yet is a zombie ("Z") in /proc.
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.proc.pid())).unwrap_or_default();
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .unwrap_or("");
+        let alive = !state.is_empty() && state != "Z" && state != "X";
+        if alive {
+            "toolgate is still running".into()
+        } else {
+            "toolgate is no longer running: killed or exited; a graceful \"shutting down\" \
+             in its log means something sent it SIGINT/SIGTERM"
+                .into()
+        }
     }
 
     /// Asserts the gateway process is still running.
