@@ -70,6 +70,7 @@ pub struct Gateway {
     pub config: Config,
     upstreams: RwLock<Arc<UpstreamMap>>,
     catalog: RwLock<Arc<Catalog>>,
+    rebuild_lock: std::sync::Mutex<()>,
     /// Bumped on every catalog change; MCP sessions watch it to send `list_changed`.
     catalog_version: watch::Sender<u64>,
     pub metrics: Metrics,
@@ -84,6 +85,7 @@ impl Gateway {
         let gateway = Arc::new(Gateway {
             upstreams: RwLock::new(Arc::new(UpstreamMap::new())),
             catalog: RwLock::new(Arc::new(Catalog::default())),
+            rebuild_lock: std::sync::Mutex::new(()),
             catalog_version: watch::channel(0).0,
             metrics: Metrics::new(),
             stop: CancellationToken::new(),
@@ -203,17 +205,19 @@ impl Gateway {
     /// Rebuilds the catalog from the upstreams' current tools; returns the collisions
     /// it resolved (already logged).
     pub fn rebuild_catalog(&self) -> Vec<Collision> {
+        // One rebuild at a time: two racing rebuilds could otherwise publish an older
+        // snapshot after a newer one.
+        let _serial = self.rebuild_lock.lock().unwrap_or_else(|e| e.into_inner());
         let upstreams = self.upstreams();
-        let tool_lists: Vec<(&String, &Arc<Mounted>, Arc<Vec<toolgate_adapters::ToolDef>>)> =
-            upstreams
-                .iter()
-                .map(|(name, mounted)| (name, mounted, mounted.upstream.tools()))
-                .collect();
+        let tool_lists: Vec<_> = upstreams
+            .iter()
+            .map(|(name, mounted)| (name, mounted.namespace, mounted.upstream.tools()))
+            .collect();
         let sources: Vec<Source<'_>> = tool_lists
             .iter()
-            .map(|(name, mounted, tools)| Source {
+            .map(|(name, namespace, tools)| Source {
                 upstream: name.as_str(),
-                namespace: mounted.namespace,
+                namespace: *namespace,
                 tools: tools.as_slice(),
             })
             .collect();
