@@ -149,7 +149,7 @@ pub struct Api {
 
 /// Reference depth and size budget of input schemas (they must stay complete).
 const INPUT_REF_DEPTH: usize = 8;
-const INPUT_BUDGET: usize = 3_000;
+const INPUT_BUDGET: usize = 1_000;
 /// Output schemas are informative only: kept shallow and small.
 const OUTPUT_REF_DEPTH: usize = 2;
 const OUTPUT_BUDGET: usize = 400;
