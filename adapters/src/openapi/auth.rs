@@ -13,6 +13,7 @@ use url::Url;
 
 use super::config::Credential;
 use super::load::{LoadError, error_chain};
+use super::encode::enc;
 use super::model::{Location, SecurityScheme};
 
 /// Refresh a token this long before it expires.
@@ -108,11 +109,7 @@ impl Auth {
                 (SecurityScheme::ApiKey { name: key, location }, Credential::ApiKey { value }) => {
                     let v = value.expose().to_owned();
                     match location {
-                        Location::Query => out.query.push(format!(
-                            "{}={}",
-                            percent_encoding::utf8_percent_encode(key, percent_encoding::NON_ALPHANUMERIC),
-                            percent_encoding::utf8_percent_encode(&v, percent_encoding::NON_ALPHANUMERIC)
-                        )),
+                        Location::Query => out.query.push(format!("{}={}", enc(key, false), enc(&v, false))),
                         Location::Cookie => out.cookies.push(format!("{key}={v}")),
                         _ => out.headers.push((key.clone(), v)),
                     }

@@ -33,7 +33,7 @@ pub fn scalar(v: &Value) -> String {
     }
 }
 
-fn enc(s: &str, reserved_ok: bool) -> String {
+pub(crate) fn enc(s: &str, reserved_ok: bool) -> String {
     utf8_percent_encode(s, if reserved_ok { RESERVED_OK } else { STRICT }).to_string()
 }
 

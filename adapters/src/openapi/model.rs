@@ -139,7 +139,8 @@ pub enum SecurityScheme {
 /// The operations of an API and what the skipped ones lacked.
 #[derive(Debug, Default)]
 pub struct Api {
-    pub title: String,
+    /// Root-level server URLs (variables filled with defaults).
+    pub servers: Vec<String>,
     pub operations: Vec<Operation>,
     pub skipped: Vec<(String, String)>,
     pub security_schemes: BTreeMap<String, SecurityScheme>,
@@ -171,16 +172,11 @@ pub fn build(docs: &Documents) -> Result<Api, LoadError> {
         .root
         .as_object()
         .ok_or_else(|| LoadError::invalid("", "not an object"))?;
+    let root_servers = servers(root.get("servers"), "/servers")?;
     let mut api = Api {
-        title: root
-            .get("info")
-            .and_then(|i| i.get("title"))
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned(),
+        servers: root_servers.clone(),
         ..Api::default()
     };
-    let root_servers = servers(root.get("servers"), "/servers")?;
     let root_security = security(root.get("security"), "/security")?.unwrap_or_default();
     if let Some(Value::Object(schemes)) = root
         .get("components")
@@ -361,7 +357,7 @@ fn operation<'a>(
             Some(s) => input.schema(pdoc, s).map_err(|e| format!("{pptr}: {e}"))?,
             None => serde_json::json!({"type": "string"}),
         };
-        let description = str_of(p, "description");
+        let description = str_of(p, "description").filter(|d| !d.trim().is_empty());
         if let (Some(d), Value::Object(m)) = (&description, &mut schema)
             && !m.contains_key("description")
         {

@@ -112,6 +112,7 @@ impl OpenApiUpstream {
         let version = normalize::normalize_document(&mut docs.docs[0].root, spec_url.as_ref())?;
         refs::check_refs(&docs)?;
         let api = model::build(&docs)?;
+        let root_servers = api.servers.clone();
         drop(docs);
         let auth = Auth::new(api.security_schemes.clone(), config.auth.clone(), spec_url.clone())?;
         let operations = api.operations.len() + api.skipped.len();
@@ -158,9 +159,7 @@ impl OpenApiUpstream {
         }
         report.imported = tools.len();
         report.approx_tokens = bytes / 4;
-        let health_base = resolve_base(&config, spec_url.as_ref(), &[]).ok().or_else(|| {
-            entries.values().find_map(|e| e.base.as_ref().ok().cloned())
-        });
+        let health_base = resolve_base(&config, spec_url.as_ref(), &root_servers).ok();
         let (tools_tx, _) = watch::channel(1);
         tracing::info!(upstream = name, imported = report.imported, skipped = report.skipped.len(),
             approx_tokens = report.approx_tokens, "OpenAPI upstream loaded");
