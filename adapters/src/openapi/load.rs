@@ -107,8 +107,17 @@ pub async fn load_documents(
     client: &reqwest::Client,
 ) -> Result<Documents, LoadError> {
     let base = match (&config.spec_url, &config.spec_path) {
-        (Some(u), None) => Url::parse(u)
-            .map_err(|e| LoadError::Config(format!("spec_url '{u}' is not a URL: {e}")))?,
+        (Some(u), None) => {
+            let url = Url::parse(u)
+                .map_err(|e| LoadError::Config(format!("spec_url '{u}' is not a URL: {e}")))?;
+            if !matches!(url.scheme(), "http" | "https") {
+                return Err(LoadError::Config(format!(
+                    "spec_url '{u}': scheme '{}' is not allowed (http or https; use spec_path for files)",
+                    url.scheme()
+                )));
+            }
+            url
+        }
         (None, Some(p)) => {
             let abs = std::path::absolute(p)
                 .map_err(|e| LoadError::Config(format!("spec_path '{p}': {e}")))?;
@@ -295,6 +304,14 @@ pub fn parse(bytes: &[u8], location: &str) -> Result<Value, LoadError> {
             detail: format!("invalid JSON: {e}"),
         })?
     } else {
+        // The YAML parser slows down badly on absurdly deep flow nesting (a hostile
+        // document): refuse it before parsing. No real spec comes near the bound.
+        if let Some(line) = flow_depth_exceeds(text, 256) {
+            return Err(LoadError::Parse {
+                location: location.into(),
+                detail: format!("invalid YAML: nesting deeper than 256 levels at line {line}"),
+            });
+        }
         let de = serde_norway::Deserializer::from_str(text);
         JsonSeed.deserialize(de).map_err(|e| LoadError::Parse {
             location: location.into(),
@@ -308,6 +325,47 @@ pub fn parse(bytes: &[u8], location: &str) -> Result<Value, LoadError> {
         });
     }
     Ok(value)
+}
+
+/// The line where `[`/`{` flow nesting first exceeds `max` (quoted text skipped; a
+/// line starting at column 0 with a key resets the count, so stray brackets in plain
+/// scalars cannot add up).
+fn flow_depth_exceeds(text: &str, max: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut line = 1;
+    let mut quote: Option<u8> = None;
+    let mut at_line_start = true;
+    let mut prev = 0u8;
+    for &b in text.as_bytes() {
+        if let Some(q) = quote {
+            if b == q && !(q == b'"' && prev == b'\\') {
+                quote = None;
+            }
+            if b == b'\n' {
+                line += 1;
+            }
+            prev = if prev == b'\\' && b == b'\\' { 0 } else { b };
+            continue;
+        }
+        if at_line_start && b.is_ascii_alphanumeric() {
+            depth = 0;
+        }
+        at_line_start = b == b'\n';
+        match b {
+            b'\n' => line += 1,
+            b'"' | b'\'' if matches!(prev, b' ' | b'[' | b'{' | b',' | b':' | b'\n' | 0) => quote = Some(b),
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > max {
+                    return Some(line);
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        prev = b;
+    }
+    None
 }
 
 /// Builds a `serde_json::Value` from any deserializer, tolerating huge integers and

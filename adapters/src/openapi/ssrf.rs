@@ -185,4 +185,18 @@ mod tests {
         let u = url::Url::parse("http://[::1]:8080/").unwrap();
         assert!(check_url(&u, false).is_err());
     }
+
+    #[tokio::test]
+    async fn names_are_checked_on_their_resolved_addresses() {
+        use std::str::FromStr;
+        let guarded = GuardedResolver { allow_private: false, timeout: Duration::from_secs(5) };
+        let err = match guarded.resolve(Name::from_str("localhost").unwrap()).await {
+            Ok(_) => panic!("localhost must be refused"),
+            Err(e) => e.to_string(),
+        };
+        assert!(err.contains("private"), "{err}");
+        let open = GuardedResolver { allow_private: true, timeout: Duration::from_secs(5) };
+        let addrs: Vec<SocketAddr> = open.resolve(Name::from_str("localhost").unwrap()).await.unwrap().collect();
+        assert!(addrs.iter().all(|a| a.ip().is_loopback()));
+    }
 }
