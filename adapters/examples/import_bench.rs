@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use toolgate_adapters::openapi::{OpenApiConfig, OpenApiUpstream};
 use toolgate_adapters::Upstream;
+use toolgate_adapters::openapi::{OpenApiConfig, OpenApiUpstream};
 
 /// Counts live heap bytes and remembers the peak.
 struct Counting;
@@ -34,7 +34,8 @@ unsafe impl GlobalAlloc for Counting {
         let p = unsafe { System.realloc(ptr, layout, new_size) };
         if !p.is_null() {
             if new_size > layout.size() {
-                let now = LIVE.fetch_add(new_size - layout.size(), Ordering::Relaxed) + new_size - layout.size();
+                let now = LIVE.fetch_add(new_size - layout.size(), Ordering::Relaxed) + new_size
+                    - layout.size();
                 PEAK.fetch_max(now, Ordering::Relaxed);
             } else {
                 LIVE.fetch_sub(layout.size() - new_size, Ordering::Relaxed);
@@ -59,12 +60,19 @@ async fn main() {
     let mut files: Vec<PathBuf> = std::env::args().skip(1).map(PathBuf::from).collect();
     if files.is_empty() {
         let specs = shared_dir().join("specs");
-        files = ["stripe-spec3.yaml", "github-api.github.com.json", "twilio_api_v2010.json"]
-            .iter()
-            .map(|f| specs.join(f))
-            .collect();
+        files = [
+            "stripe-spec3.yaml",
+            "github-api.github.com.json",
+            "twilio_api_v2010.json",
+        ]
+        .iter()
+        .map(|f| specs.join(f))
+        .collect();
     }
-    println!("{:<32} {:>6} {:>8} {:>10} {:>10} {:>12}", "spec", "tools", "skipped", "median ms", "peak MB", "~tokens");
+    println!(
+        "{:<32} {:>6} {:>8} {:>10} {:>10} {:>12}",
+        "spec", "tools", "skipped", "median ms", "peak MB", "~tokens"
+    );
     for file in files {
         let label = file.file_name().unwrap().to_string_lossy().into_owned();
         let mut times = Vec::new();
@@ -74,7 +82,9 @@ async fn main() {
             let base = LIVE.load(Ordering::Relaxed);
             PEAK.store(base, Ordering::Relaxed);
             let start = Instant::now();
-            let result = OpenApiUpstream::load("bench", OpenApiConfig::from_path(file.to_string_lossy())).await;
+            let result =
+                OpenApiUpstream::load("bench", OpenApiConfig::from_path(file.to_string_lossy()))
+                    .await;
             let took = start.elapsed();
             match result {
                 Ok((up, report)) => {

@@ -17,9 +17,15 @@ pub fn specs_dir() -> Option<PathBuf> {
         return Some(specs);
     }
     if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("the spec corpus is missing at {} (set TOOLGATE_SHARED)", specs.display());
+        panic!(
+            "the spec corpus is missing at {} (set TOOLGATE_SHARED)",
+            specs.display()
+        );
     }
-    eprintln!("NOTICE: spec corpus not found at {}; skipping", specs.display());
+    eprintln!(
+        "NOTICE: spec corpus not found at {}; skipping",
+        specs.display()
+    );
     None
 }
 

@@ -30,22 +30,35 @@ const EXPECTED: &[(&str, usize, usize)] = &[
 ];
 
 fn name_ok(n: &str) -> bool {
-    !n.is_empty() && n.len() <= 64 && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    !n.is_empty()
+        && n.len() <= 64
+        && n.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 #[tokio::test]
 async fn every_corpus_spec_imports_completely() {
-    let Some(dir) = common::specs_dir() else { return };
+    let Some(dir) = common::specs_dir() else {
+        return;
+    };
     let mut seen = HashSet::new();
     for (file, ops, skipped) in EXPECTED {
         let path = dir.join(file);
         let upstream_name = "corpus";
-        let (up, report) = OpenApiUpstream::load(upstream_name, OpenApiConfig::from_path(path.to_string_lossy()))
-            .await
-            .unwrap_or_else(|e| panic!("{file}: {e}"));
+        let (up, report) = OpenApiUpstream::load(
+            upstream_name,
+            OpenApiConfig::from_path(path.to_string_lossy()),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{file}: {e}"));
         seen.insert(file.to_string());
         assert_eq!(report.operations, *ops, "{file}: operations found");
-        assert_eq!(report.skipped.len(), *skipped, "{file}: skipped {:?}", report.skipped);
+        assert_eq!(
+            report.skipped.len(),
+            *skipped,
+            "{file}: skipped {:?}",
+            report.skipped
+        );
         assert_eq!(report.imported, ops - skipped, "{file}: imported");
         let tools = up.tools();
         assert_eq!(tools.len(), ops - skipped, "{file}: tools");
@@ -57,19 +70,32 @@ async fn every_corpus_spec_imports_completely() {
                 "{file}: prefixed name too long: {}",
                 t.name
             );
-            assert!(names.insert(t.name.clone()), "{file}: duplicate name {}", t.name);
+            assert!(
+                names.insert(t.name.clone()),
+                "{file}: duplicate name {}",
+                t.name
+            );
             assert_eq!(t.raw["name"], t.name.as_str());
             let desc = t.raw["description"].as_str().unwrap_or("");
-            assert!(!desc.trim().is_empty() && desc.chars().count() <= 1024, "{file}: {}: description", t.name);
+            assert!(
+                !desc.trim().is_empty() && desc.chars().count() <= 1024,
+                "{file}: {}: description",
+                t.name
+            );
             let schema = &t.raw["inputSchema"];
             assert_eq!(schema["type"], "object", "{file}: {}: input root", t.name);
             if let Err(e) = jsonschema::meta::validate(schema) {
-                panic!("{file}: {}: input schema is not valid JSON Schema: {e}", t.name);
+                panic!(
+                    "{file}: {}: input schema is not valid JSON Schema: {e}",
+                    t.name
+                );
             }
             jsonschema::validator_for(schema).unwrap_or_else(|e| panic!("{file}: {}: {e}", t.name));
             for (k, _) in schema["properties"].as_object().unwrap() {
                 assert!(
-                    k.len() <= 64 && k.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b)),
+                    k.len() <= 64
+                        && k.bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b)),
                     "{file}: {}: argument name {k}",
                     t.name
                 );
@@ -77,7 +103,10 @@ async fn every_corpus_spec_imports_completely() {
             if let Some(out) = t.raw.get("outputSchema") {
                 assert_eq!(out["type"], "object", "{file}: {}: output root", t.name);
                 if let Err(e) = jsonschema::meta::validate(out) {
-                    panic!("{file}: {}: output schema is not valid JSON Schema: {e}", t.name);
+                    panic!(
+                        "{file}: {}: output schema is not valid JSON Schema: {e}",
+                        t.name
+                    );
                 }
             }
         }
@@ -104,7 +133,9 @@ async fn every_corpus_spec_imports_completely() {
 
 #[tokio::test]
 async fn github_names_are_sanitized_and_shortened_deterministically() {
-    let Some(dir) = common::specs_dir() else { return };
+    let Some(dir) = common::specs_dir() else {
+        return;
+    };
     let path = dir.join("github-api.github.com.json");
     let load = || OpenApiUpstream::load("github", OpenApiConfig::from_path(path.to_string_lossy()));
     let (a, report) = load().await.unwrap();
@@ -123,28 +154,49 @@ async fn github_names_are_sanitized_and_shortened_deterministically() {
 
 #[tokio::test]
 async fn stripe_form_bodies_become_full_tools() {
-    let Some(dir) = common::specs_dir() else { return };
+    let Some(dir) = common::specs_dir() else {
+        return;
+    };
     let path = dir.join("stripe-spec3.yaml");
     let (up, _) = OpenApiUpstream::load("stripe", OpenApiConfig::from_path(path.to_string_lossy()))
         .await
         .unwrap();
     let tools = up.tools();
-    let posts = tools
-        .iter()
-        .filter(|t| t.raw["annotations"]["readOnlyHint"] == false && t.raw["annotations"]["destructiveHint"] == false);
+    let posts = tools.iter().filter(|t| {
+        t.raw["annotations"]["readOnlyHint"] == false
+            && t.raw["annotations"]["destructiveHint"] == false
+    });
     let mut empty = 0;
     let mut total = 0;
     for t in posts {
         total += 1;
-        if t.raw["inputSchema"]["properties"].as_object().unwrap().is_empty() {
+        if t.raw["inputSchema"]["properties"]
+            .as_object()
+            .unwrap()
+            .is_empty()
+        {
             empty += 1;
         }
     }
     // a handful of Stripe POSTs genuinely take no arguments; most take many
     assert!(total > 200, "{total}");
-    assert!(empty * 10 < total, "{empty} of {total} write tools have no arguments");
-    let pi = tools.iter().find(|t| t.name == "PostPaymentIntents").unwrap();
+    assert!(
+        empty * 10 < total,
+        "{empty} of {total} write tools have no arguments"
+    );
+    let pi = tools
+        .iter()
+        .find(|t| t.name == "PostPaymentIntents")
+        .unwrap();
     let props = pi.raw["inputSchema"]["properties"].as_object().unwrap();
-    assert!(props.contains_key("amount") && props.contains_key("metadata"), "{props:?}");
-    assert!(pi.raw["inputSchema"]["required"].as_array().unwrap().contains(&"amount".into()));
+    assert!(
+        props.contains_key("amount") && props.contains_key("metadata"),
+        "{props:?}"
+    );
+    assert!(
+        pi.raw["inputSchema"]["required"]
+            .as_array()
+            .unwrap()
+            .contains(&"amount".into())
+    );
 }

@@ -12,8 +12,8 @@ use tokio::sync::Mutex;
 use url::Url;
 
 use super::config::Credential;
-use super::load::{LoadError, error_chain};
 use super::encode::enc;
+use super::load::{LoadError, error_chain};
 use super::model::{Location, SecurityScheme};
 
 /// Refresh a token this long before it expires.
@@ -66,7 +66,10 @@ impl Auth {
                 (SecurityScheme::ApiKey { .. }, Credential::ApiKey { .. })
                     | (SecurityScheme::Http { .. }, Credential::Bearer { .. })
                     | (SecurityScheme::Http { .. }, Credential::Basic { .. })
-                    | (SecurityScheme::OAuth2 { .. }, Credential::Oauth2ClientCredentials { .. })
+                    | (
+                        SecurityScheme::OAuth2 { .. },
+                        Credential::Oauth2ClientCredentials { .. }
+                    )
                     | (SecurityScheme::OAuth2 { .. }, Credential::Bearer { .. })
                     | (SecurityScheme::Other(_), Credential::Bearer { .. })
             );
@@ -75,13 +78,24 @@ impl Auth {
                     "auth.{name}: this credential kind does not fit the scheme ({s:?})"
                 )));
             }
-            if let (SecurityScheme::OAuth2 { token_url: None }, Credential::Oauth2ClientCredentials { token_url: None, .. }) = (s, c) {
+            if let (
+                SecurityScheme::OAuth2 { token_url: None },
+                Credential::Oauth2ClientCredentials {
+                    token_url: None, ..
+                },
+            ) = (s, c)
+            {
                 return Err(LoadError::Config(format!(
                     "auth.{name}: the scheme has no clientCredentials tokenUrl; set token_url"
                 )));
             }
         }
-        Ok(Self { schemes, creds, tokens: Mutex::new(HashMap::new()), base })
+        Ok(Self {
+            schemes,
+            creds,
+            tokens: Mutex::new(HashMap::new()),
+            base,
+        })
     }
 
     /// The first alternative whose schemes all have credentials (an empty alternative
@@ -106,28 +120,60 @@ impl Auth {
                 continue;
             };
             match (scheme, cred) {
-                (SecurityScheme::ApiKey { name: key, location }, Credential::ApiKey { value }) => {
+                (
+                    SecurityScheme::ApiKey {
+                        name: key,
+                        location,
+                    },
+                    Credential::ApiKey { value },
+                ) => {
                     let v = value.expose().to_owned();
                     match location {
-                        Location::Query => out.query.push(format!("{}={}", enc(key, false), enc(&v, false))),
+                        Location::Query => {
+                            out.query
+                                .push(format!("{}={}", enc(key, false), enc(&v, false)))
+                        }
                         Location::Cookie => out.cookies.push(format!("{key}={v}")),
                         _ => out.headers.push((key.clone(), v)),
                     }
                 }
                 (_, Credential::Bearer { token }) => {
-                    out.headers.push(("authorization".into(), format!("Bearer {}", token.expose())));
+                    out.headers
+                        .push(("authorization".into(), format!("Bearer {}", token.expose())));
                 }
                 (_, Credential::Basic { username, password }) => {
                     let raw = format!("{username}:{}", password.expose());
                     let b64 = base64::engine::general_purpose::STANDARD.encode(raw);
-                    out.headers.push(("authorization".into(), format!("Basic {b64}")));
+                    out.headers
+                        .push(("authorization".into(), format!("Basic {b64}")));
                 }
-                (SecurityScheme::OAuth2 { token_url }, Credential::Oauth2ClientCredentials { client_id, client_secret, scopes, token_url: override_url }) => {
-                    let url = override_url.as_ref().or(token_url.as_ref()).cloned().unwrap_or_default();
+                (
+                    SecurityScheme::OAuth2 { token_url },
+                    Credential::Oauth2ClientCredentials {
+                        client_id,
+                        client_secret,
+                        scopes,
+                        token_url: override_url,
+                    },
+                ) => {
+                    let url = override_url
+                        .as_ref()
+                        .or(token_url.as_ref())
+                        .cloned()
+                        .unwrap_or_default();
                     let token = self
-                        .token(client, name, &url, client_id, client_secret.expose(), scopes, timeout)
+                        .token(
+                            client,
+                            name,
+                            &url,
+                            client_id,
+                            client_secret.expose(),
+                            scopes,
+                            timeout,
+                        )
                         .await?;
-                    out.headers.push(("authorization".into(), format!("Bearer {token}")));
+                    out.headers
+                        .push(("authorization".into(), format!("Bearer {token}")));
                     out.used_oauth.push(name.clone());
                 }
                 _ => {}
@@ -165,7 +211,11 @@ impl Auth {
         }
         .map_err(|e| format!("OAuth2 token URL '{token_url}' is not usable: {e}"))?;
         let enc = |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
-        let basic = base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", enc(client_id), enc(secret)));
+        let basic = base64::engine::general_purpose::STANDARD.encode(format!(
+            "{}:{}",
+            enc(client_id),
+            enc(secret)
+        ));
         let form = {
             let mut form = url::form_urlencoded::Serializer::new(String::new());
             form.append_pair("grant_type", "client_credentials");
@@ -174,7 +224,9 @@ impl Auth {
             }
             form.finish()
         };
-        let fail = |d: String| format!("could not obtain an OAuth2 token for scheme '{scheme}' from {url}: {d}");
+        let fail = |d: String| {
+            format!("could not obtain an OAuth2 token for scheme '{scheme}' from {url}: {d}")
+        };
         let resp = tokio::time::timeout(
             timeout,
             client
@@ -194,7 +246,10 @@ impl Auth {
             .map_err(|_| fail("timed out".into()))?
             .map_err(|e| fail(format!("HTTP {status}, body is not JSON ({e})")))?;
         if !status.is_success() {
-            let err = body.get("error").and_then(Value::as_str).unwrap_or("unknown error");
+            let err = body
+                .get("error")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown error");
             return Err(fail(format!("HTTP {status} ({err})")));
         }
         let value = body
@@ -202,10 +257,16 @@ impl Auth {
             .and_then(Value::as_str)
             .ok_or_else(|| fail("the answer has no access_token".into()))?
             .to_owned();
-        let ttl = body.get("expires_in").and_then(Value::as_u64).unwrap_or(3600);
+        let ttl = body
+            .get("expires_in")
+            .and_then(Value::as_u64)
+            .unwrap_or(3600);
         tokens.insert(
             scheme.to_owned(),
-            Token { value: value.clone(), expires: Instant::now() + Duration::from_secs(ttl) },
+            Token {
+                value: value.clone(),
+                expires: Instant::now() + Duration::from_secs(ttl),
+            },
         );
         Ok(value)
     }

@@ -87,20 +87,41 @@ pub fn convert(op: &Operation) -> Converted {
         if arg_name(&p.name) != p.name
             && let Value::Object(m) = &mut schema
         {
-            let d = m.get("description").and_then(Value::as_str).unwrap_or("").to_owned();
+            let d = m
+                .get("description")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned();
             let note = format!("(sent as {} parameter '{}')", p.location.as_str(), p.name);
-            m.insert("description".into(), json!(if d.is_empty() { note } else { format!("{d} {note}") }));
+            m.insert(
+                "description".into(),
+                json!(if d.is_empty() {
+                    note
+                } else {
+                    format!("{d} {note}")
+                }),
+            );
         }
-        entries.push((arg_name(&p.name), Some(p.location), Target::Param(i), schema, p.required));
+        entries.push((
+            arg_name(&p.name),
+            Some(p.location),
+            Target::Param(i),
+            schema,
+            p.required,
+        ));
     }
     let mut body_takes_extra = false;
     if let Some(body) = &op.body {
-        let flat = matches!(body.kind, BodyKind::Json | BodyKind::Form | BodyKind::Multipart)
-            .then(|| object_parts(&body.schema))
-            .flatten();
+        let flat = matches!(
+            body.kind,
+            BodyKind::Json | BodyKind::Form | BodyKind::Multipart
+        )
+        .then(|| object_parts(&body.schema))
+        .flatten();
         match flat {
             Some((props, required, additional)) => {
-                body_takes_extra = matches!(additional, Some(Value::Bool(true)) | Some(Value::Object(_)));
+                body_takes_extra =
+                    matches!(additional, Some(Value::Bool(true)) | Some(Value::Object(_)));
                 for (k, v) in props {
                     let req = body.required && required.contains(&k);
                     entries.push((arg_name(&k), None, Target::BodyProp(k), v, req));
@@ -110,7 +131,9 @@ pub fn convert(op: &Operation) -> Converted {
                 let mut schema = match body.kind {
                     BodyKind::Binary => json!({"type": "string", "contentEncoding": "base64",
                         "description": format!("The request body ({}), base64-encoded", body.media_type)}),
-                    BodyKind::Text if body.schema.get("type").and_then(Value::as_str) != Some("string") => {
+                    BodyKind::Text
+                        if body.schema.get("type").and_then(Value::as_str) != Some("string") =>
+                    {
                         json!({"type": "string", "description": format!("The request body as {} text", body.media_type)})
                     }
                     _ => body.schema.clone(),
@@ -157,7 +180,11 @@ pub fn convert(op: &Operation) -> Converted {
     if !body_takes_extra {
         input["additionalProperties"] = json!(false);
     }
-    Converted { input_schema: input, bindings, body_takes_extra }
+    Converted {
+        input_schema: input,
+        bindings,
+        body_takes_extra,
+    }
 }
 
 fn cap(s: &str, max: usize) -> String {
@@ -171,8 +198,16 @@ fn cap(s: &str, max: usize) -> String {
 /// Summary, then description (without repeating the summary), capped; a method and
 /// path sentence when the spec has neither.
 pub fn description(op: &Operation) -> String {
-    let summary = op.summary.as_deref().map(str::trim).filter(|s| !s.is_empty());
-    let desc = op.description.as_deref().map(str::trim).filter(|s| !s.is_empty());
+    let summary = op
+        .summary
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty());
+    let desc = op
+        .description
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty());
     let mut text = match (summary, desc) {
         (Some(s), Some(d)) if d.starts_with(s.trim_end_matches('.')) => d.to_owned(),
         (Some(s), Some(d)) => {
@@ -193,7 +228,12 @@ pub fn description(op: &Operation) -> String {
 pub fn tool_json(name: &str, op: &Operation, conv: &Converted) -> JsonObject {
     let mut t = Map::new();
     t.insert("name".into(), json!(name));
-    if let Some(s) = op.summary.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+    if let Some(s) = op
+        .summary
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
         t.insert("title".into(), json!(cap(s, 120)));
     }
     t.insert("description".into(), json!(description(op)));
@@ -206,7 +246,10 @@ pub fn tool_json(name: &str, op: &Operation, conv: &Converted) -> JsonObject {
     ann.insert("readOnlyHint".into(), json!(read_only));
     if !read_only {
         ann.insert("destructiveHint".into(), json!(op.method == "DELETE"));
-        ann.insert("idempotentHint".into(), json!(op.method == "PUT" || op.method == "DELETE"));
+        ann.insert(
+            "idempotentHint".into(),
+            json!(op.method == "PUT" || op.method == "DELETE"),
+        );
     }
     ann.insert("openWorldHint".into(), json!(true));
     t.insert("annotations".into(), Value::Object(ann));
@@ -242,19 +285,33 @@ fn matches(set: &FilterSet, op: &Operation) -> Vec<(&'static str, bool, String)>
     let mut out = Vec::new();
     if !set.operation_ids.is_empty() {
         let hit = set.operation_ids.iter().find(|g| glob(g, id));
-        out.push(("operation_ids", hit.is_some(), hit.cloned().unwrap_or_default()));
+        out.push((
+            "operation_ids",
+            hit.is_some(),
+            hit.cloned().unwrap_or_default(),
+        ));
     }
     if !set.tags.is_empty() {
         let hit = set.tags.iter().find(|t| op.tags.contains(t));
         out.push(("tags", hit.is_some(), hit.cloned().unwrap_or_default()));
     }
     if !set.methods.is_empty() {
-        let hit = set.methods.iter().find(|m| m.eq_ignore_ascii_case(&op.method));
+        let hit = set
+            .methods
+            .iter()
+            .find(|m| m.eq_ignore_ascii_case(&op.method));
         out.push(("methods", hit.is_some(), hit.cloned().unwrap_or_default()));
     }
     if !set.path_prefixes.is_empty() {
-        let hit = set.path_prefixes.iter().find(|p| op.path.starts_with(p.as_str()));
-        out.push(("path_prefixes", hit.is_some(), hit.cloned().unwrap_or_default()));
+        let hit = set
+            .path_prefixes
+            .iter()
+            .find(|p| op.path.starts_with(p.as_str()));
+        out.push((
+            "path_prefixes",
+            hit.is_some(),
+            hit.cloned().unwrap_or_default(),
+        ));
     }
     out
 }

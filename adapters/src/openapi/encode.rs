@@ -15,12 +15,31 @@ use sha2::{Digest, Sha256};
 use super::model::{Parameter, PropEncoding, Style};
 
 /// Everything but RFC 3986 unreserved characters is encoded.
-const STRICT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+const STRICT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
 /// `allowReserved: true`: reserved characters pass as they are.
 const RESERVED_OK: &AsciiSet = &STRICT
-    .remove(b':').remove(b'/').remove(b'?').remove(b'#').remove(b'[').remove(b']')
-    .remove(b'@').remove(b'!').remove(b'$').remove(b'&').remove(b'\'').remove(b'(')
-    .remove(b')').remove(b'*').remove(b'+').remove(b',').remove(b';').remove(b'=');
+    .remove(b':')
+    .remove(b'/')
+    .remove(b'?')
+    .remove(b'#')
+    .remove(b'[')
+    .remove(b']')
+    .remove(b'@')
+    .remove(b'!')
+    .remove(b'$')
+    .remove(b'&')
+    .remove(b'\'')
+    .remove(b'(')
+    .remove(b')')
+    .remove(b'*')
+    .remove(b'+')
+    .remove(b',')
+    .remove(b';')
+    .remove(b'=');
 
 /// A scalar as text (`null` as the empty string; nested values as JSON).
 pub fn scalar(v: &Value) -> String {
@@ -51,21 +70,27 @@ pub fn path_value(p: &Parameter, v: &Value) -> String {
             format!(".{}", parts.join(if p.explode { "." } else { "," }))
         }
         (Style::Label, x) => format!(".{}", e(&scalar(x))),
-        (Style::Matrix, Value::Array(a)) if p.explode => {
-            a.iter().map(|x| format!(";{name}={}", e(&scalar(x)))).collect()
-        }
+        (Style::Matrix, Value::Array(a)) if p.explode => a
+            .iter()
+            .map(|x| format!(";{name}={}", e(&scalar(x))))
+            .collect(),
         (Style::Matrix, Value::Array(a)) => {
             let parts: Vec<String> = a.iter().map(|x| e(&scalar(x))).collect();
             format!(";{name}={}", parts.join(","))
         }
-        (Style::Matrix, Value::Object(m)) if p.explode => {
-            m.iter().map(|(k, x)| format!(";{}={}", e(k), e(&scalar(x)))).collect()
-        }
+        (Style::Matrix, Value::Object(m)) if p.explode => m
+            .iter()
+            .map(|(k, x)| format!(";{}={}", e(k), e(&scalar(x))))
+            .collect(),
         (Style::Matrix, Value::Object(m)) => {
             format!(";{name}={}", object_parts(m, false, &e).join(","))
         }
         (Style::Matrix, x) => format!(";{name}={}", e(&scalar(x))),
-        (_, Value::Array(a)) => a.iter().map(|x| e(&scalar(x))).collect::<Vec<_>>().join(","),
+        (_, Value::Array(a)) => a
+            .iter()
+            .map(|x| e(&scalar(x)))
+            .collect::<Vec<_>>()
+            .join(","),
         (_, Value::Object(m)) => object_parts(m, p.explode, &e).join(","),
         (_, x) => e(&scalar(x)),
     }
@@ -74,7 +99,9 @@ pub fn path_value(p: &Parameter, v: &Value) -> String {
 /// `k,v,k2,v2` parts (explode false) or `k=v` parts (explode true).
 fn object_parts(m: &Map<String, Value>, explode: bool, e: &dyn Fn(&str) -> String) -> Vec<String> {
     if explode {
-        m.iter().map(|(k, x)| format!("{}={}", e(k), e(&scalar(x)))).collect()
+        m.iter()
+            .map(|(k, x)| format!("{}={}", e(k), e(&scalar(x))))
+            .collect()
     } else {
         m.iter().flat_map(|(k, x)| [e(k), e(&scalar(x))]).collect()
     }
@@ -97,7 +124,11 @@ pub fn query_pairs(p: &Parameter, v: &Value, out: &mut Vec<String>) {
             }
         }
         (Style::SpaceDelimited | Style::PipeDelimited, Value::Array(a)) if !p.explode => {
-            let sep = if p.style == Style::SpaceDelimited { "%20" } else { "|" };
+            let sep = if p.style == Style::SpaceDelimited {
+                "%20"
+            } else {
+                "|"
+            };
             let parts: Vec<String> = a.iter().map(|x| e(&scalar(x))).collect();
             out.push(format!("{name}={}", parts.join(sep)));
         }
@@ -111,7 +142,9 @@ pub fn query_pairs(p: &Parameter, v: &Value, out: &mut Vec<String>) {
         (_, Value::Object(m)) if p.explode => {
             out.extend(object_parts(m, true, &e));
         }
-        (_, Value::Object(m)) => out.push(format!("{name}={}", object_parts(m, false, &e).join(","))),
+        (_, Value::Object(m)) => {
+            out.push(format!("{name}={}", object_parts(m, false, &e).join(",")))
+        }
         (_, x) => out.push(format!("{name}={}", e(&scalar(x)))),
     }
 }
@@ -146,7 +179,10 @@ pub fn header_value(p: &Parameter, v: &Value) -> Result<String, String> {
         x => scalar(x),
     };
     if s.chars().any(|c| c.is_control() && c != '\t') {
-        return Err(format!("header '{}' cannot contain control characters", p.name));
+        return Err(format!(
+            "header '{}' cannot contain control characters",
+            p.name
+        ));
     }
     Ok(s)
 }
@@ -154,7 +190,11 @@ pub fn header_value(p: &Parameter, v: &Value) -> Result<String, String> {
 /// A `name=value` cookie pair (form style).
 pub fn cookie_pair(p: &Parameter, v: &Value) -> String {
     let value = match v {
-        Value::Array(a) => a.iter().map(|x| enc(&scalar(x), false)).collect::<Vec<_>>().join(","),
+        Value::Array(a) => a
+            .iter()
+            .map(|x| enc(&scalar(x), false))
+            .collect::<Vec<_>>()
+            .join(","),
         Value::Object(m) => object_parts(m, false, &|s: &str| enc(s, false)).join(","),
         x => enc(&scalar(x), false),
     };
@@ -169,7 +209,10 @@ pub fn form_body(props: &[(String, Value)], encoding: &BTreeMap<String, PropEnco
         let style = e.and_then(|e| e.style).unwrap_or(Style::Form);
         let explode = e.and_then(|e| e.explode).unwrap_or(true);
         match v {
-            Value::Array(a) if style != Style::DeepObject && a.iter().all(|x| !x.is_object() && !x.is_array()) => {
+            Value::Array(a)
+                if style != Style::DeepObject
+                    && a.iter().all(|x| !x.is_object() && !x.is_array()) =>
+            {
                 if explode {
                     for x in a {
                         ser.append_pair(k, &scalar(x));
@@ -229,14 +272,19 @@ pub fn multipart_body(
             if !is_file(s) {
                 return Ok(None);
             }
-            let text = x.as_str().ok_or_else(|| format!("'{k}' must be base64 text"))?;
+            let text = x
+                .as_str()
+                .ok_or_else(|| format!("'{k}' must be base64 text"))?;
             let data = base64::engine::general_purpose::STANDARD
                 .decode(text.trim())
                 .map_err(|e| format!("'{k}' is not valid base64: {e}"))?;
             Ok(Some(Part {
                 name: k.clone(),
                 filename: Some(k.clone()),
-                content_type: Some(ct.clone().unwrap_or_else(|| "application/octet-stream".into())),
+                content_type: Some(
+                    ct.clone()
+                        .unwrap_or_else(|| "application/octet-stream".into()),
+                ),
                 data,
             }))
         };
@@ -265,7 +313,10 @@ pub fn multipart_body(
     let digest = h.finalize();
     let boundary = format!(
         "toolgate-{}",
-        digest[..12].iter().map(|b| format!("{b:02x}")).collect::<String>()
+        digest[..12]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
     );
     let mut body = Vec::new();
     for p in parts {
@@ -279,7 +330,9 @@ pub fn multipart_body(
                 )
                 .as_bytes(),
             ),
-            None => body.extend_from_slice(format!("Content-Disposition: form-data; name=\"{name}\"\r\n").as_bytes()),
+            None => body.extend_from_slice(
+                format!("Content-Disposition: form-data; name=\"{name}\"\r\n").as_bytes(),
+            ),
         }
         if let Some(ct) = &p.content_type {
             body.extend_from_slice(format!("Content-Type: {ct}\r\n").as_bytes());
@@ -340,7 +393,10 @@ mod tests {
         assert_eq!(q(Style::PipeDelimited, false, &arr), "color=blue|black");
         assert_eq!(q(Style::Form, true, &obj), "R=100&G=200");
         assert_eq!(q(Style::Form, false, &obj), "color=R,100,G,200");
-        assert_eq!(q(Style::DeepObject, true, &obj), "color[R]=100&color[G]=200");
+        assert_eq!(
+            q(Style::DeepObject, true, &obj),
+            "color[R]=100&color[G]=200"
+        );
         assert_eq!(q(Style::Form, true, &json!("a b&c")), "color=a%20b%26c");
     }
 
@@ -366,7 +422,11 @@ mod tests {
             ],
             &BTreeMap::from([(
                 "expand".to_owned(),
-                PropEncoding { content_type: None, style: Some(Style::DeepObject), explode: Some(true) },
+                PropEncoding {
+                    content_type: None,
+                    style: Some(Style::DeepObject),
+                    explode: Some(true),
+                },
             )]),
         );
         assert_eq!(

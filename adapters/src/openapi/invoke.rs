@@ -22,7 +22,12 @@ pub struct Prepared {
 }
 
 /// Builds the request for `op` from validated `args`.
-pub fn build(op: &Operation, conv: &Converted, args: &JsonObject, base: &Url) -> Result<Prepared, ToolError> {
+pub fn build(
+    op: &Operation,
+    conv: &Converted,
+    args: &JsonObject,
+    base: &Url,
+) -> Result<Prepared, ToolError> {
     let bad = |m: String| ToolError::InvalidArgs(m);
     let mut path = op.path.clone();
     let mut query = Vec::new();
@@ -46,7 +51,8 @@ pub fn build(op: &Operation, conv: &Converted, args: &JsonObject, base: &Url) ->
                     }
                     Location::Header => {
                         if !v.is_null() {
-                            headers.push((p.name.clone(), encode::header_value(p, v).map_err(bad)?));
+                            headers
+                                .push((p.name.clone(), encode::header_value(p, v).map_err(bad)?));
                         }
                     }
                     Location::Cookie => {
@@ -72,7 +78,8 @@ pub fn build(op: &Operation, conv: &Converted, args: &JsonObject, base: &Url) ->
     }
     let mut full = base.as_str().trim_end_matches('/').to_owned();
     full.push_str(&path);
-    let mut url = Url::parse(&full).map_err(|e| bad(format!("the request URL '{full}' is invalid: {e}")))?;
+    let mut url =
+        Url::parse(&full).map_err(|e| bad(format!("the request URL '{full}' is invalid: {e}")))?;
     if !query.is_empty() {
         let q = match url.query() {
             Some(existing) if !existing.is_empty() => format!("{existing}&{}", query.join("&")),
@@ -87,14 +94,22 @@ pub fn build(op: &Operation, conv: &Converted, args: &JsonObject, base: &Url) ->
             match b.kind {
                 _ if whole_body.is_none() && body_props.is_empty() => None,
                 BodyKind::Json => {
-                    let v = whole_body.cloned().unwrap_or_else(|| Value::Object(body_props.into_iter().collect()));
-                    let ct = if ct == "*/*" { "application/json".into() } else { ct };
+                    let v = whole_body
+                        .cloned()
+                        .unwrap_or_else(|| Value::Object(body_props.into_iter().collect()));
+                    let ct = if ct == "*/*" {
+                        "application/json".into()
+                    } else {
+                        ct
+                    };
                     Some((ct, serde_json::to_vec(&v).expect("JSON values serialize")))
                 }
                 BodyKind::Form => {
                     let props = match whole_body {
                         Some(Value::Object(m)) => m.clone().into_iter().collect(),
-                        Some(other) => return Err(bad(format!("'body' must be an object, not {other}"))),
+                        Some(other) => {
+                            return Err(bad(format!("'body' must be an object, not {other}")));
+                        }
                         None => body_props,
                     };
                     Some((ct, encode::form_body(&props, &b.encoding).into_bytes()))
@@ -102,12 +117,19 @@ pub fn build(op: &Operation, conv: &Converted, args: &JsonObject, base: &Url) ->
                 BodyKind::Multipart => {
                     let props = match whole_body {
                         Some(Value::Object(m)) => m.clone().into_iter().collect(),
-                        Some(other) => return Err(bad(format!("'body' must be an object, not {other}"))),
+                        Some(other) => {
+                            return Err(bad(format!("'body' must be an object, not {other}")));
+                        }
                         None => body_props,
                     };
                     let empty = Map::new();
-                    let schemas = b.schema.get("properties").and_then(Value::as_object).unwrap_or(&empty);
-                    let (boundary, bytes) = encode::multipart_body(&props, &b.encoding, schemas).map_err(bad)?;
+                    let schemas = b
+                        .schema
+                        .get("properties")
+                        .and_then(Value::as_object)
+                        .unwrap_or(&empty);
+                    let (boundary, bytes) =
+                        encode::multipart_body(&props, &b.encoding, schemas).map_err(bad)?;
                     Some((format!("multipart/form-data; boundary={boundary}"), bytes))
                 }
                 BodyKind::Text => {
@@ -124,8 +146,15 @@ pub fn build(op: &Operation, conv: &Converted, args: &JsonObject, base: &Url) ->
             }
         }
     };
-    let method = reqwest::Method::from_bytes(op.method.as_bytes()).expect("methods come from a fixed list");
-    Ok(Prepared { method, url, headers, cookies, body })
+    let method =
+        reqwest::Method::from_bytes(op.method.as_bytes()).expect("methods come from a fixed list");
+    Ok(Prepared {
+        method,
+        url,
+        headers,
+        cookies,
+        body,
+    })
 }
 
 /// Images up to this size are returned as image content; larger ones are described.
@@ -138,7 +167,10 @@ fn text(s: String) -> Value {
 }
 
 /// Reads at most `max` bytes of the body; `true` when it was cut.
-pub async fn read_capped(resp: reqwest::Response, max: u64) -> Result<(Vec<u8>, bool), reqwest::Error> {
+pub async fn read_capped(
+    resp: reqwest::Response,
+    max: u64,
+) -> Result<(Vec<u8>, bool), reqwest::Error> {
     let mut body = Vec::new();
     let mut stream = resp.bytes_stream();
     while let Some(chunk) = stream.next().await {
@@ -169,7 +201,13 @@ pub fn map_response(
     truncated: bool,
     what: &str,
 ) -> CallOutput {
-    let ct = content_type.unwrap_or("").split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let ct = content_type
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
     let is_json = ct == "application/json" || ct.ends_with("+json");
     let is_text = ct.starts_with("text/")
         || ct.ends_with("xml")
@@ -177,7 +215,11 @@ pub fn map_response(
         || ct == "application/x-www-form-urlencoded"
         || ct.ends_with("+yaml")
         || ct == "application/yaml";
-    let cut_note = if truncated { "\n[response cut at the size limit]" } else { "" };
+    let cut_note = if truncated {
+        "\n[response cut at the size limit]"
+    } else {
+        ""
+    };
     let mut raw = Map::new();
     if !status.is_success() {
         let body_text = String::from_utf8_lossy(&body);
@@ -193,11 +235,18 @@ pub fn map_response(
     }
     if body.is_empty() {
         let reason = status.canonical_reason().unwrap_or("");
-        raw.insert("content".into(), json!([text(format!("HTTP {} {reason} (empty body)", status.as_u16()))]));
+        raw.insert(
+            "content".into(),
+            json!([text(format!(
+                "HTTP {} {reason} (empty body)",
+                status.as_u16()
+            ))]),
+        );
         return CallOutput { raw };
     }
     let utf8 = std::str::from_utf8(&body).ok();
-    if (is_json || ct.is_empty()) && !truncated
+    if (is_json || ct.is_empty())
+        && !truncated
         && let Some(v) = utf8.and_then(|s| serde_json::from_str::<Value>(s).ok())
     {
         let s = serde_json::to_string(&v).expect("JSON values serialize");
@@ -213,11 +262,25 @@ pub fn map_response(
     }
     if ct.starts_with("image/") && !truncated && body.len() <= MAX_INLINE_IMAGE {
         let data = base64::engine::general_purpose::STANDARD.encode(&body);
-        raw.insert("content".into(), json!([{"type": "image", "data": data, "mimeType": ct}]));
+        raw.insert(
+            "content".into(),
+            json!([{"type": "image", "data": data, "mimeType": ct}]),
+        );
         return CallOutput { raw };
     }
-    let ct = if ct.is_empty() { "unknown type".into() } else { ct };
-    let size = if truncated { format!("more than {} bytes", body.len()) } else { format!("{} bytes", body.len()) };
-    raw.insert("content".into(), json!([text(format!("binary response: {ct}, {size}"))]));
+    let ct = if ct.is_empty() {
+        "unknown type".into()
+    } else {
+        ct
+    };
+    let size = if truncated {
+        format!("more than {} bytes", body.len())
+    } else {
+        format!("{} bytes", body.len())
+    };
+    raw.insert(
+        "content".into(),
+        json!([text(format!("binary response: {ct}, {size}"))]),
+    );
     CallOutput { raw }
 }

@@ -237,13 +237,18 @@ async fn fetch(
                 meta.len()
             )));
         }
-        return tokio::fs::read(&path).await.map_err(|e| fail(e.to_string()));
+        return tokio::fs::read(&path)
+            .await
+            .map_err(|e| fail(e.to_string()));
     }
     ssrf::check_url(url, config.allow_private_networks).map_err(fail)?;
     let work = async {
         let resp = client
             .get(url.clone())
-            .header("accept", "application/json, application/yaml;q=0.9, */*;q=0.5")
+            .header(
+                "accept",
+                "application/json, application/yaml;q=0.9, */*;q=0.5",
+            )
             .send()
             .await
             .map_err(|e| fail(error_chain(&e)))?;
@@ -353,7 +358,9 @@ fn flow_depth_exceeds(text: &str, max: usize) -> Option<usize> {
         at_line_start = b == b'\n';
         match b {
             b'\n' => line += 1,
-            b'"' | b'\'' if matches!(prev, b' ' | b'[' | b'{' | b',' | b':' | b'\n' | 0) => quote = Some(b),
+            b'"' | b'\'' if matches!(prev, b' ' | b'[' | b'{' | b',' | b':' | b'\n' | 0) => {
+                quote = Some(b)
+            }
             b'[' | b'{' => {
                 depth += 1;
                 if depth > max {
@@ -453,7 +460,9 @@ impl<'de> Visitor<'de> for JsonVisitor {
 }
 
 fn float(v: f64) -> Value {
-    Number::from_f64(v).map(Value::Number).unwrap_or(Value::Null)
+    Number::from_f64(v)
+        .map(Value::Number)
+        .unwrap_or(Value::Null)
 }
 
 #[cfg(test)]

@@ -14,7 +14,9 @@ use super::load::{Documents, LoadError};
 use super::refs::{Direction, Inliner, Refs};
 
 /// Methods an OpenAPI path item may hold, in a fixed order.
-pub const METHODS: [&str; 8] = ["get", "put", "post", "delete", "options", "head", "patch", "trace"];
+pub const METHODS: [&str; 8] = [
+    "get", "put", "post", "delete", "options", "head", "patch", "trace",
+];
 
 /// Where a parameter goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -183,9 +185,9 @@ pub fn build(docs: &Documents) -> Result<Api, LoadError> {
         .and_then(|c| c.get("securitySchemes"))
     {
         for (name, s) in schemes {
-            let (_, s) = refs
-                .deref(0, s)
-                .map_err(|e| LoadError::invalid(&format!("/components/securitySchemes/{}", escape(name)), e))?;
+            let (_, s) = refs.deref(0, s).map_err(|e| {
+                LoadError::invalid(&format!("/components/securitySchemes/{}", escape(name)), e)
+            })?;
             api.security_schemes.insert(name.clone(), scheme(s));
         }
     }
@@ -223,7 +225,13 @@ pub fn build(docs: &Documents) -> Result<Api, LoadError> {
             }
             let sec = security(op.get("security"), &format!("{ptr}/security"))?
                 .unwrap_or_else(|| root_security.clone());
-            let ctx = OpCtx { refs: &refs, doc: idoc, ptr: &ptr, input: &mut input, output: &mut output };
+            let ctx = OpCtx {
+                refs: &refs,
+                doc: idoc,
+                ptr: &ptr,
+                input: &mut input,
+                output: &mut output,
+            };
             match operation(ctx, method, path, item, op) {
                 Ok(mut o) => {
                     o.servers = srv;
@@ -247,9 +255,14 @@ fn scheme(s: &Value) -> SecurityScheme {
                 "cookie" => Location::Cookie,
                 _ => Location::Header,
             };
-            SecurityScheme::ApiKey { name: get("name"), location }
+            SecurityScheme::ApiKey {
+                name: get("name"),
+                location,
+            }
         }
-        "http" => SecurityScheme::Http { scheme: get("scheme").to_ascii_lowercase() },
+        "http" => SecurityScheme::Http {
+            scheme: get("scheme").to_ascii_lowercase(),
+        },
         "oauth2" => SecurityScheme::OAuth2 {
             token_url: s
                 .pointer("/flows/clientCredentials/tokenUrl")
@@ -262,11 +275,16 @@ fn scheme(s: &Value) -> SecurityScheme {
 
 fn servers(v: Option<&Value>, ptr: &str) -> Result<Vec<String>, LoadError> {
     let Some(v) = v else { return Ok(vec![]) };
-    let list = v.as_array().ok_or_else(|| LoadError::invalid(ptr, "must be an array"))?;
+    let list = v
+        .as_array()
+        .ok_or_else(|| LoadError::invalid(ptr, "must be an array"))?;
     let mut out = Vec::new();
     for (i, s) in list.iter().enumerate() {
         let Some(url) = s.get("url").and_then(Value::as_str) else {
-            return Err(LoadError::invalid(&format!("{ptr}/{i}/url"), "a server needs a string url"));
+            return Err(LoadError::invalid(
+                &format!("{ptr}/{i}/url"),
+                "a server needs a string url",
+            ));
         };
         let mut url = url.to_owned();
         if let Some(Value::Object(vars)) = s.get("variables") {
@@ -286,7 +304,9 @@ fn servers(v: Option<&Value>, ptr: &str) -> Result<Vec<String>, LoadError> {
 
 fn security(v: Option<&Value>, ptr: &str) -> Result<Option<Vec<Vec<String>>>, LoadError> {
     let Some(v) = v else { return Ok(None) };
-    let list = v.as_array().ok_or_else(|| LoadError::invalid(ptr, "must be an array"))?;
+    let list = v
+        .as_array()
+        .ok_or_else(|| LoadError::invalid(ptr, "must be an array"))?;
     let mut out = Vec::new();
     for (i, req) in list.iter().enumerate() {
         let req = req
@@ -312,18 +332,31 @@ fn operation<'a>(
     item: &'a Map<String, Value>,
     op: &'a Map<String, Value>,
 ) -> Result<Operation, String> {
-    let OpCtx { refs, doc, ptr, input, output } = ctx;
+    let OpCtx {
+        refs,
+        doc,
+        ptr,
+        input,
+        output,
+    } = ctx;
     // path-level parameters first, overridden by operation-level ones of the same (name, in)
     let mut raw: Vec<(usize, &'a Map<String, Value>, String)> = Vec::new();
     for (list, lptr) in [
-        (item.get("parameters"), ptr.rsplit_once('/').map(|x| x.0).unwrap_or(ptr).to_owned() + "/parameters"),
+        (
+            item.get("parameters"),
+            ptr.rsplit_once('/').map(|x| x.0).unwrap_or(ptr).to_owned() + "/parameters",
+        ),
         (op.get("parameters"), format!("{ptr}/parameters")),
     ] {
         let Some(list) = list else { continue };
-        let list = list.as_array().ok_or_else(|| format!("{lptr} must be an array"))?;
+        let list = list
+            .as_array()
+            .ok_or_else(|| format!("{lptr} must be an array"))?;
         for (i, p) in list.iter().enumerate() {
             let (pdoc, p) = refs.deref(doc, p).map_err(|e| format!("{lptr}/{i}: {e}"))?;
-            let p = p.as_object().ok_or_else(|| format!("{lptr}/{i} must be an object"))?;
+            let p = p
+                .as_object()
+                .ok_or_else(|| format!("{lptr}/{i} must be an object"))?;
             let key = (str_of(p, "name"), str_of(p, "in"));
             raw.retain(|(_, q, _)| (str_of(q, "name"), str_of(q, "in")) != key);
             raw.push((pdoc, p, format!("{lptr}/{i}")));
@@ -337,11 +370,16 @@ fn operation<'a>(
             Some("query") => Location::Query,
             Some("header") => Location::Header,
             Some("cookie") => Location::Cookie,
-            other => return Err(format!("{pptr}: parameter '{name}' has unsupported location {other:?}")),
+            other => {
+                return Err(format!(
+                    "{pptr}: parameter '{name}' has unsupported location {other:?}"
+                ));
+            }
         };
         // OpenAPI says these header parameters are ignored (set by content negotiation/auth)
         if location == Location::Header
-            && ["accept", "content-type", "authorization"].contains(&name.to_ascii_lowercase().as_str())
+            && ["accept", "content-type", "authorization"]
+                .contains(&name.to_ascii_lowercase().as_str())
         {
             continue;
         }
@@ -377,7 +415,8 @@ fn operation<'a>(
             .and_then(Value::as_bool)
             .unwrap_or(style == Style::Form);
         parameters.push(Parameter {
-            required: location == Location::Path || p.get("required").and_then(Value::as_bool) == Some(true),
+            required: location == Location::Path
+                || p.get("required").and_then(Value::as_bool) == Some(true),
             name,
             location,
             description,
@@ -390,7 +429,10 @@ fn operation<'a>(
     }
     // path template variables without a declared parameter still need a value
     for var in template_vars(path) {
-        if !parameters.iter().any(|p| p.location == Location::Path && p.name == var) {
+        if !parameters
+            .iter()
+            .any(|p| p.location == Location::Path && p.name == var)
+        {
             parameters.push(Parameter {
                 name: var.to_owned(),
                 location: Location::Path,
@@ -405,7 +447,9 @@ fn operation<'a>(
         }
     }
     let body = match op.get("requestBody") {
-        Some(b) => request_body(refs, doc, b, input).map_err(|e| format!("{ptr}/requestBody: {e}"))?,
+        Some(b) => {
+            request_body(refs, doc, b, input).map_err(|e| format!("{ptr}/requestBody: {e}"))?
+        }
         None => None,
     };
     let output_schema = match op.get("responses") {
@@ -422,7 +466,11 @@ fn operation<'a>(
         tags: op
             .get("tags")
             .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(|t| t.as_str().map(str::to_owned)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|t| t.as_str().map(str::to_owned))
+                    .collect()
+            })
             .unwrap_or_default(),
         deprecated: op.get("deprecated").and_then(Value::as_bool) == Some(true),
         parameters,
@@ -438,7 +486,9 @@ pub fn template_vars(path: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let mut rest = path;
     while let Some(start) = rest.find('{') {
-        let Some(len) = rest[start..].find('}') else { break };
+        let Some(len) = rest[start..].find('}') else {
+            break;
+        };
         out.push(&rest[start + 1..start + len]);
         rest = &rest[start + len + 1..];
     }
@@ -446,20 +496,33 @@ pub fn template_vars(path: &str) -> Vec<&str> {
 }
 
 fn body_kind(mt: &str) -> Option<BodyKind> {
-    let mt = mt.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
-    Some(if mt == "application/json" || mt.ends_with("+json") || mt == "*/*" {
-        BodyKind::Json
-    } else if mt == "application/x-www-form-urlencoded" {
-        BodyKind::Form
-    } else if mt == "multipart/form-data" || mt == "multipart/mixed" {
-        BodyKind::Multipart
-    } else if mt.starts_with("text/") || mt.ends_with("xml") {
-        BodyKind::Text
-    } else if mt == "application/octet-stream" || mt.starts_with("image/") || mt.starts_with("audio/") || mt.starts_with("video/") || mt == "application/pdf" || mt == "application/zip" {
-        BodyKind::Binary
-    } else {
-        return None;
-    })
+    let mt = mt
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    Some(
+        if mt == "application/json" || mt.ends_with("+json") || mt == "*/*" {
+            BodyKind::Json
+        } else if mt == "application/x-www-form-urlencoded" {
+            BodyKind::Form
+        } else if mt == "multipart/form-data" || mt == "multipart/mixed" {
+            BodyKind::Multipart
+        } else if mt.starts_with("text/") || mt.ends_with("xml") {
+            BodyKind::Text
+        } else if mt == "application/octet-stream"
+            || mt.starts_with("image/")
+            || mt.starts_with("audio/")
+            || mt.starts_with("video/")
+            || mt == "application/pdf"
+            || mt == "application/zip"
+        {
+            BodyKind::Binary
+        } else {
+            return None;
+        },
+    )
 }
 
 fn request_body<'a>(
@@ -486,11 +549,15 @@ fn request_body<'a>(
         .min_by_key(|x| x.0);
     let Some((_, kind, mt, media)) = chosen else {
         let types: Vec<&String> = content.keys().collect();
-        return Err(format!("no supported request body media type among {types:?}"));
+        return Err(format!(
+            "no supported request body media type among {types:?}"
+        ));
     };
     let schema = match media.get("schema") {
         Some(s) => input.schema(bdoc, s)?,
-        None if kind == BodyKind::Binary => serde_json::json!({"type": "string", "format": "binary"}),
+        None if kind == BodyKind::Binary => {
+            serde_json::json!({"type": "string", "format": "binary"})
+        }
         None => serde_json::json!({}),
     };
     let mut encoding = BTreeMap::new();
@@ -499,8 +566,14 @@ fn request_body<'a>(
             encoding.insert(
                 prop.clone(),
                 PropEncoding {
-                    content_type: e.get("contentType").and_then(Value::as_str).map(str::to_owned),
-                    style: e.get("style").and_then(Value::as_str).and_then(Style::parse),
+                    content_type: e
+                        .get("contentType")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
+                    style: e
+                        .get("style")
+                        .and_then(Value::as_str)
+                        .and_then(Style::parse),
                     explode: e.get("explode").and_then(Value::as_bool),
                 },
             );
@@ -510,13 +583,21 @@ fn request_body<'a>(
         media_type: mt.clone(),
         kind,
         required: b.get("required").and_then(Value::as_bool) == Some(true),
-        description: b.get("description").and_then(Value::as_str).map(str::to_owned),
+        description: b
+            .get("description")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
         schema,
         encoding,
     }))
 }
 
-fn output_schema<'a>(refs: &Refs<'a>, doc: usize, responses: &'a Value, out: &mut Inliner<'a>) -> Option<Value> {
+fn output_schema<'a>(
+    refs: &Refs<'a>,
+    doc: usize,
+    responses: &'a Value,
+    out: &mut Inliner<'a>,
+) -> Option<Value> {
     let responses = responses.as_object()?;
     let mut codes: Vec<&String> = responses
         .keys()
@@ -526,7 +607,9 @@ fn output_schema<'a>(refs: &Refs<'a>, doc: usize, responses: &'a Value, out: &mu
     let code = codes.first()?;
     let (rdoc, r) = refs.deref(doc, &responses[code.as_str()]).ok()?;
     let content = r.get("content")?.as_object()?;
-    let (_, media) = content.iter().find(|(mt, _)| body_kind(mt) == Some(BodyKind::Json) && *mt != "*/*")?;
+    let (_, media) = content
+        .iter()
+        .find(|(mt, _)| body_kind(mt) == Some(BodyKind::Json) && *mt != "*/*")?;
     let schema = out.schema(rdoc, media.get("schema")?).ok()?;
     let is_object = schema.get("type").and_then(Value::as_str) == Some("object")
         || (schema.get("type").is_none() && schema.get("properties").is_some());
@@ -536,7 +619,9 @@ fn output_schema<'a>(refs: &Refs<'a>, doc: usize, responses: &'a Value, out: &mu
     let mut schema = schema;
     prune_output(&mut schema, 0);
     schema["type"] = Value::String("object".into());
-    let size = serde_json::to_vec(&schema).map(|v| v.len()).unwrap_or(usize::MAX);
+    let size = serde_json::to_vec(&schema)
+        .map(|v| v.len())
+        .unwrap_or(usize::MAX);
     (size <= OUTPUT_MAX_BYTES).then_some(schema)
 }
 
@@ -552,8 +637,18 @@ fn prune_output(v: &mut Value, level: usize) {
     m.retain(|k, _| {
         matches!(
             k.as_str(),
-            "type" | "properties" | "items" | "required" | "description" | "enum" | "format"
-                | "anyOf" | "oneOf" | "allOf" | "additionalProperties" | "$comment"
+            "type"
+                | "properties"
+                | "items"
+                | "required"
+                | "description"
+                | "enum"
+                | "format"
+                | "anyOf"
+                | "oneOf"
+                | "allOf"
+                | "additionalProperties"
+                | "$comment"
         )
     });
     if level >= 1

@@ -23,7 +23,11 @@ fn hex(input: &str, len: usize) -> String {
 pub fn sanitize(raw: &str) -> String {
     let mut out = String::with_capacity(raw.len());
     for c in raw.chars() {
-        let c = if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' };
+        let c = if c.is_ascii_alphanumeric() || c == '-' {
+            c
+        } else {
+            '_'
+        };
         if c == '_' && out.ends_with('_') {
             continue;
         }
@@ -48,7 +52,11 @@ fn candidate(op: &Operation) -> String {
         return from_id;
     }
     let s = sanitize(&format!("{}_{}", op.method.to_ascii_lowercase(), op.path));
-    if s.is_empty() { op.method.to_ascii_lowercase() } else { s }
+    if s.is_empty() {
+        op.method.to_ascii_lowercase()
+    } else {
+        s
+    }
 }
 
 /// Names for `ops` (same order) of at most `max` characters, and the list of

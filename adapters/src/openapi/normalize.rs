@@ -19,7 +19,10 @@ pub enum Version {
 }
 
 /// Detects the version and rewrites a 2.0 document into 3.0 shape in place.
-pub fn normalize_document(root: &mut Value, spec_url: Option<&url::Url>) -> Result<Version, LoadError> {
+pub fn normalize_document(
+    root: &mut Value,
+    spec_url: Option<&url::Url>,
+) -> Result<Version, LoadError> {
     let obj = root
         .as_object()
         .ok_or_else(|| LoadError::invalid("", "the document is not an object"))?;
@@ -39,7 +42,10 @@ pub fn normalize_document(root: &mut Value, spec_url: Option<&url::Url>) -> Resu
         }
     } else if let Some(v) = obj.get("swagger") {
         if v.as_str() != Some("2.0") {
-            return Err(LoadError::invalid("/swagger", "only Swagger \"2.0\" is supported"));
+            return Err(LoadError::invalid(
+                "/swagger",
+                "only Swagger \"2.0\" is supported",
+            ));
         }
         Version::Swagger2
     } else {
@@ -70,7 +76,11 @@ fn swagger2_to_3(root: &mut Value, spec_url: Option<&url::Url>) -> Result<(), Lo
             let mut schemes: Vec<String> = doc
                 .get("schemes")
                 .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|s| s.as_str().map(str::to_owned))
+                        .collect()
+                })
                 .unwrap_or_default();
             if schemes.is_empty() {
                 let s = spec_url
@@ -131,7 +141,8 @@ fn swagger2_to_3(root: &mut Value, spec_url: Option<&url::Url>) -> Result<(), Lo
                         for p in a {
                             let p = deref_local(p, &global_params);
                             let key = (p.get("name").cloned(), p.get("in").cloned());
-                            params.retain(|q| (q.get("name").cloned(), q.get("in").cloned()) != key);
+                            params
+                                .retain(|q| (q.get("name").cloned(), q.get("in").cloned()) != key);
                             params.push(p);
                         }
                     }
@@ -151,7 +162,10 @@ fn escape(seg: &str) -> String {
 
 fn string_list(v: Option<&Value>) -> Option<Vec<String>> {
     let a = v?.as_array()?;
-    let l: Vec<String> = a.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect();
+    let l: Vec<String> = a
+        .iter()
+        .filter_map(|s| s.as_str().map(str::to_owned))
+        .collect();
     (!l.is_empty()).then_some(l)
 }
 
@@ -202,8 +216,8 @@ fn param_schema(p: &Map<String, Value>) -> Value {
     let mut s = Map::new();
     for (k, v) in p {
         match k.as_str() {
-            "name" | "in" | "description" | "required" | "collectionFormat"
-            | "allowEmptyValue" => {}
+            "name" | "in" | "description" | "required" | "collectionFormat" | "allowEmptyValue" => {
+            }
             "type" if v == "file" => {
                 s.insert("type".into(), json!("string"));
                 s.insert("format".into(), json!("binary"));
@@ -253,7 +267,11 @@ fn convert_operation(
                 body = Some(b);
             }
             "formData" => {
-                let name = p.get("name").and_then(Value::as_str).unwrap_or("").to_owned();
+                let name = p
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned();
                 if p.get("type").and_then(Value::as_str) == Some("file") {
                     has_file = true;
                 }
@@ -331,7 +349,9 @@ fn convert_operation(
 }
 
 /// Valid JSON Schema type names.
-const TYPES: [&str; 7] = ["null", "boolean", "object", "array", "number", "string", "integer"];
+const TYPES: [&str; 7] = [
+    "null", "boolean", "object", "array", "number", "string", "integer",
+];
 
 /// Rewrites one schema node's own keywords (not its children) into 2020-12 form.
 /// `input` marks schemas of tool arguments: binary strings become base64 text.
@@ -358,8 +378,13 @@ pub fn normalize_schema_node(m: &mut Map<String, Value>, input: bool) {
             m.remove("type");
         }
     }
-    let nullable = m.remove("nullable").and_then(|v| v.as_bool()).unwrap_or(false)
-        | m.remove("x-nullable").and_then(|v| v.as_bool()).unwrap_or(false);
+    let nullable = m
+        .remove("nullable")
+        .and_then(|v| v.as_bool())
+        .unwrap_or(false)
+        | m.remove("x-nullable")
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false);
     if nullable {
         match m.get_mut("type") {
             Some(Value::String(t)) => {
@@ -375,7 +400,10 @@ pub fn normalize_schema_node(m: &mut Map<String, Value>, input: bool) {
             e.push(Value::Null);
         }
     }
-    for (ex, bound) in [("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")] {
+    for (ex, bound) in [
+        ("exclusiveMinimum", "minimum"),
+        ("exclusiveMaximum", "maximum"),
+    ] {
         if let Some(Value::Bool(b)) = m.get(ex).cloned() {
             m.remove(ex);
             if b && let Some(v) = m.remove(bound) {
@@ -401,8 +429,16 @@ pub fn normalize_schema_node(m: &mut Map<String, Value>, input: bool) {
         !(k.starts_with("x-")
             || matches!(
                 k.as_str(),
-                "xml" | "externalDocs" | "discriminator" | "$defs" | "definitions" | "$id" | "$schema"
-                    | "$anchor" | "$dynamicAnchor" | "$dynamicRef"
+                "xml"
+                    | "externalDocs"
+                    | "discriminator"
+                    | "$defs"
+                    | "definitions"
+                    | "$id"
+                    | "$schema"
+                    | "$anchor"
+                    | "$dynamicAnchor"
+                    | "$dynamicRef"
             ))
     });
     if input

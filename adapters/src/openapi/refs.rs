@@ -171,7 +171,12 @@ pub struct Inliner<'a> {
 impl<'a> Inliner<'a> {
     /// `max_ref_depth` bounds nested references; `budget` bounds the schema's size in
     /// JSON nodes (references past it are cut).
-    pub fn new(docs: &'a Documents, direction: Direction, max_ref_depth: usize, budget: usize) -> Self {
+    pub fn new(
+        docs: &'a Documents,
+        direction: Direction,
+        max_ref_depth: usize,
+        budget: usize,
+    ) -> Self {
         Self {
             refs: Refs { docs },
             direction,
@@ -221,7 +226,10 @@ impl<'a> Inliner<'a> {
             }
             if self.stack.len() >= self.max_ref_depth {
                 return Ok(self.cut(
-                    format!("cut: {r} nested deeper than {} references", self.max_ref_depth),
+                    format!(
+                        "cut: {r} nested deeper than {} references",
+                        self.max_ref_depth
+                    ),
                     format!("A {name} (nested schema omitted for size)"),
                 ));
             }
@@ -241,7 +249,16 @@ impl<'a> Inliner<'a> {
                 && let Value::Object(rm) = &mut resolved
             {
                 for (k, x) in m {
-                    if k != "$ref" && (k == "description" || k == "title" || k == "default" || k == "example" || k == "deprecated" || k == "readOnly" || k == "writeOnly" || k == "nullable") {
+                    if k != "$ref"
+                        && (k == "description"
+                            || k == "title"
+                            || k == "default"
+                            || k == "example"
+                            || k == "deprecated"
+                            || k == "readOnly"
+                            || k == "writeOnly"
+                            || k == "nullable")
+                    {
                         rm.insert(k.clone(), x.clone());
                     }
                 }
@@ -263,8 +280,16 @@ impl<'a> Inliner<'a> {
                     }
                     Value::Object(o)
                 }
-                "items" | "additionalProperties" | "not" | "if" | "then" | "else" | "contains"
-                | "propertyNames" | "unevaluatedProperties" | "unevaluatedItems"
+                "items"
+                | "additionalProperties"
+                | "not"
+                | "if"
+                | "then"
+                | "else"
+                | "contains"
+                | "propertyNames"
+                | "unevaluatedProperties"
+                | "unevaluatedItems"
                 | "additionalItems" => match x {
                     Value::Array(a) => {
                         let mut o = Vec::with_capacity(a.len());

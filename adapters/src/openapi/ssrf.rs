@@ -54,7 +54,11 @@ fn forbidden_v4(ip: Ipv4Addr) -> bool {
 pub fn check_url(url: &url::Url, allow_private: bool) -> Result<(), String> {
     match url.scheme() {
         "http" | "https" => {}
-        other => return Err(format!("scheme '{other}' is not allowed (only http and https)")),
+        other => {
+            return Err(format!(
+                "scheme '{other}' is not allowed (only http and https)"
+            ));
+        }
     }
     if allow_private {
         return Ok(());
@@ -189,14 +193,24 @@ mod tests {
     #[tokio::test]
     async fn names_are_checked_on_their_resolved_addresses() {
         use std::str::FromStr;
-        let guarded = GuardedResolver { allow_private: false, timeout: Duration::from_secs(5) };
+        let guarded = GuardedResolver {
+            allow_private: false,
+            timeout: Duration::from_secs(5),
+        };
         let err = match guarded.resolve(Name::from_str("localhost").unwrap()).await {
             Ok(_) => panic!("localhost must be refused"),
             Err(e) => e.to_string(),
         };
         assert!(err.contains("private"), "{err}");
-        let open = GuardedResolver { allow_private: true, timeout: Duration::from_secs(5) };
-        let addrs: Vec<SocketAddr> = open.resolve(Name::from_str("localhost").unwrap()).await.unwrap().collect();
+        let open = GuardedResolver {
+            allow_private: true,
+            timeout: Duration::from_secs(5),
+        };
+        let addrs: Vec<SocketAddr> = open
+            .resolve(Name::from_str("localhost").unwrap())
+            .await
+            .unwrap()
+            .collect();
         assert!(addrs.iter().all(|a| a.ip().is_loopback()));
     }
 }

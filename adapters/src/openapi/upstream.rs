@@ -86,7 +86,11 @@ impl std::fmt::Debug for OpenApiUpstream {
     }
 }
 
-fn resolve_base(config: &OpenApiConfig, spec: Option<&Url>, servers: &[String]) -> Result<Url, String> {
+fn resolve_base(
+    config: &OpenApiConfig,
+    spec: Option<&Url>,
+    servers: &[String],
+) -> Result<Url, String> {
     if let Some(b) = &config.base_url {
         return Url::parse(b).map_err(|e| format!("base_url '{b}' is not a URL: {e}"));
     }
@@ -95,7 +99,9 @@ fn resolve_base(config: &OpenApiConfig, spec: Option<&Url>, servers: &[String]) 
         return Ok(u);
     }
     match spec.filter(|s| s.scheme() != "file") {
-        Some(s) => s.join(server).map_err(|e| format!("server '{server}' cannot be resolved: {e}")),
+        Some(s) => s
+            .join(server)
+            .map_err(|e| format!("server '{server}' cannot be resolved: {e}")),
         None => Err(format!(
             "the server URL '{server}' is relative and the spec was read from a file; set base_url"
         )),
@@ -104,9 +110,14 @@ fn resolve_base(config: &OpenApiConfig, spec: Option<&Url>, servers: &[String]) 
 
 impl OpenApiUpstream {
     /// Loads the spec and builds the tools. The report lists what was left out and why.
-    pub async fn load(name: &str, config: OpenApiConfig) -> Result<(OpenApiUpstream, ImportReport), LoadError> {
-        let client = ssrf::guarded_client(config.allow_private_networks, config.timeout)
-            .map_err(|e| LoadError::Config(format!("cannot build the HTTP client: {}", error_chain(&e))))?;
+    pub async fn load(
+        name: &str,
+        config: OpenApiConfig,
+    ) -> Result<(OpenApiUpstream, ImportReport), LoadError> {
+        let client =
+            ssrf::guarded_client(config.allow_private_networks, config.timeout).map_err(|e| {
+                LoadError::Config(format!("cannot build the HTTP client: {}", error_chain(&e)))
+            })?;
         let mut docs = load::load_documents(&config, &client).await?;
         let spec_url = docs.docs[0].base.clone();
         let version = normalize::normalize_document(&mut docs.docs[0].root, spec_url.as_ref())?;
@@ -114,7 +125,11 @@ impl OpenApiUpstream {
         let api = model::build(&docs)?;
         let root_servers = api.servers.clone();
         drop(docs);
-        let auth = Auth::new(api.security_schemes.clone(), config.auth.clone(), spec_url.clone())?;
+        let auth = Auth::new(
+            api.security_schemes.clone(),
+            config.auth.clone(),
+            spec_url.clone(),
+        )?;
         let operations = api.operations.len() + api.skipped.len();
         let mut report = ImportReport {
             spec_version: match version {
@@ -128,7 +143,10 @@ impl OpenApiUpstream {
             skipped: api
                 .skipped
                 .iter()
-                .map(|(o, r)| SkippedOperation { operation: o.clone(), reason: r.clone() })
+                .map(|(o, r)| SkippedOperation {
+                    operation: o.clone(),
+                    reason: r.clone(),
+                })
                 .collect(),
             ..ImportReport::default()
         };
@@ -137,7 +155,10 @@ impl OpenApiUpstream {
             match convert::filter(&config.filters, &op) {
                 Ok(()) => kept.push(op),
                 Err(reason) => report.skipped.push(SkippedOperation {
-                    operation: op.operation_id.clone().unwrap_or_else(|| format!("{} {}", op.method, op.path)),
+                    operation: op
+                        .operation_id
+                        .clone()
+                        .unwrap_or_else(|| format!("{} {}", op.method, op.path)),
                     reason,
                 }),
             }
@@ -154,15 +175,31 @@ impl OpenApiUpstream {
             let raw = convert::tool_json(&tool_name, &op, &conv);
             bytes += serde_json::to_vec(&raw).map(|v| v.len()).unwrap_or(0);
             let base = resolve_base(&config, spec_url.as_ref(), &op.servers);
-            tools.push(ToolDef { name: tool_name.clone(), raw });
-            entries.insert(tool_name, Entry { op, conv, base, validator: OnceLock::new() });
+            tools.push(ToolDef {
+                name: tool_name.clone(),
+                raw,
+            });
+            entries.insert(
+                tool_name,
+                Entry {
+                    op,
+                    conv,
+                    base,
+                    validator: OnceLock::new(),
+                },
+            );
         }
         report.imported = tools.len();
         report.approx_tokens = bytes / 4;
         let health_base = resolve_base(&config, spec_url.as_ref(), &root_servers).ok();
         let (tools_tx, _) = watch::channel(1);
-        tracing::info!(upstream = name, imported = report.imported, skipped = report.skipped.len(),
-            approx_tokens = report.approx_tokens, "OpenAPI upstream loaded");
+        tracing::info!(
+            upstream = name,
+            imported = report.imported,
+            skipped = report.skipped.len(),
+            approx_tokens = report.approx_tokens,
+            "OpenAPI upstream loaded"
+        );
         Ok((
             OpenApiUpstream {
                 name: name.to_owned(),
@@ -184,16 +221,22 @@ impl OpenApiUpstream {
         let validator = entry.validator.get_or_init(|| {
             jsonschema::validator_for(&entry.conv.input_schema).map_err(|e| e.to_string())
         });
-        let validator = validator
-            .as_ref()
-            .map_err(|e| ToolError::Failed(format!("the input schema of '{tool}' cannot be compiled: {e}")))?;
+        let validator = validator.as_ref().map_err(|e| {
+            ToolError::Failed(format!(
+                "the input schema of '{tool}' cannot be compiled: {e}"
+            ))
+        })?;
         let instance = serde_json::Value::Object(args.clone());
         let problems: Vec<String> = validator
             .iter_errors(&instance)
             .take(20)
             .map(|e| {
                 let at = e.instance_path().to_string();
-                let at = if at.is_empty() { "(arguments)".to_owned() } else { at };
+                let at = if at.is_empty() {
+                    "(arguments)".to_owned()
+                } else {
+                    at
+                };
                 format!("- {at}: {e}")
             })
             .collect();
@@ -215,12 +258,14 @@ impl OpenApiUpstream {
         ctx: CallContext,
         incoming: &http::HeaderMap,
     ) -> Result<CallOutput, ToolError> {
-        let entry = self
-            .entries
-            .get(tool)
-            .ok_or_else(|| ToolError::NotFound(format!("upstream '{}' has no tool '{tool}'", self.name)))?;
+        let entry = self.entries.get(tool).ok_or_else(|| {
+            ToolError::NotFound(format!("upstream '{}' has no tool '{tool}'", self.name))
+        })?;
         self.validate(tool, entry, &arguments)?;
-        let base = entry.base.as_ref().map_err(|e| ToolError::Failed(e.clone()))?;
+        let base = entry
+            .base
+            .as_ref()
+            .map_err(|e| ToolError::Failed(e.clone()))?;
         let prepared = invoke::build(&entry.op, &entry.conv, &arguments, base)?;
         ssrf::check_url(&prepared.url, self.config.allow_private_networks)
             .map_err(|e| ToolError::Failed(format!("refused to call {}: {e}", prepared.url)))?;
@@ -237,8 +282,14 @@ impl OpenApiUpstream {
                         .map_err(ToolError::Failed)?;
                 }
                 let req = self.request(&prepared, &applied, incoming);
-                let resp = req.send().await.map_err(|e| self.send_error(tool, &e, limit))?;
-                if resp.status() == reqwest::StatusCode::UNAUTHORIZED && !applied.used_oauth.is_empty() && !retried {
+                let resp = req
+                    .send()
+                    .await
+                    .map_err(|e| self.send_error(tool, &e, limit))?;
+                if resp.status() == reqwest::StatusCode::UNAUTHORIZED
+                    && !applied.used_oauth.is_empty()
+                    && !retried
+                {
                     for s in &applied.used_oauth {
                         self.auth.invalidate(s).await;
                     }
@@ -254,7 +305,13 @@ impl OpenApiUpstream {
                 let (body, cut) = invoke::read_capped(resp, self.config.max_response_bytes)
                     .await
                     .map_err(|e| self.send_error(tool, &e, limit))?;
-                return Ok(invoke::map_response(status, ct.as_deref(), body, cut, &what));
+                return Ok(invoke::map_response(
+                    status,
+                    ct.as_deref(),
+                    body,
+                    cut,
+                    &what,
+                ));
             }
         };
         tokio::select! {
@@ -266,7 +323,12 @@ impl OpenApiUpstream {
         }
     }
 
-    fn request(&self, p: &invoke::Prepared, applied: &Applied, incoming: &http::HeaderMap) -> reqwest::RequestBuilder {
+    fn request(
+        &self,
+        p: &invoke::Prepared,
+        applied: &Applied,
+        incoming: &http::HeaderMap,
+    ) -> reqwest::RequestBuilder {
         let mut url = p.url.clone();
         if !applied.query.is_empty() {
             let q = match url.query() {
@@ -331,18 +393,26 @@ impl Upstream for OpenApiUpstream {
         self.last_error.lock().expect("not poisoned").clone()
     }
 
-    async fn call(&self, tool: &str, arguments: JsonObject, ctx: CallContext) -> Result<CallOutput, ToolError> {
-        self.call_with_headers(tool, arguments, ctx, &http::HeaderMap::new()).await
+    async fn call(
+        &self,
+        tool: &str,
+        arguments: JsonObject,
+        ctx: CallContext,
+    ) -> Result<CallOutput, ToolError> {
+        self.call_with_headers(tool, arguments, ctx, &http::HeaderMap::new())
+            .await
     }
 
     async fn check(&self, timeout: Duration) -> Result<(), ToolError> {
         let result = self.probe(timeout).await;
-        *self.last_error.lock().expect("not poisoned") = result.as_ref().err().map(|e| e.to_string());
+        *self.last_error.lock().expect("not poisoned") =
+            result.as_ref().err().map(|e| e.to_string());
         result
     }
 
     async fn shutdown(&self) {
-        self.closed.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.closed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -353,18 +423,35 @@ impl OpenApiUpstream {
             .as_ref()
             .ok_or_else(|| ToolError::unavailable(&self.name, "no base URL to probe"))?;
         if let Some(h) = &self.config.health {
-            let url = format!("{}/{}", base.as_str().trim_end_matches('/'), h.path.trim_start_matches('/'));
+            let url = format!(
+                "{}/{}",
+                base.as_str().trim_end_matches('/'),
+                h.path.trim_start_matches('/')
+            );
             let resp = tokio::time::timeout(timeout, self.client.get(&url).send())
                 .await
-                .map_err(|_| ToolError::unavailable(&self.name, format!("health check timed out after {timeout:?}")))?
+                .map_err(|_| {
+                    ToolError::unavailable(
+                        &self.name,
+                        format!("health check timed out after {timeout:?}"),
+                    )
+                })?
                 .map_err(|e| ToolError::unavailable(&self.name, error_chain(&e)))?;
             if !resp.status().is_success() {
-                return Err(ToolError::unavailable(&self.name, format!("health check answered {}", resp.status())));
+                return Err(ToolError::unavailable(
+                    &self.name,
+                    format!("health check answered {}", resp.status()),
+                ));
             }
             return Ok(());
         }
-        let host = base.host_str().ok_or_else(|| ToolError::unavailable(&self.name, "base URL has no host"))?;
-        let host = host.trim_start_matches('[').trim_end_matches(']').to_owned();
+        let host = base
+            .host_str()
+            .ok_or_else(|| ToolError::unavailable(&self.name, "base URL has no host"))?;
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned();
         let port = base.port_or_known_default().unwrap_or(443);
         let allow = self.config.allow_private_networks;
         let connect = async {
@@ -372,7 +459,8 @@ impl OpenApiUpstream {
             let mut last = std::io::Error::other("no usable address");
             for a in addrs {
                 if !allow && ssrf::is_forbidden(a.ip()) {
-                    last = std::io::Error::other("address is private (allow_private_networks is off)");
+                    last =
+                        std::io::Error::other("address is private (allow_private_networks is off)");
                     continue;
                 }
                 match tokio::net::TcpStream::connect(a).await {
@@ -384,7 +472,17 @@ impl OpenApiUpstream {
         };
         tokio::time::timeout(timeout, connect)
             .await
-            .map_err(|_| ToolError::unavailable(&self.name, format!("TCP connect timed out after {timeout:?}")))?
-            .map_err(|e| ToolError::unavailable(&self.name, format!("TCP connect to {host}:{port} failed: {e}")))
+            .map_err(|_| {
+                ToolError::unavailable(
+                    &self.name,
+                    format!("TCP connect timed out after {timeout:?}"),
+                )
+            })?
+            .map_err(|e| {
+                ToolError::unavailable(
+                    &self.name,
+                    format!("TCP connect to {host}:{port} failed: {e}"),
+                )
+            })
     }
 }
