@@ -41,9 +41,12 @@ pub struct Converted {
 /// Longest description kept (characters).
 const MAX_DESCRIPTION: usize = 1024;
 
+/// Properties, required names and `additionalProperties` of an object schema.
+type ObjectParts = (Map<String, Value>, Vec<String>, Option<Value>);
+
 /// An object schema's properties, required names and `additionalProperties`, merging
 /// `allOf` branches; `None` when the schema is not a plain object.
-fn object_parts(schema: &Value) -> Option<(Map<String, Value>, Vec<String>, Option<Value>)> {
+fn object_parts(schema: &Value) -> Option<ObjectParts> {
     let m = schema.as_object()?;
     if m.contains_key("oneOf") || m.contains_key("anyOf") {
         return None;

@@ -369,7 +369,6 @@ mod tests {
             name: "color".into(),
             location: Location::Query,
             required: false,
-            description: None,
             schema: json!({}),
             style,
             explode,

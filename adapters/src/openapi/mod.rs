@@ -21,6 +21,7 @@ mod convert;
 mod encode;
 mod invoke;
 mod load;
+mod media;
 mod model;
 mod naming;
 mod normalize;
