@@ -144,9 +144,10 @@ pub struct HealthConfig {
     pub path: String,
 }
 
-/// Credentials for one security scheme.
+/// Credentials for one security scheme, tagged by `type`
+/// (`{type: bearer, token: ...}`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Credential {
     /// For `type: apiKey` (header, query or cookie, as the scheme says).
     ApiKey { value: Secret },

@@ -323,7 +323,8 @@ fn convert_operation(
         if !form_required.is_empty() {
             schema["required"] = Value::Array(form_required);
         }
-        body = Some(json!({"content": {ct: {"schema": schema}}}));
+        let required = schema.get("required").is_some();
+        body = Some(json!({"content": {ct: {"schema": schema}}, "required": required}));
     }
     op.insert("parameters".into(), Value::Array(out_params));
     if let Some(b) = body {
