@@ -16,7 +16,7 @@ fn write(name: &str, text: &str) -> String {
     path.to_string_lossy().into_owned()
 }
 
-fn tool<'a>(up: &'a OpenApiUpstream, name: &str) -> serde_json::Map<String, Value> {
+fn tool(up: &OpenApiUpstream, name: &str) -> serde_json::Map<String, Value> {
     up.tools()
         .iter()
         .find(|t| t.name == name)
