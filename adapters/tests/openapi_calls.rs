@@ -136,6 +136,7 @@ fn calls_spec(port: u16) -> String {
 async fn calls_upstream(port: u16) -> OpenApiUpstream {
     let mut config = OpenApiConfig::from_path(calls_spec(port));
     config.allow_private_networks = true;
+    config.forward_headers = vec!["X-Request-Id".into()];
     config.auth = BTreeMap::from([
         (
             "bearer_auth".into(),
@@ -286,6 +287,18 @@ async fn json_bodies_and_name_collisions() {
     assert_eq!(seen.query.as_deref(), Some("id=q1"));
     assert_eq!(seen.header("content-type"), Some("application/json"));
     assert_eq!(seen.body, br#"{"id":"b1","name":"n","count":null}"#);
+
+    // configured headers of the incoming request are forwarded, others are not
+    let mut incoming = axum::http::HeaderMap::new();
+    incoming.insert("x-request-id", "req-42".parse().unwrap());
+    incoming.insert("x-other", "nope".parse().unwrap());
+    up.call_with_headers("replaceItem", args(json!({"id__path": "i2", "name": "m"})), ctx(), &incoming)
+        .await
+        .unwrap();
+    let seen = last(&api);
+    assert_eq!(seen.header("x-request-id"), Some("req-42"));
+    assert_eq!(seen.header("x-other"), None);
+    assert_eq!(seen.body, br#"{"name":"m"}"#);
 
     // a non-object body travels under `body`
     up.call("batch", args(json!({"body": [1, 2, 3]})), ctx())

@@ -92,7 +92,8 @@ pub fn build(
         Some(b) => {
             let ct = b.media_type.clone();
             match b.kind {
-                _ if whole_body.is_none() && body_props.is_empty() => None,
+                // an optional body with nothing in it is left out; a required one is sent empty
+                _ if whole_body.is_none() && body_props.is_empty() && !b.required => None,
                 BodyKind::Json => {
                     let v = whole_body
                         .cloned()

@@ -285,7 +285,7 @@ impl OpenApiUpstream {
                 let resp = req
                     .send()
                     .await
-                    .map_err(|e| self.send_error(tool, &e, limit))?;
+                    .map_err(|e| self.send_error(tool, e, limit))?;
                 if resp.status() == reqwest::StatusCode::UNAUTHORIZED
                     && !applied.used_oauth.is_empty()
                     && !retried
@@ -304,7 +304,7 @@ impl OpenApiUpstream {
                     .map(str::to_owned);
                 let (body, cut) = invoke::read_capped(resp, self.config.max_response_bytes)
                     .await
-                    .map_err(|e| self.send_error(tool, &e, limit))?;
+                    .map_err(|e| self.send_error(tool, e, limit))?;
                 return Ok(invoke::map_response(
                     status,
                     ct.as_deref(),
@@ -357,11 +357,12 @@ impl OpenApiUpstream {
         req
     }
 
-    fn send_error(&self, tool: &str, e: &reqwest::Error, limit: Duration) -> ToolError {
+    fn send_error(&self, tool: &str, e: reqwest::Error, limit: Duration) -> ToolError {
         if e.is_timeout() {
             return ToolError::timeout(&self.name, tool, limit);
         }
-        let detail = error_chain(e);
+        // the URL may carry an API key in its query: never put it in a message
+        let detail = error_chain(&e.without_url());
         *self.last_error.lock().expect("not poisoned") = Some(detail.clone());
         ToolError::unavailable(&self.name, detail)
     }
