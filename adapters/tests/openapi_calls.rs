@@ -292,9 +292,14 @@ async fn json_bodies_and_name_collisions() {
     let mut incoming = axum::http::HeaderMap::new();
     incoming.insert("x-request-id", "req-42".parse().unwrap());
     incoming.insert("x-other", "nope".parse().unwrap());
-    up.call_with_headers("replaceItem", args(json!({"id__path": "i2", "name": "m"})), ctx(), &incoming)
-        .await
-        .unwrap();
+    up.call_with_headers(
+        "replaceItem",
+        args(json!({"id__path": "i2", "name": "m"})),
+        ctx(),
+        &incoming,
+    )
+    .await
+    .unwrap();
     let seen = last(&api);
     assert_eq!(seen.header("x-request-id"), Some("req-42"));
     assert_eq!(seen.header("x-other"), None);

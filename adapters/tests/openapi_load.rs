@@ -323,3 +323,57 @@ health: {path: /healthz}
         "secrets are not shown by Debug"
     );
 }
+
+#[tokio::test]
+async fn remote_refs_are_followed_when_allowed_and_never_into_local_files() {
+    let root = json!({"openapi": "3.0.0", "servers": [{"url": "/api"}], "paths": {"/a": {"get": {
+        "operationId": "a", "parameters": [{"$ref": "parts/params.json#/p"}], "responses": {}}}}});
+    let params =
+        json!({"p": {"name": "q", "in": "query", "schema": {"$ref": "../schemas.json#/Q"}}});
+    let schemas = json!({"Q": {"type": "string", "enum": ["x", "y"]}});
+    let sneaky = json!({"openapi": "3.0.0", "paths": {"/a": {"get": {"operationId": "a",
+        "parameters": [{"$ref": "file:///etc/passwd#/p"}], "responses": {}}}}});
+    let app = axum::Router::new()
+        .route(
+            "/specs/root.json",
+            axum::routing::get(move || async move { axum::Json(root) }),
+        )
+        .route(
+            "/specs/parts/params.json",
+            axum::routing::get(move || async move { axum::Json(params) }),
+        )
+        .route(
+            "/specs/schemas.json",
+            axum::routing::get(move || async move { axum::Json(schemas) }),
+        )
+        .route(
+            "/specs/sneaky.json",
+            axum::routing::get(move || async move { axum::Json(sneaky) }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let mut config = OpenApiConfig::from_url(format!("http://127.0.0.1:{port}/specs/root.json"));
+    config.allow_private_networks = true;
+    let e = OpenApiUpstream::load("r", config.clone())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("allow_remote_refs"), "{e}");
+    config.allow_remote_refs = true;
+    let (up, _) = OpenApiUpstream::load("r", config).await.unwrap();
+    assert_eq!(
+        tool(&up, "a")["inputSchema"]["properties"]["q"],
+        json!({"type": "string", "enum": ["x", "y"]})
+    );
+
+    let mut config = OpenApiConfig::from_url(format!("http://127.0.0.1:{port}/specs/sneaky.json"));
+    config.allow_private_networks = true;
+    config.allow_remote_refs = true;
+    let e = OpenApiUpstream::load("r", config)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("may not reference local files"), "{e}");
+}

@@ -14,6 +14,36 @@
 //!
 //! [`OpenApiUpstream::load`] runs it and returns an [`ImportReport`] listing every
 //! operation left out and why.
+//!
+//! A configuration, as the gateway's file holds it (see [`OpenApiConfig`]):
+//!
+//! ```yaml
+//! spec_url: https://raw.githubusercontent.com/example/api/main/openapi.yaml
+//! base_url: https://api.example.com/v2        # optional: overrides the spec's servers
+//! timeout: 30s
+//! auth:                                       # keyed by securitySchemes name
+//!   bearerAuth: {type: bearer, token: "${EXAMPLE_TOKEN}"}
+//!   oauth: {type: oauth2_client_credentials, client_id: app, client_secret: "${SECRET}"}
+//! filters:
+//!   include: {tags: [pets]}
+//!   exclude: {methods: [delete], operation_ids: ["admin*"]}
+//! forward_headers: [X-Request-Id]
+//! health: {path: /healthz}
+//! ```
+//!
+//! What a tool looks like:
+//!
+//! - **name**: the operationId sanitized to `[A-Za-z0-9_-]` (`repos/get-content` ->
+//!   `repos_get-content`), or `method_path` without one; cut with an 8-hex hash suffix
+//!   to fit `64 - len("<upstream>__")`; duplicates get a hash of their method and path.
+//! - **inputSchema**: one flat object: path, query, header and cookie parameters and the
+//!   body's properties (a non-object body goes under `body`; binary content is base64
+//!   text). A parameter whose name a body property also uses becomes `<name>__<in>`.
+//!   `$ref`s are inlined; cycles and very deep or large nests are cut to permissive
+//!   schemas marked with `$comment`.
+//! - **outputSchema**: the shape of the first 2xx JSON response when it is an object.
+//! - **annotations**: `readOnlyHint` for GET/HEAD, `destructiveHint` for DELETE,
+//!   `idempotentHint` for PUT/DELETE, `openWorldHint` always.
 
 mod auth;
 pub mod config;
