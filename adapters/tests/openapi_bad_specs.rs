@@ -2,7 +2,7 @@
 //! overflow the stack: truncated documents, wrong types, `$ref`s to nowhere, reference
 //! cycles, a 50 MB body from a URL (size cap), a private address (SSRF guard).
 
-#[path = "openapi_common.rs"]
+#[path = "openapi_common/mod.rs"]
 mod common;
 
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //! style, each body type, each auth scheme including OAuth2 client credentials against
 //! a token endpoint served by the same app).
 
-#[path = "openapi_common.rs"]
+#[path = "openapi_common/mod.rs"]
 mod common;
 
 use std::collections::BTreeMap;

@@ -1,7 +1,7 @@
 //! Every real spec of the shared corpus imports: exact tool counts, valid unique names,
 //! input schemas that are valid JSON Schema with an object root.
 
-#[path = "openapi_common.rs"]
+#[path = "openapi_common/mod.rs"]
 mod common;
 
 use std::collections::HashSet;

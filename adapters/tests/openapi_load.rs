@@ -3,7 +3,7 @@
 //! YAML integers beyond 64 bits, filters with reasons, names shortened and
 //! de-duplicated deterministically, and the config's JSON Schema.
 
-#[path = "openapi_common.rs"]
+#[path = "openapi_common/mod.rs"]
 mod common;
 
 use serde_json::{Value, json};

@@ -1,4 +1,4 @@
-//! Shared helpers of the OpenAPI tests (included with `#[path]`, not a test target).
+//! Shared helpers of the OpenAPI tests (a directory, so cargo does not build it as a test target of its own).
 
 #![allow(dead_code)]
 
