@@ -676,8 +676,10 @@ async fn spec_from_url_with_relative_server_and_health() {
     let spec = json!({
         "openapi": "3.0.3",
         "info": {"title": "rel", "version": "1"},
-        "servers": [{"url": "/rel-api"}],
-        "paths": {"/ping": {"get": {"operationId": "ping", "responses": {"200": {"description": "ok"}}}}}
+        "servers": [{"url": "/rel-api?tenant=7"}],
+        "paths": {"/ping": {"get": {"operationId": "ping", "responses": {"200": {"description": "ok"}}}}},
+        // schemes defined, but no `security` anywhere: configured credentials are sent anyway
+        "components": {"securitySchemes": {"key": {"type": "apiKey", "in": "header", "name": "X-Key"}}}
     });
     let app = axum::Router::new()
         .route(
@@ -696,9 +698,13 @@ async fn spec_from_url_with_relative_server_and_health() {
     config.health = Some(toolgate_adapters::openapi::HealthConfig {
         path: "/healthz".into(),
     });
+    config.auth = BTreeMap::from([("key".into(), Credential::ApiKey { value: "k1".into() })]);
     let (up, _) = OpenApiUpstream::load("rel", config.clone()).await.unwrap();
     up.call("ping", args(json!({})), ctx()).await.unwrap();
-    assert_eq!(last(&api).path, "/rel-api/ping");
+    let seen = last(&api);
+    assert_eq!(seen.path, "/rel-api/ping");
+    assert_eq!(seen.query.as_deref(), Some("tenant=7"));
+    assert_eq!(seen.header("x-key"), Some("k1"));
 
     up.check(Duration::from_secs(2)).await.unwrap();
     assert_eq!(last(&api).path, "/rel-api/healthz");

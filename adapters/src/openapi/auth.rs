@@ -98,13 +98,19 @@ impl Auth {
         })
     }
 
-    /// The first alternative whose schemes all have credentials (an empty alternative
-    /// means "no auth needed"); `None` when none can be satisfied.
-    pub fn choose<'s>(&self, security: &'s [Vec<String>]) -> Option<&'s [String]> {
-        security
-            .iter()
-            .find(|alt| alt.iter().all(|s| self.creds.contains_key(s)))
-            .map(Vec::as_slice)
+    /// The schemes to apply: the first alternative whose schemes all have credentials
+    /// (an empty alternative means "no auth needed"), or, when the spec declares no
+    /// security for the operation at all, every configured credential (specs often
+    /// define schemes but forget to require them). Empty when nothing fits.
+    pub fn choose(&self, security: Option<&[Vec<String>]>) -> Vec<String> {
+        match security {
+            None => self.creds.keys().cloned().collect(),
+            Some(alts) => alts
+                .iter()
+                .find(|alt| alt.iter().all(|s| self.creds.contains_key(s)))
+                .cloned()
+                .unwrap_or_default(),
+        }
     }
 
     /// Adds the credentials of `schemes` to `out`.

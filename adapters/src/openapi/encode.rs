@@ -178,9 +178,11 @@ pub fn header_value(p: &Parameter, v: &Value) -> Result<String, String> {
         Value::Object(m) => object_parts(m, p.explode, &|s: &str| s.to_owned()).join(","),
         x => scalar(x),
     };
-    if s.chars().any(|c| c.is_control() && c != '\t') {
+    if s.chars()
+        .any(|c| (c.is_control() && c != '\t') || !c.is_ascii())
+    {
         return Err(format!(
-            "header '{}' cannot contain control characters",
+            "header '{}' must be printable ASCII text (no control or non-ASCII characters)",
             p.name
         ));
     }

@@ -76,10 +76,10 @@ pub fn build(
     if let Some(var) = super::model::template_vars(&path).first() {
         return Err(bad(format!("path parameter '{var}' is missing")));
     }
-    let mut full = base.as_str().trim_end_matches('/').to_owned();
-    full.push_str(&path);
-    let mut url =
-        Url::parse(&full).map_err(|e| bad(format!("the request URL '{full}' is invalid: {e}")))?;
+    // the server URL may carry a query of its own: keep it, append the path to its path
+    let mut url = base.clone();
+    url.set_path(&format!("{}{path}", base.path().trim_end_matches('/')));
+    url.set_fragment(None);
     if !query.is_empty() {
         let q = match url.query() {
             Some(existing) if !existing.is_empty() => format!("{existing}&{}", query.join("&")),

@@ -125,7 +125,8 @@ pub struct Operation {
     /// Server URLs (variables filled with defaults), operation- or path-level first.
     pub servers: Vec<String>,
     /// Alternatives of required scheme names (`[]` inside = no auth needed).
-    pub security: Vec<Vec<String>>,
+    /// `None` when neither the operation nor the document declares any.
+    pub security: Option<Vec<Vec<String>>>,
 }
 
 /// A security scheme.
@@ -176,7 +177,7 @@ pub fn build(docs: &Documents) -> Result<Api, LoadError> {
         servers: root_servers.clone(),
         ..Api::default()
     };
-    let root_security = security(root.get("security"), "/security")?.unwrap_or_default();
+    let root_security = security(root.get("security"), "/security")?;
     if let Some(Value::Object(schemes)) = root
         .get("components")
         .and_then(|c| c.get("securitySchemes"))
@@ -221,7 +222,7 @@ pub fn build(docs: &Documents) -> Result<Api, LoadError> {
                 srv = root_servers.clone();
             }
             let sec = security(op.get("security"), &format!("{ptr}/security"))?
-                .unwrap_or_else(|| root_security.clone());
+                .or_else(|| root_security.clone());
             let ctx = OpCtx {
                 refs: &refs,
                 doc: idoc,
@@ -471,7 +472,7 @@ fn operation<'a>(
         body,
         output_schema,
         servers: Vec::new(),
-        security: Vec::new(),
+        security: None,
     })
 }
 

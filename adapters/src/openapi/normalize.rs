@@ -118,6 +118,10 @@ fn swagger2_to_3(root: &mut Value, spec_url: Option<&url::Url>) -> Result<(), Lo
         comps.insert("securitySchemes".into(), Value::Object(schemes));
     }
 
+    let global_produces = produces.clone();
+    if let Some(Value::Object(responses)) = doc.get_mut("responses") {
+        convert_responses(responses, global_produces.as_ref());
+    }
     if let Some(Value::Object(paths)) = doc.get_mut("paths") {
         for (path, item) in paths.iter_mut() {
             let Some(item) = item.as_object_mut() else {
@@ -251,6 +255,11 @@ fn convert_operation(
                 "a parameter must be an object",
             ));
         };
+        if p.contains_key("$ref") {
+            // a reference we could not follow here (another document): the model will
+            out_params.push(Value::Object(p));
+            continue;
+        }
         let location = p.get("in").and_then(Value::as_str).unwrap_or("");
         match location {
             "body" => {
@@ -331,22 +340,26 @@ fn convert_operation(
         op.insert("requestBody".into(), b);
     }
     if let Some(Value::Object(responses)) = op.get_mut("responses") {
-        let ct = produces
-            .as_ref()
-            .and_then(|p| p.iter().find(|c| c.contains("json")).or(p.first()))
-            .cloned()
-            .unwrap_or_else(|| "application/json".into());
-        for (_code, r) in responses.iter_mut() {
-            if let Some(r) = r.as_object_mut()
-                && let Some(schema) = r.remove("schema")
-            {
-                r.insert("content".into(), json!({ct.clone(): {"schema": schema}}));
-            }
-        }
+        convert_responses(responses, produces.as_ref());
     }
     op.remove("consumes");
     op.remove("produces");
     Ok(())
+}
+
+/// 2.0 responses carry `schema` directly; 3.x puts it under a media type.
+fn convert_responses(responses: &mut Map<String, Value>, produces: Option<&Vec<String>>) {
+    let ct = produces
+        .and_then(|p| p.iter().find(|c| c.contains("json")).or(p.first()))
+        .cloned()
+        .unwrap_or_else(|| "application/json".into());
+    for (_code, r) in responses.iter_mut() {
+        if let Some(r) = r.as_object_mut()
+            && let Some(schema) = r.remove("schema")
+        {
+            r.insert("content".into(), json!({ct.clone(): {"schema": schema}}));
+        }
+    }
 }
 
 /// Valid JSON Schema type names.
@@ -367,12 +380,17 @@ pub fn normalize_schema_node(m: &mut Map<String, Value>, input: bool) {
             m.remove("type");
         }
         Some(Value::Array(a)) => {
-            let kept: Vec<Value> = a
-                .iter()
-                .filter(|t| t.as_str().is_some_and(|t| TYPES.contains(&t)))
-                .cloned()
-                .collect();
-            m.insert("type".into(), Value::Array(kept));
+            let mut kept: Vec<Value> = Vec::with_capacity(a.len());
+            for t in a {
+                if t.as_str().is_some_and(|t| TYPES.contains(&t)) && !kept.contains(t) {
+                    kept.push(t.clone());
+                }
+            }
+            if kept.is_empty() {
+                m.remove("type");
+            } else {
+                m.insert("type".into(), Value::Array(kept));
+            }
         }
         Some(Value::String(_)) | None => {}
         Some(_) => {
@@ -416,8 +434,21 @@ pub fn normalize_schema_node(m: &mut Map<String, Value>, input: bool) {
         m.remove("items");
         m.insert("prefixItems".into(), Value::Array(items));
     }
-    if m.get("required").is_some_and(|r| !r.is_array()) {
-        m.remove("required");
+    match m.get_mut("required") {
+        Some(Value::Array(r)) => {
+            // 2020-12 wants unique strings
+            let mut seen = Vec::with_capacity(r.len());
+            r.retain(|x| {
+                x.is_string() && !seen.contains(x) && {
+                    seen.push(x.clone());
+                    true
+                }
+            });
+        }
+        Some(_) => {
+            m.remove("required");
+        }
+        None => {}
     }
     if m.get("enum").is_some_and(|e| !e.is_array()) {
         m.remove("enum");

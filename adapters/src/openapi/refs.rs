@@ -112,7 +112,9 @@ fn walk_refs(
                 return Err((render(path), "the document nests too deeply".into()));
             }
             for (k, x) in m {
-                if (x.is_object() || x.is_array()) && !is_data(path, k, x) {
+                let extension =
+                    k.starts_with("x-") && path.last().is_none_or(|p| p != "properties");
+                if (x.is_object() || x.is_array()) && !extension && !is_data(path, k, x) {
                     path.push(k.clone());
                     walk_refs(refs, doc, x, path)?;
                     path.pop();

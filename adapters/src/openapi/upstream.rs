@@ -275,9 +275,10 @@ impl OpenApiUpstream {
             let mut retried = false;
             loop {
                 let mut applied = Applied::default();
-                if let Some(alt) = self.auth.choose(&entry.op.security) {
+                let schemes = self.auth.choose(entry.op.security.as_deref());
+                if !schemes.is_empty() {
                     self.auth
-                        .apply(&self.client, alt, &mut applied, limit)
+                        .apply(&self.client, &schemes, &mut applied, limit)
                         .await
                         .map_err(ToolError::Failed)?;
                 }
@@ -424,12 +425,13 @@ impl OpenApiUpstream {
             .as_ref()
             .ok_or_else(|| ToolError::unavailable(&self.name, "no base URL to probe"))?;
         if let Some(h) = &self.config.health {
-            let url = format!(
+            let mut url = base.clone();
+            url.set_path(&format!(
                 "{}/{}",
-                base.as_str().trim_end_matches('/'),
+                base.path().trim_end_matches('/'),
                 h.path.trim_start_matches('/')
-            );
-            let resp = tokio::time::timeout(timeout, self.client.get(&url).send())
+            ));
+            let resp = tokio::time::timeout(timeout, self.client.get(url).send())
                 .await
                 .map_err(|_| {
                     ToolError::unavailable(
