@@ -219,12 +219,49 @@ pub fn description(op: &Operation) -> String {
         }
         (Some(s), None) => s.to_owned(),
         (None, Some(d)) => d.to_owned(),
-        (None, None) => format!("{} {}", op.method, op.path),
+        (None, None) => match op
+            .operation_id
+            .as_deref()
+            .map(humanize)
+            .filter(|h| !h.is_empty())
+        {
+            Some(h) => format!("{h} ({} {}).", op.method, op.path),
+            None => format!("{} {}", op.method, op.path),
+        },
     };
     if op.deprecated {
         text = format!("(Deprecated) {text}");
     }
     cap(&text, MAX_DESCRIPTION)
+}
+
+/// `listGuildMembers` / `list_guild_members` / `repos/get` -> "List guild members".
+fn humanize(id: &str) -> String {
+    let mut words: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    let mut prev_lower = false;
+    for c in id.chars() {
+        if !c.is_alphanumeric() {
+            if !cur.is_empty() {
+                words.push(std::mem::take(&mut cur));
+            }
+            prev_lower = false;
+            continue;
+        }
+        if c.is_uppercase() && prev_lower && !cur.is_empty() {
+            words.push(std::mem::take(&mut cur));
+        }
+        prev_lower = c.is_lowercase() || c.is_ascii_digit();
+        cur.extend(c.to_lowercase());
+    }
+    if !cur.is_empty() {
+        words.push(cur);
+    }
+    let mut text = words.join(" ");
+    if let Some(first) = text.get(..1) {
+        text = first.to_uppercase() + &text[1..];
+    }
+    text
 }
 
 /// The MCP tool definition.
@@ -337,6 +374,13 @@ pub fn filter(filters: &Filters, op: &Operation) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn humanized_operation_ids() {
+        assert_eq!(humanize("create_message"), "Create message");
+        assert_eq!(humanize("listGuildMembers"), "List guild members");
+        assert_eq!(humanize("repos/get-content"), "Repos get content");
+    }
 
     #[test]
     fn globbing() {
