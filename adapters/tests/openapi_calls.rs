@@ -583,6 +583,20 @@ async fn swagger_petstore_v3_calls() {
     );
     assert_eq!(seen.header("api_key"), Some("pk"));
     assert_eq!(out.raw["structuredContent"]["name"], "doggie");
+    // clients validate structured results against the output schema: the lenient
+    // schema accepts this answer although it lacks the spec's required `photoUrls`
+    let tool = up
+        .tools()
+        .iter()
+        .find(|t| t.name == "getPetById")
+        .cloned()
+        .unwrap();
+    let output_schema = &tool.raw["outputSchema"];
+    assert!(output_schema["properties"]["photoUrls"].is_object());
+    assert!(jsonschema::is_valid(
+        output_schema,
+        &out.raw["structuredContent"]
+    ));
 
     up.call("findPetsByTags", args(json!({"tags": ["x", "y"]})), ctx())
         .await

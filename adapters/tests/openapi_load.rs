@@ -153,7 +153,10 @@ securityDefinitions:
         json!({"type": "string", "format": "binary", "contentEncoding": "base64"})
     );
     assert_eq!(t["inputSchema"]["required"], json!(["id", "file"]));
-    assert_eq!(t["outputSchema"]["properties"]["url"]["type"], "string");
+    assert_eq!(
+        t["outputSchema"]["properties"]["url"]["type"],
+        json!(["string", "null"])
+    );
 }
 
 #[tokio::test]

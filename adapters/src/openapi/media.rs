@@ -143,34 +143,44 @@ pub fn output_schema<'a>(
 }
 
 /// Keeps an output schema to its shape: the root's properties with their types and
-/// short descriptions, one more level of types, nothing deeper (an absent keyword
-/// accepts anything, so structured results still validate).
+/// short descriptions, one more level of types, nothing deeper. It is lenient on
+/// purpose, because clients validate structured results against it and real APIs
+/// drift from their specs: no `required`, no `enum`, no `additionalProperties`,
+/// nested types accept `null`, and `oneOf` becomes `anyOf` (pruned branches overlap).
 fn prune_output(v: &mut Value, level: usize) {
     let Value::Object(m) = v else { return };
+    if let Some(one_of) = m.remove("oneOf") {
+        m.insert("anyOf".into(), one_of);
+    }
     if level >= 2 {
         m.retain(|k, _| k == "type");
-        return;
+    } else {
+        m.retain(|k, _| {
+            matches!(
+                k.as_str(),
+                "type"
+                    | "properties"
+                    | "items"
+                    | "description"
+                    | "format"
+                    | "anyOf"
+                    | "allOf"
+                    | "$comment"
+            )
+        });
     }
-    m.retain(|k, _| {
-        matches!(
-            k.as_str(),
-            "type"
-                | "properties"
-                | "items"
-                | "required"
-                | "description"
-                | "enum"
-                | "format"
-                | "anyOf"
-                | "oneOf"
-                | "allOf"
-                | "additionalProperties"
-                | "$comment"
-        )
-    });
-    if level >= 1
-        && let Some(Value::String(d)) = m.get_mut("description")
-        && d.len() > 160
+    if level >= 1 {
+        match m.get_mut("type") {
+            Some(Value::String(t)) if t != "null" => {
+                let t = t.clone();
+                m.insert("type".into(), serde_json::json!([t, "null"]));
+            }
+            Some(Value::Array(a)) if !a.iter().any(|t| t == "null") => a.push("null".into()),
+            _ => {}
+        }
+    }
+    if let Some(Value::String(d)) = m.get_mut("description")
+        && d.chars().count() > 160
     {
         let cut: String = d.chars().take(157).collect();
         *d = format!("{}…", cut.trim_end());
@@ -185,8 +195,8 @@ fn prune_output(v: &mut Value, level: usize) {
                     prune_output(p, level + 1);
                 }
             }
-            ("items" | "additionalProperties", x) => prune_output(x, level + 1),
-            ("anyOf" | "oneOf" | "allOf", Value::Array(a)) => {
+            ("items", x) => prune_output(x, level + 1),
+            ("anyOf" | "allOf", Value::Array(a)) => {
                 for x in a {
                     prune_output(x, level + 1);
                 }
