@@ -13,6 +13,7 @@
 
 pub mod error;
 pub mod mcp;
+pub mod openapi;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
