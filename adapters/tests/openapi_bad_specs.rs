@@ -298,6 +298,23 @@ async fn config_errors_are_clear() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("/no/such/file.yaml"), "{e}");
+    let mut config = OpenApiConfig::from_path(common::data("calls-api.yaml"));
+    config.base_url = Some("http://10.0.0.1/api".into());
+    let e = OpenApiUpstream::load("bad", config)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("base_url") && e.contains("allow_private_networks"),
+        "{e}"
+    );
+    let mut config = OpenApiConfig::from_path(common::data("calls-api.yaml"));
+    config.forward_headers = vec!["bad header".into()];
+    let e = OpenApiUpstream::load("bad", config)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("forward_headers"), "{e}");
     // unknown fields in the config file are rejected
     let r: Result<OpenApiConfig, _> =
         serde_json::from_value(json!({"spec_path": "x", "spec_urll": "y"}));

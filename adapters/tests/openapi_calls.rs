@@ -550,6 +550,16 @@ async fn responses_errors_timeouts_and_validation() {
         .unwrap_err();
     assert!(matches!(err, ToolError::NotFound(_)));
 
+    up.shutdown().await;
+    up.shutdown().await;
+    assert_eq!(up.connection(), toolgate_adapters::Connection::Closed);
+    let err = up
+        .call("getImage", args(json!({})), ctx())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ToolError::Unavailable(_)), "{err:?}");
+
+    let up = calls_upstream(port).await;
     let cancelled = ctx();
     cancelled.cancel.cancel();
     let err = up

@@ -114,6 +114,17 @@ impl OpenApiUpstream {
         name: &str,
         config: OpenApiConfig,
     ) -> Result<(OpenApiUpstream, ImportReport), LoadError> {
+        if let Some(b) = &config.base_url {
+            let url = Url::parse(b)
+                .map_err(|e| LoadError::Config(format!("base_url '{b}' is not a URL: {e}")))?;
+            ssrf::check_url(&url, config.allow_private_networks)
+                .map_err(|e| LoadError::Config(format!("base_url '{b}': {e}")))?;
+        }
+        for h in &config.forward_headers {
+            http::HeaderName::from_bytes(h.as_bytes()).map_err(|_| {
+                LoadError::Config(format!("forward_headers: '{h}' is not a header name"))
+            })?;
+        }
         let client =
             ssrf::guarded_client(config.allow_private_networks, config.timeout).map_err(|e| {
                 LoadError::Config(format!("cannot build the HTTP client: {}", error_chain(&e)))
@@ -258,6 +269,9 @@ impl OpenApiUpstream {
         ctx: CallContext,
         incoming: &http::HeaderMap,
     ) -> Result<CallOutput, ToolError> {
+        if self.closed.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(ToolError::unavailable(&self.name, "it was shut down"));
+        }
         let entry = self.entries.get(tool).ok_or_else(|| {
             ToolError::NotFound(format!("upstream '{}' has no tool '{tool}'", self.name))
         })?;
