@@ -94,7 +94,7 @@ impl Gateway {
         });
         for (name, upstream_config) in &gateway.config.upstreams {
             let Some(transport) = upstream_config.transport() else {
-                // Config validation guarantees exactly one transport.
+                // OpenAPI upstreams: imported by `registry::start_imports`.
                 continue;
             };
             let kind = transport.kind();
@@ -190,7 +190,13 @@ impl Gateway {
             let pending: Vec<String> = self
                 .upstreams()
                 .iter()
-                .filter(|(_, m)| m.upstream.connection() != Connection::Connected)
+                .filter(|(_, m)| {
+                    // Closed: a failed import or a shut-down upstream; nothing to wait for.
+                    !matches!(
+                        m.upstream.connection(),
+                        Connection::Connected | Connection::Closed
+                    )
+                })
                 .map(|(name, _)| name.clone())
                 .collect();
             if pending.is_empty() || Instant::now() >= deadline {

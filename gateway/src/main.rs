@@ -10,6 +10,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use toolgate::config::Config;
 use toolgate::gateway::Gateway;
+use toolgate::registry::{self, FileStore, RegistrationStore};
 use toolgate::serve;
 
 #[derive(Parser)]
@@ -109,6 +110,8 @@ async fn main() -> ExitCode {
 /// Starts the gateway and waits for the upstreams' first lists.
 async fn start(config: Config) -> Result<Arc<Gateway>, ExitCode> {
     let gateway = Gateway::start(config);
+    let store = FileStore::new(&gateway.config.data_dir);
+    registry::start_imports(&gateway, &store).await;
     finish_startup(&gateway).await?;
     Ok(gateway)
 }
@@ -146,8 +149,10 @@ async fn serve_http(config: Config, listen: Option<String>) -> ExitCode {
         }
     };
     let gateway = Gateway::start(config);
+    let store: Arc<dyn RegistrationStore> = Arc::new(FileStore::new(&gateway.config.data_dir));
     let stop = CancellationToken::new();
-    let app = serve::router(gateway.clone(), stop.child_token());
+    let app = serve::router(gateway.clone(), store.clone(), stop.child_token());
+    registry::start_imports(&gateway, store.as_ref()).await;
     tracing::info!(%address, "listening (MCP at /mcp)");
     let server = {
         let stop = stop.clone();

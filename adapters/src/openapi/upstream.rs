@@ -415,8 +415,8 @@ impl Upstream for OpenApiUpstream {
         arguments: JsonObject,
         ctx: CallContext,
     ) -> Result<CallOutput, ToolError> {
-        self.call_with_headers(tool, arguments, ctx, &http::HeaderMap::new())
-            .await
+        let headers = ctx.request_headers.clone();
+        self.call_with_headers(tool, arguments, ctx, &headers).await
     }
 
     async fn check(&self, timeout: Duration) -> Result<(), ToolError> {
