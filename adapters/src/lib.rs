@@ -13,6 +13,7 @@
 
 pub mod error;
 pub mod mcp;
+pub mod openapi;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -95,6 +96,9 @@ pub struct CallContext {
     pub correlation_id: String,
     /// The downstream client, when the surface has one (see [`ClientBridge`]).
     pub client: Option<Arc<dyn ClientBridge>>,
+    /// The headers of the downstream HTTP request that started the call (empty on
+    /// stdio). Upstreams forward only the ones their config names (`forward_headers`).
+    pub request_headers: Arc<http::HeaderMap>,
 }
 
 impl std::fmt::Debug for CallContext {
@@ -118,6 +122,7 @@ impl CallContext {
             deadline: Instant::now() + timeout,
             correlation_id: correlation_id.into(),
             client: None,
+            request_headers: Arc::default(),
         }
     }
 

@@ -12,6 +12,7 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use toolgate_adapters::mcp::{HttpConfig, McpTransport, StdioConfig};
+use toolgate_adapters::openapi::OpenApiConfig;
 
 /// The whole config file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -41,10 +42,31 @@ pub struct Config {
     /// Largest accepted request body on `/mcp`, in bytes.
     #[serde(default = "default_max_body")]
     pub max_request_body_bytes: usize,
+    /// Where runtime state lives (upstreams registered through the admin API). A
+    /// relative path is resolved against the config file's directory.
+    #[serde(default = "default_data_dir")]
+    pub data_dir: std::path::PathBuf,
+    /// The admin API (`/admin/upstreams`); disabled when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin: Option<AdminConfig>,
     /// The upstreams, by name. A name becomes the prefix of its tools
     /// (`<name>__<tool>`): letters, digits, `_` and `-`.
     #[serde(default)]
     pub upstreams: BTreeMap<String, UpstreamConfig>,
+}
+
+fn default_data_dir() -> std::path::PathBuf {
+    "toolgate-data".into()
+}
+
+/// The admin API's credentials.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AdminConfig {
+    /// The bearer token admin requests must carry (`Authorization: Bearer <token>`);
+    /// put it in the environment: `token: ${TOOLGATE_ADMIN_TOKEN}`. At least 16
+    /// characters.
+    pub token: String,
 }
 
 fn default_listen() -> String {
@@ -119,10 +141,14 @@ pub enum Namespace {
     None,
 }
 
-/// One upstream. Set exactly one of `stdio`, `sse`, `streamable_http`.
+/// One upstream. Set exactly one of `stdio`, `sse`, `streamable_http`, `openapi`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpstreamConfig {
+    /// An HTTP API described by an OpenAPI (3.0, 3.1) or Swagger 2.0 document: every
+    /// operation becomes a tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub openapi: Option<OpenApiConfig>,
     /// An MCP server run as a child process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stdio: Option<StdioConfig>,
@@ -174,13 +200,32 @@ pub enum ConfigError {
 }
 
 impl Config {
-    /// Reads, substitutes and validates a config file.
+    /// Reads, substitutes and validates a config file. Relative paths in it (the data
+    /// directory, OpenAPI `spec_path`s) are resolved against the file's directory.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.display().to_string(),
             source,
         })?;
-        Self::parse(&text, &|name| std::env::var(name).ok())
+        let mut config = Self::parse(&text, &|name| std::env::var(name).ok())?;
+        if let Some(dir) = path.parent() {
+            config.resolve_relative_paths(dir);
+        }
+        Ok(config)
+    }
+
+    fn resolve_relative_paths(&mut self, dir: &Path) {
+        if self.data_dir.is_relative() {
+            self.data_dir = dir.join(&self.data_dir);
+        }
+        for upstream in self.upstreams.values_mut() {
+            if let Some(openapi) = &mut upstream.openapi
+                && let Some(spec_path) = &openapi.spec_path
+                && Path::new(spec_path).is_relative()
+            {
+                openapi.spec_path = Some(dir.join(spec_path).display().to_string());
+            }
+        }
     }
 
     /// Parses config text; `env` looks up variables for `${VAR}` substitution.
@@ -228,6 +273,7 @@ impl Config {
                 upstream.stdio.is_some(),
                 upstream.sse.is_some(),
                 upstream.streamable_http.is_some(),
+                upstream.openapi.is_some(),
             ]
             .iter()
             .filter(|set| **set)
@@ -251,6 +297,14 @@ impl Config {
                     ));
                 }
             }
+        }
+        if let Some(admin) = &self.admin
+            && admin.token.len() < 16
+        {
+            return Err(invalid(
+                "admin.token".into(),
+                "use a token of at least 16 characters (e.g. `openssl rand -hex 32`)".into(),
+            ));
         }
         if self.health.interval.is_zero() {
             return Err(invalid(

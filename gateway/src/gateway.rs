@@ -28,7 +28,33 @@ pub struct Mounted {
     pub namespace: Namespace,
     pub call_timeout: Duration,
     pub health: Arc<Tracker>,
+    /// Stops this upstream's health and catalog tasks when it is unmounted.
+    stop: CancellationToken,
 }
+
+impl Mounted {
+    /// Wraps an upstream with the gateway's per-upstream settings.
+    pub fn new(
+        upstream: DynUpstream,
+        kind: &'static str,
+        namespace: Namespace,
+        call_timeout: Duration,
+        health: crate::config::HealthConfig,
+    ) -> Self {
+        Self {
+            upstream,
+            kind,
+            namespace,
+            call_timeout,
+            health: Arc::new(Tracker::new(health)),
+            stop: CancellationToken::new(),
+        }
+    }
+}
+
+/// The upstreams by name; replaced whole (copy on write) when one is added or removed,
+/// so a call never holds a lock while it runs.
+type UpstreamMap = BTreeMap<String, Arc<Mounted>>;
 
 /// What `GET /v1/upstreams` and `toolgate check` report per upstream.
 #[derive(Debug, Clone, Serialize)]
@@ -42,8 +68,9 @@ pub struct UpstreamStatus {
 
 pub struct Gateway {
     pub config: Config,
-    upstreams: BTreeMap<String, Mounted>,
+    upstreams: RwLock<Arc<UpstreamMap>>,
     catalog: RwLock<Arc<Catalog>>,
+    rebuild_lock: std::sync::Mutex<()>,
     /// Bumped on every catalog change; MCP sessions watch it to send `list_changed`.
     catalog_version: watch::Sender<u64>,
     pub metrics: Metrics,
@@ -55,10 +82,19 @@ impl Gateway {
     /// Starts every upstream (in the background) and the tasks that keep the catalog
     /// and health current. Returns at once; see [`Gateway::wait_for_upstreams`].
     pub fn start(config: Config) -> Arc<Gateway> {
-        let mut upstreams = BTreeMap::new();
-        for (name, upstream_config) in &config.upstreams {
+        let gateway = Arc::new(Gateway {
+            upstreams: RwLock::new(Arc::new(UpstreamMap::new())),
+            catalog: RwLock::new(Arc::new(Catalog::default())),
+            rebuild_lock: std::sync::Mutex::new(()),
+            catalog_version: watch::channel(0).0,
+            metrics: Metrics::new(),
+            stop: CancellationToken::new(),
+            ready: AtomicBool::new(false),
+            config,
+        });
+        for (name, upstream_config) in &gateway.config.upstreams {
             let Some(transport) = upstream_config.transport() else {
-                // Config validation guarantees exactly one transport.
+                // OpenAPI upstreams: imported by `registry::start_imports`.
                 continue;
             };
             let kind = transport.kind();
@@ -70,44 +106,80 @@ impl Gateway {
                     serde_json::json!({"sampling": {}, "elicitation": {}, "roots": {}});
             }
             let upstream: DynUpstream = mcp::spawn(name.clone(), transport, options);
-            let health_config = upstream_config
+            let health = upstream_config
                 .health
                 .clone()
-                .unwrap_or_else(|| config.health.clone());
-            upstreams.insert(
+                .unwrap_or_else(|| gateway.config.health.clone());
+            let call_timeout = upstream_config
+                .call_timeout
+                .unwrap_or(gateway.config.call_timeout);
+            gateway.mount_quietly(
                 name.clone(),
-                Mounted {
+                Mounted::new(
                     upstream,
                     kind,
-                    namespace: upstream_config.namespace,
-                    call_timeout: upstream_config.call_timeout.unwrap_or(config.call_timeout),
-                    health: Arc::new(Tracker::new(health_config)),
-                },
+                    upstream_config.namespace,
+                    call_timeout,
+                    health,
+                ),
             );
-        }
-        let gateway = Arc::new(Gateway {
-            config,
-            upstreams,
-            catalog: RwLock::new(Arc::new(Catalog::default())),
-            catalog_version: watch::channel(0).0,
-            metrics: Metrics::new(),
-            stop: CancellationToken::new(),
-            ready: AtomicBool::new(false),
-        });
-        for mounted in gateway.upstreams.values() {
-            tokio::spawn(health::run(
-                mounted.upstream.clone(),
-                mounted.health.clone(),
-                gateway.stop.child_token(),
-            ));
-            tokio::spawn(watch_tools(
-                Arc::downgrade(&gateway),
-                mounted.upstream.tools_changed(),
-                gateway.stop.child_token(),
-            ));
         }
         gateway.rebuild_catalog();
         gateway
+    }
+
+    /// Adds (or replaces) an upstream and rebuilds the catalog, which announces the
+    /// change to MCP sessions. A replaced upstream is shut down.
+    pub async fn mount(self: &Arc<Self>, name: String, mounted: Mounted) {
+        let replaced = self.mount_quietly(name, mounted);
+        self.rebuild_catalog();
+        if let Some(old) = replaced {
+            old.upstream.shutdown().await;
+        }
+    }
+
+    /// Removes an upstream, rebuilds the catalog and shuts the upstream down. Returns
+    /// false when there was none of that name.
+    pub async fn unmount(&self, name: &str) -> bool {
+        let removed = {
+            let mut map = self.upstreams.write().unwrap_or_else(|e| e.into_inner());
+            let mut next = (**map).clone();
+            let removed = next.remove(name);
+            *map = Arc::new(next);
+            removed
+        };
+        let Some(removed) = removed else {
+            return false;
+        };
+        removed.stop.cancel();
+        self.rebuild_catalog();
+        removed.upstream.shutdown().await;
+        true
+    }
+
+    fn mount_quietly(self: &Arc<Self>, name: String, mounted: Mounted) -> Option<Arc<Mounted>> {
+        let mounted = Arc::new(mounted);
+        tokio::spawn(health::run(
+            mounted.upstream.clone(),
+            mounted.health.clone(),
+            mounted.stop.clone(),
+        ));
+        tokio::spawn(watch_tools(
+            Arc::downgrade(self),
+            mounted.upstream.tools_changed(),
+            mounted.stop.clone(),
+        ));
+        let replaced = {
+            let mut map = self.upstreams.write().unwrap_or_else(|e| e.into_inner());
+            let mut next = (**map).clone();
+            let replaced = next.insert(name, mounted);
+            *map = Arc::new(next);
+            replaced
+        };
+        if let Some(old) = &replaced {
+            old.stop.cancel();
+        }
+        replaced
     }
 
     /// Waits until every upstream has connected once (or `timeout` passes), then
@@ -116,9 +188,15 @@ impl Gateway {
         let deadline = Instant::now() + timeout;
         loop {
             let pending: Vec<String> = self
-                .upstreams
+                .upstreams()
                 .iter()
-                .filter(|(_, m)| m.upstream.connection() != Connection::Connected)
+                .filter(|(_, m)| {
+                    // Closed: a failed import or a shut-down upstream; nothing to wait for.
+                    !matches!(
+                        m.upstream.connection(),
+                        Connection::Connected | Connection::Closed
+                    )
+                })
                 .map(|(name, _)| name.clone())
                 .collect();
             if pending.is_empty() || Instant::now() >= deadline {
@@ -133,16 +211,19 @@ impl Gateway {
     /// Rebuilds the catalog from the upstreams' current tools; returns the collisions
     /// it resolved (already logged).
     pub fn rebuild_catalog(&self) -> Vec<Collision> {
-        let tool_lists: Vec<(&String, &Mounted, Arc<Vec<toolgate_adapters::ToolDef>>)> = self
-            .upstreams
+        // One rebuild at a time: two racing rebuilds could otherwise publish an older
+        // snapshot after a newer one.
+        let _serial = self.rebuild_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let upstreams = self.upstreams();
+        let tool_lists: Vec<_> = upstreams
             .iter()
-            .map(|(name, mounted)| (name, mounted, mounted.upstream.tools()))
+            .map(|(name, mounted)| (name, mounted.namespace, mounted.upstream.tools()))
             .collect();
         let sources: Vec<Source<'_>> = tool_lists
             .iter()
-            .map(|(name, mounted, tools)| Source {
+            .map(|(name, namespace, tools)| Source {
                 upstream: name.as_str(),
-                namespace: mounted.namespace,
+                namespace: *namespace,
                 tools: tools.as_slice(),
             })
             .collect();
@@ -196,8 +277,8 @@ impl Gateway {
     ) -> Result<CallOutput, ToolError> {
         let catalog = self.catalog();
         let entry = catalog.get(name).ok_or_else(|| unknown_tool(name))?.clone();
-        let mounted = self
-            .upstreams
+        let upstreams = self.upstreams();
+        let mounted = upstreams
             .get(&entry.upstream)
             .ok_or_else(|| unknown_tool(name))?;
         let started = Instant::now();
@@ -258,10 +339,11 @@ impl Gateway {
 
     /// The upstream that serves everything besides tools (prompts, resources,
     /// completion, logging level): the first `namespace: none` upstream by name.
-    pub fn passthrough(&self) -> Option<&Mounted> {
-        self.upstreams
+    pub fn passthrough(&self) -> Option<Arc<Mounted>> {
+        self.upstreams()
             .values()
             .find(|m| m.namespace == Namespace::None)
+            .cloned()
     }
 
     /// Forwards a non-tool MCP request to the passthrough upstream.
@@ -301,7 +383,7 @@ impl Gateway {
 
     /// Status of every upstream, by name.
     pub fn statuses(&self) -> Vec<UpstreamStatus> {
-        self.upstreams
+        self.upstreams()
             .iter()
             .map(|(name, mounted)| {
                 let health = mounted.health.snapshot(&mounted.upstream);
@@ -317,14 +399,18 @@ impl Gateway {
     }
 
     /// The upstreams, by name.
-    pub fn upstreams(&self) -> &BTreeMap<String, Mounted> {
-        &self.upstreams
+    pub fn upstreams(&self) -> Arc<UpstreamMap> {
+        self.upstreams
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Stops the background tasks and every upstream.
     pub async fn shutdown(&self) {
         self.stop.cancel();
-        for mounted in self.upstreams.values() {
+        for mounted in self.upstreams().values() {
+            mounted.stop.cancel();
             mounted.upstream.shutdown().await;
         }
     }

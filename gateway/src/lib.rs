@@ -10,4 +10,5 @@ pub mod errors;
 pub mod gateway;
 pub mod health;
 pub mod metrics;
+pub mod registry;
 pub mod serve;

@@ -10,6 +10,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use toolgate::config::Config;
 use toolgate::gateway::Gateway;
+use toolgate::registry::{self, FileStore, RegistrationStore};
 use toolgate::serve;
 
 #[derive(Parser)]
@@ -106,11 +107,21 @@ async fn main() -> ExitCode {
     }
 }
 
-/// Waits for the upstreams' first lists; fails on a passthrough name collision.
+/// Starts the gateway and waits for the upstreams' first lists.
 async fn start(config: Config) -> Result<Arc<Gateway>, ExitCode> {
-    let timeout = config.startup_timeout;
     let gateway = Gateway::start(config);
-    let pending = gateway.wait_for_upstreams(timeout).await;
+    let store = FileStore::new(&gateway.config.data_dir);
+    registry::start_imports(&gateway, &store).await;
+    finish_startup(&gateway).await?;
+    Ok(gateway)
+}
+
+/// Waits for the upstreams' first lists (bounded by `startup_timeout`); fails on a
+/// passthrough name collision.
+async fn finish_startup(gateway: &Arc<Gateway>) -> Result<(), ExitCode> {
+    let pending = gateway
+        .wait_for_upstreams(gateway.config.startup_timeout)
+        .await;
     for name in &pending {
         tracing::warn!(upstream = %name, "not connected yet; its tools join the catalog when it connects");
     }
@@ -125,7 +136,7 @@ async fn start(config: Config) -> Result<Arc<Gateway>, ExitCode> {
         return Err(ExitCode::from(2));
     }
     tracing::info!(tools = gateway.catalog().len(), "catalog ready");
-    Ok(gateway)
+    Ok(())
 }
 
 async fn serve_http(config: Config, listen: Option<String>) -> ExitCode {
@@ -137,10 +148,11 @@ async fn serve_http(config: Config, listen: Option<String>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let timeout = config.startup_timeout;
     let gateway = Gateway::start(config);
+    let store: Arc<dyn RegistrationStore> = Arc::new(FileStore::new(&gateway.config.data_dir));
     let stop = CancellationToken::new();
-    let app = serve::router(gateway.clone(), stop.child_token());
+    let app = serve::router(gateway.clone(), store.clone(), stop.child_token());
+    registry::start_imports(&gateway, store.as_ref()).await;
     tracing::info!(%address, "listening (MCP at /mcp)");
     let server = {
         let stop = stop.clone();
@@ -151,25 +163,10 @@ async fn serve_http(config: Config, listen: Option<String>) -> ExitCode {
         })
     };
     // Serve /healthz at once; /readyz turns ready after the first lists.
-    let pending = gateway.wait_for_upstreams(timeout).await;
-    for name in &pending {
-        tracing::warn!(upstream = %name, "not connected yet; its tools join the catalog when it connects");
-    }
-    if let Some(collision) = gateway
-        .rebuild_catalog()
-        .iter()
-        .find(|c| c.involves_passthrough)
-    {
-        eprintln!(
-            "toolgate: tool name '{}' is claimed by {:?}; an upstream with `namespace: none` \
-             must not collide with another tool — give it a prefix",
-            collision.name, collision.claimants
-        );
+    if let Err(code) = finish_startup(&gateway).await {
         stop.cancel();
-        gateway.shutdown().await;
-        return ExitCode::from(2);
+        return code;
     }
-    tracing::info!(tools = gateway.catalog().len(), "catalog ready");
     shutdown_signal().await;
     tracing::info!("shutting down");
     stop.cancel();

@@ -287,6 +287,9 @@ impl ServerHandler for McpHandler {
             format!("mcp-{}", context.id),
         );
         ctx.cancel = context.ct.child_token();
+        if let Some(parts) = context.extensions.get::<http::request::Parts>() {
+            ctx.request_headers = Arc::new(parts.headers.clone());
+        }
         ctx.progress = Some(sink);
         let (bridge, mut events) = QueueBridge::new();
         ctx.client = Some(Arc::new(bridge));

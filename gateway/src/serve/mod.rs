@@ -1,6 +1,7 @@
 //! Thin surfaces over the gateway core: MCP over streamable HTTP at `/mcp`, the ops
-//! endpoints, and MCP over stdio.
+//! endpoints, the admin API, and MCP over stdio.
 
+pub mod admin;
 pub mod bridge;
 pub mod fidelity;
 pub mod mcp;
@@ -17,10 +18,15 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio_util::sync::CancellationToken;
 
 use crate::gateway::Gateway;
+use crate::registry::RegistrationStore;
 use mcp::{McpHandler, McpShared};
 
 /// The HTTP application: `/mcp` plus the ops endpoints.
-pub fn router(gateway: Arc<Gateway>, stop: CancellationToken) -> Router {
+pub fn router(
+    gateway: Arc<Gateway>,
+    store: Arc<dyn RegistrationStore>,
+    stop: CancellationToken,
+) -> Router {
     let shared = McpShared::new(gateway.clone());
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(gateway.config.allowed_hosts.clone())
@@ -45,5 +51,7 @@ pub fn router(gateway: Arc<Gateway>, stop: CancellationToken) -> Router {
         .layer(axum::middleware::from_fn(
             protocol_errors::as_jsonrpc_errors,
         ));
-    ops::router(gateway).merge(mcp)
+    ops::router(gateway.clone())
+        .merge(admin::router(gateway, store))
+        .merge(mcp)
 }

@@ -1,0 +1,279 @@
+//! Credentials from the config applied as the spec's security schemes say: API keys in
+//! a header, query parameter or cookie; HTTP bearer and basic; OAuth2 client
+//! credentials with the token cached until shortly before it expires (and dropped on a
+//! 401, so the next try fetches a fresh one). Secrets never reach a log line or error.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use serde_json::Value;
+use tokio::sync::Mutex;
+use url::Url;
+
+use super::config::Credential;
+use super::encode::enc;
+use super::load::{LoadError, error_chain};
+use super::model::{Location, SecurityScheme};
+
+/// Refresh a token this long before it expires.
+const REFRESH_MARGIN: Duration = Duration::from_secs(30);
+
+/// What the chosen security requirement adds to a request.
+#[derive(Debug, Default)]
+pub struct Applied {
+    pub headers: Vec<(String, String)>,
+    /// Encoded `key=value` query pairs.
+    pub query: Vec<String>,
+    pub cookies: Vec<String>,
+    /// An OAuth2 token was used (a 401 should drop it).
+    pub used_oauth: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+struct Token {
+    value: String,
+    expires: Instant,
+}
+
+/// The schemes of a spec with their configured credentials.
+#[derive(Debug)]
+pub struct Auth {
+    schemes: BTreeMap<String, SecurityScheme>,
+    creds: BTreeMap<String, Credential>,
+    tokens: Mutex<HashMap<String, Token>>,
+    /// Relative token URLs resolve against this (the spec's location).
+    base: Option<Url>,
+}
+
+impl Auth {
+    /// Pairs credentials with schemes; a credential for a scheme the spec does not
+    /// define, or of the wrong kind, is a config error.
+    pub fn new(
+        schemes: BTreeMap<String, SecurityScheme>,
+        creds: BTreeMap<String, Credential>,
+        base: Option<Url>,
+    ) -> Result<Self, LoadError> {
+        for (name, c) in &creds {
+            let Some(s) = schemes.get(name) else {
+                let known: Vec<&String> = schemes.keys().collect();
+                return Err(LoadError::Config(format!(
+                    "auth.{name}: the spec defines no security scheme '{name}' (it has {known:?})"
+                )));
+            };
+            let fits = matches!(
+                (s, c),
+                (SecurityScheme::ApiKey { .. }, Credential::ApiKey { .. })
+                    | (SecurityScheme::Http { .. }, Credential::Bearer { .. })
+                    | (SecurityScheme::Http { .. }, Credential::Basic { .. })
+                    | (
+                        SecurityScheme::OAuth2 { .. },
+                        Credential::Oauth2ClientCredentials { .. }
+                    )
+                    | (SecurityScheme::OAuth2 { .. }, Credential::Bearer { .. })
+                    | (SecurityScheme::Other(_), Credential::Bearer { .. })
+            );
+            if !fits {
+                return Err(LoadError::Config(format!(
+                    "auth.{name}: this credential kind does not fit the scheme ({s:?})"
+                )));
+            }
+            if let (
+                SecurityScheme::OAuth2 { token_url: None },
+                Credential::Oauth2ClientCredentials {
+                    token_url: None, ..
+                },
+            ) = (s, c)
+            {
+                return Err(LoadError::Config(format!(
+                    "auth.{name}: the scheme has no clientCredentials tokenUrl; set token_url"
+                )));
+            }
+        }
+        Ok(Self {
+            schemes,
+            creds,
+            tokens: Mutex::new(HashMap::new()),
+            base,
+        })
+    }
+
+    /// The schemes to apply: the first alternative whose schemes all have credentials
+    /// (an empty alternative means "no auth needed"), or, when the spec declares no
+    /// security for the operation at all, every configured credential (specs often
+    /// define schemes but forget to require them). Empty when nothing fits.
+    pub fn choose(&self, security: Option<&[Vec<String>]>) -> Vec<String> {
+        match security {
+            None => self.creds.keys().cloned().collect(),
+            Some(alts) => alts
+                .iter()
+                .find(|alt| alt.iter().all(|s| self.creds.contains_key(s)))
+                .cloned()
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Adds the credentials of `schemes` to `out`.
+    pub async fn apply(
+        &self,
+        client: &reqwest::Client,
+        schemes: &[String],
+        out: &mut Applied,
+        timeout: Duration,
+    ) -> Result<(), String> {
+        for name in schemes {
+            let (Some(scheme), Some(cred)) = (self.schemes.get(name), self.creds.get(name)) else {
+                continue;
+            };
+            match (scheme, cred) {
+                (
+                    SecurityScheme::ApiKey {
+                        name: key,
+                        location,
+                    },
+                    Credential::ApiKey { value },
+                ) => {
+                    let v = value.expose().to_owned();
+                    match location {
+                        Location::Query => {
+                            out.query
+                                .push(format!("{}={}", enc(key, false), enc(&v, false)))
+                        }
+                        Location::Cookie => out.cookies.push(format!("{key}={v}")),
+                        _ => out.headers.push((key.clone(), v)),
+                    }
+                }
+                (_, Credential::Bearer { token }) => {
+                    out.headers
+                        .push(("authorization".into(), format!("Bearer {}", token.expose())));
+                }
+                (_, Credential::Basic { username, password }) => {
+                    let raw = format!("{username}:{}", password.expose());
+                    let b64 = base64::engine::general_purpose::STANDARD.encode(raw);
+                    out.headers
+                        .push(("authorization".into(), format!("Basic {b64}")));
+                }
+                (
+                    SecurityScheme::OAuth2 { token_url },
+                    Credential::Oauth2ClientCredentials {
+                        client_id,
+                        client_secret,
+                        scopes,
+                        token_url: override_url,
+                    },
+                ) => {
+                    let url = override_url
+                        .as_ref()
+                        .or(token_url.as_ref())
+                        .cloned()
+                        .unwrap_or_default();
+                    let token = self
+                        .token(
+                            client,
+                            name,
+                            &url,
+                            client_id,
+                            client_secret.expose(),
+                            scopes,
+                            timeout,
+                        )
+                        .await?;
+                    out.headers
+                        .push(("authorization".into(), format!("Bearer {token}")));
+                    out.used_oauth.push(name.clone());
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Forgets a cached token (after the API answered 401 with it).
+    pub async fn invalidate(&self, scheme: &str) {
+        self.tokens.lock().await.remove(scheme);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn token(
+        &self,
+        client: &reqwest::Client,
+        scheme: &str,
+        token_url: &str,
+        client_id: &str,
+        secret: &str,
+        scopes: &[String],
+        timeout: Duration,
+    ) -> Result<String, String> {
+        // Holding the lock while fetching makes concurrent calls share one fetch.
+        let mut tokens = self.tokens.lock().await;
+        if let Some(t) = tokens.get(scheme)
+            && t.expires > Instant::now() + REFRESH_MARGIN
+        {
+            return Ok(t.value.clone());
+        }
+        let url = match &self.base {
+            Some(b) => b.join(token_url),
+            None => Url::parse(token_url),
+        }
+        .map_err(|e| format!("OAuth2 token URL '{token_url}' is not usable: {e}"))?;
+        let enc = |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+        let basic = base64::engine::general_purpose::STANDARD.encode(format!(
+            "{}:{}",
+            enc(client_id),
+            enc(secret)
+        ));
+        let form = {
+            let mut form = url::form_urlencoded::Serializer::new(String::new());
+            form.append_pair("grant_type", "client_credentials");
+            if !scopes.is_empty() {
+                form.append_pair("scope", &scopes.join(" "));
+            }
+            form.finish()
+        };
+        let fail = |d: String| {
+            format!("could not obtain an OAuth2 token for scheme '{scheme}' from {url}: {d}")
+        };
+        let resp = tokio::time::timeout(
+            timeout,
+            client
+                .post(url.clone())
+                .header("authorization", format!("Basic {basic}"))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .header("accept", "application/json")
+                .body(form)
+                .send(),
+        )
+        .await
+        .map_err(|_| fail("timed out".into()))?
+        .map_err(|e| fail(error_chain(&e)))?;
+        let status = resp.status();
+        let body: Value = tokio::time::timeout(timeout, resp.json())
+            .await
+            .map_err(|_| fail("timed out".into()))?
+            .map_err(|e| fail(format!("HTTP {status}, body is not JSON ({e})")))?;
+        if !status.is_success() {
+            let err = body
+                .get("error")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown error");
+            return Err(fail(format!("HTTP {status} ({err})")));
+        }
+        let value = body
+            .get("access_token")
+            .and_then(Value::as_str)
+            .ok_or_else(|| fail("the answer has no access_token".into()))?
+            .to_owned();
+        let ttl = body
+            .get("expires_in")
+            .and_then(Value::as_u64)
+            .unwrap_or(3600);
+        tokens.insert(
+            scheme.to_owned(),
+            Token {
+                value: value.clone(),
+                expires: Instant::now() + Duration::from_secs(ttl),
+            },
+        );
+        Ok(value)
+    }
+}

@@ -1,0 +1,392 @@
+//! Operation -> tool: the flat input schema (parameters and body properties side by
+//! side, collisions renamed), the description, annotations, output schema, and the
+//! bindings that tell the invoker where each argument goes. Also the import filters.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde_json::{Map, Value, json};
+
+use super::config::{FilterSet, Filters};
+use super::model::{BodyKind, Location, Operation};
+use super::naming::arg_name;
+use crate::JsonObject;
+
+/// Where one argument goes in the request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Target {
+    /// The operation's parameter at this index.
+    Param(usize),
+    /// A property of the (object) body, by its name in the spec.
+    BodyProp(String),
+    /// The whole body.
+    Body,
+}
+
+/// One argument and its destination.
+#[derive(Debug, Clone)]
+pub struct Binding {
+    pub arg: String,
+    pub target: Target,
+}
+
+/// What a tool needs at call time besides its operation.
+#[derive(Debug, Clone)]
+pub struct Converted {
+    pub input_schema: Value,
+    pub bindings: Vec<Binding>,
+    /// The body accepts properties beyond the declared ones; extra arguments go there.
+    pub body_takes_extra: bool,
+}
+
+/// Longest description kept (characters).
+const MAX_DESCRIPTION: usize = 1024;
+
+/// Properties, required names and `additionalProperties` of an object schema.
+type ObjectParts = (Map<String, Value>, Vec<String>, Option<Value>);
+
+/// An object schema's properties, required names and `additionalProperties`, merging
+/// `allOf` branches; `None` when the schema is not a plain object.
+fn object_parts(schema: &Value) -> Option<ObjectParts> {
+    let m = schema.as_object()?;
+    if m.contains_key("oneOf") || m.contains_key("anyOf") {
+        return None;
+    }
+    match m.get("type") {
+        Some(Value::String(t)) if t == "object" => {}
+        None => {}
+        _ => return None,
+    }
+    let mut props = Map::new();
+    let mut required = Vec::new();
+    let mut additional = m.get("additionalProperties").cloned();
+    if let Some(Value::Array(all)) = m.get("allOf") {
+        for part in all {
+            let (p, r, a) = object_parts(part)?;
+            props.extend(p);
+            required.extend(r);
+            if a.is_some() {
+                additional = a;
+            }
+        }
+    }
+    if let Some(Value::Object(p)) = m.get("properties") {
+        props.extend(p.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    if let Some(Value::Array(r)) = m.get("required") {
+        required.extend(r.iter().filter_map(|x| x.as_str().map(str::to_owned)));
+    }
+    if props.is_empty() {
+        return None;
+    }
+    Some((props, required, additional))
+}
+
+/// Builds the flat input schema and the argument bindings of `op`.
+pub fn convert(op: &Operation) -> Converted {
+    // (wanted name, target, schema, required)
+    let mut entries: Vec<(String, Option<Location>, Target, Value, bool)> = Vec::new();
+    for (i, p) in op.parameters.iter().enumerate() {
+        let mut schema = p.schema.clone();
+        if arg_name(&p.name) != p.name
+            && let Value::Object(m) = &mut schema
+        {
+            let d = m
+                .get("description")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned();
+            let note = format!("(sent as {} parameter '{}')", p.location.as_str(), p.name);
+            m.insert(
+                "description".into(),
+                json!(if d.is_empty() {
+                    note
+                } else {
+                    format!("{d} {note}")
+                }),
+            );
+        }
+        entries.push((
+            arg_name(&p.name),
+            Some(p.location),
+            Target::Param(i),
+            schema,
+            p.required,
+        ));
+    }
+    let mut body_takes_extra = false;
+    if let Some(body) = &op.body {
+        let flat = matches!(
+            body.kind,
+            BodyKind::Json | BodyKind::Form | BodyKind::Multipart
+        )
+        .then(|| object_parts(&body.schema))
+        .flatten();
+        match flat {
+            Some((props, required, additional)) => {
+                body_takes_extra =
+                    matches!(additional, Some(Value::Bool(true)) | Some(Value::Object(_)));
+                for (k, v) in props {
+                    let req = body.required && required.contains(&k);
+                    entries.push((arg_name(&k), None, Target::BodyProp(k), v, req));
+                }
+            }
+            None => {
+                let mut schema = match body.kind {
+                    BodyKind::Binary => json!({"type": "string", "contentEncoding": "base64",
+                        "description": format!("The request body ({}), base64-encoded", body.media_type)}),
+                    BodyKind::Text
+                        if body.schema.get("type").and_then(Value::as_str) != Some("string") =>
+                    {
+                        json!({"type": "string", "description": format!("The request body as {} text", body.media_type)})
+                    }
+                    _ => body.schema.clone(),
+                };
+                if let (Some(d), Value::Object(m)) = (&body.description, &mut schema)
+                    && !m.contains_key("description")
+                {
+                    m.insert("description".into(), json!(d.trim()));
+                }
+                entries.push(("body".into(), None, Target::Body, schema, body.required));
+            }
+        }
+    }
+    // Collisions: parameters take a `__<location>` suffix, body properties keep the name.
+    let mut count: HashMap<String, usize> = HashMap::new();
+    for e in &entries {
+        *count.entry(e.0.clone()).or_default() += 1;
+    }
+    let mut properties = Map::new();
+    let mut required = Vec::new();
+    let mut bindings = Vec::new();
+    let mut taken: BTreeMap<String, ()> = BTreeMap::new();
+    for (name, loc, target, schema, req) in entries {
+        let mut name = match loc {
+            Some(l) if count[&name] > 1 => format!("{name}__{}", l.as_str()),
+            _ => name,
+        };
+        let mut n = 2;
+        while taken.contains_key(&name) {
+            name = format!("{name}_{n}");
+            n += 1;
+        }
+        taken.insert(name.clone(), ());
+        if req {
+            required.push(Value::String(name.clone()));
+        }
+        properties.insert(name.clone(), schema);
+        bindings.push(Binding { arg: name, target });
+    }
+    let mut input = json!({"type": "object", "properties": properties});
+    if !required.is_empty() {
+        input["required"] = Value::Array(required);
+    }
+    if !body_takes_extra {
+        input["additionalProperties"] = json!(false);
+    }
+    Converted {
+        input_schema: input,
+        bindings,
+        body_takes_extra,
+    }
+}
+
+fn cap(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_owned();
+    }
+    let cut: String = s.chars().take(max - 1).collect();
+    format!("{}…", cut.trim_end())
+}
+
+/// Summary, then description (without repeating the summary), capped; a method and
+/// path sentence when the spec has neither.
+pub fn description(op: &Operation) -> String {
+    let summary = op
+        .summary
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty());
+    let desc = op
+        .description
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty());
+    let mut text = match (summary, desc) {
+        (Some(s), Some(d)) if d.starts_with(s.trim_end_matches('.')) => d.to_owned(),
+        (Some(s), Some(d)) => {
+            let s = s.trim_end_matches('.');
+            format!("{s}.\n\n{d}")
+        }
+        (Some(s), None) => s.to_owned(),
+        (None, Some(d)) => d.to_owned(),
+        (None, None) => match op
+            .operation_id
+            .as_deref()
+            .map(humanize)
+            .filter(|h| !h.is_empty())
+        {
+            Some(h) => format!("{h} ({} {}).", op.method, op.path),
+            None => format!("{} {}", op.method, op.path),
+        },
+    };
+    if op.deprecated {
+        text = format!("(Deprecated) {text}");
+    }
+    cap(&text, MAX_DESCRIPTION)
+}
+
+/// `listGuildMembers` / `list_guild_members` / `repos/get` -> "List guild members".
+fn humanize(id: &str) -> String {
+    let mut words: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    let mut prev_lower = false;
+    for c in id.chars() {
+        if !c.is_alphanumeric() {
+            if !cur.is_empty() {
+                words.push(std::mem::take(&mut cur));
+            }
+            prev_lower = false;
+            continue;
+        }
+        if c.is_uppercase() && prev_lower && !cur.is_empty() {
+            words.push(std::mem::take(&mut cur));
+        }
+        prev_lower = c.is_lowercase() || c.is_ascii_digit();
+        cur.extend(c.to_lowercase());
+    }
+    if !cur.is_empty() {
+        words.push(cur);
+    }
+    let mut text = words.join(" ");
+    if let Some(first) = text.get(..1) {
+        text = first.to_uppercase() + &text[1..];
+    }
+    text
+}
+
+/// The MCP tool definition.
+pub fn tool_json(name: &str, op: &Operation, conv: &Converted) -> JsonObject {
+    let mut t = Map::new();
+    t.insert("name".into(), json!(name));
+    if let Some(s) = op
+        .summary
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
+        t.insert("title".into(), json!(cap(s, 120)));
+    }
+    t.insert("description".into(), json!(description(op)));
+    t.insert("inputSchema".into(), conv.input_schema.clone());
+    if let Some(o) = &op.output_schema {
+        t.insert("outputSchema".into(), o.clone());
+    }
+    let read_only = op.method == "GET" || op.method == "HEAD";
+    let mut ann = Map::new();
+    ann.insert("readOnlyHint".into(), json!(read_only));
+    if !read_only {
+        ann.insert("destructiveHint".into(), json!(op.method == "DELETE"));
+        ann.insert(
+            "idempotentHint".into(),
+            json!(op.method == "PUT" || op.method == "DELETE"),
+        );
+    }
+    ann.insert("openWorldHint".into(), json!(true));
+    t.insert("annotations".into(), Value::Object(ann));
+    t
+}
+
+/// `*` matches any run, `?` one character.
+pub fn glob(pattern: &str, text: &str) -> bool {
+    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+    let (mut pi, mut ti, mut star, mut mark) = (0, 0, None, 0);
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some(pi);
+            mark = ti;
+            pi += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ti = mark;
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
+}
+
+/// Which entry of `set` matches `op`, per kind: `Some(description)` of the first match.
+fn matches(set: &FilterSet, op: &Operation) -> Vec<(&'static str, bool, String)> {
+    let id = op.operation_id.as_deref().unwrap_or("");
+    let mut out = Vec::new();
+    if !set.operation_ids.is_empty() {
+        let hit = set.operation_ids.iter().find(|g| glob(g, id));
+        out.push((
+            "operation_ids",
+            hit.is_some(),
+            hit.cloned().unwrap_or_default(),
+        ));
+    }
+    if !set.tags.is_empty() {
+        let hit = set.tags.iter().find(|t| op.tags.contains(t));
+        out.push(("tags", hit.is_some(), hit.cloned().unwrap_or_default()));
+    }
+    if !set.methods.is_empty() {
+        let hit = set
+            .methods
+            .iter()
+            .find(|m| m.eq_ignore_ascii_case(&op.method));
+        out.push(("methods", hit.is_some(), hit.cloned().unwrap_or_default()));
+    }
+    if !set.path_prefixes.is_empty() {
+        let hit = set
+            .path_prefixes
+            .iter()
+            .find(|p| op.path.starts_with(p.as_str()));
+        out.push((
+            "path_prefixes",
+            hit.is_some(),
+            hit.cloned().unwrap_or_default(),
+        ));
+    }
+    out
+}
+
+/// `Err(reason)` when the filters leave `op` out.
+pub fn filter(filters: &Filters, op: &Operation) -> Result<(), String> {
+    for (kind, hit, _) in matches(&filters.include, op) {
+        if !hit {
+            return Err(format!("not matched by filters.include.{kind}"));
+        }
+    }
+    for (kind, hit, entry) in matches(&filters.exclude, op) {
+        if hit {
+            return Err(format!("excluded by filters.exclude.{kind} ('{entry}')"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn humanized_operation_ids() {
+        assert_eq!(humanize("create_message"), "Create message");
+        assert_eq!(humanize("listGuildMembers"), "List guild members");
+        assert_eq!(humanize("repos/get-content"), "Repos get content");
+    }
+
+    #[test]
+    fn globbing() {
+        assert!(glob("repos/*", "repos/get"));
+        assert!(glob("*issue?", "list-issues"));
+        assert!(!glob("repos/*", "users/get"));
+        assert!(glob("*", ""));
+    }
+}

@@ -1,0 +1,287 @@
+//! Request building (arguments -> method, URL, headers, cookies, body exactly as the
+//! spec describes) and response mapping (HTTP response -> MCP `CallToolResult`).
+
+use base64::Engine;
+use futures::StreamExt;
+use serde_json::{Map, Value, json};
+use url::Url;
+
+use super::convert::{Converted, Target};
+use super::encode;
+use super::model::{BodyKind, Location, Operation};
+use crate::{CallOutput, JsonObject, ToolError};
+
+/// A request ready to send.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub method: reqwest::Method,
+    pub url: Url,
+    pub headers: Vec<(String, String)>,
+    pub cookies: Vec<String>,
+    pub body: Option<(String, Vec<u8>)>,
+}
+
+/// Builds the request for `op` from validated `args`.
+pub fn build(
+    op: &Operation,
+    conv: &Converted,
+    args: &JsonObject,
+    base: &Url,
+) -> Result<Prepared, ToolError> {
+    let bad = |m: String| ToolError::InvalidArgs(m);
+    let mut path = op.path.clone();
+    let mut query = Vec::new();
+    let mut headers = Vec::new();
+    let mut cookies = Vec::new();
+    let mut body_props: Vec<(String, Value)> = Vec::new();
+    let mut whole_body: Option<&Value> = None;
+    for b in &conv.bindings {
+        let Some(v) = args.get(&b.arg) else { continue };
+        match &b.target {
+            Target::Param(i) => {
+                let p = &op.parameters[*i];
+                match p.location {
+                    Location::Path => {
+                        path = path.replace(&format!("{{{}}}", p.name), &encode::path_value(p, v));
+                    }
+                    Location::Query => {
+                        if !v.is_null() {
+                            encode::query_pairs(p, v, &mut query);
+                        }
+                    }
+                    Location::Header => {
+                        if !v.is_null() {
+                            headers
+                                .push((p.name.clone(), encode::header_value(p, v).map_err(bad)?));
+                        }
+                    }
+                    Location::Cookie => {
+                        if !v.is_null() {
+                            cookies.push(encode::cookie_pair(p, v));
+                        }
+                    }
+                }
+            }
+            Target::BodyProp(k) => body_props.push((k.clone(), v.clone())),
+            Target::Body => whole_body = Some(v),
+        }
+    }
+    if conv.body_takes_extra {
+        for (k, v) in args {
+            if !conv.bindings.iter().any(|b| &b.arg == k) {
+                body_props.push((k.clone(), v.clone()));
+            }
+        }
+    }
+    if let Some(var) = super::model::template_vars(&path).first() {
+        return Err(bad(format!("path parameter '{var}' is missing")));
+    }
+    // the server URL may carry a query of its own: keep it, append the path to its path
+    let mut url = base.clone();
+    url.set_path(&format!("{}{path}", base.path().trim_end_matches('/')));
+    url.set_fragment(None);
+    if !query.is_empty() {
+        let q = match url.query() {
+            Some(existing) if !existing.is_empty() => format!("{existing}&{}", query.join("&")),
+            _ => query.join("&"),
+        };
+        url.set_query(Some(&q));
+    }
+    let body = match &op.body {
+        None => None,
+        Some(b) => {
+            let ct = b.media_type.clone();
+            match b.kind {
+                // an optional body with nothing in it is left out; a required one is sent empty
+                _ if whole_body.is_none() && body_props.is_empty() && !b.required => None,
+                BodyKind::Json => {
+                    let v = whole_body
+                        .cloned()
+                        .unwrap_or_else(|| Value::Object(body_props.into_iter().collect()));
+                    let ct = if ct == "*/*" {
+                        "application/json".into()
+                    } else {
+                        ct
+                    };
+                    Some((ct, serde_json::to_vec(&v).expect("JSON values serialize")))
+                }
+                BodyKind::Form => {
+                    let props = match whole_body {
+                        Some(Value::Object(m)) => m.clone().into_iter().collect(),
+                        Some(other) => {
+                            return Err(bad(format!("'body' must be an object, not {other}")));
+                        }
+                        None => body_props,
+                    };
+                    Some((ct, encode::form_body(&props, &b.encoding).into_bytes()))
+                }
+                BodyKind::Multipart => {
+                    let props = match whole_body {
+                        Some(Value::Object(m)) => m.clone().into_iter().collect(),
+                        Some(other) => {
+                            return Err(bad(format!("'body' must be an object, not {other}")));
+                        }
+                        None => body_props,
+                    };
+                    let empty = Map::new();
+                    let schemas = b
+                        .schema
+                        .get("properties")
+                        .and_then(Value::as_object)
+                        .unwrap_or(&empty);
+                    let (boundary, bytes) =
+                        encode::multipart_body(&props, &b.encoding, schemas).map_err(bad)?;
+                    Some((format!("multipart/form-data; boundary={boundary}"), bytes))
+                }
+                BodyKind::Text => {
+                    let v = whole_body.cloned().unwrap_or(Value::Null);
+                    Some((ct, encode::scalar(&v).into_bytes()))
+                }
+                BodyKind::Binary => {
+                    let text = whole_body.and_then(Value::as_str).unwrap_or("");
+                    let bytes = base64::engine::general_purpose::STANDARD
+                        .decode(text.trim())
+                        .map_err(|e| bad(format!("'body' must be base64: {e}")))?;
+                    Some((ct, bytes))
+                }
+            }
+        }
+    };
+    let method =
+        reqwest::Method::from_bytes(op.method.as_bytes()).expect("methods come from a fixed list");
+    Ok(Prepared {
+        method,
+        url,
+        headers,
+        cookies,
+        body,
+    })
+}
+
+/// Images up to this size are returned as image content; larger ones are described.
+const MAX_INLINE_IMAGE: usize = 1024 * 1024;
+/// Error bodies are quoted up to this many characters.
+const ERROR_EXCERPT: usize = 2000;
+
+fn text(s: String) -> Value {
+    json!({"type": "text", "text": s})
+}
+
+/// Reads at most `max` bytes of the body; `true` when it was cut.
+pub async fn read_capped(
+    resp: reqwest::Response,
+    max: u64,
+) -> Result<(Vec<u8>, bool), reqwest::Error> {
+    let mut body = Vec::new();
+    let mut stream = resp.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        let room = (max as usize).saturating_sub(body.len());
+        if chunk.len() > room {
+            body.extend_from_slice(&chunk[..room]);
+            return Ok((body, true));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok((body, false))
+}
+
+fn excerpt(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_owned();
+    }
+    let cut: String = s.chars().take(max).collect();
+    format!("{cut}… (cut)")
+}
+
+/// Maps a response to a `CallToolResult`.
+pub fn map_response(
+    status: reqwest::StatusCode,
+    content_type: Option<&str>,
+    body: Vec<u8>,
+    truncated: bool,
+    what: &str,
+) -> CallOutput {
+    let ct = content_type
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    let is_json = ct == "application/json" || ct.ends_with("+json");
+    let is_text = ct.starts_with("text/")
+        || ct.ends_with("xml")
+        || ct == "application/javascript"
+        || ct == "application/x-www-form-urlencoded"
+        || ct.ends_with("+yaml")
+        || ct == "application/yaml";
+    let cut_note = if truncated {
+        "\n[response cut at the size limit]"
+    } else {
+        ""
+    };
+    let mut raw = Map::new();
+    if !status.is_success() {
+        let body_text = String::from_utf8_lossy(&body);
+        let reason = status.canonical_reason().unwrap_or("");
+        let mut msg = format!("HTTP {} {reason} from {what}", status.as_u16());
+        if !body_text.trim().is_empty() {
+            msg.push_str(": ");
+            msg.push_str(&excerpt(body_text.trim(), ERROR_EXCERPT));
+        }
+        raw.insert("content".into(), json!([text(msg)]));
+        raw.insert("isError".into(), json!(true));
+        return CallOutput { raw };
+    }
+    if body.is_empty() {
+        let reason = status.canonical_reason().unwrap_or("");
+        raw.insert(
+            "content".into(),
+            json!([text(format!(
+                "HTTP {} {reason} (empty body)",
+                status.as_u16()
+            ))]),
+        );
+        return CallOutput { raw };
+    }
+    let utf8 = std::str::from_utf8(&body).ok();
+    if (is_json || ct.is_empty())
+        && !truncated
+        && let Some(v) = utf8.and_then(|s| serde_json::from_str::<Value>(s).ok())
+    {
+        let s = serde_json::to_string(&v).expect("JSON values serialize");
+        raw.insert("content".into(), json!([text(s)]));
+        if v.is_object() {
+            raw.insert("structuredContent".into(), v);
+        }
+        return CallOutput { raw };
+    }
+    if let Some(s) = utf8.filter(|_| is_json || is_text || ct.is_empty()) {
+        raw.insert("content".into(), json!([text(format!("{s}{cut_note}"))]));
+        return CallOutput { raw };
+    }
+    if ct.starts_with("image/") && !truncated && body.len() <= MAX_INLINE_IMAGE {
+        let data = base64::engine::general_purpose::STANDARD.encode(&body);
+        raw.insert(
+            "content".into(),
+            json!([{"type": "image", "data": data, "mimeType": ct}]),
+        );
+        return CallOutput { raw };
+    }
+    let ct = if ct.is_empty() {
+        "unknown type".into()
+    } else {
+        ct
+    };
+    let size = if truncated {
+        format!("more than {} bytes", body.len())
+    } else {
+        format!("{} bytes", body.len())
+    };
+    raw.insert(
+        "content".into(),
+        json!([text(format!("binary response: {ct}, {size}"))]),
+    );
+    CallOutput { raw }
+}

@@ -1,0 +1,489 @@
+//! Loading a spec: fetching it (size cap, timeout, redirect limit, SSRF guard) or reading
+//! it from a file, parsing JSON or YAML, and loading the other documents its `$ref`s
+//! point to (relative files always, remote documents only when allowed).
+//!
+//! YAML goes through `serde_norway` with a value builder of our own: integers that do
+//! not fit 64 bits (the OpenAI spec has some) become floats instead of failing the load,
+//! and non-string mapping keys (`200:` response codes) become strings.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use futures::StreamExt;
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Number, Value};
+use url::Url;
+
+use super::config::OpenApiConfig;
+use super::ssrf;
+
+/// Why an upstream could not be loaded. Each message says what is wrong and where.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LoadError {
+    /// The configuration itself is unusable.
+    #[error("invalid OpenAPI upstream config: {0}")]
+    Config(String),
+    /// The spec (or a document it references) could not be fetched or read.
+    #[error("cannot load '{location}': {detail}")]
+    Fetch { location: String, detail: String },
+    /// The document is not JSON or YAML.
+    #[error("cannot parse '{location}': {detail}")]
+    Parse { location: String, detail: String },
+    /// The document parsed but is not a valid OpenAPI description.
+    #[error("invalid spec at {pointer}: {detail}")]
+    Invalid { pointer: String, detail: String },
+}
+
+impl LoadError {
+    pub(crate) fn invalid(pointer: &str, detail: impl Into<String>) -> Self {
+        let pointer = if pointer.is_empty() { "/" } else { pointer };
+        LoadError::Invalid {
+            pointer: format!("#{pointer}"),
+            detail: detail.into(),
+        }
+    }
+}
+
+/// One parsed document and the base its relative references resolve against.
+#[derive(Debug)]
+pub struct Document {
+    pub base: Option<Url>,
+    pub root: Value,
+}
+
+/// The root document (index 0) and every document reachable through `$ref`s.
+#[derive(Debug, Default)]
+pub struct Documents {
+    pub docs: Vec<Document>,
+    by_url: HashMap<String, usize>,
+}
+
+/// Most documents one spec may pull in through references.
+const MAX_DOCUMENTS: usize = 64;
+
+impl Documents {
+    /// The document a reference string points into, seen from document `from`.
+    pub fn doc_for(&self, from: usize, reference: &str) -> Result<usize, String> {
+        let doc_part = reference.split('#').next().unwrap_or("");
+        if doc_part.is_empty() {
+            return Ok(from);
+        }
+        let url = join(self.docs[from].base.as_ref(), doc_part)?;
+        self.by_url
+            .get(url.as_str())
+            .copied()
+            .ok_or_else(|| format!("document '{url}' was not loaded"))
+    }
+
+    fn add(&mut self, base: Option<Url>, root: Value) -> usize {
+        if let Some(b) = &base {
+            self.by_url.insert(strip_fragment(b), self.docs.len());
+        }
+        self.docs.push(Document { base, root });
+        self.docs.len() - 1
+    }
+}
+
+fn strip_fragment(u: &Url) -> String {
+    let mut u = u.clone();
+    u.set_fragment(None);
+    u.to_string()
+}
+
+fn join(base: Option<&Url>, rel: &str) -> Result<Url, String> {
+    match base {
+        Some(b) => b
+            .join(rel)
+            .map_err(|e| format!("cannot resolve '{rel}' against '{b}': {e}")),
+        None => Url::parse(rel).map_err(|_| {
+            format!("relative reference '{rel}' cannot be resolved: the spec has no location")
+        }),
+    }
+}
+
+/// Loads the spec named by `config` and every document it references.
+pub async fn load_documents(
+    config: &OpenApiConfig,
+    client: &reqwest::Client,
+) -> Result<Documents, LoadError> {
+    let base = match (&config.spec_url, &config.spec_path) {
+        (Some(u), None) => {
+            let url = Url::parse(u)
+                .map_err(|e| LoadError::Config(format!("spec_url '{u}' is not a URL: {e}")))?;
+            if !matches!(url.scheme(), "http" | "https") {
+                return Err(LoadError::Config(format!(
+                    "spec_url '{u}': scheme '{}' is not allowed (http or https; use spec_path for files)",
+                    url.scheme()
+                )));
+            }
+            url
+        }
+        (None, Some(p)) => {
+            let abs = std::path::absolute(p)
+                .map_err(|e| LoadError::Config(format!("spec_path '{p}': {e}")))?;
+            Url::from_file_path(&abs)
+                .map_err(|_| LoadError::Config(format!("spec_path '{p}' is not a usable path")))?
+        }
+        _ => {
+            return Err(LoadError::Config(
+                "set exactly one of spec_url and spec_path".into(),
+            ));
+        }
+    };
+    let mut docs = Documents::default();
+    let text = fetch(&base, config, client, true).await?;
+    let root = parse(&text, base.as_str())?;
+    drop(text);
+    docs.add(Some(base), root);
+    // Breadth-first over external references, bounded in count.
+    let mut next = 0;
+    while next < docs.docs.len() {
+        let mut wanted = Vec::new();
+        collect_external_refs(&docs.docs[next].root, &mut Vec::new(), &mut wanted);
+        let base = docs.docs[next].base.clone();
+        for r in wanted {
+            let url = join(base.as_ref(), &r).map_err(|d| LoadError::Fetch {
+                location: r.clone(),
+                detail: d,
+            })?;
+            let key = strip_fragment(&url);
+            if docs.by_url.contains_key(&key) {
+                continue;
+            }
+            if docs.docs.len() >= MAX_DOCUMENTS {
+                return Err(LoadError::Fetch {
+                    location: key,
+                    detail: format!("more than {MAX_DOCUMENTS} referenced documents"),
+                });
+            }
+            let from_file = base.as_ref().is_some_and(|b| b.scheme() == "file");
+            let allowed = match url.scheme() {
+                "file" => from_file,
+                "http" | "https" => config.allow_remote_refs,
+                _ => false,
+            };
+            if !allowed {
+                return Err(LoadError::Fetch {
+                    location: key,
+                    detail: if url.scheme() == "file" {
+                        "a remote spec may not reference local files".into()
+                    } else {
+                        "remote $refs are off; set allow_remote_refs: true to follow them".into()
+                    },
+                });
+            }
+            let mut doc_url = url.clone();
+            doc_url.set_fragment(None);
+            let text = fetch(&doc_url, config, client, false).await?;
+            let root = parse(&text, doc_url.as_str())?;
+            docs.add(Some(doc_url), root);
+        }
+        next += 1;
+    }
+    Ok(docs)
+}
+
+fn collect_external_refs(v: &Value, path: &mut Vec<String>, out: &mut Vec<String>) {
+    match v {
+        Value::Object(m) => {
+            if let Some(Value::String(r)) = m.get("$ref")
+                && !r.starts_with('#')
+                && !out.contains(r)
+                && path.last().is_none_or(|p| p != "properties")
+            {
+                out.push(r.clone());
+            }
+            for (k, x) in m {
+                if (x.is_object() || x.is_array()) && !super::refs::is_data(path, k, x) {
+                    path.push(k.clone());
+                    collect_external_refs(x, path, out);
+                    path.pop();
+                }
+            }
+        }
+        Value::Array(a) => {
+            for x in a {
+                path.push(String::new());
+                collect_external_refs(x, path, out);
+                path.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Reads a file or fetches a URL, refusing bodies over the configured cap.
+async fn fetch(
+    url: &Url,
+    config: &OpenApiConfig,
+    client: &reqwest::Client,
+    _root: bool,
+) -> Result<Vec<u8>, LoadError> {
+    let cap = config.max_spec_bytes;
+    let fail = |detail: String| LoadError::Fetch {
+        location: url.to_string(),
+        detail,
+    };
+    if url.scheme() == "file" {
+        let path = url
+            .to_file_path()
+            .map_err(|_| fail("not a local path".into()))?;
+        let meta = tokio::fs::metadata(&path)
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        if meta.len() > cap {
+            return Err(fail(format!(
+                "the file has {} bytes, more than max_spec_bytes ({cap})",
+                meta.len()
+            )));
+        }
+        return tokio::fs::read(&path)
+            .await
+            .map_err(|e| fail(e.to_string()));
+    }
+    ssrf::check_url(url, config.allow_private_networks).map_err(fail)?;
+    let work = async {
+        let resp = client
+            .get(url.clone())
+            .header(
+                "accept",
+                "application/json, application/yaml;q=0.9, */*;q=0.5",
+            )
+            .send()
+            .await
+            .map_err(|e| fail(error_chain(&e)))?;
+        if !resp.status().is_success() {
+            return Err(fail(format!("HTTP status {}", resp.status())));
+        }
+        if let Some(len) = resp.content_length()
+            && len > cap
+        {
+            return Err(fail(format!(
+                "the response announces {len} bytes, more than max_spec_bytes ({cap})"
+            )));
+        }
+        let mut body = Vec::new();
+        let mut stream = resp.bytes_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| fail(error_chain(&e)))?;
+            if (body.len() + chunk.len()) as u64 > cap {
+                return Err(fail(format!(
+                    "the response is larger than max_spec_bytes ({cap} bytes)"
+                )));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
+    };
+    tokio::time::timeout(config.timeout, work)
+        .await
+        .map_err(|_| fail(format!("no complete answer within {:?}", config.timeout)))?
+}
+
+/// The error and its sources in one line (reqwest hides the useful part in sources).
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let cs = c.to_string();
+        if !s.contains(&cs) {
+            s.push_str(": ");
+            s.push_str(&cs);
+        }
+        cur = c.source();
+    }
+    s
+}
+
+/// Parses JSON (when the text starts like JSON) or YAML.
+pub fn parse(bytes: &[u8], location: &str) -> Result<Value, LoadError> {
+    let text = std::str::from_utf8(bytes).map_err(|e| LoadError::Parse {
+        location: location.into(),
+        detail: format!("not UTF-8 text: {e}"),
+    })?;
+    let text = text.trim_start_matches('\u{feff}');
+    let first = text.trim_start().chars().next();
+    let value = if matches!(first, Some('{') | Some('[')) {
+        serde_json::from_str(text).map_err(|e| LoadError::Parse {
+            location: location.into(),
+            detail: format!("invalid JSON: {e}"),
+        })?
+    } else {
+        // The YAML parser slows down badly on absurdly deep flow nesting (a hostile
+        // document): refuse it before parsing. No real spec comes near the bound.
+        if let Some(line) = flow_depth_exceeds(text, 256) {
+            return Err(LoadError::Parse {
+                location: location.into(),
+                detail: format!("invalid YAML: nesting deeper than 256 levels at line {line}"),
+            });
+        }
+        let de = serde_norway::Deserializer::from_str(text);
+        JsonSeed.deserialize(de).map_err(|e| LoadError::Parse {
+            location: location.into(),
+            detail: format!("invalid YAML: {e}"),
+        })?
+    };
+    if !value.is_object() {
+        return Err(LoadError::Parse {
+            location: location.into(),
+            detail: "the document is not a JSON/YAML object".into(),
+        });
+    }
+    Ok(value)
+}
+
+/// The line where `[`/`{` flow nesting first exceeds `max` (quoted text skipped; a
+/// line starting at column 0 with a key resets the count, so stray brackets in plain
+/// scalars cannot add up).
+fn flow_depth_exceeds(text: &str, max: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut line = 1;
+    let mut quote: Option<u8> = None;
+    let mut at_line_start = true;
+    let mut prev = 0u8;
+    for &b in text.as_bytes() {
+        if let Some(q) = quote {
+            if b == q && !(q == b'"' && prev == b'\\') {
+                quote = None;
+            }
+            if b == b'\n' {
+                line += 1;
+            }
+            prev = if prev == b'\\' && b == b'\\' { 0 } else { b };
+            continue;
+        }
+        if at_line_start && b.is_ascii_alphanumeric() {
+            depth = 0;
+        }
+        at_line_start = b == b'\n';
+        match b {
+            b'\n' => line += 1,
+            b'"' | b'\'' if matches!(prev, b' ' | b'[' | b'{' | b',' | b':' | b'\n' | 0) => {
+                quote = Some(b)
+            }
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > max {
+                    return Some(line);
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        prev = b;
+    }
+    None
+}
+
+/// Builds a `serde_json::Value` from any deserializer, tolerating huge integers and
+/// non-string keys.
+struct JsonSeed;
+
+impl<'de> DeserializeSeed<'de> for JsonSeed {
+    type Value = Value;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(JsonVisitor)
+    }
+}
+
+struct JsonVisitor;
+
+impl<'de> Visitor<'de> for JsonVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any YAML value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_i128<E>(self, v: i128) -> Result<Value, E> {
+        Ok(i64::try_from(v)
+            .map(Value::from)
+            .unwrap_or_else(|_| float(v as f64)))
+    }
+    fn visit_u128<E>(self, v: u128) -> Result<Value, E> {
+        Ok(u64::try_from(v)
+            .map(Value::from)
+            .unwrap_or_else(|_| float(v as f64)))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(float(v))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(v) = seq.next_element_seed(JsonSeed)? {
+            out.push(v);
+        }
+        Ok(Value::Array(out))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(k) = map.next_key_seed(JsonSeed)? {
+            let key = match k {
+                Value::String(s) => s,
+                Value::Null => "null".into(),
+                other => other.to_string(),
+            };
+            let v = map.next_value_seed(JsonSeed)?;
+            out.insert(key, v);
+        }
+        Ok(Value::Object(out))
+    }
+    fn visit_enum<A: de::EnumAccess<'de>>(self, data: A) -> Result<Value, A::Error> {
+        // A YAML tag (`!foo value`): keep the value, drop the tag.
+        use de::VariantAccess;
+        let (_tag, variant): (de::IgnoredAny, _) = data.variant()?;
+        variant.newtype_variant_seed(JsonSeed)
+    }
+}
+
+fn float(v: f64) -> Value {
+    Number::from_f64(v)
+        .map(Value::Number)
+        .unwrap_or(Value::Null)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yaml_huge_integers_and_int_keys() {
+        let y = "a: 123456789012345678901234567890\nb: -99999999999999999999999\n200:\n  x: 1\nc: [1, 2.5, true, null, ~]\n";
+        let v = parse(y.as_bytes(), "t.yaml").unwrap();
+        assert!(v["a"].as_f64().unwrap() > 1e29);
+        assert!(v["b"].as_f64().unwrap() < -1e22);
+        assert_eq!(v["200"]["x"], 1);
+        assert_eq!(v["c"][1], 2.5);
+    }
+
+    #[test]
+    fn parse_errors_name_the_place() {
+        let e = parse(b"{\"openapi\": ", "x.json").unwrap_err().to_string();
+        assert!(e.contains("line 1"), "{e}");
+        let e = parse(b"a: [1, 2\nb: }", "x.yaml").unwrap_err().to_string();
+        assert!(e.contains("invalid YAML"), "{e}");
+    }
+}

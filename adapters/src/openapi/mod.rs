@@ -1,0 +1,65 @@
+//! OpenAPI upstreams: any HTTP API registered by its OpenAPI 3.0/3.1 or Swagger 2.0
+//! description becomes a set of tools behind the [`Upstream`](crate::Upstream) contract.
+//!
+//! The pipeline, one room each:
+//!
+//! ```text
+//! config  -> load (fetch/read, JSON/YAML, referenced documents; ssrf guard)
+//!         -> normalize (2.0 -> 3.x, schema idioms -> JSON Schema 2020-12)
+//!         -> refs (every $ref checked; schemas inlined, cycle-safe)
+//!         -> model (operations, parameters, bodies, servers, security)
+//!         -> naming + convert (operation -> MCP tool definition, filters)
+//! call    -> invoke + encode (request exactly as the spec says) + auth -> response
+//! ```
+//!
+//! [`OpenApiUpstream::load`] runs it and returns an [`ImportReport`] listing every
+//! operation left out and why.
+//!
+//! A configuration, as the gateway's file holds it (see [`OpenApiConfig`]):
+//!
+//! ```yaml
+//! spec_url: https://raw.githubusercontent.com/example/api/main/openapi.yaml
+//! base_url: https://api.example.com/v2        # optional: overrides the spec's servers
+//! timeout: 30s
+//! auth:                                       # keyed by securitySchemes name
+//!   bearerAuth: {type: bearer, token: "${EXAMPLE_TOKEN}"}
+//!   oauth: {type: oauth2_client_credentials, client_id: app, client_secret: "${SECRET}"}
+//! filters:
+//!   include: {tags: [pets]}
+//!   exclude: {methods: [delete], operation_ids: ["admin*"]}
+//! forward_headers: [X-Request-Id]
+//! health: {path: /healthz}
+//! ```
+//!
+//! What a tool looks like:
+//!
+//! - **name**: the operationId sanitized to `[A-Za-z0-9_-]` (`repos/get-content` ->
+//!   `repos_get-content`), or `method_path` without one; cut with an 8-hex hash suffix
+//!   to fit `64 - len("<upstream>__")`; duplicates get a hash of their method and path.
+//! - **inputSchema**: one flat object: path, query, header and cookie parameters and the
+//!   body's properties (a non-object body goes under `body`; binary content is base64
+//!   text). A parameter whose name a body property also uses becomes `<name>__<in>`.
+//!   `$ref`s are inlined; cycles and very deep or large nests are cut to permissive
+//!   schemas marked with `$comment`.
+//! - **outputSchema**: the shape of the first 2xx JSON response when it is an object.
+//! - **annotations**: `readOnlyHint` for GET/HEAD, `destructiveHint` for DELETE,
+//!   `idempotentHint` for PUT/DELETE, `openWorldHint` always.
+
+mod auth;
+pub mod config;
+mod convert;
+mod encode;
+mod invoke;
+mod load;
+mod media;
+mod model;
+mod naming;
+mod normalize;
+mod refs;
+mod ssrf;
+mod upstream;
+
+pub use config::{Credential, FilterSet, Filters, HealthConfig, OpenApiConfig, Secret};
+pub use load::LoadError;
+pub use ssrf::is_forbidden;
+pub use upstream::{ImportReport, OpenApiUpstream, SkippedOperation};

@@ -1,0 +1,491 @@
+//! The small typed model the rest of the adapter works on: operations with their
+//! parameters, body, output schema, servers and security, plus the security schemes.
+//!
+//! Built from the normalized (3.x-shaped) root document. Schemas in the model are
+//! already self-contained and in JSON Schema 2020-12 form. A problem confined to one
+//! operation skips that operation with a reason; a problem with the document as a
+//! whole is a [`LoadError`] with its JSON pointer.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use super::load::{Documents, LoadError};
+use super::media::{output_schema, request_body};
+use super::refs::{Direction, Inliner, Refs};
+
+/// Methods an OpenAPI path item may hold, in a fixed order.
+pub const METHODS: [&str; 8] = [
+    "get", "put", "post", "delete", "options", "head", "patch", "trace",
+];
+
+/// Where a parameter goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Location {
+    Path,
+    Query,
+    Header,
+    Cookie,
+}
+
+impl Location {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Location::Path => "path",
+            Location::Query => "query",
+            Location::Header => "header",
+            Location::Cookie => "cookie",
+        }
+    }
+}
+
+/// Serialization styles (OpenAPI `style`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    Simple,
+    Label,
+    Matrix,
+    Form,
+    SpaceDelimited,
+    PipeDelimited,
+    DeepObject,
+}
+
+impl Style {
+    pub fn parse(s: &str) -> Option<Style> {
+        Some(match s {
+            "simple" => Style::Simple,
+            "label" => Style::Label,
+            "matrix" => Style::Matrix,
+            "form" => Style::Form,
+            "spaceDelimited" => Style::SpaceDelimited,
+            "pipeDelimited" => Style::PipeDelimited,
+            "deepObject" => Style::DeepObject,
+            _ => return None,
+        })
+    }
+}
+
+/// One parameter of an operation.
+#[derive(Debug, Clone)]
+pub struct Parameter {
+    pub name: String,
+    pub location: Location,
+    pub required: bool,
+    pub schema: Value,
+    pub style: Style,
+    pub explode: bool,
+    pub allow_reserved: bool,
+    /// Declared with `content: application/json`: the value is sent as JSON text.
+    pub json_content: bool,
+}
+
+/// How a request body is encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyKind {
+    Json,
+    Form,
+    Multipart,
+    Text,
+    Binary,
+}
+
+/// Per-property encoding of form and multipart bodies.
+#[derive(Debug, Clone, Default)]
+pub struct PropEncoding {
+    pub content_type: Option<String>,
+    pub style: Option<Style>,
+    pub explode: Option<bool>,
+}
+
+/// The request body chosen for an operation.
+#[derive(Debug, Clone)]
+pub struct Body {
+    pub media_type: String,
+    pub kind: BodyKind,
+    pub required: bool,
+    pub description: Option<String>,
+    pub schema: Value,
+    pub encoding: BTreeMap<String, PropEncoding>,
+}
+
+/// One operation (path + method).
+#[derive(Debug, Clone)]
+pub struct Operation {
+    pub method: String,
+    pub path: String,
+    pub operation_id: Option<String>,
+    pub summary: Option<String>,
+    pub description: Option<String>,
+    pub tags: Vec<String>,
+    pub deprecated: bool,
+    pub parameters: Vec<Parameter>,
+    pub body: Option<Body>,
+    pub output_schema: Option<Value>,
+    /// Server URLs (variables filled with defaults), operation- or path-level first.
+    pub servers: Vec<String>,
+    /// Alternatives of required scheme names (`[]` inside = no auth needed).
+    /// `None` when neither the operation nor the document declares any.
+    pub security: Option<Vec<Vec<String>>>,
+}
+
+/// A security scheme.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SecurityScheme {
+    ApiKey { name: String, location: Location },
+    Http { scheme: String },
+    OAuth2 { token_url: Option<String> },
+    Other(String),
+}
+
+/// The operations of an API and what the skipped ones lacked.
+#[derive(Debug, Default)]
+pub struct Api {
+    /// Root-level server URLs (variables filled with defaults).
+    pub servers: Vec<String>,
+    pub operations: Vec<Operation>,
+    pub skipped: Vec<(String, String)>,
+    pub security_schemes: BTreeMap<String, SecurityScheme>,
+    /// References cut while inlining (cycles, depth, size).
+    pub cuts: usize,
+}
+
+/// Reference depth and size budget of input schemas (they must stay complete).
+const INPUT_REF_DEPTH: usize = 8;
+const INPUT_BUDGET: usize = 1_000;
+/// Output schemas are informative only: kept shallow and small.
+const OUTPUT_REF_DEPTH: usize = 2;
+const OUTPUT_BUDGET: usize = 400;
+
+fn str_of(m: &Map<String, Value>, k: &str) -> Option<String> {
+    m.get(k).and_then(Value::as_str).map(str::to_owned)
+}
+
+fn escape(seg: &str) -> String {
+    seg.replace('~', "~0").replace('/', "~1")
+}
+
+/// Builds the model from the (normalized) root document.
+pub fn build(docs: &Documents) -> Result<Api, LoadError> {
+    let refs = Refs { docs };
+    let root = docs.docs[0]
+        .root
+        .as_object()
+        .ok_or_else(|| LoadError::invalid("", "not an object"))?;
+    let root_servers = servers(root.get("servers"), "/servers")?;
+    let mut api = Api {
+        servers: root_servers.clone(),
+        ..Api::default()
+    };
+    let root_security = security(root.get("security"), "/security")?;
+    if let Some(Value::Object(schemes)) = root
+        .get("components")
+        .and_then(|c| c.get("securitySchemes"))
+    {
+        for (name, s) in schemes {
+            let (_, s) = refs.deref(0, s).map_err(|e| {
+                LoadError::invalid(&format!("/components/securitySchemes/{}", escape(name)), e)
+            })?;
+            api.security_schemes.insert(name.clone(), scheme(s));
+        }
+    }
+    let mut input = Inliner::new(docs, Direction::Input, INPUT_REF_DEPTH, INPUT_BUDGET);
+    let mut output = Inliner::new(docs, Direction::Output, OUTPUT_REF_DEPTH, OUTPUT_BUDGET);
+    let Some(paths) = root.get("paths") else {
+        return Ok(api);
+    };
+    let paths = paths
+        .as_object()
+        .ok_or_else(|| LoadError::invalid("/paths", "must be an object"))?;
+    for (path, item) in paths {
+        let item_ptr = format!("/paths/{}", escape(path));
+        let (idoc, item) = refs
+            .deref(0, item)
+            .map_err(|e| LoadError::invalid(&item_ptr, e))?;
+        let item = item
+            .as_object()
+            .ok_or_else(|| LoadError::invalid(&item_ptr, "a path item must be an object"))?;
+        let item_servers = servers(item.get("servers"), &format!("{item_ptr}/servers"))?;
+        for method in METHODS {
+            let Some(op) = item.get(method) else { continue };
+            let ptr = format!("{item_ptr}/{method}");
+            let op = op
+                .as_object()
+                .ok_or_else(|| LoadError::invalid(&ptr, "an operation must be an object"))?;
+            let label = str_of(op, "operationId")
+                .unwrap_or_else(|| format!("{} {path}", method.to_uppercase()));
+            let mut srv = servers(op.get("servers"), &format!("{ptr}/servers"))?;
+            if srv.is_empty() {
+                srv = item_servers.clone();
+            }
+            if srv.is_empty() {
+                srv = root_servers.clone();
+            }
+            let sec = security(op.get("security"), &format!("{ptr}/security"))?
+                .or_else(|| root_security.clone());
+            let ctx = OpCtx {
+                refs: &refs,
+                doc: idoc,
+                ptr: &ptr,
+                input: &mut input,
+                output: &mut output,
+            };
+            match operation(ctx, method, path, item, op) {
+                Ok(mut o) => {
+                    o.servers = srv;
+                    o.security = sec;
+                    api.operations.push(o);
+                }
+                Err(reason) => api.skipped.push((label, reason)),
+            }
+        }
+    }
+    api.cuts = input.cuts + output.cuts;
+    Ok(api)
+}
+
+fn scheme(s: &Value) -> SecurityScheme {
+    let get = |k: &str| s.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+    match get("type").as_str() {
+        "apiKey" => {
+            let location = match get("in").as_str() {
+                "query" => Location::Query,
+                "cookie" => Location::Cookie,
+                _ => Location::Header,
+            };
+            SecurityScheme::ApiKey {
+                name: get("name"),
+                location,
+            }
+        }
+        "http" => SecurityScheme::Http {
+            scheme: get("scheme").to_ascii_lowercase(),
+        },
+        "oauth2" => SecurityScheme::OAuth2 {
+            token_url: s
+                .pointer("/flows/clientCredentials/tokenUrl")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        },
+        other => SecurityScheme::Other(other.to_owned()),
+    }
+}
+
+fn servers(v: Option<&Value>, ptr: &str) -> Result<Vec<String>, LoadError> {
+    let Some(v) = v else { return Ok(vec![]) };
+    let list = v
+        .as_array()
+        .ok_or_else(|| LoadError::invalid(ptr, "must be an array"))?;
+    let mut out = Vec::new();
+    for (i, s) in list.iter().enumerate() {
+        let Some(url) = s.get("url").and_then(Value::as_str) else {
+            return Err(LoadError::invalid(
+                &format!("{ptr}/{i}/url"),
+                "a server needs a string url",
+            ));
+        };
+        let mut url = url.to_owned();
+        if let Some(Value::Object(vars)) = s.get("variables") {
+            for (name, var) in vars {
+                let default = match var.get("default") {
+                    Some(Value::String(d)) => d.clone(),
+                    Some(other) => other.to_string(),
+                    None => continue,
+                };
+                url = url.replace(&format!("{{{name}}}"), &default);
+            }
+        }
+        out.push(url);
+    }
+    Ok(out)
+}
+
+fn security(v: Option<&Value>, ptr: &str) -> Result<Option<Vec<Vec<String>>>, LoadError> {
+    let Some(v) = v else { return Ok(None) };
+    let list = v
+        .as_array()
+        .ok_or_else(|| LoadError::invalid(ptr, "must be an array"))?;
+    let mut out = Vec::new();
+    for (i, req) in list.iter().enumerate() {
+        let req = req
+            .as_object()
+            .ok_or_else(|| LoadError::invalid(&format!("{ptr}/{i}"), "must be an object"))?;
+        out.push(req.keys().cloned().collect());
+    }
+    Ok(Some(out))
+}
+
+struct OpCtx<'r, 'a> {
+    refs: &'r Refs<'a>,
+    doc: usize,
+    ptr: &'r str,
+    input: &'r mut Inliner<'a>,
+    output: &'r mut Inliner<'a>,
+}
+
+fn operation<'a>(
+    ctx: OpCtx<'_, 'a>,
+    method: &str,
+    path: &str,
+    item: &'a Map<String, Value>,
+    op: &'a Map<String, Value>,
+) -> Result<Operation, String> {
+    let OpCtx {
+        refs,
+        doc,
+        ptr,
+        input,
+        output,
+    } = ctx;
+    // path-level parameters first, overridden by operation-level ones of the same (name, in)
+    let mut raw: Vec<(usize, &'a Map<String, Value>, String)> = Vec::new();
+    for (list, lptr) in [
+        (
+            item.get("parameters"),
+            ptr.rsplit_once('/').map(|x| x.0).unwrap_or(ptr).to_owned() + "/parameters",
+        ),
+        (op.get("parameters"), format!("{ptr}/parameters")),
+    ] {
+        let Some(list) = list else { continue };
+        let list = list
+            .as_array()
+            .ok_or_else(|| format!("{lptr} must be an array"))?;
+        for (i, p) in list.iter().enumerate() {
+            let (pdoc, p) = refs.deref(doc, p).map_err(|e| format!("{lptr}/{i}: {e}"))?;
+            let p = p
+                .as_object()
+                .ok_or_else(|| format!("{lptr}/{i} must be an object"))?;
+            let key = (str_of(p, "name"), str_of(p, "in"));
+            raw.retain(|(_, q, _)| (str_of(q, "name"), str_of(q, "in")) != key);
+            raw.push((pdoc, p, format!("{lptr}/{i}")));
+        }
+    }
+    let mut parameters = Vec::new();
+    for (pdoc, p, pptr) in raw {
+        let name = str_of(p, "name").ok_or_else(|| format!("{pptr}: parameter without a name"))?;
+        let location = match p.get("in").and_then(Value::as_str) {
+            Some("path") => Location::Path,
+            Some("query") => Location::Query,
+            Some("header") => Location::Header,
+            Some("cookie") => Location::Cookie,
+            other => {
+                return Err(format!(
+                    "{pptr}: parameter '{name}' has unsupported location {other:?}"
+                ));
+            }
+        };
+        // OpenAPI says these header parameters are ignored (set by content negotiation/auth)
+        if location == Location::Header
+            && ["accept", "content-type", "authorization"]
+                .contains(&name.to_ascii_lowercase().as_str())
+        {
+            continue;
+        }
+        let (schema_src, json_content) = match (p.get("schema"), p.get("content")) {
+            (Some(s), _) => (Some(s), false),
+            (None, Some(Value::Object(c))) => match c.iter().next() {
+                Some((mt, m)) => (m.get("schema"), mt.contains("json")),
+                None => (None, false),
+            },
+            _ => (None, false),
+        };
+        let mut schema = match schema_src {
+            Some(s) => input.schema(pdoc, s).map_err(|e| format!("{pptr}: {e}"))?,
+            None => serde_json::json!({"type": "string"}),
+        };
+        let description = str_of(p, "description").filter(|d| !d.trim().is_empty());
+        if let (Some(d), Value::Object(m)) = (&description, &mut schema)
+            && !m.contains_key("description")
+        {
+            m.insert("description".into(), Value::String(d.trim().to_owned()));
+        }
+        let default_style = match location {
+            Location::Path | Location::Header => Style::Simple,
+            Location::Query | Location::Cookie => Style::Form,
+        };
+        let style = p
+            .get("style")
+            .and_then(Value::as_str)
+            .and_then(Style::parse)
+            .unwrap_or(default_style);
+        let explode = p
+            .get("explode")
+            .and_then(Value::as_bool)
+            .unwrap_or(style == Style::Form);
+        parameters.push(Parameter {
+            required: location == Location::Path
+                || p.get("required").and_then(Value::as_bool) == Some(true),
+            name,
+            location,
+            schema,
+            style,
+            explode,
+            allow_reserved: p.get("allowReserved").and_then(Value::as_bool) == Some(true),
+            json_content,
+        });
+    }
+    // path template variables without a declared parameter still need a value
+    for var in template_vars(path) {
+        if !parameters
+            .iter()
+            .any(|p| p.location == Location::Path && p.name == var)
+        {
+            parameters.push(Parameter {
+                name: var.to_owned(),
+                location: Location::Path,
+                required: true,
+                schema: serde_json::json!({"type": "string"}),
+                style: Style::Simple,
+                explode: false,
+                allow_reserved: false,
+                json_content: false,
+            });
+        }
+    }
+    let body = match op.get("requestBody") {
+        Some(b) => {
+            request_body(refs, doc, b, input).map_err(|e| format!("{ptr}/requestBody: {e}"))?
+        }
+        None => None,
+    };
+    let output_schema = match op.get("responses") {
+        Some(r) => output_schema(refs, doc, r, output),
+        None => None,
+    };
+    Ok(Operation {
+        method: method.to_uppercase(),
+        path: path.to_owned(),
+        operation_id: str_of(op, "operationId"),
+        summary: str_of(op, "summary"),
+        description: str_of(op, "description"),
+        tags: op
+            .get("tags")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|t| t.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        deprecated: op.get("deprecated").and_then(Value::as_bool) == Some(true),
+        parameters,
+        body,
+        output_schema,
+        servers: Vec::new(),
+        security: None,
+    })
+}
+
+/// The `{name}` variables of a path template.
+pub fn template_vars(path: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = path;
+    while let Some(start) = rest.find('{') {
+        let Some(len) = rest[start..].find('}') else {
+            break;
+        };
+        out.push(&rest[start + 1..start + len]);
+        rest = &rest[start + len + 1..];
+    }
+    out
+}

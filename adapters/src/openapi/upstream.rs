@@ -1,0 +1,505 @@
+//! [`OpenApiUpstream`]: an OpenAPI description behind the same [`Upstream`] contract as
+//! an MCP server. Loading runs the whole pipeline once (fetch, normalize, check refs,
+//! model, convert); calls validate arguments against the tool's input schema (the
+//! validator is compiled on first use), build the request, apply auth and map the
+//! response. One pooled reqwest client per upstream, guarded against SSRF.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::Serialize;
+use tokio::sync::watch;
+use url::Url;
+
+use super::auth::{Applied, Auth};
+use super::config::OpenApiConfig;
+use super::convert::{self, Converted};
+use super::invoke;
+use super::load::{self, LoadError, error_chain};
+use super::model::{self, Operation};
+use super::naming;
+use super::normalize;
+use super::refs;
+use super::ssrf;
+use crate::{CallContext, CallOutput, Connection, JsonObject, ToolDef, ToolError, Upstream};
+
+/// The gateway names tools `<upstream>__<tool>` within 64 characters.
+const MAX_QUALIFIED: usize = 64;
+/// Bare names never get shorter than this, whatever the upstream's name.
+const MIN_BARE: usize = 16;
+
+/// What an import did, for the operator.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ImportReport {
+    /// The spec's version family (`2.0`, `3.0`, `3.1`).
+    pub spec_version: String,
+    pub operations: usize,
+    pub imported: usize,
+    /// Operations left out, each with why.
+    pub skipped: Vec<SkippedOperation>,
+    /// Names cut to the length budget: (full name, name used).
+    pub shortened: Vec<(String, String)>,
+    /// The longest bare name allowed (64 minus the `<upstream>__` prefix).
+    pub name_budget: usize,
+    /// `$ref`s cut while inlining schemas (cycles, depth or size limits).
+    pub cut_references: usize,
+    /// Approximate tokens of the whole tool list (serialized bytes / 4).
+    pub approx_tokens: usize,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SkippedOperation {
+    /// operationId, or `METHOD /path` when there is none.
+    pub operation: String,
+    pub reason: String,
+}
+
+struct Entry {
+    op: Operation,
+    conv: Converted,
+    base: Result<Url, String>,
+    validator: OnceLock<Result<jsonschema::Validator, String>>,
+}
+
+/// An OpenAPI upstream.
+pub struct OpenApiUpstream {
+    name: String,
+    config: OpenApiConfig,
+    tools: Arc<Vec<ToolDef>>,
+    entries: HashMap<String, Entry>,
+    client: reqwest::Client,
+    auth: Auth,
+    health_base: Option<Url>,
+    tools_tx: watch::Sender<u64>,
+    last_error: Mutex<Option<String>>,
+    closed: std::sync::atomic::AtomicBool,
+}
+
+impl std::fmt::Debug for OpenApiUpstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenApiUpstream")
+            .field("name", &self.name)
+            .field("tools", &self.tools.len())
+            .finish()
+    }
+}
+
+fn resolve_base(
+    config: &OpenApiConfig,
+    spec: Option<&Url>,
+    servers: &[String],
+) -> Result<Url, String> {
+    if let Some(b) = &config.base_url {
+        return Url::parse(b).map_err(|e| format!("base_url '{b}' is not a URL: {e}"));
+    }
+    let server = servers.first().map(String::as_str).unwrap_or("/");
+    if let Ok(u) = Url::parse(server) {
+        return Ok(u);
+    }
+    match spec.filter(|s| s.scheme() != "file") {
+        Some(s) => s
+            .join(server)
+            .map_err(|e| format!("server '{server}' cannot be resolved: {e}")),
+        None => Err(format!(
+            "the server URL '{server}' is relative and the spec was read from a file; set base_url"
+        )),
+    }
+}
+
+impl OpenApiUpstream {
+    /// Loads the spec and builds the tools. The report lists what was left out and why.
+    pub async fn load(
+        name: &str,
+        config: OpenApiConfig,
+    ) -> Result<(OpenApiUpstream, ImportReport), LoadError> {
+        if let Some(b) = &config.base_url {
+            let url = Url::parse(b)
+                .map_err(|e| LoadError::Config(format!("base_url '{b}' is not a URL: {e}")))?;
+            ssrf::check_url(&url, config.allow_private_networks)
+                .map_err(|e| LoadError::Config(format!("base_url '{b}': {e}")))?;
+        }
+        for h in &config.forward_headers {
+            http::HeaderName::from_bytes(h.as_bytes()).map_err(|_| {
+                LoadError::Config(format!("forward_headers: '{h}' is not a header name"))
+            })?;
+        }
+        let client =
+            ssrf::guarded_client(config.allow_private_networks, config.timeout).map_err(|e| {
+                LoadError::Config(format!("cannot build the HTTP client: {}", error_chain(&e)))
+            })?;
+        let mut docs = load::load_documents(&config, &client).await?;
+        let spec_url = docs.docs[0].base.clone();
+        let version = normalize::normalize_document(&mut docs.docs[0].root, spec_url.as_ref())?;
+        refs::check_refs(&docs)?;
+        let api = model::build(&docs)?;
+        let root_servers = api.servers.clone();
+        drop(docs);
+        let auth = Auth::new(
+            api.security_schemes.clone(),
+            config.auth.clone(),
+            spec_url.clone(),
+        )?;
+        let operations = api.operations.len() + api.skipped.len();
+        let mut report = ImportReport {
+            spec_version: match version {
+                normalize::Version::Swagger2 => "2.0",
+                normalize::Version::V30 => "3.0",
+                normalize::Version::V31 => "3.1",
+            }
+            .into(),
+            operations,
+            cut_references: api.cuts,
+            skipped: api
+                .skipped
+                .iter()
+                .map(|(o, r)| SkippedOperation {
+                    operation: o.clone(),
+                    reason: r.clone(),
+                })
+                .collect(),
+            ..ImportReport::default()
+        };
+        let mut kept = Vec::new();
+        for op in api.operations {
+            match convert::filter(&config.filters, &op) {
+                Ok(()) => kept.push(op),
+                Err(reason) => report.skipped.push(SkippedOperation {
+                    operation: op
+                        .operation_id
+                        .clone()
+                        .unwrap_or_else(|| format!("{} {}", op.method, op.path)),
+                    reason,
+                }),
+            }
+        }
+        let budget = MAX_QUALIFIED.saturating_sub(name.len() + 2).max(MIN_BARE);
+        let (names, shortened) = naming::assign(&kept, budget);
+        report.shortened = shortened;
+        report.name_budget = budget;
+        let mut tools = Vec::with_capacity(kept.len());
+        let mut entries = HashMap::with_capacity(kept.len());
+        let mut bytes = 0;
+        for (op, tool_name) in kept.into_iter().zip(names) {
+            let conv = convert::convert(&op);
+            let raw = convert::tool_json(&tool_name, &op, &conv);
+            bytes += serde_json::to_vec(&raw).map(|v| v.len()).unwrap_or(0);
+            let base = resolve_base(&config, spec_url.as_ref(), &op.servers);
+            tools.push(ToolDef {
+                name: tool_name.clone(),
+                raw,
+            });
+            entries.insert(
+                tool_name,
+                Entry {
+                    op,
+                    conv,
+                    base,
+                    validator: OnceLock::new(),
+                },
+            );
+        }
+        report.imported = tools.len();
+        report.approx_tokens = bytes / 4;
+        let health_base = resolve_base(&config, spec_url.as_ref(), &root_servers).ok();
+        let (tools_tx, _) = watch::channel(1);
+        tracing::info!(
+            upstream = name,
+            imported = report.imported,
+            skipped = report.skipped.len(),
+            approx_tokens = report.approx_tokens,
+            "OpenAPI upstream loaded"
+        );
+        Ok((
+            OpenApiUpstream {
+                name: name.to_owned(),
+                config,
+                tools: Arc::new(tools),
+                entries,
+                client,
+                auth,
+                health_base,
+                tools_tx,
+                last_error: Mutex::new(None),
+                closed: std::sync::atomic::AtomicBool::new(false),
+            },
+            report,
+        ))
+    }
+
+    fn validate(&self, tool: &str, entry: &Entry, args: &JsonObject) -> Result<(), ToolError> {
+        let validator = entry.validator.get_or_init(|| {
+            jsonschema::validator_for(&entry.conv.input_schema).map_err(|e| e.to_string())
+        });
+        let validator = validator.as_ref().map_err(|e| {
+            ToolError::Failed(format!(
+                "the input schema of '{tool}' cannot be compiled: {e}"
+            ))
+        })?;
+        let instance = serde_json::Value::Object(args.clone());
+        let problems: Vec<String> = validator
+            .iter_errors(&instance)
+            .take(20)
+            .map(|e| {
+                let at = e.instance_path().to_string();
+                let at = if at.is_empty() {
+                    "(arguments)".to_owned()
+                } else {
+                    at
+                };
+                format!("- {at}: {e}")
+            })
+            .collect();
+        if problems.is_empty() {
+            return Ok(());
+        }
+        Err(ToolError::InvalidArgs(format!(
+            "arguments for '{tool}' do not match its input schema:\n{}\nfix these and call again",
+            problems.join("\n")
+        )))
+    }
+
+    /// Like [`Upstream::call`], also forwarding those of `incoming` headers that the
+    /// config lists in `forward_headers`.
+    pub async fn call_with_headers(
+        &self,
+        tool: &str,
+        arguments: JsonObject,
+        ctx: CallContext,
+        incoming: &http::HeaderMap,
+    ) -> Result<CallOutput, ToolError> {
+        if self.closed.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(ToolError::unavailable(&self.name, "it was shut down"));
+        }
+        let entry = self.entries.get(tool).ok_or_else(|| {
+            ToolError::NotFound(format!("upstream '{}' has no tool '{tool}'", self.name))
+        })?;
+        self.validate(tool, entry, &arguments)?;
+        let base = entry
+            .base
+            .as_ref()
+            .map_err(|e| ToolError::Failed(e.clone()))?;
+        let prepared = invoke::build(&entry.op, &entry.conv, &arguments, base)?;
+        ssrf::check_url(&prepared.url, self.config.allow_private_networks)
+            .map_err(|e| ToolError::Failed(format!("refused to call {}: {e}", prepared.url)))?;
+        let limit = ctx.remaining().min(self.config.timeout);
+        let what = format!("{} {}", entry.op.method, entry.op.path);
+        let work = async {
+            let mut retried = false;
+            loop {
+                let mut applied = Applied::default();
+                let schemes = self.auth.choose(entry.op.security.as_deref());
+                if !schemes.is_empty() {
+                    self.auth
+                        .apply(&self.client, &schemes, &mut applied, limit)
+                        .await
+                        .map_err(ToolError::Failed)?;
+                }
+                let req = self.request(&prepared, &applied, incoming);
+                let resp = req
+                    .send()
+                    .await
+                    .map_err(|e| self.send_error(tool, e, limit))?;
+                if resp.status() == reqwest::StatusCode::UNAUTHORIZED
+                    && !applied.used_oauth.is_empty()
+                    && !retried
+                {
+                    for s in &applied.used_oauth {
+                        self.auth.invalidate(s).await;
+                    }
+                    retried = true;
+                    continue;
+                }
+                let status = resp.status();
+                let ct = resp
+                    .headers()
+                    .get(reqwest::header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
+                let (body, cut) = invoke::read_capped(resp, self.config.max_response_bytes)
+                    .await
+                    .map_err(|e| self.send_error(tool, e, limit))?;
+                return Ok(invoke::map_response(
+                    status,
+                    ct.as_deref(),
+                    body,
+                    cut,
+                    &what,
+                ));
+            }
+        };
+        tokio::select! {
+            r = tokio::time::timeout(limit, work) => match r {
+                Ok(r) => r,
+                Err(_) => Err(ToolError::timeout(&self.name, tool, limit)),
+            },
+            _ = ctx.cancel.cancelled() => Err(ToolError::cancelled(tool)),
+        }
+    }
+
+    fn request(
+        &self,
+        p: &invoke::Prepared,
+        applied: &Applied,
+        incoming: &http::HeaderMap,
+    ) -> reqwest::RequestBuilder {
+        let mut url = p.url.clone();
+        if !applied.query.is_empty() {
+            let q = match url.query() {
+                Some(q) if !q.is_empty() => format!("{q}&{}", applied.query.join("&")),
+                _ => applied.query.join("&"),
+            };
+            url.set_query(Some(&q));
+        }
+        let mut req = self.client.request(p.method.clone(), url);
+        for h in &self.config.forward_headers {
+            for v in incoming.get_all(h.as_str()) {
+                req = req.header(h.as_str(), v.clone());
+            }
+        }
+        for (k, v) in p.headers.iter().chain(&applied.headers) {
+            req = req.header(k.as_str(), v.as_str());
+        }
+        let cookies: Vec<&String> = p.cookies.iter().chain(&applied.cookies).collect();
+        if !cookies.is_empty() {
+            let c: Vec<&str> = cookies.iter().map(|s| s.as_str()).collect();
+            req = req.header("cookie", c.join("; "));
+        }
+        if let Some((ct, bytes)) = &p.body {
+            req = req.header("content-type", ct.as_str()).body(bytes.clone());
+        }
+        req
+    }
+
+    fn send_error(&self, tool: &str, e: reqwest::Error, limit: Duration) -> ToolError {
+        if e.is_timeout() {
+            return ToolError::timeout(&self.name, tool, limit);
+        }
+        // the URL may carry an API key in its query: never put it in a message
+        let detail = error_chain(&e.without_url());
+        *self.last_error.lock().expect("not poisoned") = Some(detail.clone());
+        ToolError::unavailable(&self.name, detail)
+    }
+}
+
+#[async_trait]
+impl Upstream for OpenApiUpstream {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn tools(&self) -> Arc<Vec<ToolDef>> {
+        self.tools.clone()
+    }
+
+    fn tools_changed(&self) -> watch::Receiver<u64> {
+        self.tools_tx.subscribe()
+    }
+
+    fn connection(&self) -> Connection {
+        if self.closed.load(std::sync::atomic::Ordering::Relaxed) {
+            Connection::Closed
+        } else {
+            Connection::Connected
+        }
+    }
+
+    fn last_error(&self) -> Option<String> {
+        self.last_error.lock().expect("not poisoned").clone()
+    }
+
+    async fn call(
+        &self,
+        tool: &str,
+        arguments: JsonObject,
+        ctx: CallContext,
+    ) -> Result<CallOutput, ToolError> {
+        let headers = ctx.request_headers.clone();
+        self.call_with_headers(tool, arguments, ctx, &headers).await
+    }
+
+    async fn check(&self, timeout: Duration) -> Result<(), ToolError> {
+        let result = self.probe(timeout).await;
+        *self.last_error.lock().expect("not poisoned") =
+            result.as_ref().err().map(|e| e.to_string());
+        result
+    }
+
+    async fn shutdown(&self) {
+        self.closed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl OpenApiUpstream {
+    async fn probe(&self, timeout: Duration) -> Result<(), ToolError> {
+        let base = self
+            .health_base
+            .as_ref()
+            .ok_or_else(|| ToolError::unavailable(&self.name, "no base URL to probe"))?;
+        if let Some(h) = &self.config.health {
+            let mut url = base.clone();
+            url.set_path(&format!(
+                "{}/{}",
+                base.path().trim_end_matches('/'),
+                h.path.trim_start_matches('/')
+            ));
+            let resp = tokio::time::timeout(timeout, self.client.get(url).send())
+                .await
+                .map_err(|_| {
+                    ToolError::unavailable(
+                        &self.name,
+                        format!("health check timed out after {timeout:?}"),
+                    )
+                })?
+                .map_err(|e| ToolError::unavailable(&self.name, error_chain(&e)))?;
+            if !resp.status().is_success() {
+                return Err(ToolError::unavailable(
+                    &self.name,
+                    format!("health check answered {}", resp.status()),
+                ));
+            }
+            return Ok(());
+        }
+        let host = base
+            .host_str()
+            .ok_or_else(|| ToolError::unavailable(&self.name, "base URL has no host"))?;
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned();
+        let port = base.port_or_known_default().unwrap_or(443);
+        let allow = self.config.allow_private_networks;
+        let connect = async {
+            let addrs = tokio::net::lookup_host((host.as_str(), port)).await?;
+            let mut last = std::io::Error::other("no usable address");
+            for a in addrs {
+                if !allow && ssrf::is_forbidden(a.ip()) {
+                    last =
+                        std::io::Error::other("address is private (allow_private_networks is off)");
+                    continue;
+                }
+                match tokio::net::TcpStream::connect(a).await {
+                    Ok(_) => return Ok(()),
+                    Err(e) => last = e,
+                }
+            }
+            Err(last)
+        };
+        tokio::time::timeout(timeout, connect)
+            .await
+            .map_err(|_| {
+                ToolError::unavailable(
+                    &self.name,
+                    format!("TCP connect timed out after {timeout:?}"),
+                )
+            })?
+            .map_err(|e| {
+                ToolError::unavailable(
+                    &self.name,
+                    format!("TCP connect to {host}:{port} failed: {e}"),
+                )
+            })
+    }
+}

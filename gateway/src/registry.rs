@@ -1,0 +1,270 @@
+//! OpenAPI upstreams: imported from the config file at startup and registered at run
+//! time through the admin API; runtime registrations survive restarts.
+//!
+//! An import runs in the background at startup: until it finishes, a [`Placeholder`]
+//! stands in (state `starting`); a failed import leaves a placeholder that reports the
+//! error (state `down`), so `/v1/upstreams` and `toolgate check` show what went wrong.
+//! Registrations are kept by a [`RegistrationStore`]; the embedded default is a JSON
+//! file in the data directory, replaced atomically (write, fsync, rename).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use toolgate_adapters::openapi::{ImportReport, LoadError, OpenApiConfig, OpenApiUpstream};
+use toolgate_adapters::{
+    CallContext, CallOutput, Connection, JsonObject, ToolDef, ToolError, Upstream,
+};
+
+use crate::config::Namespace;
+use crate::gateway::{Gateway, Mounted};
+
+/// One upstream registered through the admin API, as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Registration {
+    pub name: String,
+    pub openapi: OpenApiConfig,
+}
+
+/// Where registrations are kept between restarts.
+#[async_trait]
+pub trait RegistrationStore: Send + Sync {
+    async fn load(&self) -> Result<Vec<Registration>, String>;
+    /// Replaces the stored set with `all`.
+    async fn save(&self, all: &[Registration]) -> Result<(), String>;
+}
+
+/// The embedded store: `<data_dir>/registrations.json`.
+pub struct FileStore {
+    path: PathBuf,
+}
+
+impl FileStore {
+    pub fn new(data_dir: &std::path::Path) -> Self {
+        Self {
+            path: data_dir.join("registrations.json"),
+        }
+    }
+}
+
+#[async_trait]
+impl RegistrationStore for FileStore {
+    async fn load(&self) -> Result<Vec<Registration>, String> {
+        match tokio::fs::read(&self.path).await {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+                format!(
+                    "{} is not a valid registration file: {e}",
+                    self.path.display()
+                )
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) => Err(format!("cannot read {}: {e}", self.path.display())),
+        }
+    }
+
+    async fn save(&self, all: &[Registration]) -> Result<(), String> {
+        let bytes = serde_json::to_vec_pretty(all).map_err(|e| e.to_string())?;
+        let path = self.path.clone();
+        // Blocking file I/O (fsync) off the runtime.
+        tokio::task::spawn_blocking(move || write_atomically(&path, &bytes))
+            .await
+            .map_err(|e| e.to_string())?
+    }
+}
+
+fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<(), String> {
+    use std::io::Write;
+    let dir = path.parent().unwrap_or(std::path::Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let tmp = path.with_extension("json.tmp");
+    let mut file =
+        std::fs::File::create(&tmp).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+    file.write_all(bytes)
+        .and_then(|_| file.sync_all())
+        .map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, path).map_err(|e| format!("cannot replace {}: {e}", path.display()))?;
+    // Make the rename itself durable.
+    if let Ok(dir) = std::fs::File::open(dir) {
+        let _ = dir.sync_all();
+    }
+    Ok(())
+}
+
+/// Imports an OpenAPI upstream and mounts it under `name`.
+pub async fn import(
+    gateway: &Arc<Gateway>,
+    name: &str,
+    config: OpenApiConfig,
+) -> Result<ImportReport, LoadError> {
+    let (upstream, report) = OpenApiUpstream::load(name, config).await?;
+    tracing::info!(
+        upstream = name,
+        imported = report.imported,
+        skipped = report.skipped.len(),
+        "OpenAPI upstream imported"
+    );
+    for skipped in &report.skipped {
+        tracing::warn!(upstream = name, operation = %skipped.operation, reason = %skipped.reason, "operation skipped");
+    }
+    gateway
+        .mount(
+            name.to_owned(),
+            openapi_mounted(gateway, Arc::new(upstream)),
+        )
+        .await;
+    Ok(report)
+}
+
+fn openapi_mounted(gateway: &Gateway, upstream: Arc<dyn Upstream>) -> Mounted {
+    let settings = gateway.config.upstreams.get(upstream.name());
+    Mounted::new(
+        upstream,
+        "openapi",
+        Namespace::Prefix,
+        settings
+            .and_then(|s| s.call_timeout)
+            .unwrap_or(gateway.config.call_timeout),
+        settings
+            .and_then(|s| s.health.clone())
+            .unwrap_or_else(|| gateway.config.health.clone()),
+    )
+}
+
+/// Starts importing every OpenAPI upstream of the config file and every stored
+/// registration, each in the background behind a placeholder.
+pub async fn start_imports(gateway: &Arc<Gateway>, store: &dyn RegistrationStore) {
+    let mut wanted: Vec<(String, OpenApiConfig)> = gateway
+        .config
+        .upstreams
+        .iter()
+        .filter_map(|(name, u)| u.openapi.clone().map(|o| (name.clone(), o)))
+        .collect();
+    match store.load().await {
+        Ok(registrations) => {
+            for registration in registrations {
+                if gateway.config.upstreams.contains_key(&registration.name) {
+                    tracing::warn!(upstream = %registration.name, "stored registration ignored: the config file defines an upstream of that name");
+                    continue;
+                }
+                wanted.push((registration.name, registration.openapi));
+            }
+        }
+        Err(error) => tracing::error!(%error, "stored registrations could not be read"),
+    }
+    for (name, config) in wanted {
+        let placeholder = Arc::new(Placeholder::new(name.clone()));
+        gateway
+            .mount(name.clone(), openapi_mounted(gateway, placeholder.clone()))
+            .await;
+        let gateway = gateway.clone();
+        tokio::spawn(async move {
+            if let Err(error) = import(&gateway, &name, config).await {
+                tracing::error!(upstream = %name, %error, "OpenAPI upstream could not be imported");
+                placeholder.fail(error.to_string());
+            }
+        });
+    }
+}
+
+/// Stands in for an upstream that is still importing, or whose import failed.
+pub struct Placeholder {
+    name: String,
+    error: std::sync::Mutex<Option<String>>,
+    changed: watch::Sender<u64>,
+}
+
+impl Placeholder {
+    pub fn new(name: String) -> Self {
+        Self {
+            name,
+            error: std::sync::Mutex::new(None),
+            changed: watch::channel(0).0,
+        }
+    }
+
+    fn fail(&self, error: String) {
+        *self.error.lock().unwrap_or_else(|e| e.into_inner()) = Some(error);
+    }
+
+    fn error(&self) -> Option<String> {
+        self.error.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+#[async_trait]
+impl Upstream for Placeholder {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn tools(&self) -> Arc<Vec<ToolDef>> {
+        Arc::default()
+    }
+
+    fn tools_changed(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    fn connection(&self) -> Connection {
+        if self.error().is_some() {
+            Connection::Closed
+        } else {
+            Connection::Connecting
+        }
+    }
+
+    fn last_error(&self) -> Option<String> {
+        self.error()
+    }
+
+    async fn call(&self, _: &str, _: JsonObject, _: CallContext) -> Result<CallOutput, ToolError> {
+        Err(ToolError::unavailable(
+            &self.name,
+            self.error()
+                .unwrap_or_else(|| "its spec is still being imported".into()),
+        ))
+    }
+
+    async fn check(&self, _: Duration) -> Result<(), ToolError> {
+        Err(ToolError::unavailable(
+            &self.name,
+            self.error().unwrap_or_else(|| "still importing".into()),
+        ))
+    }
+
+    async fn shutdown(&self) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn file_store_round_trips_and_replaces_atomically() {
+        let dir = std::env::temp_dir().join(format!("toolgate-store-{}", std::process::id()));
+        let store = FileStore::new(&dir);
+        assert_eq!(store.load().await.unwrap(), Vec::new());
+        let one = Registration {
+            name: "pets".into(),
+            openapi: OpenApiConfig::from_url("https://example.com/openapi.json"),
+        };
+        store.save(std::slice::from_ref(&one)).await.unwrap();
+        assert_eq!(store.load().await.unwrap(), vec![one.clone()]);
+        store.save(&[]).await.unwrap();
+        assert_eq!(store.load().await.unwrap(), Vec::new());
+        assert!(!dir.join("registrations.json.tmp").exists());
+        std::fs::write(dir.join("registrations.json"), b"{not json").unwrap();
+        assert!(
+            store
+                .load()
+                .await
+                .unwrap_err()
+                .contains("not a valid registration file")
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

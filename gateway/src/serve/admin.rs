@@ -1,0 +1,296 @@
+//! The admin API: register OpenAPI upstreams at run time.
+//!
+//! - `POST /admin/upstreams` `{name, openapi: {spec_url | spec_path, base_url?, auth?,
+//!   filters?, …}}` imports the API, adds its tools live (MCP sessions get
+//!   `tools/list_changed`) and answers 201 with the import report;
+//! - `GET /admin/upstreams` lists every upstream with its status and origin;
+//! - `DELETE /admin/upstreams/{name}` removes a registration;
+//! - `POST /admin/upstreams/{name}/refresh` re-fetches the spec.
+//!
+//! Every request needs `Authorization: Bearer <admin.token>`. A bad spec is a 422
+//! naming the error and where in the document it is, and changes nothing. Errors are
+//! JSON: `{"error": {"code", "message"}}`.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio::sync::Mutex;
+
+use crate::gateway::Gateway;
+use crate::registry::{self, Registration, RegistrationStore};
+
+/// Shared by the admin handlers.
+pub struct Admin {
+    gateway: Arc<Gateway>,
+    store: Arc<dyn RegistrationStore>,
+    token_digest: Option<[u8; 32]>,
+    /// One change at a time: the stored set is read, changed and written whole.
+    changes: Mutex<()>,
+}
+
+pub fn router(gateway: Arc<Gateway>, store: Arc<dyn RegistrationStore>) -> Router {
+    let token_digest = gateway
+        .config
+        .admin
+        .as_ref()
+        .map(|admin| digest(admin.token.as_bytes()));
+    let admin = Arc::new(Admin {
+        gateway,
+        store,
+        token_digest,
+        changes: Mutex::new(()),
+    });
+    Router::new()
+        .route("/admin/upstreams", get(list).post(register))
+        .route("/admin/upstreams/{name}", axum::routing::delete(remove))
+        .route("/admin/upstreams/{name}/refresh", post(refresh))
+        .layer(axum::extract::DefaultBodyLimit::max(1024 * 1024))
+        .with_state(admin)
+}
+
+fn digest(bytes: &[u8]) -> [u8; 32] {
+    Sha256::digest(bytes).into()
+}
+
+fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
+    (
+        status,
+        Json(json!({"error": {"code": code, "message": message.into()}})),
+    )
+        .into_response()
+}
+
+/// Checks the bearer token in constant time (comparing digests, so neither the
+/// token's length nor its prefix leaks through timing).
+/// `Some(response)` when the request must be refused.
+fn refuse(admin: &Admin, headers: &HeaderMap) -> Option<Response> {
+    let Some(expected) = admin.token_digest else {
+        return Some(error(
+            StatusCode::NOT_FOUND,
+            "admin_disabled",
+            "the admin API is disabled: set `admin.token` in the gateway config",
+        ));
+    };
+    let presented = headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(|token| digest(token.trim().as_bytes()));
+    let matches = presented.is_some_and(|p| {
+        p.iter()
+            .zip(expected.iter())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+    });
+    (!matches).then(|| {
+        error(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "send `Authorization: Bearer <admin token>`",
+        )
+    })
+}
+
+async fn list(State(admin): State<Arc<Admin>>, headers: HeaderMap) -> Response {
+    if let Some(refusal) = refuse(&admin, &headers) {
+        return refusal;
+    }
+    let stored: Vec<String> = admin
+        .store
+        .load()
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| r.name)
+        .collect();
+    let upstreams: Vec<Value> = admin
+        .gateway
+        .statuses()
+        .into_iter()
+        .map(|status| {
+            let origin = if stored.contains(&status.name) {
+                "admin"
+            } else {
+                "config"
+            };
+            let mut value = serde_json::to_value(&status).unwrap_or_default();
+            value["origin"] = json!(origin);
+            value
+        })
+        .collect();
+    Json(json!({"upstreams": upstreams})).into_response()
+}
+
+async fn register(
+    State(admin): State<Arc<Admin>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    if let Some(refusal) = refuse(&admin, &headers) {
+        return refusal;
+    }
+    let registration: Registration = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_body",
+                format!(
+                    "expected {{\"name\": …, \"openapi\": {{\"spec_url\" or \"spec_path\": …}}}}: {e}"
+                ),
+            );
+        }
+    };
+    if let Err(message) = check_name(&registration.name) {
+        return error(StatusCode::BAD_REQUEST, "invalid_name", message);
+    }
+    let _serial = admin.changes.lock().await;
+    if admin.gateway.upstreams().contains_key(&registration.name) {
+        return error(
+            StatusCode::CONFLICT,
+            "exists",
+            format!(
+                "an upstream named '{}' exists; DELETE it first or use …/refresh",
+                registration.name
+            ),
+        );
+    }
+    apply(&admin, registration, StatusCode::CREATED).await
+}
+
+async fn refresh(
+    State(admin): State<Arc<Admin>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Response {
+    if let Some(refusal) = refuse(&admin, &headers) {
+        return refusal;
+    }
+    let _serial = admin.changes.lock().await;
+    let stored = admin.store.load().await.unwrap_or_default();
+    let config = stored
+        .into_iter()
+        .find(|r| r.name == name)
+        .map(|r| r.openapi)
+        .or_else(|| {
+            admin
+                .gateway
+                .config
+                .upstreams
+                .get(&name)
+                .and_then(|u| u.openapi.clone())
+        });
+    let Some(openapi) = config else {
+        return error(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no OpenAPI upstream named '{name}'"),
+        );
+    };
+    apply(&admin, Registration { name, openapi }, StatusCode::OK).await
+}
+
+/// Imports (replacing any upstream of that name only on success) and stores it when
+/// it is a runtime registration.
+async fn apply(admin: &Admin, registration: Registration, status: StatusCode) -> Response {
+    let name = registration.name.clone();
+    let report = match registry::import(&admin.gateway, &name, registration.openapi.clone()).await {
+        Ok(report) => report,
+        Err(e) => {
+            return error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_spec",
+                format!("the spec of '{name}' could not be imported: {e}"),
+            );
+        }
+    };
+    if !admin.gateway.config.upstreams.contains_key(&name) {
+        let mut stored = admin.store.load().await.unwrap_or_default();
+        stored.retain(|r| r.name != name);
+        stored.push(registration);
+        stored.sort_by(|a, b| a.name.cmp(&b.name));
+        if let Err(e) = admin.store.save(&stored).await {
+            tracing::error!(upstream = %name, error = %e, "registration not persisted");
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "not_persisted",
+                format!(
+                    "'{name}' is live but could not be stored ({e}); it will be gone after a restart"
+                ),
+            );
+        }
+    }
+    let tools: Vec<String> = admin
+        .gateway
+        .catalog()
+        .entries()
+        .iter()
+        .filter(|e| e.upstream == name)
+        .map(|e| e.name.clone())
+        .collect();
+    (
+        status,
+        Json(json!({"name": name, "tools": tools, "report": report})),
+    )
+        .into_response()
+}
+
+async fn remove(
+    State(admin): State<Arc<Admin>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Response {
+    if let Some(refusal) = refuse(&admin, &headers) {
+        return refusal;
+    }
+    if admin.gateway.config.upstreams.contains_key(&name) {
+        return error(
+            StatusCode::CONFLICT,
+            "defined_in_config",
+            format!("'{name}' is defined in the config file; remove it there"),
+        );
+    }
+    let _serial = admin.changes.lock().await;
+    let mut stored = admin.store.load().await.unwrap_or_default();
+    let before = stored.len();
+    stored.retain(|r| r.name != name);
+    let was_stored = stored.len() != before;
+    let was_mounted = admin.gateway.unmount(&name).await;
+    if !was_stored && !was_mounted {
+        return error(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no upstream named '{name}'"),
+        );
+    }
+    if was_stored && let Err(e) = admin.store.save(&stored).await {
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "not_persisted",
+            format!("'{name}' was removed but the change could not be stored ({e})"),
+        );
+    }
+    StatusCode::NO_CONTENT.into_response()
+}
+
+fn check_name(name: &str) -> Result<(), String> {
+    let legal = !name.is_empty()
+        && name.len() <= 32
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        && !name.contains("__");
+    if legal {
+        Ok(())
+    } else {
+        Err(format!(
+            "'{name}' is not a valid upstream name: 1–32 letters, digits, '_' or '-', without '__'"
+        ))
+    }
+}
