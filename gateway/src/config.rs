@@ -49,6 +49,17 @@ pub struct Config {
     /// The admin API (`/admin/upstreams`); disabled when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admin: Option<AdminConfig>,
+    /// Who may use the gateway and which tools each may see and call. With no tenants
+    /// the gateway is open: every request may use every tool (keep it on loopback).
+    #[serde(default)]
+    pub tenants: BTreeMap<String, TenantConfig>,
+    /// The tenant for requests without credentials; without it they get 401 (when
+    /// tenants are configured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anonymous_tenant: Option<String>,
+    /// Per-session state: the visible tool set that `tool_expand_tools` grows.
+    #[serde(default)]
+    pub sessions: SessionsConfig,
     /// The upstreams, by name. A name becomes the prefix of its tools
     /// (`<name>__<tool>`): letters, digits, `_` and `-`.
     #[serde(default)]
@@ -87,6 +98,91 @@ fn default_startup_timeout() -> Duration {
 
 fn default_max_body() -> usize {
     4 * 1024 * 1024
+}
+
+/// One tenant: its credentials and its allowed tools.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TenantConfig {
+    /// API keys as `sha256:<hex>` hashes (`toolgate hash-key KEY` prints one); clients
+    /// send the key as `Authorization: Bearer KEY`.
+    #[serde(default)]
+    pub api_keys: Vec<String>,
+    /// Glob patterns over catalog names (`github__*`); a pattern starting with `!`
+    /// denies. Default: everything.
+    #[serde(default = "default_allow")]
+    pub allow: Vec<String>,
+    /// More deny patterns (`github__delete_*`); deny always wins over allow.
+    #[serde(default)]
+    pub deny: Vec<String>,
+    /// Patterns for the tools a new session sees before any `tool_expand_tools`.
+    /// Default: the whole allowed set when it holds at most
+    /// `sessions.initial_max_tools` tools, otherwise none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initial: Option<Vec<String>>,
+    /// Requests per second (sustained) and burst for this tenant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<RateLimitConfig>,
+}
+
+fn default_allow() -> Vec<String> {
+    vec!["*".to_owned()]
+}
+
+/// A token bucket: `per_second` sustained, up to `burst` at once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitConfig {
+    pub per_second: u32,
+    #[serde(default)]
+    pub burst: Option<u32>,
+}
+
+/// Session settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionsConfig {
+    /// A session unused this long is forgotten.
+    #[serde(default = "default_idle_ttl", with = "humantime_serde")]
+    #[schemars(with = "String")]
+    pub idle_ttl: Duration,
+    /// At most this many sessions are kept (the least recently used go first).
+    #[serde(default = "default_max_sessions")]
+    pub max_sessions: u64,
+    /// A tenant without `initial` patterns starts sessions with its whole allowed set
+    /// when that set holds at most this many tools (otherwise with none).
+    #[serde(default = "default_initial_max_tools")]
+    pub initial_max_tools: usize,
+    /// Longest `available_expandable_tools` list in a `tool_expand_tools` result.
+    #[serde(default = "default_expandable_cap")]
+    pub expandable_list_cap: usize,
+}
+
+fn default_idle_ttl() -> Duration {
+    Duration::from_secs(30 * 60)
+}
+
+fn default_max_sessions() -> u64 {
+    100_000
+}
+
+fn default_initial_max_tools() -> usize {
+    20
+}
+
+fn default_expandable_cap() -> usize {
+    50
+}
+
+impl Default for SessionsConfig {
+    fn default() -> Self {
+        Self {
+            idle_ttl: default_idle_ttl(),
+            max_sessions: default_max_sessions(),
+            initial_max_tools: default_initial_max_tools(),
+            expandable_list_cap: default_expandable_cap(),
+        }
+    }
 }
 
 /// Periodic health checks (MCP `ping`, falling back to `tools/list`).
@@ -305,6 +401,33 @@ impl Config {
                 "admin.token".into(),
                 "use a token of at least 16 characters (e.g. `openssl rand -hex 32`)".into(),
             ));
+        }
+        if let Some(anonymous) = &self.anonymous_tenant
+            && !self.tenants.contains_key(anonymous)
+        {
+            return Err(invalid(
+                "anonymous_tenant".into(),
+                format!("'{anonymous}' is not one of the tenants"),
+            ));
+        }
+        for (name, tenant) in &self.tenants {
+            for (index, key) in tenant.api_keys.iter().enumerate() {
+                let hex = key.strip_prefix("sha256:").unwrap_or("");
+                if hex.len() != 64 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+                    return Err(invalid(
+                        format!("tenants.{name}.api_keys[{index}]"),
+                        "expected `sha256:` and 64 hex digits (print one with `toolgate hash-key KEY`)".into(),
+                    ));
+                }
+            }
+            if let Some(limit) = &tenant.rate_limit
+                && limit.per_second == 0
+            {
+                return Err(invalid(
+                    format!("tenants.{name}.rate_limit.per_second"),
+                    "must be at least 1".into(),
+                ));
+            }
         }
         if self.health.interval.is_zero() {
             return Err(invalid(

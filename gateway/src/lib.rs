@@ -10,5 +10,6 @@ pub mod errors;
 pub mod gateway;
 pub mod health;
 pub mod metrics;
+pub mod policy;
 pub mod registry;
 pub mod serve;

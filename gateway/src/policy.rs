@@ -1,0 +1,390 @@
+//! Tenants and THE one decision function.
+//!
+//! Every surface asks [`decide`] — listing, calling, expanding, searching, exporting —
+//! so a list path and a call path can never disagree (the most common security bug in
+//! peer gateways). A tenant's *allowed* set is its allow patterns minus its deny
+//! patterns, evaluated against the live catalog (an upstream registered later is
+//! covered). A session's *visible* set is the tenant's initial set plus what it
+//! expanded, always within the allowed set.
+//!
+//! A tool outside the allowed set is indistinguishable from a tool that does not
+//! exist: same answer, same error, on every path.
+
+use std::collections::{BTreeSet, HashMap};
+use std::num::NonZeroU32;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use governor::clock::{Clock, DefaultClock};
+use governor::{Quota, RateLimiter};
+
+use crate::catalog::Catalog;
+use crate::config::{Config, TenantConfig};
+
+/// The tenant of requests when no tenants are configured (an open gateway).
+pub const OPEN_TENANT: &str = "default";
+
+type Limiter = RateLimiter<
+    governor::state::NotKeyed,
+    governor::state::InMemoryState,
+    DefaultClock,
+    governor::middleware::NoOpMiddleware,
+>;
+
+/// One tenant, compiled.
+pub struct Tenant {
+    pub name: String,
+    allow: GlobSet,
+    deny: GlobSet,
+    initial: Option<GlobSet>,
+    /// Every pattern as written, for "matches nothing" warnings.
+    patterns: Vec<String>,
+    limiter: Option<Limiter>,
+}
+
+impl std::fmt::Debug for Tenant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tenant").field("name", &self.name).finish()
+    }
+}
+
+/// What a tenant may use in one catalog snapshot.
+#[derive(Debug)]
+pub struct Allowed {
+    /// Allowed names, sorted.
+    pub names: BTreeSet<String>,
+    /// The names a new session sees (a subset of `names`).
+    pub initial: BTreeSet<String>,
+}
+
+/// Where a request stands: inside a session with its expansions, or sessionless
+/// (MCP 2026-07-28), where `tools/list` shows the initial set and any allowed tool may
+/// be called by its exact name.
+#[derive(Debug, Clone, Copy)]
+pub enum Scope<'a> {
+    Session(&'a BTreeSet<String>),
+    Stateless,
+}
+
+/// The answer for one name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Listed, callable.
+    Visible,
+    /// Allowed but not visible: callable only after `tool_expand_tools` (in a session)
+    /// or by exact name (sessionless).
+    Selectable,
+    /// Not allowed or not existing: the same thing to the caller.
+    Hidden,
+}
+
+/// THE decision: may this tenant, in this scope, see or call `name`?
+pub fn decide(allowed: &Allowed, scope: Scope<'_>, name: &str) -> Access {
+    if !allowed.names.contains(name) {
+        return Access::Hidden;
+    }
+    let visible = allowed.initial.contains(name)
+        || matches!(scope, Scope::Session(expanded) if expanded.contains(name));
+    if visible {
+        Access::Visible
+    } else {
+        Access::Selectable
+    }
+}
+
+impl Access {
+    /// Whether a call by exact name goes through in this scope.
+    pub fn callable(self, scope: Scope<'_>) -> bool {
+        match self {
+            Access::Visible => true,
+            Access::Selectable => matches!(scope, Scope::Stateless),
+            Access::Hidden => false,
+        }
+    }
+}
+
+/// Why a request was refused before it reached a tool.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Refusal {
+    /// No credentials and no anonymous tenant.
+    Unauthenticated,
+    /// Over the tenant's request rate.
+    RateLimited { retry_after: Duration },
+}
+
+/// All tenants, compiled once per config.
+pub struct Policy {
+    tenants: HashMap<String, Arc<Tenant>>,
+    open: bool,
+    anonymous: Option<String>,
+    initial_max_tools: usize,
+    /// Allowed sets per tenant for the newest catalog snapshot.
+    cache: Mutex<HashMap<String, (std::sync::Weak<Catalog>, Arc<Allowed>)>>,
+}
+
+impl Policy {
+    /// Compiles the config's tenants; an invalid pattern is an error naming it.
+    pub fn from_config(config: &Config) -> Result<Policy, String> {
+        let mut tenants = HashMap::new();
+        let open = config.tenants.is_empty();
+        if open {
+            let everything = TenantConfig {
+                api_keys: Vec::new(),
+                allow: vec!["*".into()],
+                deny: Vec::new(),
+                initial: None,
+                rate_limit: None,
+            };
+            tenants.insert(
+                OPEN_TENANT.to_owned(),
+                Arc::new(compile(OPEN_TENANT, &everything)?),
+            );
+        }
+        for (name, tenant) in &config.tenants {
+            tenants.insert(name.clone(), Arc::new(compile(name, tenant)?));
+        }
+        Ok(Policy {
+            tenants,
+            open,
+            anonymous: config.anonymous_tenant.clone(),
+            initial_max_tools: config.sessions.initial_max_tools,
+            cache: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// True when no tenants are configured: no credentials needed.
+    pub fn is_open(&self) -> bool {
+        self.open
+    }
+
+    pub fn tenant(&self, name: &str) -> Option<Arc<Tenant>> {
+        self.tenants.get(name).cloned()
+    }
+
+    /// The tenant for a request whose credentials resolved to `authenticated` (None:
+    /// no credentials presented).
+    pub fn resolve(&self, authenticated: Option<&str>) -> Result<Arc<Tenant>, Refusal> {
+        let name = match authenticated {
+            Some(name) => name,
+            None if self.open => OPEN_TENANT,
+            None => self.anonymous.as_deref().ok_or(Refusal::Unauthenticated)?,
+        };
+        self.tenant(name).ok_or(Refusal::Unauthenticated)
+    }
+
+    /// Counts one request against the tenant's rate limit.
+    pub fn admit(&self, tenant: &Tenant) -> Result<(), Refusal> {
+        let Some(limiter) = &tenant.limiter else {
+            return Ok(());
+        };
+        limiter.check().map_err(|not_until| Refusal::RateLimited {
+            retry_after: not_until.wait_time_from(DefaultClock::default().now()),
+        })
+    }
+
+    /// What `tenant` may use in `catalog` (cached per catalog snapshot).
+    pub fn allowed(&self, tenant: &Tenant, catalog: &Arc<Catalog>) -> Arc<Allowed> {
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((source, allowed)) = cache.get(&tenant.name)
+            && source.upgrade().is_some_and(|c| Arc::ptr_eq(&c, catalog))
+        {
+            return allowed.clone();
+        }
+        let names: BTreeSet<String> = catalog
+            .entries()
+            .iter()
+            .filter(|e| tenant.allows(&e.name))
+            .map(|e| e.name.clone())
+            .collect();
+        let initial = match &tenant.initial {
+            Some(patterns) => names
+                .iter()
+                .filter(|n| patterns.is_match(n.as_str()))
+                .cloned()
+                .collect(),
+            None if names.len() <= self.initial_max_tools => names.clone(),
+            None => BTreeSet::new(),
+        };
+        let allowed = Arc::new(Allowed { names, initial });
+        cache.insert(
+            tenant.name.clone(),
+            (Arc::downgrade(catalog), allowed.clone()),
+        );
+        allowed
+    }
+
+    /// Patterns that match no tool in `catalog`, as `(tenant, pattern)`: catalog drift
+    /// made visible (a warning, never an error).
+    pub fn unmatched_patterns(&self, catalog: &Catalog) -> Vec<(String, String)> {
+        let mut unmatched = Vec::new();
+        let mut tenants: Vec<&Arc<Tenant>> = self.tenants.values().collect();
+        tenants.sort_by(|a, b| a.name.cmp(&b.name));
+        for tenant in tenants {
+            for pattern in &tenant.patterns {
+                let bare = pattern.trim_start_matches('!');
+                let Ok(glob) = Glob::new(bare) else { continue };
+                let matcher = glob.compile_matcher();
+                if !catalog.entries().iter().any(|e| matcher.is_match(&e.name)) {
+                    unmatched.push((tenant.name.clone(), pattern.clone()));
+                }
+            }
+        }
+        unmatched
+    }
+}
+
+impl Tenant {
+    /// Allow patterns match and no deny pattern does.
+    pub fn allows(&self, name: &str) -> bool {
+        self.allow.is_match(name) && !self.deny.is_match(name)
+    }
+}
+
+fn compile(name: &str, config: &TenantConfig) -> Result<Tenant, String> {
+    let mut allow = GlobSetBuilder::new();
+    let mut deny = GlobSetBuilder::new();
+    let mut patterns = Vec::new();
+    let add = |builder: &mut GlobSetBuilder, pattern: &str, field: &str| {
+        let glob = Glob::new(pattern)
+            .map_err(|e| format!("tenants.{name}.{field}: pattern '{pattern}' is invalid: {e}"))?;
+        builder.add(glob);
+        Ok::<(), String>(())
+    };
+    for pattern in &config.allow {
+        match pattern.strip_prefix('!') {
+            Some(denied) => add(&mut deny, denied, "allow")?,
+            None => add(&mut allow, pattern, "allow")?,
+        }
+        patterns.push(pattern.clone());
+    }
+    for pattern in &config.deny {
+        add(&mut deny, pattern.trim_start_matches('!'), "deny")?;
+        patterns.push(format!("!{}", pattern.trim_start_matches('!')));
+    }
+    let initial = match &config.initial {
+        Some(list) => {
+            let mut builder = GlobSetBuilder::new();
+            for pattern in list {
+                add(&mut builder, pattern, "initial")?;
+            }
+            Some(builder.build().map_err(|e| e.to_string())?)
+        }
+        None => None,
+    };
+    let limiter = match &config.rate_limit {
+        Some(limit) => {
+            let per_second = NonZeroU32::new(limit.per_second)
+                .ok_or_else(|| format!("tenants.{name}.rate_limit.per_second must be ≥ 1"))?;
+            let burst = limit
+                .burst
+                .and_then(NonZeroU32::new)
+                .unwrap_or(per_second);
+            Some(RateLimiter::direct(
+                Quota::per_second(per_second).allow_burst(burst),
+            ))
+        }
+        None => None,
+    };
+    Ok(Tenant {
+        name: name.to_owned(),
+        allow: allow.build().map_err(|e| e.to_string())?,
+        deny: deny.build().map_err(|e| e.to_string())?,
+        initial,
+        patterns,
+        limiter,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Source;
+    use crate::config::Namespace;
+    use serde_json::json;
+    use toolgate_adapters::ToolDef;
+
+    fn catalog(names: &[&str]) -> Arc<Catalog> {
+        let tools: Vec<ToolDef> = names
+            .iter()
+            .map(|n| ToolDef::from_raw(json!({"name": n, "inputSchema": {"type": "object"}}).as_object().unwrap().clone()).unwrap())
+            .collect();
+        Arc::new(
+            Catalog::build(&[Source {
+                upstream: "gh",
+                namespace: Namespace::Prefix,
+                tools: &tools,
+            }])
+            .0,
+        )
+    }
+
+    fn policy(yaml: &str) -> Policy {
+        let config = Config::parse(yaml, &|_| None).unwrap();
+        Policy::from_config(&config).unwrap()
+    }
+
+    #[test]
+    fn deny_wins_and_hidden_equals_missing() {
+        let policy = policy(
+            "tenants:\n  a:\n    allow: ['gh__*', '!gh__delete_*']\n  b:\n    allow: ['gh__get_*']\n    deny: ['gh__get_secret']\n",
+        );
+        let catalog = catalog(&["get_repo", "delete_repo", "get_secret"]);
+        let a = policy.allowed(&policy.tenant("a").unwrap(), &catalog);
+        let b = policy.allowed(&policy.tenant("b").unwrap(), &catalog);
+        assert_eq!(decide(&a, Scope::Stateless, "gh__get_repo"), Access::Visible);
+        assert_eq!(decide(&a, Scope::Stateless, "gh__delete_repo"), Access::Hidden);
+        assert_eq!(decide(&b, Scope::Stateless, "gh__get_secret"), Access::Hidden);
+        assert_eq!(decide(&b, Scope::Stateless, "gh__no_such_tool"), Access::Hidden);
+    }
+
+    #[test]
+    fn initial_set_and_expansion() {
+        let policy = policy(
+            "sessions: {initial_max_tools: 2}\ntenants:\n  small:\n    allow: ['gh__get_*']\n  big:\n    allow: ['*']\n  picked:\n    allow: ['*']\n    initial: ['gh__get_repo']\n",
+        );
+        let catalog = catalog(&["get_repo", "get_user", "delete_repo"]);
+        let small = policy.allowed(&policy.tenant("small").unwrap(), &catalog);
+        assert_eq!(small.initial.len(), 2, "small allowed sets start fully visible");
+        let big = policy.allowed(&policy.tenant("big").unwrap(), &catalog);
+        assert!(big.initial.is_empty(), "large allowed sets start empty");
+        let picked = policy.allowed(&policy.tenant("picked").unwrap(), &catalog);
+        assert_eq!(picked.initial.iter().collect::<Vec<_>>(), ["gh__get_repo"]);
+
+        let mut expanded = BTreeSet::new();
+        let access = decide(&big, Scope::Session(&expanded), "gh__delete_repo");
+        assert_eq!(access, Access::Selectable);
+        assert!(!access.callable(Scope::Session(&expanded)));
+        assert!(access.callable(Scope::Stateless));
+        expanded.insert("gh__delete_repo".to_owned());
+        assert_eq!(decide(&big, Scope::Session(&expanded), "gh__delete_repo"), Access::Visible);
+        // Expanding a name never makes a hidden tool visible.
+        expanded.insert("gh__other".to_owned());
+        assert_eq!(decide(&big, Scope::Session(&expanded), "gh__other"), Access::Hidden);
+    }
+
+    #[test]
+    fn open_gateway_and_anonymous() {
+        let open = policy("{}");
+        assert!(open.is_open());
+        assert_eq!(open.resolve(None).unwrap().name, OPEN_TENANT);
+        let closed = policy("tenants:\n  a: {}\n");
+        assert_eq!(closed.resolve(None).unwrap_err(), Refusal::Unauthenticated);
+        let anon = policy("anonymous_tenant: pub\ntenants:\n  pub: {}\n");
+        assert_eq!(anon.resolve(None).unwrap().name, "pub");
+    }
+
+    #[test]
+    fn rate_limits_and_unmatched_patterns() {
+        let policy = policy("tenants:\n  a:\n    allow: ['gh__*', 'nothing__*']\n    rate_limit: {per_second: 1, burst: 2}\n");
+        let tenant = policy.tenant("a").unwrap();
+        assert!(policy.admit(&tenant).is_ok());
+        assert!(policy.admit(&tenant).is_ok());
+        assert!(matches!(policy.admit(&tenant), Err(Refusal::RateLimited { .. })));
+        let catalog = catalog(&["get_repo"]);
+        assert_eq!(
+            policy.unmatched_patterns(&catalog),
+            vec![("a".to_owned(), "nothing__*".to_owned())]
+        );
+    }
+}
