@@ -585,7 +585,7 @@ pub fn three_mounts_config(
     json!({
         "allowed_hosts": ["localhost", "127.0.0.1", "::1"],
         "call_timeout": "60s",
-        "health": {"interval": "1s", "timeout": "2s"},
+        "health": {"interval": "1s", "timeout": "5s"},
         "upstreams": {
             "everything": everything_stdio_upstream(deps, marker),
             "ev_sse": {"sse": {"url": sse.url}},

@@ -182,10 +182,26 @@ async fn without_progress_token_progress_becomes_log_messages() {
         first_text(result).contains("Long running operation completed"),
         "unexpected result {result}"
     );
-    // Give frames already sent on the GET stream a moment to arrive.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    get_task.abort();
+    // Frames sent on the GET stream may trail the result a little: wait for them
+    // (up to 3 s, for a loaded machine).
     let mut frames: Vec<Value> = ex.frames.clone();
+    let count = |frames: &[Value]| {
+        frames
+            .iter()
+            .filter(|f| f["method"] == "notifications/message")
+            .count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while count(&frames) < 4 && Instant::now() < deadline {
+        if let Ok(Some(f)) =
+            tokio::time::timeout(Duration::from_millis(100), get_frames.recv()).await
+        {
+            frames.push(f);
+        }
+    }
+    // Anything else already delivered (e.g. a stray progress frame) is checked too.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    get_task.abort();
     while let Ok(f) = get_frames.try_recv() {
         frames.push(f);
     }
