@@ -437,6 +437,34 @@ impl Gateway {
         gw
     }
 
+    /// Starts `toolgate serve --config <path>` (an existing file, e.g. one of
+    /// `config/`) on a free port and waits for readiness.
+    pub async fn start_with_file(path: &Path) -> Gateway {
+        let port = free_port();
+        let dir = TempDir::new("gateway");
+        let mut cmd = std::process::Command::new(toolgate_bin());
+        cmd.arg("serve")
+            .arg("--config")
+            .arg(path)
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{port}"))
+            .env(
+                "TOOLGATE_LOG",
+                std::env::var("TOOLGATE_LOG").unwrap_or_else(|_| "info,rmcp=warn".into()),
+            )
+            .env("NO_COLOR", "1")
+            .current_dir(workspace_root());
+        let gw = Gateway {
+            proc: Proc::spawn("toolgate", &mut cmd),
+            port,
+            base: format!("http://127.0.0.1:{port}"),
+            config_path: path.to_path_buf(),
+            _dir: dir,
+        };
+        gw.wait_ready(START_TIMEOUT).await;
+        gw
+    }
+
     /// Starts the gateway without waiting for readiness.
     pub fn spawn(mut config: Value) -> Gateway {
         let port = free_port();
