@@ -27,9 +27,10 @@ const BASE_TOOLS: [&str; 5] = [
     "get-structured-content",
 ];
 
-/// Every tool server-everything 2026.8.31 serves over stdio to a client without
-/// sampling, elicitation or roots.
-const EVERYTHING_TOOLS: [&str; 13] = [
+/// Every tool server-everything 2026.8.31 serves over stdio (the last three only to a
+/// client offering roots, elicitation and sampling, as the gateway does for
+/// `namespace: none` upstreams).
+const EVERYTHING_TOOLS: [&str; 16] = [
     "echo",
     "get-annotated-message",
     "get-env",
@@ -43,6 +44,9 @@ const EVERYTHING_TOOLS: [&str; 13] = [
     "toggle-subscriber-updates",
     "trigger-long-running-operation",
     "simulate-research-query",
+    "get-roots-list",
+    "trigger-elicitation-request",
+    "trigger-sampling-request",
 ];
 
 /// Bound for a whole `toolgate check` / `tools` run (startup of node upstreams included).
@@ -295,9 +299,9 @@ fn stdio_stdout_carries_only_json_rpc_lines() {
 
     // Sends one message; for a request, returns its response (bounded wait).
     let exchange = |stdin: &mut std::process::ChildStdin,
-                        all_lines: &mut Vec<String>,
-                        msg: Value,
-                        timeout: Duration|
+                    all_lines: &mut Vec<String>,
+                    msg: Value,
+                    timeout: Duration|
      -> Option<Value> {
         writeln!(stdin, "{msg}").expect("write to toolgate stdin");
         stdin.flush().unwrap();
@@ -318,8 +322,7 @@ fn stdio_stdout_carries_only_json_rpc_lines() {
                     stderr()
                 )
             });
-            if v.get("id") == Some(&id) && (v.get("result").is_some() || v.get("error").is_some())
-            {
+            if v.get("id") == Some(&id) && (v.get("result").is_some() || v.get("error").is_some()) {
                 return Some(v);
             }
         }
@@ -385,7 +388,11 @@ fn stdio_stdout_carries_only_json_rpc_lines() {
         );
     }
     let echo = by_name["everything__echo"];
-    assert_eq!(echo["execution"], json!({"taskSupport": "forbidden"}), "{echo}");
+    assert_eq!(
+        echo["execution"],
+        json!({"taskSupport": "forbidden"}),
+        "{echo}"
+    );
     assert!(echo["annotations"].is_object(), "annotations lost: {echo}");
     assert!(echo["title"].is_string(), "title lost: {echo}");
     assert_eq!(echo["_meta"]["toolgate/upstream"], "everything", "{echo}");
@@ -493,7 +500,10 @@ fn check_reports_each_healthy_upstream_and_its_tool_count() {
     let _serial = serial();
     let dir = TempDir::new("cli-check");
     let config = write_config(&dir, "toolgate.yaml", &two_mounts(&deps));
-    let run = run_toolgate(&["check", "--config", config.to_str().unwrap()], RUN_TIMEOUT);
+    let run = run_toolgate(
+        &["check", "--config", config.to_str().unwrap()],
+        RUN_TIMEOUT,
+    );
     assert!(run.status.success(), "check failed:\n{}", run.describe());
     let lines = check_lines(&run.stdout, &["alpha", "beta"]);
     assert_eq!(
@@ -558,7 +568,10 @@ fn check_fails_when_an_upstream_cannot_start() {
         }),
     );
     let started = Instant::now();
-    let run = run_toolgate(&["check", "--config", config.to_str().unwrap()], RUN_TIMEOUT);
+    let run = run_toolgate(
+        &["check", "--config", config.to_str().unwrap()],
+        RUN_TIMEOUT,
+    );
     assert!(
         !run.status.success(),
         "check succeeded with a broken upstream:\n{}",
@@ -665,7 +678,10 @@ fn tools_json_lists_prefixed_valid_names_with_their_upstream() {
             .as_str()
             .unwrap_or_else(|| panic!("a tool without a name: {d}"));
         assert!(seen.insert(name.to_string()), "duplicate name {name}");
-        assert!(valid_name(name), "{name:?} does not match ^[A-Za-z0-9_-]{{1,64}}$");
+        assert!(
+            valid_name(name),
+            "{name:?} does not match ^[A-Za-z0-9_-]{{1,64}}$"
+        );
         let upstream = d["_meta"]["toolgate/upstream"]
             .as_str()
             .unwrap_or_else(|| panic!("{name}: no _meta[\"toolgate/upstream\"]: {d}"));
@@ -697,14 +713,20 @@ fn tools_json_lists_prefixed_valid_names_with_their_upstream() {
     );
 
     // The text format names the same tools, one per line.
-    let text = run_toolgate(&["tools", "--config", config.to_str().unwrap()], RUN_TIMEOUT);
+    let text = run_toolgate(
+        &["tools", "--config", config.to_str().unwrap()],
+        RUN_TIMEOUT,
+    );
     assert!(text.status.success(), "tools (text):\n{}", text.describe());
     let text_names: HashSet<String> = text
         .stdout
         .lines()
         .filter_map(|l| l.split_whitespace().next().map(String::from))
         .collect();
-    assert_eq!(text_names, seen, "text and JSON formats list different tools");
+    assert_eq!(
+        text_names, seen,
+        "text and JSON formats list different tools"
+    );
 }
 
 // ---------------------------------------------------------------------------------
@@ -770,7 +792,11 @@ fn config_schema_is_valid_and_accepts_the_example_configs() {
         .as_object()
         .unwrap_or_else(|| panic!("no properties: {schema:#}"));
     for p in ["upstreams", "listen", "allowed_hosts"] {
-        assert!(props.contains_key(p), "property {p} missing: {:?}", props.keys());
+        assert!(
+            props.contains_key(p),
+            "property {p} missing: {:?}",
+            props.keys()
+        );
     }
     if let Err(e) = jsonschema::meta::validate(&schema) {
         panic!("the printed schema is not a valid JSON Schema: {e}\n{schema:#}");
@@ -785,10 +811,7 @@ fn config_schema_is_valid_and_accepts_the_example_configs() {
         .expect("read config/")
         .flatten()
         .map(|e| e.path())
-        .filter(|p| {
-            p.extension()
-                .is_some_and(|x| x == "yaml" || x == "yml")
-        })
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
         .collect();
     entries.sort();
     for path in entries.iter().take(1000) {
@@ -868,7 +891,12 @@ fn serve_exits_on_a_passthrough_name_collision() {
     // and both claimants.
     let line = logs
         .lines()
-        .find(|l| EVERYTHING_TOOLS.iter().any(|t| l.contains(&format!("'{t}'"))))
+        .find(|l| {
+            l.contains("namespace: none")
+                && EVERYTHING_TOOLS
+                    .iter()
+                    .any(|t| l.contains(&format!("'{t}'")))
+        })
         .unwrap_or_else(|| panic!("no colliding tool name in the output:\n{logs}"));
     assert!(
         line.contains("one") && line.contains("two"),

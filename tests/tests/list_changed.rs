@@ -9,8 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 use toolgate_e2e::{
-    Gateway, McpSession, NodeDeps, first_text, require, tool_names, unique_marker,
-    workspace_root,
+    Gateway, McpSession, NodeDeps, first_text, require, tool_names, unique_marker, workspace_root,
 };
 
 const UP: &str = "dyn";
@@ -34,7 +33,9 @@ async fn wait_list_changed(rx: &mut UnboundedReceiver<Value>, timeout: Duration)
             Err(_) => break,
         }
     }
-    panic!("no notifications/tools/list_changed on the GET stream within {timeout:?}; frames: {seen:#?}");
+    panic!(
+        "no notifications/tools/list_changed on the GET stream within {timeout:?}; frames: {seen:#?}"
+    );
 }
 
 /// The `tools` count of this upstream in `/v1/upstreams`.
@@ -88,7 +89,12 @@ async fn upstream_tool_list_change_reaches_the_session() {
         "extra tools before any was added: {before:?}"
     );
     let count_before = upstream_tools(&gw).await;
-    assert_eq!(count_before, 2, "/v1/upstreams before: {}", gw.upstream(UP).await);
+    assert_eq!(
+        count_before,
+        2,
+        "/v1/upstreams before: {}",
+        gw.upstream(UP).await
+    );
 
     // Anything announced so far (there should be nothing) is not what we wait for.
     while let Ok(frame) = rx.try_recv() {
