@@ -71,6 +71,7 @@ pub struct Gateway {
     upstreams: RwLock<Arc<UpstreamMap>>,
     catalog: RwLock<Arc<Catalog>>,
     rebuild_lock: std::sync::Mutex<()>,
+    logged_collisions: std::sync::Mutex<std::collections::HashSet<String>>,
     /// Bumped on every catalog change; MCP sessions watch it to send `list_changed`.
     catalog_version: watch::Sender<u64>,
     pub metrics: Metrics,
@@ -86,6 +87,7 @@ impl Gateway {
             upstreams: RwLock::new(Arc::new(UpstreamMap::new())),
             catalog: RwLock::new(Arc::new(Catalog::default())),
             rebuild_lock: std::sync::Mutex::new(()),
+            logged_collisions: std::sync::Mutex::default(),
             catalog_version: watch::channel(0).0,
             metrics: Metrics::new(),
             stop: CancellationToken::new(),
@@ -228,12 +230,30 @@ impl Gateway {
             })
             .collect();
         let (catalog, collisions) = Catalog::build(&sources);
-        for collision in &collisions {
-            tracing::warn!(
-                name = %collision.name,
-                claimants = ?collision.claimants,
-                "tool name collision resolved: the first claimant keeps the name, the others get a hash suffix"
-            );
+        {
+            // Log each collision once, not on every rebuild.
+            let mut logged = self
+                .logged_collisions
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            for collision in &collisions {
+                if !logged.insert(collision.name.clone()) {
+                    continue;
+                }
+                if collision.involves_passthrough {
+                    tracing::error!(
+                        name = %collision.name,
+                        claimants = ?collision.claimants,
+                        "tool name claimed by more than one upstream, one of them with `namespace: none`"
+                    );
+                } else {
+                    tracing::warn!(
+                        name = %collision.name,
+                        claimants = ?collision.claimants,
+                        "tool name collision resolved: the first claimant keeps the name, the others get a hash suffix"
+                    );
+                }
+            }
         }
         let changed = {
             let mut current = self.catalog.write().unwrap_or_else(|e| e.into_inner());

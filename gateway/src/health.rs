@@ -104,8 +104,12 @@ impl Tracker {
         if connection == Connection::Connected {
             checks.ever_connected = true;
         }
+        let adapter_error = upstream.last_error();
         let state = match connection {
-            Connection::Connecting if !checks.ever_connected => State::Starting,
+            // Still trying for the first time, and nothing has failed yet.
+            Connection::Connecting if !checks.ever_connected && adapter_error.is_none() => {
+                State::Starting
+            }
             Connection::Connected if checks.consecutive_failures == 0 => State::Healthy,
             Connection::Connected
                 if checks.consecutive_failures < self.config.failures_before_down =>
@@ -114,7 +118,7 @@ impl Tracker {
             }
             _ => State::Down,
         };
-        let last_error = match (state, upstream.last_error()) {
+        let last_error = match (state, adapter_error) {
             (State::Healthy, _) => None,
             (_, Some(adapter_error)) if connection != Connection::Connected => Some(adapter_error),
             _ => checks.last_error.clone(),

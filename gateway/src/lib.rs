@@ -13,3 +13,4 @@ pub mod metrics;
 pub mod policy;
 pub mod registry;
 pub mod serve;
+pub mod session;

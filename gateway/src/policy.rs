@@ -276,10 +276,7 @@ fn compile(name: &str, config: &TenantConfig) -> Result<Tenant, String> {
         Some(limit) => {
             let per_second = NonZeroU32::new(limit.per_second)
                 .ok_or_else(|| format!("tenants.{name}.rate_limit.per_second must be ≥ 1"))?;
-            let burst = limit
-                .burst
-                .and_then(NonZeroU32::new)
-                .unwrap_or(per_second);
+            let burst = limit.burst.and_then(NonZeroU32::new).unwrap_or(per_second);
             Some(RateLimiter::direct(
                 Quota::per_second(per_second).allow_burst(burst),
             ))
@@ -307,7 +304,15 @@ mod tests {
     fn catalog(names: &[&str]) -> Arc<Catalog> {
         let tools: Vec<ToolDef> = names
             .iter()
-            .map(|n| ToolDef::from_raw(json!({"name": n, "inputSchema": {"type": "object"}}).as_object().unwrap().clone()).unwrap())
+            .map(|n| {
+                ToolDef::from_raw(
+                    json!({"name": n, "inputSchema": {"type": "object"}})
+                        .as_object()
+                        .unwrap()
+                        .clone(),
+                )
+                .unwrap()
+            })
             .collect();
         Arc::new(
             Catalog::build(&[Source {
@@ -332,10 +337,22 @@ mod tests {
         let catalog = catalog(&["get_repo", "delete_repo", "get_secret"]);
         let a = policy.allowed(&policy.tenant("a").unwrap(), &catalog);
         let b = policy.allowed(&policy.tenant("b").unwrap(), &catalog);
-        assert_eq!(decide(&a, Scope::Stateless, "gh__get_repo"), Access::Visible);
-        assert_eq!(decide(&a, Scope::Stateless, "gh__delete_repo"), Access::Hidden);
-        assert_eq!(decide(&b, Scope::Stateless, "gh__get_secret"), Access::Hidden);
-        assert_eq!(decide(&b, Scope::Stateless, "gh__no_such_tool"), Access::Hidden);
+        assert_eq!(
+            decide(&a, Scope::Stateless, "gh__get_repo"),
+            Access::Visible
+        );
+        assert_eq!(
+            decide(&a, Scope::Stateless, "gh__delete_repo"),
+            Access::Hidden
+        );
+        assert_eq!(
+            decide(&b, Scope::Stateless, "gh__get_secret"),
+            Access::Hidden
+        );
+        assert_eq!(
+            decide(&b, Scope::Stateless, "gh__no_such_tool"),
+            Access::Hidden
+        );
     }
 
     #[test]
@@ -345,7 +362,11 @@ mod tests {
         );
         let catalog = catalog(&["get_repo", "get_user", "delete_repo"]);
         let small = policy.allowed(&policy.tenant("small").unwrap(), &catalog);
-        assert_eq!(small.initial.len(), 2, "small allowed sets start fully visible");
+        assert_eq!(
+            small.initial.len(),
+            2,
+            "small allowed sets start fully visible"
+        );
         let big = policy.allowed(&policy.tenant("big").unwrap(), &catalog);
         assert!(big.initial.is_empty(), "large allowed sets start empty");
         let picked = policy.allowed(&policy.tenant("picked").unwrap(), &catalog);
@@ -357,10 +378,16 @@ mod tests {
         assert!(!access.callable(Scope::Session(&expanded)));
         assert!(access.callable(Scope::Stateless));
         expanded.insert("gh__delete_repo".to_owned());
-        assert_eq!(decide(&big, Scope::Session(&expanded), "gh__delete_repo"), Access::Visible);
+        assert_eq!(
+            decide(&big, Scope::Session(&expanded), "gh__delete_repo"),
+            Access::Visible
+        );
         // Expanding a name never makes a hidden tool visible.
         expanded.insert("gh__other".to_owned());
-        assert_eq!(decide(&big, Scope::Session(&expanded), "gh__other"), Access::Hidden);
+        assert_eq!(
+            decide(&big, Scope::Session(&expanded), "gh__other"),
+            Access::Hidden
+        );
     }
 
     #[test]
@@ -376,11 +403,16 @@ mod tests {
 
     #[test]
     fn rate_limits_and_unmatched_patterns() {
-        let policy = policy("tenants:\n  a:\n    allow: ['gh__*', 'nothing__*']\n    rate_limit: {per_second: 1, burst: 2}\n");
+        let policy = policy(
+            "tenants:\n  a:\n    allow: ['gh__*', 'nothing__*']\n    rate_limit: {per_second: 1, burst: 2}\n",
+        );
         let tenant = policy.tenant("a").unwrap();
         assert!(policy.admit(&tenant).is_ok());
         assert!(policy.admit(&tenant).is_ok());
-        assert!(matches!(policy.admit(&tenant), Err(Refusal::RateLimited { .. })));
+        assert!(matches!(
+            policy.admit(&tenant),
+            Err(Refusal::RateLimited { .. })
+        ));
         let catalog = catalog(&["get_repo"]);
         assert_eq!(
             policy.unmatched_patterns(&catalog),
