@@ -17,10 +17,9 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use serde_json::{Value, json};
 
 pub mod mcp_http;
@@ -871,30 +870,6 @@ pub fn first_text(call_result: &Value) -> String {
         .and_then(|c| c["text"].as_str())
         .unwrap_or_default()
         .to_string()
-}
-
-/// Shared counters for a stream of server-sent events, used by tests that watch
-/// progress frames arrive.
-#[derive(Clone, Default)]
-pub struct FrameLog(pub Arc<Mutex<Vec<Value>>>);
-
-impl FrameLog {
-    pub fn push(&self, v: Value) {
-        self.0.lock().unwrap().push(v);
-    }
-    pub fn snapshot(&self) -> Vec<Value> {
-        self.0.lock().unwrap().clone()
-    }
-}
-
-#[doc(hidden)]
-pub async fn drain_stream(resp: reqwest::Response) -> Vec<u8> {
-    let mut s = resp.bytes_stream();
-    let mut buf = Vec::new();
-    while let Some(Ok(chunk)) = s.next().await {
-        buf.extend_from_slice(&chunk);
-    }
-    buf
 }
 
 /// Serializes the heavy end-to-end tests of one test binary: each starts node servers
