@@ -20,6 +20,8 @@ use crate::config::{Config, Namespace};
 use crate::errors::unknown_tool;
 use crate::health::{self, Tracker};
 use crate::metrics::Metrics;
+use crate::policy::Policy;
+use crate::session::{MemoryStore, SessionStore};
 
 /// One configured upstream with the gateway's per-upstream settings.
 pub struct Mounted {
@@ -75,6 +77,10 @@ pub struct Gateway {
     /// Bumped on every catalog change; MCP sessions watch it to send `list_changed`.
     catalog_version: watch::Sender<u64>,
     pub metrics: Metrics,
+    /// Tenants and the one decision function.
+    pub policy: Policy,
+    /// Sessions and their expanded tools.
+    pub sessions: Arc<dyn SessionStore>,
     stop: CancellationToken,
     ready: AtomicBool,
 }
@@ -82,8 +88,15 @@ pub struct Gateway {
 impl Gateway {
     /// Starts every upstream (in the background) and the tasks that keep the catalog
     /// and health current. Returns at once; see [`Gateway::wait_for_upstreams`].
-    pub fn start(config: Config) -> Arc<Gateway> {
+    pub fn start(config: Config) -> Result<Arc<Gateway>, String> {
+        let policy = Policy::from_config(&config)?;
+        let sessions: Arc<dyn SessionStore> = Arc::new(MemoryStore::new(
+            config.sessions.idle_ttl,
+            config.sessions.max_sessions,
+        ));
         let gateway = Arc::new(Gateway {
+            policy,
+            sessions,
             upstreams: RwLock::new(Arc::new(UpstreamMap::new())),
             catalog: RwLock::new(Arc::new(Catalog::default())),
             rebuild_lock: std::sync::Mutex::new(()),
@@ -127,7 +140,7 @@ impl Gateway {
             );
         }
         gateway.rebuild_catalog();
-        gateway
+        Ok(gateway)
     }
 
     /// Adds (or replaces) an upstream and rebuilds the catalog, which announces the
