@@ -11,4 +11,5 @@ pub mod gateway;
 pub mod health;
 pub mod metrics;
 pub mod registry;
+pub mod search;
 pub mod serve;
