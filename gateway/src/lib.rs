@@ -12,5 +12,6 @@ pub mod health;
 pub mod metrics;
 pub mod policy;
 pub mod registry;
+pub mod search;
 pub mod serve;
 pub mod session;
