@@ -21,6 +21,7 @@ use crate::errors::unknown_tool;
 use crate::health::{self, Tracker};
 use crate::metrics::Metrics;
 use crate::policy::Policy;
+use crate::search::SearchIndex;
 use crate::session::{MemoryStore, SessionStore};
 
 /// One configured upstream with the gateway's per-upstream settings.
@@ -74,6 +75,8 @@ pub struct Gateway {
     catalog: RwLock<Arc<Catalog>>,
     rebuild_lock: std::sync::Mutex<()>,
     logged_collisions: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// The search index of the newest catalog snapshot, built on first search.
+    search_index: std::sync::Mutex<Option<(Arc<Catalog>, Arc<SearchIndex>)>>,
     /// Bumped on every catalog change; MCP sessions watch it to send `list_changed`.
     catalog_version: watch::Sender<u64>,
     pub metrics: Metrics,
@@ -101,6 +104,7 @@ impl Gateway {
             catalog: RwLock::new(Arc::new(Catalog::default())),
             rebuild_lock: std::sync::Mutex::new(()),
             logged_collisions: std::sync::Mutex::default(),
+            search_index: std::sync::Mutex::default(),
             catalog_version: watch::channel(0).0,
             metrics: Metrics::new(),
             stop: CancellationToken::new(),
@@ -412,6 +416,32 @@ impl Gateway {
             Ok(result) => result,
             Err(_) => Err(ToolError::timeout(name, method, timeout)),
         }
+    }
+
+    /// Ranked tools for `query` among the view's allowed names (`tool_search`).
+    pub fn search(&self, view: &crate::access::View, query: &str, limit: usize) -> Vec<serde_json::Value> {
+        let index = {
+            let mut cached = self.search_index.lock().unwrap_or_else(|e| e.into_inner());
+            match cached.as_ref() {
+                Some((source, index)) if Arc::ptr_eq(source, &view.catalog) => index.clone(),
+                _ => {
+                    let index = Arc::new(SearchIndex::build(&view.catalog));
+                    *cached = Some((view.catalog.clone(), index.clone()));
+                    index
+                }
+            }
+        };
+        index
+            .search(query, limit, |name| view.allowed.names.contains(name))
+            .into_iter()
+            .map(|hit| {
+                serde_json::json!({
+                    "name": hit.name,
+                    "description": hit.description,
+                    "upstream": hit.upstream,
+                })
+            })
+            .collect()
     }
 
     /// Status of every upstream, by name.
