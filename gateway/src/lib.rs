@@ -6,6 +6,7 @@
 
 pub mod catalog;
 pub mod config;
+pub mod credentials;
 pub mod errors;
 pub mod gateway;
 pub mod health;
