@@ -7,6 +7,7 @@
 pub mod access;
 pub mod catalog;
 pub mod config;
+pub mod credentials;
 pub mod errors;
 pub mod gateway;
 pub mod health;
