@@ -108,7 +108,11 @@ impl Seen {
             .iter()
             .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
             .collect();
-        assert!(all.len() <= 1, "header {name} sent {} times: {all:?}", all.len());
+        assert!(
+            all.len() <= 1,
+            "header {name} sent {} times: {all:?}",
+            all.len()
+        );
         all.into_iter().next()
     }
 }
@@ -244,7 +248,8 @@ async fn answer(
 /// A valid spec padded to 50 MB, streamed in 1 MiB chunks without a Content-Length
 /// (so only counting the bytes as they arrive can stop it).
 fn big_spec() -> Response {
-    let head = br#"{"openapi":"3.0.3","info":{"title":"big","version":"1"},"paths":{},"x-padding":""#;
+    let head =
+        br#"{"openapi":"3.0.3","info":{"title":"big","version":"1"},"paths":{},"x-padding":""#;
     let tail = br#""}"#;
     let chunk = 1024 * 1024;
     let pad_chunks = (BIG_SPEC_BYTES - head.len() - tail.len()) / chunk;
@@ -437,7 +442,11 @@ async fn petstore_calls_reach_the_api_exactly() {
         "pets__* tools"
     );
     assert_eq!(tools.len(), PETSTORE_OPERATIONS);
-    assert_eq!(tool_names(&list).len(), PETSTORE_OPERATIONS, "only pets tools");
+    assert_eq!(
+        tool_names(&list).len(),
+        PETSTORE_OPERATIONS,
+        "only pets tools"
+    );
     for (name, tool) in &tools {
         let schema = &tool["inputSchema"];
         assert_eq!(schema["type"], "object", "{name}: input schema {schema:#}");
@@ -455,7 +464,10 @@ async fn petstore_calls_reach_the_api_exactly() {
         );
     }
     let get_pet = &tools["pets__getPetById"]["inputSchema"];
-    assert_eq!(get_pet["properties"]["petId"]["type"], "integer", "{get_pet:#}");
+    assert_eq!(
+        get_pet["properties"]["petId"]["type"], "integer",
+        "{get_pet:#}"
+    );
     assert!(
         get_pet["required"]
             .as_array()
@@ -532,7 +544,10 @@ async fn petstore_calls_reach_the_api_exactly() {
         (r.method.as_str(), r.path.as_str(), r.query.as_deref()),
         ("POST", "/api/v3/pet", None)
     );
-    assert_eq!(r.header("content-type").as_deref(), Some("application/json"));
+    assert_eq!(
+        r.header("content-type").as_deref(),
+        Some("application/json")
+    );
     assert_eq!(
         String::from_utf8_lossy(&r.body),
         r#"{"id":7,"name":"Rex","photoUrls":["https://img.example/rex.png"],"status":"pending"}"#,
@@ -576,7 +591,10 @@ async fn petstore_calls_reach_the_api_exactly() {
     assert_eq!(result["isError"], true, "{result:#}");
     let text = first_text(result);
     assert!(text.contains("404"), "status in the text: {text}");
-    assert!(text.contains("Pet 404 not found"), "body in the text: {text}");
+    assert!(
+        text.contains("Pet 404 not found"),
+        "body in the text: {text}"
+    );
     assert!(result.get("structuredContent").is_none(), "{result:#}");
     let seen = api.since(before);
     assert_eq!(seen.len(), 1);
@@ -590,7 +608,10 @@ async fn petstore_calls_reach_the_api_exactly() {
         .expect("call getPetById with a string id");
     let result = ex.result();
     assert_eq!(result["isError"], true, "{result:#}");
-    assert_eq!(result["_meta"]["toolgate/error"], "invalid_args", "{result:#}");
+    assert_eq!(
+        result["_meta"]["toolgate/error"], "invalid_args",
+        "{result:#}"
+    );
     let text = first_text(result);
     assert!(
         text.contains("/petId") && text.contains("integer"),
@@ -605,7 +626,10 @@ async fn petstore_calls_reach_the_api_exactly() {
         .expect("call addPet with bad types");
     let result = ex.result();
     assert_eq!(result["isError"], true, "{result:#}");
-    assert_eq!(result["_meta"]["toolgate/error"], "invalid_args", "{result:#}");
+    assert_eq!(
+        result["_meta"]["toolgate/error"], "invalid_args",
+        "{result:#}"
+    );
     let text = first_text(result);
     for at in ["/name", "/photoUrls", "/status"] {
         assert!(text.contains(at), "lists the violation at {at}: {text}");
@@ -677,7 +701,14 @@ async fn runtime_registration_survives_restarts() {
         assert_eq!(body["error"]["code"], "unauthorized", "{body}");
         let (st, _) = admin(&gw, reqwest::Method::GET, "/admin/upstreams", a, None).await;
         assert_eq!(st, 401, "GET with authorization {a:?}");
-        let (st, _) = admin(&gw, reqwest::Method::DELETE, "/admin/upstreams/pets", a, None).await;
+        let (st, _) = admin(
+            &gw,
+            reqwest::Method::DELETE,
+            "/admin/upstreams/pets",
+            a,
+            None,
+        )
+        .await;
         assert_eq!(st, 401, "DELETE with authorization {a:?}");
     }
     assert!(pet_tool_names(&session).await.is_empty());
@@ -696,7 +727,10 @@ async fn runtime_registration_survives_restarts() {
     assert_eq!(st, 201, "{body:#}");
     assert_eq!(body["name"], "pets", "{body:#}");
     assert_eq!(body["report"]["imported"], PETSTORE_OPERATIONS, "{body:#}");
-    assert_eq!(body["report"]["operations"], PETSTORE_OPERATIONS, "{body:#}");
+    assert_eq!(
+        body["report"]["operations"], PETSTORE_OPERATIONS,
+        "{body:#}"
+    );
     assert_eq!(body["report"]["skipped"], json!([]), "{body:#}");
     let reported: BTreeSet<String> = body["tools"]
         .as_array()
@@ -941,8 +975,14 @@ async fn bad_specs_leave_the_catalog_untouched() {
         assert!(
             after == before,
             "{case}: tools/list changed:\nbefore {}\nafter  {}",
-            String::from_utf8_lossy(&before).chars().take(300).collect::<String>(),
-            String::from_utf8_lossy(&after).chars().take(300).collect::<String>()
+            String::from_utf8_lossy(&before)
+                .chars()
+                .take(300)
+                .collect::<String>(),
+            String::from_utf8_lossy(&after)
+                .chars()
+                .take(300)
+                .collect::<String>()
         );
         let (_, admin_after) = admin(
             &gw,
@@ -968,11 +1008,7 @@ async fn bad_specs_leave_the_catalog_untouched() {
         .await
         .expect("call pets2");
     assert_eq!(ex.result()["structuredContent"], pet_one());
-    let r = http()
-        .get(gw.url("/readyz"))
-        .send()
-        .await
-        .expect("readyz");
+    let r = http().get(gw.url("/readyz")).send().await.expect("readyz");
     assert_eq!(r.status(), 200);
     gw.assert_alive();
 }
@@ -1018,7 +1054,11 @@ fn upstream_name(file: &str) -> String {
     let stem = file.rsplit_once('.').map_or(file, |(s, _)| s);
     let mut name = String::new();
     for c in stem.chars() {
-        let c = if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' };
+        let c = if c.is_ascii_alphanumeric() || c == '-' {
+            c
+        } else {
+            '_'
+        };
         if !(c == '_' && name.ends_with('_')) {
             name.push(c);
         }
@@ -1139,8 +1179,14 @@ fn check_corpus_catalog(
     let mut per_upstream: BTreeMap<String, usize> = BTreeMap::new();
     for t in tools {
         let name = t["name"].as_str().unwrap_or_default();
-        assert!(name_ok(name), "{what}: name {name:?} does not match ^[A-Za-z0-9_-]{{1,64}}$");
-        assert!(names.insert(name.to_string()), "{what}: duplicate name {name}");
+        assert!(
+            name_ok(name),
+            "{what}: name {name:?} does not match ^[A-Za-z0-9_-]{{1,64}}$"
+        );
+        assert!(
+            names.insert(name.to_string()),
+            "{what}: duplicate name {name}"
+        );
         assert_eq!(
             t["inputSchema"]["type"], "object",
             "{what}: {name}: input schema root"
@@ -1163,7 +1209,10 @@ fn check_corpus_catalog(
             wrong.push(format!("{file} ({upstream}): {got} tools, README says {n}"));
         }
     }
-    let unknown: Vec<&String> = per_upstream.keys().filter(|u| !want.contains_key(*u)).collect();
+    let unknown: Vec<&String> = per_upstream
+        .keys()
+        .filter(|u| !want.contains_key(*u))
+        .collect();
     assert!(
         wrong.is_empty() && unknown.is_empty(),
         "{what}: per-spec counts differ:\n{}\nunknown upstreams: {unknown:?}",
