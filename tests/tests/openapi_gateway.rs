@@ -790,7 +790,12 @@ async fn runtime_registration_survives_restarts() {
     assert_eq!(names, expected_pet_tools(), "after restart");
     assert_get_pet_works(&session, &api).await;
 
-    // delete: 204, tools gone (and a second delete is a 404)
+    // delete: 204, tools gone, list_changed sent (and a second delete is a 404)
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (status, stream) = session.open_get_stream(tx).await.expect("GET stream");
+    assert_eq!(status, 200, "standalone GET stream after restart");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    while rx.try_recv().is_ok() {}
     let (st, body) = admin(
         &gw,
         reqwest::Method::DELETE,
@@ -800,6 +805,11 @@ async fn runtime_registration_survives_restarts() {
     )
     .await;
     assert_eq!(st, 204, "{body}");
+    assert!(
+        wait_list_changed(&mut rx, Duration::from_secs(15)).await,
+        "no notifications/tools/list_changed on the open GET stream after deleting"
+    );
+    stream.abort();
     assert!(pet_tool_names(&session).await.is_empty(), "tools gone");
     let (st, body) = admin(
         &gw,
