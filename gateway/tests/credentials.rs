@@ -715,3 +715,28 @@ async fn an_unreachable_or_broken_jwks_url_fails_startup_clearly() {
     let err = Authenticator::new(vec![], Some(no_file)).await.unwrap_err();
     assert!(err.contains("cannot read the JWKS file"), "{err}");
 }
+
+#[tokio::test]
+async fn a_jwks_file_is_reread_when_a_token_names_a_new_key() {
+    let old = rsa_key("old");
+    let path = jwks_file(&jwks(&[&old]));
+    let config = JwtConfig {
+        jwks_file: Some(path.clone()),
+        ..JwtConfig::default()
+    };
+    let auth = Authenticator::new(vec![], Some(config)).await.unwrap();
+    let new = ec_key("new");
+    std::fs::write(&path, jwks(&[&old, &new]).to_string()).unwrap();
+    assert_eq!(
+        auth.authenticate(Some(&bearer(&sign(&new, &claims("acme")))))
+            .await
+            .unwrap(),
+        Some("acme".into())
+    );
+    assert_eq!(
+        auth.authenticate(Some(&bearer(&sign(&old, &claims("globex")))))
+            .await
+            .unwrap(),
+        Some("globex".into())
+    );
+}
