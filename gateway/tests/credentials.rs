@@ -154,7 +154,21 @@ async fn valid_rs256_and_es256_tokens_map_to_their_tenant() {
         auth.authenticate(Some(&bearer(&token))).await.unwrap(),
         Some("globex".into())
     );
-    // Without a `kid`, every key that fits the algorithm is tried.
+    // Without a `kid`, every key that fits the algorithm is tried; a key published
+    // without one verifies tokens that name any.
+    let mut anonymous = ec_key("ignored");
+    anonymous.jwk.common.key_id = None;
+    let auth_without_kids =
+        Authenticator::new(vec![], Some(jwks_file_config(&jwks(&[&anonymous]))))
+            .await
+            .unwrap();
+    assert_eq!(
+        auth_without_kids
+            .authenticate(Some(&bearer(&sign(&anonymous, &claims("acme")))))
+            .await
+            .unwrap(),
+        Some("acme".into())
+    );
     let no_kid = jsonwebtoken::encode(
         &Header::new(Algorithm::ES256),
         &claims("initech"),
