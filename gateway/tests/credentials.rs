@@ -154,7 +154,21 @@ async fn valid_rs256_and_es256_tokens_map_to_their_tenant() {
         auth.authenticate(Some(&bearer(&token))).await.unwrap(),
         Some("globex".into())
     );
-    // Without a `kid`, every key that fits the algorithm is tried.
+    // Without a `kid`, every key that fits the algorithm is tried; a key published
+    // without one verifies tokens that name any.
+    let mut anonymous = ec_key("ignored");
+    anonymous.jwk.common.key_id = None;
+    let auth_without_kids =
+        Authenticator::new(vec![], Some(jwks_file_config(&jwks(&[&anonymous]))))
+            .await
+            .unwrap();
+    assert_eq!(
+        auth_without_kids
+            .authenticate(Some(&bearer(&sign(&anonymous, &claims("acme")))))
+            .await
+            .unwrap(),
+        Some("acme".into())
+    );
     let no_kid = jsonwebtoken::encode(
         &Header::new(Algorithm::ES256),
         &claims("initech"),
@@ -714,4 +728,29 @@ async fn an_unreachable_or_broken_jwks_url_fails_startup_clearly() {
     };
     let err = Authenticator::new(vec![], Some(no_file)).await.unwrap_err();
     assert!(err.contains("cannot read the JWKS file"), "{err}");
+}
+
+#[tokio::test]
+async fn a_jwks_file_is_reread_when_a_token_names_a_new_key() {
+    let old = rsa_key("old");
+    let path = jwks_file(&jwks(&[&old]));
+    let config = JwtConfig {
+        jwks_file: Some(path.clone()),
+        ..JwtConfig::default()
+    };
+    let auth = Authenticator::new(vec![], Some(config)).await.unwrap();
+    let new = ec_key("new");
+    std::fs::write(&path, jwks(&[&old, &new]).to_string()).unwrap();
+    assert_eq!(
+        auth.authenticate(Some(&bearer(&sign(&new, &claims("acme")))))
+            .await
+            .unwrap(),
+        Some("acme".into())
+    );
+    assert_eq!(
+        auth.authenticate(Some(&bearer(&sign(&old, &claims("globex")))))
+            .await
+            .unwrap(),
+        Some("globex".into())
+    );
 }

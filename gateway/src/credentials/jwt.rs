@@ -152,9 +152,10 @@ impl JwtVerifier {
                     Some(kid) => store.keys_knowing(kid).await,
                     None => store.current(),
                 };
+                // Keys published without a `kid` stay candidates for any token.
                 let mut candidates = keys
                     .iter()
-                    .filter(|k| kid.is_none() || k.kid.as_deref() == kid)
+                    .filter(|k| kid.is_none() || k.kid.is_none() || k.kid.as_deref() == kid)
                     .peekable();
                 if candidates.peek().is_none() {
                     return Err(invalid(
