@@ -20,6 +20,9 @@ use crate::config::{Config, Namespace};
 use crate::errors::unknown_tool;
 use crate::health::{self, Tracker};
 use crate::metrics::Metrics;
+use crate::policy::Policy;
+use crate::search::SearchIndex;
+use crate::session::{MemoryStore, SessionStore};
 
 /// One configured upstream with the gateway's per-upstream settings.
 pub struct Mounted {
@@ -72,9 +75,15 @@ pub struct Gateway {
     catalog: RwLock<Arc<Catalog>>,
     rebuild_lock: std::sync::Mutex<()>,
     logged_collisions: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// The search index of the newest catalog snapshot, built on first search.
+    search_index: std::sync::Mutex<Option<(Arc<Catalog>, Arc<SearchIndex>)>>,
     /// Bumped on every catalog change; MCP sessions watch it to send `list_changed`.
     catalog_version: watch::Sender<u64>,
     pub metrics: Metrics,
+    /// Tenants and the one decision function.
+    pub policy: Policy,
+    /// Sessions and their expanded tools.
+    pub sessions: Arc<dyn SessionStore>,
     stop: CancellationToken,
     ready: AtomicBool,
 }
@@ -82,12 +91,20 @@ pub struct Gateway {
 impl Gateway {
     /// Starts every upstream (in the background) and the tasks that keep the catalog
     /// and health current. Returns at once; see [`Gateway::wait_for_upstreams`].
-    pub fn start(config: Config) -> Arc<Gateway> {
+    pub fn start(config: Config) -> Result<Arc<Gateway>, String> {
+        let policy = Policy::from_config(&config)?;
+        let sessions: Arc<dyn SessionStore> = Arc::new(MemoryStore::new(
+            config.sessions.idle_ttl,
+            config.sessions.max_sessions,
+        ));
         let gateway = Arc::new(Gateway {
+            policy,
+            sessions,
             upstreams: RwLock::new(Arc::new(UpstreamMap::new())),
             catalog: RwLock::new(Arc::new(Catalog::default())),
             rebuild_lock: std::sync::Mutex::new(()),
             logged_collisions: std::sync::Mutex::default(),
+            search_index: std::sync::Mutex::default(),
             catalog_version: watch::channel(0).0,
             metrics: Metrics::new(),
             stop: CancellationToken::new(),
@@ -127,7 +144,7 @@ impl Gateway {
             );
         }
         gateway.rebuild_catalog();
-        gateway
+        Ok(gateway)
     }
 
     /// Adds (or replaces) an upstream and rebuilds the catalog, which announces the
@@ -399,6 +416,32 @@ impl Gateway {
             Ok(result) => result,
             Err(_) => Err(ToolError::timeout(name, method, timeout)),
         }
+    }
+
+    /// Ranked tools for `query` among the view's allowed names (`tool_search`).
+    pub fn search(&self, view: &crate::access::View, query: &str, limit: usize) -> Vec<serde_json::Value> {
+        let index = {
+            let mut cached = self.search_index.lock().unwrap_or_else(|e| e.into_inner());
+            match cached.as_ref() {
+                Some((source, index)) if Arc::ptr_eq(source, &view.catalog) => index.clone(),
+                _ => {
+                    let index = Arc::new(SearchIndex::build(&view.catalog));
+                    *cached = Some((view.catalog.clone(), index.clone()));
+                    index
+                }
+            }
+        };
+        index
+            .search(query, limit, |name| view.allowed.names.contains(name))
+            .into_iter()
+            .map(|hit| {
+                serde_json::json!({
+                    "name": hit.name,
+                    "description": hit.description,
+                    "upstream": hit.upstream,
+                })
+            })
+            .collect()
     }
 
     /// Status of every upstream, by name.

@@ -4,13 +4,17 @@
 //! the one call path), [`errors`] (the one error mapping), [`health`], [`metrics`], and
 //! [`serve`] (the thin surfaces). The binary (`main.rs`) is only the command line.
 
+pub mod access;
 pub mod catalog;
 pub mod config;
+pub mod credentials;
 pub mod errors;
 pub mod gateway;
 pub mod health;
 pub mod metrics;
 pub mod policy;
+pub mod protocol_tools;
 pub mod registry;
+pub mod search;
 pub mod serve;
 pub mod session;

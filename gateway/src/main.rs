@@ -109,7 +109,10 @@ async fn main() -> ExitCode {
 
 /// Starts the gateway and waits for the upstreams' first lists.
 async fn start(config: Config) -> Result<Arc<Gateway>, ExitCode> {
-    let gateway = Gateway::start(config);
+    let gateway = Gateway::start(config).map_err(|error| {
+        eprintln!("toolgate: {error}");
+        ExitCode::from(2)
+    })?;
     let store = FileStore::new(&gateway.config.data_dir);
     registry::start_imports(&gateway, &store).await;
     finish_startup(&gateway).await?;
@@ -148,7 +151,13 @@ async fn serve_http(config: Config, listen: Option<String>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let gateway = Gateway::start(config);
+    let gateway = match Gateway::start(config) {
+        Ok(gateway) => gateway,
+        Err(error) => {
+            eprintln!("toolgate: {error}");
+            return ExitCode::from(2);
+        }
+    };
     let store: Arc<dyn RegistrationStore> = Arc::new(FileStore::new(&gateway.config.data_dir));
     let stop = CancellationToken::new();
     let app = serve::router(gateway.clone(), store.clone(), stop.child_token());

@@ -81,8 +81,24 @@ fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<(), String> 
     let dir = path.parent().unwrap_or(std::path::Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let tmp = path.with_extension("json.tmp");
-    let mut file =
-        std::fs::File::create(&tmp).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    // Registrations can carry API credentials: readable by the gateway's user only.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options
+        .open(&tmp)
+        .map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+    #[cfg(unix)]
+    {
+        // `mode` only applies when the file is created; a leftover temp file keeps its
+        // old mode unless set explicitly.
+        use std::os::unix::fs::PermissionsExt;
+        let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
+    }
     file.write_all(bytes)
         .and_then(|_| file.sync_all())
         .map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
@@ -254,6 +270,15 @@ mod tests {
         };
         store.save(std::slice::from_ref(&one)).await.unwrap();
         assert_eq!(store.load().await.unwrap(), vec![one.clone()]);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(dir.join("registrations.json"))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600, "credentials must not be world-readable");
+        }
         store.save(&[]).await.unwrap();
         assert_eq!(store.load().await.unwrap(), Vec::new());
         assert!(!dir.join("registrations.json.tmp").exists());

@@ -150,6 +150,17 @@ async fn register(
     if let Err(message) = check_name(&registration.name) {
         return error(StatusCode::BAD_REQUEST, "invalid_name", message);
     }
+    if let Some(path) = &registration.openapi.spec_path
+        && std::path::Path::new(path).is_relative()
+    {
+        // A relative path would depend on the gateway's working directory, which can
+        // differ after a restart.
+        return error(
+            StatusCode::BAD_REQUEST,
+            "relative_spec_path",
+            format!("spec_path '{path}' is relative: give an absolute path (or use spec_url)"),
+        );
+    }
     let _serial = admin.changes.lock().await;
     if admin.gateway.upstreams().contains_key(&registration.name) {
         return error(

@@ -1,0 +1,93 @@
+//! The call path as a caller sees it: who is asking ([`Caller`]: a tenant, and a
+//! session or none), what they may list, and the checked call. Every surface goes
+//! through here so listing and calling always ask [`policy::decide`] the same way.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use toolgate_adapters::{CallContext, CallOutput, JsonObject, ToolError};
+
+use crate::catalog::{Catalog, Entry};
+use crate::errors::unknown_tool;
+use crate::gateway::Gateway;
+use crate::policy::{self, Access, Allowed, Scope, Tenant};
+use crate::protocol_tools::EXPAND;
+
+/// Who is calling, in which scope.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub tenant: Arc<Tenant>,
+    /// The session id and its expanded tools; `None` when sessionless (2026-07-28).
+    pub session: Option<(String, BTreeSet<String>)>,
+}
+
+impl Caller {
+    pub fn scope(&self) -> Scope<'_> {
+        match &self.session {
+            Some((_, expanded)) => Scope::Session(expanded),
+            None => Scope::Stateless,
+        }
+    }
+
+    pub fn session_id(&self) -> Option<&str> {
+        self.session.as_ref().map(|(id, _)| id.as_str())
+    }
+}
+
+/// One consistent view for a request: the catalog snapshot and the caller's allowed
+/// set in it.
+pub struct View {
+    pub catalog: Arc<Catalog>,
+    pub allowed: Arc<Allowed>,
+}
+
+impl View {
+    pub fn of(gateway: &Gateway, caller: &Caller) -> View {
+        let catalog = gateway.catalog();
+        let allowed = gateway.policy.allowed(&caller.tenant, &catalog);
+        View { catalog, allowed }
+    }
+
+    pub fn access(&self, caller: &Caller, name: &str) -> Access {
+        policy::decide(&self.allowed, caller.scope(), name)
+    }
+
+    /// The catalog entries the caller sees in `tools/list`, sorted by name.
+    pub fn visible(&self, caller: &Caller) -> Vec<Arc<Entry>> {
+        let scope = caller.scope();
+        let mut names: BTreeSet<&String> = self.allowed.initial.iter().collect();
+        if let Scope::Session(expanded) = scope {
+            names.extend(expanded.iter().filter(|n| self.allowed.names.contains(*n)));
+        }
+        names
+            .into_iter()
+            .filter_map(|name| self.catalog.get(name).cloned())
+            .collect()
+    }
+}
+
+/// A call by a catalog name, checked against the policy first.
+pub async fn call(
+    gateway: &Gateway,
+    caller: &Caller,
+    name: &str,
+    arguments: JsonObject,
+    ctx: CallContext,
+) -> Result<CallOutput, ToolError> {
+    let view = View::of(gateway, caller);
+    match view.access(caller, name) {
+        Access::Hidden => Err(unknown_tool(name)),
+        access if !access.callable(caller.scope()) => Err(not_selected(name)),
+        _ => {
+            tracing::debug!(tenant = %caller.tenant.name, session = ?caller.session_id(), tool = name, "call admitted");
+            gateway.call(name, arguments, ctx).await
+        }
+    }
+}
+
+fn not_selected(name: &str) -> ToolError {
+    ToolError::NotSelected(format!(
+        "tool '{name}' is available but not selected in this session: call {EXPAND} with \
+         {{\"tool_names\": [\"{name}\"]}} first, then call '{name}' again"
+    ))
+}

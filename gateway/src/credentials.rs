@@ -1,0 +1,566 @@
+//! Credentials: how a request's `Authorization` header becomes a tenant.
+//!
+//! Two kinds of bearer credentials are accepted, both optional:
+//!
+//! - **API keys.** The config holds only their SHA-256 digests, written
+//!   `sha256:<64 hex digits>` ([`hash_key`], `toolgate hash-key`); a presented key is
+//!   hashed and compared with every configured digest without early exit.
+//! - **JWTs** ([`JwtConfig`]): HS256 with a shared secret, or RS256 / ES256 (and the
+//!   other RSA, EC and Ed25519 algorithms) with public keys from a JWKS file or URL.
+//!   The signature, `exp` / `nbf` (with leeway) and, when configured, `iss` / `aud`
+//!   are checked; the tenant is read from a string claim (`tenant` by default). A
+//!   JWKS is reloaded every `jwks_refresh`, and at once (at most every 30 s) when a
+//!   token names a key id it does not know, so key rotation needs no restart.
+//!
+//! [`Authenticator::authenticate`] turns the header into `Ok(Some(tenant))`, `Ok(None)`
+//! when there is no header (the caller decides whether anonymous requests are allowed),
+//! or an [`AuthError`] whose message tells the client what to fix without echoing the
+//! token or naming any tenant. Tokens are never logged.
+
+mod jwt;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// Longest bearer token looked at; longer ones are refused before any work.
+const MAX_TOKEN_LEN: usize = 16 * 1024;
+
+/// JWT authentication. Set exactly one of `hs256_secret`, `jwks_file`, `jwks_url`.
+#[derive(Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JwtConfig {
+    /// Shared secret for HS256 tokens, at least 32 bytes; put it in the environment:
+    /// `hs256_secret: ${TOOLGATE_JWT_SECRET}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hs256_secret: Option<String>,
+    /// A JWKS document (the issuer's public keys: RS256, ES256, …) on disk. A relative
+    /// path is resolved against the config file's directory. Re-read every
+    /// `jwks_refresh`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jwks_file: Option<PathBuf>,
+    /// URL of the issuer's JWKS (e.g. `https://issuer.example.com/.well-known/jwks.json`),
+    /// fetched at startup (failing startup if it cannot be), every `jwks_refresh`, and
+    /// when a token names an unknown key id (at most every 30 s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jwks_url: Option<String>,
+    /// The claim naming the tenant: a top-level claim name, or a JSON Pointer such as
+    /// `/org/tenant` for a nested one. Its value must be a non-empty string.
+    #[serde(default = "default_tenant_claim")]
+    pub tenant_claim: String,
+    /// When set, tokens must carry this `iss`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
+    /// When set, tokens must carry this value in `aud`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audience: Option<String>,
+    /// Clock skew tolerated on `exp` and `nbf`.
+    #[serde(default = "default_leeway", with = "humantime_serde")]
+    #[schemars(with = "String")]
+    pub leeway: Duration,
+    /// How often the JWKS is reloaded.
+    #[serde(default = "default_jwks_refresh", with = "humantime_serde")]
+    #[schemars(with = "String")]
+    pub jwks_refresh: Duration,
+}
+
+fn default_tenant_claim() -> String {
+    "tenant".to_owned()
+}
+
+fn default_leeway() -> Duration {
+    Duration::from_secs(30)
+}
+
+fn default_jwks_refresh() -> Duration {
+    Duration::from_secs(600)
+}
+
+impl Default for JwtConfig {
+    fn default() -> Self {
+        Self {
+            hs256_secret: None,
+            jwks_file: None,
+            jwks_url: None,
+            tenant_claim: default_tenant_claim(),
+            issuer: None,
+            audience: None,
+            leeway: default_leeway(),
+            jwks_refresh: default_jwks_refresh(),
+        }
+    }
+}
+
+/// The secret is never printed.
+impl fmt::Debug for JwtConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JwtConfig")
+            .field(
+                "hs256_secret",
+                &self.hs256_secret.as_ref().map(|_| "<redacted>"),
+            )
+            .field("jwks_file", &self.jwks_file)
+            .field("jwks_url", &self.jwks_url)
+            .field("tenant_claim", &self.tenant_claim)
+            .field("issuer", &self.issuer)
+            .field("audience", &self.audience)
+            .field("leeway", &self.leeway)
+            .field("jwks_refresh", &self.jwks_refresh)
+            .finish()
+    }
+}
+
+impl JwtConfig {
+    /// Checks what serde cannot: exactly one key source, a long enough secret, an
+    /// http(s) JWKS URL, a tenant claim, a non-zero refresh interval. The message names
+    /// the field (relative to this section).
+    pub fn validate(&self) -> Result<(), String> {
+        let sources = [
+            self.hs256_secret.is_some(),
+            self.jwks_file.is_some(),
+            self.jwks_url.is_some(),
+        ]
+        .iter()
+        .filter(|set| **set)
+        .count();
+        if sources != 1 {
+            return Err(format!(
+                "set exactly one of `hs256_secret`, `jwks_file`, `jwks_url` (found {sources})"
+            ));
+        }
+        if let Some(secret) = &self.hs256_secret
+            && secret.len() < 32
+        {
+            return Err(
+                "`hs256_secret` must be at least 32 bytes long (e.g. `openssl rand -hex 32`)"
+                    .into(),
+            );
+        }
+        if let Some(url) = &self.jwks_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return Err(format!(
+                "`jwks_url`: '{url}' is not an http:// or https:// URL"
+            ));
+        }
+        if self.tenant_claim.trim().is_empty() {
+            return Err("`tenant_claim` must name a claim".into());
+        }
+        if self.issuer.as_deref().is_some_and(|s| s.is_empty()) {
+            return Err("`issuer` is empty: remove it or set the expected `iss`".into());
+        }
+        if self.audience.as_deref().is_some_and(|s| s.is_empty()) {
+            return Err("`audience` is empty: remove it or set the expected `aud`".into());
+        }
+        if self.jwks_refresh < Duration::from_secs(1) {
+            return Err("`jwks_refresh` must be at least 1s".into());
+        }
+        Ok(())
+    }
+
+    /// Resolves a relative `jwks_file` against `dir` (the config file's directory).
+    pub fn resolve_relative_paths(&mut self, dir: &Path) {
+        if let Some(file) = &self.jwks_file
+            && file.is_relative()
+        {
+            self.jwks_file = Some(dir.join(file));
+        }
+    }
+}
+
+/// The form API keys take in the config: `sha256:<64 lowercase hex digits>` of the
+/// key's UTF-8 bytes. The gateway never stores plain keys.
+pub fn hash_key(key: &str) -> String {
+    let digest = Sha256::digest(key.as_bytes());
+    let mut out = String::with_capacity(7 + 64);
+    out.push_str("sha256:");
+    for byte in digest {
+        out.push(char::from(HEX[usize::from(byte >> 4)]));
+        out.push(char::from(HEX[usize::from(byte & 0xf)]));
+    }
+    out
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// Parses `sha256:<64 hex digits>` (either case) into the digest.
+fn parse_key_hash(hash: &str) -> Option<[u8; 32]> {
+    let hex = hash.trim().strip_prefix("sha256:")?.as_bytes();
+    if hex.len() != 64 {
+        return None;
+    }
+    let nibble = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    };
+    let mut digest = [0u8; 32];
+    for (i, byte) in digest.iter_mut().enumerate() {
+        *byte = nibble(hex[2 * i])? << 4 | nibble(hex[2 * i + 1])?;
+    }
+    Some(digest)
+}
+
+/// Why a request's credentials were refused. The message says what to fix; it never
+/// contains the presented token nor any tenant name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AuthError {
+    /// An empty `Authorization` header, or `Bearer` without a token.
+    MissingCredentials,
+    /// A scheme other than `Bearer` (e.g. `Basic`).
+    UnsupportedScheme,
+    /// Not a known API key, or a JWT that does not verify (malformed, bad signature,
+    /// unknown key, refused algorithm). The text says which.
+    InvalidCredentials(String),
+    /// A JWT past its `exp` (plus leeway).
+    Expired,
+    /// A JWT before its `nbf` (minus leeway).
+    NotYetValid,
+    /// A JWT whose signature verifies but whose claims do not fit: `iss`, `aud`, or
+    /// the tenant claim.
+    InvalidClaims(String),
+}
+
+impl AuthError {
+    /// A stable, machine-readable code: `missing_credentials`, `unsupported_scheme`,
+    /// `invalid_credentials`, `expired`, `not_yet_valid`, `invalid_claims`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            AuthError::MissingCredentials => "missing_credentials",
+            AuthError::UnsupportedScheme => "unsupported_scheme",
+            AuthError::InvalidCredentials(_) => "invalid_credentials",
+            AuthError::Expired => "expired",
+            AuthError::NotYetValid => "not_yet_valid",
+            AuthError::InvalidClaims(_) => "invalid_claims",
+        }
+    }
+
+    /// Every refusal is a 401.
+    pub fn status(&self) -> http::StatusCode {
+        http::StatusCode::UNAUTHORIZED
+    }
+
+    /// A `WWW-Authenticate` value for the 401 (RFC 6750): `Bearer realm="toolgate"`,
+    /// plus `error="invalid_token"` and a description when a token was presented.
+    pub fn www_authenticate(&self) -> String {
+        match self {
+            AuthError::MissingCredentials | AuthError::UnsupportedScheme => {
+                r#"Bearer realm="toolgate""#.to_owned()
+            }
+            _ => format!(
+                r#"Bearer realm="toolgate", error="invalid_token", error_description="{}""#,
+                self.to_string().replace(['"', '\\'], "'")
+            ),
+        }
+    }
+}
+
+impl fmt::Display for AuthError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AuthError::MissingCredentials => {
+                f.write_str("no credentials: send `Authorization: Bearer <API key or JWT>`")
+            }
+            AuthError::UnsupportedScheme => f.write_str(
+                "unsupported authorization scheme: send `Authorization: Bearer <API key or JWT>`",
+            ),
+            AuthError::InvalidCredentials(reason) => write!(f, "invalid credentials: {reason}"),
+            AuthError::Expired => {
+                f.write_str("the token has expired (`exp` is in the past): get a new token")
+            }
+            AuthError::NotYetValid => f.write_str(
+                "the token is not valid yet (`nbf` is in the future): check the issuer's clock",
+            ),
+            AuthError::InvalidClaims(reason) => write!(f, "the token is not accepted: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for AuthError {}
+
+struct ApiKey {
+    digest: [u8; 32],
+    tenant: String,
+}
+
+struct Inner {
+    api_keys: Vec<ApiKey>,
+    jwt: Option<jwt::JwtVerifier>,
+}
+
+/// Turns `Authorization` headers into tenants. Cheap to clone (shared state); a JWKS
+/// refresh task runs while any clone is alive.
+#[derive(Clone)]
+pub struct Authenticator {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Authenticator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Authenticator")
+            .field("api_keys", &self.inner.api_keys.len())
+            .field("jwt", &self.inner.jwt.is_some())
+            .finish()
+    }
+}
+
+impl Authenticator {
+    /// Builds the authenticator from `(tenant, "sha256:…")` pairs and the JWT settings.
+    /// Refuses malformed hashes (naming the tenant), one hash shared by two tenants,
+    /// an invalid [`JwtConfig`], and a JWKS that cannot be read or fetched (10 s
+    /// timeout) or holds no usable key.
+    pub async fn new(
+        api_keys: Vec<(String, String)>,
+        jwt: Option<JwtConfig>,
+    ) -> Result<Authenticator, String> {
+        let mut keys: Vec<ApiKey> = Vec::with_capacity(api_keys.len());
+        for (tenant, hash) in api_keys {
+            if tenant.trim().is_empty() {
+                return Err("an API key has an empty tenant name".into());
+            }
+            let Some(digest) = parse_key_hash(&hash) else {
+                return Err(format!(
+                    "the API key of tenant `{tenant}` is not of the form `sha256:<64 hex \
+                     digits>`: put the output of `toolgate hash-key` in the config, never \
+                     the key itself"
+                ));
+            };
+            if let Some(other) = keys.iter().find(|k| k.digest == digest) {
+                if other.tenant == tenant {
+                    continue;
+                }
+                return Err(format!(
+                    "tenants `{}` and `{tenant}` have the same API key: give each tenant its \
+                     own key",
+                    other.tenant
+                ));
+            }
+            keys.push(ApiKey { digest, tenant });
+        }
+        let jwt = match jwt {
+            Some(config) => {
+                config.validate().map_err(|e| format!("jwt: {e}"))?;
+                Some(jwt::JwtVerifier::new(config).await?)
+            }
+            None => None,
+        };
+        Ok(Authenticator {
+            inner: Arc::new(Inner {
+                api_keys: keys,
+                jwt,
+            }),
+        })
+    }
+
+    /// Whether any credential is configured (API keys or JWT). With none, every bearer
+    /// token is refused; the caller may then choose to not require authentication.
+    pub fn is_enabled(&self) -> bool {
+        !self.inner.api_keys.is_empty() || self.inner.jwt.is_some()
+    }
+
+    /// The tenant named by an `Authorization` header value: `Ok(None)` without a
+    /// header, `Ok(Some(tenant))` for a valid API key or JWT, an [`AuthError`]
+    /// otherwise.
+    pub async fn authenticate(
+        &self,
+        authorization: Option<&str>,
+    ) -> Result<Option<String>, AuthError> {
+        let Some(header) = authorization else {
+            return Ok(None);
+        };
+        let header = header.trim();
+        if header.is_empty() {
+            return Err(AuthError::MissingCredentials);
+        }
+        let (scheme, token) = match header.split_once(|c: char| c.is_ascii_whitespace()) {
+            Some((scheme, token)) => (scheme, token.trim()),
+            None => (header, ""),
+        };
+        if !scheme.eq_ignore_ascii_case("bearer") {
+            return Err(AuthError::UnsupportedScheme);
+        }
+        if token.is_empty() {
+            return Err(AuthError::MissingCredentials);
+        }
+        if token.len() > MAX_TOKEN_LEN {
+            return Err(AuthError::InvalidCredentials(format!(
+                "the bearer token is longer than {MAX_TOKEN_LEN} bytes"
+            )));
+        }
+        let jwt_header = jwt::jwt_header(token);
+        if let (Some(verifier), Some(header)) = (&self.inner.jwt, &jwt_header) {
+            return verifier.verify(token, header).await.map(Some);
+        }
+        match self.lookup_api_key(token) {
+            Some(tenant) => Ok(Some(tenant.to_owned())),
+            None if jwt_header.is_some() => Err(AuthError::InvalidCredentials(
+                "the bearer token looks like a JWT, but JWT authentication is not enabled \
+                 on this gateway: use an API key"
+                    .into(),
+            )),
+            None if self.inner.api_keys.is_empty() && self.inner.jwt.is_some() => {
+                Err(AuthError::InvalidCredentials(
+                    "the bearer token is not a JWT (`header.payload.signature`)".into(),
+                ))
+            }
+            None => Err(AuthError::InvalidCredentials(
+                "the bearer token is not a known API key".into(),
+            )),
+        }
+    }
+
+    /// Compares the presented key's digest with every configured digest, without
+    /// stopping at the first match or at the first differing byte.
+    fn lookup_api_key(&self, token: &str) -> Option<&str> {
+        let presented: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let mut found = None;
+        for key in &self.inner.api_keys {
+            let difference = key
+                .digest
+                .iter()
+                .zip(presented.iter())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+            if std::hint::black_box(difference) == 0 {
+                found = Some(key.tenant.as_str());
+            }
+        }
+        found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_key_is_prefixed_lowercase_sha256() {
+        assert_eq!(
+            hash_key("abc"),
+            "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        let hash = hash_key("some key");
+        assert_eq!(hash.len(), 7 + 64);
+        assert_eq!(
+            parse_key_hash(&hash),
+            Some(Sha256::digest(b"some key").into())
+        );
+    }
+
+    #[test]
+    fn key_hashes_are_parsed_strictly() {
+        let good = hash_key("k");
+        assert!(parse_key_hash(&good.to_uppercase().replace("SHA256", "sha256")).is_some());
+        for bad in [
+            "k",
+            "sha256:",
+            "sha256:abc",
+            "sha1:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+            "sha256:ga7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+            "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad00",
+        ] {
+            assert_eq!(parse_key_hash(bad), None, "{bad}");
+        }
+    }
+
+    fn parse(yaml: &str) -> Result<JwtConfig, String> {
+        let deserializer = serde_norway::Deserializer::from_str(yaml);
+        serde_path_to_error::deserialize(deserializer).map_err(|e| {
+            let path = e.path().to_string();
+            format!("{path}: {}", e.into_inner())
+        })
+    }
+
+    #[test]
+    fn config_defaults_and_durations() {
+        let config = parse("jwks_url: https://issuer.example/jwks.json\n").unwrap();
+        assert_eq!(config.tenant_claim, "tenant");
+        assert_eq!(config.leeway, Duration::from_secs(30));
+        assert_eq!(config.jwks_refresh, Duration::from_secs(600));
+        config.validate().unwrap();
+        let config =
+            parse("jwks_file: keys.json\nleeway: 5s\njwks_refresh: 1h\ntenant_claim: org\n")
+                .unwrap();
+        assert_eq!(config.leeway, Duration::from_secs(5));
+        assert_eq!(config.jwks_refresh, Duration::from_secs(3600));
+        let mut resolved = config.clone();
+        resolved.resolve_relative_paths(Path::new("/etc/toolgate"));
+        assert_eq!(
+            resolved.jwks_file.as_deref(),
+            Some(Path::new("/etc/toolgate/keys.json"))
+        );
+    }
+
+    #[test]
+    fn config_rejects_unknown_fields_with_their_name() {
+        let err = parse("jwks_url: https://x\naudiance: a\n").unwrap_err();
+        assert!(err.contains("audiance"), "{err}");
+    }
+
+    #[test]
+    fn validate_requires_one_source_and_a_long_secret() {
+        let none = JwtConfig::default();
+        assert!(none.validate().unwrap_err().contains("found 0"));
+        let two = JwtConfig {
+            hs256_secret: Some("x".repeat(32)),
+            jwks_url: Some("https://x".into()),
+            ..JwtConfig::default()
+        };
+        assert!(two.validate().unwrap_err().contains("found 2"));
+        let short = JwtConfig {
+            hs256_secret: Some("short".into()),
+            ..JwtConfig::default()
+        };
+        let err = short.validate().unwrap_err();
+        assert!(err.contains("32 bytes") && !err.contains("short"), "{err}");
+        let url = JwtConfig {
+            jwks_url: Some("ftp://x".into()),
+            ..JwtConfig::default()
+        };
+        assert!(url.validate().unwrap_err().contains("jwks_url"));
+        let claim = JwtConfig {
+            hs256_secret: Some("x".repeat(32)),
+            tenant_claim: " ".into(),
+            ..JwtConfig::default()
+        };
+        assert!(claim.validate().unwrap_err().contains("tenant_claim"));
+    }
+
+    #[test]
+    fn debug_hides_the_secret() {
+        let config = JwtConfig {
+            hs256_secret: Some("s3cret-s3cret-s3cret-s3cret-s3cret".into()),
+            ..JwtConfig::default()
+        };
+        let printed = format!("{config:?}");
+        assert!(!printed.contains("s3cret") && printed.contains("redacted"));
+    }
+
+    #[test]
+    fn schema_is_generated() {
+        let schema = serde_json::to_value(schemars::schema_for!(JwtConfig)).unwrap();
+        for field in ["hs256_secret", "jwks_url", "tenant_claim", "leeway"] {
+            assert!(schema["properties"][field].is_object(), "{field}: {schema}");
+        }
+        assert_eq!(schema["additionalProperties"], false);
+    }
+
+    #[test]
+    fn error_codes_are_stable() {
+        assert_eq!(AuthError::MissingCredentials.code(), "missing_credentials");
+        assert_eq!(AuthError::Expired.code(), "expired");
+        assert_eq!(
+            AuthError::InvalidCredentials("x".into()).code(),
+            "invalid_credentials"
+        );
+        let header = AuthError::InvalidClaims("a \"quoted\" thing".into()).www_authenticate();
+        assert!(header.starts_with("Bearer realm=\"toolgate\", error=\"invalid_token\""));
+        assert_eq!(header.matches('"').count(), 6, "{header}");
+    }
+}

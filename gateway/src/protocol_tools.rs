@@ -1,0 +1,335 @@
+//! The gateway's own tools, always visible to every caller:
+//!
+//! - `tool_expand_tools` `{"tool_names": [...]}` — adds tools (exact names) to the
+//!   session's visible set, within the tenant's allowed set only; partial success;
+//!   returns the new tools' full definitions so a client that cannot refresh its list
+//!   can still call them;
+//! - `tool_search` `{"query", "limit"?}` — ranked tools within the allowed set;
+//! - `tool_invoke` `{"name", "arguments"}` — calls an allowed tool by name, for
+//!   clients that only call what they listed.
+//!
+//! Results carry the same JSON as `structuredContent` and as text.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Value, json};
+use toolgate_adapters::{CallContext, CallOutput, JsonObject, ToolError};
+
+use crate::access::{self, Caller, View};
+use crate::gateway::Gateway;
+use crate::policy::Access;
+
+pub const EXPAND: &str = "tool_expand_tools";
+pub const SEARCH: &str = "tool_search";
+pub const INVOKE: &str = "tool_invoke";
+/// Most names one `tool_expand_tools` call may carry.
+const MAX_NAMES_PER_EXPAND: usize = 128;
+
+pub fn is_protocol_tool(name: &str) -> bool {
+    matches!(name, EXPAND | SEARCH | INVOKE)
+}
+
+/// The protocol tools' MCP definitions.
+pub fn definitions() -> Vec<JsonObject> {
+    let defs = [
+        json!({
+            "name": EXPAND,
+            "title": "Expand available tools",
+            "description": "Make more tools available in this session. Pass the exact names of tools to add (use tool_search to find them). Returns which were added, which were already selected, which names are invalid, the tools you could still add, and the full definitions of the added tools.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "tool_names": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "minItems": 1,
+                        "maxItems": MAX_NAMES_PER_EXPAND,
+                        "description": "Exact tool names to add"
+                    }
+                },
+                "required": ["tool_names"],
+                "additionalProperties": false
+            },
+            "annotations": {"readOnlyHint": true, "openWorldHint": false}
+        }),
+        json!({
+            "name": SEARCH,
+            "title": "Search tools",
+            "description": "Find tools by what they do. Returns the best matches (name, one-line description, upstream) among the tools you may use; add one with tool_expand_tools, or call it directly if it is already listed.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "What you want to do, in a few words"},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10}
+                },
+                "required": ["query"],
+                "additionalProperties": false
+            },
+            "annotations": {"readOnlyHint": true, "openWorldHint": false}
+        }),
+        json!({
+            "name": INVOKE,
+            "title": "Invoke a tool by name",
+            "description": "Call any tool you may use by its exact name, with its arguments. For clients that can only call tools they listed.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "description": "The exact tool name"},
+                    "arguments": {"type": "object", "description": "The tool's arguments"}
+                },
+                "required": ["name"],
+                "additionalProperties": false
+            }
+        }),
+    ];
+    defs.into_iter()
+        .filter_map(|d| d.as_object().cloned())
+        .collect()
+}
+
+/// Runs a protocol tool. `Ok(None)` when `name` is not one; the `bool` says whether
+/// the caller's visible set changed (the surface then announces `list_changed`).
+pub async fn call(
+    gateway: &Gateway,
+    caller: &Caller,
+    name: &str,
+    arguments: JsonObject,
+    ctx: CallContext,
+) -> Option<Result<(CallOutput, bool), ToolError>> {
+    Some(match name {
+        EXPAND => expand(gateway, caller, &arguments).await,
+        SEARCH => search(gateway, caller, &arguments).map(|out| (out, false)),
+        INVOKE => invoke(gateway, caller, arguments, ctx)
+            .await
+            .map(|out| (out, false)),
+        _ => return None,
+    })
+}
+
+fn output(value: Value) -> CallOutput {
+    let mut raw = JsonObject::new();
+    raw.insert(
+        "content".into(),
+        json!([{"type": "text", "text": value.to_string()}]),
+    );
+    raw.insert("structuredContent".into(), value);
+    CallOutput { raw }
+}
+
+/// `tool_expand_tools`.
+pub async fn expand(
+    gateway: &Gateway,
+    caller: &Caller,
+    arguments: &JsonObject,
+) -> Result<(CallOutput, bool), ToolError> {
+    let requested = string_list(arguments.get("tool_names")).ok_or_else(|| {
+        ToolError::InvalidArgs(format!(
+            "{EXPAND} takes {{\"tool_names\": [\"exact_tool_name\", …]}}: a list of strings"
+        ))
+    })?;
+    if requested.len() > MAX_NAMES_PER_EXPAND {
+        return Err(ToolError::InvalidArgs(format!(
+            "{EXPAND} takes at most {MAX_NAMES_PER_EXPAND} names per call"
+        )));
+    }
+    let result = expand_names(gateway, caller, &requested).await?;
+    let changed = result
+        .get("expanded_tools")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty())
+        && caller.session.is_some();
+    Ok((output(result), changed))
+}
+
+/// The expansion itself, shared by the MCP tool and the REST endpoint.
+pub async fn expand_names(
+    gateway: &Gateway,
+    caller: &Caller,
+    requested: &[String],
+) -> Result<Value, ToolError> {
+    let view = View::of(gateway, caller);
+    let mut valid = Vec::new();
+    let mut invalid = Vec::new();
+    for name in dedupe(requested) {
+        match view.access(caller, &name) {
+            Access::Hidden => invalid.push(name),
+            access => valid.push((name, access)),
+        }
+    }
+    let already_visible: Vec<String> = valid
+        .iter()
+        .filter(|(_, a)| *a == Access::Visible)
+        .map(|(n, _)| n.clone())
+        .collect();
+    let to_add: Vec<String> = valid
+        .iter()
+        .filter(|(_, a)| *a == Access::Selectable)
+        .map(|(n, _)| n.clone())
+        .collect();
+
+    let (expanded_tools, already_selected, expanded_after) = match &caller.session {
+        Some((id, _)) => {
+            let expansion = gateway
+                .sessions
+                .expand(id, &to_add)
+                .await
+                .ok_or_else(|| {
+                    ToolError::NotFound(
+                        "this session has expired: start a new one (initialize again)".into(),
+                    )
+                })?;
+            let mut already = already_visible;
+            already.extend(expansion.already);
+            (expansion.added, already, expansion.expanded)
+        }
+        // Sessionless: nothing is stored; the definitions are the expansion.
+        None => (to_add, already_visible, BTreeSet::new()),
+    };
+
+    let cap = gateway.config.sessions.expandable_list_cap;
+    let expandable: Vec<&String> = view
+        .allowed
+        .names
+        .iter()
+        .filter(|n| !view.allowed.initial.contains(*n) && !expanded_after.contains(*n))
+        .filter(|n| !expanded_tools.contains(n))
+        .collect();
+    let total_expandable = expandable.len();
+    let available: Vec<&String> = expandable.into_iter().take(cap).collect();
+
+    let did_you_mean: serde_json::Map<String, Value> = invalid
+        .iter()
+        .filter_map(|bad| {
+            closest(bad, &view.allowed.names).map(|good| (bad.clone(), Value::String(good)))
+        })
+        .collect();
+    let definitions: Vec<Value> = expanded_tools
+        .iter()
+        .filter_map(|n| view.catalog.get(n))
+        .map(|e| Value::Object(e.definition.clone()))
+        .collect();
+
+    let success = !expanded_tools.is_empty() || !already_selected.is_empty();
+    let mut result = json!({
+        "success": success,
+        "expanded_tools": expanded_tools,
+        "invalid_tools": invalid,
+        "already_selected_tools": already_selected,
+        "available_expandable_tools": available,
+        "available_expandable_total": total_expandable,
+        "definitions": definitions,
+    });
+    if !did_you_mean.is_empty() {
+        result["did_you_mean"] = Value::Object(did_you_mean);
+    }
+    if total_expandable > cap {
+        result["note"] = Value::String(format!(
+            "available_expandable_tools lists the first {cap} of {total_expandable} (sorted); use {SEARCH} to find others"
+        ));
+    }
+    Ok(result)
+}
+
+/// `tool_search`.
+fn search(gateway: &Gateway, caller: &Caller, arguments: &JsonObject) -> Result<CallOutput, ToolError> {
+    let query = arguments
+        .get("query")
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            ToolError::InvalidArgs(format!("{SEARCH} takes {{\"query\": \"what you want to do\"}}"))
+        })?;
+    let limit = arguments
+        .get("limit")
+        .and_then(Value::as_u64)
+        .unwrap_or(10)
+        .clamp(1, 50) as usize;
+    let view = View::of(gateway, caller);
+    let results = gateway.search(&view, query, limit);
+    Ok(output(json!({"query": query, "results": results})))
+}
+
+/// `tool_invoke`.
+async fn invoke(
+    gateway: &Gateway,
+    caller: &Caller,
+    arguments: JsonObject,
+    ctx: CallContext,
+) -> Result<CallOutput, ToolError> {
+    let name = arguments
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            ToolError::InvalidArgs(format!(
+                "{INVOKE} takes {{\"name\": \"exact_tool_name\", \"arguments\": {{…}}}}"
+            ))
+        })?
+        .to_owned();
+    if is_protocol_tool(&name) {
+        return Err(ToolError::InvalidArgs(format!(
+            "{INVOKE} calls catalog tools; call '{name}' directly"
+        )));
+    }
+    let tool_arguments = match arguments.get("arguments") {
+        None | Some(Value::Null) => JsonObject::new(),
+        Some(Value::Object(object)) => object.clone(),
+        Some(_) => {
+            return Err(ToolError::InvalidArgs(format!(
+                "{INVOKE}: `arguments` must be an object"
+            )));
+        }
+    };
+    access::call(gateway, caller, &name, tool_arguments, ctx).await
+}
+
+fn string_list(value: Option<&Value>) -> Option<Vec<String>> {
+    value?
+        .as_array()?
+        .iter()
+        .map(|v| v.as_str().map(str::to_owned))
+        .collect()
+}
+
+fn dedupe(names: &[String]) -> Vec<String> {
+    let mut seen = BTreeSet::new();
+    names
+        .iter()
+        .filter(|n| seen.insert(n.as_str()))
+        .cloned()
+        .collect()
+}
+
+/// The allowed name closest to `bad`, when it is close enough to be a likely typo.
+fn closest(bad: &str, allowed: &BTreeSet<String>) -> Option<String> {
+    allowed
+        .iter()
+        .map(|name| (strsim::jaro_winkler(bad, name), name))
+        .filter(|(score, _)| *score >= 0.85)
+        .max_by(|a, b| a.0.total_cmp(&b.0).then_with(|| b.1.cmp(a.1)))
+        .map(|(_, name)| name.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn definitions_are_valid_tools() {
+        let defs = definitions();
+        assert_eq!(defs.len(), 3);
+        for def in defs {
+            let name = def["name"].as_str().unwrap();
+            assert!(is_protocol_tool(name));
+            assert_eq!(def["inputSchema"]["type"], "object");
+        }
+    }
+
+    #[test]
+    fn did_you_mean_only_close_allowed_names() {
+        let allowed: BTreeSet<String> = ["gh__get_repo", "gh__list_issues"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(closest("gh__get_rep", &allowed).as_deref(), Some("gh__get_repo"));
+        assert_eq!(closest("stripe__refund", &allowed), None);
+    }
+}

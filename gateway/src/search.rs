@@ -1,0 +1,1004 @@
+//! Tool search: the engine behind the `tool_search` protocol tool.
+//!
+//! Models choose badly among hundreds of tools, so instead of listing every definition
+//! an agent can ask `tool_search {query, limit?}` for the few tools that fit its task
+//! and then load only those. This module ranks the catalog for such a query.
+//!
+//! # Index
+//!
+//! [`SearchIndex::build`] takes a [`Catalog`] snapshot (it is rebuilt whenever the
+//! catalog is) and turns every entry into a small multi-field document:
+//!
+//! | field        | from                                             | weight |
+//! |--------------|--------------------------------------------------|--------|
+//! | name         | the upstream's tool name (`original`)            | 3.0    |
+//! | upstream     | the `<upstream>__` prefix                        | 0.5    |
+//! | title        | `title` / `annotations.title`                    | 2.0    |
+//! | summary      | the description's first sentence                 | 1.5    |
+//! | description  | the whole description                            | 1.0    |
+//! | parameters   | top-level `inputSchema.properties` names         | 0.5    |
+//!
+//! Text is cleaned of HTML tags, entities and Markdown link targets, then cut into
+//! tokens on every non-alphanumeric character and at camelCase, acronym and
+//! letter/digit boundaries (`repos/get-content` -> `repos get content`,
+//! `PostPaymentIntentsIntentConfirm` -> `post payment intents intent confirm`),
+//! lowercased, stripped of a small stopword list, and stemmed by a few deterministic
+//! suffix rules (plural `s`/`es`/`ies`, `ed`, `ing`, final `e`, doubled consonants), so
+//! `creates`, `created`, `creating` and `create` meet.
+//!
+//! # Ranking
+//!
+//! BM25F: per term, field frequencies are length-normalised per field, weighted and
+//! summed, then saturated once (`k1 = 1.2`) and multiplied by the term's IDF. Each
+//! query word also brings its synonyms (verbs such as list/get/fetch/retrieve,
+//! create/add/new, delete/remove, update/edit/modify, and common abbreviations such as
+//! repo, org, pr); a synonym counts at a reduced weight and a query word scores the best
+//! of its alternatives, never their sum. A query that spells a tool's exact name (or
+//! the upstream's name for it) puts that tool first. Ties are broken by name, so
+//! results are deterministic.
+//!
+//! # Policy
+//!
+//! [`SearchIndex::search`] takes the caller's policy as a predicate. Statistics (IDF,
+//! average field lengths, document count) are computed over the allowed tools only,
+//! so a tool outside the caller's set neither appears in nor influences the results.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+use crate::catalog::Catalog;
+
+/// Most results one search returns.
+pub const MAX_LIMIT: usize = 50;
+/// Results returned when the caller does not say.
+pub const DEFAULT_LIMIT: usize = 10;
+/// Longest [`Hit::description`], in characters.
+pub const MAX_HIT_DESCRIPTION: usize = 160;
+/// Query text beyond this many bytes is ignored.
+const MAX_QUERY_BYTES: usize = 2048;
+/// Distinct query words beyond this many are ignored.
+const MAX_QUERY_WORDS: usize = 32;
+/// Longest token kept, in bytes (longer ones are cut).
+const MAX_TOKEN_BYTES: usize = 48;
+
+const K1: f64 = 1.2;
+const FIELDS: usize = 6;
+const NAME: usize = 0;
+const UPSTREAM: usize = 1;
+const TITLE: usize = 2;
+const SUMMARY: usize = 3;
+const DESCRIPTION: usize = 4;
+const PARAMS: usize = 5;
+/// Per-field weight.
+const WEIGHT: [f64; FIELDS] = [3.0, 0.5, 2.0, 1.5, 1.0, 0.5];
+/// Per-field length normalisation (BM25 `b`).
+const B: [f64; FIELDS] = [0.3, 0.0, 0.3, 0.5, 0.75, 0.5];
+/// Weight of a verb synonym relative to the word the caller wrote.
+const SYNONYM_WEIGHT: f64 = 0.5;
+/// Added to the score of a tool whose exact name the query spells.
+const EXACT_NAME_BONUS: f64 = 1000.0;
+
+/// One search result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hit {
+    /// The catalog name (what the caller uses to call or describe the tool).
+    pub name: String,
+    /// The first sentence of the description, plain text, at most
+    /// [`MAX_HIT_DESCRIPTION`] characters.
+    pub description: String,
+    /// The upstream that serves the tool.
+    pub upstream: String,
+    /// Relevance; only comparable within one result list.
+    pub score: f32,
+}
+
+struct Doc {
+    name: String,
+    name_lower: String,
+    original_lower: String,
+    upstream: String,
+    description: String,
+    len: [u32; FIELDS],
+}
+
+#[derive(Clone, Copy)]
+struct Posting {
+    doc: u32,
+    tf: [u16; FIELDS],
+}
+
+/// An immutable search index over one catalog snapshot.
+#[derive(Default)]
+pub struct SearchIndex {
+    docs: Vec<Doc>,
+    terms: FastMap<Box<str>, u32>,
+    postings: Vec<Vec<Posting>>,
+}
+
+impl std::fmt::Debug for SearchIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SearchIndex")
+            .field("tools", &self.docs.len())
+            .field("terms", &self.terms.len())
+            .finish()
+    }
+}
+
+impl SearchIndex {
+    /// Indexes every entry of `catalog`.
+    pub fn build(catalog: &Catalog) -> SearchIndex {
+        let mut index = SearchIndex::default();
+        let mut tokens: Vec<(u32, u8)> = Vec::new();
+        let mut cleaned = String::new();
+        let mut word = String::new();
+        for entry in catalog.entries() {
+            let doc_id = index.docs.len() as u32;
+            tokens.clear();
+            let mut len = [0u32; FIELDS];
+            let def = &entry.definition;
+            let description = def.get("description").and_then(Value::as_str).unwrap_or("");
+            clean_text(description, &mut cleaned);
+            let summary = first_sentence(&cleaned);
+
+            let mut add = |index: &mut SearchIndex, field: usize, text: &str| {
+                tokenize(text, &mut word, &mut |t| {
+                    let id = index.intern(t);
+                    tokens.push((id, field as u8));
+                    len[field] += 1;
+                });
+            };
+            add(&mut index, NAME, &entry.original);
+            add(&mut index, UPSTREAM, &entry.upstream);
+            if let Some(title) = def.get("title").and_then(Value::as_str) {
+                add(&mut index, TITLE, title);
+            } else if let Some(title) = def
+                .get("annotations")
+                .and_then(|a| a.get("title"))
+                .and_then(Value::as_str)
+            {
+                add(&mut index, TITLE, title);
+            }
+            add(&mut index, SUMMARY, summary);
+            add(&mut index, DESCRIPTION, &cleaned);
+            if let Some(props) = def
+                .get("inputSchema")
+                .and_then(|s| s.get("properties"))
+                .and_then(Value::as_object)
+            {
+                for key in props.keys() {
+                    add(&mut index, PARAMS, key);
+                }
+            }
+
+            tokens.sort_unstable();
+            let mut i = 0;
+            while i < tokens.len() {
+                let term = tokens[i].0;
+                let mut tf = [0u16; FIELDS];
+                while i < tokens.len() && tokens[i].0 == term {
+                    let f = tokens[i].1 as usize;
+                    tf[f] = tf[f].saturating_add(1);
+                    i += 1;
+                }
+                index.postings[term as usize].push(Posting { doc: doc_id, tf });
+            }
+
+            index.docs.push(Doc {
+                name: entry.name.clone(),
+                name_lower: entry.name.to_lowercase(),
+                original_lower: entry.original.to_lowercase(),
+                upstream: entry.upstream.clone(),
+                description: cap_chars(summary, MAX_HIT_DESCRIPTION),
+                len,
+            });
+        }
+        index
+    }
+
+    /// Number of tools indexed.
+    pub fn len(&self) -> usize {
+        self.docs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.docs.is_empty()
+    }
+
+    /// Ranks the tools for which `allowed(name)` is true against `query`, best first,
+    /// at most `limit` (capped at [`MAX_LIMIT`]) of them. Tools with no word in common
+    /// with the query are not returned. `allowed` is called at most once per tool.
+    pub fn search(&self, query: &str, limit: usize, allowed: impl Fn(&str) -> bool) -> Vec<Hit> {
+        let limit = limit.min(MAX_LIMIT);
+        if limit == 0 || self.docs.is_empty() {
+            return Vec::new();
+        }
+        let query = cap_bytes(query, MAX_QUERY_BYTES);
+        let groups = self.query_groups(query);
+        let exact = exact_name(query);
+        if groups.is_empty() && exact.is_none() {
+            return Vec::new();
+        }
+
+        // The caller's view of the catalog: only allowed tools count, for statistics
+        // as well as results.
+        let mask: Vec<bool> = self.docs.iter().map(|d| allowed(&d.name)).collect();
+        let n = mask.iter().filter(|&&a| a).count();
+        if n == 0 {
+            return Vec::new();
+        }
+        let mut avg = [0f64; FIELDS];
+        for (doc, _) in self.docs.iter().zip(&mask).filter(|(_, a)| **a) {
+            for f in 0..FIELDS {
+                avg[f] += doc.len[f] as f64;
+            }
+        }
+        for a in &mut avg {
+            *a = (*a / n as f64).max(1.0);
+        }
+
+        let mut scores = vec![0f64; self.docs.len()];
+        let mut best = vec![0f64; self.docs.len()];
+        let mut touched: Vec<u32> = Vec::new();
+        for group in &groups {
+            for &(term, weight) in group {
+                let postings = &self.postings[term as usize];
+                let df = postings.iter().filter(|p| mask[p.doc as usize]).count();
+                if df == 0 {
+                    continue;
+                }
+                let idf = (1.0 + (n as f64 - df as f64 + 0.5) / (df as f64 + 0.5)).ln();
+                for p in postings.iter().filter(|p| mask[p.doc as usize]) {
+                    let doc = &self.docs[p.doc as usize];
+                    let mut tf = 0.0;
+                    for f in 0..FIELDS {
+                        if p.tf[f] > 0 {
+                            let norm = 1.0 - B[f] + B[f] * doc.len[f] as f64 / avg[f];
+                            tf += WEIGHT[f] * p.tf[f] as f64 / norm;
+                        }
+                    }
+                    let s = weight * idf * tf / (K1 + tf);
+                    let slot = &mut best[p.doc as usize];
+                    if *slot == 0.0 {
+                        touched.push(p.doc);
+                    }
+                    if s > *slot {
+                        *slot = s;
+                    }
+                }
+            }
+            for &d in &touched {
+                scores[d as usize] += best[d as usize];
+                best[d as usize] = 0.0;
+            }
+            touched.clear();
+        }
+        if let Some(exact) = &exact {
+            for (i, doc) in self.docs.iter().enumerate() {
+                if mask[i] && (doc.name_lower == *exact || doc.original_lower == *exact) {
+                    scores[i] += EXACT_NAME_BONUS;
+                }
+            }
+        }
+
+        let mut ranked: Vec<(f64, usize)> = scores
+            .iter()
+            .enumerate()
+            .filter(|&(i, &s)| s > 0.0 && mask[i])
+            .map(|(i, &s)| (s, i))
+            .collect();
+        let by_rank = |a: &(f64, usize), b: &(f64, usize)| {
+            b.0.total_cmp(&a.0)
+                .then_with(|| self.docs[a.1].name.cmp(&self.docs[b.1].name))
+        };
+        if ranked.len() > limit {
+            ranked.select_nth_unstable_by(limit - 1, by_rank);
+            ranked.truncate(limit);
+        }
+        ranked.sort_unstable_by(by_rank);
+        ranked
+            .into_iter()
+            .map(|(score, i)| {
+                let doc = &self.docs[i];
+                Hit {
+                    name: doc.name.clone(),
+                    description: doc.description.clone(),
+                    upstream: doc.upstream.clone(),
+                    score: score as f32,
+                }
+            })
+            .collect()
+    }
+
+    fn intern(&mut self, term: &str) -> u32 {
+        if let Some(&id) = self.terms.get(term) {
+            return id;
+        }
+        let id = self.postings.len() as u32;
+        self.terms.insert(term.into(), id);
+        self.postings.push(Vec::new());
+        id
+    }
+
+    /// The query as groups of (term, weight): one group per distinct query word, holding
+    /// the word itself and its synonyms that occur in the index.
+    fn query_groups(&self, query: &str) -> Vec<Vec<(u32, f64)>> {
+        let mut words: Vec<String> = Vec::new();
+        let mut buf = String::new();
+        tokenize_query(query, &mut buf, &mut |t| {
+            if words.len() < MAX_QUERY_WORDS && !words.iter().any(|w| w == t) {
+                words.push(t.to_owned());
+            }
+        });
+        let synonyms = synonyms();
+        let mut groups = Vec::new();
+        for word in &words {
+            let mut group: Vec<(u32, f64)> = Vec::new();
+            let mut push = |term: &str, weight: f64| {
+                if let Some(&id) = self.terms.get(term) {
+                    match group.iter_mut().find(|(t, _)| *t == id) {
+                        Some(slot) => slot.1 = slot.1.max(weight),
+                        None => group.push((id, weight)),
+                    }
+                }
+            };
+            if !synonyms.drop_literal(word) {
+                push(word, 1.0);
+            }
+            for (alt, weight) in synonyms.of(word) {
+                push(alt, *weight);
+            }
+            // A word the index has never seen (nor any of its synonyms) matches nothing.
+            if !group.is_empty() {
+                groups.push(group);
+            }
+        }
+        groups
+    }
+}
+
+/// The query as a possible exact tool name: trimmed, lowercased, one word.
+fn exact_name(query: &str) -> Option<String> {
+    let q = query.trim();
+    if q.is_empty() || q.len() > 200 || q.chars().any(char::is_whitespace) {
+        return None;
+    }
+    Some(q.to_lowercase())
+}
+
+// ---------------------------------------------------------------------------------
+// Text
+
+/// Cleans description text for indexing and display: HTML tags dropped, a few
+/// entities decoded, Markdown link targets and bare URLs dropped.
+fn clean_text(text: &str, out: &mut String) {
+    out.clear();
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < text.len() {
+        let rest = &text[i..];
+        let c = rest.chars().next().unwrap_or(' ');
+        match c {
+            '<' => {
+                // A tag: `<p>`, `</code>`, `<a href="...">`, `<!-- -->`.
+                let next = bytes.get(i + 1).copied().unwrap_or(b' ');
+                if next.is_ascii_alphabetic() || next == b'/' || next == b'!' {
+                    if let Some(end) = rest.find('>').filter(|&e| e < 400) {
+                        out.push(' ');
+                        i += end + 1;
+                        continue;
+                    }
+                }
+            }
+            '&' => {
+                if let Some(end) = rest.find(';').filter(|&e| e <= 8) {
+                    let decoded = match &rest[..=end] {
+                        "&amp;" => Some('&'),
+                        "&lt;" => Some('<'),
+                        "&gt;" => Some('>'),
+                        "&quot;" => Some('"'),
+                        "&#39;" | "&apos;" => Some('\''),
+                        "&nbsp;" => Some(' '),
+                        _ => None,
+                    };
+                    if let Some(d) = decoded {
+                        out.push(d);
+                        i += end + 1;
+                        continue;
+                    }
+                }
+            }
+            ']' if rest.starts_with("](") => {
+                if let Some(end) = rest.find(')') {
+                    out.push(' ');
+                    i += end + 1;
+                    continue;
+                }
+            }
+            'h' if (rest.starts_with("http://") || rest.starts_with("https://"))
+                && !out.ends_with(|c: char| c.is_alphanumeric()) =>
+            {
+                let end = rest
+                    .find(|c: char| c.is_whitespace() || matches!(c, ')' | '<' | '>' | '"'))
+                    .unwrap_or(rest.len());
+                out.push(' ');
+                i += end;
+                continue;
+            }
+            _ => {}
+        }
+        out.push(c);
+        i += c.len_utf8();
+    }
+}
+
+/// The first line's first sentence, whitespace collapsed.
+fn first_sentence(text: &str) -> &str {
+    let text = text.trim_start();
+    let line_end = text.find('\n').unwrap_or(text.len());
+    let line = &text[..line_end];
+    let mut end = line.len();
+    for (i, _) in line.match_indices(". ") {
+        // Not after an abbreviation such as "e.g." or "i.e.".
+        let before = &line[..i];
+        let word = before.rsplit(char::is_whitespace).next().unwrap_or("");
+        if !word.contains('.') && word.len() > 1 {
+            end = i + 1;
+            break;
+        }
+    }
+    line[..end].trim()
+}
+
+fn cap_chars(text: &str, max: usize) -> String {
+    let collapsed: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if collapsed.chars().count() <= max {
+        return collapsed;
+    }
+    let cut: String = collapsed.chars().take(max - 1).collect();
+    format!("{}…", cut.trim_end())
+}
+
+fn cap_bytes(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// Splits `text` into index terms (lowercased, stopwords dropped, stemmed) and hands
+/// each to `emit`. `word` is scratch space.
+fn tokenize(text: &str, word: &mut String, emit: &mut dyn FnMut(&str)) {
+    split_words(text, &mut |raw| {
+        if let Some(term) = normalize(raw, word) {
+            emit(term);
+        }
+    });
+}
+
+/// Like [`tokenize`], for queries: words the synonym table knows are kept even when
+/// they are stopwords (`my` -> the authenticated user).
+fn tokenize_query(text: &str, word: &mut String, emit: &mut dyn FnMut(&str)) {
+    split_words(text, &mut |raw| {
+        word.clear();
+        word.push_str(raw);
+        if synonyms().drop_literal(word) {
+            emit(word);
+        } else if let Some(term) = normalize(raw, word) {
+            emit(term);
+        }
+    });
+}
+
+/// Lowercased, not a stopword, not a lone letter; then stemmed.
+fn normalize<'a>(raw: &str, word: &'a mut String) -> Option<&'a str> {
+    if raw.chars().count() < 2 && !raw.chars().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    if is_stopword(raw) {
+        return None;
+    }
+    word.clear();
+    word.push_str(raw);
+    stem(word);
+    Some(word)
+}
+
+/// Cuts text into lowercase words: on every non-alphanumeric character, before an
+/// uppercase letter that follows a lowercase letter or digit, before the last capital
+/// of an acronym followed by lowercase (`HTTPServer` -> `http`, `server`), and between
+/// letters and digits.
+fn split_words(text: &str, emit: &mut dyn FnMut(&str)) {
+    let mut cur = String::new();
+    let mut flush = |cur: &mut String| {
+        if !cur.is_empty() {
+            let mut end = cur.len().min(MAX_TOKEN_BYTES);
+            while !cur.is_char_boundary(end) {
+                end -= 1;
+            }
+            emit(&cur[..end]);
+            cur.clear();
+        }
+    };
+    let mut chars = text.chars().peekable();
+    let mut prev: Option<char> = None;
+    while let Some(c) = chars.next() {
+        if !c.is_alphanumeric() {
+            flush(&mut cur);
+            prev = None;
+            continue;
+        }
+        if let Some(p) = prev {
+            let boundary = (c.is_uppercase() && (p.is_lowercase() || p.is_numeric()))
+                || (c.is_uppercase()
+                    && p.is_uppercase()
+                    && chars.peek().is_some_and(|n| n.is_lowercase()))
+                || (c.is_numeric() != p.is_numeric());
+            if boundary {
+                flush(&mut cur);
+            }
+        }
+        for l in c.to_lowercase() {
+            cur.push(l);
+        }
+        prev = Some(c);
+    }
+    flush(&mut cur);
+}
+
+fn is_stopword(word: &str) -> bool {
+    const STOPWORDS: &[&str] = &[
+        "a", "about", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "been",
+        "being", "but", "by", "can", "could", "did", "do", "does", "each", "eg", "else", "etc",
+        "every", "for", "from", "had", "has", "have", "he", "her", "here", "his", "how", "ie",
+        "if", "in", "into", "is", "it", "its", "just", "let", "may", "might", "must", "of",
+        "on", "onto", "or", "our", "please", "she", "should", "so", "some", "such", "than",
+        "that", "the", "their", "them", "then", "there", "these", "they", "this", "those",
+        "to", "us", "using", "via", "was", "we", "were", "what", "when", "where", "which",
+        "while", "who", "whom", "whose", "why", "will", "with", "would", "you", "your",
+        "yours",
+    ];
+    STOPWORDS.binary_search(&word).is_ok()
+}
+
+fn has_vowel(s: &str) -> bool {
+    s.bytes().any(|b| b"aeiouy".contains(&b))
+}
+
+/// A few deterministic suffix rules, applied to ASCII words only: plurals (`ies` -> `y`,
+/// `sses`/`xes`/`ches`/`shes` -> drop `es`, `s` -> drop), then `ing`/`ed` (when a vowel
+/// stays), then a final `e`, then a doubled final consonant (`stopp` -> `stop`).
+fn stem(word: &mut String) {
+    if !word.is_ascii() || word.len() < 4 {
+        return;
+    }
+    // Plurals.
+    if word.ends_with("ies") && word.len() > 4 {
+        word.truncate(word.len() - 3);
+        word.push('y');
+    } else if word.ends_with("sses")
+        || word.ends_with("xes")
+        || word.ends_with("ches")
+        || word.ends_with("shes")
+        || word.ends_with("zes")
+    {
+        word.truncate(word.len() - 2);
+    } else if word.ends_with('s')
+        && !word.ends_with("ss")
+        && !word.ends_with("us")
+        && !word.ends_with("is")
+    {
+        word.pop();
+    }
+    // Verb endings.
+    let mut stripped = false;
+    for suffix in ["ing", "ed"] {
+        if word.ends_with(suffix) {
+            let stem = &word[..word.len() - suffix.len()];
+            if stem.len() >= 3 && has_vowel(stem) {
+                word.truncate(stem.len());
+                stripped = true;
+            }
+            break;
+        }
+    }
+    // Final e (create / created / creating all become `creat`).
+    if word.len() >= 4 && word.ends_with('e') && !word.ends_with("ee") {
+        word.pop();
+    }
+    // Doubled consonant left by a verb ending (stopped -> stopp -> stop).
+    if stripped {
+        let b = word.as_bytes();
+        let n = b.len();
+        if n >= 4 && b[n - 1] == b[n - 2] && b"bgmnprt".contains(&b[n - 1]) {
+            word.pop();
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Synonyms
+
+struct Synonyms {
+    /// Stemmed word -> (stemmed alternative, weight).
+    map: HashMap<String, Vec<(String, f64)>>,
+    /// Words that only stand for their alternatives (`my` -> `authenticated`).
+    replace: Vec<String>,
+}
+
+impl Synonyms {
+    fn of(&self, word: &str) -> &[(String, f64)] {
+        self.map.get(word).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    fn drop_literal(&self, word: &str) -> bool {
+        self.replace.iter().any(|w| w == word)
+    }
+}
+
+fn stemmed(word: &str) -> String {
+    let mut w = word.to_lowercase();
+    stem(&mut w);
+    w
+}
+
+fn synonyms() -> &'static Synonyms {
+    static SYNONYMS: OnceLock<Synonyms> = OnceLock::new();
+    SYNONYMS.get_or_init(|| {
+        // Verbs and nouns an agent uses interchangeably; each word brings the others at
+        // a reduced weight.
+        const GROUPS: &[&[&str]] = &[
+            &[
+                "get", "list", "fetch", "retrieve", "read", "show", "view", "display",
+                "lookup", "find", "enumerate", "browse", "describe", "inspect",
+            ],
+            &[
+                "create", "add", "new", "make", "insert", "register", "generate", "open",
+                "post",
+            ],
+            &[
+                "delete", "remove", "destroy", "erase", "drop", "discard", "purge", "unset",
+            ],
+            &[
+                "update", "edit", "modify", "change", "patch", "alter", "set", "rename",
+                "replace", "configure", "adjust",
+            ],
+            &["search", "find", "query", "lookup", "filter", "locate"],
+            &["cancel", "stop", "abort", "terminate", "halt"],
+            &["run", "trigger", "execute", "start", "launch", "dispatch", "invoke"],
+            &["send", "deliver", "email", "notify"],
+            &["file", "content"],
+            &["copy", "clone", "duplicate"],
+        ];
+        // Abbreviations and spellings of one thing: full weight, both ways.
+        const SAME: &[&[&str]] = &[
+            &["repo", "repository"],
+            &["org", "organization", "organisation"],
+            &["pr", "pull"],
+            &["info", "information", "detail"],
+            &["config", "configuration", "setting"],
+            &["auth", "authentication", "authorization"],
+            &["app", "application"],
+            &["env", "environment"],
+            &["perm", "permission"],
+            &["msg", "message"],
+            &["doc", "document", "documentation"],
+            &["sub", "subscription"],
+            &["id", "identifier"],
+            &["stat", "statistic"],
+            &["del", "delete"],
+            &["cancelled", "canceled"],
+            &["color", "colour"],
+        ];
+        // Words standing for the caller themselves.
+        const SELF_WORDS: &[&str] = &["me", "my", "mine", "myself"];
+        const SELF_MEANS: &[&str] = &["authenticated", "current", "self"];
+
+        let mut map: HashMap<String, Vec<(String, f64)>> = HashMap::new();
+        let mut link = |a: &str, b: &str, w: f64| {
+            let (a, b) = (stemmed(a), stemmed(b));
+            if a == b {
+                return;
+            }
+            let alts = map.entry(a).or_default();
+            match alts.iter_mut().find(|(t, _)| *t == b) {
+                Some(slot) => slot.1 = slot.1.max(w),
+                None => alts.push((b, w)),
+            }
+        };
+        for group in GROUPS {
+            for a in *group {
+                for b in *group {
+                    link(a, b, SYNONYM_WEIGHT);
+                }
+            }
+        }
+        for group in SAME {
+            for a in *group {
+                for b in *group {
+                    link(a, b, 1.0);
+                }
+            }
+        }
+        for a in SELF_WORDS {
+            for b in SELF_MEANS {
+                link(a, b, 1.0);
+            }
+        }
+        Synonyms {
+            map,
+            replace: SELF_WORDS.iter().map(|w| w.to_string()).collect(),
+        }
+    })
+}
+
+// ---------------------------------------------------------------------------------
+// A small, fast, deterministic hasher for the term dictionary (keys are short strings
+// we produce ourselves, so flooding resistance is not needed).
+
+#[derive(Default, Clone, Copy)]
+struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x517c_c1b7_2722_0a95;
+        let mut h = self.0;
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let v = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+            h = (h.rotate_left(5) ^ v).wrapping_mul(K);
+        }
+        for &b in chunks.remainder() {
+            h = (h.rotate_left(5) ^ b as u64).wrapping_mul(K);
+        }
+        self.0 = h;
+    }
+
+    fn write_u8(&mut self, i: u8) {
+        self.write(&[i]);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Source;
+    use crate::config::Namespace;
+    use serde_json::json;
+    use toolgate_adapters::ToolDef;
+
+    fn words(text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut buf = String::new();
+        tokenize(text, &mut buf, &mut |t| out.push(t.to_owned()));
+        out
+    }
+
+    fn tool(name: &str, description: &str, params: &[&str]) -> ToolDef {
+        let props: serde_json::Map<String, Value> = params
+            .iter()
+            .map(|p| (p.to_string(), json!({"type": "string"})))
+            .collect();
+        let raw = json!({
+            "name": name,
+            "description": description,
+            "inputSchema": {"type": "object", "properties": props},
+        });
+        ToolDef::from_raw(raw.as_object().unwrap().clone()).unwrap()
+    }
+
+    fn catalog(upstreams: &[(&str, Vec<ToolDef>)]) -> Catalog {
+        let sources: Vec<Source<'_>> = upstreams
+            .iter()
+            .map(|(u, tools)| Source {
+                upstream: u,
+                namespace: Namespace::Prefix,
+                tools,
+            })
+            .collect();
+        Catalog::build(&sources).0
+    }
+
+    fn sample() -> Catalog {
+        catalog(&[
+            (
+                "gh",
+                vec![
+                    tool("pulls/list", "List pull requests.\n\nLists pull requests in a repository.", &["owner", "repo", "state"]),
+                    tool("pulls/create", "Create a pull request.", &["owner", "repo", "title", "head", "base"]),
+                    tool("issues/add-labels", "Add labels to an issue.", &["owner", "repo", "issue_number", "labels"]),
+                    tool("issues/create", "Create an issue.", &["owner", "repo", "title", "body"]),
+                    tool("repos/get-content", "Get repository content.\n\nGets the contents of a file or directory.", &["owner", "repo", "path"]),
+                ],
+            ),
+            (
+                "stripe",
+                vec![
+                    tool("PostRefunds", "<p>When you create a new refund, you must specify a Charge or a PaymentIntent object on which to create it.</p>", &["charge", "amount"]),
+                    tool("PostCustomers", "<p>Creates a new customer object.</p>", &["email", "name"]),
+                    tool("GetCustomers", "<p>Returns a list of your customers.</p>", &["email", "limit"]),
+                ],
+            ),
+        ])
+    }
+
+    fn names(hits: &[Hit]) -> Vec<&str> {
+        hits.iter().map(|h| h.name.as_str()).collect()
+    }
+
+    #[test]
+    fn splits_identifiers() {
+        assert_eq!(words("repos/get-content"), ["repo", "get", "content"]);
+        assert_eq!(
+            words("PostPaymentIntentsIntentConfirm"),
+            ["post", "payment", "intent", "intent", "confirm"]
+        );
+        assert_eq!(words("HTTPServer_v2.listAll"), ["http", "server", "2", "list"]);
+        assert_eq!(words("github__pulls_list"), ["github", "pull", "list"]);
+        assert_eq!(words("oauth2Token"), ["oauth", "2", "token"]);
+    }
+
+    #[test]
+    fn stems_consistently() {
+        for group in [
+            &["create", "creates", "created", "creating"][..],
+            &["list", "lists", "listed", "listing"],
+            &["update", "updates", "updated", "updating"],
+            &["repository", "repositories"],
+            &["branch", "branches"],
+            &["stop", "stopped", "stopping"],
+            &["merge", "merged", "merging"],
+        ] {
+            let stems: Vec<String> = group.iter().map(|w| stemmed(w)).collect();
+            assert!(stems.iter().all(|s| *s == stems[0]), "{group:?} -> {stems:?}");
+        }
+        // Short or vowel-less stems are left alone.
+        assert_eq!(stemmed("string"), "string");
+        assert_eq!(stemmed("need"), "need");
+        assert_eq!(stemmed("status"), "status");
+        assert_eq!(stemmed("access"), "access");
+        assert_eq!(stemmed("add"), "add");
+        assert_eq!(stemmed("added"), "add");
+    }
+
+    #[test]
+    fn drops_stopwords_html_and_links() {
+        assert_eq!(words("Add a label to the issue"), ["add", "label", "issu"]);
+        let mut out = String::new();
+        clean_text(
+            "<p>Returns a <code>Customer</code> &amp; more. See [docs](https://x.io/a) or https://y.io/b.</p>",
+            &mut out,
+        );
+        let cleaned = out.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert_eq!(cleaned, "Returns a Customer & more. See [docs or");
+        // Unbalanced markup never panics and keeps the text.
+        clean_text("a < b & c <p unterminated ](x", &mut out);
+        assert!(out.contains("a < b & c"));
+    }
+
+    #[test]
+    fn first_sentence_of_first_line() {
+        assert_eq!(first_sentence("List pull requests.\n\nMore."), "List pull requests.");
+        assert_eq!(
+            first_sentence("Creates a refund, e.g. for a charge. Then more."),
+            "Creates a refund, e.g. for a charge."
+        );
+        assert_eq!(first_sentence(""), "");
+        let long = "word ".repeat(100);
+        assert_eq!(cap_chars(&long, MAX_HIT_DESCRIPTION).chars().count(), MAX_HIT_DESCRIPTION);
+    }
+
+    #[test]
+    fn name_matches_rank_first() {
+        let index = SearchIndex::build(&sample());
+        let hits = index.search("list open pull requests in a repository", 10, |_| true);
+        assert_eq!(hits[0].name, "gh__pulls_list", "{hits:?}");
+        let hits = index.search("add a label to an issue", 10, |_| true);
+        assert_eq!(hits[0].name, "gh__issues_add-labels", "{hits:?}");
+        let hits = index.search("refund a charge", 10, |_| true);
+        assert_eq!(hits[0].name, "stripe__PostRefunds", "{hits:?}");
+        assert_eq!(hits[0].upstream, "stripe");
+        assert!(hits[0].description.starts_with("When you create a new refund"));
+        let hits = index.search("read a file from a repo", 10, |_| true);
+        assert_eq!(hits[0].name, "gh__repos_get-content", "{hits:?}");
+        // Synonyms: "new" finds create, "fetch" finds get/list.
+        let hits = index.search("new customer", 10, |_| true);
+        assert_eq!(hits[0].name, "stripe__PostCustomers", "{hits:?}");
+        // Scores descend.
+        assert!(hits.windows(2).all(|w| w[0].score >= w[1].score));
+    }
+
+    #[test]
+    fn exact_name_comes_first() {
+        let index = SearchIndex::build(&sample());
+        let hits = index.search("gh__issues_create", 5, |_| true);
+        assert_eq!(hits[0].name, "gh__issues_create");
+        let hits = index.search("GetCustomers", 5, |_| true);
+        assert_eq!(hits[0].name, "stripe__GetCustomers");
+    }
+
+    #[test]
+    fn policy_filters_before_the_limit_and_does_not_influence_scores() {
+        let index = SearchIndex::build(&sample());
+        let only_stripe = |n: &str| n.starts_with("stripe__");
+        let hits = index.search("create", 2, only_stripe);
+        assert_eq!(hits.len(), 2, "{hits:?}");
+        assert!(hits.iter().all(|h| h.upstream == "stripe"));
+
+        // The same allowed tools score the same whatever else the catalog holds.
+        let small = catalog(&[(
+            "stripe",
+            vec![
+                tool("PostRefunds", "<p>When you create a new refund, you must specify a Charge or a PaymentIntent object on which to create it.</p>", &["charge", "amount"]),
+                tool("PostCustomers", "<p>Creates a new customer object.</p>", &["email", "name"]),
+                tool("GetCustomers", "<p>Returns a list of your customers.</p>", &["email", "limit"]),
+            ],
+        )]);
+        let alone = SearchIndex::build(&small).search("create a customer", 10, |_| true);
+        let filtered = index.search("create a customer", 10, only_stripe);
+        assert_eq!(alone, filtered);
+        assert!(index.search("create", 10, |_| false).is_empty());
+    }
+
+    #[test]
+    fn ties_break_by_name_and_limit_is_capped() {
+        let tools: Vec<ToolDef> = (0..80)
+            .rev()
+            .map(|i| tool(&format!("tool{i:02}"), "Does the same thing.", &[]))
+            .collect();
+        let index = SearchIndex::build(&catalog(&[("u", tools)]));
+        let hits = index.search("same thing", 1000, |_| true);
+        assert_eq!(hits.len(), MAX_LIMIT);
+        let mut sorted = names(&hits);
+        sorted.sort();
+        assert_eq!(names(&hits), sorted);
+        assert_eq!(hits[0].name, "u__tool00");
+        assert!(index.search("same", 0, |_| true).is_empty());
+    }
+
+    #[test]
+    fn odd_queries_do_not_panic() {
+        let index = SearchIndex::build(&sample());
+        assert!(index.search("", 10, |_| true).is_empty());
+        assert!(index.search("   ", 10, |_| true).is_empty());
+        assert!(index.search("the of a", 10, |_| true).is_empty());
+        let _ = index.search("列出 pull requests ü ÉTÉ 🎉 İstanbul", 10, |_| true);
+        let _ = index.search(&"é".repeat(100_000), 10, |_| true);
+        let _ = index.search(&"pull ".repeat(100_000), 10, |_| true);
+        let _ = index.search("<p>&amp;](", 10, |_| true);
+        let empty = SearchIndex::build(&Catalog::default());
+        assert!(empty.search("pull", 10, |_| true).is_empty());
+        // Odd definitions index without panicking.
+        let raw = json!({"name": "ÄÖÜ", "description": 42, "inputSchema": "nope", "title": ["x"]});
+        let odd = ToolDef::from_raw(raw.as_object().unwrap().clone()).unwrap();
+        let index = SearchIndex::build(&catalog(&[("ü", vec![odd])]));
+        assert_eq!(index.len(), 1);
+        let _ = index.search("äöü", 10, |_| true);
+    }
+
+    #[test]
+    fn my_means_the_authenticated_user() {
+        let index = SearchIndex::build(&catalog(&[(
+            "gh",
+            vec![
+                tool("activity/list-notifications-for-authenticated-user", "List notifications for the authenticated user.", &[]),
+                tool("activity/list-repo-notifications-for-authenticated-user", "List repository notifications for the authenticated user.", &["owner", "repo"]),
+                tool("users/get-by-username", "Get a user.", &["username"]),
+            ],
+        )]));
+        let hits = index.search("list my notifications", 5, |_| true);
+        assert_eq!(hits[0].name, "gh__activity_list-notifications-for-authenticated-user", "{hits:?}");
+    }
+}

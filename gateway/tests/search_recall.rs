@@ -1,0 +1,213 @@
+//! Recall of `tool_search` on real catalogs: the GitHub and Stripe OpenAPI specs of the
+//! shared corpus imported side by side (1,342 tools), queried with the natural-language
+//! requests in `tests/data/search_queries.json`, each listing the tools that would
+//! fulfil it. A query is a hit at k when any of its relevant tools ranks in the top k.
+//!
+//! Prints recall@5, recall@10, index build time and per-query latency; asserts
+//! recall@10 >= 0.85. Figures for a release build:
+//!
+//! ```text
+//! cargo test -p toolgate --release --test search_recall -- --nocapture
+//! ```
+//!
+//! `SEARCH_RECALL_VERBOSE=1` prints every query's top five.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use toolgate::catalog::{Catalog, Source};
+use toolgate::config::Namespace;
+use toolgate::search::SearchIndex;
+use toolgate_adapters::openapi::{OpenApiConfig, OpenApiUpstream};
+use toolgate_adapters::{ToolDef, Upstream};
+
+const TARGET_RECALL_AT_10: f64 = 0.85;
+
+/// `$TOOLGATE_SHARED/specs` (default `../shared/specs` beside the workspace root);
+/// `None` after a notice when missing, a failure under `CI=true`.
+fn specs_dir() -> Option<PathBuf> {
+    let shared = match std::env::var("TOOLGATE_SHARED") {
+        Ok(d) => PathBuf::from(d),
+        Err(_) => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared"),
+    };
+    let specs = shared.join("specs");
+    if specs.join("github-api.github.com.json").is_file()
+        && specs.join("stripe-spec3.yaml").is_file()
+    {
+        return Some(specs);
+    }
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!(
+            "the GitHub and Stripe specs are missing under {} (set TOOLGATE_SHARED)",
+            specs.display()
+        );
+    }
+    eprintln!(
+        "NOTICE: GitHub/Stripe specs not found under {}; skipping the search recall test",
+        specs.display()
+    );
+    None
+}
+
+async fn import(specs: &std::path::Path, name: &str, file: &str) -> Vec<ToolDef> {
+    let path = specs.join(file);
+    let (upstream, _report) =
+        OpenApiUpstream::load(name, OpenApiConfig::from_path(path.to_string_lossy()))
+            .await
+            .unwrap_or_else(|e| panic!("{file}: {e}"));
+    upstream.tools().as_ref().clone()
+}
+
+async fn real_catalog() -> Option<Catalog> {
+    let specs = specs_dir()?;
+    let github = import(&specs, "github", "github-api.github.com.json").await;
+    let stripe = import(&specs, "stripe", "stripe-spec3.yaml").await;
+    let (catalog, collisions) = Catalog::build(&[
+        Source {
+            upstream: "github",
+            namespace: Namespace::Prefix,
+            tools: &github,
+        },
+        Source {
+            upstream: "stripe",
+            namespace: Namespace::Prefix,
+            tools: &stripe,
+        },
+    ]);
+    assert!(collisions.is_empty(), "{collisions:?}");
+    Some(catalog)
+}
+
+struct Query {
+    query: String,
+    relevant: Vec<String>,
+}
+
+fn queries() -> Vec<Query> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/search_queries.json");
+    let text = std::fs::read_to_string(&path).expect("the query set is readable");
+    let value: Value = serde_json::from_str(&text).expect("the query set is JSON");
+    value
+        .as_array()
+        .expect("an array of queries")
+        .iter()
+        .map(|q| Query {
+            query: q["query"].as_str().expect("query").to_owned(),
+            relevant: q["relevant"]
+                .as_array()
+                .expect("relevant")
+                .iter()
+                .map(|r| r.as_str().expect("a tool name").to_owned())
+                .collect(),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn recall_on_github_and_stripe() {
+    let Some(catalog) = real_catalog().await else {
+        return;
+    };
+    let queries = queries();
+    assert!(queries.len() >= 60, "{} queries", queries.len());
+    for q in &queries {
+        assert!(
+            (1..=3).contains(&q.relevant.len()),
+            "{}: 1 to 3 relevant tools",
+            q.query
+        );
+        for name in &q.relevant {
+            if catalog.get(name).is_none() {
+                // Long names are shortened with a hash suffix: show the candidates.
+                let stem: String = name.chars().take(40).collect();
+                let like: Vec<&str> = catalog
+                    .entries()
+                    .iter()
+                    .map(|e| e.name.as_str())
+                    .filter(|n| n.starts_with(&stem))
+                    .collect();
+                panic!("{}: {name} is not in the catalog; similar: {like:?}", q.query);
+            }
+        }
+    }
+
+    // Build time: best of a few runs (the first warms caches and allocator).
+    let mut build = Duration::MAX;
+    let mut index = SearchIndex::build(&catalog);
+    for _ in 0..5 {
+        let start = Instant::now();
+        index = SearchIndex::build(&catalog);
+        build = build.min(start.elapsed());
+    }
+    assert_eq!(index.len(), catalog.len());
+
+    let verbose = std::env::var_os("SEARCH_RECALL_VERBOSE").is_some();
+    let (mut at5, mut at10) = (0usize, 0usize);
+    let mut misses = Vec::new();
+    for q in &queries {
+        let hits = index.search(&q.query, 10, |_| true);
+        let rank = hits.iter().position(|h| q.relevant.contains(&h.name));
+        if rank.is_some_and(|r| r < 5) {
+            at5 += 1;
+        }
+        if rank.is_some() {
+            at10 += 1;
+        } else {
+            misses.push(q);
+        }
+        if verbose {
+            eprintln!("{:?} -> rank {:?} of {:?}", q.query, rank.map(|r| r + 1), q.relevant);
+            for h in hits.iter().take(5) {
+                eprintln!("    {:7.3} {}  {}", h.score, h.name, h.description);
+            }
+        }
+    }
+
+    // Latency: every query, several rounds, with a policy predicate as a gateway would
+    // pass one (a set lookup).
+    let everything: HashSet<String> = catalog.entries().iter().map(|e| e.name.clone()).collect();
+    let rounds = 20;
+    let start = Instant::now();
+    for _ in 0..rounds {
+        for q in &queries {
+            let hits = index.search(&q.query, 10, |n| everything.contains(n));
+            std::hint::black_box(hits);
+        }
+    }
+    let per_query = start.elapsed() / (rounds * queries.len()) as u32;
+
+    let n = queries.len() as f64;
+    let (r5, r10) = (at5 as f64 / n, at10 as f64 / n);
+    eprintln!(
+        "search recall on {} tools, {} queries: recall@5 = {r5:.3} ({at5}), recall@10 = {r10:.3} ({at10}); \
+         index build {build:?}; {per_query:?} per query",
+        catalog.len(),
+        queries.len()
+    );
+    for q in &misses {
+        eprintln!("  missed at 10: {:?} (wanted {:?})", q.query, q.relevant);
+    }
+    assert!(
+        r10 >= TARGET_RECALL_AT_10,
+        "recall@10 {r10:.3} is below the target {TARGET_RECALL_AT_10}"
+    );
+}
+
+#[tokio::test]
+async fn policy_keeps_other_tools_out_of_real_results() {
+    let Some(catalog) = real_catalog().await else {
+        return;
+    };
+    let index = SearchIndex::build(&catalog);
+    let github_only = |n: &str| n.starts_with("github__");
+    for q in queries() {
+        let hits = index.search(&q.query, 50, github_only);
+        assert!(hits.iter().all(|h| h.upstream == "github"), "{}", q.query);
+        let sorted = hits
+            .windows(2)
+            .all(|w| w[0].score > w[1].score || (w[0].score == w[1].score && w[0].name < w[1].name));
+        assert!(sorted, "{}: ranked best first, ties by name", q.query);
+    }
+}
