@@ -306,8 +306,12 @@ impl Gateway {
 
     /// The one call path: resolve the name, check the upstream is up, call it within
     /// its timeout, record metrics and an audit line.
+    ///
+    /// The policy check happens before, in [`crate::access::call`]; `caller` only
+    /// names the tenant and session in the audit line.
     pub async fn call(
         &self,
+        caller: &crate::access::Caller,
         name: &str,
         arguments: JsonObject,
         mut ctx: CallContext,
@@ -362,8 +366,17 @@ impl Gateway {
         };
         self.metrics
             .record_call(name, &entry.upstream, outcome_label, elapsed.as_secs_f64());
+        let result_bytes = match &outcome {
+            Ok(output) => serde_json::to_string(&output.raw)
+                .map(|s| s.len())
+                .unwrap_or(0),
+            Err(_) => 0,
+        };
         tracing::info!(
             target: "toolgate::audit",
+            tenant = %caller.tenant.name,
+            session = caller.session_id().unwrap_or("-"),
+            result_bytes,
             tool = name,
             upstream = %entry.upstream,
             correlation_id = %correlation_id,
@@ -419,7 +432,12 @@ impl Gateway {
     }
 
     /// Ranked tools for `query` among the view's allowed names (`tool_search`).
-    pub fn search(&self, view: &crate::access::View, query: &str, limit: usize) -> Vec<serde_json::Value> {
+    pub fn search(
+        &self,
+        view: &crate::access::View,
+        query: &str,
+        limit: usize,
+    ) -> Vec<serde_json::Value> {
         let index = {
             let mut cached = self.search_index.lock().unwrap_or_else(|e| e.into_inner());
             match cached.as_ref() {

@@ -104,6 +104,9 @@ impl Access {
     }
 }
 
+/// An allowed set and the catalog snapshot it was computed for.
+type CachedAllowed = (std::sync::Weak<Catalog>, Arc<Allowed>);
+
 /// Why a request was refused before it reached a tool.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Refusal {
@@ -120,7 +123,7 @@ pub struct Policy {
     anonymous: Option<String>,
     initial_max_tools: usize,
     /// Allowed sets per tenant for the newest catalog snapshot.
-    cache: Mutex<HashMap<String, (std::sync::Weak<Catalog>, Arc<Allowed>)>>,
+    cache: Mutex<HashMap<String, CachedAllowed>>,
 }
 
 impl Policy {

@@ -277,7 +277,11 @@ mod tests {
                 .unwrap()
                 .permissions()
                 .mode();
-            assert_eq!(mode & 0o777, 0o600, "credentials must not be world-readable");
+            assert_eq!(
+                mode & 0o777,
+                0o600,
+                "credentials must not be world-readable"
+            );
         }
         store.save(&[]).await.unwrap();
         assert_eq!(store.load().await.unwrap(), Vec::new());

@@ -557,12 +557,11 @@ fn is_stopword(word: &str) -> bool {
         "a", "about", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "been",
         "being", "but", "by", "can", "could", "did", "do", "does", "each", "eg", "else", "etc",
         "every", "for", "from", "had", "has", "have", "he", "her", "here", "his", "how", "ie",
-        "if", "in", "into", "is", "it", "its", "just", "let", "may", "might", "must", "of",
-        "on", "onto", "or", "our", "please", "she", "should", "so", "some", "such", "than",
-        "that", "the", "their", "them", "then", "there", "these", "they", "this", "those",
-        "to", "us", "using", "via", "was", "we", "were", "what", "when", "where", "which",
-        "while", "who", "whom", "whose", "why", "will", "with", "would", "you", "your",
-        "yours",
+        "if", "in", "into", "is", "it", "its", "just", "let", "may", "might", "must", "of", "on",
+        "onto", "or", "our", "please", "she", "should", "so", "some", "such", "than", "that",
+        "the", "their", "them", "then", "there", "these", "they", "this", "those", "to", "us",
+        "using", "via", "was", "we", "were", "what", "when", "where", "which", "while", "who",
+        "whom", "whose", "why", "will", "with", "would", "you", "your", "yours",
     ];
     STOPWORDS.binary_search(&word).is_ok()
 }
@@ -655,23 +654,45 @@ fn synonyms() -> &'static Synonyms {
         // a reduced weight.
         const GROUPS: &[&[&str]] = &[
             &[
-                "get", "list", "fetch", "retrieve", "read", "show", "view", "display",
-                "lookup", "find", "enumerate", "browse", "describe", "inspect",
+                "get",
+                "list",
+                "fetch",
+                "retrieve",
+                "read",
+                "show",
+                "view",
+                "display",
+                "lookup",
+                "find",
+                "enumerate",
+                "browse",
+                "describe",
+                "inspect",
             ],
             &[
-                "create", "add", "new", "make", "insert", "register", "generate", "open",
-                "post",
+                "create", "add", "new", "make", "insert", "register", "generate", "open", "post",
             ],
             &[
                 "delete", "remove", "destroy", "erase", "drop", "discard", "purge", "unset",
             ],
             &[
-                "update", "edit", "modify", "change", "patch", "alter", "set", "rename",
-                "replace", "configure", "adjust",
+                "update",
+                "edit",
+                "modify",
+                "change",
+                "patch",
+                "alter",
+                "set",
+                "rename",
+                "replace",
+                "configure",
+                "adjust",
             ],
             &["search", "find", "query", "lookup", "filter", "locate"],
             &["cancel", "stop", "abort", "terminate", "halt"],
-            &["run", "trigger", "execute", "start", "launch", "dispatch", "invoke"],
+            &[
+                "run", "trigger", "execute", "start", "launch", "dispatch", "invoke",
+            ],
             &["send", "deliver", "email", "notify"],
             &["file", "content"],
             &["copy", "clone", "duplicate"],
@@ -816,19 +837,51 @@ mod tests {
             (
                 "gh",
                 vec![
-                    tool("pulls/list", "List pull requests.\n\nLists pull requests in a repository.", &["owner", "repo", "state"]),
-                    tool("pulls/create", "Create a pull request.", &["owner", "repo", "title", "head", "base"]),
-                    tool("issues/add-labels", "Add labels to an issue.", &["owner", "repo", "issue_number", "labels"]),
-                    tool("issues/create", "Create an issue.", &["owner", "repo", "title", "body"]),
-                    tool("repos/get-content", "Get repository content.\n\nGets the contents of a file or directory.", &["owner", "repo", "path"]),
+                    tool(
+                        "pulls/list",
+                        "List pull requests.\n\nLists pull requests in a repository.",
+                        &["owner", "repo", "state"],
+                    ),
+                    tool(
+                        "pulls/create",
+                        "Create a pull request.",
+                        &["owner", "repo", "title", "head", "base"],
+                    ),
+                    tool(
+                        "issues/add-labels",
+                        "Add labels to an issue.",
+                        &["owner", "repo", "issue_number", "labels"],
+                    ),
+                    tool(
+                        "issues/create",
+                        "Create an issue.",
+                        &["owner", "repo", "title", "body"],
+                    ),
+                    tool(
+                        "repos/get-content",
+                        "Get repository content.\n\nGets the contents of a file or directory.",
+                        &["owner", "repo", "path"],
+                    ),
                 ],
             ),
             (
                 "stripe",
                 vec![
-                    tool("PostRefunds", "<p>When you create a new refund, you must specify a Charge or a PaymentIntent object on which to create it.</p>", &["charge", "amount"]),
-                    tool("PostCustomers", "<p>Creates a new customer object.</p>", &["email", "name"]),
-                    tool("GetCustomers", "<p>Returns a list of your customers.</p>", &["email", "limit"]),
+                    tool(
+                        "PostRefunds",
+                        "<p>When you create a new refund, you must specify a Charge or a PaymentIntent object on which to create it.</p>",
+                        &["charge", "amount"],
+                    ),
+                    tool(
+                        "PostCustomers",
+                        "<p>Creates a new customer object.</p>",
+                        &["email", "name"],
+                    ),
+                    tool(
+                        "GetCustomers",
+                        "<p>Returns a list of your customers.</p>",
+                        &["email", "limit"],
+                    ),
                 ],
             ),
         ])
@@ -845,7 +898,10 @@ mod tests {
             words("PostPaymentIntentsIntentConfirm"),
             ["post", "payment", "intent", "intent", "confirm"]
         );
-        assert_eq!(words("HTTPServer_v2.listAll"), ["http", "server", "2", "list"]);
+        assert_eq!(
+            words("HTTPServer_v2.listAll"),
+            ["http", "server", "2", "list"]
+        );
         assert_eq!(words("github__pulls_list"), ["github", "pull", "list"]);
         assert_eq!(words("oauth2Token"), ["oauth", "2", "token"]);
     }
@@ -862,7 +918,10 @@ mod tests {
             &["merge", "merged", "merging"],
         ] {
             let stems: Vec<String> = group.iter().map(|w| stemmed(w)).collect();
-            assert!(stems.iter().all(|s| *s == stems[0]), "{group:?} -> {stems:?}");
+            assert!(
+                stems.iter().all(|s| *s == stems[0]),
+                "{group:?} -> {stems:?}"
+            );
         }
         // Short or vowel-less stems are left alone.
         assert_eq!(stemmed("string"), "string");
@@ -890,14 +949,20 @@ mod tests {
 
     #[test]
     fn first_sentence_of_first_line() {
-        assert_eq!(first_sentence("List pull requests.\n\nMore."), "List pull requests.");
+        assert_eq!(
+            first_sentence("List pull requests.\n\nMore."),
+            "List pull requests."
+        );
         assert_eq!(
             first_sentence("Creates a refund, e.g. for a charge. Then more."),
             "Creates a refund, e.g. for a charge."
         );
         assert_eq!(first_sentence(""), "");
         let long = "word ".repeat(100);
-        assert_eq!(cap_chars(&long, MAX_HIT_DESCRIPTION).chars().count(), MAX_HIT_DESCRIPTION);
+        assert_eq!(
+            cap_chars(&long, MAX_HIT_DESCRIPTION).chars().count(),
+            MAX_HIT_DESCRIPTION
+        );
     }
 
     #[test]
@@ -910,7 +975,11 @@ mod tests {
         let hits = index.search("refund a charge", 10, |_| true);
         assert_eq!(hits[0].name, "stripe__PostRefunds", "{hits:?}");
         assert_eq!(hits[0].upstream, "stripe");
-        assert!(hits[0].description.starts_with("When you create a new refund"));
+        assert!(
+            hits[0]
+                .description
+                .starts_with("When you create a new refund")
+        );
         let hits = index.search("read a file from a repo", 10, |_| true);
         assert_eq!(hits[0].name, "gh__repos_get-content", "{hits:?}");
         // Synonyms: "new" finds create, "fetch" finds get/list.
@@ -941,9 +1010,21 @@ mod tests {
         let small = catalog(&[(
             "stripe",
             vec![
-                tool("PostRefunds", "<p>When you create a new refund, you must specify a Charge or a PaymentIntent object on which to create it.</p>", &["charge", "amount"]),
-                tool("PostCustomers", "<p>Creates a new customer object.</p>", &["email", "name"]),
-                tool("GetCustomers", "<p>Returns a list of your customers.</p>", &["email", "limit"]),
+                tool(
+                    "PostRefunds",
+                    "<p>When you create a new refund, you must specify a Charge or a PaymentIntent object on which to create it.</p>",
+                    &["charge", "amount"],
+                ),
+                tool(
+                    "PostCustomers",
+                    "<p>Creates a new customer object.</p>",
+                    &["email", "name"],
+                ),
+                tool(
+                    "GetCustomers",
+                    "<p>Returns a list of your customers.</p>",
+                    &["email", "limit"],
+                ),
             ],
         )]);
         let alone = SearchIndex::build(&small).search("create a customer", 10, |_| true);
@@ -993,12 +1074,23 @@ mod tests {
         let index = SearchIndex::build(&catalog(&[(
             "gh",
             vec![
-                tool("activity/list-notifications-for-authenticated-user", "List notifications for the authenticated user.", &[]),
-                tool("activity/list-repo-notifications-for-authenticated-user", "List repository notifications for the authenticated user.", &["owner", "repo"]),
+                tool(
+                    "activity/list-notifications-for-authenticated-user",
+                    "List notifications for the authenticated user.",
+                    &[],
+                ),
+                tool(
+                    "activity/list-repo-notifications-for-authenticated-user",
+                    "List repository notifications for the authenticated user.",
+                    &["owner", "repo"],
+                ),
                 tool("users/get-by-username", "Get a user.", &["username"]),
             ],
         )]));
         let hits = index.search("list my notifications", 5, |_| true);
-        assert_eq!(hits[0].name, "gh__activity_list-notifications-for-authenticated-user", "{hits:?}");
+        assert_eq!(
+            hits[0].name, "gh__activity_list-notifications-for-authenticated-user",
+            "{hits:?}"
+        );
     }
 }
