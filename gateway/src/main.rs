@@ -150,6 +150,9 @@ async fn finish_startup(gateway: &Arc<Gateway>) -> Result<(), ExitCode> {
         gateway.shutdown().await;
         return Err(ExitCode::from(2));
     }
+    for (tenant, pattern) in gateway.policy.unmatched_patterns(&gateway.catalog()) {
+        tracing::warn!(%tenant, %pattern, "tenant pattern matches no tool in the catalog");
+    }
     tracing::info!(tools = gateway.catalog().len(), "catalog ready");
     Ok(())
 }
@@ -257,6 +260,10 @@ async fn check(config: Config) -> ExitCode {
         failed |= status.health.state != toolgate::health::State::Healthy;
     }
     println!("catalog: {} tools", gateway.catalog().len());
+    // Catalog drift is a warning, not a failure: an upstream may add the tools later.
+    for (tenant, pattern) in gateway.policy.unmatched_patterns(&gateway.catalog()) {
+        println!("warning: tenant '{tenant}': pattern '{pattern}' matches no tool");
+    }
     gateway.shutdown().await;
     if failed {
         ExitCode::FAILURE
