@@ -270,6 +270,18 @@ pub struct UpstreamConfig {
     /// Overrides the global `health` settings for this upstream.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<HealthConfig>,
+    /// Calls running at once on this upstream; more wait up to 2 s, then fail with a
+    /// RateLimited error.
+    #[serde(default = "default_max_concurrent_calls")]
+    pub max_concurrent_calls: usize,
+    /// Log argument values in the audit line of each call (off: they may hold
+    /// personal data or secrets).
+    #[serde(default)]
+    pub audit_arguments: bool,
+}
+
+fn default_max_concurrent_calls() -> usize {
+    64
 }
 
 impl UpstreamConfig {

@@ -148,6 +148,7 @@ fn openapi_mounted(gateway: &Gateway, upstream: Arc<dyn Upstream>) -> Mounted {
             .and_then(|s| s.health.clone())
             .unwrap_or_else(|| gateway.config.health.clone()),
     )
+    .with_settings(settings)
 }
 
 /// Starts importing every OpenAPI upstream of the config file and every stored
