@@ -132,11 +132,12 @@ impl Policy {
         let mut tenants = HashMap::new();
         let open = config.tenants.is_empty();
         if open {
+            // No tenants: one endpoint, every tool listed — whatever the catalog's size.
             let everything = TenantConfig {
                 api_keys: Vec::new(),
                 allow: vec!["*".into()],
                 deny: Vec::new(),
-                initial: None,
+                initial: Some(vec!["*".into()]),
                 rate_limit: None,
             };
             tenants.insert(
