@@ -658,6 +658,13 @@ async fn check_no_leaks(conn: &Conn, label: &str, allowed: &BTreeSet<String>, hi
             "{label}: tool_search {query:?} mentions a hidden tool: {sc:#}"
         );
     }
+    // Nothing of the above changed what the tenant sees.
+    assert_eq!(
+        set(conn.list().await),
+        want,
+        "{label}: tools/list after the probes"
+    );
+
     let r = conn.search("echo").await;
     assert!(
         names_of(&r.structured()["results"]).contains(&ECHO.to_string()),
@@ -938,16 +945,27 @@ async fn python_client_expands_in_both_modes() {
                         .contains(&out["protocol_version"].as_str().unwrap_or("")),
                     "{out:#}"
                 );
-                assert_eq!(
-                    out["early_call"]["is_error"], true,
-                    "legacy: not yet selected: {out:#}"
+                // Before the expansion: a tool result with isError (not an exception)
+                // that tells the model what to call.
+                let early = &out["early_call"];
+                assert_eq!(early["raised"], false, "legacy: {out:#}");
+                assert_eq!(early["is_error"], true, "legacy: not yet selected: {out:#}");
+                assert!(
+                    early["text"][0]
+                        .as_str()
+                        .is_some_and(|t| t.contains("tool_expand_tools") && t.contains(ECHO)),
+                    "legacy: {out:#}"
                 );
                 assert_eq!(
                     out["list_changed"], true,
-                    "legacy: no tools/list_changed: {out:#}"
+                    "legacy: no tools/list_changed on the message handler: {out:#}"
                 );
                 let after = set(strings(&out["tools_after"]));
-                assert!(after.contains(ECHO), "legacy: {out:#}");
+                assert_eq!(
+                    after,
+                    set(PROTOCOL_TOOLS.iter().copied().chain([SUM, ECHO])),
+                    "legacy: {out:#}"
+                );
             }
             _ => {
                 assert_eq!(out["protocol_version"], MODERN, "auto: {out:#}");
