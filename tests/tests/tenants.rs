@@ -1390,3 +1390,57 @@ async fn a_session_stream_and_delete_refuse_another_tenant() {
     );
     gw.assert_alive();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_session_is_not_handed_to_another_tenant() {
+    let deps = require!(NodeDeps::find());
+    let _serial = toolgate_e2e::heavy_lock().await;
+    let mut gw = Gateway::start(json!({
+        "startup_timeout": "60s",
+        "upstreams": {"everything": everything_stdio_upstream(&deps, &unique_marker("tenants-idle-owner"))},
+        "sessions": {"idle_ttl": "1s"},
+        "tenants": {
+            "a": {"api_keys": [hash_key(KEY_A)], "allow": ["everything__*"], "deny": [ENV]},
+            "b": {"api_keys": [hash_key(KEY_B)], "allow": [ECHO, SUM]}
+        }
+    }))
+    .await;
+    let url = gw.mcp_url();
+    let (a, a_only) = session_of_a(&url, true).await;
+    let b_on_a = a.with_key(Some(KEY_B));
+    // While a's session is fresh, b is refused (see the test above).
+    assert_refused(
+        &b_on_a.rpc("tools/list", json!({})).await,
+        "b on a's fresh session",
+        &a_only,
+    );
+    // After the idle TTL the expansions are forgotten, but the MCP session is still
+    // a's: b must still be refused, and a must keep it.
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    let r = b_on_a.rpc("tools/list", json!({})).await;
+    let a_after = a.rpc("tools/list", json!({})).await;
+    let a_kept = a_after
+        .response
+        .as_ref()
+        .is_some_and(|m| m.get("result").is_some());
+    let b_refused = r.status >= 400
+        || r.response
+            .as_ref()
+            .is_some_and(|m| m.get("error").is_some());
+    assert!(
+        b_refused && a_kept,
+        "after a's session idled out: b refused={b_refused} (HTTP {}, b saw {:?}); a's own \
+         tools/list works={a_kept} (HTTP {}, {})",
+        r.status,
+        r.response
+            .as_ref()
+            .map(|m| m.get("result").map(|res| names_of(&res["tools"]))),
+        a_after.status,
+        a_after
+            .response
+            .as_ref()
+            .map(|m| m.to_string())
+            .unwrap_or_default()
+    );
+    gw.assert_alive();
+}
