@@ -99,18 +99,59 @@ fn refusal(
     response
 }
 
+/// The MCP transport's session header.
+const SESSION_HEADER: &str = "mcp-session-id";
+
 /// Axum middleware: admits the request or refuses it; the tenant travels in the
 /// request's extensions (rmcp hands them to the handler inside `http::request::Parts`).
+///
+/// A transport session belongs to the tenant that initialized it: the session is
+/// recorded with its tenant when `initialize` answers with a new `Mcp-Session-Id`, and
+/// every later request on it (POST, the GET stream, DELETE) must come from that tenant.
+/// A session this gateway does not know (never seen, or idled out) is refused like a
+/// missing one, so it can never be taken over.
 pub async fn admit(
     State(door): State<Arc<FrontDoor>>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    match door.admit(request.headers()).await {
-        Ok(tenant) => {
-            request.extensions_mut().insert(tenant);
-            next.run(request).await
+    let tenant = match door.admit(request.headers()).await {
+        Ok(tenant) => tenant,
+        Err(response) => return response,
+    };
+    let session = request
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    if let Some(id) = &session {
+        let owned = door
+            .gateway
+            .sessions
+            .get(id)
+            .await
+            .is_some_and(|s| s.tenant == tenant.name);
+        if !owned {
+            return refusal(
+                StatusCode::NOT_FOUND,
+                "session_not_found",
+                "session not found: it expired or belongs to other credentials; initialize a new session",
+                None,
+            );
         }
-        Err(response) => response,
     }
+    request.extensions_mut().insert(tenant.clone());
+    let response = next.run(request).await;
+    if session.is_none()
+        && let Some(new_id) = response
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+    {
+        door.gateway
+            .sessions
+            .get_or_create(new_id, &tenant.name)
+            .await;
+    }
+    response
 }

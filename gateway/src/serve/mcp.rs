@@ -97,18 +97,21 @@ impl McpHandler {
         let session = match session_id {
             None => None,
             Some(id) => {
+                // The front door recorded the session at initialize and checked its
+                // tenant; a session missing here has just idled out.
                 let stored = self
                     .shared
                     .gateway
                     .sessions
-                    .get_or_create(&id, &tenant.name)
-                    .await;
-                if stored.tenant != tenant.name {
-                    return Err(McpError::invalid_request(
-                        "this session was opened with other credentials: initialize a new session",
-                        None,
-                    ));
-                }
+                    .get(&id)
+                    .await
+                    .filter(|s| s.tenant == tenant.name)
+                    .ok_or_else(|| {
+                        McpError::invalid_request(
+                            "this session has expired: initialize a new session",
+                            None,
+                        )
+                    })?;
                 Some((stored.id, stored.expanded))
             }
         };
