@@ -13,10 +13,12 @@
 //! |--------------|--------------------------------------------------|--------|
 //! | name         | the upstream's tool name (`original`)            | 3.0    |
 //! | upstream     | the `<upstream>__` prefix                        | 0.5    |
-//! | title        | `title` / `annotations.title`                    | 2.0    |
-//! | summary      | the description's first sentence                 | 1.5    |
+//! | headline     | `title`, else the description's first sentence   | 2.0    |
 //! | description  | the whole description                            | 1.0    |
 //! | parameters   | top-level `inputSchema.properties` names         | 0.5    |
+//!
+//! A hash suffix the catalog or adapter added to shorten a long name (`_` and 8 hex
+//! digits) is not indexed.
 //!
 //! Text is cleaned of HTML tags, entities and Markdown link targets, then cut into
 //! tokens on every non-alphanumeric character and at camelCase, acronym and
@@ -65,17 +67,19 @@ const MAX_QUERY_WORDS: usize = 32;
 const MAX_TOKEN_BYTES: usize = 48;
 
 const K1: f64 = 1.2;
-const FIELDS: usize = 6;
+const FIELDS: usize = 5;
 const NAME: usize = 0;
 const UPSTREAM: usize = 1;
-const TITLE: usize = 2;
-const SUMMARY: usize = 3;
-const DESCRIPTION: usize = 4;
-const PARAMS: usize = 5;
+const HEADLINE: usize = 2;
+const DESCRIPTION: usize = 3;
+const PARAMS: usize = 4;
 /// Per-field weight.
-const WEIGHT: [f64; FIELDS] = [3.0, 0.5, 2.0, 1.5, 1.0, 0.5];
+const WEIGHT: [f64; FIELDS] = [3.0, 0.5, 2.0, 1.0, 0.5];
 /// Per-field length normalisation (BM25 `b`).
-const B: [f64; FIELDS] = [0.3, 0.0, 0.3, 0.5, 0.75, 0.5];
+const B: [f64; FIELDS] = [0.5, 0.0, 0.5, 0.75, 0.5];
+/// How much a tool whose name the query fully explains gains over one whose name
+/// shares nothing with it (see [`SearchIndex::search`]).
+const NAME_COVERAGE_BOOST: f64 = 0.5;
 /// Weight of a verb synonym relative to the word the caller wrote.
 const SYNONYM_WEIGHT: f64 = 0.5;
 /// Added to the score of a tool whose exact name the query spells.
@@ -102,6 +106,8 @@ struct Doc {
     upstream: String,
     description: String,
     len: [u32; FIELDS],
+    /// Distinct terms of the tool part of the name.
+    name_terms: Vec<u32>,
 }
 
 #[derive(Clone, Copy)]
@@ -150,18 +156,14 @@ impl SearchIndex {
                     len[field] += 1;
                 });
             };
-            add(&mut index, NAME, &entry.original);
+            add(&mut index, NAME, strip_hash_suffix(&entry.original));
             add(&mut index, UPSTREAM, &entry.upstream);
-            if let Some(title) = def.get("title").and_then(Value::as_str) {
-                add(&mut index, TITLE, title);
-            } else if let Some(title) = def
-                .get("annotations")
-                .and_then(|a| a.get("title"))
-                .and_then(Value::as_str)
-            {
-                add(&mut index, TITLE, title);
-            }
-            add(&mut index, SUMMARY, summary);
+            let title = def.get("title").and_then(Value::as_str).or_else(|| {
+                def.get("annotations")
+                    .and_then(|a| a.get("title"))
+                    .and_then(Value::as_str)
+            });
+            add(&mut index, HEADLINE, title.unwrap_or(summary));
             add(&mut index, DESCRIPTION, &cleaned);
             if let Some(props) = def
                 .get("inputSchema")
@@ -174,6 +176,13 @@ impl SearchIndex {
             }
 
             tokens.sort_unstable();
+            let name_terms: Vec<u32> = tokens
+                .iter()
+                .filter(|t| t.1 as usize == NAME)
+                .map(|t| t.0)
+                .collect();
+            let mut name_terms = name_terms;
+            name_terms.dedup();
             let mut i = 0;
             while i < tokens.len() {
                 let term = tokens[i].0;
@@ -193,6 +202,7 @@ impl SearchIndex {
                 upstream: entry.upstream.clone(),
                 description: cap_chars(summary, MAX_HIT_DESCRIPTION),
                 len,
+                name_terms,
             });
         }
         index
@@ -274,6 +284,27 @@ impl SearchIndex {
                 best[d as usize] = 0.0;
             }
             touched.clear();
+        }
+        // Name coverage: how much of the tool's own name the query accounts for. A
+        // focused name (`pulls_list` for "list pull requests") beats a longer one that
+        // merely contains the same words (`list-pull-requests-associated-with-commit`).
+        let mut query_terms: Vec<(u32, f64)> = groups.iter().flatten().copied().collect();
+        query_terms.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.total_cmp(&a.1)));
+        query_terms.dedup_by_key(|t| t.0);
+        for (i, score) in scores.iter_mut().enumerate() {
+            let terms = &self.docs[i].name_terms;
+            if *score > 0.0 && !terms.is_empty() {
+                let matched: f64 = terms
+                    .iter()
+                    .filter_map(|t| {
+                        query_terms
+                            .binary_search_by_key(t, |q| q.0)
+                            .ok()
+                            .map(|k| query_terms[k].1)
+                    })
+                    .sum();
+                *score *= 1.0 + NAME_COVERAGE_BOOST * matched / terms.len() as f64;
+            }
         }
         if let Some(exact) = &exact {
             for (i, doc) in self.docs.iter().enumerate() {
@@ -357,6 +388,23 @@ impl SearchIndex {
         }
         groups
     }
+}
+
+/// `name` without a trailing `_` + 8 hex digits (with at least one digit) that a
+/// shortening added.
+fn strip_hash_suffix(name: &str) -> &str {
+    let b = name.as_bytes();
+    if b.len() > 9 && b[b.len() - 9] == b'_' {
+        let tail = &b[b.len() - 8..];
+        if tail
+            .iter()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+            && tail.iter().any(u8::is_ascii_digit)
+        {
+            return &name[..name.len() - 9];
+        }
+    }
+    name
 }
 
 /// The query as a possible exact tool name: trimmed, lowercased, one word.
@@ -557,12 +605,11 @@ fn is_stopword(word: &str) -> bool {
         "a", "about", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "been",
         "being", "but", "by", "can", "could", "did", "do", "does", "each", "eg", "else", "etc",
         "every", "for", "from", "had", "has", "have", "he", "her", "here", "his", "how", "ie",
-        "if", "in", "into", "is", "it", "its", "just", "let", "may", "might", "must", "of",
-        "on", "onto", "or", "our", "please", "she", "should", "so", "some", "such", "than",
-        "that", "the", "their", "them", "then", "there", "these", "they", "this", "those",
-        "to", "us", "using", "via", "was", "we", "were", "what", "when", "where", "which",
-        "while", "who", "whom", "whose", "why", "will", "with", "would", "you", "your",
-        "yours",
+        "if", "in", "into", "is", "it", "its", "just", "let", "may", "might", "must", "of", "on",
+        "onto", "or", "our", "please", "she", "should", "so", "some", "such", "than", "that",
+        "the", "their", "them", "then", "there", "these", "they", "this", "those", "to", "us",
+        "using", "via", "was", "we", "were", "what", "when", "where", "which", "while", "who",
+        "whom", "whose", "why", "will", "with", "would", "you", "your", "yours",
     ];
     STOPWORDS.binary_search(&word).is_ok()
 }
@@ -655,23 +702,45 @@ fn synonyms() -> &'static Synonyms {
         // a reduced weight.
         const GROUPS: &[&[&str]] = &[
             &[
-                "get", "list", "fetch", "retrieve", "read", "show", "view", "display",
-                "lookup", "find", "enumerate", "browse", "describe", "inspect",
+                "get",
+                "list",
+                "fetch",
+                "retrieve",
+                "read",
+                "show",
+                "view",
+                "display",
+                "lookup",
+                "find",
+                "enumerate",
+                "browse",
+                "describe",
+                "inspect",
             ],
             &[
-                "create", "add", "new", "make", "insert", "register", "generate", "open",
-                "post",
+                "create", "add", "new", "make", "insert", "register", "generate", "open", "post",
             ],
             &[
                 "delete", "remove", "destroy", "erase", "drop", "discard", "purge", "unset",
             ],
             &[
-                "update", "edit", "modify", "change", "patch", "alter", "set", "rename",
-                "replace", "configure", "adjust",
+                "update",
+                "edit",
+                "modify",
+                "change",
+                "patch",
+                "alter",
+                "set",
+                "rename",
+                "replace",
+                "configure",
+                "adjust",
             ],
             &["search", "find", "query", "lookup", "filter", "locate"],
             &["cancel", "stop", "abort", "terminate", "halt"],
-            &["run", "trigger", "execute", "start", "launch", "dispatch", "invoke"],
+            &[
+                "run", "trigger", "execute", "start", "launch", "dispatch", "invoke",
+            ],
             &["send", "deliver", "email", "notify"],
             &["file", "content"],
             &["copy", "clone", "duplicate"],
@@ -816,19 +885,51 @@ mod tests {
             (
                 "gh",
                 vec![
-                    tool("pulls/list", "List pull requests.\n\nLists pull requests in a repository.", &["owner", "repo", "state"]),
-                    tool("pulls/create", "Create a pull request.", &["owner", "repo", "title", "head", "base"]),
-                    tool("issues/add-labels", "Add labels to an issue.", &["owner", "repo", "issue_number", "labels"]),
-                    tool("issues/create", "Create an issue.", &["owner", "repo", "title", "body"]),
-                    tool("repos/get-content", "Get repository content.\n\nGets the contents of a file or directory.", &["owner", "repo", "path"]),
+                    tool(
+                        "pulls/list",
+                        "List pull requests.\n\nLists pull requests in a repository.",
+                        &["owner", "repo", "state"],
+                    ),
+                    tool(
+                        "pulls/create",
+                        "Create a pull request.",
+                        &["owner", "repo", "title", "head", "base"],
+                    ),
+                    tool(
+                        "issues/add-labels",
+                        "Add labels to an issue.",
+                        &["owner", "repo", "issue_number", "labels"],
+                    ),
+                    tool(
+                        "issues/create",
+                        "Create an issue.",
+                        &["owner", "repo", "title", "body"],
+                    ),
+                    tool(
+                        "repos/get-content",
+                        "Get repository content.\n\nGets the contents of a file or directory.",
+                        &["owner", "repo", "path"],
+                    ),
                 ],
             ),
             (
                 "stripe",
                 vec![
-                    tool("PostRefunds", "<p>When you create a new refund, you must specify a Charge or a PaymentIntent object on which to create it.</p>", &["charge", "amount"]),
-                    tool("PostCustomers", "<p>Creates a new customer object.</p>", &["email", "name"]),
-                    tool("GetCustomers", "<p>Returns a list of your customers.</p>", &["email", "limit"]),
+                    tool(
+                        "PostRefunds",
+                        "<p>When you create a new refund, you must specify a Charge or a PaymentIntent object on which to create it.</p>",
+                        &["charge", "amount"],
+                    ),
+                    tool(
+                        "PostCustomers",
+                        "<p>Creates a new customer object.</p>",
+                        &["email", "name"],
+                    ),
+                    tool(
+                        "GetCustomers",
+                        "<p>Returns a list of your customers.</p>",
+                        &["email", "limit"],
+                    ),
                 ],
             ),
         ])
@@ -845,9 +946,23 @@ mod tests {
             words("PostPaymentIntentsIntentConfirm"),
             ["post", "payment", "intent", "intent", "confirm"]
         );
-        assert_eq!(words("HTTPServer_v2.listAll"), ["http", "server", "2", "list"]);
+        assert_eq!(
+            words("HTTPServer_v2.listAll"),
+            ["http", "server", "2", "list"]
+        );
         assert_eq!(words("github__pulls_list"), ["github", "pull", "list"]);
         assert_eq!(words("oauth2Token"), ["oauth", "2", "token"]);
+    }
+
+    #[test]
+    fn hash_suffixes_are_not_indexed() {
+        assert_eq!(
+            strip_hash_suffix("users_set-primary_a2594c75"),
+            "users_set-primary"
+        );
+        assert_eq!(strip_hash_suffix("list_deadbeef"), "list_deadbeef");
+        assert_eq!(strip_hash_suffix("_a2594c75"), "_a2594c75");
+        assert_eq!(strip_hash_suffix("ü_a2594c75"), "ü");
     }
 
     #[test]
@@ -862,7 +977,10 @@ mod tests {
             &["merge", "merged", "merging"],
         ] {
             let stems: Vec<String> = group.iter().map(|w| stemmed(w)).collect();
-            assert!(stems.iter().all(|s| *s == stems[0]), "{group:?} -> {stems:?}");
+            assert!(
+                stems.iter().all(|s| *s == stems[0]),
+                "{group:?} -> {stems:?}"
+            );
         }
         // Short or vowel-less stems are left alone.
         assert_eq!(stemmed("string"), "string");
@@ -890,14 +1008,20 @@ mod tests {
 
     #[test]
     fn first_sentence_of_first_line() {
-        assert_eq!(first_sentence("List pull requests.\n\nMore."), "List pull requests.");
+        assert_eq!(
+            first_sentence("List pull requests.\n\nMore."),
+            "List pull requests."
+        );
         assert_eq!(
             first_sentence("Creates a refund, e.g. for a charge. Then more."),
             "Creates a refund, e.g. for a charge."
         );
         assert_eq!(first_sentence(""), "");
         let long = "word ".repeat(100);
-        assert_eq!(cap_chars(&long, MAX_HIT_DESCRIPTION).chars().count(), MAX_HIT_DESCRIPTION);
+        assert_eq!(
+            cap_chars(&long, MAX_HIT_DESCRIPTION).chars().count(),
+            MAX_HIT_DESCRIPTION
+        );
     }
 
     #[test]
@@ -910,7 +1034,11 @@ mod tests {
         let hits = index.search("refund a charge", 10, |_| true);
         assert_eq!(hits[0].name, "stripe__PostRefunds", "{hits:?}");
         assert_eq!(hits[0].upstream, "stripe");
-        assert!(hits[0].description.starts_with("When you create a new refund"));
+        assert!(
+            hits[0]
+                .description
+                .starts_with("When you create a new refund")
+        );
         let hits = index.search("read a file from a repo", 10, |_| true);
         assert_eq!(hits[0].name, "gh__repos_get-content", "{hits:?}");
         // Synonyms: "new" finds create, "fetch" finds get/list.
@@ -941,9 +1069,21 @@ mod tests {
         let small = catalog(&[(
             "stripe",
             vec![
-                tool("PostRefunds", "<p>When you create a new refund, you must specify a Charge or a PaymentIntent object on which to create it.</p>", &["charge", "amount"]),
-                tool("PostCustomers", "<p>Creates a new customer object.</p>", &["email", "name"]),
-                tool("GetCustomers", "<p>Returns a list of your customers.</p>", &["email", "limit"]),
+                tool(
+                    "PostRefunds",
+                    "<p>When you create a new refund, you must specify a Charge or a PaymentIntent object on which to create it.</p>",
+                    &["charge", "amount"],
+                ),
+                tool(
+                    "PostCustomers",
+                    "<p>Creates a new customer object.</p>",
+                    &["email", "name"],
+                ),
+                tool(
+                    "GetCustomers",
+                    "<p>Returns a list of your customers.</p>",
+                    &["email", "limit"],
+                ),
             ],
         )]);
         let alone = SearchIndex::build(&small).search("create a customer", 10, |_| true);
@@ -993,12 +1133,23 @@ mod tests {
         let index = SearchIndex::build(&catalog(&[(
             "gh",
             vec![
-                tool("activity/list-notifications-for-authenticated-user", "List notifications for the authenticated user.", &[]),
-                tool("activity/list-repo-notifications-for-authenticated-user", "List repository notifications for the authenticated user.", &["owner", "repo"]),
+                tool(
+                    "activity/list-notifications-for-authenticated-user",
+                    "List notifications for the authenticated user.",
+                    &[],
+                ),
+                tool(
+                    "activity/list-repo-notifications-for-authenticated-user",
+                    "List repository notifications for the authenticated user.",
+                    &["owner", "repo"],
+                ),
                 tool("users/get-by-username", "Get a user.", &["username"]),
             ],
         )]));
         let hits = index.search("list my notifications", 5, |_| true);
-        assert_eq!(hits[0].name, "gh__activity_list-notifications-for-authenticated-user", "{hits:?}");
+        assert_eq!(
+            hits[0].name, "gh__activity_list-notifications-for-authenticated-user",
+            "{hits:?}"
+        );
     }
 }

@@ -128,7 +128,10 @@ async fn recall_on_github_and_stripe() {
                     .map(|e| e.name.as_str())
                     .filter(|n| n.starts_with(&stem))
                     .collect();
-                panic!("{}: {name} is not in the catalog; similar: {like:?}", q.query);
+                panic!(
+                    "{}: {name} is not in the catalog; similar: {like:?}",
+                    q.query
+                );
             }
         }
     }
@@ -158,7 +161,12 @@ async fn recall_on_github_and_stripe() {
             misses.push(q);
         }
         if verbose {
-            eprintln!("{:?} -> rank {:?} of {:?}", q.query, rank.map(|r| r + 1), q.relevant);
+            eprintln!(
+                "{:?} -> rank {:?} of {:?}",
+                q.query,
+                rank.map(|r| r + 1),
+                q.relevant
+            );
             for h in hits.iter().take(5) {
                 eprintln!("    {:7.3} {}  {}", h.score, h.name, h.description);
             }
@@ -205,9 +213,9 @@ async fn policy_keeps_other_tools_out_of_real_results() {
     for q in queries() {
         let hits = index.search(&q.query, 50, github_only);
         assert!(hits.iter().all(|h| h.upstream == "github"), "{}", q.query);
-        let sorted = hits
-            .windows(2)
-            .all(|w| w[0].score > w[1].score || (w[0].score == w[1].score && w[0].name < w[1].name));
+        let sorted = hits.windows(2).all(|w| {
+            w[0].score > w[1].score || (w[0].score == w[1].score && w[0].name < w[1].name)
+        });
         assert!(sorted, "{}: ranked best first, ties by name", q.query);
     }
 }
