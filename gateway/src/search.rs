@@ -63,6 +63,8 @@ pub const MAX_HIT_DESCRIPTION: usize = 160;
 const MAX_QUERY_BYTES: usize = 2048;
 /// Distinct query words beyond this many are ignored.
 const MAX_QUERY_WORDS: usize = 32;
+/// Description text beyond this many bytes is not indexed.
+const MAX_DESCRIPTION_BYTES: usize = 16 * 1024;
 /// Longest token kept, in bytes (longer ones are cut).
 const MAX_TOKEN_BYTES: usize = 48;
 
@@ -200,7 +202,14 @@ impl SearchIndex {
                 name_lower: entry.name.to_lowercase(),
                 original_lower: entry.original.to_lowercase(),
                 upstream: entry.upstream.clone(),
-                description: cap_chars(summary, MAX_HIT_DESCRIPTION),
+                description: cap_chars(
+                    if summary.is_empty() {
+                        title.unwrap_or("")
+                    } else {
+                        summary
+                    },
+                    MAX_HIT_DESCRIPTION,
+                ),
                 len,
                 name_terms,
             });
@@ -423,6 +432,7 @@ fn exact_name(query: &str) -> Option<String> {
 /// entities decoded, Markdown link targets and bare URLs dropped.
 fn clean_text(text: &str, out: &mut String) {
     out.clear();
+    let text = cap_bytes(text, MAX_DESCRIPTION_BYTES);
     let bytes = text.as_bytes();
     let mut i = 0;
     while i < text.len() {
@@ -433,7 +443,7 @@ fn clean_text(text: &str, out: &mut String) {
                 // A tag: `<p>`, `</code>`, `<a href="...">`, `<!-- -->`.
                 let next = bytes.get(i + 1).copied().unwrap_or(b' ');
                 if next.is_ascii_alphabetic() || next == b'/' || next == b'!' {
-                    if let Some(end) = rest.find('>').filter(|&e| e < 400) {
+                    if let Some(end) = find_within(rest, b'>', 400) {
                         out.push(' ');
                         i += end + 1;
                         continue;
@@ -441,7 +451,7 @@ fn clean_text(text: &str, out: &mut String) {
                 }
             }
             '&' => {
-                if let Some(end) = rest.find(';').filter(|&e| e <= 8) {
+                if let Some(end) = find_within(rest, b';', 9) {
                     let decoded = match &rest[..=end] {
                         "&amp;" => Some('&'),
                         "&lt;" => Some('<'),
@@ -459,7 +469,7 @@ fn clean_text(text: &str, out: &mut String) {
                 }
             }
             ']' if rest.starts_with("](") => {
-                if let Some(end) = rest.find(')') {
+                if let Some(end) = find_within(rest, b')', 2048) {
                     out.push(' ');
                     i += end + 1;
                     continue;
@@ -480,6 +490,12 @@ fn clean_text(text: &str, out: &mut String) {
         out.push(c);
         i += c.len_utf8();
     }
+}
+
+/// Position of `byte` (ASCII) within the first `within` bytes of `text`; bounded so
+/// that markup without its closing character costs linear time, not quadratic.
+fn find_within(text: &str, byte: u8, within: usize) -> Option<usize> {
+    text.as_bytes().iter().take(within).position(|&b| b == byte)
 }
 
 /// The first line's first sentence, whitespace collapsed.
@@ -1118,6 +1134,10 @@ mod tests {
         let _ = index.search(&"é".repeat(100_000), 10, |_| true);
         let _ = index.search(&"pull ".repeat(100_000), 10, |_| true);
         let _ = index.search("<p>&amp;](", 10, |_| true);
+        // Unclosed markup in a huge description stays linear.
+        let mut out = String::new();
+        clean_text(&"<a".repeat(200_000), &mut out);
+        clean_text(&"](x".repeat(200_000), &mut out);
         let empty = SearchIndex::build(&Catalog::default());
         assert!(empty.search("pull", 10, |_| true).is_empty());
         // Odd definitions index without panicking.

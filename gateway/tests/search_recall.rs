@@ -60,24 +60,56 @@ async fn import(specs: &std::path::Path, name: &str, file: &str) -> Vec<ToolDef>
     upstream.tools().as_ref().clone()
 }
 
-async fn real_catalog() -> Option<Catalog> {
+/// The GitHub and Stripe tools, as their adapters list them.
+async fn real_tools() -> Option<(Vec<ToolDef>, Vec<ToolDef>)> {
     let specs = specs_dir()?;
     let github = import(&specs, "github", "github-api.github.com.json").await;
     let stripe = import(&specs, "stripe", "stripe-spec3.yaml").await;
-    let (catalog, collisions) = Catalog::build(&[
-        Source {
-            upstream: "github",
+    Some((github, stripe))
+}
+
+/// `copies` times GitHub and Stripe, as upstreams `github`, `stripe`, `github2`,
+/// `stripe2`, ...
+fn catalog_of(copies: usize, github: &[ToolDef], stripe: &[ToolDef]) -> Catalog {
+    let names: Vec<(String, String)> = (1..=copies)
+        .map(|i| match i {
+            1 => ("github".to_owned(), "stripe".to_owned()),
+            _ => (format!("github{i}"), format!("stripe{i}")),
+        })
+        .collect();
+    let mut sources = Vec::new();
+    for (g, s) in &names {
+        sources.push(Source {
+            upstream: g,
             namespace: Namespace::Prefix,
-            tools: &github,
-        },
-        Source {
-            upstream: "stripe",
+            tools: github,
+        });
+        sources.push(Source {
+            upstream: s,
             namespace: Namespace::Prefix,
-            tools: &stripe,
-        },
-    ]);
+            tools: stripe,
+        });
+    }
+    let (catalog, collisions) = Catalog::build(&sources);
     assert!(collisions.is_empty(), "{collisions:?}");
-    Some(catalog)
+    catalog
+}
+
+async fn real_catalog() -> Option<Catalog> {
+    let (github, stripe) = real_tools().await?;
+    Some(catalog_of(1, &github, &stripe))
+}
+
+/// Best of a few builds (the first warms caches and the allocator).
+fn build_time(catalog: &Catalog) -> Duration {
+    let mut best = Duration::MAX;
+    for _ in 0..5 {
+        let start = Instant::now();
+        let index = SearchIndex::build(catalog);
+        best = best.min(start.elapsed());
+        assert_eq!(index.len(), catalog.len());
+    }
+    best
 }
 
 struct Query {
@@ -107,9 +139,10 @@ fn queries() -> Vec<Query> {
 
 #[tokio::test]
 async fn recall_on_github_and_stripe() {
-    let Some(catalog) = real_catalog().await else {
+    let Some((github, stripe)) = real_tools().await else {
         return;
     };
+    let catalog = catalog_of(1, &github, &stripe);
     let queries = queries();
     assert!(queries.len() >= 60, "{} queries", queries.len());
     for q in &queries {
@@ -136,15 +169,8 @@ async fn recall_on_github_and_stripe() {
         }
     }
 
-    // Build time: best of a few runs (the first warms caches and allocator).
-    let mut build = Duration::MAX;
-    let mut index = SearchIndex::build(&catalog);
-    for _ in 0..5 {
-        let start = Instant::now();
-        index = SearchIndex::build(&catalog);
-        build = build.min(start.elapsed());
-    }
-    assert_eq!(index.len(), catalog.len());
+    let build = build_time(&catalog);
+    let index = SearchIndex::build(&catalog);
 
     let verbose = std::env::var_os("SEARCH_RECALL_VERBOSE").is_some();
     let (mut at5, mut at10) = (0usize, 0usize);
@@ -186,6 +212,16 @@ async fn recall_on_github_and_stripe() {
     }
     let per_query = start.elapsed() / (rounds * queries.len()) as u32;
 
+    // The same at gateway scale: four copies of both (5,368 tools).
+    let large = catalog_of(4, &github, &stripe);
+    let large_build = build_time(&large);
+    let large_index = SearchIndex::build(&large);
+    let start = Instant::now();
+    for q in &queries {
+        std::hint::black_box(large_index.search(&q.query, 10, |_| true));
+    }
+    let large_per_query = start.elapsed() / queries.len() as u32;
+
     let n = queries.len() as f64;
     let (r5, r10) = (at5 as f64 / n, at10 as f64 / n);
     eprintln!(
@@ -193,6 +229,10 @@ async fn recall_on_github_and_stripe() {
          index build {build:?}; {per_query:?} per query",
         catalog.len(),
         queries.len()
+    );
+    eprintln!(
+        "at {} tools: index build {large_build:?}; {large_per_query:?} per query",
+        large.len()
     );
     for q in &misses {
         eprintln!("  missed at 10: {:?} (wanted {:?})", q.query, q.relevant);
