@@ -516,10 +516,25 @@ fn first_sentence(text: &str) -> &str {
     line[..end].trim()
 }
 
+/// Whitespace collapsed (and none before closing punctuation, where a dropped tag
+/// left some), then cut to `max` characters with an ellipsis.
 fn cap_chars(text: &str, max: usize) -> String {
-    let collapsed: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut collapsed = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_whitespace() {
+            if !collapsed.is_empty() && !collapsed.ends_with(' ') {
+                collapsed.push(' ');
+            }
+            continue;
+        }
+        if matches!(c, '.' | ',' | ';' | ':' | '!' | '?' | ')') && collapsed.ends_with(' ') {
+            collapsed.pop();
+        }
+        collapsed.push(c);
+    }
+    let collapsed = collapsed.trim_end();
     if collapsed.chars().count() <= max {
-        return collapsed;
+        return collapsed.to_owned();
     }
     let cut: String = collapsed.chars().take(max - 1).collect();
     format!("{}…", cut.trim_end())
@@ -1033,6 +1048,10 @@ mod tests {
             "Creates a refund, e.g. for a charge."
         );
         assert_eq!(first_sentence(""), "");
+        assert_eq!(
+            cap_chars(" Use  <b>the</b> Search Query Language . Then ", 160),
+            "Use <b>the</b> Search Query Language. Then"
+        );
         let long = "word ".repeat(100);
         assert_eq!(
             cap_chars(&long, MAX_HIT_DESCRIPTION).chars().count(),
