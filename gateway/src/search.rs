@@ -142,6 +142,7 @@ impl SearchIndex {
         let mut tokens: Vec<(u32, u8)> = Vec::new();
         let mut cleaned = String::new();
         let mut word = String::new();
+        let mut seen: FastMap<Box<str>, Option<u32>> = FastMap::default();
         for entry in catalog.entries() {
             let doc_id = index.docs.len() as u32;
             tokens.clear();
@@ -152,10 +153,20 @@ impl SearchIndex {
             let summary = first_sentence(&cleaned);
 
             let mut add = |index: &mut SearchIndex, field: usize, text: &str| {
-                tokenize(text, &mut word, &mut |t| {
-                    let id = index.intern(t);
-                    tokens.push((id, field as u8));
-                    len[field] += 1;
+                split_words(text, &mut |raw| {
+                    // Words repeat across a catalog: normalise and intern each once.
+                    let id = match seen.get(raw) {
+                        Some(&id) => id,
+                        None => {
+                            let id = normalize(raw, &mut word).map(|t| index.intern(t));
+                            seen.insert(raw.into(), id);
+                            id
+                        }
+                    };
+                    if let Some(id) = id {
+                        tokens.push((id, field as u8));
+                        len[field] += 1;
+                    }
                 });
             };
             add(&mut index, NAME, strip_hash_suffix(&entry.original));
@@ -552,7 +563,8 @@ fn cap_bytes(text: &str, max: usize) -> &str {
 }
 
 /// Splits `text` into index terms (lowercased, stopwords dropped, stemmed) and hands
-/// each to `emit`. `word` is scratch space.
+/// each to `emit`. `word` is scratch space. (The index does the same through a cache.)
+#[cfg(test)]
 fn tokenize(text: &str, word: &mut String, emit: &mut dyn FnMut(&str)) {
     split_words(text, &mut |raw| {
         if let Some(term) = normalize(raw, word) {
@@ -623,8 +635,10 @@ fn split_words(text: &str, emit: &mut dyn FnMut(&str)) {
                 flush(&mut cur);
             }
         }
-        for l in c.to_lowercase() {
-            cur.push(l);
+        if c.is_ascii() {
+            cur.push(c.to_ascii_lowercase());
+        } else {
+            cur.extend(c.to_lowercase());
         }
         prev = Some(c);
     }
