@@ -88,7 +88,7 @@ const SYNONYM_WEIGHT: f64 = 0.5;
 const EXACT_NAME_BONUS: f64 = 1000.0;
 
 /// One search result.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Hit {
     /// The catalog name (what the caller uses to call or describe the tool).
     pub name: String,
