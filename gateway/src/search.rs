@@ -35,9 +35,18 @@
 //! query word also brings its synonyms (verbs such as list/get/fetch/retrieve,
 //! create/add/new, delete/remove, update/edit/modify, and common abbreviations such as
 //! repo, org, pr); a synonym counts at a reduced weight and a query word scores the best
-//! of its alternatives, never their sum. A query that spells a tool's exact name (or
-//! the upstream's name for it) puts that tool first. Ties are broken by name, so
-//! results are deterministic.
+//! of its alternatives, never their sum.
+//!
+//! The BM25F score is then multiplied by `1 + 0.5 × coverage`, where coverage is the
+//! share of the tool's own name words that the query (or a synonym) accounts for: a
+//! focused name (`pulls_list` for "list open pull requests") beats a longer one that
+//! merely contains the same words (`repos_list-pull-requests-associated-with-commit`).
+//! A query that spells a tool's exact name (or the upstream's name for it) puts that
+//! tool first. Ties are broken by name, so results are deterministic.
+//!
+//! On the GitHub + Stripe catalog (1,342 tools) and the 70 agent requests of
+//! `tests/search_recall.rs`: recall@5 0.94, recall@10 0.99; building takes ~10 ms
+//! and a query ~0.1 ms (release, 2 cores); ~40 ms and ~0.25 ms at 5,368 tools.
 //!
 //! # Policy
 //!
