@@ -270,8 +270,8 @@ impl SearchIndex {
         }
         let mut avg = [0f64; FIELDS];
         for (doc, _) in self.docs.iter().zip(&mask).filter(|(_, a)| **a) {
-            for f in 0..FIELDS {
-                avg[f] += doc.len[f] as f64;
+            for (sum, len) in avg.iter_mut().zip(doc.len) {
+                *sum += len as f64;
             }
         }
         for a in &mut avg {
@@ -462,12 +462,12 @@ fn clean_text(text: &str, out: &mut String) {
             '<' => {
                 // A tag: `<p>`, `</code>`, `<a href="...">`, `<!-- -->`.
                 let next = bytes.get(i + 1).copied().unwrap_or(b' ');
-                if next.is_ascii_alphabetic() || next == b'/' || next == b'!' {
-                    if let Some(end) = find_within(rest, b'>', 400) {
-                        out.push(' ');
-                        i += end + 1;
-                        continue;
-                    }
+                if (next.is_ascii_alphabetic() || next == b'/' || next == b'!')
+                    && let Some(end) = find_within(rest, b'>', 400)
+                {
+                    out.push(' ');
+                    i += end + 1;
+                    continue;
                 }
             }
             '&' => {
