@@ -132,7 +132,10 @@ struct Posting {
 pub struct SearchIndex {
     docs: Vec<Doc>,
     terms: FastMap<Box<str>, u32>,
-    postings: Vec<Vec<Posting>>,
+    /// Every term's postings, in document order, one slice per term:
+    /// `postings[offsets[t]..offsets[t + 1]]`.
+    postings: Vec<Posting>,
+    offsets: Vec<u32>,
 }
 
 impl std::fmt::Debug for SearchIndex {
@@ -148,13 +151,18 @@ impl SearchIndex {
     /// Indexes every entry of `catalog`.
     pub fn build(catalog: &Catalog) -> SearchIndex {
         let mut index = SearchIndex::default();
-        let mut tokens: Vec<(u32, u8)> = Vec::new();
+        // Per-document term frequencies, indexed by term, and the terms touched.
+        let mut tf_of: Vec<[u16; FIELDS]> = Vec::new();
+        let mut touched: Vec<u32> = Vec::new();
         let mut cleaned = String::new();
         let mut word = String::new();
         let mut seen: FastMap<Box<str>, Option<u32>> = FastMap::default();
+        // (term, posting) in document order; `offsets[t + 1]` counts term t's postings
+        // until they are laid out term by term below.
+        let mut flat: Vec<(u32, Posting)> = Vec::new();
+        index.offsets.push(0);
         for entry in catalog.entries() {
             let doc_id = index.docs.len() as u32;
-            tokens.clear();
             let mut len = [0u32; FIELDS];
             let def = &entry.definition;
             let description = def.get("description").and_then(Value::as_str).unwrap_or("");
@@ -173,7 +181,14 @@ impl SearchIndex {
                         }
                     };
                     if let Some(id) = id {
-                        tokens.push((id, field as u8));
+                        if id as usize >= tf_of.len() {
+                            tf_of.resize(id as usize + 1, [0; FIELDS]);
+                        }
+                        let tf = &mut tf_of[id as usize];
+                        if *tf == [0; FIELDS] {
+                            touched.push(id);
+                        }
+                        tf[field] = tf[field].saturating_add(1);
                         len[field] += 1;
                     }
                 });
@@ -197,25 +212,16 @@ impl SearchIndex {
                 }
             }
 
-            tokens.sort_unstable();
-            let name_terms: Vec<u32> = tokens
-                .iter()
-                .filter(|t| t.1 as usize == NAME)
-                .map(|t| t.0)
-                .collect();
-            let mut name_terms = name_terms;
-            name_terms.dedup();
-            let mut i = 0;
-            while i < tokens.len() {
-                let term = tokens[i].0;
-                let mut tf = [0u16; FIELDS];
-                while i < tokens.len() && tokens[i].0 == term {
-                    let f = tokens[i].1 as usize;
-                    tf[f] = tf[f].saturating_add(1);
-                    i += 1;
+            let mut name_terms = Vec::new();
+            for &term in &touched {
+                let tf = std::mem::take(&mut tf_of[term as usize]);
+                if tf[NAME] > 0 {
+                    name_terms.push(term);
                 }
-                index.postings[term as usize].push(Posting { doc: doc_id, tf });
+                flat.push((term, Posting { doc: doc_id, tf }));
+                index.offsets[term as usize + 1] += 1;
             }
+            touched.clear();
 
             index.docs.push(Doc {
                 name: entry.name.clone(),
@@ -234,7 +240,28 @@ impl SearchIndex {
                 name_terms,
             });
         }
+        for t in 1..index.offsets.len() {
+            index.offsets[t] += index.offsets[t - 1];
+        }
+        let mut next: Vec<u32> = index.offsets[..index.offsets.len() - 1].to_vec();
+        index.postings = vec![
+            Posting {
+                doc: 0,
+                tf: [0; FIELDS]
+            };
+            flat.len()
+        ];
+        for (term, posting) in flat {
+            let slot = &mut next[term as usize];
+            index.postings[*slot as usize] = posting;
+            *slot += 1;
+        }
         index
+    }
+
+    fn postings(&self, term: u32) -> &[Posting] {
+        let t = term as usize;
+        &self.postings[self.offsets[t] as usize..self.offsets[t + 1] as usize]
     }
 
     /// Number of tools indexed.
@@ -283,7 +310,7 @@ impl SearchIndex {
         let mut touched: Vec<u32> = Vec::new();
         for group in &groups {
             for &(term, weight) in group {
-                let postings = &self.postings[term as usize];
+                let postings = self.postings(term);
                 let df = postings.iter().filter(|p| mask[p.doc as usize]).count();
                 if df == 0 {
                     continue;
@@ -376,9 +403,9 @@ impl SearchIndex {
         if let Some(&id) = self.terms.get(term) {
             return id;
         }
-        let id = self.postings.len() as u32;
+        let id = self.terms.len() as u32;
         self.terms.insert(term.into(), id);
-        self.postings.push(Vec::new());
+        self.offsets.push(0);
         id
     }
 
@@ -454,62 +481,65 @@ fn clean_text(text: &str, out: &mut String) {
     out.clear();
     let text = cap_bytes(text, MAX_DESCRIPTION_BYTES);
     let bytes = text.as_bytes();
+    // Plain runs are copied whole; only the ASCII bytes that may start markup are
+    // looked at (never inside a multi-byte character, as UTF-8 continuation bytes are
+    // all >= 0x80).
+    let mut run = 0;
     let mut i = 0;
-    while i < text.len() {
+    while i < bytes.len() {
+        if !matches!(bytes[i], b'<' | b'&' | b']' | b'h') {
+            i += 1;
+            continue;
+        }
         let rest = &text[i..];
-        let c = rest.chars().next().unwrap_or(' ');
-        match c {
-            '<' => {
-                // A tag: `<p>`, `</code>`, `<a href="...">`, `<!-- -->`.
+        let replaced: Option<(char, usize)> = match bytes[i] {
+            // A tag: `<p>`, `</code>`, `<a href="...">`, `<!-- -->`.
+            b'<' => {
                 let next = bytes.get(i + 1).copied().unwrap_or(b' ');
-                if (next.is_ascii_alphabetic() || next == b'/' || next == b'!')
-                    && let Some(end) = find_within(rest, b'>', 400)
-                {
-                    out.push(' ');
-                    i += end + 1;
-                    continue;
+                if next.is_ascii_alphabetic() || next == b'/' || next == b'!' {
+                    find_within(rest, b'>', 400).map(|end| (' ', end + 1))
+                } else {
+                    None
                 }
             }
-            '&' => {
-                if let Some(end) = find_within(rest, b';', 9) {
-                    let decoded = match &rest[..=end] {
-                        "&amp;" => Some('&'),
-                        "&lt;" => Some('<'),
-                        "&gt;" => Some('>'),
-                        "&quot;" => Some('"'),
-                        "&#39;" | "&apos;" => Some('\''),
-                        "&nbsp;" => Some(' '),
-                        _ => None,
-                    };
-                    if let Some(d) = decoded {
-                        out.push(d);
-                        i += end + 1;
-                        continue;
-                    }
-                }
+            b'&' => find_within(rest, b';', 9).and_then(|end| {
+                let decoded = match &rest[..=end] {
+                    "&amp;" => '&',
+                    "&lt;" => '<',
+                    "&gt;" => '>',
+                    "&quot;" => '"',
+                    "&#39;" | "&apos;" => '\'',
+                    "&nbsp;" => ' ',
+                    _ => return None,
+                };
+                Some((decoded, end + 1))
+            }),
+            // A Markdown link target: `[text](url)` keeps `[text`.
+            b']' if rest.starts_with("](") => {
+                find_within(rest, b')', 2048).map(|end| (' ', end + 1))
             }
-            ']' if rest.starts_with("](") => {
-                if let Some(end) = find_within(rest, b')', 2048) {
-                    out.push(' ');
-                    i += end + 1;
-                    continue;
-                }
-            }
-            'h' if (rest.starts_with("http://") || rest.starts_with("https://"))
-                && !out.ends_with(|c: char| c.is_alphanumeric()) =>
+            // A bare URL starting a word.
+            b'h' if (rest.starts_with("http://") || rest.starts_with("https://"))
+                && !text[..i].ends_with(|c: char| c.is_alphanumeric()) =>
             {
                 let end = rest
                     .find(|c: char| c.is_whitespace() || matches!(c, ')' | '<' | '>' | '"'))
                     .unwrap_or(rest.len());
-                out.push(' ');
-                i += end;
-                continue;
+                Some((' ', end))
             }
-            _ => {}
+            _ => None,
+        };
+        match replaced {
+            Some((c, skip)) => {
+                out.push_str(&text[run..i]);
+                out.push(c);
+                i += skip;
+                run = i;
+            }
+            None => i += 1,
         }
-        out.push(c);
-        i += c.len_utf8();
     }
+    out.push_str(&text[run..]);
 }
 
 /// Position of `byte` (ASCII) within the first `within` bytes of `text`; bounded so
@@ -615,43 +645,97 @@ fn normalize<'a>(raw: &str, word: &'a mut String) -> Option<&'a str> {
 /// of an acronym followed by lowercase (`HTTPServer` -> `http`, `server`), and between
 /// letters and digits.
 fn split_words(text: &str, emit: &mut dyn FnMut(&str)) {
-    let mut cur = String::new();
-    let mut flush = |cur: &mut String| {
-        if !cur.is_empty() {
-            let mut end = cur.len().min(MAX_TOKEN_BYTES);
-            while !cur.is_char_boundary(end) {
-                end -= 1;
+    #[derive(Clone, Copy, PartialEq)]
+    enum Class {
+        Other,
+        Lower,
+        Upper,
+        Digit,
+    }
+    let bytes = text.as_bytes();
+    // The class and width of the character at byte `i` (ASCII without decoding).
+    let class_at = |i: usize| -> (Class, usize) {
+        match bytes.get(i) {
+            None => (Class::Other, 0),
+            Some(&b) if b < 0x80 => {
+                let class = match b {
+                    b'a'..=b'z' => Class::Lower,
+                    b'A'..=b'Z' => Class::Upper,
+                    b'0'..=b'9' => Class::Digit,
+                    _ => Class::Other,
+                };
+                (class, 1)
             }
-            emit(&cur[..end]);
-            cur.clear();
+            Some(_) => {
+                let c = text[i..].chars().next().unwrap_or(' ');
+                let class = if c.is_numeric() {
+                    Class::Digit
+                } else if c.is_uppercase() {
+                    Class::Upper
+                } else if c.is_alphanumeric() {
+                    Class::Lower
+                } else {
+                    Class::Other
+                };
+                (class, c.len_utf8())
+            }
         }
     };
-    let mut chars = text.chars().peekable();
-    let mut prev: Option<char> = None;
-    while let Some(c) = chars.next() {
-        if !c.is_alphanumeric() {
-            flush(&mut cur);
-            prev = None;
+    let mut lowered = String::new();
+    // Emits text[start..end], lowercased when it needs to be, cut to MAX_TOKEN_BYTES.
+    let mut flush = |start: usize, end: usize, plain: bool| {
+        if start >= end {
+            return;
+        }
+        let token = &text[start..end];
+        let token = if plain {
+            token
+        } else {
+            lowered.clear();
+            for c in token.chars() {
+                lowered.extend(c.to_lowercase());
+            }
+            &lowered
+        };
+        let mut cut = token.len().min(MAX_TOKEN_BYTES);
+        while !token.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        emit(&token[..cut]);
+    };
+    let mut start = 0;
+    // The token so far is ASCII lowercase and digits: emitted as a slice of `text`.
+    let mut plain = true;
+    let mut prev = Class::Other;
+    let mut i = 0;
+    while i < bytes.len() {
+        let (class, width) = class_at(i);
+        if class == Class::Other {
+            flush(start, i, plain);
+            i += width;
+            start = i;
+            plain = true;
+            prev = Class::Other;
             continue;
         }
-        if let Some(p) = prev {
-            let boundary = (c.is_uppercase() && (p.is_lowercase() || p.is_numeric()))
-                || (c.is_uppercase()
-                    && p.is_uppercase()
-                    && chars.peek().is_some_and(|n| n.is_lowercase()))
-                || (c.is_numeric() != p.is_numeric());
-            if boundary {
-                flush(&mut cur);
-            }
+        let boundary = match (prev, class) {
+            (Class::Other, _) => false,
+            (Class::Lower | Class::Digit, Class::Upper) => true,
+            (Class::Upper, Class::Upper) => class_at(i + width).0 == Class::Lower,
+            (p, c) => (p == Class::Digit) != (c == Class::Digit),
+        };
+        if boundary {
+            flush(start, i, plain);
+            start = i;
+            plain = true;
         }
-        if c.is_ascii() {
-            cur.push(c.to_ascii_lowercase());
-        } else {
-            cur.extend(c.to_lowercase());
+        if width > 1 || class == Class::Upper {
+            plain = false;
         }
-        prev = Some(c);
+        prev = class;
+        i += width;
     }
-    flush(&mut cur);
+    flush(start, bytes.len(), plain);
 }
 
 fn is_stopword(word: &str) -> bool {
@@ -1006,6 +1090,12 @@ mod tests {
         );
         assert_eq!(words("github__pulls_list"), ["github", "pull", "list"]);
         assert_eq!(words("oauth2Token"), ["oauth", "2", "token"]);
+        assert_eq!(
+            words("ÉtéCafé naïve_ÜBERGröße"),
+            ["été", "café", "naïve", "über", "größe"]
+        );
+        assert_eq!(words("列出 拉取请求"), ["列出", "拉取请求"]);
+        assert_eq!(words("x".repeat(100).as_str())[0].len(), MAX_TOKEN_BYTES);
     }
 
     #[test]
