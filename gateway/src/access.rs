@@ -80,7 +80,7 @@ pub async fn call(
         access if !access.callable(caller.scope()) => Err(not_selected(name)),
         _ => {
             tracing::debug!(tenant = %caller.tenant.name, session = ?caller.session_id(), tool = name, "call admitted");
-            gateway.call(name, arguments, ctx).await
+            gateway.call(caller, name, arguments, ctx).await
         }
     }
 }

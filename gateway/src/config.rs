@@ -57,6 +57,9 @@ pub struct Config {
     /// tenants are configured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub anonymous_tenant: Option<String>,
+    /// JWT bearer tokens: the configured claim names the tenant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jwt: Option<crate::credentials::JwtConfig>,
     /// Per-session state: the visible tool set that `tool_expand_tools` grows.
     #[serde(default)]
     pub sessions: SessionsConfig,
@@ -267,6 +270,18 @@ pub struct UpstreamConfig {
     /// Overrides the global `health` settings for this upstream.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<HealthConfig>,
+    /// Calls running at once on this upstream; more wait up to 2 s, then fail with a
+    /// RateLimited error.
+    #[serde(default = "default_max_concurrent_calls")]
+    pub max_concurrent_calls: usize,
+    /// Log argument values in the audit line of each call (off: they may hold
+    /// personal data or secrets).
+    #[serde(default)]
+    pub audit_arguments: bool,
+}
+
+fn default_max_concurrent_calls() -> usize {
+    64
 }
 
 impl UpstreamConfig {
@@ -313,6 +328,9 @@ impl Config {
     fn resolve_relative_paths(&mut self, dir: &Path) {
         if self.data_dir.is_relative() {
             self.data_dir = dir.join(&self.data_dir);
+        }
+        if let Some(jwt) = &mut self.jwt {
+            jwt.resolve_relative_paths(dir);
         }
         for upstream in self.upstreams.values_mut() {
             if let Some(openapi) = &mut upstream.openapi
@@ -428,6 +446,20 @@ impl Config {
                     "must be at least 1".into(),
                 ));
             }
+        }
+        if let Some(jwt) = &self.jwt
+            && let Err(message) = jwt.validate()
+        {
+            return Err(invalid("jwt".into(), message));
+        }
+        if self.jwt.is_some() && self.tenants.is_empty() {
+            return Err(invalid(
+                "jwt".into(),
+                "JWTs name tenants: configure `tenants` too".into(),
+            ));
+        }
+        if let Err(message) = crate::policy::Policy::from_config(self) {
+            return Err(invalid("tenants".into(), message));
         }
         if self.health.interval.is_zero() {
             return Err(invalid(

@@ -31,6 +31,10 @@ pub struct Mounted {
     pub namespace: Namespace,
     pub call_timeout: Duration,
     pub health: Arc<Tracker>,
+    /// Bounds the calls running at once on this upstream.
+    concurrency: Arc<tokio::sync::Semaphore>,
+    /// Log argument values in the audit line.
+    audit_arguments: bool,
     /// Stops this upstream's health and catalog tasks when it is unmounted.
     stop: CancellationToken,
 }
@@ -50,8 +54,21 @@ impl Mounted {
             namespace,
             call_timeout,
             health: Arc::new(Tracker::new(health)),
+            concurrency: Arc::new(tokio::sync::Semaphore::new(64)),
+            audit_arguments: false,
             stop: CancellationToken::new(),
         }
+    }
+
+    /// Applies the config's per-upstream limits and audit setting.
+    pub fn with_settings(mut self, settings: Option<&crate::config::UpstreamConfig>) -> Self {
+        if let Some(settings) = settings {
+            self.concurrency = Arc::new(tokio::sync::Semaphore::new(
+                settings.max_concurrent_calls.max(1),
+            ));
+            self.audit_arguments = settings.audit_arguments;
+        }
+        self
     }
 }
 
@@ -140,7 +157,8 @@ impl Gateway {
                     upstream_config.namespace,
                     call_timeout,
                     health,
-                ),
+                )
+                .with_settings(Some(upstream_config)),
             );
         }
         gateway.rebuild_catalog();
@@ -306,8 +324,12 @@ impl Gateway {
 
     /// The one call path: resolve the name, check the upstream is up, call it within
     /// its timeout, record metrics and an audit line.
+    ///
+    /// The policy check happens before, in [`crate::access::call`]; `caller` only
+    /// names the tenant and session in the audit line.
     pub async fn call(
         &self,
+        caller: &crate::access::Caller,
         name: &str,
         arguments: JsonObject,
         mut ctx: CallContext,
@@ -320,40 +342,64 @@ impl Gateway {
             .ok_or_else(|| unknown_tool(name))?;
         let started = Instant::now();
         let correlation_id = ctx.correlation_id.clone();
-        let outcome = match mounted.upstream.connection() {
-            Connection::Connected => {
-                let deadline = started + mounted.call_timeout;
-                if deadline < ctx.deadline {
-                    ctx.deadline = deadline;
-                }
-                let timeout = ctx.remaining();
-                let cancel = ctx.cancel.clone();
-                match tokio::time::timeout(
-                    timeout + Duration::from_millis(250),
-                    mounted.upstream.call(&entry.original, arguments, ctx),
-                )
-                .await
-                {
-                    Ok(result) => result,
-                    Err(_) => {
-                        // The adapter should have timed out itself; make sure the
-                        // upstream hears about it anyway.
-                        cancel.cancel();
-                        Err(ToolError::timeout(&entry.upstream, name, timeout))
+        let arguments_for_audit = mounted
+            .audit_arguments
+            .then(|| serde_json::Value::Object(arguments.clone()).to_string());
+        let permit = match mounted.concurrency.clone().try_acquire_owned() {
+            Ok(permit) => Ok(permit),
+            Err(_) => tokio::time::timeout(
+                Duration::from_secs(2).min(ctx.remaining()),
+                mounted.concurrency.clone().acquire_owned(),
+            )
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .ok_or_else(|| ToolError::RateLimited {
+                message: format!(
+                    "upstream '{}' is running as many calls as it is allowed to; retry in a moment",
+                    entry.upstream
+                ),
+                retry_after: Some(Duration::from_secs(1)),
+            }),
+        };
+        let outcome = match permit.as_ref().map(|_| mounted.upstream.connection()) {
+            Err(error) => Err(error.clone()),
+            Ok(connection) => match connection {
+                Connection::Connected => {
+                    let deadline = started + mounted.call_timeout;
+                    if deadline < ctx.deadline {
+                        ctx.deadline = deadline;
+                    }
+                    let timeout = ctx.remaining();
+                    let cancel = ctx.cancel.clone();
+                    match tokio::time::timeout(
+                        timeout + Duration::from_millis(250),
+                        mounted.upstream.call(&entry.original, arguments, ctx),
+                    )
+                    .await
+                    {
+                        Ok(result) => result,
+                        Err(_) => {
+                            // The adapter should have timed out itself; make sure the
+                            // upstream hears about it anyway.
+                            cancel.cancel();
+                            Err(ToolError::timeout(&entry.upstream, name, timeout))
+                        }
                     }
                 }
-            }
-            Connection::Connecting => {
-                Err(ToolError::unavailable(&entry.upstream, "still starting up"))
-            }
-            Connection::Reconnecting | Connection::Closed => Err(ToolError::unavailable(
-                &entry.upstream,
-                mounted
-                    .upstream
-                    .last_error()
-                    .unwrap_or_else(|| "connection lost".into()),
-            )),
+                Connection::Connecting => {
+                    Err(ToolError::unavailable(&entry.upstream, "still starting up"))
+                }
+                Connection::Reconnecting | Connection::Closed => Err(ToolError::unavailable(
+                    &entry.upstream,
+                    mounted
+                        .upstream
+                        .last_error()
+                        .unwrap_or_else(|| "connection lost".into()),
+                )),
+            },
         };
+        drop(permit);
         let elapsed = started.elapsed();
         let outcome_label = match &outcome {
             Ok(output) if output.is_error() => "tool_error",
@@ -362,12 +408,22 @@ impl Gateway {
         };
         self.metrics
             .record_call(name, &entry.upstream, outcome_label, elapsed.as_secs_f64());
+        let result_bytes = match &outcome {
+            Ok(output) => serde_json::to_string(&output.raw)
+                .map(|s| s.len())
+                .unwrap_or(0),
+            Err(_) => 0,
+        };
         tracing::info!(
             target: "toolgate::audit",
+            tenant = %caller.tenant.name,
+            session = caller.session_id().unwrap_or("-"),
+            result_bytes,
             tool = name,
             upstream = %entry.upstream,
             correlation_id = %correlation_id,
             latency_us = elapsed.as_micros() as u64,
+            arguments = arguments_for_audit.as_deref().unwrap_or("-"),
             outcome = outcome_label,
             "tool call"
         );
@@ -419,7 +475,12 @@ impl Gateway {
     }
 
     /// Ranked tools for `query` among the view's allowed names (`tool_search`).
-    pub fn search(&self, view: &crate::access::View, query: &str, limit: usize) -> Vec<serde_json::Value> {
+    pub fn search(
+        &self,
+        view: &crate::access::View,
+        query: &str,
+        limit: usize,
+    ) -> Vec<serde_json::Value> {
         let index = {
             let mut cached = self.search_index.lock().unwrap_or_else(|e| e.into_inner());
             match cached.as_ref() {

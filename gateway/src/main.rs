@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use toolgate::config::Config;
+use toolgate::credentials::Authenticator;
 use toolgate::gateway::Gateway;
 use toolgate::registry::{self, FileStore, RegistrationStore};
 use toolgate::serve;
@@ -38,6 +39,10 @@ enum Command {
     Stdio {
         #[arg(long)]
         config: PathBuf,
+        /// The tenant this process serves (default: the anonymous tenant, or every
+        /// tool when no tenants are configured).
+        #[arg(long)]
+        tenant: Option<String>,
     },
     /// Validate the config, connect to every upstream, print a summary per upstream;
     /// exits non-zero on any error.
@@ -54,6 +59,12 @@ enum Command {
     },
     /// Print the JSON Schema of the config file.
     ConfigSchema,
+    /// Print the hash of an API key, for `tenants.<name>.api_keys` in the config.
+    HashKey {
+        /// The key; read from standard input when omitted (keeps it out of shell
+        /// history).
+        key: Option<String>,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -92,10 +103,11 @@ async fn main() -> ExitCode {
             Ok(config) => serve_http(config, listen).await,
             Err(code) => code,
         },
-        Command::Stdio { config } => match load(&config) {
-            Ok(config) => serve_stdio(config).await,
+        Command::Stdio { config, tenant } => match load(&config) {
+            Ok(config) => serve_stdio(config, tenant).await,
             Err(code) => code,
         },
+        Command::HashKey { key } => hash_key(key),
         Command::Check { config } => match load(&config) {
             Ok(config) => check(config).await,
             Err(code) => code,
@@ -138,6 +150,9 @@ async fn finish_startup(gateway: &Arc<Gateway>) -> Result<(), ExitCode> {
         gateway.shutdown().await;
         return Err(ExitCode::from(2));
     }
+    for (tenant, pattern) in gateway.policy.unmatched_patterns(&gateway.catalog()) {
+        tracing::warn!(%tenant, %pattern, "tenant pattern matches no tool in the catalog");
+    }
     tracing::info!(tools = gateway.catalog().len(), "catalog ready");
     Ok(())
 }
@@ -160,7 +175,16 @@ async fn serve_http(config: Config, listen: Option<String>) -> ExitCode {
     };
     let store: Arc<dyn RegistrationStore> = Arc::new(FileStore::new(&gateway.config.data_dir));
     let stop = CancellationToken::new();
-    let app = serve::router(gateway.clone(), store.clone(), stop.child_token());
+    let authenticator = match authenticator(&gateway.config).await {
+        Ok(authenticator) => authenticator,
+        Err(code) => return code,
+    };
+    let app = serve::router(
+        gateway.clone(),
+        store.clone(),
+        authenticator,
+        stop.child_token(),
+    );
     registry::start_imports(&gateway, store.as_ref()).await;
     tracing::info!(%address, "listening (MCP at /mcp)");
     let server = {
@@ -184,12 +208,24 @@ async fn serve_http(config: Config, listen: Option<String>) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-async fn serve_stdio(config: Config) -> ExitCode {
+async fn serve_stdio(config: Config, tenant: Option<String>) -> ExitCode {
     let gateway = match start(config).await {
         Ok(gateway) => gateway,
         Err(code) => return code,
     };
-    let outcome = serve::stdio::run(gateway.clone()).await;
+    let tenant = match tenant {
+        Some(name) => gateway.policy.tenant(&name),
+        None => gateway.policy.resolve(None).ok(),
+    };
+    let Some(tenant) = tenant else {
+        eprintln!(
+            "toolgate: no tenant for this stdio process: pass --tenant NAME (one of the \
+             configured tenants) or configure `anonymous_tenant`"
+        );
+        gateway.shutdown().await;
+        return ExitCode::from(2);
+    };
+    let outcome = serve::stdio::run(gateway.clone(), tenant).await;
     gateway.shutdown().await;
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -224,6 +260,10 @@ async fn check(config: Config) -> ExitCode {
         failed |= status.health.state != toolgate::health::State::Healthy;
     }
     println!("catalog: {} tools", gateway.catalog().len());
+    // Catalog drift is a warning, not a failure: an upstream may add the tools later.
+    for (tenant, pattern) in gateway.policy.unmatched_patterns(&gateway.catalog()) {
+        println!("warning: tenant '{tenant}': pattern '{pattern}' matches no tool");
+    }
     gateway.shutdown().await;
     if failed {
         ExitCode::FAILURE
@@ -260,6 +300,41 @@ async fn tools(config: Config, format: Format) -> ExitCode {
         }
     }
     gateway.shutdown().await;
+    ExitCode::SUCCESS
+}
+
+/// Builds the authenticator from the tenants' API keys and the JWT settings.
+async fn authenticator(config: &Config) -> Result<Authenticator, ExitCode> {
+    let api_keys = config
+        .tenants
+        .iter()
+        .flat_map(|(tenant, t)| t.api_keys.iter().map(|k| (tenant.clone(), k.clone())))
+        .collect();
+    Authenticator::new(api_keys, config.jwt.clone())
+        .await
+        .map_err(|error| {
+            eprintln!("toolgate: {error}");
+            ExitCode::from(2)
+        })
+}
+
+fn hash_key(key: Option<String>) -> ExitCode {
+    let key = match key {
+        Some(key) => key,
+        None => {
+            let mut line = String::new();
+            if std::io::stdin().read_line(&mut line).is_err() {
+                eprintln!("toolgate: could not read the key from standard input");
+                return ExitCode::from(2);
+            }
+            line.trim_end_matches(['\r', '\n']).to_owned()
+        }
+    };
+    if key.is_empty() {
+        eprintln!("toolgate: the key is empty");
+        return ExitCode::from(2);
+    }
+    println!("{}", toolgate::credentials::hash_key(&key));
     ExitCode::SUCCESS
 }
 

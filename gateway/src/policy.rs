@@ -104,6 +104,9 @@ impl Access {
     }
 }
 
+/// An allowed set and the catalog snapshot it was computed for.
+type CachedAllowed = (std::sync::Weak<Catalog>, Arc<Allowed>);
+
 /// Why a request was refused before it reached a tool.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Refusal {
@@ -120,7 +123,7 @@ pub struct Policy {
     anonymous: Option<String>,
     initial_max_tools: usize,
     /// Allowed sets per tenant for the newest catalog snapshot.
-    cache: Mutex<HashMap<String, (std::sync::Weak<Catalog>, Arc<Allowed>)>>,
+    cache: Mutex<HashMap<String, CachedAllowed>>,
 }
 
 impl Policy {
@@ -129,11 +132,12 @@ impl Policy {
         let mut tenants = HashMap::new();
         let open = config.tenants.is_empty();
         if open {
+            // No tenants: one endpoint, every tool listed — whatever the catalog's size.
             let everything = TenantConfig {
                 api_keys: Vec::new(),
                 allow: vec!["*".into()],
                 deny: Vec::new(),
-                initial: None,
+                initial: Some(vec!["*".into()]),
                 rate_limit: None,
             };
             tenants.insert(

@@ -169,15 +169,11 @@ pub async fn expand_names(
 
     let (expanded_tools, already_selected, expanded_after) = match &caller.session {
         Some((id, _)) => {
-            let expansion = gateway
-                .sessions
-                .expand(id, &to_add)
-                .await
-                .ok_or_else(|| {
-                    ToolError::NotFound(
-                        "this session has expired: start a new one (initialize again)".into(),
-                    )
-                })?;
+            let expansion = gateway.sessions.expand(id, &to_add).await.ok_or_else(|| {
+                ToolError::NotFound(
+                    "this session has expired: start a new one (initialize again)".into(),
+                )
+            })?;
             let mut already = already_visible;
             already.extend(expansion.already);
             (expansion.added, already, expansion.expanded)
@@ -231,12 +227,18 @@ pub async fn expand_names(
 }
 
 /// `tool_search`.
-fn search(gateway: &Gateway, caller: &Caller, arguments: &JsonObject) -> Result<CallOutput, ToolError> {
+fn search(
+    gateway: &Gateway,
+    caller: &Caller,
+    arguments: &JsonObject,
+) -> Result<CallOutput, ToolError> {
     let query = arguments
         .get("query")
         .and_then(Value::as_str)
         .ok_or_else(|| {
-            ToolError::InvalidArgs(format!("{SEARCH} takes {{\"query\": \"what you want to do\"}}"))
+            ToolError::InvalidArgs(format!(
+                "{SEARCH} takes {{\"query\": \"what you want to do\"}}"
+            ))
         })?;
     let limit = arguments
         .get("limit")
@@ -329,7 +331,10 @@ mod tests {
             .iter()
             .map(|s| s.to_string())
             .collect();
-        assert_eq!(closest("gh__get_rep", &allowed).as_deref(), Some("gh__get_repo"));
+        assert_eq!(
+            closest("gh__get_rep", &allowed).as_deref(),
+            Some("gh__get_repo")
+        );
         assert_eq!(closest("stripe__refund", &allowed), None);
     }
 }

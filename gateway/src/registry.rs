@@ -148,6 +148,7 @@ fn openapi_mounted(gateway: &Gateway, upstream: Arc<dyn Upstream>) -> Mounted {
             .and_then(|s| s.health.clone())
             .unwrap_or_else(|| gateway.config.health.clone()),
     )
+    .with_settings(settings)
 }
 
 /// Starts importing every OpenAPI upstream of the config file and every stored
@@ -277,7 +278,11 @@ mod tests {
                 .unwrap()
                 .permissions()
                 .mode();
-            assert_eq!(mode & 0o777, 0o600, "credentials must not be world-readable");
+            assert_eq!(
+                mode & 0o777,
+                0o600,
+                "credentials must not be world-readable"
+            );
         }
         store.save(&[]).await.unwrap();
         assert_eq!(store.load().await.unwrap(), Vec::new());

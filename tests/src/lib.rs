@@ -850,13 +850,22 @@ fn parse_conformance_output(output: &str, scenario: Option<&str>, report: &mut C
     }
 }
 
-/// A tools/list result's tool names.
+/// The gateway's own tools, listed to every caller besides the catalog.
+pub const PROTOCOL_TOOLS: [&str; 3] = ["tool_expand_tools", "tool_search", "tool_invoke"];
+
+/// True for the gateway's own tools (not from any upstream).
+pub fn is_protocol_tool(name: &str) -> bool {
+    PROTOCOL_TOOLS.contains(&name)
+}
+
+/// A tools/list result's catalog tool names (the protocol tools left out).
 pub fn tool_names(list_result: &Value) -> Vec<String> {
     list_result["tools"]
         .as_array()
         .map(|a| {
             a.iter()
                 .filter_map(|t| t["name"].as_str().map(String::from))
+                .filter(|n| !is_protocol_tool(n))
                 .collect()
         })
         .unwrap_or_default()

@@ -62,8 +62,17 @@ async fn ops_endpoints_report_health_catalog_and_metrics() {
     assert_eq!(echo["_meta"]["toolgate/upstream"], "everything");
     assert_eq!(echo["_meta"]["toolgate/tool"], "echo");
     assert_eq!(echo["inputSchema"]["type"], "object");
+    for protocol_tool in toolgate_e2e::PROTOCOL_TOOLS {
+        assert!(
+            tools.iter().any(|t| t["name"] == protocol_tool),
+            "{protocol_tool} must always be listed: {list}"
+        );
+    }
     for tool in tools {
         let name = tool["name"].as_str().expect("name");
+        if toolgate_e2e::is_protocol_tool(name) {
+            continue;
+        }
         assert!(name.starts_with("everything__"), "{name}");
         assert!(
             name.len() <= 64

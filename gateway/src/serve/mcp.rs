@@ -11,13 +11,12 @@
 //! listing here is typed, and [`crate::serve::fidelity`] puts the catalog's raw
 //! definitions back on the wire.
 
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
     NotificationMetaObject, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
-    ProtocolVersion, ServerConfig, Tool,
+    ProtocolVersion, ServerConfig,
 };
 use rmcp::model::{
     CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResponse,
@@ -35,111 +34,88 @@ use toolgate_adapters::{CallContext, Progress};
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, SetLevelRequestParams};
 
 use super::bridge::{self, QueueBridge};
+use super::mcp_shared::McpShared;
 use super::passthrough;
-use crate::catalog::Catalog;
+use crate::access::{self, Caller, View};
 use crate::errors::{self, McpFailure};
-use crate::gateway::Gateway;
-
-/// The typed tool list for a catalog snapshot, cached so `tools/list` is a clone.
-struct TypedCatalog {
-    source: Arc<Catalog>,
-    tools: Arc<Vec<Tool>>,
-}
-
-/// Shared by every MCP session of one gateway.
-pub struct McpShared {
-    gateway: Arc<Gateway>,
-    typed: Mutex<Option<TypedCatalog>>,
-    /// Live legacy sessions, told about catalog changes.
-    peers: Mutex<Vec<Peer<RoleServer>>>,
-}
-
-impl McpShared {
-    pub fn new(gateway: Arc<Gateway>) -> Arc<Self> {
-        let shared = Arc::new(Self {
-            gateway,
-            typed: Mutex::new(None),
-            peers: Mutex::new(Vec::new()),
-        });
-        tokio::spawn(announce_changes(Arc::downgrade(&shared)));
-        shared
-    }
-
-    fn typed_tools(&self) -> Arc<Vec<Tool>> {
-        let catalog = self.gateway.catalog();
-        let mut cached = self.typed.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(typed) = cached.as_ref()
-            && Arc::ptr_eq(&typed.source, &catalog)
-        {
-            return typed.tools.clone();
-        }
-        let tools: Vec<Tool> = catalog
-            .entries()
-            .iter()
-            .filter_map(|entry| {
-                match serde_json::from_value::<Tool>(Value::Object(entry.definition.clone())) {
-                    Ok(tool) => Some(tool),
-                    Err(error) => {
-                        tracing::warn!(tool = %entry.name, %error, "tool definition is not valid MCP; left out of tools/list");
-                        None
-                    }
-                }
-            })
-            .collect();
-        let tools = Arc::new(tools);
-        *cached = Some(TypedCatalog {
-            source: catalog,
-            tools: tools.clone(),
-        });
-        tools
-    }
-}
-
-/// Sends `notifications/tools/list_changed` to every live session when the catalog
-/// changes; sessions whose transport is gone are dropped from the list.
-async fn announce_changes(shared: std::sync::Weak<McpShared>) {
-    let Some(mut changes) = shared.upgrade().map(|s| s.gateway.catalog_changes()) else {
-        return;
-    };
-    while changes.changed().await.is_ok() {
-        let Some(shared) = shared.upgrade() else {
-            return;
-        };
-        let peers: Vec<Peer<RoleServer>> = shared
-            .peers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let mut dead = Vec::new();
-        for (index, peer) in peers.iter().enumerate() {
-            let sent =
-                tokio::time::timeout(Duration::from_secs(5), peer.notify_tool_list_changed()).await;
-            if !matches!(sent, Ok(Ok(()))) {
-                dead.push(index);
-            }
-        }
-        if !dead.is_empty() {
-            let mut live = shared.peers.lock().unwrap_or_else(|e| e.into_inner());
-            // Only remove peers that are still the ones we tried (the list may have grown).
-            let mut index = 0;
-            live.retain(|_| {
-                let keep = !dead.contains(&index);
-                index += 1;
-                keep
-            });
-        }
-    }
-}
+use crate::policy::Tenant;
+use crate::protocol_tools;
 
 /// One MCP session's handler (created per session, or per request on 2026-07-28).
 #[derive(Clone)]
 pub struct McpHandler {
     shared: Arc<McpShared>,
+    /// For stdio: the one tenant and session of the process. Over HTTP the tenant
+    /// comes with each request (see `serve::auth`) and the session is the transport's.
+    fixed: Option<(Arc<Tenant>, String)>,
 }
 
 impl McpHandler {
+    /// A handler for HTTP sessions.
     pub fn new(shared: Arc<McpShared>) -> Self {
-        Self { shared }
+        Self {
+            shared,
+            fixed: None,
+        }
+    }
+
+    /// A handler for one stdio process: `tenant` and a session of its own.
+    pub fn for_process(shared: Arc<McpShared>, tenant: Arc<Tenant>, session: String) -> Self {
+        Self {
+            shared,
+            fixed: Some((tenant, session)),
+        }
+    }
+
+    /// Who is calling: the request's tenant, and its session (legacy protocol
+    /// versions) or none (2026-07-28, sessionless).
+    async fn caller(&self, context: &RequestContext<RoleServer>) -> Result<Caller, McpError> {
+        let parts = context.extensions.get::<http::request::Parts>();
+        let (tenant, session_id) = match &self.fixed {
+            Some((tenant, session)) => (tenant.clone(), Some(session.clone())),
+            None => {
+                let tenant = parts
+                    .and_then(|p| p.extensions.get::<Arc<Tenant>>())
+                    .cloned()
+                    .ok_or_else(|| {
+                        McpError::internal_error(
+                            "request reached the handler unauthenticated",
+                            None,
+                        )
+                    })?;
+                let session = parts
+                    .and_then(|p| p.headers.get("mcp-session-id"))
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
+                (tenant, session)
+            }
+        };
+        let sessionless = context
+            .protocol_version()
+            .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
+        let session_id = if sessionless { None } else { session_id };
+        let session = match session_id {
+            None => None,
+            Some(id) => {
+                // The front door recorded the session at initialize and checked its
+                // tenant; a session missing here has just idled out.
+                let stored = self
+                    .shared
+                    .gateway
+                    .sessions
+                    .get(&id)
+                    .await
+                    .filter(|s| s.tenant == tenant.name)
+                    .ok_or_else(|| {
+                        McpError::invalid_request(
+                            "this session has expired: initialize a new session",
+                            None,
+                        )
+                    })?;
+                Some((stored.id, stored.expanded))
+            }
+        };
+        Ok(Caller { tenant, session })
     }
 }
 
@@ -267,10 +243,18 @@ impl ServerHandler for McpHandler {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let tools = self.shared.typed_tools();
-        Ok(ListToolsResult::with_all_items((*tools).clone()))
+        let caller = self.caller(&context).await?;
+        let view = View::of(&self.shared.gateway, &caller);
+        let typed = self.shared.typed(&view.catalog);
+        let mut tools = self.shared.protocol_tools.clone();
+        tools.extend(
+            view.visible(&caller)
+                .iter()
+                .filter_map(|entry| typed.by_name.get(&entry.name).cloned()),
+        );
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     async fn call_tool(
@@ -278,6 +262,7 @@ impl ServerHandler for McpHandler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        let caller = self.caller(&context).await?;
         let name = request.name.to_string();
         let arguments = request.arguments.unwrap_or_default();
         let progress_token = context.meta.get_progress_token();
@@ -300,7 +285,23 @@ impl ServerHandler for McpHandler {
             tool: &name,
         };
 
-        let call = self.shared.gateway.call(&name, arguments, ctx);
+        let gateway = &self.shared.gateway;
+        let call = async {
+            if !protocol_tools::is_protocol_tool(&name) {
+                return access::call(gateway, &caller, &name, arguments, ctx).await;
+            }
+            match protocol_tools::call(gateway, &caller, &name, arguments, ctx).await {
+                Some(Ok((output, changed))) => {
+                    if changed {
+                        // This session's list grew: tell this session only.
+                        let _ = peer.notify_tool_list_changed().await;
+                    }
+                    Ok(output)
+                }
+                Some(Err(error)) => Err(error),
+                None => Err(errors::unknown_tool(&name)),
+            }
+        };
         tokio::pin!(call);
         let outcome = loop {
             tokio::select! {

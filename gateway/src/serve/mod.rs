@@ -2,9 +2,11 @@
 //! endpoints, the admin API, and MCP over stdio.
 
 pub mod admin;
+pub mod auth;
 pub mod bridge;
 pub mod fidelity;
 pub mod mcp;
+pub mod mcp_shared;
 pub mod ops;
 mod passthrough;
 pub mod protocol_errors;
@@ -17,16 +19,23 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
+use crate::credentials::Authenticator;
 use crate::gateway::Gateway;
 use crate::registry::RegistrationStore;
-use mcp::{McpHandler, McpShared};
+use mcp::McpHandler;
+use mcp_shared::McpShared;
 
 /// The HTTP application: `/mcp` plus the ops endpoints.
 pub fn router(
     gateway: Arc<Gateway>,
     store: Arc<dyn RegistrationStore>,
+    authenticator: Authenticator,
     stop: CancellationToken,
 ) -> Router {
+    let door = Arc::new(auth::FrontDoor {
+        gateway: gateway.clone(),
+        authenticator,
+    });
     let shared = McpShared::new(gateway.clone());
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(gateway.config.allowed_hosts.clone())
@@ -48,6 +57,7 @@ pub fn router(
             gateway.clone(),
             fidelity::restore_raw_definitions,
         ))
+        .layer(axum::middleware::from_fn_with_state(door, auth::admit))
         .layer(axum::middleware::from_fn(
             protocol_errors::as_jsonrpc_errors,
         ));

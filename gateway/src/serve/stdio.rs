@@ -10,11 +10,15 @@ use rmcp::ServiceExt;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use super::fidelity::rewrite_message;
-use super::mcp::{McpHandler, McpShared};
+use super::mcp::McpHandler;
+use super::mcp_shared::McpShared;
 use crate::gateway::Gateway;
+use crate::policy::Tenant;
 
-pub async fn run(gateway: Arc<Gateway>) -> anyhow::Result<()> {
+/// Serves one stdio client as `tenant` (the process is the session).
+pub async fn run(gateway: Arc<Gateway>, tenant: Arc<Tenant>) -> anyhow::Result<()> {
     let shared = McpShared::new(gateway.clone());
+    let session = gateway.sessions.create(&tenant.name).await;
     let (rmcp_side, pump_side) = tokio::io::duplex(1 << 20);
     let pump = tokio::spawn(async move {
         let mut lines = BufReader::new(pump_side).lines();
@@ -27,7 +31,7 @@ pub async fn run(gateway: Arc<Gateway>) -> anyhow::Result<()> {
         }
         anyhow::Ok(())
     });
-    let service = McpHandler::new(shared)
+    let service = McpHandler::for_process(shared, tenant, session.id)
         .serve((tokio::io::stdin(), rmcp_side))
         .await?;
     service.waiting().await?;

@@ -1,0 +1,157 @@
+//! Who is calling: the HTTP surfaces' front door. Turns the `Authorization` header
+//! into a [`Tenant`] (API key or JWT; the anonymous tenant when configured), counts the
+//! request against the tenant's rate limit, and hands the tenant to the handlers in
+//! the request's extensions. Refusals are 401 (with `WWW-Authenticate`) or 429 (with
+//! `Retry-After`), with a JSON-RPC error body on `/mcp`.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use http::{HeaderValue, StatusCode, header};
+use serde_json::json;
+
+use crate::credentials::Authenticator;
+use crate::gateway::Gateway;
+use crate::policy::{Refusal, Tenant};
+
+/// What the front door needs.
+pub struct FrontDoor {
+    pub gateway: Arc<Gateway>,
+    pub authenticator: Authenticator,
+}
+
+impl FrontDoor {
+    /// The tenant of a request, or the response refusing it.
+    pub async fn admit(&self, headers: &http::HeaderMap) -> Result<Arc<Tenant>, Response> {
+        let authorization = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        let policy = &self.gateway.policy;
+        // An open gateway ignores credentials: there is nothing to check them against.
+        let authenticated = if policy.is_open() {
+            None
+        } else {
+            match self.authenticator.authenticate(authorization).await {
+                Ok(tenant) => tenant,
+                Err(error) => {
+                    return Err(refusal(
+                        StatusCode::UNAUTHORIZED,
+                        error.code(),
+                        &error.to_string(),
+                        Some(("www-authenticate", error.www_authenticate())),
+                    ));
+                }
+            }
+        };
+        let tenant = policy
+            .resolve(authenticated.as_deref())
+            .map_err(|r| self.refuse(r))?;
+        policy.admit(&tenant).map_err(|r| self.refuse(r))?;
+        Ok(tenant)
+    }
+
+    fn refuse(&self, refusal_reason: Refusal) -> Response {
+        match refusal_reason {
+            Refusal::Unauthenticated => refusal(
+                StatusCode::UNAUTHORIZED,
+                "missing_credentials",
+                "credentials required: send `Authorization: Bearer <API key or JWT>`",
+                Some(("www-authenticate", "Bearer realm=\"toolgate\"".to_owned())),
+            ),
+            Refusal::RateLimited { retry_after } => {
+                let seconds = retry_after.as_secs_f64().ceil().max(1.0) as u64;
+                refusal(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "rate_limited",
+                    &format!("too many requests for this tenant: retry after {seconds} s"),
+                    Some(("retry-after", seconds.to_string())),
+                )
+            }
+        }
+    }
+}
+
+fn refusal(
+    status: StatusCode,
+    code: &str,
+    message: &str,
+    extra_header: Option<(&'static str, String)>,
+) -> Response {
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": -32001, "message": message, "data": {"code": code}},
+    });
+    let mut response = Response::new(Body::from(body.to_string()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if let Some((name, value)) = extra_header
+        && let Ok(value) = HeaderValue::from_str(&value)
+    {
+        response.headers_mut().insert(name, value);
+    }
+    response
+}
+
+/// The MCP transport's session header.
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// Axum middleware: admits the request or refuses it; the tenant travels in the
+/// request's extensions (rmcp hands them to the handler inside `http::request::Parts`).
+///
+/// A transport session belongs to the tenant that initialized it: the session is
+/// recorded with its tenant when `initialize` answers with a new `Mcp-Session-Id`, and
+/// every later request on it (POST, the GET stream, DELETE) must come from that tenant.
+/// A session this gateway does not know (never seen, or idled out) is refused like a
+/// missing one, so it can never be taken over.
+pub async fn admit(
+    State(door): State<Arc<FrontDoor>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let tenant = match door.admit(request.headers()).await {
+        Ok(tenant) => tenant,
+        Err(response) => return response,
+    };
+    let session = request
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    if let Some(id) = &session {
+        let owned = door
+            .gateway
+            .sessions
+            .get(id)
+            .await
+            .is_some_and(|s| s.tenant == tenant.name);
+        if !owned {
+            return refusal(
+                StatusCode::NOT_FOUND,
+                "session_not_found",
+                "session not found: it expired or belongs to other credentials; initialize a new session",
+                None,
+            );
+        }
+    }
+    request.extensions_mut().insert(tenant.clone());
+    let response = next.run(request).await;
+    if session.is_none()
+        && let Some(new_id) = response
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+    {
+        door.gateway
+            .sessions
+            .get_or_create(new_id, &tenant.name)
+            .await;
+    }
+    response
+}

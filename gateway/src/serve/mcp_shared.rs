@@ -1,0 +1,113 @@
+//! State shared by every MCP session of one gateway: the typed tool definitions of the
+//! current catalog (converted once per snapshot, so `tools/list` only filters and
+//! clones), and the live legacy sessions, told when the catalog changes.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::Tool;
+use rmcp::{Peer, RoleServer};
+use serde_json::Value;
+
+use crate::catalog::Catalog;
+use crate::gateway::Gateway;
+use crate::protocol_tools;
+
+/// The typed definitions of one catalog snapshot.
+pub struct TypedCatalog {
+    source: Arc<Catalog>,
+    pub by_name: HashMap<String, Tool>,
+}
+
+/// Shared by every MCP session of one gateway.
+pub struct McpShared {
+    pub gateway: Arc<Gateway>,
+    typed: Mutex<Option<Arc<TypedCatalog>>>,
+    /// The protocol tools (`tool_expand_tools`, `tool_search`, `tool_invoke`).
+    pub protocol_tools: Vec<Tool>,
+    /// Live legacy sessions, told about catalog changes.
+    pub peers: Mutex<Vec<Peer<RoleServer>>>,
+}
+
+impl McpShared {
+    pub fn new(gateway: Arc<Gateway>) -> Arc<Self> {
+        let protocol_tools = protocol_tools::definitions()
+            .into_iter()
+            .filter_map(|d| serde_json::from_value::<Tool>(Value::Object(d)).ok())
+            .collect();
+        let shared = Arc::new(Self {
+            gateway,
+            typed: Mutex::new(None),
+            protocol_tools,
+            peers: Mutex::new(Vec::new()),
+        });
+        tokio::spawn(announce_changes(Arc::downgrade(&shared)));
+        shared
+    }
+
+    /// The typed definitions of `catalog` (cached per snapshot).
+    pub fn typed(&self, catalog: &Arc<Catalog>) -> Arc<TypedCatalog> {
+        let mut cached = self.typed.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(typed) = cached.as_ref()
+            && Arc::ptr_eq(&typed.source, catalog)
+        {
+            return typed.clone();
+        }
+        let by_name = catalog
+            .entries()
+            .iter()
+            .filter_map(|entry| {
+                match serde_json::from_value::<Tool>(Value::Object(entry.definition.clone())) {
+                    Ok(tool) => Some((entry.name.clone(), tool)),
+                    Err(error) => {
+                        tracing::warn!(tool = %entry.name, %error, "tool definition is not valid MCP; left out of tools/list");
+                        None
+                    }
+                }
+            })
+            .collect();
+        let typed = Arc::new(TypedCatalog {
+            source: catalog.clone(),
+            by_name,
+        });
+        *cached = Some(typed.clone());
+        typed
+    }
+}
+
+/// Sends `notifications/tools/list_changed` to every live session when the catalog
+/// changes; sessions whose transport is gone are dropped from the list.
+async fn announce_changes(shared: std::sync::Weak<McpShared>) {
+    let Some(mut changes) = shared.upgrade().map(|s| s.gateway.catalog_changes()) else {
+        return;
+    };
+    while changes.changed().await.is_ok() {
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let peers: Vec<Peer<RoleServer>> = shared
+            .peers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let mut dead = Vec::new();
+        for (index, peer) in peers.iter().enumerate() {
+            let sent =
+                tokio::time::timeout(Duration::from_secs(5), peer.notify_tool_list_changed()).await;
+            if !matches!(sent, Ok(Ok(()))) {
+                dead.push(index);
+            }
+        }
+        if !dead.is_empty() {
+            let mut live = shared.peers.lock().unwrap_or_else(|e| e.into_inner());
+            // Only remove peers that are still the ones we tried (the list may have grown).
+            let mut index = 0;
+            live.retain(|_| {
+                let keep = !dead.contains(&index);
+                index += 1;
+                keep
+            });
+        }
+    }
+}
