@@ -492,7 +492,7 @@ async fn upstream_log_messages_during_a_call_are_never_lost() {
         ex.response
     );
 
-    const CALLS: usize = 20;
+    const CALLS: usize = 40;
     let mut short = Vec::new();
     for i in 0..CALLS {
         let ex = session
