@@ -60,6 +60,10 @@ pub fn router(
         .layer(axum::middleware::from_fn_with_state(door, auth::admit))
         .layer(axum::middleware::from_fn(
             protocol_errors::as_jsonrpc_errors,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            gateway.config.max_request_body_bytes,
+            protocol_errors::refuse_oversized,
         ));
     ops::router(gateway.clone())
         .merge(admin::router(gateway, store))

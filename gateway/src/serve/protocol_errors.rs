@@ -17,6 +17,49 @@ use serde_json::json;
 const PARSE_ERROR: i64 = -32700;
 const INVALID_REQUEST: i64 = -32600;
 
+/// Refuses a body whose declared length is over the limit with 413 and a JSON-RPC
+/// error — after reading (and dropping) what the client sends, up to 16 times the limit
+/// and 10 s, so the client is not cut off mid-upload and can read the answer. Bodies
+/// without a declared length are limited by the transport itself.
+pub async fn refuse_oversized(
+    axum::extract::State(limit): axum::extract::State<usize>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    let Some(length) = declared.filter(|&length| length > limit) else {
+        return next.run(request).await;
+    };
+    if length <= limit.saturating_mul(16) {
+        use futures::StreamExt;
+        let mut body = request.into_body().into_data_stream();
+        let drain = async { while let Some(Ok(_)) = body.next().await {} };
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(10), drain).await;
+    }
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {
+            "code": INVALID_REQUEST,
+            "message": format!(
+                "request body of {length} bytes exceeds the limit of {limit} bytes \
+                 (max_request_body_bytes in the gateway config)"
+            ),
+        },
+    });
+    let mut response = Response::new(Body::from(body.to_string()));
+    *response.status_mut() = StatusCode::PAYLOAD_TOO_LARGE;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
 pub async fn as_jsonrpc_errors(request: Request, next: Next) -> Response {
     let response = next.run(request).await;
     let status = response.status();
