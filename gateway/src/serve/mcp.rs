@@ -303,6 +303,15 @@ impl ServerHandler for McpHandler {
             }
         };
         tokio::pin!(call);
+        let upstream = self
+            .shared
+            .gateway
+            .catalog()
+            .get(&name)
+            .map(|entry| entry.upstream.clone());
+        if let Some(upstream) = &upstream {
+            self.shared.note_passthrough_caller(upstream, &peer);
+        }
         let outcome = loop {
             tokio::select! {
                 biased;
@@ -311,6 +320,10 @@ impl ServerHandler for McpHandler {
                 outcome = &mut call => break outcome,
             }
         };
+        if let Some(upstream) = &upstream {
+            // Stray log lines that trail the result belong to this call.
+            self.shared.note_passthrough_caller(upstream, &peer);
+        }
         // The adapter queues everything before it resolves the call: what is still
         // queued goes out before the result.
         while let Ok(update) = updates.try_recv() {

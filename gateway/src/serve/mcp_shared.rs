@@ -4,9 +4,9 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use rmcp::model::Tool;
+use rmcp::model::{CustomNotification, ServerNotification, Tool};
 use rmcp::{Peer, RoleServer};
 use serde_json::Value;
 
@@ -28,7 +28,13 @@ pub struct McpShared {
     pub protocol_tools: Vec<Tool>,
     /// Live legacy sessions, told about catalog changes.
     pub peers: Mutex<Vec<Peer<RoleServer>>>,
+    /// The session whose call on the passthrough upstream finished last, and when:
+    /// where that upstream's late notifications go (see [`relay_late_notifications`]).
+    last_passthrough_caller: Mutex<Option<(Peer<RoleServer>, Instant)>>,
 }
+
+/// How long after a passthrough call a stray notification is still taken to be its.
+const LATE_NOTIFICATION_WINDOW: Duration = Duration::from_secs(2);
 
 impl McpShared {
     pub fn new(gateway: Arc<Gateway>) -> Arc<Self> {
@@ -41,9 +47,34 @@ impl McpShared {
             typed: Mutex::new(None),
             protocol_tools,
             peers: Mutex::new(Vec::new()),
+            last_passthrough_caller: Mutex::new(None),
         });
         tokio::spawn(announce_changes(Arc::downgrade(&shared)));
+        if let Some(notifications) = shared
+            .gateway
+            .passthrough()
+            .and_then(|m| m.upstream.notifications())
+        {
+            tokio::spawn(relay_late_notifications(
+                Arc::downgrade(&shared),
+                notifications,
+            ));
+        }
         shared
+    }
+
+    /// Notes that `peer` is calling (or just finished calling) `upstream`.
+    pub fn note_passthrough_caller(&self, upstream: &str, peer: &Peer<RoleServer>) {
+        let is_passthrough = self
+            .gateway
+            .passthrough()
+            .is_some_and(|m| m.upstream.name() == upstream);
+        if is_passthrough {
+            *self
+                .last_passthrough_caller
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = Some((peer.clone(), Instant::now()));
+        }
     }
 
     /// The typed definitions of `catalog` (cached per snapshot).
@@ -108,6 +139,51 @@ async fn announce_changes(shared: std::sync::Weak<McpShared>) {
                 index += 1;
                 keep
             });
+        }
+    }
+}
+
+/// Relays the passthrough upstream's log notifications that arrive after their call
+/// finished. An upstream may send them on its own stream (not the call's), so the last
+/// one can reach the gateway just after the result; it goes to the session whose call
+/// finished last, when that was within a short window, and is dropped otherwise (never
+/// broadcast: other sessions may belong to other tenants).
+async fn relay_late_notifications(
+    shared: std::sync::Weak<McpShared>,
+    mut notifications: tokio::sync::broadcast::Receiver<(String, Value)>,
+) {
+    loop {
+        let (method, params) = match notifications.recv().await {
+            Ok(message) => message,
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        };
+        if method != "notifications/message" {
+            continue;
+        }
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let target = shared
+            .last_passthrough_caller
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .filter(|(_, at)| at.elapsed() <= LATE_NOTIFICATION_WINDOW)
+            .map(|(peer, _)| peer.clone());
+        match target {
+            Some(peer) => {
+                let notification = ServerNotification::CustomNotification(CustomNotification::new(
+                    method,
+                    Some(params),
+                ));
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(5),
+                    peer.send_notification(notification),
+                )
+                .await;
+            }
+            None => tracing::debug!("upstream log notification outside any call dropped"),
         }
     }
 }
