@@ -219,8 +219,8 @@ impl Gateway {
         replaced
     }
 
-    /// Waits until every upstream has connected once (or `timeout` passes), then
-    /// rebuilds the catalog. Returns the names of upstreams still not connected.
+    /// Waits until every upstream has connected once or failed (or `timeout` passes),
+    /// then rebuilds the catalog. Returns the names of upstreams not connected.
     pub async fn wait_for_upstreams(&self, timeout: Duration) -> Vec<String> {
         let deadline = Instant::now() + timeout;
         loop {
@@ -228,18 +228,25 @@ impl Gateway {
                 .upstreams()
                 .iter()
                 .filter(|(_, m)| {
-                    // Closed: a failed import or a shut-down upstream; nothing to wait for.
+                    // Wait only for upstreams still on their first attempt: one that is
+                    // closed (a failed import) or has already failed joins the catalog
+                    // whenever it connects.
                     !matches!(
                         m.upstream.connection(),
                         Connection::Connected | Connection::Closed
-                    )
+                    ) && m.upstream.last_error().is_none()
                 })
                 .map(|(name, _)| name.clone())
                 .collect();
             if pending.is_empty() || Instant::now() >= deadline {
                 self.rebuild_catalog();
                 self.ready.store(true, Ordering::Release);
-                return pending;
+                return self
+                    .upstreams()
+                    .iter()
+                    .filter(|(_, m)| m.upstream.connection() != Connection::Connected)
+                    .map(|(name, _)| name.clone())
+                    .collect();
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
