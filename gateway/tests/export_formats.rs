@@ -1,0 +1,438 @@
+//! Tool export formats checked against each consumer's rules, on every tool the shared
+//! OpenAPI corpus imports and on MCP definitions written here (server-everything's
+//! tools plus the awkward shapes real servers send).
+//!
+//! The checks are written from the rules (see `toolgate::export`'s table), not from the
+//! converter: each output is walked and every schema node inspected for forbidden or
+//! unknown keywords, root shape, closed and fully required objects in strict mode,
+//! names, `nullable` handling and `$ref`s. Every output schema is also meta-validated
+//! as JSON Schema with the `jsonschema` crate.
+//!
+//! The corpus lives in `$TOOLGATE_SHARED/specs` (default `../shared/specs` beside the
+//! workspace root); without it the corpus test prints a notice and passes, except under
+//! `CI=true`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use serde_json::{Map, Value, json};
+use toolgate::export::{ExportError, ExportOptions, Format, MAX_DESCRIPTION, export, strip_strict_nulls};
+use toolgate_adapters::openapi::{OpenApiConfig, OpenApiUpstream};
+use toolgate_adapters::{JsonObject, Upstream};
+
+mod rules {
+    use super::*;
+
+    pub const STRICT_KEYS: &[&str] = &[
+        "type", "description", "properties", "required", "additionalProperties", "items",
+        "enum", "anyOf", "format",
+    ];
+    pub const STRICT_FORMATS: &[&str] = &[
+        "date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid",
+    ];
+    pub const GEMINI_KEYS: &[&str] = &[
+        "type", "format", "description", "nullable", "enum", "properties", "required",
+        "items", "minItems", "maxItems", "minimum", "maximum",
+    ];
+    pub const JSON_TYPES: &[&str] = &["string", "number", "integer", "boolean", "array", "object"];
+    const SCHEMA_MAPS: &[&str] = &["properties", "patternProperties", "$defs", "definitions", "dependentSchemas"];
+    const SCHEMA_ONE: &[&str] = &[
+        "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames",
+        "unevaluatedProperties", "unevaluatedItems", "additionalItems",
+    ];
+    const SCHEMA_LISTS: &[&str] = &["anyOf", "oneOf", "allOf", "prefixItems"];
+
+    /// Calls `f` on every schema node (objects only) with its path; bounded depth.
+    pub fn walk(s: &Value, path: &str, depth: usize, f: &mut dyn FnMut(&Map<String, Value>, &str)) {
+        assert!(depth < 200, "{path}: schema nested over 200 levels");
+        let Some(m) = s.as_object() else { return };
+        f(m, path);
+        for (k, v) in m {
+            let k = k.as_str();
+            if SCHEMA_MAPS.contains(&k) {
+                for (n, p) in v.as_object().into_iter().flatten() {
+                    walk(p, &format!("{path}/{k}/{n}"), depth + 1, f);
+                }
+            } else if SCHEMA_ONE.contains(&k) || (k == "items" && v.is_object()) {
+                walk(v, &format!("{path}/{k}"), depth + 1, f);
+            } else if SCHEMA_LISTS.contains(&k) || k == "items" {
+                for (i, b) in v.as_array().into_iter().flatten().enumerate() {
+                    walk(b, &format!("{path}/{k}/{i}"), depth + 1, f);
+                }
+            }
+        }
+    }
+
+    pub fn name_ok(name: &str, gemini: bool) -> bool {
+        (1..=64).contains(&name.len())
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            && (!gemini || name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_'))
+    }
+
+    fn types(m: &Map<String, Value>) -> Vec<&str> {
+        match m.get("type") {
+            Some(Value::String(t)) => vec![t.as_str()],
+            Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+            _ => vec![],
+        }
+    }
+
+    pub fn admits_null(v: &Value) -> bool {
+        let Some(m) = v.as_object() else { return false };
+        types(m).contains(&"null")
+            || m.get("anyOf").and_then(Value::as_array).is_some_and(|b| b.iter().any(admits_null))
+    }
+
+    /// Problems with a function's name and description.
+    pub fn header(name: Option<&Value>, description: Option<&Value>, gemini: bool, errs: &mut Vec<String>) {
+        match name.and_then(Value::as_str) {
+            Some(n) if name_ok(n, gemini) => {}
+            other => errs.push(format!("bad name {other:?}")),
+        }
+        match description.and_then(Value::as_str) {
+            Some(d) if !d.trim().is_empty() && d.chars().count() <= MAX_DESCRIPTION => {}
+            other => errs.push(format!("bad description ({:?} chars)", other.map(|d| d.chars().count()))),
+        }
+    }
+
+    /// Object root without combinators there (OpenAI, Anthropic).
+    pub fn object_root(s: &Value, errs: &mut Vec<String>) {
+        if s.get("type") != Some(&json!("object")) {
+            errs.push(format!("root type is {:?}, not \"object\"", s.get("type")));
+        }
+        for k in ["anyOf", "oneOf", "allOf"] {
+            if s.get(k).is_some() {
+                errs.push(format!("root has {k}"));
+            }
+        }
+    }
+
+    /// Every `$ref` points at something in the document.
+    pub fn refs_resolve(s: &Value, errs: &mut Vec<String>) {
+        walk(s, "#", 0, &mut |m, path| {
+            if let Some(r) = m.get("$ref").and_then(Value::as_str) {
+                let ok = r == "#" || r.strip_prefix('#').is_some_and(|p| s.pointer(p).is_some());
+                if !ok {
+                    errs.push(format!("{path}: $ref {r} does not resolve"));
+                }
+            }
+        });
+    }
+
+    /// OpenAI structured outputs rules, node by node.
+    pub fn strict(s: &Value, source_root: &Value, errs: &mut Vec<String>) {
+        object_root(s, errs);
+        walk(s, "#", 0, &mut |m, path| {
+            for k in m.keys() {
+                if !STRICT_KEYS.contains(&k.as_str()) {
+                    errs.push(format!("{path}: keyword {k} not allowed in strict mode"));
+                }
+            }
+            let ts = types(m);
+            if ts.is_empty() && !m.contains_key("anyOf") {
+                errs.push(format!("{path}: neither type nor anyOf"));
+            }
+            if m.contains_key("anyOf") && m.contains_key("type") {
+                errs.push(format!("{path}: type beside anyOf"));
+            }
+            let non_null: Vec<&&str> = ts.iter().filter(|t| **t != "null").collect();
+            if non_null.len() > 1 || ts.iter().any(|t| *t != "null" && !JSON_TYPES.contains(t)) {
+                errs.push(format!("{path}: type {ts:?}"));
+            }
+            if ts.contains(&"object") {
+                let props = m.get("properties").and_then(Value::as_object);
+                let req: Option<Vec<&str>> = m
+                    .get("required")
+                    .and_then(Value::as_array)
+                    .map(|r| r.iter().filter_map(Value::as_str).collect());
+                match (props, req) {
+                    (Some(p), Some(r)) => {
+                        let mut keys: Vec<&str> = p.keys().map(String::as_str).collect();
+                        let mut r2 = r.clone();
+                        keys.sort_unstable();
+                        r2.sort_unstable();
+                        if keys != r2 {
+                            errs.push(format!("{path}: required {r:?} is not every property"));
+                        }
+                    }
+                    _ => errs.push(format!("{path}: object without properties/required")),
+                }
+                if m.get("additionalProperties") != Some(&json!(false)) {
+                    errs.push(format!("{path}: object not closed"));
+                }
+            } else if m.contains_key("properties") || m.contains_key("additionalProperties") {
+                errs.push(format!("{path}: object keywords on a non-object"));
+            }
+            if ts.contains(&"array") && !m.get("items").is_some_and(Value::is_object) {
+                errs.push(format!("{path}: array without items"));
+            }
+            if let Some(f) = m.get("format") {
+                if !(ts.contains(&"string") && f.as_str().is_some_and(|f| STRICT_FORMATS.contains(&f))) {
+                    errs.push(format!("{path}: format {f} not supported"));
+                }
+            }
+            if let Some(e) = m.get("enum") {
+                match e.as_array() {
+                    Some(values) if !values.is_empty() => {
+                        if ts.contains(&"null") && !values.iter().any(Value::is_null) {
+                            errs.push(format!("{path}: nullable enum without null"));
+                        }
+                    }
+                    _ => errs.push(format!("{path}: empty enum")),
+                }
+            }
+        });
+        if s.get("type").is_some_and(|t| t.is_array()) {
+            errs.push("root is nullable".into());
+        }
+        // Optional properties at the root became nullable.
+        if let (Some(src), Some(out)) = (
+            source_root.get("properties").and_then(Value::as_object),
+            s.get("properties").and_then(Value::as_object),
+        ) {
+            let required: Vec<&str> = source_root
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            for name in src.keys() {
+                match out.get(name) {
+                    None => errs.push(format!("property {name} lost")),
+                    Some(p) if !required.contains(&name.as_str()) && !admits_null(p) => {
+                        errs.push(format!("optional property {name} is not nullable"))
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// Gemini's OpenAPI 3.0 subset, node by node.
+    pub fn gemini(s: &Value, errs: &mut Vec<String>) {
+        if s.get("type") != Some(&json!("object")) {
+            errs.push("root is not an object".into());
+        }
+        walk(s, "#", 0, &mut |m, path| {
+            for k in m.keys() {
+                if !GEMINI_KEYS.contains(&k.as_str()) {
+                    errs.push(format!("{path}: keyword {k} not in Gemini's subset"));
+                }
+            }
+            let t = match m.get("type") {
+                Some(Value::String(t)) if JSON_TYPES.contains(&t.as_str()) => t.as_str(),
+                other => {
+                    errs.push(format!("{path}: type {other:?}"));
+                    return;
+                }
+            };
+            if let Some(n) = m.get("nullable") && !n.is_boolean() {
+                errs.push(format!("{path}: nullable {n}"));
+            }
+            if let Some(e) = m.get("enum") {
+                let ok = t == "string"
+                    && e.as_array().is_some_and(|v| !v.is_empty() && v.iter().all(Value::is_string));
+                if !ok {
+                    errs.push(format!("{path}: enum {e} on {t}"));
+                }
+            }
+            if let Some(f) = m.get("format").and_then(Value::as_str) {
+                let ok = matches!(
+                    (t, f),
+                    ("string", "date-time" | "enum") | ("number", "float" | "double") | ("integer", "int32" | "int64")
+                );
+                if !ok {
+                    errs.push(format!("{path}: format {f} on {t}"));
+                }
+            }
+            if t == "array" && !m.get("items").is_some_and(Value::is_object) {
+                errs.push(format!("{path}: array without items"));
+            }
+            if t != "object" && (m.contains_key("properties") || m.contains_key("required")) {
+                errs.push(format!("{path}: properties on {t}"));
+            }
+            if let Some(r) = m.get("required").and_then(Value::as_array) {
+                let props = m.get("properties").and_then(Value::as_object);
+                for n in r.iter().filter_map(Value::as_str) {
+                    if !props.is_some_and(|p| p.contains_key(n)) {
+                        errs.push(format!("{path}: required {n} is not a property"));
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// Checks one exported tool against its format's rules; the problems found.
+fn check(definition: &JsonObject, format: Format, strict: bool, out: &Value) -> Vec<String> {
+    let mut errs = Vec::new();
+    let source_root = definition.get("inputSchema").cloned().unwrap_or(json!({}));
+    let schema = match format {
+        Format::Mcp => {
+            if out != &Value::Object(definition.clone()) {
+                errs.push("MCP output differs from the definition".into());
+            }
+            return errs;
+        }
+        Format::OpenAi => {
+            let keys: Vec<&String> = out.as_object().map(|o| o.keys().collect()).unwrap_or_default();
+            if keys != ["type", "function"] || out["type"] != "function" {
+                errs.push(format!("envelope keys {keys:?}"));
+            }
+            let f = &out["function"];
+            rules::header(f.get("name"), f.get("description"), false, &mut errs);
+            if strict != (f.get("strict") == Some(&json!(true))) || (!strict && f.get("strict").is_some()) {
+                errs.push("strict flag wrong".into());
+            }
+            f["parameters"].clone()
+        }
+        Format::Responses => {
+            if out["type"] != "function" || out.get("function").is_some() {
+                errs.push("not a Responses function tool".into());
+            }
+            rules::header(out.get("name"), out.get("description"), false, &mut errs);
+            if strict != (out.get("strict") == Some(&json!(true))) {
+                errs.push("strict flag wrong".into());
+            }
+            out["parameters"].clone()
+        }
+        Format::Anthropic => {
+            let mut keys: Vec<&String> = out.as_object().map(|o| o.keys().collect()).unwrap_or_default();
+            keys.sort();
+            if keys != ["description", "input_schema", "name"] {
+                errs.push(format!("keys {keys:?}"));
+            }
+            rules::header(out.get("name"), out.get("description"), false, &mut errs);
+            out["input_schema"].clone()
+        }
+        Format::Gemini => {
+            let mut keys: Vec<&String> = out.as_object().map(|o| o.keys().collect()).unwrap_or_default();
+            keys.sort();
+            if keys != ["description", "name", "parameters"] {
+                errs.push(format!("keys {keys:?}"));
+            }
+            rules::header(out.get("name"), out.get("description"), true, &mut errs);
+            out["parameters"].clone()
+        }
+    };
+    match (format, strict) {
+        (Format::Gemini, _) => rules::gemini(&schema, &mut errs),
+        (Format::OpenAi | Format::Responses, true) => rules::strict(&schema, &source_root, &mut errs),
+        _ => {
+            rules::object_root(&schema, &mut errs);
+            rules::refs_resolve(&schema, &mut errs);
+        }
+    }
+    if let Err(e) = jsonschema::meta::validate(&schema) {
+        errs.push(format!("not a valid JSON Schema: {e}"));
+    }
+    errs
+}
+
+const VARIANTS: [(Format, bool); 7] = [
+    (Format::OpenAi, false),
+    (Format::OpenAi, true),
+    (Format::Responses, false),
+    (Format::Responses, true),
+    (Format::Anthropic, false),
+    (Format::Gemini, false),
+    (Format::Mcp, false),
+];
+
+fn label(format: Format, strict: bool) -> String {
+    if strict { format!("{format}+strict") } else { format.to_string() }
+}
+
+#[derive(Default)]
+struct Tally {
+    ok: BTreeMap<String, usize>,
+    export_errors: Vec<ExportError>,
+    violations: Vec<String>,
+}
+
+fn run(tally: &mut Tally, definitions: &[JsonObject]) {
+    for d in definitions {
+        for (format, strict) in VARIANTS {
+            match export(d, format, &ExportOptions { strict }) {
+                Ok(out) => {
+                    let errs = check(d, format, strict, &out);
+                    if errs.is_empty() {
+                        *tally.ok.entry(label(format, strict)).or_default() += 1;
+                    } else {
+                        let name = d.get("name").and_then(Value::as_str).unwrap_or("?");
+                        for e in errs.into_iter().take(5) {
+                            tally.violations.push(format!("{name} [{}]: {e}", label(format, strict)));
+                        }
+                    }
+                }
+                Err(e) => tally.export_errors.push(e),
+            }
+        }
+    }
+}
+
+fn print(title: &str, tally: &Tally) {
+    println!("{title}: exported and checked per format:");
+    for (f, n) in &tally.ok {
+        println!("  {f:<18} {n}");
+    }
+    for e in &tally.export_errors {
+        println!("  ExportError: {e}");
+    }
+    for v in tally.violations.iter().take(40) {
+        println!("  VIOLATION {v}");
+    }
+}
+
+fn specs_dir() -> Option<PathBuf> {
+    let shared = match std::env::var("TOOLGATE_SHARED") {
+        Ok(d) => PathBuf::from(d),
+        Err(_) => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared"),
+    };
+    let specs = shared.join("specs");
+    if specs.is_dir() {
+        return Some(specs);
+    }
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("the shared corpus is missing under {} (set TOOLGATE_SHARED)", specs.display());
+    }
+    eprintln!("NOTICE: no shared corpus under {}; skipping the corpus export test", specs.display());
+    None
+}
+
+#[tokio::test]
+async fn every_corpus_tool_exports_within_each_formats_rules() {
+    let Some(specs) = specs_dir() else { return };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&specs)
+        .expect("read the specs directory")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("json" | "yaml" | "yml")))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no specs in {}", specs.display());
+    let started = Instant::now();
+    let mut tally = Tally::default();
+    let mut total = 0;
+    for path in &files {
+        let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("spec");
+        let name: String = stem
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .take(20)
+            .collect();
+        let (upstream, _) = OpenApiUpstream::load(&name, OpenApiConfig::from_path(path.to_string_lossy()))
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let defs: Vec<JsonObject> = upstream.tools().iter().map(|t| t.raw.clone()).collect();
+        println!("{}: {} tools", path.display(), defs.len());
+        total += defs.len();
+        run(&mut tally, &defs);
+    }
+    print(&format!("corpus ({total} tools, {:?})", started.elapsed()), &tally);
+    assert!(total > 1000, "only {total} tools imported");
+    assert!(tally.violations.is_empty(), "{} rule violations", tally.violations.len());
+    assert!(tally.export_errors.is_empty(), "export errors: {:?}", tally.export_errors);
+    for (f, s) in VARIANTS {
+        assert_eq!(tally.ok.get(&label(f, s)).copied().unwrap_or(0), total, "{}", label(f, s));
+    }
+}
