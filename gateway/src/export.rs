@@ -182,11 +182,11 @@ pub fn export(
             function_tool(format, name, description(fixed.note), parameters, true)
         }
         Format::OpenAi | Format::Responses => {
-            let fixed = root::object_root(&schema).map_err(&fail)?;
+            let fixed = root::object_root(&refs::repair(&schema)).map_err(&fail)?;
             function_tool(format, name, description(fixed.note), fixed.schema, false)
         }
         Format::Anthropic => {
-            let fixed = root::object_root(&schema).map_err(&fail)?;
+            let fixed = root::object_root(&refs::repair(&schema)).map_err(&fail)?;
             json!({
                 "name": name,
                 "description": description(fixed.note),
@@ -289,7 +289,8 @@ fn tool_description(definition: &JsonObject, name: &str) -> String {
     }
 }
 
-/// `text` cut to [`MAX_DESCRIPTION`] characters, ending with `…` when cut.
+/// `text` cut to [`MAX_DESCRIPTION`] characters (at a word boundary when one is near),
+/// ending with `…` when cut.
 pub(crate) fn cap(text: &str) -> String {
     cap_to(text, MAX_DESCRIPTION)
 }
@@ -298,8 +299,15 @@ pub(crate) fn cap_to(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         return text.to_owned();
     }
-    let cut: String = text.chars().take(max - 1).collect();
-    format!("{}…", cut.trim_end())
+    let cut: String = text.chars().take(max.saturating_sub(1)).collect();
+    // End at a word boundary when one is near (within the last 40 characters).
+    let at = cut
+        .char_indices()
+        .rev()
+        .take(40)
+        .find(|(_, c)| c.is_whitespace())
+        .map_or(cut.len(), |(i, _)| i);
+    format!("{}…", cut[..at].trim_end())
 }
 
 /// Removes the `null` arguments an OpenAI strict-mode call sends for properties that

@@ -21,6 +21,9 @@ use toolgate::export::{ExportError, ExportOptions, Format, MAX_DESCRIPTION, expo
 use toolgate_adapters::openapi::{OpenApiConfig, OpenApiUpstream};
 use toolgate_adapters::{JsonObject, Upstream};
 
+#[path = "export_formats/definitions.rs"]
+mod definitions;
+
 mod rules {
     use super::*;
 
@@ -435,4 +438,125 @@ async fn every_corpus_tool_exports_within_each_formats_rules() {
     for (f, s) in VARIANTS {
         assert_eq!(tally.ok.get(&label(f, s)).copied().unwrap_or(0), total, "{}", label(f, s));
     }
+}
+
+#[test]
+fn mcp_definitions_export_within_each_formats_rules() {
+    let mut defs = definitions::everything();
+    defs.extend(definitions::awkward());
+    let mut tally = Tally::default();
+    let started = Instant::now();
+    run(&mut tally, &defs);
+    print(&format!("inline MCP definitions ({} tools, {:?})", defs.len(), started.elapsed()), &tally);
+    assert!(tally.violations.is_empty(), "{} rule violations", tally.violations.len());
+    assert!(tally.export_errors.is_empty(), "export errors: {:?}", tally.export_errors);
+}
+
+#[test]
+fn inexpressible_tools_are_reported_with_a_reason() {
+    let cases = definitions::inexpressible();
+    let mut tally = Tally::default();
+    let defs: Vec<JsonObject> = cases.iter().map(|(d, _)| d.clone()).collect();
+    run(&mut tally, &defs);
+    print("inexpressible definitions", &tally);
+    assert!(tally.violations.is_empty(), "{:?}", tally.violations);
+    // Every format but MCP refuses each of them, naming the tool, the format and why.
+    let mut expected = Vec::new();
+    for (d, why) in &cases {
+        for (format, strict) in VARIANTS.iter().filter(|(f, _)| *f != Format::Mcp) {
+            expected.push((d["name"].as_str().unwrap().to_owned(), *format, *strict, *why));
+        }
+    }
+    assert_eq!(tally.export_errors.len(), expected.len(), "{:?}", tally.export_errors);
+    for (e, (tool, format, _, why)) in tally.export_errors.iter().zip(&expected) {
+        assert_eq!((&e.tool, e.format), (tool, *format));
+        assert!(e.reason.contains(why), "{e}");
+        assert!(e.to_string().contains(tool.as_str()), "{e}");
+    }
+    assert_eq!(tally.ok.get("mcp"), Some(&cases.len()));
+}
+
+fn find<'a>(s: &'a Value, path: &[&str]) -> &'a Value {
+    path.iter().fold(s, |v, k| &v[*k])
+}
+
+#[test]
+fn recursion_is_cut_and_marked() {
+    let defs = definitions::awkward();
+    let tree = &defs[0];
+    let gemini = export(tree, Format::Gemini, &ExportOptions::default()).unwrap();
+    let strict = export(tree, Format::OpenAi, &ExportOptions { strict: true }).unwrap();
+    for (label, root) in [("gemini", &gemini["parameters"]), ("strict", &strict["function"]["parameters"])] {
+        let node = find(root, &["properties", "root"]);
+        let child = find(node, &["properties", "children", "items"]);
+        let props = child.get("properties").and_then(Value::as_object);
+        assert!(props.is_none_or(|p| p.is_empty()), "{label}: expanded twice: {child}");
+        assert!(!child.to_string().contains("x-toolgate"), "{label}: marker leaked: {child}");
+        let text = child["description"].as_str().unwrap_or_else(|| child["anyOf"][0]["description"].as_str().unwrap());
+        assert!(text.contains("recursive"), "{label}: {child}");
+        assert!(child.to_string().contains("object"), "{label}: the cut keeps the type: {child}");
+    }
+    // Non-strict OpenAI and Anthropic keep the reference (they accept $ref).
+    let anthropic = export(tree, Format::Anthropic, &ExportOptions::default()).unwrap();
+    assert_eq!(anthropic["input_schema"]["properties"]["root"]["$ref"], "#/$defs/node");
+}
+
+#[test]
+fn root_alternatives_are_merged_and_described() {
+    let defs = definitions::awkward();
+    let any_of = defs.iter().find(|d| d["name"] == "combo__root_any_of").unwrap();
+    let out = export(any_of, Format::Anthropic, &ExportOptions::default()).unwrap();
+    let schema = &out["input_schema"];
+    assert_eq!(schema["type"], "object");
+    let props: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
+    assert_eq!(props, ["id", "name", "exact"]);
+    assert!(schema.get("required").is_none(), "only what every alternative requires");
+    let d = out["description"].as_str().unwrap();
+    assert!(d.contains("Accepts one of 2 argument shapes") && d.contains("by id: id"), "{d}");
+}
+
+#[test]
+fn names_descriptions_and_formats() {
+    let defs = definitions::awkward();
+    let digit = defs.iter().find(|d| d["name"] == "9lives").unwrap();
+    let g = export(digit, Format::Gemini, &ExportOptions::default()).unwrap();
+    assert_eq!(g["name"], "_9lives");
+    let o = export(digit, Format::OpenAi, &ExportOptions::default()).unwrap();
+    assert_eq!(o["function"]["name"], "9lives");
+
+    let long = defs.iter().find(|d| d["name"] == "long__description").unwrap();
+    let a = export(long, Format::Anthropic, &ExportOptions::default()).unwrap();
+    let d = a["description"].as_str().unwrap();
+    assert!(d.chars().count() <= MAX_DESCRIPTION && d.chars().count() > MAX_DESCRIPTION - 8, "{}", d.len());
+    assert!(d.ends_with("word…"), "cut, trimmed, then an ellipsis");
+
+    let everything = definitions::everything();
+    let untitled = everything.iter().find(|d| d["name"] == "everything__get-roots-list").unwrap();
+    let r = export(untitled, Format::Responses, &ExportOptions::default()).unwrap();
+    assert_eq!(r["description"], "Calls the tool 'get-roots-list' of 'everything'.");
+    assert_eq!(r["parameters"], json!({"type": "object", "properties": {}}));
+    let titled = everything.iter().find(|d| d["name"] == "everything__toggle-subscriber-updates").unwrap();
+    let r = export(titled, Format::Responses, &ExportOptions { strict: true }).unwrap();
+    assert_eq!(r["description"], "Toggle subscriber updates");
+    assert_eq!(r["strict"], true);
+
+    for f in ["openai", "Responses", "anthropic", "gemini", "mcp"] {
+        let parsed: Format = f.parse().unwrap();
+        assert!(parsed.as_str().eq_ignore_ascii_case(f));
+    }
+    assert!("claude".parse::<Format>().is_err());
+}
+
+#[test]
+fn strict_nulls_for_optional_arguments_are_stripped() {
+    let everything = definitions::everything();
+    let sampling = everything.iter().find(|d| d["name"] == "everything__trigger-sampling-request").unwrap();
+    let out = export(sampling, Format::OpenAi, &ExportOptions { strict: true }).unwrap();
+    let params = &out["function"]["parameters"];
+    assert_eq!(params["required"], json!(["prompt", "maxTokens"]));
+    assert_eq!(params["properties"]["maxTokens"]["type"], json!(["number", "null"]));
+    assert!(params["properties"]["maxTokens"]["description"].as_str().unwrap().contains("default: 100"));
+    let mut args = json!({"prompt": "hi", "maxTokens": null}).as_object().cloned().unwrap();
+    strip_strict_nulls(sampling, &mut args);
+    assert_eq!(Value::Object(args), json!({"prompt": "hi"}));
 }

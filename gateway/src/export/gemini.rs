@@ -147,7 +147,9 @@ fn node(s: &Value, depth: usize) -> Value {
                     notes.push(format!("a map of names to values{of}"));
                 }
                 Some(Value::Object(_)) | Some(Value::Bool(true)) => notes.push("more keys accepted"),
-                None if props.is_empty() => notes.push("free-form object"),
+                None if props.is_empty() && !m.contains_key(super::refs::CUT_MARK) => {
+                    notes.push("free-form object")
+                }
                 _ => {}
             }
             if !converted.is_empty() {
@@ -214,6 +216,20 @@ fn inferred(m: &Map<String, Value>) -> Vec<String> {
 /// `anyOf`/`oneOf` alternatives (with the keywords `base` puts next to them) as one
 /// schema of the subset.
 fn collapse(base: Map<String, Value>, alternatives: &[Value], depth: usize) -> Value {
+    let (nulls, values): (Vec<&Value>, Vec<&Value>) =
+        alternatives.iter().partition(|a| merge::is_null_only(a));
+    let values: Vec<Value> = values.into_iter().cloned().collect();
+    if !values.is_empty()
+        && let Some(e) = merge::enum_alternatives(&base, &values)
+    {
+        let mut out = node(&e, depth + 1);
+        if !nulls.is_empty()
+            && let Value::Object(o) = &mut out
+        {
+            o.insert("nullable".into(), json!(true));
+        }
+        return out;
+    }
     let mut nullable = false;
     let mut rest: Vec<Value> = Vec::new();
     for a in alternatives {
@@ -240,7 +256,14 @@ fn collapse(base: Map<String, Value>, alternatives: &[Value], depth: usize) -> V
             .iter()
             .map(|r| {
                 let ts = types_of(r);
-                if ts.is_empty() { "another shape".to_owned() } else { ts.join("/") }
+                let t = if ts.is_empty() { "another shape".to_owned() } else { ts.join("/") };
+                match r.get("enum").and_then(Value::as_array) {
+                    Some(e) if e.len() <= 5 => {
+                        let v: Vec<String> = e.iter().map(Value::to_string).collect();
+                        format!("{t} {}", v.join("/"))
+                    }
+                    _ => t,
+                }
             })
             .collect();
         note = Some(format!("also accepts: {}", others.join(", ")));

@@ -201,3 +201,66 @@ pub fn merge_alternatives(branches: &[Value]) -> (Value, String) {
     );
     (Value::Object(out), note)
 }
+
+/// Alternatives that are each one value (`const` or a short `enum`, with at most a
+/// type, title, description and format beside it) as one schema: `base` plus the
+/// united `enum`, a common type when the alternatives agree on one, and a description
+/// naming each value with its title and description. `None` for other alternatives.
+pub fn enum_alternatives(base: &Map<String, Value>, branches: &[Value]) -> Option<Value> {
+    const ALLOWED: &[&str] = &["const", "enum", "title", "description", "type", "format", "deprecated"];
+    let mut values: Vec<Value> = Vec::new();
+    let mut labels: Vec<String> = Vec::new();
+    let mut types: Option<Vec<String>> = None;
+    for b in branches {
+        let m = b.as_object()?;
+        if m.keys().any(|k| !ALLOWED.contains(&k.as_str())) {
+            return None;
+        }
+        let own: Vec<Value> = match (m.get("const"), m.get("enum").and_then(Value::as_array)) {
+            (Some(c), _) => vec![c.clone()],
+            (None, Some(e)) => e.clone(),
+            (None, None) => return None,
+        };
+        let t = types_of(b);
+        if !t.is_empty() {
+            match &types {
+                Some(prev) if *prev != t => return None,
+                _ => types = Some(t),
+            }
+        }
+        let text: Vec<&str> = ["title", "description"]
+            .iter()
+            .filter_map(|k| m.get(*k).and_then(Value::as_str))
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
+        if !text.is_empty() {
+            let shown: Vec<String> = own.iter().map(super::notes::render).collect();
+            labels.push(format!("{} = {}", shown.join("/"), text.join(": ")));
+        }
+        for v in own {
+            if !values.contains(&v) {
+                values.push(v);
+            }
+        }
+    }
+    if values.is_empty() {
+        return None;
+    }
+    let mut out = base.clone();
+    out.remove("anyOf");
+    out.remove("oneOf");
+    if out.get("type").is_none()
+        && let Some(t) = types
+    {
+        set_types(&mut out, &t);
+    }
+    out.insert("enum".into(), Value::Array(values));
+    if !labels.is_empty() {
+        let d = out.get("description").and_then(Value::as_str).unwrap_or("").trim().to_owned();
+        let list = format!("Values: {}.", labels.join("; "));
+        let text = if d.is_empty() { list } else { format!("{d} {list}") };
+        out.insert("description".into(), json!(super::cap_to(&text, 1024)));
+    }
+    Some(Value::Object(out))
+}

@@ -18,6 +18,9 @@ pub const MAX_NODES: usize = 20_000;
 /// Deepest nesting walked at all (deeper subschemas are cut).
 pub const MAX_NESTING: usize = 64;
 
+/// Marks a schema standing for a reference that was not expanded.
+pub const CUT_MARK: &str = "x-toolgate-cut";
+
 /// Keywords whose value is a map of name -> schema.
 pub(crate) const SCHEMA_MAPS: &[&str] = &[
     "properties",
@@ -45,7 +48,31 @@ pub(crate) const SCHEMA_LISTS: &[&str] = &["allOf", "anyOf", "oneOf", "prefixIte
 /// `schema` with every local reference inlined or cut.
 pub fn inline(schema: &Value) -> Value {
     let mut w = Walker {
+        tuples: false,
         root: schema,
+        inline: true,
+        stack: Vec::new(),
+        nodes: 0,
+    };
+    w.schema(schema, 0)
+}
+
+/// `schema` with its local references kept (and its `$defs`), except those that do
+/// not resolve inside the document (dangling or external): those are cut, since a
+/// consumer would reject the whole request over one of them.
+///
+/// Also rewrites a draft-04..07 tuple (`items: [..]`, `additionalItems`) into the 2020-12
+/// form (`prefixItems`, `items`) unless the schema declares an older `$schema`: the
+/// consumers read 2020-12, where an `items` array is invalid.
+pub fn repair(schema: &Value) -> Value {
+    let old_draft = schema
+        .get("$schema")
+        .and_then(Value::as_str)
+        .is_some_and(|s| s.contains("draft-0"));
+    let mut w = Walker {
+        tuples: !old_draft,
+        root: schema,
+        inline: false,
         stack: Vec::new(),
         nodes: 0,
     };
@@ -54,6 +81,10 @@ pub fn inline(schema: &Value) -> Value {
 
 struct Walker<'a> {
     root: &'a Value,
+    /// Inline resolvable references (else keep them).
+    inline: bool,
+    /// Rewrite `items` arrays as `prefixItems`.
+    tuples: bool,
     /// References being expanded, outermost first.
     stack: Vec<String>,
     nodes: usize,
@@ -66,7 +97,7 @@ impl Walker<'_> {
             return s.clone();
         };
         if nesting > MAX_NESTING {
-            return cut(None, "schema nested too deeply; not expanded");
+            return cut_marked(None, "schema nested too deeply; not expanded", self.inline);
         }
         if let Some(r) = m.get("$ref").and_then(Value::as_str) {
             return self.reference(r, m, nesting);
@@ -74,7 +105,7 @@ impl Walker<'_> {
         let mut out = Map::new();
         for (k, v) in m {
             let k = k.as_str();
-            if k == "$defs" || k == "definitions" {
+            if self.inline && (k == "$defs" || k == "definitions") {
                 continue;
             }
             let nv = if SCHEMA_MAPS.contains(&k) {
@@ -101,6 +132,13 @@ impl Walker<'_> {
             };
             out.insert(k.to_owned(), nv);
         }
+        if self.tuples && out.get("items").is_some_and(Value::is_array) {
+            let tuple = out.remove("items").unwrap_or_default();
+            if let Some(rest) = out.remove("additionalItems") {
+                out.insert("items".into(), rest);
+            }
+            out.insert("prefixItems".into(), tuple);
+        }
         Value::Object(out)
     }
 
@@ -108,8 +146,14 @@ impl Walker<'_> {
         let target = resolve(self.root, r);
         let name = r.rsplit('/').next().unwrap_or(r).to_owned();
         let Some(target) = target else {
-            return with_siblings(cut(None, &format!("reference {r} not resolved")), site);
+            return with_siblings(
+                cut_marked(None, &format!("reference {r} not resolved"), self.inline),
+                site,
+            );
         };
+        if !self.inline {
+            return Value::Object(site.clone());
+        }
         let why = if self.stack.iter().any(|s| s == r) {
             Some(format!("recursive: same shape as the enclosing {name}; not expanded further"))
         } else if self.stack.len() >= MAX_REF_DEPTH {
@@ -120,7 +164,7 @@ impl Walker<'_> {
             None
         };
         if let Some(why) = why {
-            return with_siblings(cut(Some(target), &why), site);
+            return with_siblings(cut_marked(Some(target), &why, true), site);
         }
         self.stack.push(r.to_owned());
         let expanded = self.schema(target, nesting + 1);
@@ -176,7 +220,7 @@ fn hex(c: u8) -> Option<u8> {
 
 /// The stand-in for a reference that is not expanded: the target's declared type (so
 /// the shape stays right) and a description saying why.
-fn cut(target: Option<&Value>, why: &str) -> Value {
+fn cut(target: Option<&Value>, why: &str) -> Map<String, Value> {
     let mut out = Map::new();
     if let Some(t) = target.and_then(|t| t.get("type")) {
         out.insert("type".into(), t.clone());
@@ -191,6 +235,16 @@ fn cut(target: Option<&Value>, why: &str) -> Value {
         None => format!("({why})"),
     };
     out.insert("description".into(), json!(super::cap_to(&text, 512)));
+    out
+}
+
+/// [`cut`], marked for the converters (which never copy the mark to an output): a
+/// stand-in, not a free-form schema.
+fn cut_marked(target: Option<&Value>, why: &str, mark: bool) -> Value {
+    let mut out = cut(target, why);
+    if mark {
+        out.insert(CUT_MARK.into(), json!(true));
+    }
     Value::Object(out)
 }
 

@@ -162,6 +162,27 @@ fn any_of(m: &Map<String, Value>, alternatives: &[Value], mut notes: Notes, dept
     if m.contains_key("anyOf") && m.contains_key("oneOf") {
         notes.push("anyOf and oneOf alternatives listed together");
     }
+    let (nulls, values): (Vec<&Value>, Vec<&Value>) =
+        alternatives.iter().partition(|a| merge::is_null_only(a));
+    let values: Vec<Value> = values.into_iter().cloned().collect();
+    if !values.is_empty()
+        && let Some(mut e) = merge::enum_alternatives(m, &values)
+    {
+        if !nulls.is_empty()
+            && let Value::Object(o) = &mut e
+        {
+            let mut t = types_of(&Value::Object(o.clone()));
+            if t.is_empty() {
+                t = inferred(o);
+            }
+            t.push("null".into());
+            merge::set_types(o, &t);
+            if let Some(Value::Array(v)) = o.get_mut("enum") {
+                v.push(Value::Null);
+            }
+        }
+        return node(&e, depth + 1);
+    }
     // Structural keywords next to the alternatives apply to each of them.
     let mut base = m.clone();
     for k in ["anyOf", "oneOf", "description", "title", "not", "if", "then", "else"] {
@@ -274,7 +295,7 @@ fn object(m: &Map<String, Value>, out: &mut Map<String, Value>, notes: &mut Note
         Some(Value::Bool(false)) => false,
         Some(_) => true,
     };
-    if open || m.contains_key("patternProperties") {
+    if (open || m.contains_key("patternProperties")) && !m.contains_key(super::refs::CUT_MARK) {
         notes.push("free-form keys in the source; strict mode only passes the properties listed");
     }
     out.insert("properties".into(), Value::Object(props.clone()));
