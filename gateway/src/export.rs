@@ -165,7 +165,10 @@ pub fn export(
         reason,
     };
     let name = export_name(raw_name, format).map_err(&fail)?;
-    let schema = definition.get("inputSchema").cloned().unwrap_or(Value::Null);
+    let schema = definition
+        .get("inputSchema")
+        .cloned()
+        .unwrap_or(Value::Null);
     let description = |alternatives: Option<String>| {
         let base = tool_description(definition, raw_name);
         cap(&match alternatives {
@@ -270,13 +273,8 @@ fn tool_description(definition: &JsonObject, name: &str) -> String {
     if let Some(d) = text(definition.get("description")) {
         return d;
     }
-    let title = text(definition.get("title")).or_else(|| {
-        text(
-            definition
-                .get("annotations")
-                .and_then(|a| a.get("title")),
-        )
-    });
+    let title = text(definition.get("title"))
+        .or_else(|| text(definition.get("annotations").and_then(|a| a.get("title"))));
     if let Some(t) = title {
         return t;
     }
@@ -315,7 +313,9 @@ pub(crate) fn cap_to(text: &str, max: usize) -> String {
 /// binds arguments). Properties the schema itself lets be `null` are kept.
 pub fn strip_strict_nulls(definition: &JsonObject, arguments: &mut JsonObject) {
     let schema = definition.get("inputSchema");
-    let props = schema.and_then(|s| s.get("properties")).and_then(Value::as_object);
+    let props = schema
+        .and_then(|s| s.get("properties"))
+        .and_then(Value::as_object);
     let required: Vec<&str> = schema
         .and_then(|s| s.get("required"))
         .and_then(Value::as_array)
@@ -325,8 +325,6 @@ pub fn strip_strict_nulls(definition: &JsonObject, arguments: &mut JsonObject) {
         if !v.is_null() || required.contains(&k.as_str()) {
             return true;
         }
-        props
-            .and_then(|p| p.get(k))
-            .is_some_and(merge::admits_null)
+        props.and_then(|p| p.get(k)).is_some_and(merge::admits_null)
     });
 }

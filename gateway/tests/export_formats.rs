@@ -16,255 +16,18 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use serde_json::{Map, Value, json};
-use toolgate::export::{ExportError, ExportOptions, Format, MAX_DESCRIPTION, export, strip_strict_nulls};
+use serde_json::{Value, json};
+use toolgate::export::{
+    ExportError, ExportOptions, Format, MAX_DESCRIPTION, export, strip_strict_nulls,
+};
 use toolgate_adapters::openapi::{OpenApiConfig, OpenApiUpstream};
 use toolgate_adapters::{JsonObject, Upstream};
 
 #[path = "export_formats/definitions.rs"]
 mod definitions;
 
-mod rules {
-    use super::*;
-
-    pub const STRICT_KEYS: &[&str] = &[
-        "type", "description", "properties", "required", "additionalProperties", "items",
-        "enum", "anyOf", "format",
-    ];
-    pub const STRICT_FORMATS: &[&str] = &[
-        "date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid",
-    ];
-    pub const GEMINI_KEYS: &[&str] = &[
-        "type", "format", "description", "nullable", "enum", "properties", "required",
-        "items", "minItems", "maxItems", "minimum", "maximum",
-    ];
-    pub const JSON_TYPES: &[&str] = &["string", "number", "integer", "boolean", "array", "object"];
-    const SCHEMA_MAPS: &[&str] = &["properties", "patternProperties", "$defs", "definitions", "dependentSchemas"];
-    const SCHEMA_ONE: &[&str] = &[
-        "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames",
-        "unevaluatedProperties", "unevaluatedItems", "additionalItems",
-    ];
-    const SCHEMA_LISTS: &[&str] = &["anyOf", "oneOf", "allOf", "prefixItems"];
-
-    /// Calls `f` on every schema node (objects only) with its path; bounded depth.
-    pub fn walk(s: &Value, path: &str, depth: usize, f: &mut dyn FnMut(&Map<String, Value>, &str)) {
-        assert!(depth < 200, "{path}: schema nested over 200 levels");
-        let Some(m) = s.as_object() else { return };
-        f(m, path);
-        for (k, v) in m {
-            let k = k.as_str();
-            if SCHEMA_MAPS.contains(&k) {
-                for (n, p) in v.as_object().into_iter().flatten() {
-                    walk(p, &format!("{path}/{k}/{n}"), depth + 1, f);
-                }
-            } else if SCHEMA_ONE.contains(&k) || (k == "items" && v.is_object()) {
-                walk(v, &format!("{path}/{k}"), depth + 1, f);
-            } else if SCHEMA_LISTS.contains(&k) || k == "items" {
-                for (i, b) in v.as_array().into_iter().flatten().enumerate() {
-                    walk(b, &format!("{path}/{k}/{i}"), depth + 1, f);
-                }
-            }
-        }
-    }
-
-    pub fn name_ok(name: &str, gemini: bool) -> bool {
-        (1..=64).contains(&name.len())
-            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-            && (!gemini || name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_'))
-    }
-
-    fn types(m: &Map<String, Value>) -> Vec<&str> {
-        match m.get("type") {
-            Some(Value::String(t)) => vec![t.as_str()],
-            Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
-            _ => vec![],
-        }
-    }
-
-    pub fn admits_null(v: &Value) -> bool {
-        let Some(m) = v.as_object() else { return false };
-        types(m).contains(&"null")
-            || m.get("anyOf").and_then(Value::as_array).is_some_and(|b| b.iter().any(admits_null))
-    }
-
-    /// Problems with a function's name and description.
-    pub fn header(name: Option<&Value>, description: Option<&Value>, gemini: bool, errs: &mut Vec<String>) {
-        match name.and_then(Value::as_str) {
-            Some(n) if name_ok(n, gemini) => {}
-            other => errs.push(format!("bad name {other:?}")),
-        }
-        match description.and_then(Value::as_str) {
-            Some(d) if !d.trim().is_empty() && d.chars().count() <= MAX_DESCRIPTION => {}
-            other => errs.push(format!("bad description ({:?} chars)", other.map(|d| d.chars().count()))),
-        }
-    }
-
-    /// Object root without combinators there (OpenAI, Anthropic).
-    pub fn object_root(s: &Value, errs: &mut Vec<String>) {
-        if s.get("type") != Some(&json!("object")) {
-            errs.push(format!("root type is {:?}, not \"object\"", s.get("type")));
-        }
-        for k in ["anyOf", "oneOf", "allOf"] {
-            if s.get(k).is_some() {
-                errs.push(format!("root has {k}"));
-            }
-        }
-    }
-
-    /// Every `$ref` points at something in the document.
-    pub fn refs_resolve(s: &Value, errs: &mut Vec<String>) {
-        walk(s, "#", 0, &mut |m, path| {
-            if let Some(r) = m.get("$ref").and_then(Value::as_str) {
-                let ok = r == "#" || r.strip_prefix('#').is_some_and(|p| s.pointer(p).is_some());
-                if !ok {
-                    errs.push(format!("{path}: $ref {r} does not resolve"));
-                }
-            }
-        });
-    }
-
-    /// OpenAI structured outputs rules, node by node.
-    pub fn strict(s: &Value, source_root: &Value, errs: &mut Vec<String>) {
-        object_root(s, errs);
-        walk(s, "#", 0, &mut |m, path| {
-            for k in m.keys() {
-                if !STRICT_KEYS.contains(&k.as_str()) {
-                    errs.push(format!("{path}: keyword {k} not allowed in strict mode"));
-                }
-            }
-            let ts = types(m);
-            if ts.is_empty() && !m.contains_key("anyOf") {
-                errs.push(format!("{path}: neither type nor anyOf"));
-            }
-            if m.contains_key("anyOf") && m.contains_key("type") {
-                errs.push(format!("{path}: type beside anyOf"));
-            }
-            let non_null: Vec<&&str> = ts.iter().filter(|t| **t != "null").collect();
-            if non_null.len() > 1 || ts.iter().any(|t| *t != "null" && !JSON_TYPES.contains(t)) {
-                errs.push(format!("{path}: type {ts:?}"));
-            }
-            if ts.contains(&"object") {
-                let props = m.get("properties").and_then(Value::as_object);
-                let req: Option<Vec<&str>> = m
-                    .get("required")
-                    .and_then(Value::as_array)
-                    .map(|r| r.iter().filter_map(Value::as_str).collect());
-                match (props, req) {
-                    (Some(p), Some(r)) => {
-                        let mut keys: Vec<&str> = p.keys().map(String::as_str).collect();
-                        let mut r2 = r.clone();
-                        keys.sort_unstable();
-                        r2.sort_unstable();
-                        if keys != r2 {
-                            errs.push(format!("{path}: required {r:?} is not every property"));
-                        }
-                    }
-                    _ => errs.push(format!("{path}: object without properties/required")),
-                }
-                if m.get("additionalProperties") != Some(&json!(false)) {
-                    errs.push(format!("{path}: object not closed"));
-                }
-            } else if m.contains_key("properties") || m.contains_key("additionalProperties") {
-                errs.push(format!("{path}: object keywords on a non-object"));
-            }
-            if ts.contains(&"array") && !m.get("items").is_some_and(Value::is_object) {
-                errs.push(format!("{path}: array without items"));
-            }
-            if let Some(f) = m.get("format") {
-                if !(ts.contains(&"string") && f.as_str().is_some_and(|f| STRICT_FORMATS.contains(&f))) {
-                    errs.push(format!("{path}: format {f} not supported"));
-                }
-            }
-            if let Some(e) = m.get("enum") {
-                match e.as_array() {
-                    Some(values) if !values.is_empty() => {
-                        if ts.contains(&"null") && !values.iter().any(Value::is_null) {
-                            errs.push(format!("{path}: nullable enum without null"));
-                        }
-                    }
-                    _ => errs.push(format!("{path}: empty enum")),
-                }
-            }
-        });
-        if s.get("type").is_some_and(|t| t.is_array()) {
-            errs.push("root is nullable".into());
-        }
-        // Optional properties at the root became nullable.
-        if let (Some(src), Some(out)) = (
-            source_root.get("properties").and_then(Value::as_object),
-            s.get("properties").and_then(Value::as_object),
-        ) {
-            let required: Vec<&str> = source_root
-                .get("required")
-                .and_then(Value::as_array)
-                .map(|r| r.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
-            for name in src.keys() {
-                match out.get(name) {
-                    None => errs.push(format!("property {name} lost")),
-                    Some(p) if !required.contains(&name.as_str()) && !admits_null(p) => {
-                        errs.push(format!("optional property {name} is not nullable"))
-                    }
-                    _ => {}
-                }
-            }
-        }
-    }
-
-    /// Gemini's OpenAPI 3.0 subset, node by node.
-    pub fn gemini(s: &Value, errs: &mut Vec<String>) {
-        if s.get("type") != Some(&json!("object")) {
-            errs.push("root is not an object".into());
-        }
-        walk(s, "#", 0, &mut |m, path| {
-            for k in m.keys() {
-                if !GEMINI_KEYS.contains(&k.as_str()) {
-                    errs.push(format!("{path}: keyword {k} not in Gemini's subset"));
-                }
-            }
-            let t = match m.get("type") {
-                Some(Value::String(t)) if JSON_TYPES.contains(&t.as_str()) => t.as_str(),
-                other => {
-                    errs.push(format!("{path}: type {other:?}"));
-                    return;
-                }
-            };
-            if let Some(n) = m.get("nullable") && !n.is_boolean() {
-                errs.push(format!("{path}: nullable {n}"));
-            }
-            if let Some(e) = m.get("enum") {
-                let ok = t == "string"
-                    && e.as_array().is_some_and(|v| !v.is_empty() && v.iter().all(Value::is_string));
-                if !ok {
-                    errs.push(format!("{path}: enum {e} on {t}"));
-                }
-            }
-            if let Some(f) = m.get("format").and_then(Value::as_str) {
-                let ok = matches!(
-                    (t, f),
-                    ("string", "date-time" | "enum") | ("number", "float" | "double") | ("integer", "int32" | "int64")
-                );
-                if !ok {
-                    errs.push(format!("{path}: format {f} on {t}"));
-                }
-            }
-            if t == "array" && !m.get("items").is_some_and(Value::is_object) {
-                errs.push(format!("{path}: array without items"));
-            }
-            if t != "object" && (m.contains_key("properties") || m.contains_key("required")) {
-                errs.push(format!("{path}: properties on {t}"));
-            }
-            if let Some(r) = m.get("required").and_then(Value::as_array) {
-                let props = m.get("properties").and_then(Value::as_object);
-                for n in r.iter().filter_map(Value::as_str) {
-                    if !props.is_some_and(|p| p.contains_key(n)) {
-                        errs.push(format!("{path}: required {n} is not a property"));
-                    }
-                }
-            }
-        });
-    }
-}
+#[path = "export_formats/rules.rs"]
+mod rules;
 
 /// Checks one exported tool against its format's rules; the problems found.
 fn check(definition: &JsonObject, format: Format, strict: bool, out: &Value) -> Vec<String> {
@@ -278,13 +41,18 @@ fn check(definition: &JsonObject, format: Format, strict: bool, out: &Value) -> 
             return errs;
         }
         Format::OpenAi => {
-            let keys: Vec<&String> = out.as_object().map(|o| o.keys().collect()).unwrap_or_default();
+            let keys: Vec<&String> = out
+                .as_object()
+                .map(|o| o.keys().collect())
+                .unwrap_or_default();
             if keys != ["type", "function"] || out["type"] != "function" {
                 errs.push(format!("envelope keys {keys:?}"));
             }
             let f = &out["function"];
             rules::header(f.get("name"), f.get("description"), false, &mut errs);
-            if strict != (f.get("strict") == Some(&json!(true))) || (!strict && f.get("strict").is_some()) {
+            if strict != (f.get("strict") == Some(&json!(true)))
+                || (!strict && f.get("strict").is_some())
+            {
                 errs.push("strict flag wrong".into());
             }
             f["parameters"].clone()
@@ -300,7 +68,10 @@ fn check(definition: &JsonObject, format: Format, strict: bool, out: &Value) -> 
             out["parameters"].clone()
         }
         Format::Anthropic => {
-            let mut keys: Vec<&String> = out.as_object().map(|o| o.keys().collect()).unwrap_or_default();
+            let mut keys: Vec<&String> = out
+                .as_object()
+                .map(|o| o.keys().collect())
+                .unwrap_or_default();
             keys.sort();
             if keys != ["description", "input_schema", "name"] {
                 errs.push(format!("keys {keys:?}"));
@@ -309,7 +80,10 @@ fn check(definition: &JsonObject, format: Format, strict: bool, out: &Value) -> 
             out["input_schema"].clone()
         }
         Format::Gemini => {
-            let mut keys: Vec<&String> = out.as_object().map(|o| o.keys().collect()).unwrap_or_default();
+            let mut keys: Vec<&String> = out
+                .as_object()
+                .map(|o| o.keys().collect())
+                .unwrap_or_default();
             keys.sort();
             if keys != ["description", "name", "parameters"] {
                 errs.push(format!("keys {keys:?}"));
@@ -320,7 +94,9 @@ fn check(definition: &JsonObject, format: Format, strict: bool, out: &Value) -> 
     };
     match (format, strict) {
         (Format::Gemini, _) => rules::gemini(&schema, &mut errs),
-        (Format::OpenAi | Format::Responses, true) => rules::strict(&schema, &source_root, &mut errs),
+        (Format::OpenAi | Format::Responses, true) => {
+            rules::strict(&schema, &source_root, &mut errs)
+        }
         _ => {
             rules::object_root(&schema, &mut errs);
             rules::refs_resolve(&schema, &mut errs);
@@ -343,7 +119,11 @@ const VARIANTS: [(Format, bool); 7] = [
 ];
 
 fn label(format: Format, strict: bool) -> String {
-    if strict { format!("{format}+strict") } else { format.to_string() }
+    if strict {
+        format!("{format}+strict")
+    } else {
+        format.to_string()
+    }
 }
 
 #[derive(Default)]
@@ -364,7 +144,9 @@ fn run(tally: &mut Tally, definitions: &[JsonObject]) {
                     } else {
                         let name = d.get("name").and_then(Value::as_str).unwrap_or("?");
                         for e in errs.into_iter().take(5) {
-                            tally.violations.push(format!("{name} [{}]: {e}", label(format, strict)));
+                            tally
+                                .violations
+                                .push(format!("{name} [{}]: {e}", label(format, strict)));
                         }
                     }
                 }
@@ -397,9 +179,15 @@ fn specs_dir() -> Option<PathBuf> {
         return Some(specs);
     }
     if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("the shared corpus is missing under {} (set TOOLGATE_SHARED)", specs.display());
+        panic!(
+            "the shared corpus is missing under {} (set TOOLGATE_SHARED)",
+            specs.display()
+        );
     }
-    eprintln!("NOTICE: no shared corpus under {}; skipping the corpus export test", specs.display());
+    eprintln!(
+        "NOTICE: no shared corpus under {}; skipping the corpus export test",
+        specs.display()
+    );
     None
 }
 
@@ -409,7 +197,12 @@ async fn every_corpus_tool_exports_within_each_formats_rules() {
     let mut files: Vec<PathBuf> = std::fs::read_dir(&specs)
         .expect("read the specs directory")
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("json" | "yaml" | "yml")))
+        .filter(|p| {
+            matches!(
+                p.extension().and_then(|e| e.to_str()),
+                Some("json" | "yaml" | "yml")
+            )
+        })
         .collect();
     files.sort();
     assert!(!files.is_empty(), "no specs in {}", specs.display());
@@ -423,20 +216,37 @@ async fn every_corpus_tool_exports_within_each_formats_rules() {
             .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
             .take(20)
             .collect();
-        let (upstream, _) = OpenApiUpstream::load(&name, OpenApiConfig::from_path(path.to_string_lossy()))
-            .await
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let (upstream, _) =
+            OpenApiUpstream::load(&name, OpenApiConfig::from_path(path.to_string_lossy()))
+                .await
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let defs: Vec<JsonObject> = upstream.tools().iter().map(|t| t.raw.clone()).collect();
         println!("{}: {} tools", path.display(), defs.len());
         total += defs.len();
         run(&mut tally, &defs);
     }
-    print(&format!("corpus ({total} tools, {:?})", started.elapsed()), &tally);
+    print(
+        &format!("corpus ({total} tools, {:?})", started.elapsed()),
+        &tally,
+    );
     assert!(total > 1000, "only {total} tools imported");
-    assert!(tally.violations.is_empty(), "{} rule violations", tally.violations.len());
-    assert!(tally.export_errors.is_empty(), "export errors: {:?}", tally.export_errors);
+    assert!(
+        tally.violations.is_empty(),
+        "{} rule violations",
+        tally.violations.len()
+    );
+    assert!(
+        tally.export_errors.is_empty(),
+        "export errors: {:?}",
+        tally.export_errors
+    );
     for (f, s) in VARIANTS {
-        assert_eq!(tally.ok.get(&label(f, s)).copied().unwrap_or(0), total, "{}", label(f, s));
+        assert_eq!(
+            tally.ok.get(&label(f, s)).copied().unwrap_or(0),
+            total,
+            "{}",
+            label(f, s)
+        );
     }
 }
 
@@ -447,9 +257,24 @@ fn mcp_definitions_export_within_each_formats_rules() {
     let mut tally = Tally::default();
     let started = Instant::now();
     run(&mut tally, &defs);
-    print(&format!("inline MCP definitions ({} tools, {:?})", defs.len(), started.elapsed()), &tally);
-    assert!(tally.violations.is_empty(), "{} rule violations", tally.violations.len());
-    assert!(tally.export_errors.is_empty(), "export errors: {:?}", tally.export_errors);
+    print(
+        &format!(
+            "inline MCP definitions ({} tools, {:?})",
+            defs.len(),
+            started.elapsed()
+        ),
+        &tally,
+    );
+    assert!(
+        tally.violations.is_empty(),
+        "{} rule violations",
+        tally.violations.len()
+    );
+    assert!(
+        tally.export_errors.is_empty(),
+        "export errors: {:?}",
+        tally.export_errors
+    );
 }
 
 #[test]
@@ -464,10 +289,20 @@ fn inexpressible_tools_are_reported_with_a_reason() {
     let mut expected = Vec::new();
     for (d, why) in &cases {
         for (format, strict) in VARIANTS.iter().filter(|(f, _)| *f != Format::Mcp) {
-            expected.push((d["name"].as_str().unwrap().to_owned(), *format, *strict, *why));
+            expected.push((
+                d["name"].as_str().unwrap().to_owned(),
+                *format,
+                *strict,
+                *why,
+            ));
         }
     }
-    assert_eq!(tally.export_errors.len(), expected.len(), "{:?}", tally.export_errors);
+    assert_eq!(
+        tally.export_errors.len(),
+        expected.len(),
+        "{:?}",
+        tally.export_errors
+    );
     for (e, (tool, format, _, why)) in tally.export_errors.iter().zip(&expected) {
         assert_eq!((&e.tool, e.format), (tool, *format));
         assert!(e.reason.contains(why), "{e}");
@@ -486,33 +321,59 @@ fn recursion_is_cut_and_marked() {
     let tree = &defs[0];
     let gemini = export(tree, Format::Gemini, &ExportOptions::default()).unwrap();
     let strict = export(tree, Format::OpenAi, &ExportOptions { strict: true }).unwrap();
-    for (label, root) in [("gemini", &gemini["parameters"]), ("strict", &strict["function"]["parameters"])] {
+    for (label, root) in [
+        ("gemini", &gemini["parameters"]),
+        ("strict", &strict["function"]["parameters"]),
+    ] {
         let node = find(root, &["properties", "root"]);
         let child = find(node, &["properties", "children", "items"]);
         let props = child.get("properties").and_then(Value::as_object);
-        assert!(props.is_none_or(|p| p.is_empty()), "{label}: expanded twice: {child}");
-        assert!(!child.to_string().contains("x-toolgate"), "{label}: marker leaked: {child}");
-        let text = child["description"].as_str().unwrap_or_else(|| child["anyOf"][0]["description"].as_str().unwrap());
+        assert!(
+            props.is_none_or(|p| p.is_empty()),
+            "{label}: expanded twice: {child}"
+        );
+        assert!(
+            !child.to_string().contains("x-toolgate"),
+            "{label}: marker leaked: {child}"
+        );
+        let text = child["description"]
+            .as_str()
+            .unwrap_or_else(|| child["anyOf"][0]["description"].as_str().unwrap());
         assert!(text.contains("recursive"), "{label}: {child}");
-        assert!(child.to_string().contains("object"), "{label}: the cut keeps the type: {child}");
+        assert!(
+            child.to_string().contains("object"),
+            "{label}: the cut keeps the type: {child}"
+        );
     }
     // Non-strict OpenAI and Anthropic keep the reference (they accept $ref).
     let anthropic = export(tree, Format::Anthropic, &ExportOptions::default()).unwrap();
-    assert_eq!(anthropic["input_schema"]["properties"]["root"]["$ref"], "#/$defs/node");
+    assert_eq!(
+        anthropic["input_schema"]["properties"]["root"]["$ref"],
+        "#/$defs/node"
+    );
 }
 
 #[test]
 fn root_alternatives_are_merged_and_described() {
     let defs = definitions::awkward();
-    let any_of = defs.iter().find(|d| d["name"] == "combo__root_any_of").unwrap();
+    let any_of = defs
+        .iter()
+        .find(|d| d["name"] == "combo__root_any_of")
+        .unwrap();
     let out = export(any_of, Format::Anthropic, &ExportOptions::default()).unwrap();
     let schema = &out["input_schema"];
     assert_eq!(schema["type"], "object");
     let props: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
     assert_eq!(props, ["id", "name", "exact"]);
-    assert!(schema.get("required").is_none(), "only what every alternative requires");
+    assert!(
+        schema.get("required").is_none(),
+        "only what every alternative requires"
+    );
     let d = out["description"].as_str().unwrap();
-    assert!(d.contains("Accepts one of 2 argument shapes") && d.contains("by id: id"), "{d}");
+    assert!(
+        d.contains("Accepts one of 2 argument shapes") && d.contains("by id: id"),
+        "{d}"
+    );
 }
 
 #[test]
@@ -524,18 +385,34 @@ fn names_descriptions_and_formats() {
     let o = export(digit, Format::OpenAi, &ExportOptions::default()).unwrap();
     assert_eq!(o["function"]["name"], "9lives");
 
-    let long = defs.iter().find(|d| d["name"] == "long__description").unwrap();
+    let long = defs
+        .iter()
+        .find(|d| d["name"] == "long__description")
+        .unwrap();
     let a = export(long, Format::Anthropic, &ExportOptions::default()).unwrap();
     let d = a["description"].as_str().unwrap();
-    assert!(d.chars().count() <= MAX_DESCRIPTION && d.chars().count() > MAX_DESCRIPTION - 8, "{}", d.len());
+    assert!(
+        d.chars().count() <= MAX_DESCRIPTION && d.chars().count() > MAX_DESCRIPTION - 8,
+        "{}",
+        d.len()
+    );
     assert!(d.ends_with("word…"), "cut, trimmed, then an ellipsis");
 
     let everything = definitions::everything();
-    let untitled = everything.iter().find(|d| d["name"] == "everything__get-roots-list").unwrap();
+    let untitled = everything
+        .iter()
+        .find(|d| d["name"] == "everything__get-roots-list")
+        .unwrap();
     let r = export(untitled, Format::Responses, &ExportOptions::default()).unwrap();
-    assert_eq!(r["description"], "Calls the tool 'get-roots-list' of 'everything'.");
+    assert_eq!(
+        r["description"],
+        "Calls the tool 'get-roots-list' of 'everything'."
+    );
     assert_eq!(r["parameters"], json!({"type": "object", "properties": {}}));
-    let titled = everything.iter().find(|d| d["name"] == "everything__toggle-subscriber-updates").unwrap();
+    let titled = everything
+        .iter()
+        .find(|d| d["name"] == "everything__toggle-subscriber-updates")
+        .unwrap();
     let r = export(titled, Format::Responses, &ExportOptions { strict: true }).unwrap();
     assert_eq!(r["description"], "Toggle subscriber updates");
     assert_eq!(r["strict"], true);
@@ -550,13 +427,27 @@ fn names_descriptions_and_formats() {
 #[test]
 fn strict_nulls_for_optional_arguments_are_stripped() {
     let everything = definitions::everything();
-    let sampling = everything.iter().find(|d| d["name"] == "everything__trigger-sampling-request").unwrap();
+    let sampling = everything
+        .iter()
+        .find(|d| d["name"] == "everything__trigger-sampling-request")
+        .unwrap();
     let out = export(sampling, Format::OpenAi, &ExportOptions { strict: true }).unwrap();
     let params = &out["function"]["parameters"];
     assert_eq!(params["required"], json!(["prompt", "maxTokens"]));
-    assert_eq!(params["properties"]["maxTokens"]["type"], json!(["number", "null"]));
-    assert!(params["properties"]["maxTokens"]["description"].as_str().unwrap().contains("default: 100"));
-    let mut args = json!({"prompt": "hi", "maxTokens": null}).as_object().cloned().unwrap();
+    assert_eq!(
+        params["properties"]["maxTokens"]["type"],
+        json!(["number", "null"])
+    );
+    assert!(
+        params["properties"]["maxTokens"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("default: 100")
+    );
+    let mut args = json!({"prompt": "hi", "maxTokens": null})
+        .as_object()
+        .cloned()
+        .unwrap();
     strip_strict_nulls(sampling, &mut args);
     assert_eq!(Value::Object(args), json!({"prompt": "hi"}));
 }

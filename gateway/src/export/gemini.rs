@@ -100,7 +100,9 @@ fn node(s: &Value, depth: usize) -> Value {
     let format_ok = m.get("format").and_then(Value::as_str).is_some_and(|f| {
         matches!(
             (t.as_str(), f),
-            ("string", "date-time" | "enum") | ("number", "float" | "double") | ("integer", "int32" | "int64")
+            ("string", "date-time" | "enum")
+                | ("number", "float" | "double")
+                | ("integer", "int32" | "int64")
         )
     });
     let keep_number = |k: &str| match k {
@@ -108,7 +110,7 @@ fn node(s: &Value, depth: usize) -> Value {
         "minItems" | "maxItems" => t == "array",
         _ => false,
     };
-    notes.dropped_keywords(&m, |k| !(k == "format" && format_ok) && !keep_number(k));
+    notes.dropped_keywords(&m, |k| !(keep_number(k) || k == "format" && format_ok));
     if format_ok {
         out.insert("format".into(), m["format"].clone());
     }
@@ -121,32 +123,55 @@ fn node(s: &Value, depth: usize) -> Value {
         if values.iter().any(Value::is_null) {
             nullable = true;
         }
-        let values: Vec<&Value> = values.iter().filter(|v| !v.is_null()).collect();
-        if t == "string" && values.iter().all(|v| v.is_string()) && !values.is_empty() {
+        let (values, others): (Vec<&Value>, Vec<&Value>) = values
+            .iter()
+            .filter(|v| !v.is_null())
+            .partition(|v| value_has_type(v, &t));
+        if t == "string" && !values.is_empty() {
             out.insert("enum".into(), json!(values));
         } else if !values.is_empty() {
             let list: Vec<String> = values.iter().map(|v| render(v)).collect();
             notes.push(format!("one of: {}", list.join(", ")));
         }
+        if !others.is_empty() {
+            let list: Vec<String> = others.iter().map(|v| v.to_string()).collect();
+            notes.push(format!("also accepts: {}", list.join(", ")));
+        }
     }
     match t.as_str() {
         "object" => {
             let empty = Map::new();
-            let props = m.get("properties").and_then(Value::as_object).unwrap_or(&empty);
-            let converted: Map<String, Value> =
-                props.iter().map(|(k, p)| (k.clone(), node(p, depth + 1))).collect();
+            let props = m
+                .get("properties")
+                .and_then(Value::as_object)
+                .unwrap_or(&empty);
+            let converted: Map<String, Value> = props
+                .iter()
+                .map(|(k, p)| (k.clone(), node(p, depth + 1)))
+                .collect();
             let required: Vec<&str> = m
                 .get("required")
                 .and_then(Value::as_array)
-                .map(|r| r.iter().filter_map(Value::as_str).filter(|r| props.contains_key(*r)).collect())
+                .map(|r| {
+                    r.iter()
+                        .filter_map(Value::as_str)
+                        .filter(|r| props.contains_key(*r))
+                        .collect()
+                })
                 .unwrap_or_default();
             match m.get("additionalProperties") {
                 Some(Value::Object(a)) if props.is_empty() => {
                     let ts = types_of(&Value::Object(a.clone()));
-                    let of = if ts.is_empty() { String::new() } else { format!(" of {}", ts.join("/")) };
+                    let of = if ts.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" of {}", ts.join("/"))
+                    };
                     notes.push(format!("a map of names to values{of}"));
                 }
-                Some(Value::Object(_)) | Some(Value::Bool(true)) => notes.push("more keys accepted"),
+                Some(Value::Object(_)) | Some(Value::Bool(true)) => {
+                    notes.push("more keys accepted")
+                }
                 None if props.is_empty() && !m.contains_key(super::refs::CUT_MARK) => {
                     notes.push("free-form object")
                 }
@@ -160,12 +185,20 @@ fn node(s: &Value, depth: usize) -> Value {
             }
         }
         "array" => {
-            let items = match m.get("items") {
-                Some(i @ Value::Object(_)) => node(i, depth + 1),
-                Some(Value::Array(tuple)) if !tuple.is_empty() => {
+            let tuple = match (m.get("items"), m.get("prefixItems")) {
+                (Some(Value::Array(t)), _) => Some(t),
+                (Some(Value::Object(_)), _) => None,
+                (_, Some(Value::Array(t))) => Some(t),
+                _ => None,
+            }
+            .filter(|t| !t.is_empty());
+            let items = match (m.get("items"), tuple) {
+                // The first position represents the others.
+                (_, Some(tuple)) => {
                     notes.push("positions typed individually in the source");
                     node(&tuple[0], depth + 1)
                 }
+                (Some(i @ Value::Object(_)), None) => node(i, depth + 1),
                 _ => json!({"type": "string", "description": "(any JSON value)"}),
             };
             out.insert("items".into(), items);
@@ -191,7 +224,10 @@ fn scalar_any(notes: Notes, m: &Map<String, Value>) -> Value {
 }
 
 fn inferred(m: &Map<String, Value>) -> Vec<String> {
-    if m.contains_key("properties") || m.contains_key("required") || m.contains_key("additionalProperties") {
+    if m.contains_key("properties")
+        || m.contains_key("required")
+        || m.contains_key("additionalProperties")
+    {
         return vec!["object".into()];
     }
     if m.contains_key("items") {
@@ -233,7 +269,11 @@ fn collapse(base: Map<String, Value>, alternatives: &[Value], depth: usize) -> V
     let mut nullable = false;
     let mut rest: Vec<Value> = Vec::new();
     for a in alternatives {
-        let a = if a.get("allOf").is_some() { merge::merge_all_of(std::slice::from_ref(a)) } else { a.clone() };
+        let a = if a.get("allOf").is_some() {
+            merge::merge_all_of(std::slice::from_ref(a))
+        } else {
+            a.clone()
+        };
         if merge::is_null_only(&a) {
             nullable = true;
         } else if !rest.contains(&a) {
@@ -256,7 +296,11 @@ fn collapse(base: Map<String, Value>, alternatives: &[Value], depth: usize) -> V
             .iter()
             .map(|r| {
                 let ts = types_of(r);
-                let t = if ts.is_empty() { "another shape".to_owned() } else { ts.join("/") };
+                let t = if ts.is_empty() {
+                    "another shape".to_owned()
+                } else {
+                    ts.join("/")
+                };
                 match r.get("enum").and_then(Value::as_array) {
                     Some(e) if e.len() <= 5 => {
                         let v: Vec<String> = e.iter().map(Value::to_string).collect();
@@ -283,7 +327,12 @@ fn collapse(base: Map<String, Value>, alternatives: &[Value], depth: usize) -> V
         merged.insert("description".into(), d);
     }
     if let Some(n) = note {
-        let d = merged.get("description").and_then(Value::as_str).unwrap_or("").trim().to_owned();
+        let d = merged
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .trim()
+            .to_owned();
         let text = if d.is_empty() { n } else { format!("{d} {n}") };
         merged.insert("description".into(), json!(text));
     }
@@ -305,7 +354,12 @@ fn same_type(rest: &[Value]) -> Option<Value> {
     let mut values: Vec<Value> = Vec::new();
     for r in rest {
         match r.get("enum").and_then(Value::as_array) {
-            Some(e) => values.extend(e.iter().filter(|v| !values.contains(v)).cloned().collect::<Vec<_>>()),
+            Some(e) => values.extend(
+                e.iter()
+                    .filter(|v| !values.contains(v))
+                    .cloned()
+                    .collect::<Vec<_>>(),
+            ),
             None => {
                 out.remove("enum");
                 return Some(Value::Object(out));
@@ -314,4 +368,15 @@ fn same_type(rest: &[Value]) -> Option<Value> {
     }
     out.insert("enum".into(), Value::Array(values));
     Some(Value::Object(out))
+}
+
+fn value_has_type(v: &Value, t: &str) -> bool {
+    match v {
+        Value::String(_) => t == "string",
+        Value::Bool(_) => t == "boolean",
+        Value::Number(n) => t == "number" || (t == "integer" && (n.is_i64() || n.is_u64())),
+        Value::Array(_) => t == "array",
+        Value::Object(_) => t == "object",
+        Value::Null => false,
+    }
 }

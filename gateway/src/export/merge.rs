@@ -8,7 +8,11 @@ use serde_json::{Map, Value, json};
 pub fn types_of(s: &Value) -> Vec<String> {
     let mut out: Vec<String> = match s.get("type") {
         Some(Value::String(t)) => vec![t.clone()],
-        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
+        Some(Value::Array(ts)) => ts
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
         _ => Vec::new(),
     };
     if s.get("nullable") == Some(&Value::Bool(true)) && !out.iter().any(|t| t == "null") {
@@ -34,8 +38,11 @@ pub fn admits_null(s: &Value) -> bool {
 /// True for a schema that only says "null".
 pub fn is_null_only(s: &Value) -> bool {
     let ts = types_of(s);
-    (ts.len() == 1 && ts[0] == "null") || s.get("const") == Some(&Value::Null)
-        || s.get("enum").and_then(Value::as_array).is_some_and(|e| e.len() == 1 && e[0].is_null())
+    (ts.len() == 1 && ts[0] == "null")
+        || s.get("const") == Some(&Value::Null)
+        || s.get("enum")
+            .and_then(Value::as_array)
+            .is_some_and(|e| e.len() == 1 && e[0].is_null())
 }
 
 /// True for a schema describing objects (declared so, or with `properties`).
@@ -48,7 +55,12 @@ pub fn is_object(s: &Value) -> bool {
 fn required_of(s: &Value) -> Vec<String> {
     s.get("required")
         .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .map(|r| {
+            r.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -91,7 +103,10 @@ pub fn merge_all_of(branches: &[Value]) -> Value {
             }
         }
         for (k, v) in m {
-            if matches!(k.as_str(), "properties" | "required" | "type" | "nullable" | "allOf") {
+            if matches!(
+                k.as_str(),
+                "properties" | "required" | "type" | "nullable" | "allOf"
+            ) {
                 continue;
             }
             out.entry(k.clone()).or_insert_with(|| v.clone());
@@ -148,7 +163,13 @@ pub fn set_types(m: &mut Map<String, Value>, types: &[String]) {
 pub fn merge_alternatives(branches: &[Value]) -> (Value, String) {
     let branches: Vec<Value> = branches
         .iter()
-        .map(|b| if b.get("allOf").is_some() { merge_all_of(std::slice::from_ref(b)) } else { b.clone() })
+        .map(|b| {
+            if b.get("allOf").is_some() {
+                merge_all_of(std::slice::from_ref(b))
+            } else {
+                b.clone()
+            }
+        })
         .collect();
     let mut props = Map::new();
     let mut required: Option<Vec<String>> = None;
@@ -160,7 +181,11 @@ pub fn merge_alternatives(branches: &[Value]) -> (Value, String) {
             .or_else(|| b.get("description"))
             .and_then(Value::as_str)
             .map(|t| super::cap_to(t.trim(), 60));
-        let fields = if req.is_empty() { "no required arguments".to_owned() } else { req.join(", ") };
+        let fields = if req.is_empty() {
+            "no required arguments".to_owned()
+        } else {
+            req.join(", ")
+        };
         shapes.push(match label {
             Some(l) if !l.is_empty() => format!("({}) {l}: {fields}", i + 1),
             _ => format!("({}) {fields}", i + 1),
@@ -207,7 +232,15 @@ pub fn merge_alternatives(branches: &[Value]) -> (Value, String) {
 /// united `enum`, a common type when the alternatives agree on one, and a description
 /// naming each value with its title and description. `None` for other alternatives.
 pub fn enum_alternatives(base: &Map<String, Value>, branches: &[Value]) -> Option<Value> {
-    const ALLOWED: &[&str] = &["const", "enum", "title", "description", "type", "format", "deprecated"];
+    const ALLOWED: &[&str] = &[
+        "const",
+        "enum",
+        "title",
+        "description",
+        "type",
+        "format",
+        "deprecated",
+    ];
     let mut values: Vec<Value> = Vec::new();
     let mut labels: Vec<String> = Vec::new();
     let mut types: Option<Vec<String>> = None;
@@ -257,9 +290,18 @@ pub fn enum_alternatives(base: &Map<String, Value>, branches: &[Value]) -> Optio
     }
     out.insert("enum".into(), Value::Array(values));
     if !labels.is_empty() {
-        let d = out.get("description").and_then(Value::as_str).unwrap_or("").trim().to_owned();
+        let d = out
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .trim()
+            .to_owned();
         let list = format!("Values: {}.", labels.join("; "));
-        let text = if d.is_empty() { list } else { format!("{d} {list}") };
+        let text = if d.is_empty() {
+            list
+        } else {
+            format!("{d} {list}")
+        };
         out.insert("description".into(), json!(super::cap_to(&text, 1024)));
     }
     Some(Value::Object(out))

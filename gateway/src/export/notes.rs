@@ -52,7 +52,11 @@ impl Notes {
     }
 
     /// Adds a note for each useful keyword of `schema` for which `dropped` says yes.
-    pub fn dropped_keywords(&mut self, schema: &Map<String, Value>, dropped: impl Fn(&str) -> bool) {
+    pub fn dropped_keywords(
+        &mut self,
+        schema: &Map<String, Value>,
+        dropped: impl Fn(&str) -> bool,
+    ) {
         for (key, label) in USEFUL {
             if let Some(v) = schema.get(*key)
                 && dropped(key)

@@ -122,9 +122,9 @@ impl Walker<'_> {
                 self.schema(v, nesting + 1)
             } else if SCHEMA_LISTS.contains(&k) || (k == "items" && v.is_array()) {
                 match v.as_array() {
-                    Some(list) => Value::Array(
-                        list.iter().map(|b| self.schema(b, nesting + 1)).collect(),
-                    ),
+                    Some(list) => {
+                        Value::Array(list.iter().map(|b| self.schema(b, nesting + 1)).collect())
+                    }
                     None => v.clone(),
                 }
             } else {
@@ -155,7 +155,9 @@ impl Walker<'_> {
             return Value::Object(site.clone());
         }
         let why = if self.stack.iter().any(|s| s == r) {
-            Some(format!("recursive: same shape as the enclosing {name}; not expanded further"))
+            Some(format!(
+                "recursive: same shape as the enclosing {name}; not expanded further"
+            ))
         } else if self.stack.len() >= MAX_REF_DEPTH {
             Some(format!("{name} nested too deeply; not expanded"))
         } else if self.nodes >= MAX_NODES {
@@ -252,7 +254,11 @@ fn cut_marked(target: Option<&Value>, why: &str, mark: bool) -> Value {
 fn with_siblings(mut cut: Value, site: &Map<String, Value>) -> Value {
     if let (Value::Object(c), Some(Value::String(d))) = (&mut cut, site.get("description")) {
         let why = c.get("description").and_then(Value::as_str).unwrap_or("");
-        let marker = why.rfind(" (").map(|i| &why[i + 1..]).unwrap_or(why).to_owned();
+        let marker = why
+            .rfind(" (")
+            .map(|i| &why[i + 1..])
+            .unwrap_or(why)
+            .to_owned();
         c.insert("description".into(), json!(format!("{d} {marker}")));
     }
     cut

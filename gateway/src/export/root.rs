@@ -39,8 +39,10 @@ pub fn object_root(schema: &Value) -> Result<Fixed, String> {
             changed = true;
         }
         if let Some(Value::Array(branches)) = root.remove("allOf") {
-            let branches: Vec<Value> =
-                branches.iter().map(|b| shallow_resolve(&whole, b)).collect();
+            let branches: Vec<Value> = branches
+                .iter()
+                .map(|b| shallow_resolve(&whole, b))
+                .collect();
             let mut all = vec![Value::Object(root.clone())];
             all.extend(branches);
             let merged = merge::merge_all_of(&all);
@@ -48,11 +50,19 @@ pub fn object_root(schema: &Value) -> Result<Fixed, String> {
             changed = true;
         }
         for key in ["anyOf", "oneOf"] {
-            let Some(Value::Array(branches)) = root.remove(key) else { continue };
+            let Some(Value::Array(branches)) = root.remove(key) else {
+                continue;
+            };
             let branches: Vec<Value> = branches
                 .iter()
                 .map(|b| shallow_resolve(&whole, b))
-                .map(|b| if b.get("allOf").is_some() { merge::merge_all_of(&[b]) } else { b })
+                .map(|b| {
+                    if b.get("allOf").is_some() {
+                        merge::merge_all_of(&[b])
+                    } else {
+                        b
+                    }
+                })
                 .filter(|b| !is_null_only(b))
                 .collect();
             let objects: Vec<Value> = branches.iter().filter(|b| is_object(b)).cloned().collect();
@@ -88,7 +98,11 @@ pub fn object_root(schema: &Value) -> Result<Fixed, String> {
     if !non_null.is_empty() && !non_null.iter().any(|t| *t == "object") {
         return Err(format!(
             "the input schema's root is {} rather than an object",
-            non_null.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(" or ")
+            non_null
+                .iter()
+                .map(|t| t.as_str())
+                .collect::<Vec<_>>()
+                .join(" or ")
         ));
     }
     root.remove("nullable");
@@ -118,8 +132,12 @@ fn resolve_local<'a>(root: &'a Value, r: &str) -> Option<&'a Value> {
 fn shallow_resolve(root: &Value, b: &Value) -> Value {
     let mut cur = b.clone();
     for _ in 0..8 {
-        let Some(r) = cur.get("$ref").and_then(Value::as_str) else { break };
-        let Some(Value::Object(t)) = resolve_local(root, r) else { break };
+        let Some(r) = cur.get("$ref").and_then(Value::as_str) else {
+            break;
+        };
+        let Some(Value::Object(t)) = resolve_local(root, r) else {
+            break;
+        };
         let mut m = cur.as_object().cloned().unwrap_or_default();
         m.remove("$ref");
         for (k, v) in t {

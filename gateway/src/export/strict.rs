@@ -23,7 +23,15 @@ use super::notes::Notes;
 
 /// String formats strict mode supports.
 pub const FORMATS: &[&str] = &[
-    "date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid",
+    "date-time",
+    "time",
+    "date",
+    "duration",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "uuid",
 ];
 /// Deepest nesting converted; deeper schemas become "any scalar".
 const MAX_DEPTH: usize = 48;
@@ -141,7 +149,12 @@ fn inferred(m: &Map<String, Value>) -> Vec<String> {
         return vec!["array".into()];
     }
     let mut out: Vec<String> = Vec::new();
-    for v in m.get("enum").and_then(Value::as_array).into_iter().flatten() {
+    for v in m
+        .get("enum")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         let t = match v {
             Value::String(_) => "string",
             Value::Bool(_) => "boolean",
@@ -185,7 +198,16 @@ fn any_of(m: &Map<String, Value>, alternatives: &[Value], mut notes: Notes, dept
     }
     // Structural keywords next to the alternatives apply to each of them.
     let mut base = m.clone();
-    for k in ["anyOf", "oneOf", "description", "title", "not", "if", "then", "else"] {
+    for k in [
+        "anyOf",
+        "oneOf",
+        "description",
+        "title",
+        "not",
+        "if",
+        "then",
+        "else",
+    ] {
         base.remove(k);
     }
     let mut branches: Vec<Value> = Vec::new();
@@ -211,7 +233,10 @@ fn any_of(m: &Map<String, Value>, alternatives: &[Value], mut notes: Notes, dept
     if branches.len() == 1 {
         let mut only = branches.pop().unwrap_or_default();
         if let Value::Object(o) = &mut only {
-            let inner = o.get("description").and_then(Value::as_str).map(str::to_owned);
+            let inner = o
+                .get("description")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
             let d = description_of(m).map(str::to_owned).or(inner);
             match notes.describe(d.as_deref()) {
                 Some(d) => o.insert("description".into(), json!(d)),
@@ -239,7 +264,11 @@ fn typed(m: &Map<String, Value>, t: &str, nullable: bool, mut notes: Notes, dept
         out.insert("format".into(), m["format"].clone());
     }
     if let Some(Value::Array(values)) = m.get("enum") {
-        let kept: Vec<Value> = values.iter().filter(|v| value_has_type(v, t)).cloned().collect();
+        let kept: Vec<Value> = values
+            .iter()
+            .filter(|v| value_has_type(v, t))
+            .cloned()
+            .collect();
         if !kept.is_empty() {
             out.insert("enum".into(), Value::Array(kept));
         }
@@ -247,19 +276,24 @@ fn typed(m: &Map<String, Value>, t: &str, nullable: bool, mut notes: Notes, dept
     match t {
         "object" => object(m, &mut out, &mut notes, depth),
         "array" => {
-            let items = match m.get("items") {
-                Some(i @ Value::Object(_)) => node(i, depth + 1),
-                Some(Value::Array(tuple)) if !tuple.is_empty() => {
+            let tuple = match (m.get("items"), m.get("prefixItems")) {
+                (Some(Value::Array(t)), _) => Some(t),
+                (Some(Value::Object(_)), _) => None,
+                (_, Some(Value::Array(t))) => Some(t),
+                _ => None,
+            }
+            .filter(|t| !t.is_empty());
+            let items = match (m.get("items"), tuple) {
+                (_, Some(tuple)) => {
                     notes.push("positions typed individually in the source");
                     any_of(&Map::new(), tuple, Notes::new(), depth)
                 }
+                (Some(i @ Value::Object(_)), None) => node(i, depth + 1),
                 _ => any_value(None),
             };
             out.insert("items".into(), items);
-            for k in ["prefixItems", "contains"] {
-                if m.contains_key(k) {
-                    notes.push(format!("'{k}' constraint not enforced"));
-                }
+            if m.contains_key("contains") {
+                notes.push("'contains' constraint not enforced");
             }
         }
         _ => {}
@@ -282,7 +316,10 @@ fn object(m: &Map<String, Value>, out: &mut Map<String, Value>, notes: &mut Note
         .unwrap_or_default();
     let mut props = Map::new();
     let empty = Map::new();
-    let source = m.get("properties").and_then(Value::as_object).unwrap_or(&empty);
+    let source = m
+        .get("properties")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
     for (name, p) in source {
         let mut converted = node(p, depth + 1);
         if !required.contains(&name.as_str()) {
@@ -306,7 +343,9 @@ fn object(m: &Map<String, Value>, out: &mut Map<String, Value>, notes: &mut Note
 fn value_has_type(v: &Value, t: &str) -> bool {
     match (v, t) {
         (Value::String(_), "string") | (Value::Bool(_), "boolean") => true,
-        (Value::Number(n), "integer") => n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0),
+        (Value::Number(n), "integer") => {
+            n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
+        }
         (Value::Number(_), "number") => true,
         (Value::Array(_), "array") | (Value::Object(_), "object") => true,
         _ => false,
