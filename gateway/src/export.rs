@@ -182,6 +182,7 @@ pub fn export(
             let inlined = refs::inline(&schema);
             let fixed = root::object_root(&inlined).map_err(&fail)?;
             let parameters = strict::convert_root(&fixed.schema);
+            strict::check_limits(&parameters).map_err(&fail)?;
             function_tool(format, name, description(fixed.note), parameters, true)
         }
         Format::OpenAi | Format::Responses => {

@@ -451,3 +451,30 @@ fn strict_nulls_for_optional_arguments_are_stripped() {
     strip_strict_nulls(sampling, &mut args);
     assert_eq!(Value::Object(args), json!({"prompt": "hi"}));
 }
+
+#[test]
+fn strict_size_limits_are_reported_and_other_formats_still_export() {
+    let cases = definitions::over_strict_limits();
+    let defs: Vec<JsonObject> = cases.iter().map(|(d, _)| d.clone()).collect();
+    let mut tally = Tally::default();
+    run(&mut tally, &defs);
+    print("definitions over strict-mode limits", &tally);
+    assert!(tally.violations.is_empty(), "{:?}", tally.violations);
+    let got: Vec<(String, Format)> = tally
+        .export_errors
+        .iter()
+        .map(|e| (e.tool.clone(), e.format))
+        .collect();
+    let mut expected = Vec::new();
+    for (d, why) in &cases {
+        let name = d["name"].as_str().unwrap().to_owned();
+        expected.push((name.clone(), Format::OpenAi));
+        expected.push((name, Format::Responses));
+        let e = export(d, Format::OpenAi, &ExportOptions { strict: true }).unwrap_err();
+        assert!(e.reason.contains(why), "{e}");
+    }
+    assert_eq!(got, expected);
+    for f in ["openai", "responses", "anthropic", "gemini", "mcp"] {
+        assert_eq!(tally.ok.get(f), Some(&cases.len()), "{f}");
+    }
+}

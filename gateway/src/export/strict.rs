@@ -36,6 +36,80 @@ pub const FORMATS: &[&str] = &[
 /// Deepest nesting converted; deeper schemas become "any scalar".
 const MAX_DEPTH: usize = 48;
 
+/// Size limits OpenAI documents for one strict schema: object nesting levels, object
+/// properties, enum values, and characters of property names plus enum values.
+pub const MAX_NESTING: usize = 10;
+pub const MAX_PROPERTIES: usize = 5000;
+pub const MAX_ENUM_VALUES: usize = 1000;
+pub const MAX_STRING_CHARS: usize = 120_000;
+
+/// Checks a converted schema against OpenAI's size limits for strict mode; a schema
+/// over one of them would make OpenAI reject the whole request.
+pub fn check_limits(schema: &Value) -> Result<(), String> {
+    #[derive(Default)]
+    struct Count {
+        nesting: usize,
+        properties: usize,
+        enums: usize,
+        chars: usize,
+    }
+    fn walk(s: &Value, level: usize, c: &mut Count) {
+        let Some(m) = s.as_object() else { return };
+        let level = if m.contains_key("properties") {
+            level + 1
+        } else {
+            level
+        };
+        c.nesting = c.nesting.max(level);
+        if let Some(e) = m.get("enum").and_then(Value::as_array) {
+            c.enums += e.len();
+            c.chars += e
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::len)
+                .sum::<usize>();
+        }
+        if let Some(p) = m.get("properties").and_then(Value::as_object) {
+            c.properties += p.len();
+            for (k, v) in p {
+                c.chars += k.len();
+                walk(v, level, c);
+            }
+        }
+        if let Some(i) = m.get("items") {
+            walk(i, level, c);
+        }
+        for b in m
+            .get("anyOf")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            walk(b, level, c);
+        }
+    }
+    let mut c = Count::default();
+    walk(schema, 0, &mut c);
+    let over = [
+        ("levels of object nesting", c.nesting, MAX_NESTING),
+        ("object properties", c.properties, MAX_PROPERTIES),
+        ("enum values", c.enums, MAX_ENUM_VALUES),
+        (
+            "characters of property names and enum values",
+            c.chars,
+            MAX_STRING_CHARS,
+        ),
+    ]
+    .into_iter()
+    .find(|(_, n, max)| n > max);
+    match over {
+        Some((what, n, max)) => Err(format!(
+            "strict mode allows at most {max} {what}; this schema has {n}"
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Converts an object root (refs already inlined) into a strict-mode schema.
 pub fn convert_root(root: &Value) -> Value {
     let mut out = node(root, 0);

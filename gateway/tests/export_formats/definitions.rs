@@ -78,10 +78,7 @@ pub fn everything() -> Vec<JsonObject> {
 
 /// Definitions whose schemas use every construct the formats disagree on.
 pub fn awkward() -> Vec<JsonObject> {
-    let mut deep = json!({"type": "string"});
-    for i in 0..80 {
-        deep = json!({"type": "object", "properties": {format!("level{i}"): deep}});
-    }
+    let deep3 = nested(3);
     vec![
         def(
             json!({"name": "tree__insert", "description": "Inserts a tree (recursive $defs)",
@@ -141,7 +138,7 @@ pub fn awkward() -> Vec<JsonObject> {
                 "deprecated": {"type": "boolean", "deprecated": true, "readOnly": true},
                 "encoded": {"type": "string", "contentEncoding": "base64", "contentMediaType": "image/png"},
                 "numbers": {"type": "number", "multipleOf": 0.5, "minimum": 0, "maximum": 10, "format": "double"},
-                "deep": deep}}}),
+                "deep": deep3}}}),
         ),
         def(
             json!({"name": "9lives", "description": "A name starting with a digit",
@@ -158,6 +155,37 @@ pub fn awkward() -> Vec<JsonObject> {
         def(
             json!({"name": "missing_ref", "description": "A reference that points nowhere",
             "inputSchema": {"type": "object", "properties": {"a": {"$ref": "#/$defs/nowhere"}, "b": {"$ref": "https://example.com/s.json"}}}}),
+        ),
+    ]
+}
+
+/// An object nested `levels` deep.
+pub fn nested(levels: usize) -> Value {
+    let mut deep = json!({"type": "string"});
+    for i in 0..levels {
+        deep = json!({"type": "object", "properties": {format!("level{i}"): deep}});
+    }
+    deep
+}
+
+/// Definitions over OpenAI's strict-mode size limits (every other format takes them),
+/// and why.
+pub fn over_strict_limits() -> Vec<(JsonObject, &'static str)> {
+    let values: Vec<String> = (0..1500).map(|i| format!("v{i}")).collect();
+    vec![
+        (
+            def(
+                json!({"name": "limits__deep", "description": "Objects nested 80 levels deep",
+            "inputSchema": {"type": "object", "properties": {"deep": nested(80)}}}),
+            ),
+            "levels of object nesting",
+        ),
+        (
+            def(
+                json!({"name": "limits__enum", "description": "An enum of 1,500 values",
+            "inputSchema": {"type": "object", "properties": {"pick": {"type": "string", "enum": values}}}}),
+            ),
+            "at most 1000 enum values",
         ),
     ]
 }

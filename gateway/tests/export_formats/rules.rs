@@ -216,6 +216,31 @@ pub fn strict(s: &Value, source_root: &Value, errs: &mut Vec<String>) {
     if s.get("type").is_some_and(|t| t.is_array()) {
         errs.push("root is nullable".into());
     }
+    // OpenAI's documented size limits.
+    let (mut nesting, mut properties, mut enums, mut chars) = (0, 0, 0, 0);
+    walk(s, "#", 0, &mut |m, path| {
+        let level = path.matches("/properties/").count() + 1;
+        if m.contains_key("properties") {
+            nesting = nesting.max(level);
+        }
+        if let Some(p) = m.get("properties").and_then(Value::as_object) {
+            properties += p.len();
+            chars += p.keys().map(String::len).sum::<usize>();
+        }
+        if let Some(e) = m.get("enum").and_then(Value::as_array) {
+            enums += e.len();
+            chars += e
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::len)
+                .sum::<usize>();
+        }
+    });
+    if nesting > 10 || properties > 5000 || enums > 1000 || chars > 120_000 {
+        errs.push(format!(
+            "over strict limits: nesting {nesting}, properties {properties}, enums {enums}, chars {chars}"
+        ));
+    }
     // Optional properties at the root became nullable.
     if let (Some(src), Some(out)) = (
         source_root.get("properties").and_then(Value::as_object),
