@@ -333,7 +333,11 @@ fn collapse(base: Map<String, Value>, alternatives: &[Value], depth: usize) -> V
             .unwrap_or("")
             .trim()
             .to_owned();
-        let text = if d.is_empty() { n } else { format!("{d} {n}") };
+        let text = if d.is_empty() {
+            format!("({n})")
+        } else {
+            format!("{d} ({n})")
+        };
         merged.insert("description".into(), json!(text));
     }
     let mut out = node(&Value::Object(merged), depth + 1);

@@ -257,10 +257,40 @@ pub fn strict(s: &Value, source_root: &Value, errs: &mut Vec<String>) {
                 Some(p) if !required.contains(&name.as_str()) && !admits_null(p) => {
                     errs.push(format!("optional property {name} is not nullable"))
                 }
+                Some(p)
+                    if required.contains(&name.as_str())
+                        && admits_null(p)
+                        && source_rejects_null(&src[name]) =>
+                {
+                    errs.push(format!("required property {name} became nullable"))
+                }
                 _ => {}
             }
         }
     }
+}
+
+/// True when a source schema certainly rejects `null` (references and combinators are
+/// not followed: unknown counts as "may accept").
+fn source_rejects_null(s: &Value) -> bool {
+    let Some(m) = s.as_object() else { return false };
+    if ["$ref", "allOf", "anyOf", "oneOf", "not", "if"]
+        .iter()
+        .any(|k| m.contains_key(*k))
+    {
+        return false;
+    }
+    if m.get("nullable") == Some(&json!(true)) {
+        return false;
+    }
+    if let Some(e) = m.get("enum").and_then(Value::as_array) {
+        return !e.iter().any(Value::is_null);
+    }
+    if let Some(c) = m.get("const") {
+        return !c.is_null();
+    }
+    let ts = types(m);
+    !ts.is_empty() && !ts.contains(&"null")
 }
 
 /// Gemini's OpenAPI 3.0 subset, node by node.
