@@ -15,29 +15,48 @@
 //! | MCP | as the catalog has it | as the catalog has it |
 //!
 //! How the hard parts are handled:
-//! - **Root shape** ([`root`]): a missing or empty schema becomes `{"type":"object"}`;
-//!   a root `$ref` is replaced by its target; root `allOf` branches are merged (union
-//!   of properties and of `required`); root `anyOf`/`oneOf` branches that are objects
-//!   are merged into one object holding every branch's properties, requiring only what
-//!   every branch requires, and the description lists the alternatives. A root that
-//!   is declared as something other than an object cannot be called with named
-//!   arguments: that tool is an [`ExportError`].
+//! - **Root shape** (all but MCP): a missing or empty schema becomes
+//!   `{"type":"object","properties":{}}`; a root `$ref` is replaced by its target; root
+//!   `allOf` branches are merged (union of properties and of `required`); root
+//!   `anyOf`/`oneOf` alternatives that are objects are merged into one object holding
+//!   every alternative's properties (a property they disagree on becomes the `anyOf` of
+//!   its versions), requiring only what every alternative requires, and the tool
+//!   description lists the alternatives by their required arguments; `null` and
+//!   non-object alternatives are left out (said so). A root declared as anything but an
+//!   object cannot take named arguments: that tool is an [`ExportError`].
 //! - **References** ([`refs`]): local `$ref`s (`#`, `#/$defs/…`, `#/definitions/…`, any
 //!   JSON pointer) are inlined where the format forbids them (Gemini, OpenAI strict). A
 //!   reference already being expanded further up (recursion), a chain deeper than
-//!   [`refs::MAX_REF_DEPTH`], or one past the size budget is cut: it becomes a bare
-//!   schema of the target's type whose description says `(recursive: …)` or
-//!   `(… not expanded)`. Unresolvable references are cut the same way.
-//! - **Combinators** inside the schema: `allOf` is merged; for Gemini `anyOf`/`oneOf`
-//!   collapse (a `null` branch becomes `nullable: true`; branches of one type merge;
-//!   object branches merge as at the root; otherwise the first branch is the
-//!   representative and the others are named in the description); for OpenAI strict
-//!   `oneOf` becomes `anyOf` and `not`/`if`/`then`/`else` are dropped and described.
+//!   [`refs::MAX_REF_DEPTH`], or one past [`refs::MAX_NODES`] is cut: it becomes a bare
+//!   schema of the target's type whose description says `(recursive: same shape as the
+//!   enclosing X; not expanded further)` or `(… not expanded)`. Where `$ref` is allowed
+//!   (OpenAI non-strict, Anthropic) references stay, except dangling or external ones,
+//!   which are cut the same way (one would make the consumer reject the request).
+//! - **Combinators** inside the schema: `allOf` is merged everywhere it must go.
+//!   Alternatives that are each one value (`const`, Discord-style enums) become one
+//!   `enum` whose description names each value. Gemini: `anyOf`/`oneOf` collapse — a
+//!   `null` alternative becomes `nullable: true`, object alternatives merge as at the
+//!   root, alternatives of one type merge, otherwise the **first** alternative
+//!   represents the rest and the description names the others (`also accepts: …`).
+//!   OpenAI strict: `oneOf` becomes `anyOf`; `not`/`if`/`then`/`else` are dropped and
+//!   said so.
 //! - **Keywords a consumer does not take** are removed; the useful ones (formats,
-//!   patterns, lengths, ranges, defaults, examples) are moved into the description as
-//!   short notes (`format: uuid; pattern: ^a+$`).
-//! - **Descriptions** are capped at [`MAX_DESCRIPTION`] characters (ending with `…`)
-//!   and never empty: a missing one is generated from the title or the name.
+//!   patterns, lengths, ranges, defaults, examples, encodings) are moved into the
+//!   description as short notes (`(format: uri; max length: 2048)`).
+//! - **What strict mode or Gemini cannot say** is narrowed to something they can that
+//!   the source also accepts: an untyped value becomes string/number/boolean/null
+//!   (strict) or a string (Gemini); an untyped array gets such items; a free-form
+//!   object (undeclared keys) is closed with its declared properties (strict, said so)
+//!   or loses `additionalProperties` (Gemini, said so).
+//! - **Descriptions** are capped at [`MAX_DESCRIPTION`] characters (at a word boundary,
+//!   ending with `…`) and never empty: a missing one is the title, the annotations'
+//!   title, or generated from the name (`Calls the tool 'x' of 'upstream'.`).
+//!
+//! [`ExportError`] (the REST endpoint skips the tool and says why): a name outside
+//! `^[a-zA-Z0-9_-]{1,64}$` (catalog names never are), a root that is not an object,
+//! and — strict mode only — a schema over OpenAI's documented size limits (10 levels of
+//! object nesting, 5,000 properties, 1,000 enum values, 120,000 characters of property
+//! names and enum values).
 //!
 //! Under OpenAI strict mode the model sends `null` for an argument that was optional;
 //! [`strip_strict_nulls`] removes those before the call goes upstream.
