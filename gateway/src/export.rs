@@ -160,11 +160,14 @@ pub struct ExportOptions {
 
 /// A tool that cannot be expressed in a format.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("tool '{tool}' cannot be exported as {format}: {reason}")]
+#[error("tool '{tool}' cannot be exported as {format}{}: {reason}", if *strict { " (strict)" } else { "" })]
 pub struct ExportError {
     /// The tool's name in the definition (empty when it had none).
     pub tool: String,
     pub format: Format,
+    /// True when the export asked for OpenAI strict mode.
+    pub strict: bool,
+    /// Why, in a sentence.
     pub reason: String,
 }
 
@@ -178,9 +181,11 @@ pub fn export(
         return Ok(Value::Object(definition.clone()));
     }
     let raw_name = definition.get("name").and_then(Value::as_str).unwrap_or("");
+    let strict = options.strict && matches!(format, Format::OpenAi | Format::Responses);
     let fail = |reason: String| ExportError {
         tool: raw_name.to_owned(),
         format,
+        strict,
         reason,
     };
     let name = export_name(raw_name, format).map_err(&fail)?;

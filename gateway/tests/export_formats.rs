@@ -303,8 +303,8 @@ fn inexpressible_tools_are_reported_with_a_reason() {
         "{:?}",
         tally.export_errors
     );
-    for (e, (tool, format, _, why)) in tally.export_errors.iter().zip(&expected) {
-        assert_eq!((&e.tool, e.format), (tool, *format));
+    for (e, (tool, format, strict, why)) in tally.export_errors.iter().zip(&expected) {
+        assert_eq!((&e.tool, e.format, e.strict), (tool, *format, *strict));
         assert!(e.reason.contains(why), "{e}");
         assert!(e.to_string().contains(tool.as_str()), "{e}");
     }
@@ -460,18 +460,19 @@ fn strict_size_limits_are_reported_and_other_formats_still_export() {
     run(&mut tally, &defs);
     print("definitions over strict-mode limits", &tally);
     assert!(tally.violations.is_empty(), "{:?}", tally.violations);
-    let got: Vec<(String, Format)> = tally
+    let got: Vec<(String, Format, bool)> = tally
         .export_errors
         .iter()
-        .map(|e| (e.tool.clone(), e.format))
+        .map(|e| (e.tool.clone(), e.format, e.strict))
         .collect();
     let mut expected = Vec::new();
     for (d, why) in &cases {
         let name = d["name"].as_str().unwrap().to_owned();
-        expected.push((name.clone(), Format::OpenAi));
-        expected.push((name, Format::Responses));
+        expected.push((name.clone(), Format::OpenAi, true));
+        expected.push((name, Format::Responses, true));
         let e = export(d, Format::OpenAi, &ExportOptions { strict: true }).unwrap_err();
         assert!(e.reason.contains(why), "{e}");
+        assert!(e.to_string().contains("as openai (strict):"), "{e}");
     }
     assert_eq!(got, expected);
     for f in ["openai", "responses", "anthropic", "gemini", "mcp"] {
