@@ -26,6 +26,8 @@ use toolgate_adapters::{JsonObject, Upstream};
 #[path = "export_formats/definitions.rs"]
 mod definitions;
 
+#[path = "export_formats/random.rs"]
+mod random;
 #[path = "export_formats/rules.rs"]
 mod rules;
 
@@ -478,4 +480,30 @@ fn strict_size_limits_are_reported_and_other_formats_still_export() {
     for f in ["openai", "responses", "anthropic", "gemini", "mcp"] {
         assert_eq!(tally.ok.get(f), Some(&cases.len()), "{f}");
     }
+}
+
+#[test]
+fn random_schemas_export_within_each_formats_rules() {
+    let defs = random::definitions(600, 0x7001_6a7e);
+    let mut tally = Tally::default();
+    let started = Instant::now();
+    run(&mut tally, &defs);
+    print(
+        &format!(
+            "random definitions ({} tools, {:?})",
+            defs.len(),
+            started.elapsed()
+        ),
+        &tally,
+    );
+    assert!(
+        tally.violations.is_empty(),
+        "{} rule violations",
+        tally.violations.len()
+    );
+    assert!(
+        tally.export_errors.is_empty(),
+        "export errors: {:?}",
+        tally.export_errors
+    );
 }
