@@ -35,10 +35,7 @@ fn scalar(rng: &mut Rng) -> Value {
     let mut m = Map::new();
     m.insert("type".into(), json!(t));
     let extras: &[(&str, Value)] = &[
-        (
-            "format",
-            json!(FORMATS[rng.below(6) as usize]),
-        ),
+        ("format", json!(FORMATS[rng.below(6) as usize])),
         ("pattern", json!("^[a-z]+$")),
         ("minLength", json!(1)),
         ("maximum", json!(10)),
