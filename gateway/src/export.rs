@@ -334,22 +334,70 @@ pub(crate) fn cap_to(text: &str, max: usize) -> String {
 }
 
 /// Removes the `null` arguments an OpenAI strict-mode call sends for properties that
-/// were optional in `definition`'s input schema (top level only, where the gateway
-/// binds arguments). Properties the schema itself lets be `null` are kept.
+/// were optional in `definition`'s input schema, at every level (nested objects and
+/// array items included), so the call validates against the upstream's own schema.
+/// A `null` is kept where the source schema allows it, for required properties, and
+/// for properties the schema does not declare.
 pub fn strip_strict_nulls(definition: &JsonObject, arguments: &mut JsonObject) {
-    let schema = definition.get("inputSchema");
-    let props = schema
-        .and_then(|s| s.get("properties"))
-        .and_then(Value::as_object);
-    let required: Vec<&str> = schema
-        .and_then(|s| s.get("required"))
+    let schema = definition
+        .get("inputSchema")
+        .map(refs::inline)
+        .unwrap_or(Value::Null);
+    let root = root::object_root(&schema).map_or(schema, |f| f.schema);
+    strip_object(&root, arguments, 0);
+}
+
+/// Deepest argument nesting [`strip_strict_nulls`] walks.
+const MAX_STRIP_DEPTH: usize = 64;
+
+fn strip_object(schema: &Value, args: &mut JsonObject, depth: usize) {
+    if depth > MAX_STRIP_DEPTH {
+        return;
+    }
+    let alternatives: Vec<Value> = ["anyOf", "oneOf"]
+        .iter()
+        .filter_map(|k| schema.get(*k).and_then(Value::as_array))
+        .flatten()
+        .filter(|b| merge::is_object(b) || b.get("allOf").is_some())
+        .cloned()
+        .collect();
+    let merged = if schema.get("allOf").is_some() {
+        merge::merge_all_of(std::slice::from_ref(schema))
+    } else if !alternatives.is_empty() {
+        merge::merge_alternatives(&alternatives).0
+    } else {
+        schema.clone()
+    };
+    let Some(props) = merged.get("properties").and_then(Value::as_object) else {
+        return;
+    };
+    let required: Vec<&str> = merged
+        .get("required")
         .and_then(Value::as_array)
         .map(|r| r.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
-    arguments.retain(|k, v| {
-        if !v.is_null() || required.contains(&k.as_str()) {
-            return true;
-        }
-        props.and_then(|p| p.get(k)).is_some_and(merge::admits_null)
+    args.retain(|k, v| {
+        !v.is_null()
+            || required.contains(&k.as_str())
+            || props.get(k).is_none_or(merge::admits_null)
     });
+    for (k, v) in args.iter_mut() {
+        if let Some(p) = props.get(k) {
+            strip_value(p, v, depth + 1);
+        }
+    }
+}
+
+fn strip_value(schema: &Value, value: &mut Value, depth: usize) {
+    match value {
+        Value::Object(o) => strip_object(schema, o, depth),
+        Value::Array(items) => {
+            if let Some(item) = schema.get("items").filter(|i| i.is_object()) {
+                for v in items {
+                    strip_value(item, v, depth + 1);
+                }
+            }
+        }
+        _ => {}
+    }
 }

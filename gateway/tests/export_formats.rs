@@ -452,6 +452,33 @@ fn strict_nulls_for_optional_arguments_are_stripped() {
         .unwrap();
     strip_strict_nulls(sampling, &mut args);
     assert_eq!(Value::Object(args), json!({"prompt": "hi"}));
+
+    // Nested objects and array items too; a null the source allows stays.
+    let awkward = definitions::awkward();
+    let tree = awkward
+        .iter()
+        .find(|d| d["name"] == "tree__insert")
+        .unwrap();
+    let mut args = json!({"root": {"value": "a", "children": null}})
+        .as_object()
+        .cloned()
+        .unwrap();
+    strip_strict_nulls(tree, &mut args);
+    assert_eq!(Value::Object(args), json!({"root": {"value": "a"}}));
+    let types = awkward
+        .iter()
+        .find(|d| d["name"] == "types__everything")
+        .unwrap();
+    let mut args =
+        json!({"id": "x", "multi": null, "url": null, "all_of_prop": {"a": null, "b": "y"}})
+            .as_object()
+            .cloned()
+            .unwrap();
+    strip_strict_nulls(types, &mut args);
+    assert_eq!(
+        Value::Object(args),
+        json!({"id": "x", "multi": null, "all_of_prop": {"b": "y"}})
+    );
 }
 
 #[test]
