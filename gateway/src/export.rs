@@ -11,7 +11,7 @@
 //! | OpenAI / Responses | `^[a-zA-Z0-9_-]{1,64}$` | object root; as written otherwise |
 //! | OpenAI `strict` | same | object root, every object closed and fully required (optional -> nullable), `$ref` inlined, only the keywords strict mode documents |
 //! | Anthropic | same | object root, no `oneOf`/`anyOf`/`allOf` at the root |
-//! | Gemini | letter or `_` first, <= 64 | OpenAPI 3.0 subset: no `$ref`, `additionalProperties`, combinators, `const`, type arrays |
+//! | Gemini | letter or `_` first, <= 64 | OpenAPI 3.0 subset: no `$ref`, `additionalProperties`, combinators, `const`, type arrays; no `parameters` for a tool without arguments (Gemini rejects an object with empty `properties`) |
 //! | MCP | as the catalog has it | as the catalog has it |
 //!
 //! How the hard parts are handled:
@@ -224,11 +224,17 @@ pub fn export(
         Format::Gemini => {
             let inlined = refs::inline(&schema);
             let fixed = root::object_root(&inlined).map_err(&fail)?;
-            json!({
-                "name": name,
-                "description": description(fixed.note),
-                "parameters": gemini::convert_root(&fixed.schema),
-            })
+            let parameters = gemini::convert_root(&fixed.schema);
+            let mut out = json!({"name": name, "description": description(fixed.note)});
+            // Gemini rejects an OBJECT with empty `properties`; a tool without
+            // arguments is declared without `parameters`.
+            if parameters["properties"]
+                .as_object()
+                .is_some_and(|p| !p.is_empty())
+            {
+                out["parameters"] = parameters;
+            }
+            out
         }
     };
     Ok(tool)

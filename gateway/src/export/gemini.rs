@@ -31,7 +31,6 @@ pub fn convert_root(root: &Value) -> Value {
     if let Value::Object(m) = &mut out {
         m.insert("type".into(), json!("object"));
         m.remove("nullable");
-        m.entry("properties").or_insert_with(|| json!({}));
     }
     out
 }

@@ -298,6 +298,7 @@ pub fn gemini(s: &Value, errs: &mut Vec<String>) {
     if s.get("type") != Some(&json!("object")) {
         errs.push("root is not an object".into());
     }
+
     walk(s, "#", 0, &mut |m, path| {
         for k in m.keys() {
             if !GEMINI_KEYS.contains(&k.as_str()) {
@@ -337,6 +338,12 @@ pub fn gemini(s: &Value, errs: &mut Vec<String>) {
         }
         if t == "array" && !m.get("items").is_some_and(Value::is_object) {
             errs.push(format!("{path}: array without items"));
+        }
+        if m.get("properties")
+            .and_then(Value::as_object)
+            .is_some_and(|p| p.is_empty())
+        {
+            errs.push(format!("{path}: empty properties (Gemini rejects them)"));
         }
         if t != "object" && (m.contains_key("properties") || m.contains_key("required")) {
             errs.push(format!("{path}: properties on {t}"));
