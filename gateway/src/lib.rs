@@ -9,6 +9,7 @@ pub mod catalog;
 pub mod config;
 pub mod credentials;
 pub mod errors;
+pub mod export;
 pub mod gateway;
 pub mod health;
 pub mod metrics;

@@ -1,0 +1,154 @@
+//! Runs exports in every format and checks each against the rules in `rules.rs`.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+use toolgate::export::{ExportError, ExportOptions, Format, export};
+use toolgate_adapters::JsonObject;
+
+use super::rules;
+
+/// Checks one exported tool against its format's rules; the problems found.
+pub fn check(definition: &JsonObject, format: Format, strict: bool, out: &Value) -> Vec<String> {
+    let mut errs = Vec::new();
+    let source_root = definition.get("inputSchema").cloned().unwrap_or(json!({}));
+    let schema = match format {
+        Format::Mcp => {
+            if out != &Value::Object(definition.clone()) {
+                errs.push("MCP output differs from the definition".into());
+            }
+            return errs;
+        }
+        Format::OpenAi => {
+            let keys: Vec<&String> = out
+                .as_object()
+                .map(|o| o.keys().collect())
+                .unwrap_or_default();
+            if keys != ["type", "function"] || out["type"] != "function" {
+                errs.push(format!("envelope keys {keys:?}"));
+            }
+            let f = &out["function"];
+            rules::header(f.get("name"), f.get("description"), false, &mut errs);
+            if strict != (f.get("strict") == Some(&json!(true)))
+                || (!strict && f.get("strict").is_some())
+            {
+                errs.push("strict flag wrong".into());
+            }
+            f["parameters"].clone()
+        }
+        Format::Responses => {
+            if out["type"] != "function" || out.get("function").is_some() {
+                errs.push("not a Responses function tool".into());
+            }
+            rules::header(out.get("name"), out.get("description"), false, &mut errs);
+            if strict != (out.get("strict") == Some(&json!(true))) {
+                errs.push("strict flag wrong".into());
+            }
+            out["parameters"].clone()
+        }
+        Format::Anthropic => {
+            let mut keys: Vec<&String> = out
+                .as_object()
+                .map(|o| o.keys().collect())
+                .unwrap_or_default();
+            keys.sort();
+            if keys != ["description", "input_schema", "name"] {
+                errs.push(format!("keys {keys:?}"));
+            }
+            rules::header(out.get("name"), out.get("description"), false, &mut errs);
+            out["input_schema"].clone()
+        }
+        Format::Gemini => {
+            let mut keys: Vec<&String> = out
+                .as_object()
+                .map(|o| o.keys().collect())
+                .unwrap_or_default();
+            keys.sort();
+            let with_parameters = keys == ["description", "name", "parameters"];
+            if !with_parameters && keys != ["description", "name"] {
+                errs.push(format!("keys {keys:?}"));
+            }
+            rules::header(out.get("name"), out.get("description"), true, &mut errs);
+            match out.get("parameters") {
+                Some(p) => p.clone(),
+                // No arguments: the declaration says nothing about them.
+                None => json!({"type": "object"}),
+            }
+        }
+    };
+    match (format, strict) {
+        (Format::Gemini, _) => rules::gemini(&schema, &mut errs),
+        (Format::OpenAi | Format::Responses, true) => {
+            rules::strict(&schema, &source_root, &mut errs)
+        }
+        _ => {
+            rules::object_root(&schema, &mut errs);
+            rules::refs_resolve(&schema, &mut errs);
+        }
+    }
+    if let Err(e) = jsonschema::meta::validate(&schema) {
+        errs.push(format!("not a valid JSON Schema: {e}"));
+    }
+    errs
+}
+
+pub const VARIANTS: [(Format, bool); 7] = [
+    (Format::OpenAi, false),
+    (Format::OpenAi, true),
+    (Format::Responses, false),
+    (Format::Responses, true),
+    (Format::Anthropic, false),
+    (Format::Gemini, false),
+    (Format::Mcp, false),
+];
+
+pub fn label(format: Format, strict: bool) -> String {
+    if strict {
+        format!("{format}+strict")
+    } else {
+        format.to_string()
+    }
+}
+
+#[derive(Default)]
+pub struct Tally {
+    pub ok: BTreeMap<String, usize>,
+    pub export_errors: Vec<ExportError>,
+    pub violations: Vec<String>,
+}
+
+pub fn run(tally: &mut Tally, definitions: &[JsonObject]) {
+    for d in definitions {
+        for (format, strict) in VARIANTS {
+            match export(d, format, &ExportOptions { strict }) {
+                Ok(out) => {
+                    let errs = check(d, format, strict, &out);
+                    if errs.is_empty() {
+                        *tally.ok.entry(label(format, strict)).or_default() += 1;
+                    } else {
+                        let name = d.get("name").and_then(Value::as_str).unwrap_or("?");
+                        for e in errs.into_iter().take(5) {
+                            tally
+                                .violations
+                                .push(format!("{name} [{}]: {e}", label(format, strict)));
+                        }
+                    }
+                }
+                Err(e) => tally.export_errors.push(e),
+            }
+        }
+    }
+}
+
+pub fn print(title: &str, tally: &Tally) {
+    println!("{title}: exported and checked per format:");
+    for (f, n) in &tally.ok {
+        println!("  {f:<18} {n}");
+    }
+    for e in &tally.export_errors {
+        println!("  ExportError: {e}");
+    }
+    for v in tally.violations.iter().take(40) {
+        println!("  VIOLATION {v}");
+    }
+}
