@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use axum::serve::ListenerExt;
 use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -190,6 +191,13 @@ async fn serve_http(config: Config, listen: Option<String>) -> ExitCode {
     let server = {
         let stop = stop.clone();
         tokio::spawn(async move {
+            // Small SSE frames must not wait for Nagle's algorithm (a 40 ms stall per
+            // call against clients that delay their ACKs).
+            let listener = listener.tap_io(|stream| {
+                if let Err(error) = stream.set_nodelay(true) {
+                    tracing::debug!(%error, "TCP_NODELAY not set on a connection");
+                }
+            });
             axum::serve(listener, app)
                 .with_graceful_shutdown(async move { stop.cancelled().await })
                 .await
