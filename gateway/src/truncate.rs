@@ -968,12 +968,12 @@ mod tests {
     #[test]
     fn deep_json_is_bounded() {
         let mut s = String::new();
-        for _ in 0..120 {
+        for _ in 0..50 {
             s.push_str("{\"a\":[");
         }
         s.push_str(&"x".repeat(100_000).replace('x', "\"xx\","));
         s.push_str("1");
-        for _ in 0..120 {
+        for _ in 0..50 {
             s.push_str("]}");
         }
         let raw = obj(json!({"content": [{"type": "text", "text": s}]}));
