@@ -57,10 +57,38 @@ fn slice(s: &str, n: usize) -> String {
 
 fn prose(n: usize) -> String {
     let words = [
-        "the", "gateway", "serves", "tools", "to", "agents", "and", "every", "result", "must",
-        "fit", "a", "budget", "counted", "with", "real", "tokenizer", "because", "models",
-        "read", "tokens", "not", "characters", "; ", "which", "is", "why", "we", "measure",
-        "carefully,", "then", "decide.",
+        "the",
+        "gateway",
+        "serves",
+        "tools",
+        "to",
+        "agents",
+        "and",
+        "every",
+        "result",
+        "must",
+        "fit",
+        "a",
+        "budget",
+        "counted",
+        "with",
+        "real",
+        "tokenizer",
+        "because",
+        "models",
+        "read",
+        "tokens",
+        "not",
+        "characters",
+        "; ",
+        "which",
+        "is",
+        "why",
+        "we",
+        "measure",
+        "carefully,",
+        "then",
+        "decide.",
     ];
     let mut rng = Rng(7);
     let mut out = String::new();
@@ -104,7 +132,7 @@ pub fn json_records(n: usize) -> String {
             "id": rng.uuid(),
             "number": i,
             "name": format!("record-{i}"),
-            "state": if rng.next() % 3 == 0 { "closed" } else { "open" },
+            "state": if rng.next().is_multiple_of(3) { "closed" } else { "open" },
             "score": (rng.next() % 10_000) as f64 / 100.0,
             "labels": ["bug", "p2", format!("team-{}", rng.next() % 9)],
             "body": prose(120 + (rng.next() % 200) as usize),
@@ -150,7 +178,10 @@ fn payloads() -> Vec<(String, String)> {
     if let Ok(s) = std::fs::read_to_string(dir.join("stripe-spec3.yaml")) {
         out.push(("stripe spec YAML, 1 MB".into(), slice(&s, 1024 * 1024)));
     }
-    out.push(("records JSON (generated), 1 MB".into(), json_records(1024 * 1024)));
+    out.push((
+        "records JSON (generated), 1 MB".into(),
+        json_records(1024 * 1024),
+    ));
     out.push(("prose, 200 KB".into(), prose(200 * 1024)));
     out.push(("base64, 1 MB (one line)".into(), base64_blob(1024 * 1024)));
     out.push(("UUID lines, 200 KB".into(), uuids(200 * 1024)));
@@ -161,7 +192,9 @@ fn payloads() -> Vec<(String, String)> {
 fn compare() {
     let tk = tiktoken_rs::o200k_base_singleton();
     let _ = count("warm up", Encoding::O200kBase);
-    println!("| payload | bytes | tokens | bpe-openai ms | tiktoken-rs ms | bpe Mtok/s | tiktoken Mtok/s | same |");
+    println!(
+        "| payload | bytes | tokens | bpe-openai ms | tiktoken-rs ms | bpe Mtok/s | tiktoken Mtok/s | same |"
+    );
     println!("|---|---|---|---|---|---|---|---|");
     for (name, text) in payloads() {
         let (a, na) = time(|| count(&text, Encoding::O200kBase));
@@ -173,7 +206,11 @@ fn compare() {
             ms(b),
             na as f64 / a.as_secs_f64() / 1e6,
             nb as f64 / b.as_secs_f64() / 1e6,
-            if na == nb { "yes".to_owned() } else { format!("no ({nb})") }
+            if na == nb {
+                "yes".to_owned()
+            } else {
+                format!("no ({nb})")
+            }
         );
     }
     let tk = tiktoken_rs::cl100k_base_singleton();
@@ -201,7 +238,10 @@ fn main() {
     let mut cases: Vec<(String, String)> = vec![
         ("1 MB JSON records".into(), json_records(1024 * 1024)),
         ("200 KB prose".into(), prose(200 * 1024)),
-        ("500 KB single line (base64)".into(), base64_blob(500 * 1024)),
+        (
+            "500 KB single line (base64)".into(),
+            base64_blob(500 * 1024),
+        ),
         ("small (under budget)".into(), prose(4 * 1024)),
     ];
     if let Ok(s) = std::fs::read_to_string(shared_dir().join("specs/discord-openapi.json")) {

@@ -27,7 +27,10 @@ fn shared_dir() -> Option<PathBuf> {
         return Some(dir);
     }
     if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("shared specs not found at {} (set TOOLGATE_SHARED)", dir.display());
+        panic!(
+            "shared specs not found at {} (set TOOLGATE_SHARED)",
+            dir.display()
+        );
     }
     eprintln!(
         "notice: shared specs not found at {}; real-payload test skipped",
@@ -69,9 +72,31 @@ fn slice(s: &str, n: usize) -> &str {
 
 fn prose(n: usize, seed: u64) -> String {
     let words = [
-        "the", "gateway", "serves", "tools", "to", "agents", "and", "every", "result",
-        "must", "fit", "a", "budget", "counted", "with", "a", "real", "tokenizer,",
-        "Überprüfung", "données", "日本語の文章", "emoji 🚀", "because", "models", "read",
+        "the",
+        "gateway",
+        "serves",
+        "tools",
+        "to",
+        "agents",
+        "and",
+        "every",
+        "result",
+        "must",
+        "fit",
+        "a",
+        "budget",
+        "counted",
+        "with",
+        "a",
+        "real",
+        "tokenizer,",
+        "Überprüfung",
+        "données",
+        "日本語の文章",
+        "emoji 🚀",
+        "because",
+        "models",
+        "read",
         "tokens.",
     ];
     let mut rng = Rng(seed);
@@ -177,7 +202,10 @@ fn check(raw: JsonObject, budget: &Budget) -> Truncated {
     let result_tokens: usize = after_texts.iter().map(|t| count(t, enc)).sum();
 
     // Never over budget; counts are the real counts.
-    assert!(result_tokens <= limit, "{result_tokens} tokens over {limit}");
+    assert!(
+        result_tokens <= limit,
+        "{result_tokens} tokens over {limit}"
+    );
     assert_eq!(t.result_tokens, result_tokens);
     assert_eq!(t.original_tokens, original_tokens);
 
@@ -194,10 +222,16 @@ fn check(raw: JsonObject, budget: &Budget) -> Truncated {
     assert_eq!(meta["toolgate/truncated"], json!(true));
 
     // Still a CallToolResult: same number of blocks, each typed.
-    let blocks = t.raw["content"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    let blocks = t.raw["content"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
     assert_eq!(blocks.len(), original_blocks.len());
     for b in blocks {
-        assert!(b.get("type").and_then(Value::as_str).is_some(), "untyped block {b}");
+        assert!(
+            b.get("type").and_then(Value::as_str).is_some(),
+            "untyped block {b}"
+        );
     }
 
     // structuredContent: whole, or absent and flagged.
@@ -221,7 +255,9 @@ fn check(raw: JsonObject, budget: &Budget) -> Truncated {
                 let note = block["text"].as_str().unwrap_or("");
                 assert!(note.is_empty() || note.contains("dropped"), "{note}");
             }
-            if orig.get("type") == Some(&json!("resource")) && orig["resource"].get("text").is_some() {
+            if orig.get("type") == Some(&json!("resource"))
+                && orig["resource"].get("text").is_some()
+            {
                 i += 1;
             }
             continue;
@@ -232,12 +268,19 @@ fn check(raw: JsonObject, budget: &Budget) -> Truncated {
         let _ = &original_texts[i];
         i += 1;
         if is_json_container(a) {
-            assert!(is_json_container(b) || b.is_empty(), "JSON became invalid: {}", slice(b, 300));
+            assert!(
+                is_json_container(b) || b.is_empty(),
+                "JSON became invalid: {}",
+                slice(b, 300)
+            );
             if a != b {
                 assert!(b.contains("truncated") || b.contains("… kept ") || b.is_empty());
             }
         } else {
-            let markers = b.lines().filter(|l| l.starts_with("[… ") && l.ends_with(MARKER_END)).count();
+            let markers = b
+                .lines()
+                .filter(|l| l.starts_with("[… ") && l.ends_with(MARKER_END))
+                .count();
             if a == b {
                 assert_eq!(b.matches(MARKER_END).count(), a.matches(MARKER_END).count());
             } else {
@@ -301,7 +344,12 @@ fn spec_json_stays_json() {
     let github: Value = serde_json::from_str(&spec(&dir, "github-api.github.com.json")).unwrap();
     let pretty_paths = serde_json::to_string_pretty(&github["paths"]).unwrap();
     let compact_schemas = github["components"]["schemas"].to_string();
-    let list: Vec<&Value> = github["paths"].as_object().unwrap().values().take(400).collect();
+    let list: Vec<&Value> = github["paths"]
+        .as_object()
+        .unwrap()
+        .values()
+        .take(400)
+        .collect();
     let array = serde_json::to_string(&list).unwrap();
     for text in [&discord, &pretty_paths, &compact_schemas, &array] {
         for budget in budgets() {
@@ -332,7 +380,13 @@ fn spec_slices_share_the_budget() {
     assert_eq!(parts[1], b);
     assert_eq!(parts[2], c);
     for budget in budgets() {
-        check(text_result(&[a, b, c]), &Budget { encoding: Encoding::Cl100kBase, ..budget });
+        check(
+            text_result(&[a, b, c]),
+            &Budget {
+                encoding: Encoding::Cl100kBase,
+                ..budget
+            },
+        );
     }
 }
 
@@ -354,7 +408,13 @@ fn large_json_array_of_objects() {
             assert!(t.result_tokens > 12_000 * 7 / 10, "{}", t.result_tokens);
         }
     }
-    let t = check(text_result(&[&text]), &Budget { encoding: Encoding::Cl100kBase, ..Budget::default() });
+    let t = check(
+        text_result(&[&text]),
+        &Budget {
+            encoding: Encoding::Cl100kBase,
+            ..Budget::default()
+        },
+    );
     assert!(t.truncated);
 }
 
@@ -370,7 +430,13 @@ fn prose_and_long_lines() {
         }
     }
     // Head/tail snap to line breaks when they are near.
-    let t = check(text_result(&[&text]), &Budget { max_tokens: 2_000, ..Budget::default() });
+    let t = check(
+        text_result(&[&text]),
+        &Budget {
+            max_tokens: 2_000,
+            ..Budget::default()
+        },
+    );
     let out = &text_parts(&t.raw)[0];
     let marker_line = out.lines().find(|l| l.ends_with(MARKER_END)).unwrap();
     assert!(out.contains(&format!("\n{marker_line}\n")));
@@ -400,14 +466,19 @@ fn binaries_over_the_limit_are_replaced() {
     }
     assert!(c[2]["text"].as_str().unwrap().contains("image/jpeg"));
     assert!(c[3]["text"].as_str().unwrap().contains("audio/wav"));
-    assert_eq!(t.raw["_meta"]["toolgate/dropped"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        t.raw["_meta"]["toolgate/dropped"].as_array().unwrap().len(),
+        3
+    );
     assert_eq!(c[5]["type"], "resource_link");
     assert_eq!(t.raw["isError"], json!(false));
 }
 
 #[test]
 fn structured_content_whole_or_flagged() {
-    let big: Vec<Value> = (0..20_000).map(|i| json!({"i": i, "name": format!("n{i}")})).collect();
+    let big: Vec<Value> = (0..20_000)
+        .map(|i| json!({"i": i, "name": format!("n{i}")}))
+        .collect();
     let small = json!({"answer": 42});
     let long = prose(100 * 1024, 5);
     for (structured, text) in [
@@ -433,10 +504,15 @@ fn under_budget_is_byte_identical() {
     let mut rng = Rng(99);
     for round in 0..50 {
         let n = 1 + rng.below(4) as usize;
-        let texts: Vec<String> = (0..n).map(|i| prose(rng.below(3_000) as usize, round * 10 + i as u64)).collect();
+        let texts: Vec<String> = (0..n)
+            .map(|i| prose(rng.below(3_000) as usize, round * 10 + i as u64))
+            .collect();
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         let mut raw = text_result(&refs);
-        raw.insert("structuredContent".into(), json!({"z": 1, "a": [1, 2, {"b": null}]}));
+        raw.insert(
+            "structuredContent".into(),
+            json!({"z": 1, "a": [1, 2, {"b": null}]}),
+        );
         raw.insert("_meta".into(), json!({"x": "y"}));
         raw.insert("isError".into(), json!(round % 2 == 0));
         let t = check(raw, &Budget::default());
@@ -451,7 +527,9 @@ fn random_mixes_never_exceed_the_budget() {
         prose(30_000, 8),
         json_records(60_000, 9),
         base64_of(20_000, 10),
-        (0..2_000).map(|i| format!("{i:08}-{}\n", Rng(i).uuid())).collect(),
+        (0..2_000)
+            .map(|i| format!("{i:08}-{}\n", Rng(i).uuid()))
+            .collect(),
         "[1, 2, ".repeat(5_000), // looks like JSON, is not
         "{\"deep\":".repeat(200) + &"}".repeat(200),
         String::new(),
@@ -463,14 +541,20 @@ fn random_mixes_never_exceed_the_budget() {
             let p = &pool[rng.below(pool.len() as u64) as usize];
             let part = slice(p, rng.below(p.len() as u64 + 1) as usize);
             if rng.below(4) == 0 {
-                content.push(json!({"type": "resource", "resource": {"uri": "mem://x", "text": part}}));
+                content.push(
+                    json!({"type": "resource", "resource": {"uri": "mem://x", "text": part}}),
+                );
             } else {
                 content.push(json!({"type": "text", "text": part}));
             }
         }
         let budget = Budget {
             max_tokens: 1 + rng.below(6_000) as usize,
-            encoding: if rng.below(2) == 0 { Encoding::O200kBase } else { Encoding::Cl100kBase },
+            encoding: if rng.below(2) == 0 {
+                Encoding::O200kBase
+            } else {
+                Encoding::Cl100kBase
+            },
             ..Budget::default()
         };
         check(obj(json!({ "content": content })), &budget);
@@ -482,7 +566,13 @@ fn deeply_nested_json_is_bounded() {
     // Deeper than serde_json parses (handled as text) and just under it.
     for depth in [40usize, 100, 127, 5_000] {
         let text = "[".repeat(depth) + &"\"word \",".repeat(30_000) + "1" + &"]".repeat(depth);
-        let t = check(text_result(&[&text]), &Budget { max_tokens: 500, ..Budget::default() });
+        let t = check(
+            text_result(&[&text]),
+            &Budget {
+                max_tokens: 500,
+                ..Budget::default()
+            },
+        );
         assert!(t.truncated);
     }
 }
