@@ -121,3 +121,20 @@ fn deep_json_is_bounded() {
     assert!(count(out, Encoding::O200kBase) <= 300);
     assert!(serde_json::from_str::<Value>(out).is_ok());
 }
+
+#[test]
+fn tiny_shares_keep_json_valid() {
+    let json_text = serde_json::to_string(&(0..2000).collect::<Vec<_>>()).unwrap();
+    let obj_text = serde_json::to_string(&json!({"a": "x".repeat(5000)})).unwrap();
+    for share in 0..40 {
+        for t in [&json_text, &obj_text] {
+            let total = count(t, Encoding::O200kBase);
+            let out = text::shrink_text(t, total, share, Encoding::O200kBase);
+            assert!(count(&out, Encoding::O200kBase) <= share, "{share}: {out}");
+            assert!(
+                out.is_empty() || serde_json::from_str::<Value>(&out).is_ok(),
+                "{out}"
+            );
+        }
+    }
+}

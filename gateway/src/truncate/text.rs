@@ -22,9 +22,21 @@ pub(super) fn shrink_text(text: &str, total: usize, share: usize, enc: Encoding)
     if (trimmed.starts_with('{') || trimmed.starts_with('['))
         && let Ok(value) = serde_json::from_str::<Value>(text)
         && (value.is_object() || value.is_array())
-        && let Some(out) = shrink_json(&value, text, total, share, enc)
     {
-        return out;
+        if let Some(out) = shrink_json(&value, text, total, share, enc) {
+            return out;
+        }
+        // Not even a note fits: the smallest JSON that still says so, or nothing.
+        let tiny = if value.is_array() {
+            "[\"…truncated\"]"
+        } else {
+            "{\"_truncated\":true}"
+        };
+        return if count(tiny, enc) <= share {
+            tiny.to_owned()
+        } else {
+            String::new()
+        };
     }
     shrink_plain(text, total, share, enc)
 }
