@@ -138,3 +138,19 @@ fn tiny_shares_keep_json_valid() {
         }
     }
 }
+
+#[test]
+fn budget_defaults_and_config_shape() {
+    let b = Budget::default();
+    assert_eq!(b.max_tokens, 12_000);
+    assert_eq!(b.encoding, Encoding::O200kBase);
+    assert_eq!(b.structured_max_bytes, 256 * 1024);
+    assert_eq!(b.binary_max_bytes, 1024 * 1024);
+    let parsed: Budget =
+        serde_json::from_value(json!({"max_tokens": 500, "encoding": "cl100k_base"})).unwrap();
+    assert_eq!(parsed.max_tokens, 500);
+    assert_eq!(parsed.encoding, Encoding::Cl100kBase);
+    assert_eq!(parsed.binary_max_bytes, b.binary_max_bytes);
+    let schema = serde_json::to_value(schemars::schema_for!(Budget)).unwrap();
+    assert!(schema.to_string().contains("o200k_base"));
+}
