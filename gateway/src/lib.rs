@@ -19,3 +19,4 @@ pub mod registry;
 pub mod search;
 pub mod serve;
 pub mod session;
+pub mod truncate;
