@@ -42,6 +42,15 @@ pub struct Config {
     /// Largest accepted request body on `/mcp`, in bytes.
     #[serde(default = "default_max_body")]
     pub max_request_body_bytes: usize,
+    /// Every tool result is fitted to this budget, counted with a real BPE tokenizer
+    /// (default 12,000 tokens, o200k_base): under it a result passes unchanged; over it,
+    /// text is cut (JSON stays valid JSON) and the result says so.
+    #[serde(default)]
+    pub results: crate::truncate::Budget,
+    /// Per-tool token budgets by catalog name (`github__repos_get: 4000`); they win over
+    /// the upstream's `result_max_tokens` and the global `results.max_tokens`.
+    #[serde(default)]
+    pub tool_result_max_tokens: BTreeMap<String, usize>,
     /// Where runtime state lives (upstreams registered through the admin API). A
     /// relative path is resolved against the config file's directory.
     #[serde(default = "default_data_dir")]
@@ -278,6 +287,9 @@ pub struct UpstreamConfig {
     /// personal data or secrets).
     #[serde(default)]
     pub audit_arguments: bool,
+    /// Token budget of this upstream's results (overrides `results.max_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_max_tokens: Option<usize>,
 }
 
 fn default_max_concurrent_calls() -> usize {

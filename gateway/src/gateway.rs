@@ -35,6 +35,8 @@ pub struct Mounted {
     concurrency: Arc<tokio::sync::Semaphore>,
     /// Log argument values in the audit line.
     audit_arguments: bool,
+    /// Token budget of results, when the upstream overrides the global one.
+    result_max_tokens: Option<usize>,
     /// Stops this upstream's health and catalog tasks when it is unmounted.
     stop: CancellationToken,
 }
@@ -56,6 +58,7 @@ impl Mounted {
             health: Arc::new(Tracker::new(health)),
             concurrency: Arc::new(tokio::sync::Semaphore::new(64)),
             audit_arguments: false,
+            result_max_tokens: None,
             stop: CancellationToken::new(),
         }
     }
@@ -67,6 +70,7 @@ impl Mounted {
                 settings.max_concurrent_calls.max(1),
             ));
             self.audit_arguments = settings.audit_arguments;
+            self.result_max_tokens = settings.result_max_tokens;
         }
         self
     }
@@ -407,6 +411,13 @@ impl Gateway {
             },
         };
         drop(permit);
+        let (outcome, tokens) = match outcome {
+            Ok(output) => {
+                let (output, tokens) = self.fit_to_budget(name, &mounted, output).await;
+                (Ok(output), Some(tokens))
+            }
+            Err(error) => (Err(error), None),
+        };
         let elapsed = started.elapsed();
         let outcome_label = match &outcome {
             Ok(output) if output.is_error() => "tool_error",
@@ -415,17 +426,22 @@ impl Gateway {
         };
         self.metrics
             .record_call(name, &entry.upstream, outcome_label, elapsed.as_secs_f64());
-        let result_bytes = match &outcome {
-            Ok(output) => serde_json::to_string(&output.raw)
-                .map(|s| s.len())
-                .unwrap_or(0),
-            Err(_) => 0,
-        };
+        let (original_tokens, result_tokens, truncated) = tokens.unwrap_or((0, 0, false));
+        if tokens.is_some() {
+            self.metrics.record_result_tokens(
+                name,
+                &entry.upstream,
+                original_tokens,
+                result_tokens,
+            );
+        }
         tracing::info!(
             target: "toolgate::audit",
             tenant = %caller.tenant.name,
             session = caller.session_id().unwrap_or("-"),
-            result_bytes,
+            result_tokens,
+            original_tokens,
+            truncated,
             tool = name,
             upstream = %entry.upstream,
             correlation_id = %correlation_id,
@@ -435,6 +451,69 @@ impl Gateway {
             "tool call"
         );
         outcome
+    }
+
+    /// Fits a result to the tool's token budget. Large results are cut on the blocking
+    /// pool: tokenizing a megabyte takes tens of milliseconds. Returns the result and
+    /// `(original tokens, returned tokens, truncated)`.
+    async fn fit_to_budget(
+        &self,
+        name: &str,
+        mounted: &Mounted,
+        output: CallOutput,
+    ) -> (CallOutput, (usize, usize, bool)) {
+        let mut budget = self.config.results.clone();
+        if let Some(max) = self
+            .config
+            .tool_result_max_tokens
+            .get(name)
+            .copied()
+            .or(mounted.result_max_tokens)
+        {
+            budget.max_tokens = max;
+        }
+        let large = output
+            .raw
+            .get("content")
+            .and_then(serde_json::Value::as_array)
+            .is_some_and(|blocks| {
+                blocks
+                    .iter()
+                    .filter_map(|b| b.get("text").and_then(serde_json::Value::as_str))
+                    .map(str::len)
+                    .sum::<usize>()
+                    > 64 * 1024
+            });
+        let fitted = if large {
+            let raw = output.raw;
+            match tokio::task::spawn_blocking(move || {
+                crate::truncate::truncate_result(raw, &budget)
+            })
+            .await
+            {
+                Ok(fitted) => fitted,
+                Err(_) => {
+                    let message =
+                        format!("the result of '{name}' could not be fitted to its token budget");
+                    return (
+                        CallOutput {
+                            raw: crate::errors::error_result(&ToolError::Failed(message)),
+                        },
+                        (0, 0, true),
+                    );
+                }
+            }
+        } else {
+            crate::truncate::truncate_result(output.raw, &budget)
+        };
+        (
+            CallOutput { raw: fitted.raw },
+            (
+                fitted.original_tokens,
+                fitted.result_tokens,
+                fitted.truncated,
+            ),
+        )
     }
 
     /// The upstream that serves everything besides tools (prompts, resources,

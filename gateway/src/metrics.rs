@@ -33,6 +33,8 @@ pub struct Metrics {
     latency: Family<ToolLabels, Histogram>,
     health: Family<UpstreamLabels, Gauge>,
     catalog_tools: Gauge,
+    original_tokens: Family<ToolLabels, Counter>,
+    result_tokens: Family<ToolLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -53,6 +55,18 @@ impl Metrics {
         });
         let health = Family::<UpstreamLabels, Gauge>::default();
         let catalog_tools = Gauge::default();
+        let original_tokens = Family::<ToolLabels, Counter>::default();
+        let result_tokens = Family::<ToolLabels, Counter>::default();
+        registry.register(
+            "tool_result_original_tokens",
+            "Tokens of tool results as the upstreams returned them",
+            original_tokens.clone(),
+        );
+        registry.register(
+            "tool_result_tokens",
+            "Tokens of tool results as returned to callers (after fitting to budgets)",
+            result_tokens.clone(),
+        );
         registry.register(
             "tool_calls",
             "Tool calls by tool, upstream and outcome (ok, tool_error, or an error code)",
@@ -79,7 +93,29 @@ impl Metrics {
             latency,
             health,
             catalog_tools,
+            original_tokens,
+            result_tokens,
         }
+    }
+
+    /// Records a result's tokens before and after fitting it to its budget.
+    pub fn record_result_tokens(
+        &self,
+        tool: &str,
+        upstream: &str,
+        original: usize,
+        returned: usize,
+    ) {
+        let labels = ToolLabels {
+            tool: tool.to_owned(),
+            upstream: upstream.to_owned(),
+        };
+        self.original_tokens
+            .get_or_create(&labels)
+            .inc_by(original as u64);
+        self.result_tokens
+            .get_or_create(&labels)
+            .inc_by(returned as u64);
     }
 
     /// Records one finished call.

@@ -111,7 +111,7 @@ async fn every_call_is_audited_without_argument_values_unless_enabled() {
             "upstream",
             "latency_us",
             "outcome",
-            "result_bytes",
+            "result_tokens",
         ] {
             assert!(line.contains(field), "audit line lacks {field}: {line}");
         }
