@@ -413,7 +413,7 @@ impl Gateway {
         drop(permit);
         let (outcome, tokens) = match outcome {
             Ok(output) => {
-                let (output, tokens) = self.fit_to_budget(name, &mounted, output).await;
+                let (output, tokens) = self.fit_to_budget(name, mounted, output).await;
                 (Ok(output), Some(tokens))
             }
             Err(error) => (Err(error), None),
