@@ -17,10 +17,10 @@ use serde_json::json;
 const PARSE_ERROR: i64 = -32700;
 const INVALID_REQUEST: i64 = -32600;
 
-/// Refuses a body whose declared length is over the limit with 413 and a JSON-RPC
-/// error — after reading (and dropping) what the client sends, up to 16 times the limit
-/// and 10 s, so the client is not cut off mid-upload and can read the answer. Bodies
-/// without a declared length are limited by the transport itself.
+/// Refuses a body whose declared length is over the limit at once, with 413 and a
+/// JSON-RPC error, before reading any of it (reading megabytes only to refuse them
+/// would hand out free work). Bodies without a declared length are limited by the
+/// transport itself.
 pub async fn refuse_oversized(
     axum::extract::State(limit): axum::extract::State<usize>,
     request: Request,
@@ -34,12 +34,6 @@ pub async fn refuse_oversized(
     let Some(length) = declared.filter(|&length| length > limit) else {
         return next.run(request).await;
     };
-    if length <= limit.saturating_mul(16) {
-        use futures::StreamExt;
-        let mut body = request.into_body().into_data_stream();
-        let drain = async { while let Some(Ok(_)) = body.next().await {} };
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(10), drain).await;
-    }
     let body = json!({
         "jsonrpc": "2.0",
         "id": null,
