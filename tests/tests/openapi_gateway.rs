@@ -784,6 +784,13 @@ async fn runtime_registration_survives_restarts() {
         "{body:#}"
     );
     assert_eq!(body["report"]["skipped"], json!([]), "{body:#}");
+    // The tool list's cost in tokens, counted with a real tokenizer: 19 tools with
+    // descriptions and schemas are thousands of tokens, not a handful.
+    let catalog_tokens = body["catalog_tokens"].as_u64().expect("catalog_tokens");
+    assert!(
+        (1_000..100_000).contains(&catalog_tokens),
+        "catalog_tokens {catalog_tokens}: {body:#}"
+    );
     let reported: BTreeSet<String> = body["tools"]
         .as_array()
         .expect("tools in the report")

@@ -237,17 +237,31 @@ async fn apply(admin: &Admin, registration: Registration, status: StatusCode) ->
             );
         }
     }
-    let tools: Vec<String> = admin
-        .gateway
-        .catalog()
+    let catalog = admin.gateway.catalog();
+    let entries: Vec<_> = catalog
         .entries()
         .iter()
         .filter(|e| e.upstream == name)
-        .map(|e| e.name.clone())
         .collect();
+    let tools: Vec<String> = entries.iter().map(|e| e.name.clone()).collect();
+    // What these tools cost in a model's context, counted with the result tokenizer
+    // (the tool list as `tools/list` serves it).
+    let definitions: Vec<Value> = entries
+        .iter()
+        .map(|e| Value::Object(e.definition.clone()))
+        .collect();
+    let catalog_tokens = crate::truncate::count(
+        &Value::Array(definitions).to_string(),
+        admin.gateway.config.results.encoding,
+    );
     (
         status,
-        Json(json!({"name": name, "tools": tools, "report": report})),
+        Json(json!({
+            "name": name,
+            "tools": tools,
+            "catalog_tokens": catalog_tokens,
+            "report": report,
+        })),
     )
         .into_response()
 }
