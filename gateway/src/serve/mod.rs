@@ -10,6 +10,7 @@ pub mod mcp_shared;
 pub mod ops;
 mod passthrough;
 pub mod protocol_errors;
+pub mod rest;
 pub mod stdio;
 
 use std::sync::Arc;
@@ -57,7 +58,10 @@ pub fn router(
             gateway.clone(),
             fidelity::restore_raw_definitions,
         ))
-        .layer(axum::middleware::from_fn_with_state(door, auth::admit))
+        .layer(axum::middleware::from_fn_with_state(
+            door.clone(),
+            auth::admit,
+        ))
         .layer(axum::middleware::from_fn(
             protocol_errors::as_jsonrpc_errors,
         ))
@@ -67,5 +71,6 @@ pub fn router(
         ));
     ops::router(gateway.clone())
         .merge(admin::router(gateway, store))
+        .merge(rest::router(door))
         .merge(mcp)
 }

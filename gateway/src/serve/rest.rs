@@ -1,0 +1,207 @@
+//! The plain-HTTP surface (`/v1`), for agent loops that do not speak MCP. Same front
+//! door (tenants, rate limits), same policy, same call path as `/mcp`.
+//!
+//! - `GET /v1/tools?format=openai|responses|anthropic|gemini|mcp[&session=ID][&strict=true]`
+//!   — the caller's visible tools in that format (tools a format cannot express are
+//!   left out and listed under `skipped` with the reason);
+//! - `POST /v1/tools/{name}/call` `{arguments, session?}` — one call; the answer is
+//!   `{content, structured_content?, is_error, usage: {result_tokens, original_tokens,
+//!   truncated}}`.
+//!
+//! Errors are JSON `{"error": {"code", "message"}}` with the status of the error kind.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{Value, json};
+use toolgate_adapters::{CallContext, JsonObject, ToolError};
+
+use super::auth::FrontDoor;
+use crate::access::{self, Caller, View};
+use crate::errors::http_status;
+use crate::export::{self, ExportOptions, Format};
+use crate::protocol_tools;
+
+pub fn router(door: Arc<FrontDoor>) -> Router {
+    Router::new()
+        .route("/v1/tools", get(list_tools))
+        .route("/v1/tools/{name}/call", post(call_tool))
+        .layer(axum::extract::DefaultBodyLimit::max(4 * 1024 * 1024))
+        .with_state(door)
+}
+
+fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
+    (
+        status,
+        Json(json!({"error": {"code": code, "message": message.into()}})),
+    )
+        .into_response()
+}
+
+fn tool_error(error: &ToolError) -> Response {
+    let mut response = error_response(error);
+    if let ToolError::RateLimited {
+        retry_after: Some(after),
+        ..
+    } = error
+        && let Ok(value) = http::HeaderValue::from_str(&after.as_secs().max(1).to_string())
+    {
+        response.headers_mut().insert("retry-after", value);
+    }
+    response
+}
+
+fn error_response(error: &ToolError) -> Response {
+    self::error(http_status(error), error.code(), error.to_string())
+}
+
+/// The caller of a REST request: the tenant from the front door and, when a session id
+/// is given, that session (which must be the tenant's).
+async fn caller(
+    door: &FrontDoor,
+    headers: &HeaderMap,
+    session: Option<&str>,
+) -> Result<Caller, Response> {
+    let tenant = door.admit(headers).await?;
+    let session = match session {
+        None => None,
+        Some(id) => {
+            let stored = door
+                .gateway
+                .sessions
+                .get(id)
+                .await
+                .filter(|s| s.tenant == tenant.name)
+                .ok_or_else(|| {
+                    error(
+                        StatusCode::NOT_FOUND,
+                        "session_not_found",
+                        "session not found: it expired or belongs to other credentials",
+                    )
+                })?;
+            Some((stored.id, stored.expanded))
+        }
+    };
+    Ok(Caller { tenant, session })
+}
+
+async fn list_tools(
+    State(door): State<Arc<FrontDoor>>,
+    headers: HeaderMap,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let format: Format = match query
+        .get("format")
+        .map(String::as_str)
+        .unwrap_or("openai")
+        .parse()
+    {
+        Ok(format) => format,
+        Err(_) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_format",
+                "format must be one of openai, responses, anthropic, gemini, mcp",
+            );
+        }
+    };
+    let options = ExportOptions {
+        strict: query.get("strict").is_some_and(|v| v == "true"),
+    };
+    let caller = match caller(&door, &headers, query.get("session").map(String::as_str)).await {
+        Ok(caller) => caller,
+        Err(response) => return response,
+    };
+    let view = View::of(&door.gateway, &caller);
+    let definitions = protocol_tools::definitions().into_iter().chain(
+        view.visible(&caller)
+            .into_iter()
+            .map(|entry| entry.definition.clone()),
+    );
+    let mut tools = Vec::new();
+    let mut skipped = Vec::new();
+    for definition in definitions {
+        match export::export(&definition, format, &options) {
+            Ok(tool) => tools.push(tool),
+            Err(e) => skipped.push(json!({"name": e.tool, "reason": e.reason})),
+        }
+    }
+    Json(json!({"format": format.as_str(), "tools": tools, "skipped": skipped})).into_response()
+}
+
+async fn call_tool(
+    State(door): State<Arc<FrontDoor>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    let request: JsonObject = if body.is_empty() {
+        JsonObject::new()
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(request) => request,
+            Err(e) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_body",
+                    format!("expected {{\"arguments\": {{…}}, \"session\"?: \"…\"}}: {e}"),
+                );
+            }
+        }
+    };
+    let arguments = match request.get("arguments") {
+        None | Some(Value::Null) => JsonObject::new(),
+        Some(Value::Object(arguments)) => arguments.clone(),
+        Some(_) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_args",
+                "`arguments` must be a JSON object",
+            );
+        }
+    };
+    let session = request.get("session").and_then(Value::as_str);
+    let caller = match caller(&door, &headers, session).await {
+        Ok(caller) => caller,
+        Err(response) => return response,
+    };
+    let gateway = &door.gateway;
+    let mut ctx = CallContext::new(gateway.config.call_timeout, "rest");
+    ctx.request_headers = Arc::new(headers);
+    let outcome = if protocol_tools::is_protocol_tool(&name) {
+        protocol_tools::call(gateway, &caller, &name, arguments, ctx)
+            .await
+            .unwrap_or_else(|| Err(crate::errors::unknown_tool(&name)))
+            .map(|(output, _)| output)
+    } else {
+        access::call(gateway, &caller, &name, arguments, ctx).await
+    };
+    let output = match outcome {
+        Ok(output) => output,
+        Err(e) => return tool_error(&e),
+    };
+    let raw = output.raw;
+    let meta = raw.get("_meta");
+    let truncated = meta
+        .and_then(|m| m.get("toolgate/truncated"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let mut answer = json!({
+        "content": raw.get("content").cloned().unwrap_or_else(|| json!([])),
+        "is_error": raw.get("isError").and_then(Value::as_bool).unwrap_or(false),
+        "usage": {
+            "truncated": truncated,
+            "result_tokens": meta.and_then(|m| m.get("toolgate/resultTokens")).cloned(),
+            "original_tokens": meta.and_then(|m| m.get("toolgate/originalTokens")).cloned(),
+        },
+    });
+    if let Some(structured) = raw.get("structuredContent") {
+        answer["structured_content"] = structured.clone();
+    }
+    Json(answer).into_response()
+}

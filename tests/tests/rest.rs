@@ -1,0 +1,147 @@
+//! The plain-HTTP surface: `GET /v1/tools` in each format and `POST /v1/tools/{name}/call`,
+//! under the same tenants and policy as `/mcp`.
+
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use toolgate_e2e::{
+    Gateway, NodeDeps, everything_stdio_upstream, heavy_lock, http, require, toolgate_bin,
+    unique_marker,
+};
+
+const KEY: &str = "rest-tenant-key-0123456789";
+
+fn hash_key(key: &str) -> String {
+    let out = Command::new(toolgate_bin())
+        .args(["hash-key", key])
+        .output()
+        .expect("toolgate hash-key");
+    String::from_utf8(out.stdout)
+        .expect("utf-8")
+        .trim()
+        .to_owned()
+}
+
+async fn get(gateway: &Gateway, path: &str, key: Option<&str>) -> (u16, Value) {
+    let mut request = http()
+        .get(gateway.url(path))
+        .timeout(Duration::from_secs(30));
+    if let Some(key) = key {
+        request = request.bearer_auth(key);
+    }
+    let response = request.send().await.expect("GET");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+async fn post(gateway: &Gateway, path: &str, key: Option<&str>, body: Value) -> (u16, Value) {
+    let mut request = http()
+        .post(gateway.url(path))
+        .json(&body)
+        .timeout(Duration::from_secs(30));
+    if let Some(key) = key {
+        request = request.bearer_auth(key);
+    }
+    let response = request.send().await.expect("POST");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rest_lists_in_every_format_and_calls_under_the_policy() {
+    let deps = require!(NodeDeps::find());
+    let _serial = heavy_lock().await;
+    let mut gateway = Gateway::start(json!({
+        "upstreams": {"everything": everything_stdio_upstream(&deps, &unique_marker("rest"))},
+        "tenants": {"t": {
+            "api_keys": [hash_key(KEY)],
+            "allow": ["everything__echo", "everything__get-sum", "everything__get-env"],
+            "deny": ["everything__get-env"]
+        }}
+    }))
+    .await;
+
+    let (status, body) = get(&gateway, "/v1/tools?format=openai", None).await;
+    assert_eq!(status, 401, "{body}");
+
+    let expected = ["everything__echo", "everything__get-sum"];
+    for (format, name_of) in [
+        ("openai", "/function/name"),
+        ("responses", "/name"),
+        ("anthropic", "/name"),
+        ("gemini", "/name"),
+        ("mcp", "/name"),
+    ] {
+        let (status, body) = get(&gateway, &format!("/v1/tools?format={format}"), Some(KEY)).await;
+        assert_eq!(status, 200, "{format}: {body}");
+        let names: Vec<&str> = body["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .filter_map(|t| t.pointer(name_of).and_then(Value::as_str))
+            .filter(|n| !toolgate_e2e::is_protocol_tool(n))
+            .collect();
+        assert_eq!(names, expected, "{format}: {body}");
+        assert_eq!(body["skipped"], json!([]), "{format}: {body}");
+    }
+    let (_, strict) = get(&gateway, "/v1/tools?format=openai&strict=true", Some(KEY)).await;
+    let sum = strict["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .find(|t| t["function"]["name"] == "everything__get-sum")
+        .expect("get-sum")
+        .clone();
+    assert_eq!(sum["function"]["strict"], true, "{sum}");
+    assert_eq!(
+        sum["function"]["parameters"]["additionalProperties"], false,
+        "{sum}"
+    );
+    let (status, body) = get(&gateway, "/v1/tools?format=nope", Some(KEY)).await;
+    assert_eq!(status, 400, "{body}");
+
+    let (status, body) = post(
+        &gateway,
+        "/v1/tools/everything__get-sum/call",
+        Some(KEY),
+        json!({"arguments": {"a": 2, "b": 3}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["is_error"], false, "{body}");
+    assert_eq!(
+        body["content"][0]["text"], "The sum of 2 and 3 is 5.",
+        "{body}"
+    );
+    assert_eq!(body["usage"]["truncated"], false, "{body}");
+
+    // A denied tool and a missing one get the same answer.
+    let (denied_status, denied) = post(
+        &gateway,
+        "/v1/tools/everything__get-env/call",
+        Some(KEY),
+        json!({}),
+    )
+    .await;
+    let (missing_status, missing) = post(
+        &gateway,
+        "/v1/tools/everything__nothing/call",
+        Some(KEY),
+        json!({}),
+    )
+    .await;
+    assert_eq!((denied_status, missing_status), (404, 404));
+    assert_eq!(denied["error"]["code"], missing["error"]["code"]);
+    assert_eq!(
+        denied["error"]["message"]
+            .as_str()
+            .unwrap()
+            .replace("everything__get-env", "X"),
+        missing["error"]["message"]
+            .as_str()
+            .unwrap()
+            .replace("everything__nothing", "X")
+    );
+    gateway.assert_alive();
+}
