@@ -145,3 +145,88 @@ async fn rest_lists_in_every_format_and_calls_under_the_policy() {
     );
     gateway.assert_alive();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rest_sessions_expand_within_the_allowed_set() {
+    let deps = require!(NodeDeps::find());
+    let _serial = heavy_lock().await;
+    let mut gateway = Gateway::start(json!({
+        "upstreams": {"everything": everything_stdio_upstream(&deps, &unique_marker("rest-sessions"))},
+        "tenants": {"t": {
+            "api_keys": [hash_key(KEY)],
+            "allow": ["everything__echo", "everything__get-sum", "everything__get-tiny-image"],
+            "initial": ["everything__get-sum"]
+        }}
+    }))
+    .await;
+    let names = |tools: &Value| -> Vec<String> {
+        tools
+            .as_array()
+            .expect("tools")
+            .iter()
+            .filter_map(|t| t["name"].as_str())
+            .filter(|n| !toolgate_e2e::is_protocol_tool(n))
+            .map(str::to_owned)
+            .collect()
+    };
+
+    let (status, created) = post(&gateway, "/v1/sessions", Some(KEY), json!({})).await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["session_id"]
+        .as_str()
+        .expect("session_id")
+        .to_owned();
+    assert!(id.len() >= 22, "128-bit ids: {id}");
+    assert_eq!(names(&created["tools"]), ["everything__get-sum"]);
+
+    // Not selected yet in this session: the call says what to do.
+    let (status, body) = post(
+        &gateway,
+        "/v1/tools/everything__echo/call",
+        Some(KEY),
+        json!({"arguments": {"message": "hi"}, "session": id}),
+    )
+    .await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "not_selected", "{body}");
+
+    let (status, expanded) = post(
+        &gateway,
+        &format!("/v1/sessions/{id}/tools/expand"),
+        Some(KEY),
+        json!({"tool_names": ["everything__echo", "everything__get-sum", "unknown_tool"]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{expanded}");
+    assert_eq!(expanded["success"], true);
+    assert_eq!(expanded["expanded_tools"], json!(["everything__echo"]));
+    assert_eq!(
+        expanded["already_selected_tools"],
+        json!(["everything__get-sum"])
+    );
+    assert_eq!(expanded["invalid_tools"], json!(["unknown_tool"]));
+    assert_eq!(
+        expanded["available_expandable_tools"],
+        json!(["everything__get-tiny-image"])
+    );
+
+    let (status, listed) = get(&gateway, &format!("/v1/sessions/{id}/tools"), Some(KEY)).await;
+    assert_eq!(status, 200, "{listed}");
+    assert_eq!(
+        names(&listed["tools"]),
+        ["everything__echo", "everything__get-sum"]
+    );
+    let (status, body) = post(
+        &gateway,
+        "/v1/tools/everything__echo/call",
+        Some(KEY),
+        json!({"arguments": {"message": "hi"}, "session": id}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["content"][0]["text"], "Echo: hi", "{body}");
+
+    let (status, _) = get(&gateway, "/v1/sessions/not-a-session/tools", Some(KEY)).await;
+    assert_eq!(status, 404);
+    gateway.assert_alive();
+}

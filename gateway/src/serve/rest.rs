@@ -4,6 +4,9 @@
 //! - `GET /v1/tools?format=openai|responses|anthropic|gemini|mcp[&session=ID][&strict=true]`
 //!   — the caller's visible tools in that format (tools a format cannot express are
 //!   left out and listed under `skipped` with the reason);
+//! - `POST /v1/sessions` → `{session_id, tools}`; `GET /v1/sessions/{id}/tools`;
+//!   `POST /v1/sessions/{id}/tools/expand` — `tool_expand_tools` over HTTP (same body
+//!   and result as the protocol tool);
 //! - `POST /v1/tools/{name}/call` `{arguments, session?}` — one call; the answer is
 //!   `{content, structured_content?, is_error, usage: {result_tokens, original_tokens,
 //!   truncated}}`.
@@ -31,6 +34,9 @@ pub fn router(door: Arc<FrontDoor>) -> Router {
     Router::new()
         .route("/v1/tools", get(list_tools))
         .route("/v1/tools/{name}/call", post(call_tool))
+        .route("/v1/sessions", post(create_session))
+        .route("/v1/sessions/{id}/tools", get(session_tools))
+        .route("/v1/sessions/{id}/tools/expand", post(expand_session))
         .layer(axum::extract::DefaultBodyLimit::max(4 * 1024 * 1024))
         .with_state(door)
 }
@@ -204,4 +210,80 @@ async fn call_tool(
         answer["structured_content"] = structured.clone();
     }
     Json(answer).into_response()
+}
+
+/// The MCP definitions a caller sees: the protocol tools, then its visible tools.
+fn visible_definitions(door: &FrontDoor, caller: &Caller) -> Vec<Value> {
+    let view = View::of(&door.gateway, caller);
+    protocol_tools::definitions()
+        .into_iter()
+        .map(Value::Object)
+        .chain(
+            view.visible(caller)
+                .into_iter()
+                .map(|entry| Value::Object(entry.definition.clone())),
+        )
+        .collect()
+}
+
+async fn create_session(State(door): State<Arc<FrontDoor>>, headers: HeaderMap) -> Response {
+    let tenant = match door.admit(&headers).await {
+        Ok(tenant) => tenant,
+        Err(response) => return response,
+    };
+    let session = door.gateway.sessions.create(&tenant.name).await;
+    let caller = Caller {
+        tenant,
+        session: Some((session.id.clone(), session.expanded)),
+    };
+    let tools = visible_definitions(&door, &caller);
+    (
+        StatusCode::CREATED,
+        Json(json!({"session_id": session.id, "tools": tools})),
+    )
+        .into_response()
+}
+
+async fn session_tools(
+    State(door): State<Arc<FrontDoor>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    match caller(&door, &headers, Some(&id)).await {
+        Ok(caller) => Json(json!({"tools": visible_definitions(&door, &caller)})).into_response(),
+        Err(response) => response,
+    }
+}
+
+async fn expand_session(
+    State(door): State<Arc<FrontDoor>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    let caller = match caller(&door, &headers, Some(&id)).await {
+        Ok(caller) => caller,
+        Err(response) => return response,
+    };
+    let arguments: JsonObject = match serde_json::from_slice(&body) {
+        Ok(arguments) => arguments,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_body",
+                format!("expected {{\"tool_names\": [\"exact_name\", …]}}: {e}"),
+            );
+        }
+    };
+    match protocol_tools::expand(&door.gateway, &caller, &arguments).await {
+        Ok((output, _)) => Json(
+            output
+                .raw
+                .get("structuredContent")
+                .cloned()
+                .unwrap_or(Value::Null),
+        )
+        .into_response(),
+        Err(e) => tool_error(&e),
+    }
 }
