@@ -44,7 +44,7 @@ pub struct View {
 impl View {
     pub fn of(gateway: &Gateway, caller: &Caller) -> View {
         let catalog = gateway.catalog();
-        let allowed = gateway.policy.allowed(&caller.tenant, &catalog);
+        let allowed = gateway.policy().allowed(&caller.tenant, &catalog);
         View { catalog, allowed }
     }
 

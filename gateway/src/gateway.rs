@@ -91,7 +91,8 @@ pub struct UpstreamStatus {
 }
 
 pub struct Gateway {
-    pub config: Config,
+    /// The running config; replaced whole on reload (see [`Gateway::config`]).
+    config: RwLock<Arc<Config>>,
     upstreams: RwLock<Arc<UpstreamMap>>,
     catalog: RwLock<Arc<Catalog>>,
     rebuild_lock: std::sync::Mutex<()>,
@@ -101,8 +102,8 @@ pub struct Gateway {
     /// Bumped on every catalog change; MCP sessions watch it to send `list_changed`.
     catalog_version: watch::Sender<u64>,
     pub metrics: Metrics,
-    /// Tenants and the one decision function.
-    pub policy: Policy,
+    /// Tenants and the one decision function; replaced whole on reload.
+    policy: RwLock<Arc<Policy>>,
     /// Sessions and their expanded tools.
     pub sessions: Arc<dyn SessionStore>,
     stop: CancellationToken,
@@ -119,7 +120,7 @@ impl Gateway {
             config.sessions.max_sessions,
         ));
         let gateway = Arc::new(Gateway {
-            policy,
+            policy: RwLock::new(Arc::new(policy)),
             sessions,
             upstreams: RwLock::new(Arc::new(UpstreamMap::new())),
             catalog: RwLock::new(Arc::new(Catalog::default())),
@@ -130,9 +131,10 @@ impl Gateway {
             metrics: Metrics::new(),
             stop: CancellationToken::new(),
             ready: AtomicBool::new(false),
-            config,
+            config: RwLock::new(Arc::new(config)),
         });
-        for (name, upstream_config) in &gateway.config.upstreams {
+        let config = gateway.config();
+        for (name, upstream_config) in &config.upstreams {
             let Some(transport) = upstream_config.transport() else {
                 // OpenAPI upstreams: imported by `registry::start_imports`.
                 continue;
@@ -149,10 +151,8 @@ impl Gateway {
             let health = upstream_config
                 .health
                 .clone()
-                .unwrap_or_else(|| gateway.config.health.clone());
-            let call_timeout = upstream_config
-                .call_timeout
-                .unwrap_or(gateway.config.call_timeout);
+                .unwrap_or_else(|| config.health.clone());
+            let call_timeout = upstream_config.call_timeout.unwrap_or(config.call_timeout);
             gateway.mount_quietly(
                 name.clone(),
                 Mounted::new(
@@ -314,6 +314,33 @@ impl Gateway {
         collisions
     }
 
+    /// The running config. A snapshot: a reload swaps in a new one, so read what a
+    /// request needs from one snapshot.
+    pub fn config(&self) -> Arc<Config> {
+        self.config
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Tenants and the decision function, as of now.
+    pub fn policy(&self) -> Arc<Policy> {
+        self.policy
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Swaps in a new config and the policy built from it, together (a reader sees
+    /// either the old pair or the new one). Upstreams are not touched here.
+    pub fn replace_config(&self, config: Config, policy: Policy) {
+        // Lock order: config, then policy — same for every writer.
+        let mut config_slot = self.config.write().unwrap_or_else(|e| e.into_inner());
+        let mut policy_slot = self.policy.write().unwrap_or_else(|e| e.into_inner());
+        *config_slot = Arc::new(config);
+        *policy_slot = Arc::new(policy);
+    }
+
     /// True once the config is loaded and the catalog was built after the upstreams'
     /// first answers (or the startup wait ran out).
     pub fn is_ready(&self) -> bool {
@@ -462,9 +489,9 @@ impl Gateway {
         mounted: &Mounted,
         output: CallOutput,
     ) -> (CallOutput, (usize, usize, bool)) {
-        let mut budget = self.config.results.clone();
+        let mut budget = self.config().results.clone();
         if let Some(max) = self
-            .config
+            .config()
             .tool_result_max_tokens
             .get(name)
             .copied()

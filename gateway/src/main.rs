@@ -126,7 +126,7 @@ async fn start(config: Config) -> Result<Arc<Gateway>, ExitCode> {
         eprintln!("toolgate: {error}");
         ExitCode::from(2)
     })?;
-    let store = FileStore::new(&gateway.config.data_dir);
+    let store = FileStore::new(&gateway.config().data_dir);
     registry::start_imports(&gateway, &store).await;
     finish_startup(&gateway).await?;
     Ok(gateway)
@@ -136,7 +136,7 @@ async fn start(config: Config) -> Result<Arc<Gateway>, ExitCode> {
 /// passthrough name collision.
 async fn finish_startup(gateway: &Arc<Gateway>) -> Result<(), ExitCode> {
     let pending = gateway
-        .wait_for_upstreams(gateway.config.startup_timeout)
+        .wait_for_upstreams(gateway.config().startup_timeout)
         .await;
     for name in &pending {
         tracing::warn!(upstream = %name, "not connected yet; its tools join the catalog when it connects");
@@ -151,7 +151,7 @@ async fn finish_startup(gateway: &Arc<Gateway>) -> Result<(), ExitCode> {
         gateway.shutdown().await;
         return Err(ExitCode::from(2));
     }
-    for (tenant, pattern) in gateway.policy.unmatched_patterns(&gateway.catalog()) {
+    for (tenant, pattern) in gateway.policy().unmatched_patterns(&gateway.catalog()) {
         tracing::warn!(%tenant, %pattern, "tenant pattern matches no tool in the catalog");
     }
     tracing::info!(tools = gateway.catalog().len(), "catalog ready");
@@ -174,9 +174,9 @@ async fn serve_http(config: Config, listen: Option<String>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let store: Arc<dyn RegistrationStore> = Arc::new(FileStore::new(&gateway.config.data_dir));
+    let store: Arc<dyn RegistrationStore> = Arc::new(FileStore::new(&gateway.config().data_dir));
     let stop = CancellationToken::new();
-    let authenticator = match authenticator(&gateway.config).await {
+    let authenticator = match authenticator(&gateway.config()).await {
         Ok(authenticator) => authenticator,
         Err(code) => return code,
     };
@@ -222,8 +222,8 @@ async fn serve_stdio(config: Config, tenant: Option<String>) -> ExitCode {
         Err(code) => return code,
     };
     let tenant = match tenant {
-        Some(name) => gateway.policy.tenant(&name),
-        None => gateway.policy.resolve(None).ok(),
+        Some(name) => gateway.policy().tenant(&name),
+        None => gateway.policy().resolve(None).ok(),
     };
     let Some(tenant) = tenant else {
         eprintln!(
@@ -269,7 +269,7 @@ async fn check(config: Config) -> ExitCode {
     }
     println!("catalog: {} tools", gateway.catalog().len());
     // Catalog drift is a warning, not a failure: an upstream may add the tools later.
-    for (tenant, pattern) in gateway.policy.unmatched_patterns(&gateway.catalog()) {
+    for (tenant, pattern) in gateway.policy().unmatched_patterns(&gateway.catalog()) {
         println!("warning: tenant '{tenant}': pattern '{pattern}' matches no tool");
     }
     gateway.shutdown().await;

@@ -182,7 +182,7 @@ pub async fn expand_names(
         None => (to_add, already_visible, BTreeSet::new()),
     };
 
-    let cap = gateway.config.sessions.expandable_list_cap;
+    let cap = gateway.config().sessions.expandable_list_cap;
     let expandable: Vec<&String> = view
         .allowed
         .names

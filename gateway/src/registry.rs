@@ -136,17 +136,18 @@ pub async fn import(
 }
 
 fn openapi_mounted(gateway: &Gateway, upstream: Arc<dyn Upstream>) -> Mounted {
-    let settings = gateway.config.upstreams.get(upstream.name());
+    let config = gateway.config();
+    let settings = config.upstreams.get(upstream.name());
     Mounted::new(
         upstream,
         "openapi",
         Namespace::Prefix,
         settings
             .and_then(|s| s.call_timeout)
-            .unwrap_or(gateway.config.call_timeout),
+            .unwrap_or(config.call_timeout),
         settings
             .and_then(|s| s.health.clone())
-            .unwrap_or_else(|| gateway.config.health.clone()),
+            .unwrap_or_else(|| config.health.clone()),
     )
     .with_settings(settings)
 }
@@ -155,7 +156,7 @@ fn openapi_mounted(gateway: &Gateway, upstream: Arc<dyn Upstream>) -> Mounted {
 /// registration, each in the background behind a placeholder.
 pub async fn start_imports(gateway: &Arc<Gateway>, store: &dyn RegistrationStore) {
     let mut wanted: Vec<(String, OpenApiConfig)> = gateway
-        .config
+        .config()
         .upstreams
         .iter()
         .filter_map(|(name, u)| u.openapi.clone().map(|o| (name.clone(), o)))
@@ -163,7 +164,7 @@ pub async fn start_imports(gateway: &Arc<Gateway>, store: &dyn RegistrationStore
     match store.load().await {
         Ok(registrations) => {
             for registration in registrations {
-                if gateway.config.upstreams.contains_key(&registration.name) {
+                if gateway.config().upstreams.contains_key(&registration.name) {
                     tracing::warn!(upstream = %registration.name, "stored registration ignored: the config file defines an upstream of that name");
                     continue;
                 }

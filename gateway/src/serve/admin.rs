@@ -36,7 +36,7 @@ pub struct Admin {
 
 pub fn router(gateway: Arc<Gateway>, store: Arc<dyn RegistrationStore>) -> Router {
     let token_digest = gateway
-        .config
+        .config()
         .admin
         .as_ref()
         .map(|admin| digest(admin.token.as_bytes()));
@@ -192,7 +192,7 @@ async fn refresh(
         .or_else(|| {
             admin
                 .gateway
-                .config
+                .config()
                 .upstreams
                 .get(&name)
                 .and_then(|u| u.openapi.clone())
@@ -221,7 +221,7 @@ async fn apply(admin: &Admin, registration: Registration, status: StatusCode) ->
             );
         }
     };
-    if !admin.gateway.config.upstreams.contains_key(&name) {
+    if !admin.gateway.config().upstreams.contains_key(&name) {
         let mut stored = admin.store.load().await.unwrap_or_default();
         stored.retain(|r| r.name != name);
         stored.push(registration);
@@ -252,7 +252,7 @@ async fn apply(admin: &Admin, registration: Registration, status: StatusCode) ->
         .collect();
     let catalog_tokens = crate::truncate::count(
         &Value::Array(definitions).to_string(),
-        admin.gateway.config.results.encoding,
+        admin.gateway.config().results.encoding,
     );
     (
         status,
@@ -274,7 +274,7 @@ async fn remove(
     if let Some(refusal) = refuse(&admin, &headers) {
         return refusal;
     }
-    if admin.gateway.config.upstreams.contains_key(&name) {
+    if admin.gateway.config().upstreams.contains_key(&name) {
         return error(
             StatusCode::CONFLICT,
             "defined_in_config",

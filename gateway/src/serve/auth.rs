@@ -29,7 +29,7 @@ impl FrontDoor {
         let authorization = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok());
-        let policy = &self.gateway.policy;
+        let policy = self.gateway.policy();
         // An open gateway ignores credentials: there is nothing to check them against.
         let authenticated = if policy.is_open() {
             None

@@ -268,7 +268,7 @@ impl ServerHandler for McpHandler {
         let progress_token = context.meta.get_progress_token();
         let (sink, mut updates) = mpsc::unbounded_channel::<Progress>();
         let mut ctx = CallContext::new(
-            self.shared.gateway.config.call_timeout,
+            self.shared.gateway.config().call_timeout,
             format!("mcp-{}", context.id),
         );
         ctx.cancel = context.ct.child_token();

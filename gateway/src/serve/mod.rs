@@ -39,10 +39,10 @@ pub fn router(
     });
     let shared = McpShared::new(gateway.clone());
     let config = StreamableHttpServerConfig::default()
-        .with_allowed_hosts(gateway.config.allowed_hosts.clone())
-        .with_max_request_body_bytes(gateway.config.max_request_body_bytes)
+        .with_allowed_hosts(gateway.config().allowed_hosts.clone())
+        .with_max_request_body_bytes(gateway.config().max_request_body_bytes)
         .with_cancellation_token(stop);
-    let config = if gateway.config.allowed_hosts.is_empty() {
+    let config = if gateway.config().allowed_hosts.is_empty() {
         config.disable_allowed_hosts()
     } else {
         config
@@ -66,7 +66,7 @@ pub fn router(
             protocol_errors::as_jsonrpc_errors,
         ))
         .layer(axum::middleware::from_fn_with_state(
-            gateway.config.max_request_body_bytes,
+            gateway.config().max_request_body_bytes,
             protocol_errors::refuse_oversized,
         ));
     ops::router(gateway.clone())

@@ -23,7 +23,7 @@ pub async fn forward<T: DeserializeOwned>(
         .map(serde_json::to_value)
         .transpose()
         .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
-    let ctx = CallContext::new(gateway.config.call_timeout, correlation_id);
+    let ctx = CallContext::new(gateway.config().call_timeout, correlation_id);
     let answer = match gateway.forward(method, params, ctx).await {
         Ok(answer) => answer,
         Err(error) => {

@@ -177,7 +177,7 @@ async fn call_tool(
         Err(response) => return response,
     };
     let gateway = &door.gateway;
-    let mut ctx = CallContext::new(gateway.config.call_timeout, "rest");
+    let mut ctx = CallContext::new(gateway.config().call_timeout, "rest");
     ctx.request_headers = Arc::new(headers);
     let outcome = if protocol_tools::is_protocol_tool(&name) {
         protocol_tools::call(gateway, &caller, &name, arguments, ctx)
