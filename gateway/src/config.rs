@@ -51,6 +51,9 @@ pub struct Config {
     /// the upstream's `result_max_tokens` and the global `results.max_tokens`.
     #[serde(default)]
     pub tool_result_max_tokens: BTreeMap<String, usize>,
+    /// The plain-HTTP surface (`/v1`): batch calls and the tool-call event stream.
+    #[serde(default)]
+    pub rest: RestConfig,
     /// Where runtime state lives (upstreams registered through the admin API). A
     /// relative path is resolved against the config file's directory.
     #[serde(default = "default_data_dir")]
@@ -76,6 +79,54 @@ pub struct Config {
     /// (`<name>__<tool>`): letters, digits, `_` and `-`.
     #[serde(default)]
     pub upstreams: BTreeMap<String, UpstreamConfig>,
+}
+
+/// Settings of the plain-HTTP surface.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RestConfig {
+    /// Calls of one `POST /v1/tool_calls` (or `/v1/tool_use`) batch run at once.
+    #[serde(default = "default_batch_concurrency")]
+    pub batch_concurrency: usize,
+    /// Most calls in one batch.
+    #[serde(default = "default_batch_max_calls")]
+    pub batch_max_calls: usize,
+    /// Progress updates emitted within this window merge into one `tool_progress`
+    /// event (per call and stream). `0ms` disables coalescing.
+    #[serde(default = "default_coalesce_window", with = "humantime_serde")]
+    #[schemars(with = "String")]
+    pub coalesce_window: Duration,
+    /// A stream's buffered progress text flushes at once when it reaches this many
+    /// bytes. `0` disables coalescing.
+    #[serde(default = "default_coalesce_max_bytes")]
+    pub coalesce_max_bytes: usize,
+}
+
+impl Default for RestConfig {
+    fn default() -> Self {
+        Self {
+            batch_concurrency: default_batch_concurrency(),
+            batch_max_calls: default_batch_max_calls(),
+            coalesce_window: default_coalesce_window(),
+            coalesce_max_bytes: default_coalesce_max_bytes(),
+        }
+    }
+}
+
+fn default_batch_concurrency() -> usize {
+    8
+}
+
+fn default_batch_max_calls() -> usize {
+    128
+}
+
+fn default_coalesce_window() -> Duration {
+    Duration::from_millis(50)
+}
+
+fn default_coalesce_max_bytes() -> usize {
+    16 * 1024
 }
 
 fn default_data_dir() -> std::path::PathBuf {

@@ -6,6 +6,7 @@
 
 pub mod access;
 pub mod catalog;
+pub mod coalesce;
 pub mod config;
 pub mod credentials;
 pub mod errors;
@@ -19,4 +20,5 @@ pub mod registry;
 pub mod search;
 pub mod serve;
 pub mod session;
+pub mod summary;
 pub mod truncate;

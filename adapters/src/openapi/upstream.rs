@@ -320,13 +320,21 @@ impl OpenApiUpstream {
                 let (body, cut) = invoke::read_capped(resp, self.config.max_response_bytes)
                     .await
                     .map_err(|e| self.send_error(tool, e, limit))?;
-                return Ok(invoke::map_response(
-                    status,
-                    ct.as_deref(),
-                    body,
-                    cut,
-                    &what,
-                ));
+                let bytes = body.len();
+                let mut output = invoke::map_response(status, ct.as_deref(), body, cut, &what);
+                // What was sent and what came back, for one-line summaries (`GET
+                // /pets/42 → 200 (1.2 KB)`). The path only: a query may carry a key.
+                output.raw.insert(
+                    "_meta".into(),
+                    serde_json::json!({"toolgate/http": {
+                        "method": prepared.method.as_str(),
+                        "path": prepared.url.path(),
+                        "status": status.as_u16(),
+                        "bytes": bytes,
+                        "cut": cut,
+                    }}),
+                );
+                return Ok(output);
             }
         };
         tokio::select! {

@@ -23,9 +23,26 @@ pub struct FrontDoor {
     pub authenticator: Authenticator,
 }
 
+/// How a refusal's body looks: a JSON-RPC error on `/mcp`, `{"error": {code,
+/// message}}` on the REST surface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    JsonRpc,
+    Rest,
+}
+
 impl FrontDoor {
-    /// The tenant of a request, or the response refusing it.
+    /// The tenant of an `/mcp` request, or the response refusing it.
     pub async fn admit(&self, headers: &http::HeaderMap) -> Result<Arc<Tenant>, Response> {
+        self.admit_as(headers, Shape::JsonRpc).await
+    }
+
+    /// The tenant of a request, or the response refusing it in `shape`.
+    pub async fn admit_as(
+        &self,
+        headers: &http::HeaderMap,
+        shape: Shape,
+    ) -> Result<Arc<Tenant>, Response> {
         let authorization = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok());
@@ -38,6 +55,7 @@ impl FrontDoor {
                 Ok(tenant) => tenant,
                 Err(error) => {
                     return Err(refusal(
+                        shape,
                         StatusCode::UNAUTHORIZED,
                         error.code(),
                         &error.to_string(),
@@ -48,14 +66,15 @@ impl FrontDoor {
         };
         let tenant = policy
             .resolve(authenticated.as_deref())
-            .map_err(|r| self.refuse(r))?;
-        policy.admit(&tenant).map_err(|r| self.refuse(r))?;
+            .map_err(|r| self.refuse(r, shape))?;
+        policy.admit(&tenant).map_err(|r| self.refuse(r, shape))?;
         Ok(tenant)
     }
 
-    fn refuse(&self, refusal_reason: Refusal) -> Response {
+    fn refuse(&self, refusal_reason: Refusal, shape: Shape) -> Response {
         match refusal_reason {
             Refusal::Unauthenticated => refusal(
+                shape,
                 StatusCode::UNAUTHORIZED,
                 "missing_credentials",
                 "credentials required: send `Authorization: Bearer <API key or JWT>`",
@@ -64,6 +83,7 @@ impl FrontDoor {
             Refusal::RateLimited { retry_after } => {
                 let seconds = retry_after.as_secs_f64().ceil().max(1.0) as u64;
                 refusal(
+                    shape,
                     StatusCode::TOO_MANY_REQUESTS,
                     "rate_limited",
                     &format!("too many requests for this tenant: retry after {seconds} s"),
@@ -75,16 +95,20 @@ impl FrontDoor {
 }
 
 fn refusal(
+    shape: Shape,
     status: StatusCode,
     code: &str,
     message: &str,
     extra_header: Option<(&'static str, String)>,
 ) -> Response {
-    let body = json!({
-        "jsonrpc": "2.0",
-        "id": null,
-        "error": {"code": -32001, "message": message, "data": {"code": code}},
-    });
+    let body = match shape {
+        Shape::JsonRpc => json!({
+            "jsonrpc": "2.0",
+            "id": null,
+            "error": {"code": -32001, "message": message, "data": {"code": code}},
+        }),
+        Shape::Rest => json!({"error": {"code": code, "message": message}}),
+    };
     let mut response = Response::new(Body::from(body.to_string()));
     *response.status_mut() = status;
     response.headers_mut().insert(
@@ -133,6 +157,7 @@ pub async fn admit(
             .is_some_and(|s| s.tenant == tenant.name);
         if !owned {
             return refusal(
+                Shape::JsonRpc,
                 StatusCode::NOT_FOUND,
                 "session_not_found",
                 "session not found: it expired or belongs to other credentials; initialize a new session",

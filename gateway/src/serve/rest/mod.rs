@@ -24,11 +24,16 @@ use axum::{Json, Router};
 use serde_json::{Value, json};
 use toolgate_adapters::{CallContext, JsonObject, ToolError};
 
-use super::auth::FrontDoor;
-use crate::access::{self, Caller, View};
+use super::auth::{FrontDoor, Shape};
+use crate::access::{Caller, View};
 use crate::errors::http_status;
 use crate::export::{self, ExportOptions, Format};
 use crate::protocol_tools;
+
+mod batch;
+mod call;
+mod openapi;
+mod stream;
 
 pub fn router(door: Arc<FrontDoor>) -> Router {
     Router::new()
@@ -37,6 +42,9 @@ pub fn router(door: Arc<FrontDoor>) -> Router {
         .route("/v1/sessions", post(create_session))
         .route("/v1/sessions/{id}/tools", get(session_tools))
         .route("/v1/sessions/{id}/tools/expand", post(expand_session))
+        .route("/v1/tool_calls", post(batch::openai))
+        .route("/v1/tool_use", post(batch::anthropic))
+        .route("/openapi.json", get(openapi::document))
         .layer(axum::extract::DefaultBodyLimit::max(4 * 1024 * 1024))
         .with_state(door)
 }
@@ -73,7 +81,7 @@ async fn caller(
     headers: &HeaderMap,
     session: Option<&str>,
 ) -> Result<Caller, Response> {
-    let tenant = door.admit(headers).await?;
+    let tenant = door.admit_as(headers, Shape::Rest).await?;
     let session = match session {
         None => None,
         Some(id) => {
@@ -178,38 +186,21 @@ async fn call_tool(
     };
     let gateway = &door.gateway;
     let mut ctx = CallContext::new(gateway.config().call_timeout, "rest");
-    ctx.request_headers = Arc::new(headers);
-    let outcome = if protocol_tools::is_protocol_tool(&name) {
-        protocol_tools::call(gateway, &caller, &name, arguments, ctx)
-            .await
-            .unwrap_or_else(|| Err(crate::errors::unknown_tool(&name)))
-            .map(|(output, _)| output)
-    } else {
-        access::call(gateway, &caller, &name, arguments, ctx).await
-    };
-    let output = match outcome {
-        Ok(output) => output,
-        Err(e) => return tool_error(&e),
-    };
-    let raw = output.raw;
-    let meta = raw.get("_meta");
-    let truncated = meta
-        .and_then(|m| m.get("toolgate/truncated"))
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    let mut answer = json!({
-        "content": raw.get("content").cloned().unwrap_or_else(|| json!([])),
-        "is_error": raw.get("isError").and_then(Value::as_bool).unwrap_or(false),
-        "usage": {
-            "truncated": truncated,
-            "result_tokens": meta.and_then(|m| m.get("toolgate/resultTokens")).cloned(),
-            "original_tokens": meta.and_then(|m| m.get("toolgate/originalTokens")).cloned(),
-        },
-    });
-    if let Some(structured) = raw.get("structuredContent") {
-        answer["structured_content"] = structured.clone();
+    if let Some(format) = stream::wanted(&headers) {
+        ctx.request_headers = Arc::new(headers);
+        return stream::respond(door.clone(), caller, name, arguments, ctx, format);
     }
-    Json(answer).into_response()
+    ctx.request_headers = Arc::new(headers);
+    let finished = call::execute(gateway, &caller, &name, arguments, ctx).await;
+    match (finished.answer(), &finished.outcome) {
+        (Some(answer), _) => Json(answer).into_response(),
+        (None, Err(e)) => tool_error(e),
+        (None, Ok(_)) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "failed",
+            "the call finished without a result",
+        ),
+    }
 }
 
 /// The MCP definitions a caller sees: the protocol tools, then its visible tools.
@@ -227,7 +218,7 @@ fn visible_definitions(door: &FrontDoor, caller: &Caller) -> Vec<Value> {
 }
 
 async fn create_session(State(door): State<Arc<FrontDoor>>, headers: HeaderMap) -> Response {
-    let tenant = match door.admit(&headers).await {
+    let tenant = match door.admit_as(&headers, Shape::Rest).await {
         Ok(tenant) => tenant,
         Err(response) => return response,
     };

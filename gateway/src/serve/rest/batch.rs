@@ -1,0 +1,331 @@
+//! Batch calls in the function-calling formats of the two big model APIs, so an agent
+//! loop can hand over what the model said and append what comes back:
+//!
+//! - `POST /v1/tool_calls`: the `tool_calls` of an OpenAI assistant message in (the
+//!   array itself, `{"tool_calls": […]}` or the whole message), `{"messages": [{"role":
+//!   "tool", "tool_call_id", "content"}]}` out, in the calls' order;
+//! - `POST /v1/tool_use`: Anthropic `tool_use` blocks in (the array, or the assistant
+//!   message with its `content`), a `user` message of `tool_result` blocks out.
+//!
+//! Calls run concurrently, at most `rest.batch_concurrency` at once. A call the model
+//! got wrong (arguments that are not JSON, an unknown or unselected tool) becomes a
+//! result carrying the error, so the model can correct itself; only a request that is
+//! not a batch at all is an HTTP error. `?session=ID` (or `"session"` in the body)
+//! names the session whose visible set applies.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use toolgate_adapters::{CallContext, JsonObject, ToolError};
+
+use super::call::{self, Finished};
+use super::{caller, error};
+use crate::access::Caller;
+use crate::serve::auth::FrontDoor;
+
+/// One call as the model asked for it.
+struct Request {
+    id: String,
+    name: String,
+    /// The arguments, or why they cannot be used.
+    arguments: Result<JsonObject, String>,
+}
+
+pub async fn openai(
+    State(door): State<Arc<FrontDoor>>,
+    headers: HeaderMap,
+    Query(query): Query<HashMap<String, String>>,
+    body: axum::body::Bytes,
+) -> Response {
+    let body: Value = match serde_json::from_slice(&body) {
+        Ok(body) => body,
+        Err(e) => return invalid_body(format!("the body is not JSON: {e}")),
+    };
+    let session = session_of(&body, &query);
+    let items = match &body {
+        Value::Array(items) => items,
+        Value::Object(fields) => match fields.get("tool_calls") {
+            Some(Value::Array(items)) => items,
+            _ => return invalid_body("expected the `tool_calls` array of an assistant message (or an object holding it as `tool_calls`)".into()),
+        },
+        _ => return invalid_body("expected a JSON array of tool calls".into()),
+    };
+    let mut requests = Vec::with_capacity(items.len());
+    for (index, item) in items.iter().enumerate() {
+        match openai_request(item) {
+            Ok(request) => requests.push(request),
+            Err(message) => return invalid_body(format!("tool_calls[{index}]: {message}")),
+        }
+    }
+    let finished = match run(&door, &headers, session.as_deref(), &requests).await {
+        Ok(finished) => finished,
+        Err(response) => return response,
+    };
+    let messages: Vec<Value> = requests
+        .iter()
+        .zip(&finished)
+        .map(|(request, finished)| {
+            json!({
+                "role": "tool",
+                "tool_call_id": request.id,
+                "content": finished.text_for_model(),
+            })
+        })
+        .collect();
+    axum::Json(json!({"messages": messages})).into_response()
+}
+
+pub async fn anthropic(
+    State(door): State<Arc<FrontDoor>>,
+    headers: HeaderMap,
+    Query(query): Query<HashMap<String, String>>,
+    body: axum::body::Bytes,
+) -> Response {
+    let body: Value = match serde_json::from_slice(&body) {
+        Ok(body) => body,
+        Err(e) => return invalid_body(format!("the body is not JSON: {e}")),
+    };
+    let session = session_of(&body, &query);
+    let blocks = match &body {
+        Value::Array(blocks) => blocks,
+        Value::Object(fields) => match fields.get("content") {
+            Some(Value::Array(blocks)) => blocks,
+            _ => return invalid_body("expected an assistant message with a `content` array of blocks (or the array itself)".into()),
+        },
+        _ => return invalid_body("expected a JSON array of content blocks".into()),
+    };
+    let mut requests = Vec::new();
+    for (index, block) in blocks.iter().enumerate() {
+        if block.get("type").and_then(Value::as_str) != Some("tool_use") {
+            continue; // text and thinking blocks of the same message carry no call
+        }
+        match anthropic_request(block) {
+            Ok(request) => requests.push(request),
+            Err(message) => return invalid_body(format!("content[{index}]: {message}")),
+        }
+    }
+    let finished = match run(&door, &headers, session.as_deref(), &requests).await {
+        Ok(finished) => finished,
+        Err(response) => return response,
+    };
+    let results: Vec<Value> = requests
+        .iter()
+        .zip(&finished)
+        .map(|(request, finished)| tool_result(&request.id, finished))
+        .collect();
+    axum::Json(json!({"role": "user", "content": results})).into_response()
+}
+
+fn session_of(body: &Value, query: &HashMap<String, String>) -> Option<String> {
+    query.get("session").cloned().or_else(|| {
+        body.get("session")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    })
+}
+
+fn invalid_body(message: String) -> Response {
+    error(StatusCode::BAD_REQUEST, "invalid_body", message)
+}
+
+fn openai_request(item: &Value) -> Result<Request, String> {
+    let id = item
+        .get("id")
+        .and_then(Value::as_str)
+        .ok_or("each tool call needs its `id` (a string)")?;
+    let function = item.get("function");
+    let name = function
+        .and_then(|f| f.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let arguments = match function.and_then(|f| f.get("arguments")) {
+        // The API sends a JSON string; an object is taken as it is.
+        Some(Value::String(text)) if text.trim().is_empty() => Ok(JsonObject::new()),
+        Some(Value::String(text)) => match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(arguments)) => Ok(arguments),
+            Ok(other) => Err(format!(
+                "the arguments must be a JSON object, got {}",
+                json_kind(&other)
+            )),
+            Err(e) => Err(format!("the arguments are not valid JSON ({e})")),
+        },
+        Some(Value::Object(arguments)) => Ok(arguments.clone()),
+        None | Some(Value::Null) => Ok(JsonObject::new()),
+        Some(other) => Err(format!(
+            "the arguments must be a JSON object encoded as a string, got {}",
+            json_kind(other)
+        )),
+    };
+    Ok(Request {
+        id: id.to_owned(),
+        name: name.to_owned(),
+        arguments,
+    })
+}
+
+fn anthropic_request(block: &Value) -> Result<Request, String> {
+    let id = block
+        .get("id")
+        .and_then(Value::as_str)
+        .ok_or("each tool_use block needs its `id` (a string)")?;
+    let name = block.get("name").and_then(Value::as_str).unwrap_or_default();
+    let arguments = match block.get("input") {
+        Some(Value::Object(input)) => Ok(input.clone()),
+        None | Some(Value::Null) => Ok(JsonObject::new()),
+        Some(other) => Err(format!(
+            "the input must be a JSON object, got {}",
+            json_kind(other)
+        )),
+    };
+    Ok(Request {
+        id: id.to_owned(),
+        name: name.to_owned(),
+        arguments,
+    })
+}
+
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Runs the calls, at most `rest.batch_concurrency` at once, answers in request order.
+async fn run(
+    door: &Arc<FrontDoor>,
+    headers: &HeaderMap,
+    session: Option<&str>,
+    requests: &[Request],
+) -> Result<Vec<Finished>, Response> {
+    let config = door.gateway.config();
+    if requests.len() > config.rest.batch_max_calls {
+        return Err(error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_many_calls",
+            format!(
+                "{} calls in one batch; at most {} are accepted (rest.batch_max_calls): split the batch",
+                requests.len(),
+                config.rest.batch_max_calls
+            ),
+        ));
+    }
+    let caller: Caller = caller(door, headers, session).await?;
+    let request_headers = Arc::new(headers.clone());
+    let calls: Vec<_> = requests
+        .iter()
+        .map(|request| one(door, &caller, request, request_headers.clone(), config.call_timeout))
+        .collect();
+    let finished = futures::stream::iter(calls)
+        .buffered(config.rest.batch_concurrency.max(1))
+        .collect()
+        .await;
+    Ok(finished)
+}
+
+async fn one(
+    door: &FrontDoor,
+    caller: &Caller,
+    request: &Request,
+    request_headers: Arc<HeaderMap>,
+    call_timeout: std::time::Duration,
+) -> Finished {
+    let arguments = match &request.arguments {
+        Ok(arguments) => arguments.clone(),
+        Err(problem) => return not_called(request, problem),
+    };
+    if request.name.is_empty() {
+        return not_called(request, "the call names no tool");
+    }
+    let mut ctx = CallContext::new(call_timeout, request.id.clone());
+    ctx.request_headers = request_headers;
+    call::execute(&door.gateway, caller, &request.name, arguments, ctx).await
+}
+
+/// A call that was never made: the model's request itself was wrong.
+fn not_called(request: &Request, problem: &str) -> Finished {
+    let error = ToolError::InvalidArgs(format!(
+        "{problem}. Call '{}' again with a JSON object of arguments that matches its input schema",
+        request.name
+    ));
+    Finished {
+        summary: crate::summary::failed(&request.name, &error),
+        outcome: Err(error),
+        duration: std::time::Duration::ZERO,
+    }
+}
+
+/// An Anthropic `tool_result` block for one finished call.
+fn tool_result(id: &str, finished: &Finished) -> Value {
+    let content: Vec<Value> = match &finished.outcome {
+        Err(_) => vec![json!({"type": "text", "text": finished.text_for_model()})],
+        Ok(raw) => {
+            let blocks = raw
+                .get("content")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            let mut content: Vec<Value> = blocks.iter().map(anthropic_block).collect();
+            if content.is_empty() {
+                content.push(json!({"type": "text", "text": finished.text_for_model()}));
+            }
+            content
+        }
+    };
+    let mut result = json!({"type": "tool_result", "tool_use_id": id, "content": content});
+    if finished.is_error() {
+        result["is_error"] = json!(true);
+    }
+    result
+}
+
+/// An MCP content block as an Anthropic one: text as text, images as base64 images,
+/// anything else described in text.
+fn anthropic_block(block: &Value) -> Value {
+    if block.get("type").and_then(Value::as_str) == Some("image")
+        && let (Some(data), Some(mime)) = (
+            block.get("data").and_then(Value::as_str),
+            block.get("mimeType").and_then(Value::as_str),
+        )
+    {
+        return json!({"type": "image", "source": {"type": "base64", "media_type": mime, "data": data}});
+    }
+    json!({"type": "text", "text": call::block_as_text(block)})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn openai_arguments_are_parsed_or_explained() {
+        let ok = openai_request(&json!({"id": "c1", "type": "function", "function": {"name": "t", "arguments": "{\"a\":1}"}})).unwrap();
+        assert_eq!(ok.arguments.unwrap()["a"], 1);
+        let empty = openai_request(&json!({"id": "c2", "function": {"name": "t", "arguments": ""}})).unwrap();
+        assert!(empty.arguments.unwrap().is_empty());
+        let broken = openai_request(&json!({"id": "c3", "function": {"name": "t", "arguments": "{\"a\":"}})).unwrap();
+        assert!(broken.arguments.unwrap_err().contains("not valid JSON"));
+        let array = openai_request(&json!({"id": "c4", "function": {"name": "t", "arguments": "[1]"}})).unwrap();
+        assert!(array.arguments.unwrap_err().contains("an array"));
+        assert!(openai_request(&json!({"function": {"name": "t"}})).is_err());
+    }
+
+    #[test]
+    fn anthropic_blocks_map_images_and_text() {
+        let image = anthropic_block(&json!({"type": "image", "data": "AAAA", "mimeType": "image/png"}));
+        assert_eq!(image["source"]["media_type"], "image/png");
+        let text = anthropic_block(&json!({"type": "text", "text": "hi"}));
+        assert_eq!(text, json!({"type": "text", "text": "hi"}));
+        let audio = anthropic_block(&json!({"type": "audio", "data": "AAAA", "mimeType": "audio/wav"}));
+        assert!(audio["text"].as_str().unwrap().contains("audio/wav"));
+    }
+}

@@ -1,0 +1,182 @@
+//! One tool call over HTTP, shared by `POST /v1/tools/{name}/call` (plain and
+//! streamed) and the batch endpoints: name resolution, argument clean-up for
+//! function-calling clients, the policy-checked call, and the answer with its summary.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use toolgate_adapters::{CallContext, JsonObject, ToolError};
+
+use crate::access::{self, Caller};
+use crate::export::{self, Format};
+use crate::gateway::Gateway;
+use crate::{protocol_tools, summary};
+
+/// A finished call: its result or the error that stopped it, and the summary line.
+pub struct Finished {
+    pub outcome: Result<JsonObject, ToolError>,
+    pub summary: String,
+    pub duration: Duration,
+}
+
+impl Finished {
+    pub fn is_error(&self) -> bool {
+        match &self.outcome {
+            Ok(raw) => raw.get("isError").and_then(Value::as_bool).unwrap_or(false),
+            Err(_) => true,
+        }
+    }
+
+    /// Tokens of the returned result (0 when the call failed before one came back).
+    pub fn result_tokens(&self) -> u64 {
+        self.meta("toolgate/resultTokens")
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    }
+
+    fn meta(&self, key: &str) -> Option<&Value> {
+        self.outcome
+            .as_ref()
+            .ok()
+            .and_then(|raw| raw.get("_meta"))
+            .and_then(|meta| meta.get(key))
+    }
+
+    /// The answer of `POST /v1/tools/{name}/call`: `{content, structured_content?,
+    /// is_error, summary, usage}`. `None` for a call that failed (an HTTP error).
+    pub fn answer(&self) -> Option<Value> {
+        let raw = self.outcome.as_ref().ok()?;
+        let mut answer = json!({
+            "content": raw.get("content").cloned().unwrap_or_else(|| json!([])),
+            "is_error": self.is_error(),
+            "summary": self.summary,
+            "usage": {
+                "truncated": self.meta("toolgate/truncated").and_then(Value::as_bool).unwrap_or(false),
+                "result_tokens": self.meta("toolgate/resultTokens").cloned(),
+                "original_tokens": self.meta("toolgate/originalTokens").cloned(),
+            },
+        });
+        if let Some(structured) = raw.get("structuredContent") {
+            answer["structured_content"] = structured.clone();
+        }
+        Some(answer)
+    }
+
+    /// The text a model reads back: the result's text blocks (other blocks described
+    /// in a line each), or the error with its kind and what to do about it.
+    pub fn text_for_model(&self) -> String {
+        match &self.outcome {
+            Err(error) => format!("Error ({}): {error}", error.code()),
+            Ok(raw) => {
+                let blocks = raw
+                    .get("content")
+                    .and_then(Value::as_array)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default();
+                let mut parts: Vec<String> = blocks.iter().map(block_as_text).collect();
+                if parts.is_empty()
+                    && let Some(structured) = raw.get("structuredContent")
+                {
+                    parts.push(structured.to_string());
+                }
+                parts.join("\n")
+            }
+        }
+    }
+}
+
+/// A content block as text: text as it is, anything else as a one-line description.
+pub fn block_as_text(block: &Value) -> String {
+    let kind = block.get("type").and_then(Value::as_str).unwrap_or("");
+    match kind {
+        "text" => block
+            .get("text")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        "resource" => {
+            let resource = block.get("resource");
+            match resource.and_then(|r| r.get("text")).and_then(Value::as_str) {
+                Some(text) => text.to_owned(),
+                None => format!(
+                    "[resource {}]",
+                    resource
+                        .and_then(|r| r.get("uri"))
+                        .and_then(Value::as_str)
+                        .unwrap_or("?")
+                ),
+            }
+        }
+        "resource_link" => format!(
+            "[resource link {}]",
+            block.get("uri").and_then(Value::as_str).unwrap_or("?")
+        ),
+        _ => {
+            let mime = block
+                .get("mimeType")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown type");
+            let bytes = block
+                .get("data")
+                .and_then(Value::as_str)
+                .map_or(0, |d| d.len() * 3 / 4);
+            format!(
+                "[{} content: {mime}, {} — not shown as text]",
+                if kind.is_empty() { "binary" } else { kind },
+                summary::size(bytes as u64)
+            )
+        }
+    }
+}
+
+/// The catalog name a function-calling client means: the name itself, or, for a name
+/// that Gemini's rules made us rename (a leading `_`), the tool it was made from.
+pub fn resolve_name(gateway: &Gateway, name: &str) -> String {
+    if protocol_tools::is_protocol_tool(name) {
+        return name.to_owned();
+    }
+    let catalog = gateway.catalog();
+    if catalog.get(name).is_some() || !name.starts_with('_') {
+        return name.to_owned();
+    }
+    catalog
+        .entries()
+        .iter()
+        .find(|entry| export::export_name(&entry.name, Format::Gemini).as_deref() == Ok(name))
+        .map(|entry| entry.name.clone())
+        .unwrap_or_else(|| name.to_owned())
+}
+
+/// Runs one call through the policy and the one call path, and summarizes it.
+pub async fn execute(
+    gateway: &Gateway,
+    caller: &Caller,
+    name: &str,
+    mut arguments: JsonObject,
+    ctx: CallContext,
+) -> Finished {
+    let started = Instant::now();
+    let name = resolve_name(gateway, name);
+    // OpenAI strict mode makes every property required and sends `null` for the
+    // optional ones it leaves out; the upstream's own schema would reject those.
+    if let Some(entry) = gateway.catalog().get(&name) {
+        export::strip_strict_nulls(&entry.definition, &mut arguments);
+    }
+    let outcome = if protocol_tools::is_protocol_tool(&name) {
+        protocol_tools::call(gateway, caller, &name, arguments, ctx)
+            .await
+            .unwrap_or_else(|| Err(crate::errors::unknown_tool(&name)))
+            .map(|(output, _)| output)
+    } else {
+        access::call(gateway, caller, &name, arguments, ctx).await
+    };
+    let summary = match &outcome {
+        Ok(output) => summary::complete(&name, &output.raw),
+        Err(error) => summary::failed(&name, error),
+    };
+    Finished {
+        outcome: outcome.map(|output| output.raw),
+        summary,
+        duration: started.elapsed(),
+    }
+}

@@ -1,0 +1,225 @@
+//! The tool-call event stream: `POST /v1/tools/{name}/call` with `Accept:
+//! text/event-stream` (SSE) or `application/x-ndjson` sends, in order,
+//!
+//! 1. `tool_call_start` `{tool_call_id, tool, summary, input | input_omitted}`;
+//! 2. `tool_progress` `{tool_call_id, text, stream, progress?, total?, closed}` — the
+//!    upstream's progress, coalesced (see [`crate::coalesce`]); each stream used ends
+//!    with one `closed: true` event;
+//! 3. `tool_call_complete` `{tool_call_id, is_error, summary, duration_ms, result_tokens}`;
+//! 4. `result`: the same object the plain call answers (or `{"error": {code, message}}`).
+//!
+//! Progress never enters the result. SSE frames are `event: <name>` + `data: <json>`;
+//! NDJSON lines are `{"event": <name>, "data": <json>}`. A client that hangs up cancels
+//! the call.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use toolgate_adapters::{CallContext, JsonObject, Progress};
+
+use super::call;
+use crate::access::Caller;
+use crate::coalesce::{Coalescer, Emitted, Settings, Stream, Update};
+use crate::serve::auth::FrontDoor;
+
+/// Inputs larger than this are left out of `tool_call_start` (only their size is sent).
+const MAX_ECHOED_INPUT_BYTES: usize = 512 * 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    Sse,
+    Ndjson,
+}
+
+/// The framing the request's `Accept` header asks for, if it asks for a stream.
+pub fn wanted(headers: &HeaderMap) -> Option<Framing> {
+    let accept = headers.get(header::ACCEPT)?.to_str().ok()?;
+    accept
+        .split(',')
+        .map(|part| part.split(';').next().unwrap_or("").trim())
+        .find_map(|media| match media {
+            "text/event-stream" => Some(Framing::Sse),
+            "application/x-ndjson" => Some(Framing::Ndjson),
+            _ => None,
+        })
+}
+
+/// Starts the call and answers with its event stream.
+pub fn respond(
+    door: Arc<FrontDoor>,
+    caller: Caller,
+    tool: String,
+    arguments: JsonObject,
+    mut ctx: CallContext,
+    framing: Framing,
+) -> Response {
+    let tool_call_id = format!("call_{}", crate::session::new_session_id());
+    let (events, body) = mpsc::channel::<Bytes>(64);
+    let (progress, updates) = mpsc::unbounded_channel();
+    ctx.progress = Some(progress);
+    let cancel = ctx.cancel.clone();
+    tokio::spawn(async move {
+        let run = Run {
+            events,
+            framing,
+            tool_call_id,
+        };
+        // Cancels the upstream call when the client hangs up (the send fails) or the
+        // task ends for any other reason.
+        let _cancel_on_exit = cancel.drop_guard();
+        run.drive(&door, &caller, tool, arguments, ctx, updates)
+            .await;
+    });
+    let content_type = match framing {
+        Framing::Sse => "text/event-stream",
+        Framing::Ndjson => "application/x-ndjson",
+    };
+    let stream = futures::stream::unfold(body, |mut body| async move {
+        body.recv()
+            .await
+            .map(|chunk| (Ok::<_, Infallible>(chunk), body))
+    });
+    let mut response = Body::from_stream(stream).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    // Proxies such as nginx must not hold the events back.
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
+}
+
+struct Run {
+    events: mpsc::Sender<Bytes>,
+    framing: Framing,
+    tool_call_id: String,
+}
+
+/// The client hung up.
+struct Gone;
+
+impl Run {
+    async fn drive(
+        &self,
+        door: &FrontDoor,
+        caller: &Caller,
+        tool: String,
+        arguments: JsonObject,
+        ctx: CallContext,
+        mut updates: mpsc::UnboundedReceiver<Progress>,
+    ) -> Option<()> {
+        let gateway = &door.gateway;
+        let name = call::resolve_name(gateway, &tool);
+        let mut start = json!({
+            "tool_call_id": self.tool_call_id,
+            "tool": name,
+            "summary": crate::summary::start(&name, &arguments),
+        });
+        let input_bytes = serde_json::to_vec(&arguments).map_or(0, |b| b.len());
+        if input_bytes <= MAX_ECHOED_INPUT_BYTES {
+            start["input"] = Value::Object(arguments.clone());
+        } else {
+            start["input_omitted"] = json!(true);
+            start["input_bytes"] = json!(input_bytes);
+        }
+        self.send("tool_call_start", &start).await.ok()?;
+
+        let config = gateway.config();
+        let mut coalescer = Coalescer::new(Settings {
+            window: config.rest.coalesce_window,
+            max_bytes: config.rest.coalesce_max_bytes,
+        });
+        let execution = call::execute(gateway, caller, &name, arguments, ctx);
+        tokio::pin!(execution);
+        let finished = loop {
+            let deadline = coalescer.next_deadline();
+            tokio::select! {
+                biased;
+                Some(update) = updates.recv() => {
+                    let due = coalescer.push(progress_update(update), Instant::now());
+                    self.progress(due).await.ok()?;
+                }
+                _ = sleep_until(deadline), if deadline.is_some() => {
+                    let due = coalescer.due(Instant::now());
+                    self.progress(due).await.ok()?;
+                }
+                finished = &mut execution => break finished,
+            }
+        };
+        // Updates sent just before the result are still queued: they come first.
+        while let Ok(update) = updates.try_recv() {
+            let due = coalescer.push(progress_update(update), Instant::now());
+            self.progress(due).await.ok()?;
+        }
+        self.progress(coalescer.finish()).await.ok()?;
+        let complete = json!({
+            "tool_call_id": self.tool_call_id,
+            "is_error": finished.is_error(),
+            "summary": finished.summary,
+            "duration_ms": finished.duration.as_millis() as u64,
+            "result_tokens": finished.result_tokens(),
+        });
+        self.send("tool_call_complete", &complete).await.ok()?;
+        let result = match (&finished.outcome, finished.answer()) {
+            (_, Some(answer)) => answer,
+            (Err(error), None) => {
+                json!({"error": {"code": error.code(), "message": error.to_string()}})
+            }
+            (Ok(_), None) => json!({"error": {"code": "failed", "message": "no result"}}),
+        };
+        self.send("result", &result).await.ok()
+    }
+
+    async fn progress(&self, emitted: Vec<Emitted>) -> Result<(), Gone> {
+        for event in emitted {
+            let mut data = json!({
+                "tool_call_id": self.tool_call_id,
+                "text": event.text,
+                "stream": event.stream.as_str(),
+                "closed": event.closed,
+            });
+            if let Some(progress) = event.progress {
+                data["progress"] = json!(progress);
+            }
+            if let Some(total) = event.total {
+                data["total"] = json!(total);
+            }
+            self.send("tool_progress", &data).await?;
+        }
+        Ok(())
+    }
+
+    async fn send(&self, event: &str, data: &Value) -> Result<(), Gone> {
+        let frame = match self.framing {
+            Framing::Sse => format!("event: {event}\ndata: {data}\n\n"),
+            Framing::Ndjson => format!("{}\n", json!({"event": event, "data": data})),
+        };
+        self.events
+            .send(Bytes::from(frame))
+            .await
+            .map_err(|_| Gone)
+    }
+}
+
+/// An MCP progress notification as an `info` update: its message as one line.
+fn progress_update(progress: Progress) -> Update {
+    Update {
+        stream: Stream::Info,
+        text: progress.message.map(|m| m + "\n").unwrap_or_default(),
+        progress: Some(progress.progress),
+        total: progress.total,
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
