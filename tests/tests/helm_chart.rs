@@ -1,0 +1,58 @@
+//! The Helm chart in `helm/toolgate`, checked offline with Helm's own engine
+//! (`tests/python/check_chart.py`, PyPI `helm-python-sdk`: Helm v4's Go SDK, no helm
+//! binary, no cluster): lint, render for the default values and
+//! `examples/multi-replica.yaml`, every manifest validated against the Kubernetes API
+//! schemas in strict mode (PyPI `kubernetes-validate`), the chart's promises asserted
+//! (restricted security context, probes, config checksum, PDB and HPA rules, preStop
+//! drain, no bundled Redis) and typo'd values refused by `values.schema.json`.
+
+use std::time::Duration;
+
+use toolgate_e2e::{python, require, run_python};
+
+#[test]
+fn helm_chart_renders_validates_and_keeps_its_promises() {
+    let py = require!(python());
+    // Panics with the script's output when any check fails.
+    let summary = run_python(&py, "check_chart.py", &[], Duration::from_secs(120));
+    println!("check_chart.py: {summary:#}");
+    assert_eq!(summary["ok"], true, "{summary}");
+
+    let cases: Vec<&str> = summary["cases"]
+        .as_array()
+        .expect("cases")
+        .iter()
+        .filter_map(|c| c["case"].as_str())
+        .collect();
+    for want in ["default values", "examples/multi-replica.yaml"] {
+        assert!(cases.contains(&want), "case {want} missing from {cases:?}");
+    }
+    let multi = summary["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["case"] == "examples/multi-replica.yaml")
+        .unwrap();
+    for kind in [
+        "Deployment",
+        "HorizontalPodAutoscaler",
+        "PodDisruptionBudget",
+        "Ingress",
+        "ServiceMonitor",
+    ] {
+        assert!(
+            multi["kinds"].as_array().unwrap().iter().any(|k| k == kind),
+            "the multi-replica example renders no {kind}: {multi}"
+        );
+    }
+    assert!(
+        summary["manifests_validated"].as_u64().unwrap_or(0) >= 10,
+        "too few manifests validated: {summary}"
+    );
+    assert!(
+        summary["rejected"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|c| c == "top-level typo replicaCont")),
+        "a typo'd values key was not refused: {summary}"
+    );
+}
