@@ -9,7 +9,7 @@ use toolgate_adapters::{CallContext, CallOutput, JsonObject, ToolError};
 
 use crate::catalog::{Catalog, Entry};
 use crate::errors::unknown_tool;
-use crate::gateway::Gateway;
+use crate::gateway::{Gateway, ResultUsage};
 use crate::policy::{self, Access, Allowed, Scope, Tenant};
 use crate::protocol_tools::EXPAND;
 
@@ -74,13 +74,26 @@ pub async fn call(
     arguments: JsonObject,
     ctx: CallContext,
 ) -> Result<CallOutput, ToolError> {
+    call_counted(gateway, caller, name, arguments, ctx)
+        .await
+        .map(|(output, _)| output)
+}
+
+/// [`call`], also answering the result's token counts.
+pub async fn call_counted(
+    gateway: &Gateway,
+    caller: &Caller,
+    name: &str,
+    arguments: JsonObject,
+    ctx: CallContext,
+) -> Result<(CallOutput, ResultUsage), ToolError> {
     let view = View::of(gateway, caller);
     match view.access(caller, name) {
         Access::Hidden => Err(unknown_tool(name)),
         access if !access.callable(caller.scope()) => Err(not_selected(name)),
         _ => {
             tracing::debug!(tenant = %caller.tenant.name, session = ?caller.session_id(), tool = name, "call admitted");
-            gateway.call(caller, name, arguments, ctx).await
+            gateway.call_counted(caller, name, arguments, ctx).await
         }
     }
 }

@@ -130,7 +130,11 @@ impl Coalescer {
     pub fn due(&mut self, now: Instant) -> Vec<Emitted> {
         let closed: Vec<Stream> = Stream::ALL
             .into_iter()
-            .filter(|s| self.pending[s.index()].window_ends.is_some_and(|t| t <= now))
+            .filter(|s| {
+                self.pending[s.index()]
+                    .window_ends
+                    .is_some_and(|t| t <= now)
+            })
             .collect();
         closed
             .into_iter()
@@ -204,8 +208,11 @@ mod tests {
         let t0 = Instant::now();
         assert!(c.push(update(Stream::Info, "a", Some(1.0)), t0).is_empty());
         assert!(
-            c.push(update(Stream::Info, "b", Some(2.0)), t0 + Duration::from_millis(20))
-                .is_empty()
+            c.push(
+                update(Stream::Info, "b", Some(2.0)),
+                t0 + Duration::from_millis(20)
+            )
+            .is_empty()
         );
         assert_eq!(c.next_deadline(), Some(t0 + Duration::from_millis(50)));
         assert!(c.due(t0 + Duration::from_millis(49)).is_empty());
@@ -223,7 +230,10 @@ mod tests {
         let mut c = Coalescer::new(settings(50, 1024));
         let t0 = Instant::now();
         c.push(update(Stream::Stdout, "out", None), t0);
-        c.push(update(Stream::Stderr, "err", None), t0 + Duration::from_millis(30));
+        c.push(
+            update(Stream::Stderr, "err", None),
+            t0 + Duration::from_millis(30),
+        );
         let first = c.due(t0 + Duration::from_millis(55));
         assert_eq!(first.len(), 1);
         assert_eq!(first[0].stream, Stream::Stdout);

@@ -80,6 +80,14 @@ impl Mounted {
 /// so a call never holds a lock while it runs.
 type UpstreamMap = BTreeMap<String, Arc<Mounted>>;
 
+/// A result's size in tokens before and after fitting it to its budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ResultUsage {
+    pub original_tokens: usize,
+    pub result_tokens: usize,
+    pub truncated: bool,
+}
+
 /// What `GET /v1/upstreams` and `toolgate check` report per upstream.
 #[derive(Debug, Clone, Serialize)]
 pub struct UpstreamStatus {
@@ -370,8 +378,22 @@ impl Gateway {
         caller: &crate::access::Caller,
         name: &str,
         arguments: JsonObject,
-        mut ctx: CallContext,
+        ctx: CallContext,
     ) -> Result<CallOutput, ToolError> {
+        self.call_counted(caller, name, arguments, ctx)
+            .await
+            .map(|(output, _)| output)
+    }
+
+    /// [`Gateway::call`], also answering the result's token counts (a result under
+    /// its budget carries none in `_meta`: it passes byte-identical).
+    pub async fn call_counted(
+        &self,
+        caller: &crate::access::Caller,
+        name: &str,
+        arguments: JsonObject,
+        mut ctx: CallContext,
+    ) -> Result<(CallOutput, ResultUsage), ToolError> {
         let catalog = self.catalog();
         let entry = catalog.get(name).ok_or_else(|| unknown_tool(name))?.clone();
         let upstreams = self.upstreams();
@@ -477,7 +499,14 @@ impl Gateway {
             outcome = outcome_label,
             "tool call"
         );
-        outcome
+        outcome.map(|output| {
+            let usage = ResultUsage {
+                original_tokens,
+                result_tokens,
+                truncated,
+            };
+            (output, usage)
+        })
     }
 
     /// Fits a result to the tool's token budget. Large results are cut on the blocking

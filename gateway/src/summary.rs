@@ -166,7 +166,8 @@ mod tests {
 
     #[test]
     fn start_shows_scalars_and_counts_containers() {
-        let args = object(json!({"petId": 42, "name": "Rex\nthe dog", "tags": [1, 2], "owner": {"a": 1}}));
+        let args =
+            object(json!({"petId": 42, "name": "Rex\nthe dog", "tags": [1, 2], "owner": {"a": 1}}));
         assert_eq!(
             start("pets__getPet", &args),
             "pets__getPet (petId=42, name=\"Rex the dog\", tags=[2 items], owner={1 fields})"
@@ -184,21 +185,34 @@ mod tests {
             "content": [{"type": "text", "text": "{}"}],
             "_meta": {"toolgate/http": {"method": "GET", "path": "/pets/42", "status": 200, "bytes": 1229}}
         }));
-        assert_eq!(complete("pets__getPet", &raw), "GET /pets/42 → 200 (1.2 KB)");
+        assert_eq!(
+            complete("pets__getPet", &raw),
+            "GET /pets/42 → 200 (1.2 KB)"
+        );
     }
 
     #[test]
     fn complete_describes_content_errors_and_truncation() {
-        let raw = object(json!({"content": [{"type": "text", "text": "hello"}, {"type": "image", "data": "AAAA", "mimeType": "image/png"}]}));
+        let raw = object(
+            json!({"content": [{"type": "text", "text": "hello"}, {"type": "image", "data": "AAAA", "mimeType": "image/png"}]}),
+        );
         assert_eq!(complete("t", &raw), "t → ok (1 text block, 1 image, 9 B)");
-        let raw = object(json!({"content": [{"type": "text", "text": "boom\nat line 3"}], "isError": true}));
+        let raw = object(
+            json!({"content": [{"type": "text", "text": "boom\nat line 3"}], "isError": true}),
+        );
         assert_eq!(complete("t", &raw), "t → error: boom at line 3");
         let raw = object(json!({
             "content": [{"type": "text", "text": "x"}],
             "_meta": {"toolgate/truncated": true, "toolgate/resultTokens": 12000}
         }));
-        assert_eq!(complete("t", &raw), "t → ok (1 text block, 1 B), truncated to 12000 tokens");
-        assert_eq!(complete("t", &JsonObject::new()), "t → ok (no content, 0 B)");
+        assert_eq!(
+            complete("t", &raw),
+            "t → ok (1 text block, 1 B), truncated to 12000 tokens"
+        );
+        assert_eq!(
+            complete("t", &JsonObject::new()),
+            "t → ok (no content, 0 B)"
+        );
     }
 
     #[test]

@@ -286,6 +286,55 @@ pub fn http() -> reqwest::Client {
         .expect("reqwest client")
 }
 
+/// `sha256:…` for a tenant's `api_keys`, from `toolgate hash-key`.
+pub fn hash_key(key: &str) -> String {
+    let out = std::process::Command::new(toolgate_bin())
+        .arg("hash-key")
+        .arg(key)
+        .output()
+        .expect("run toolgate hash-key");
+    assert!(out.status.success(), "toolgate hash-key: {out:?}");
+    let hash = String::from_utf8(out.stdout)
+        .expect("utf-8")
+        .trim()
+        .to_owned();
+    assert!(hash.starts_with("sha256:"), "hash-key printed {hash:?}");
+    hash
+}
+
+/// `GET path` on the gateway's REST surface (bearer `key` when given): status and JSON
+/// body (`null` when the body is not JSON).
+pub async fn rest_get(gateway: &Gateway, path: &str, key: Option<&str>) -> (u16, Value) {
+    let mut request = http()
+        .get(gateway.url(path))
+        .timeout(Duration::from_secs(60));
+    if let Some(key) = key {
+        request = request.bearer_auth(key);
+    }
+    let response = request.send().await.expect("GET");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// `POST path` with a JSON body on the gateway's REST surface.
+pub async fn rest_post(
+    gateway: &Gateway,
+    path: &str,
+    key: Option<&str>,
+    body: Value,
+) -> (u16, Value) {
+    let mut request = http()
+        .post(gateway.url(path))
+        .json(&body)
+        .timeout(Duration::from_secs(60));
+    if let Some(key) = key {
+        request = request.bearer_auth(key);
+    }
+    let response = request.send().await.expect("POST");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
 /// server-everything in `sse` or `streamableHttp` mode on a free port.
 pub struct Everything {
     pub proc: Proc,

@@ -1,52 +1,13 @@
 //! The plain-HTTP surface: `GET /v1/tools` in each format and `POST /v1/tools/{name}/call`,
 //! under the same tenants and policy as `/mcp`.
 
-use std::process::Command;
-use std::time::Duration;
-
 use serde_json::{Value, json};
 use toolgate_e2e::{
-    Gateway, NodeDeps, everything_stdio_upstream, heavy_lock, http, require, toolgate_bin,
-    unique_marker,
+    Gateway, NodeDeps, everything_stdio_upstream, hash_key, heavy_lock, require, rest_get as get,
+    rest_post as post, unique_marker,
 };
 
 const KEY: &str = "rest-tenant-key-0123456789";
-
-fn hash_key(key: &str) -> String {
-    let out = Command::new(toolgate_bin())
-        .args(["hash-key", key])
-        .output()
-        .expect("toolgate hash-key");
-    String::from_utf8(out.stdout)
-        .expect("utf-8")
-        .trim()
-        .to_owned()
-}
-
-async fn get(gateway: &Gateway, path: &str, key: Option<&str>) -> (u16, Value) {
-    let mut request = http()
-        .get(gateway.url(path))
-        .timeout(Duration::from_secs(30));
-    if let Some(key) = key {
-        request = request.bearer_auth(key);
-    }
-    let response = request.send().await.expect("GET");
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
-
-async fn post(gateway: &Gateway, path: &str, key: Option<&str>, body: Value) -> (u16, Value) {
-    let mut request = http()
-        .post(gateway.url(path))
-        .json(&body)
-        .timeout(Duration::from_secs(30));
-    if let Some(key) = key {
-        request = request.bearer_auth(key);
-    }
-    let response = request.send().await.expect("POST");
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rest_lists_in_every_format_and_calls_under_the_policy() {

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use toolgate_e2e::{
-    Gateway, NodeDeps, TempDir, everything_stdio_upstream, first_text, http, python, require,
-    run_python, toolgate_bin, unique_marker,
+    Gateway, NodeDeps, TempDir, everything_stdio_upstream, first_text, hash_key, http, python,
+    require, run_python, toolgate_bin, unique_marker,
 };
 
 const LEGACY: &str = "2025-11-25";
@@ -399,19 +399,6 @@ async fn wait_list_changed(rx: &mut UnboundedReceiver<Value>, timeout: Duration)
 // ---------------------------------------------------------------------------------
 // Gateways.
 // ---------------------------------------------------------------------------------
-
-/// `sha256:…` for `api_keys`, from `toolgate hash-key`.
-fn hash_key(key: &str) -> String {
-    let out = std::process::Command::new(toolgate_bin())
-        .arg("hash-key")
-        .arg(key)
-        .output()
-        .expect("run toolgate hash-key");
-    assert!(out.status.success(), "toolgate hash-key: {out:?}");
-    let h = String::from_utf8(out.stdout).unwrap().trim().to_string();
-    assert!(h.starts_with("sha256:"), "hash-key printed {h:?}");
-    h
-}
 
 /// The whole catalog, as the gateway without tenants serves it (`toolgate tools`):
 /// the oracle for every allowed set below.

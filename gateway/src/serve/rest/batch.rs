@@ -173,7 +173,10 @@ fn anthropic_request(block: &Value) -> Result<Request, String> {
         .get("id")
         .and_then(Value::as_str)
         .ok_or("each tool_use block needs its `id` (a string)")?;
-    let name = block.get("name").and_then(Value::as_str).unwrap_or_default();
+    let name = block
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let arguments = match block.get("input") {
         Some(Value::Object(input)) => Ok(input.clone()),
         None | Some(Value::Null) => Ok(JsonObject::new()),
@@ -223,7 +226,15 @@ async fn run(
     let request_headers = Arc::new(headers.clone());
     let calls: Vec<_> = requests
         .iter()
-        .map(|request| one(door, &caller, request, request_headers.clone(), config.call_timeout))
+        .map(|request| {
+            one(
+                door,
+                &caller,
+                request,
+                request_headers.clone(),
+                config.call_timeout,
+            )
+        })
         .collect();
     let finished = futures::stream::iter(calls)
         .buffered(config.rest.batch_concurrency.max(1))
@@ -260,6 +271,7 @@ fn not_called(request: &Request, problem: &str) -> Finished {
     Finished {
         summary: crate::summary::failed(&request.name, &error),
         outcome: Err(error),
+        usage: None,
         duration: std::time::Duration::ZERO,
     }
 }
@@ -310,22 +322,30 @@ mod tests {
     fn openai_arguments_are_parsed_or_explained() {
         let ok = openai_request(&json!({"id": "c1", "type": "function", "function": {"name": "t", "arguments": "{\"a\":1}"}})).unwrap();
         assert_eq!(ok.arguments.unwrap()["a"], 1);
-        let empty = openai_request(&json!({"id": "c2", "function": {"name": "t", "arguments": ""}})).unwrap();
+        let empty =
+            openai_request(&json!({"id": "c2", "function": {"name": "t", "arguments": ""}}))
+                .unwrap();
         assert!(empty.arguments.unwrap().is_empty());
-        let broken = openai_request(&json!({"id": "c3", "function": {"name": "t", "arguments": "{\"a\":"}})).unwrap();
+        let broken =
+            openai_request(&json!({"id": "c3", "function": {"name": "t", "arguments": "{\"a\":"}}))
+                .unwrap();
         assert!(broken.arguments.unwrap_err().contains("not valid JSON"));
-        let array = openai_request(&json!({"id": "c4", "function": {"name": "t", "arguments": "[1]"}})).unwrap();
+        let array =
+            openai_request(&json!({"id": "c4", "function": {"name": "t", "arguments": "[1]"}}))
+                .unwrap();
         assert!(array.arguments.unwrap_err().contains("an array"));
         assert!(openai_request(&json!({"function": {"name": "t"}})).is_err());
     }
 
     #[test]
     fn anthropic_blocks_map_images_and_text() {
-        let image = anthropic_block(&json!({"type": "image", "data": "AAAA", "mimeType": "image/png"}));
+        let image =
+            anthropic_block(&json!({"type": "image", "data": "AAAA", "mimeType": "image/png"}));
         assert_eq!(image["source"]["media_type"], "image/png");
         let text = anthropic_block(&json!({"type": "text", "text": "hi"}));
         assert_eq!(text, json!({"type": "text", "text": "hi"}));
-        let audio = anthropic_block(&json!({"type": "audio", "data": "AAAA", "mimeType": "audio/wav"}));
+        let audio =
+            anthropic_block(&json!({"type": "audio", "data": "AAAA", "mimeType": "audio/wav"}));
         assert!(audio["text"].as_str().unwrap().contains("audio/wav"));
     }
 }

@@ -9,12 +9,14 @@ use toolgate_adapters::{CallContext, JsonObject, ToolError};
 
 use crate::access::{self, Caller};
 use crate::export::{self, Format};
-use crate::gateway::Gateway;
+use crate::gateway::{Gateway, ResultUsage};
 use crate::{protocol_tools, summary};
 
 /// A finished call: its result or the error that stopped it, and the summary line.
 pub struct Finished {
     pub outcome: Result<JsonObject, ToolError>,
+    /// Token counts of the result (none for protocol tools and failed calls).
+    pub usage: Option<ResultUsage>,
     pub summary: String,
     pub duration: Duration,
 }
@@ -27,19 +29,9 @@ impl Finished {
         }
     }
 
-    /// Tokens of the returned result (0 when the call failed before one came back).
-    pub fn result_tokens(&self) -> u64 {
-        self.meta("toolgate/resultTokens")
-            .and_then(Value::as_u64)
-            .unwrap_or(0)
-    }
-
-    fn meta(&self, key: &str) -> Option<&Value> {
-        self.outcome
-            .as_ref()
-            .ok()
-            .and_then(|raw| raw.get("_meta"))
-            .and_then(|meta| meta.get(key))
+    /// Tokens of the returned result (none when no result came back from a tool).
+    pub fn result_tokens(&self) -> Option<usize> {
+        self.usage.map(|u| u.result_tokens)
     }
 
     /// The answer of `POST /v1/tools/{name}/call`: `{content, structured_content?,
@@ -51,9 +43,9 @@ impl Finished {
             "is_error": self.is_error(),
             "summary": self.summary,
             "usage": {
-                "truncated": self.meta("toolgate/truncated").and_then(Value::as_bool).unwrap_or(false),
-                "result_tokens": self.meta("toolgate/resultTokens").cloned(),
-                "original_tokens": self.meta("toolgate/originalTokens").cloned(),
+                "truncated": self.usage.is_some_and(|u| u.truncated),
+                "result_tokens": self.usage.map(|u| u.result_tokens),
+                "original_tokens": self.usage.map(|u| u.original_tokens),
             },
         });
         if let Some(structured) = raw.get("structuredContent") {
@@ -166,9 +158,15 @@ pub async fn execute(
         protocol_tools::call(gateway, caller, &name, arguments, ctx)
             .await
             .unwrap_or_else(|| Err(crate::errors::unknown_tool(&name)))
-            .map(|(output, _)| output)
+            .map(|(output, _)| (output, None))
     } else {
-        access::call(gateway, caller, &name, arguments, ctx).await
+        access::call_counted(gateway, caller, &name, arguments, ctx)
+            .await
+            .map(|(output, usage)| (output, Some(usage)))
+    };
+    let (outcome, usage) = match outcome {
+        Ok((output, usage)) => (Ok(output), usage),
+        Err(error) => (Err(error), None),
     };
     let summary = match &outcome {
         Ok(output) => summary::complete(&name, &output.raw),
@@ -176,6 +174,7 @@ pub async fn execute(
     };
     Finished {
         outcome: outcome.map(|output| output.raw),
+        usage,
         summary,
         duration: started.elapsed(),
     }

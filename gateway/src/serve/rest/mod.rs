@@ -124,9 +124,18 @@ async fn list_tools(
             );
         }
     };
-    let options = ExportOptions {
-        strict: query.get("strict").is_some_and(|v| v == "true"),
+    let strict = match query.get("strict").map(String::as_str) {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(_) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_strict",
+                "strict must be true or false",
+            );
+        }
     };
+    let options = ExportOptions { strict };
     let caller = match caller(&door, &headers, query.get("session").map(String::as_str)).await {
         Ok(caller) => caller,
         Err(response) => return response,

@@ -226,7 +226,9 @@ fn build() -> Value {
     };
     let session_query = json!({"name": "session", "in": "query", "required": false,
         "description": "A session whose visible set applies", "schema": {"type": "string"}});
-    let call_errors = errors(&["400", "401", "404", "409", "429", "499", "502", "503", "504"]);
+    let call_errors = errors(&[
+        "400", "401", "404", "409", "429", "499", "502", "503", "504",
+    ]);
 
     json!({
         "openapi": "3.1.0",

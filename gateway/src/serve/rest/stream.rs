@@ -200,10 +200,7 @@ impl Run {
             Framing::Sse => format!("event: {event}\ndata: {data}\n\n"),
             Framing::Ndjson => format!("{}\n", json!({"event": event, "data": data})),
         };
-        self.events
-            .send(Bytes::from(frame))
-            .await
-            .map_err(|_| Gone)
+        self.events.send(Bytes::from(frame)).await.map_err(|_| Gone)
     }
 }
 
