@@ -110,10 +110,7 @@ fn block_bytes(block: &Value) -> usize {
         .filter_map(|key| block.get(*key).and_then(Value::as_str))
         .map(str::len)
         .sum::<usize>()
-        + block
-            .get("resource")
-            .map(|r| block_bytes(r))
-            .unwrap_or_default()
+        + block.get("resource").map(block_bytes).unwrap_or_default()
 }
 
 /// `512 B`, `1.2 KB`, `3.4 MB` (powers of 1024, one decimal).

@@ -46,7 +46,10 @@ pub async fn openai(
         Ok(body) => body,
         Err(e) => return invalid_body(format!("the body is not JSON: {e}")),
     };
-    let session = session_of(&body, &query);
+    let session = match session_of(&body, &query) {
+        Ok(session) => session,
+        Err(message) => return invalid_body(message),
+    };
     let items = match &body {
         Value::Array(items) => items,
         Value::Object(fields) => match fields.get("tool_calls") {
@@ -90,7 +93,10 @@ pub async fn anthropic(
         Ok(body) => body,
         Err(e) => return invalid_body(format!("the body is not JSON: {e}")),
     };
-    let session = session_of(&body, &query);
+    let session = match session_of(&body, &query) {
+        Ok(session) => session,
+        Err(message) => return invalid_body(message),
+    };
     let blocks = match &body {
         Value::Array(blocks) => blocks,
         Value::Object(fields) => match fields.get("content") {
@@ -101,8 +107,23 @@ pub async fn anthropic(
     };
     let mut requests = Vec::new();
     for (index, block) in blocks.iter().enumerate() {
-        if block.get("type").and_then(Value::as_str) != Some("tool_use") {
-            continue; // text and thinking blocks of the same message carry no call
+        if ["id", "name"]
+            .iter()
+            .any(|key| block.get(*key).is_some_and(|v| !v.is_string()))
+        {
+            return invalid_body(format!(
+                "content[{index}]: a block's `id` and `name` are strings"
+            ));
+        }
+        match block.get("type") {
+            Some(Value::String(kind)) if kind == "tool_use" => {}
+            // Text and thinking blocks of the same message carry no call.
+            Some(Value::String(_)) => continue,
+            _ => {
+                return invalid_body(format!(
+                    "content[{index}]: every content block needs a `type` (a string)"
+                ));
+            }
         }
         match anthropic_request(block) {
             Ok(request) => requests.push(request),
@@ -121,12 +142,16 @@ pub async fn anthropic(
     axum::Json(json!({"role": "user", "content": results})).into_response()
 }
 
-fn session_of(body: &Value, query: &HashMap<String, String>) -> Option<String> {
-    query.get("session").cloned().or_else(|| {
-        body.get("session")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-    })
+/// The session named by `?session=` or the body's `session` (a string when present).
+fn session_of(body: &Value, query: &HashMap<String, String>) -> Result<Option<String>, String> {
+    if let Some(id) = query.get("session") {
+        return Ok(Some(id.clone()));
+    }
+    match body.get("session") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(id)) => Ok(Some(id.clone())),
+        Some(_) => Err("`session` must be a string".into()),
+    }
 }
 
 fn invalid_body(message: String) -> Response {
@@ -138,12 +163,20 @@ fn openai_request(item: &Value) -> Result<Request, String> {
         .get("id")
         .and_then(Value::as_str)
         .ok_or("each tool call needs its `id` (a string)")?;
-    let function = item.get("function");
+    match item.get("type") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(kind)) if kind == "function" => {}
+        Some(_) => return Err("only tool calls of `type` `function` can be run".into()),
+    }
+    let function = item
+        .get("function")
+        .filter(|f| f.is_object())
+        .ok_or("each tool call needs its `function` object")?;
     let name = function
-        .and_then(|f| f.get("name"))
+        .get("name")
         .and_then(Value::as_str)
-        .unwrap_or_default();
-    let arguments = match function.and_then(|f| f.get("arguments")) {
+        .ok_or("`function.name` must be a string")?;
+    let arguments = match function.get("arguments") {
         // The API sends a JSON string; an object is taken as it is.
         Some(Value::String(text)) if text.trim().is_empty() => Ok(JsonObject::new()),
         Some(Value::String(text)) => match serde_json::from_str::<Value>(text) {
@@ -176,7 +209,7 @@ fn anthropic_request(block: &Value) -> Result<Request, String> {
     let name = block
         .get("name")
         .and_then(Value::as_str)
-        .unwrap_or_default();
+        .ok_or("each tool_use block needs its `name` (a string)")?;
     let arguments = match block.get("input") {
         Some(Value::Object(input)) => Ok(input.clone()),
         None | Some(Value::Null) => Ok(JsonObject::new()),

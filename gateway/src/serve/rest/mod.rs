@@ -188,7 +188,17 @@ async fn call_tool(
             );
         }
     };
-    let session = request.get("session").and_then(Value::as_str);
+    let session = match request.get("session") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(id)) => Some(id.as_str()),
+        Some(_) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_body",
+                "`session` must be a string",
+            );
+        }
+    };
     let caller = match caller(&door, &headers, session).await {
         Ok(caller) => caller,
         Err(response) => return response,

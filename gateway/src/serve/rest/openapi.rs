@@ -108,16 +108,25 @@ struct ExpandRequest {
 struct OpenAiToolCall {
     id: String,
     #[serde(rename = "type")]
-    kind: Option<String>,
+    kind: Option<FunctionKind>,
     function: OpenAiFunction,
+}
+
+/// Only function tool calls are run.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+enum FunctionKind {
+    #[serde(rename = "function")]
+    Function,
 }
 
 #[derive(JsonSchema)]
 #[allow(dead_code)]
 struct OpenAiFunction {
     name: String,
-    /// The arguments as a JSON-encoded object.
-    arguments: Option<String>,
+    /// The arguments as a JSON-encoded object. Anything else (text that is not JSON, a
+    /// number, …) is the model's mistake: it comes back as that call's tool message.
+    arguments: Option<Value>,
 }
 
 #[derive(JsonSchema)]
@@ -148,9 +157,14 @@ struct ToolMessage {
 struct AnthropicBlock {
     #[serde(rename = "type")]
     kind: String,
+    /// Required on `tool_use` blocks.
+    #[schemars(with = "String")]
     id: Option<String>,
+    /// Required on `tool_use` blocks.
+    #[schemars(with = "String")]
     name: Option<String>,
-    input: Option<Map<String, Value>>,
+    /// The tool's arguments (an object; anything else comes back as an error result).
+    input: Option<Value>,
 }
 
 #[derive(JsonSchema)]

@@ -1,0 +1,97 @@
+//! `/openapi.json` against the running gateway: schemathesis (PyPI) generates valid and
+//! invalid requests from the document for every operation, with a tenant's key, and
+//! runs all its checks — no server errors, every status and content type documented,
+//! response bodies matching their schemas, invalid input rejected, valid input
+//! accepted, auth not ignored.
+
+use std::time::Duration;
+
+use serde_json::json;
+use toolgate_e2e::{
+    Gateway, NodeDeps, TempDir, everything_stdio_upstream, hash_key, heavy_lock, python, require,
+    rest_get, unique_marker,
+};
+
+const KEY: &str = "openapi-doc-tenant-key-0123456789";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schemathesis_finds_the_running_rest_api_true_to_its_document() {
+    let deps = require!(NodeDeps::find());
+    let python = require!(python());
+    let schemathesis = python.with_file_name("schemathesis");
+    assert!(
+        schemathesis.is_file(),
+        "schemathesis is missing from the test venv ({}): run scripts/test",
+        schemathesis.display()
+    );
+    let _serial = heavy_lock().await;
+    let mut gateway = Gateway::start(json!({
+        "upstreams": {"everything": everything_stdio_upstream(&deps, &unique_marker("rest-openapi"))},
+        "tenants": {"t": {
+            "api_keys": [hash_key(KEY)],
+            "allow": ["everything__echo", "everything__get-sum"],
+            "initial": ["everything__echo"]
+        }}
+    }))
+    .await;
+
+    let (status, document) = rest_get(&gateway, "/openapi.json", None).await;
+    assert_eq!(status, 200, "the document needs no credentials");
+    assert_eq!(document["openapi"], "3.1.0");
+    let mut paths: Vec<&str> = document["paths"]
+        .as_object()
+        .expect("paths")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    paths.sort_unstable();
+    assert_eq!(
+        paths,
+        [
+            "/v1/sessions",
+            "/v1/sessions/{id}/tools",
+            "/v1/sessions/{id}/tools/expand",
+            "/v1/tool_calls",
+            "/v1/tool_use",
+            "/v1/tools",
+            "/v1/tools/{name}/call",
+        ]
+    );
+
+    // A real tool name for `{name}`, so calls reach the upstream instead of 404.
+    let dir = TempDir::new("schemathesis");
+    let config = dir.path().join("schemathesis.toml");
+    std::fs::write(
+        &config,
+        "[parameters]\n\"path.name\" = \"everything__echo\"\n",
+    )
+    .expect("write the schemathesis config");
+    let mut command = std::process::Command::new(&schemathesis);
+    command
+        .arg("--config-file")
+        .arg(&config)
+        .arg("run")
+        .arg(gateway.url("/openapi.json"))
+        .args(["-H", &format!("Authorization: Bearer {KEY}")])
+        .args(["--checks", "all", "--max-examples", "40", "--workers", "1"])
+        .arg("--no-color")
+        .current_dir(dir.path())
+        .env("NO_COLOR", "1");
+    let output = tokio::time::timeout(
+        Duration::from_secs(300),
+        tokio::task::spawn_blocking(move || command.output()),
+    )
+    .await
+    .expect("schemathesis finishes within 5 minutes")
+    .expect("join")
+    .expect("run schemathesis");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    println!("{stdout}");
+    eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "schemathesis found the API and its document disagree (see above)"
+    );
+    assert!(stdout.contains("7 selected"), "every operation was tested");
+    gateway.assert_alive();
+}
