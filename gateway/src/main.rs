@@ -80,9 +80,10 @@ enum Format {
 }
 
 fn init_logging() {
-    // rmcp logs every notification at INFO; keep it at warn unless asked.
+    // rmcp logs every notification at INFO, notify its watch bookkeeping; keep them at
+    // warn unless asked.
     let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLGATE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn,notify=warn"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -159,6 +159,14 @@ impl Reloader {
     async fn apply(&self, bytes: Vec<u8>) -> Result<Summary, String> {
         let text = String::from_utf8(bytes)
             .map_err(|_| format!("{} is not UTF-8 text", self.path.display()))?;
+        if text.trim().is_empty() {
+            // An empty file would parse as "all defaults" and drop every tenant and
+            // upstream; it is far more likely a write caught halfway.
+            return Err(format!(
+                "{} is empty (caught in the middle of a write?)",
+                self.path.display()
+            ));
+        }
         let mut config = Config::load_text(&self.path, &text).map_err(|e| e.to_string())?;
         let policy = Policy::from_config(&config).map_err(|e| format!("tenants: {e}"))?;
         let running = self.gateway.config();
@@ -512,6 +520,7 @@ mod tests {
         assert_eq!(allow_of(&s.gateway), ["b__*"]);
 
         for broken in [
+            String::new(),
             "tenants: [unclosed\n".to_owned(),
             format!("{}colour: blue\n", tenants_config("c__*")),
             tenants_config("c__[").to_owned(),
@@ -525,7 +534,7 @@ mod tests {
         }
         let metrics = s.gateway.metrics.render();
         assert!(
-            metrics.contains(r#"toolgate_config_reloads_total{outcome="rejected"} 3"#),
+            metrics.contains(r#"toolgate_config_reloads_total{outcome="rejected"} 4"#),
             "{metrics}"
         );
         assert!(
