@@ -136,8 +136,9 @@ impl Reloader {
         *last_seen = Some(hash);
         match self.apply(bytes).await {
             Ok(summary) => {
-                self.gateway.metrics.record_config_reload("ok");
+                // Log, then count: a client that sees the count can find the line.
                 log_applied(trigger, &summary);
+                self.gateway.metrics.record_config_reload("ok");
                 Outcome::Applied(summary)
             }
             Err(reason) => self.reject(trigger, reason),
@@ -145,13 +146,13 @@ impl Reloader {
     }
 
     fn reject(&self, trigger: Trigger, reason: String) -> Outcome {
-        self.gateway.metrics.record_config_reload("rejected");
         tracing::error!(
             path = %self.path.display(),
             trigger = trigger.as_str(),
             error = %reason,
             "config reload rejected; the running config is kept"
         );
+        self.gateway.metrics.record_config_reload("rejected");
         Outcome::Rejected(reason)
     }
 

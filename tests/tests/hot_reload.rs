@@ -141,6 +141,20 @@ async fn wait_reloads(gateway: &Gateway, outcome: &str, at_least: u64) {
     .await;
 }
 
+/// Waits until the gateway's log holds `needle` (a log line may trail the change it
+/// reports); returns the log.
+async fn wait_log(gateway: &Gateway, needle: &str) -> String {
+    wait_for(
+        &format!("'{needle}' in the log"),
+        RELOAD_TIMEOUT,
+        || async {
+            let logs = gateway.proc.logs();
+            logs.contains(needle).then_some(logs)
+        },
+    )
+    .await
+}
+
 async fn assert_simple_text_works(session: &McpSession) {
     let call = session.call_tool(SIMPLE, json!({})).await.expect("call");
     let result = call.result();
@@ -191,9 +205,8 @@ async fn allowlist_and_keys_edited_in_the_file_apply_without_restart() {
     assert_eq!(gateway.proc.pid(), pid, "same process");
     assert!(reloads(&gateway, "ok").await >= 2);
     assert_eq!(reloads(&gateway, "rejected").await, 0);
-    let logs = gateway.proc.logs();
-    assert!(logs.contains("config reloaded"), "{logs}");
-    assert!(logs.contains("tenants_changed"), "{logs}");
+    let logs = wait_log(&gateway, "config reloaded").await;
+    assert!(logs.contains("tenants_changed=[\"team\"]"), "{logs}");
 }
 
 #[tokio::test]
@@ -267,8 +280,7 @@ async fn sighup_reloads() {
     .await;
     gateway.assert_alive();
     assert_eq!(gateway.proc.pid(), pid);
-    let logs = gateway.proc.logs();
-    assert!(logs.contains("SIGHUP"), "{logs}");
+    wait_log(&gateway, "trigger=\"SIGHUP\"").await;
 }
 
 #[tokio::test]
@@ -404,6 +416,5 @@ async fn upstreams_added_and_removed_in_the_file() {
         .expect("call");
     assert_ne!(call.result()["isError"], true, "{:#}", call.result());
     gateway.assert_alive();
-    let logs = gateway.proc.logs();
-    assert!(logs.contains("upstreams_removed"), "{logs}");
+    wait_log(&gateway, "upstreams_removed=[\"fx\"]").await;
 }
