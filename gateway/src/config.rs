@@ -359,6 +359,55 @@ impl UpstreamConfig {
     }
 }
 
+/// How the upstreams of two configs differ, by name (each list sorted).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UpstreamChanges {
+    /// In the new config only.
+    pub added: Vec<String>,
+    /// In the old config only.
+    pub removed: Vec<String>,
+    /// In both, with different effective settings ([`Config::effective_upstream`]).
+    pub changed: Vec<String>,
+}
+
+impl UpstreamChanges {
+    pub fn between(old: &Config, new: &Config) -> UpstreamChanges {
+        let mut changes = UpstreamChanges::default();
+        for name in new.upstreams.keys() {
+            match old.effective_upstream(name) {
+                None => changes.added.push(name.clone()),
+                before if before != new.effective_upstream(name) => {
+                    changes.changed.push(name.clone())
+                }
+                Some(_) => {}
+            }
+        }
+        changes.removed = old
+            .upstreams
+            .keys()
+            .filter(|name| !new.upstreams.contains_key(*name))
+            .cloned()
+            .collect();
+        changes
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
+    }
+}
+
+/// Tenants added, removed or changed between two configs (names only: their
+/// settings hold key hashes).
+pub fn changed_tenants(old: &Config, new: &Config) -> Vec<String> {
+    let names: std::collections::BTreeSet<&String> = old
+        .tenants
+        .keys()
+        .chain(new.tenants.keys())
+        .filter(|name| old.tenants.get(*name) != new.tenants.get(*name))
+        .collect();
+    names.into_iter().cloned().collect()
+}
+
 /// A config error, with the path inside the document where it was found.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -381,7 +430,13 @@ impl Config {
             path: path.display().to_string(),
             source,
         })?;
-        let mut config = Self::parse(&text, &|name| std::env::var(name).ok())?;
+        Self::load_text(path, &text)
+    }
+
+    /// Like [`Config::load`], for text already read from `path` (a reload hashes the
+    /// bytes it parses, so it reads the file once).
+    pub fn load_text(path: &Path, text: &str) -> Result<Config, ConfigError> {
+        let mut config = Self::parse(text, &|name| std::env::var(name).ok())?;
         if let Some(dir) = path.parent() {
             config.resolve_relative_paths(dir);
         }
@@ -533,6 +588,56 @@ impl Config {
         Ok(())
     }
 
+    /// The settings a running `serve` reads once, at startup, that differ between
+    /// `running` and `self` (a reloaded file): changing them needs a restart.
+    pub fn restart_only_changes(&self, running: &Config) -> Vec<&'static str> {
+        let mut changed = Vec::new();
+        let mut check = |name, differs: bool| {
+            if differs {
+                changed.push(name);
+            }
+        };
+        check("listen", self.listen != running.listen);
+        check("allowed_hosts", self.allowed_hosts != running.allowed_hosts);
+        check(
+            "max_request_body_bytes",
+            self.max_request_body_bytes != running.max_request_body_bytes,
+        );
+        check("data_dir", self.data_dir != running.data_dir);
+        check("admin", self.admin != running.admin);
+        check(
+            "sessions.idle_ttl",
+            self.sessions.idle_ttl != running.sessions.idle_ttl,
+        );
+        check(
+            "sessions.max_sessions",
+            self.sessions.max_sessions != running.sessions.max_sessions,
+        );
+        changed
+    }
+
+    /// Keeps the running values of the restart-only settings (see
+    /// [`Config::restart_only_changes`]), so the swapped-in config describes what runs.
+    pub fn keep_restart_only(&mut self, running: &Config) {
+        self.listen.clone_from(&running.listen);
+        self.allowed_hosts.clone_from(&running.allowed_hosts);
+        self.max_request_body_bytes = running.max_request_body_bytes;
+        self.data_dir.clone_from(&running.data_dir);
+        self.admin.clone_from(&running.admin);
+        self.sessions.idle_ttl = running.sessions.idle_ttl;
+        self.sessions.max_sessions = running.sessions.max_sessions;
+    }
+
+    /// Upstream `name` as it is mounted: its settings with the global `call_timeout`
+    /// and `health` filled in where it has none, so a changed global default counts as
+    /// a change of every upstream that uses it.
+    pub fn effective_upstream(&self, name: &str) -> Option<UpstreamConfig> {
+        let mut upstream = self.upstreams.get(name)?.clone();
+        upstream.call_timeout = Some(upstream.call_timeout.unwrap_or(self.call_timeout));
+        upstream.health = Some(upstream.health.unwrap_or_else(|| self.health.clone()));
+        Some(upstream)
+    }
+
     /// The JSON Schema of the config file.
     pub fn json_schema() -> serde_json::Value {
         serde_json::to_value(schemars::schema_for!(Config)).unwrap_or_default()
@@ -664,6 +769,63 @@ mod tests {
         let config = Config::parse(text, &no_env).unwrap();
         assert_eq!(config.call_timeout, Duration::from_secs(120));
         assert_eq!(config.health.interval, Duration::from_millis(500));
+    }
+
+    #[test]
+    fn upstream_changes_use_effective_settings() {
+        let old = Config::parse(
+            "upstreams:\n  a: {stdio: {command: x}}\n  b: {stdio: {command: y}}\n  \
+             c: {stdio: {command: z}, call_timeout: 5s}\n",
+            &no_env,
+        )
+        .unwrap();
+        // `a` keeps its settings but the global call timeout it uses changes; `b` goes;
+        // `c` has its own timeout, so the global one does not touch it; `d` is new.
+        let new = Config::parse(
+            "call_timeout: 10s\nupstreams:\n  a: {stdio: {command: x}}\n  \
+             c: {stdio: {command: z}, call_timeout: 5s}\n  d: {stdio: {command: w}}\n",
+            &no_env,
+        )
+        .unwrap();
+        let changes = UpstreamChanges::between(&old, &new);
+        assert_eq!(changes.added, ["d"]);
+        assert_eq!(changes.removed, ["b"]);
+        assert_eq!(changes.changed, ["a"]);
+        assert!(UpstreamChanges::between(&new, &new).is_empty());
+    }
+
+    #[test]
+    fn restart_only_settings_are_named_and_kept() {
+        let running = Config::parse("{}", &no_env).unwrap();
+        let mut next = Config::parse(
+            "listen: 0.0.0.0:9000\nmax_request_body_bytes: 10\nsessions: {idle_ttl: 1m}\n\
+             call_timeout: 3s\n",
+            &no_env,
+        )
+        .unwrap();
+        assert_eq!(
+            next.restart_only_changes(&running),
+            ["listen", "max_request_body_bytes", "sessions.idle_ttl"]
+        );
+        next.keep_restart_only(&running);
+        assert!(next.restart_only_changes(&running).is_empty());
+        // What may change at run time is left as the file says.
+        assert_eq!(next.call_timeout, Duration::from_secs(3));
+    }
+
+    #[test]
+    fn changed_tenants_by_name() {
+        let old = Config::parse(
+            "tenants:\n  a: {allow: ['x__*']}\n  b: {}\n  c: {}\n",
+            &no_env,
+        )
+        .unwrap();
+        let new = Config::parse(
+            "tenants:\n  a: {allow: ['y__*']}\n  c: {}\n  d: {}\n",
+            &no_env,
+        )
+        .unwrap();
+        assert_eq!(changed_tenants(&old, &new), ["a", "b", "d"]);
     }
 
     #[test]

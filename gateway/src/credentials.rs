@@ -296,17 +296,19 @@ struct Inner {
 }
 
 /// Turns `Authorization` headers into tenants. Cheap to clone (shared state); a JWKS
-/// refresh task runs while any clone is alive.
+/// refresh task runs while any clone is alive. A config reload swaps the keys and JWT
+/// settings of every clone at once ([`Authenticator::replace`]).
 #[derive(Clone)]
 pub struct Authenticator {
-    inner: Arc<Inner>,
+    inner: Arc<std::sync::RwLock<Arc<Inner>>>,
 }
 
 impl fmt::Debug for Authenticator {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let inner = self.current();
         f.debug_struct("Authenticator")
-            .field("api_keys", &self.inner.api_keys.len())
-            .field("jwt", &self.inner.jwt.is_some())
+            .field("api_keys", &inner.api_keys.len())
+            .field("jwt", &inner.jwt.is_some())
             .finish()
     }
 }
@@ -352,17 +354,31 @@ impl Authenticator {
             None => None,
         };
         Ok(Authenticator {
-            inner: Arc::new(Inner {
+            inner: Arc::new(std::sync::RwLock::new(Arc::new(Inner {
                 api_keys: keys,
                 jwt,
-            }),
+            }))),
         })
+    }
+
+    /// The keys and JWT settings as of now; a request uses one snapshot throughout.
+    fn current(&self) -> Arc<Inner> {
+        self.inner.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Swaps in the keys and JWT settings of `next` for this authenticator and every
+    /// clone of it (a config reload). Requests already being authenticated finish with
+    /// the old ones; the old JWKS refresh task stops once they are done.
+    pub fn replace(&self, next: Authenticator) {
+        let next = next.current();
+        *self.inner.write().unwrap_or_else(|e| e.into_inner()) = next;
     }
 
     /// Whether any credential is configured (API keys or JWT). With none, every bearer
     /// token is refused; the caller may then choose to not require authentication.
     pub fn is_enabled(&self) -> bool {
-        !self.inner.api_keys.is_empty() || self.inner.jwt.is_some()
+        let inner = self.current();
+        !inner.api_keys.is_empty() || inner.jwt.is_some()
     }
 
     /// The tenant named by an `Authorization` header value: `Ok(None)` without a
@@ -394,18 +410,19 @@ impl Authenticator {
                 "the bearer token is longer than {MAX_TOKEN_LEN} bytes"
             )));
         }
+        let inner = self.current();
         let jwt_header = jwt::jwt_header(token);
-        if let (Some(verifier), Some(header)) = (&self.inner.jwt, &jwt_header) {
+        if let (Some(verifier), Some(header)) = (&inner.jwt, &jwt_header) {
             return verifier.verify(token, header).await.map(Some);
         }
-        match self.lookup_api_key(token) {
+        match inner.lookup_api_key(token) {
             Some(tenant) => Ok(Some(tenant.to_owned())),
             None if jwt_header.is_some() => Err(AuthError::InvalidCredentials(
                 "the bearer token looks like a JWT, but JWT authentication is not enabled \
                  on this gateway: use an API key"
                     .into(),
             )),
-            None if self.inner.api_keys.is_empty() && self.inner.jwt.is_some() => {
+            None if inner.api_keys.is_empty() && inner.jwt.is_some() => {
                 Err(AuthError::InvalidCredentials(
                     "the bearer token is not a JWT (`header.payload.signature`)".into(),
                 ))
@@ -415,13 +432,15 @@ impl Authenticator {
             )),
         }
     }
+}
 
+impl Inner {
     /// Compares the presented key's digest with every configured digest, without
     /// stopping at the first match or at the first differing byte.
     fn lookup_api_key(&self, token: &str) -> Option<&str> {
         let presented: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         let mut found = None;
-        for key in &self.inner.api_keys {
+        for key in &self.api_keys {
             let difference = key
                 .digest
                 .iter()
@@ -438,6 +457,27 @@ impl Authenticator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn replace_swaps_the_keys_of_every_clone() {
+        let old = Authenticator::new(vec![("a".into(), hash_key("key-a"))], None)
+            .await
+            .unwrap();
+        let clone = old.clone();
+        let next = Authenticator::new(vec![("b".into(), hash_key("key-b"))], None)
+            .await
+            .unwrap();
+        assert_eq!(
+            clone.authenticate(Some("Bearer key-a")).await,
+            Ok(Some("a".into()))
+        );
+        old.replace(next);
+        assert!(clone.authenticate(Some("Bearer key-a")).await.is_err());
+        assert_eq!(
+            clone.authenticate(Some("Bearer key-b")).await,
+            Ok(Some("b".into()))
+        );
+    }
 
     #[test]
     fn hash_key_is_prefixed_lowercase_sha256() {

@@ -142,39 +142,66 @@ impl Gateway {
             config: RwLock::new(Arc::new(config)),
         });
         let config = gateway.config();
-        for (name, upstream_config) in &config.upstreams {
-            let Some(transport) = upstream_config.transport() else {
-                // OpenAPI upstreams: imported by `registry::start_imports`.
-                continue;
-            };
-            let kind = transport.kind();
-            let mut options = McpOptions::default();
-            if upstream_config.namespace == Namespace::None {
-                // A passthrough upstream sees the downstream client through the gateway:
-                // its sampling, elicitation and roots requests are relayed to the caller.
-                options.client_capabilities =
-                    serde_json::json!({"sampling": {}, "elicitation": {}, "roots": {}});
+        for name in config.upstreams.keys() {
+            // OpenAPI upstreams: imported by `registry::start_imports`.
+            if let Some(mounted) = mcp_mounted(&config, name) {
+                gateway.mount_quietly(name.clone(), mounted);
             }
-            let upstream: DynUpstream = mcp::spawn(name.clone(), transport, options);
-            let health = upstream_config
-                .health
-                .clone()
-                .unwrap_or_else(|| config.health.clone());
-            let call_timeout = upstream_config.call_timeout.unwrap_or(config.call_timeout);
-            gateway.mount_quietly(
-                name.clone(),
-                Mounted::new(
-                    upstream,
-                    kind,
-                    upstream_config.namespace,
-                    call_timeout,
-                    health,
-                )
-                .with_settings(Some(upstream_config)),
-            );
         }
         gateway.rebuild_catalog();
         Ok(gateway)
+    }
+
+    /// Applies a new config (already validated, `policy` built from it) to the running
+    /// gateway without dropping sessions: the config and policy are swapped together,
+    /// removed upstreams are unmounted and shut down, added and changed MCP upstreams
+    /// are (re)started, unchanged upstreams keep running untouched, and the catalog is
+    /// rebuilt once (announcing `list_changed`). Sessions learn of a changed tenant
+    /// through `list_changed` too, since their visible set may have changed.
+    ///
+    /// OpenAPI upstreams added or changed are in the answer for the caller to import
+    /// (`registry`); a changed one keeps serving its old spec until then. Upstreams
+    /// registered through the admin API are not in the config and are left alone.
+    pub async fn apply_config(
+        self: &Arc<Self>,
+        config: Config,
+        policy: Policy,
+    ) -> crate::config::UpstreamChanges {
+        let old = self.config();
+        let changes = crate::config::UpstreamChanges::between(&old, &config);
+        let policy_changed = old.tenants != config.tenants
+            || old.anonymous_tenant != config.anonymous_tenant
+            || old.sessions.initial_max_tools != config.sessions.initial_max_tools;
+        let mounts: Vec<(String, Mounted)> = changes
+            .added
+            .iter()
+            .chain(&changes.changed)
+            .filter_map(|name| Some((name.clone(), mcp_mounted(&config, name)?)))
+            .collect();
+        self.replace_config(config, policy);
+        let mut retired = Vec::new();
+        for (name, mounted) in mounts {
+            retired.extend(self.mount_quietly(name, mounted));
+        }
+        {
+            let mut map = self.upstreams.write().unwrap_or_else(|e| e.into_inner());
+            let mut next = (**map).clone();
+            for name in &changes.removed {
+                if let Some(removed) = next.remove(name) {
+                    removed.stop.cancel();
+                    retired.push(removed);
+                }
+            }
+            *map = Arc::new(next);
+        }
+        self.rebuild_catalog();
+        if policy_changed {
+            self.catalog_version.send_modify(|v| *v += 1);
+        }
+        for old in retired {
+            old.upstream.shutdown().await;
+        }
+        changes
     }
 
     /// Adds (or replaces) an upstream and rebuilds the catalog, which announces the
@@ -680,6 +707,37 @@ impl Gateway {
             mounted.upstream.shutdown().await;
         }
     }
+}
+
+/// Starts MCP upstream `name` of `config` (its supervisor connects in the background)
+/// with its settings; `None` for an OpenAPI upstream or a name not in the config.
+fn mcp_mounted(config: &Config, name: &str) -> Option<Mounted> {
+    let upstream_config = config.upstreams.get(name)?;
+    let transport = upstream_config.transport()?;
+    let kind = transport.kind();
+    let mut options = McpOptions::default();
+    if upstream_config.namespace == Namespace::None {
+        // A passthrough upstream sees the downstream client through the gateway:
+        // its sampling, elicitation and roots requests are relayed to the caller.
+        options.client_capabilities =
+            serde_json::json!({"sampling": {}, "elicitation": {}, "roots": {}});
+    }
+    let upstream: DynUpstream = mcp::spawn(name.to_owned(), transport, options);
+    let health = upstream_config
+        .health
+        .clone()
+        .unwrap_or_else(|| config.health.clone());
+    let call_timeout = upstream_config.call_timeout.unwrap_or(config.call_timeout);
+    Some(
+        Mounted::new(
+            upstream,
+            kind,
+            upstream_config.namespace,
+            call_timeout,
+            health,
+        )
+        .with_settings(Some(upstream_config)),
+    )
 }
 
 /// Rebuilds the catalog whenever one upstream's tool list changes.

@@ -1,8 +1,8 @@
 //! toolgate: one MCP endpoint over many tool upstreams.
 //!
 //! Rooms: [`config`] (the file model), [`catalog`] (names), [`gateway`] (the core and
-//! the one call path), [`errors`] (the one error mapping), [`health`], [`metrics`], and
-//! [`serve`] (the thin surfaces). The binary (`main.rs`) is only the command line.
+//! the one call path), [`errors`] (the one error mapping), [`health`], [`metrics`],
+//! [`reload`] (config hot reload) and [`serve`] (the thin surfaces). The binary (`main.rs`) is only the command line.
 
 pub mod access;
 pub mod catalog;
@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod policy;
 pub mod protocol_tools;
 pub mod registry;
+pub mod reload;
 pub mod search;
 pub mod serve;
 pub mod session;

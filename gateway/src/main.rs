@@ -13,6 +13,7 @@ use toolgate::config::Config;
 use toolgate::credentials::Authenticator;
 use toolgate::gateway::Gateway;
 use toolgate::registry::{self, FileStore, RegistrationStore};
+use toolgate::reload::Reloader;
 use toolgate::serve;
 
 #[derive(Parser)]
@@ -29,12 +30,16 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve the catalog over MCP (streamable HTTP at /mcp) plus the ops endpoints.
+    /// The config file is reloaded when it changes and on SIGHUP.
     Serve {
         #[arg(long)]
         config: PathBuf,
         /// Overrides `listen` from the config (default 127.0.0.1:8080).
         #[arg(long)]
         listen: Option<String>,
+        /// Do not watch the config file; reload only on SIGHUP.
+        #[arg(long)]
+        no_watch: bool,
     },
     /// Serve the same catalog over stdio, for desktop MCP clients.
     Stdio {
@@ -75,9 +80,10 @@ enum Format {
 }
 
 fn init_logging() {
-    // rmcp logs every notification at INFO; keep it at warn unless asked.
+    // rmcp logs every notification at INFO, notify its watch bookkeeping; keep them at
+    // warn unless asked.
     let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLGATE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn,notify=warn"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -100,8 +106,12 @@ async fn main() -> ExitCode {
             println!("{:#}", Config::json_schema());
             ExitCode::SUCCESS
         }
-        Command::Serve { config, listen } => match load(&config) {
-            Ok(config) => serve_http(config, listen).await,
+        Command::Serve {
+            config: path,
+            listen,
+            no_watch,
+        } => match load(&path) {
+            Ok(config) => serve_http(config, path, listen, !no_watch).await,
             Err(code) => code,
         },
         Command::Stdio { config, tenant } => match load(&config) {
@@ -158,7 +168,12 @@ async fn finish_startup(gateway: &Arc<Gateway>) -> Result<(), ExitCode> {
     Ok(())
 }
 
-async fn serve_http(config: Config, listen: Option<String>) -> ExitCode {
+async fn serve_http(
+    config: Config,
+    path: PathBuf,
+    listen: Option<String>,
+    watch: bool,
+) -> ExitCode {
     let address = listen.unwrap_or_else(|| config.listen.clone());
     let listener = match tokio::net::TcpListener::bind(&address).await {
         Ok(listener) => listener,
@@ -180,6 +195,16 @@ async fn serve_http(config: Config, listen: Option<String>) -> ExitCode {
         Ok(authenticator) => authenticator,
         Err(code) => return code,
     };
+    // Reloads swap config, policy, upstreams and credentials in place: the router,
+    // the sessions and the connections stay.
+    let reloader = Arc::new(Reloader::new(gateway.clone(), path, authenticator.clone()));
+    #[cfg(unix)]
+    if let Err(error) = reloader.reload_on_sighup(stop.child_token()) {
+        tracing::warn!(%error, "SIGHUP will not reload the config");
+    }
+    if watch {
+        reloader.watch(stop.child_token());
+    }
     let app = serve::router(
         gateway.clone(),
         store.clone(),

@@ -26,6 +26,11 @@ struct UpstreamLabels {
     upstream: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: String,
+}
+
 /// Every metric the gateway exports.
 pub struct Metrics {
     registry: Registry,
@@ -35,6 +40,7 @@ pub struct Metrics {
     catalog_tools: Gauge,
     original_tokens: Family<ToolLabels, Counter>,
     result_tokens: Family<ToolLabels, Counter>,
+    config_reloads: Family<OutcomeLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -87,8 +93,15 @@ impl Metrics {
             "Tools in the catalog",
             catalog_tools.clone(),
         );
+        let config_reloads = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "config_reloads",
+            "Config file reloads by outcome: ok (applied) or rejected (invalid; the running config was kept)",
+            config_reloads.clone(),
+        );
         Self {
             registry,
+            config_reloads,
             calls,
             latency,
             health,
@@ -141,6 +154,15 @@ impl Metrics {
                 upstream: upstream.to_owned(),
             })
             .set(value);
+    }
+
+    /// Records one config reload: `ok` or `rejected`.
+    pub fn record_config_reload(&self, outcome: &str) {
+        self.config_reloads
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.to_owned(),
+            })
+            .inc();
     }
 
     pub fn set_catalog_size(&self, tools: usize) {

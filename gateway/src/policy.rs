@@ -189,8 +189,17 @@ impl Policy {
 
     /// What `tenant` may use in `catalog` (cached per catalog snapshot).
     pub fn allowed(&self, tenant: &Tenant, catalog: &Arc<Catalog>) -> Arc<Allowed> {
+        // A request admitted just before a config reload brings the previous policy's
+        // tenant: it is answered by its own rules and kept out of this cache, which
+        // would otherwise serve the old rules under the tenant's name until the
+        // catalog changes.
+        let own = self
+            .tenants
+            .get(&tenant.name)
+            .is_some_and(|t| std::ptr::eq(Arc::as_ptr(t), tenant));
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((source, allowed)) = cache.get(&tenant.name)
+        if own
+            && let Some((source, allowed)) = cache.get(&tenant.name)
             && source.upgrade().is_some_and(|c| Arc::ptr_eq(&c, catalog))
         {
             return allowed.clone();
@@ -211,10 +220,12 @@ impl Policy {
             None => BTreeSet::new(),
         };
         let allowed = Arc::new(Allowed { names, initial });
-        cache.insert(
-            tenant.name.clone(),
-            (Arc::downgrade(catalog), allowed.clone()),
-        );
+        if own {
+            cache.insert(
+                tenant.name.clone(),
+                (Arc::downgrade(catalog), allowed.clone()),
+            );
+        }
         allowed
     }
 
@@ -331,6 +342,18 @@ mod tests {
     fn policy(yaml: &str) -> Policy {
         let config = Config::parse(yaml, &|_| None).unwrap();
         Policy::from_config(&config).unwrap()
+    }
+
+    #[test]
+    fn a_tenant_from_before_a_reload_does_not_poison_the_new_cache() {
+        let catalog = catalog(&["get_repo", "delete_repo"]);
+        let old = policy("tenants:\n  a:\n    allow: ['gh__get_*']\n");
+        let new = policy("tenants:\n  a:\n    allow: ['gh__*']\n");
+        // A request admitted under the old policy reaches the new one.
+        let straddling = new.allowed(&old.tenant("a").unwrap(), &catalog);
+        assert!(!straddling.names.contains("gh__delete_repo"));
+        let current = new.allowed(&new.tenant("a").unwrap(), &catalog);
+        assert!(current.names.contains("gh__delete_repo"));
     }
 
     #[test]

@@ -135,7 +135,7 @@ pub async fn import(
     Ok(report)
 }
 
-fn openapi_mounted(gateway: &Gateway, upstream: Arc<dyn Upstream>) -> Mounted {
+pub(crate) fn openapi_mounted(gateway: &Gateway, upstream: Arc<dyn Upstream>) -> Mounted {
     let config = gateway.config();
     let settings = config.upstreams.get(upstream.name());
     Mounted::new(
@@ -204,7 +204,7 @@ impl Placeholder {
         }
     }
 
-    fn fail(&self, error: String) {
+    pub(crate) fn fail(&self, error: String) {
         *self.error.lock().unwrap_or_else(|e| e.into_inner()) = Some(error);
     }
 

@@ -488,6 +488,11 @@ impl Gateway {
     /// Starts `toolgate serve --config <path>` (an existing file, e.g. one of
     /// `config/`) on a free port and waits for readiness.
     pub async fn start_with_file(path: &Path) -> Gateway {
+        Self::start_with_file_args(path, &[]).await
+    }
+
+    /// [`Gateway::start_with_file`] with more `serve` arguments (e.g. `--no-watch`).
+    pub async fn start_with_file_args(path: &Path, args: &[&str]) -> Gateway {
         let port = free_port();
         let dir = TempDir::new("gateway");
         let mut cmd = std::process::Command::new(toolgate_bin());
@@ -496,6 +501,7 @@ impl Gateway {
             .arg(path)
             .arg("--listen")
             .arg(format!("127.0.0.1:{port}"))
+            .args(args)
             .env(
                 "TOOLGATE_LOG",
                 std::env::var("TOOLGATE_LOG").unwrap_or_else(|_| "info,rmcp=warn".into()),

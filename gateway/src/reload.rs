@@ -1,0 +1,592 @@
+//! Hot reload: `toolgate serve` applies a changed config file without a restart and
+//! without dropping sessions.
+//!
+//! **Triggers.** SIGHUP, and changes in the config file's *directory*: editors save by
+//! writing a new file and renaming it over the old one, and Kubernetes updates a
+//! mounted ConfigMap by swapping the `..data` symlink the file's path goes through;
+//! a watch on the file itself would lose track after the first such change, a watch on
+//! its directory sees every one. Events are debounced ([`DEBOUNCE`]), and the file's
+//! content hash turns events that leave it as it was (its own reads, other files in
+//! the directory) into no-ops. The watcher is the platform's native one (inotify,
+//! FSEvents, kqueue via `notify`); when it cannot start (e.g. the inotify watch limit
+//! is reached) the file is read every [`POLL_EVERY`] instead.
+//!
+//! **Validation first.** A reload parses and validates the whole file with the code
+//! path startup uses (`Config::load`, `Policy::from_config`, and the authenticator
+//! when credentials changed) before it touches anything: an invalid file is rejected
+//! with a logged error naming the reason, and the running config keeps serving.
+//!
+//! **Applying.** [`Gateway::apply_config`] swaps config and policy together, unmounts
+//! removed upstreams, starts added and changed ones and leaves the others running;
+//! OpenAPI upstreams are imported in the background as at startup. API keys and JWT
+//! settings are swapped in the running authenticator. Settings read once at startup
+//! ([`Config::restart_only_changes`]: listen address, allowed hosts, body limit, data
+//! directory, admin token, session store size and idle TTL) keep their running values,
+//! with a warning that they need a restart.
+//!
+//! Outcomes are counted in `toolgate_config_reloads_total{outcome="ok"|"rejected"}`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use toolgate_adapters::openapi::{OpenApiConfig, OpenApiUpstream};
+use toolgate_adapters::{Connection, Upstream};
+
+use crate::config::{Config, UpstreamChanges, changed_tenants};
+use crate::credentials::Authenticator;
+use crate::gateway::Gateway;
+use crate::policy::Policy;
+use crate::registry::{Placeholder, openapi_mounted};
+
+/// Quiet time after the last file event before the file is read: one save or one
+/// ConfigMap update is a burst of events within a few milliseconds.
+pub const DEBOUNCE: Duration = Duration::from_millis(300);
+/// The longest a steady stream of events can put a reload off.
+const MAX_DELAY: Duration = Duration::from_secs(2);
+/// How often the file is read when the native watcher is unavailable.
+pub const POLL_EVERY: Duration = Duration::from_secs(2);
+
+/// What asked for a reload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// A change in the config file's directory: skipped when the file's content is
+    /// the one last read.
+    FileChanged,
+    /// SIGHUP: always re-reads and applies.
+    Signal,
+}
+
+impl Trigger {
+    fn as_str(self) -> &'static str {
+        match self {
+            Trigger::FileChanged => "file changed",
+            Trigger::Signal => "SIGHUP",
+        }
+    }
+}
+
+/// What a reload did.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The file holds what was last read: nothing to do.
+    Unchanged,
+    /// The new config runs.
+    Applied(Summary),
+    /// The file was invalid (the reason); the running config was kept.
+    Rejected(String),
+}
+
+/// What an applied reload changed.
+#[derive(Debug, Default)]
+pub struct Summary {
+    pub upstreams: UpstreamChanges,
+    /// Tenants added, removed or changed, by name.
+    pub tenants: Vec<String>,
+    /// API keys or JWT settings changed (the authenticator was replaced).
+    pub credentials: bool,
+    /// Settings that changed in the file but need a restart (running values kept).
+    pub restart_needed: Vec<&'static str>,
+    /// Whether anything at all differs from the running config.
+    pub changed: bool,
+}
+
+/// Reloads one config file into a running gateway.
+pub struct Reloader {
+    gateway: Arc<Gateway>,
+    path: PathBuf,
+    authenticator: Authenticator,
+    /// The hash of the content last read (applied or rejected). The lock also keeps
+    /// reloads one at a time.
+    last_seen: tokio::sync::Mutex<Option<[u8; 32]>>,
+}
+
+impl Reloader {
+    /// `authenticator` is the one the HTTP surfaces use: a reload that changes API keys
+    /// or JWT settings swaps them in it.
+    pub fn new(gateway: Arc<Gateway>, path: PathBuf, authenticator: Authenticator) -> Reloader {
+        Reloader {
+            gateway,
+            path,
+            authenticator,
+            last_seen: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// Reads the file and, when it is valid and different, applies it; logs and counts
+    /// the outcome.
+    pub async fn reload(&self, trigger: Trigger) -> Outcome {
+        let mut last_seen = self.last_seen.lock().await;
+        let bytes = match tokio::fs::read(&self.path).await {
+            Ok(bytes) => bytes,
+            Err(error) => {
+                return self.reject(
+                    trigger,
+                    format!("cannot read {}: {error}", self.path.display()),
+                );
+            }
+        };
+        let hash: [u8; 32] = Sha256::digest(&bytes).into();
+        if trigger == Trigger::FileChanged && *last_seen == Some(hash) {
+            return Outcome::Unchanged;
+        }
+        *last_seen = Some(hash);
+        match self.apply(bytes).await {
+            Ok(summary) => {
+                // Log, then count: a client that sees the count can find the line.
+                log_applied(trigger, &summary);
+                self.gateway.metrics.record_config_reload("ok");
+                Outcome::Applied(summary)
+            }
+            Err(reason) => self.reject(trigger, reason),
+        }
+    }
+
+    fn reject(&self, trigger: Trigger, reason: String) -> Outcome {
+        tracing::error!(
+            path = %self.path.display(),
+            trigger = trigger.as_str(),
+            error = %reason,
+            "config reload rejected; the running config is kept"
+        );
+        self.gateway.metrics.record_config_reload("rejected");
+        Outcome::Rejected(reason)
+    }
+
+    /// Validates everything, then applies. Nothing changes unless it returns `Ok`.
+    async fn apply(&self, bytes: Vec<u8>) -> Result<Summary, String> {
+        let text = String::from_utf8(bytes)
+            .map_err(|_| format!("{} is not UTF-8 text", self.path.display()))?;
+        if text.trim().is_empty() {
+            // An empty file would parse as "all defaults" and drop every tenant and
+            // upstream; it is far more likely a write caught halfway.
+            return Err(format!(
+                "{} is empty (caught in the middle of a write?)",
+                self.path.display()
+            ));
+        }
+        let mut config = Config::load_text(&self.path, &text).map_err(|e| e.to_string())?;
+        let policy = Policy::from_config(&config).map_err(|e| format!("tenants: {e}"))?;
+        let running = self.gateway.config();
+        let restart_needed = config.restart_only_changes(&running);
+        config.keep_restart_only(&running);
+        let credentials = api_keys(&config) != api_keys(&running) || config.jwt != running.jwt;
+        let authenticator = if credentials {
+            Some(Authenticator::new(api_keys(&config), config.jwt.clone()).await?)
+        } else {
+            None
+        };
+        let tenants = changed_tenants(&running, &config);
+        let changed = config != *running;
+        // Valid: from here on the new config is applied.
+        let upstreams = if changed {
+            self.gateway.apply_config(config, policy).await
+        } else {
+            UpstreamChanges::default()
+        };
+        if let Some(authenticator) = authenticator {
+            self.authenticator.replace(authenticator);
+        }
+        let current = self.gateway.config();
+        for name in upstreams.added.iter().chain(&upstreams.changed) {
+            if let Some(openapi) = current.upstreams.get(name).and_then(|u| u.openapi.clone()) {
+                import_openapi(&self.gateway, name.clone(), openapi).await;
+            }
+        }
+        if !tenants.is_empty() && upstreams.is_empty() {
+            // With upstreams unchanged the catalog is complete: a pattern that matches
+            // nothing now is worth a look. (New upstreams' tools are still on their way.)
+            for (tenant, pattern) in self
+                .gateway
+                .policy()
+                .unmatched_patterns(&self.gateway.catalog())
+            {
+                if tenants.contains(&tenant) {
+                    tracing::warn!(%tenant, %pattern, "tenant pattern matches no tool in the catalog");
+                }
+            }
+        }
+        Ok(Summary {
+            upstreams,
+            tenants,
+            credentials,
+            restart_needed,
+            changed,
+        })
+    }
+
+    /// Reloads on every SIGHUP until `stop`. The handler is installed before this
+    /// returns, so a SIGHUP sent afterwards never takes the default action (exit).
+    #[cfg(unix)]
+    pub fn reload_on_sighup(self: &Arc<Self>, stop: CancellationToken) -> Result<(), String> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut hangup = signal(SignalKind::hangup())
+            .map_err(|e| format!("cannot handle SIGHUP (reload): {e}"))?;
+        let reloader = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    got = hangup.recv() => if got.is_none() { return },
+                }
+                reloader.reload(Trigger::Signal).await;
+            }
+        });
+        Ok(())
+    }
+
+    /// Watches the config file's directory until `stop` and reloads after changes
+    /// (debounced). Falls back to reading the file every [`POLL_EVERY`] when the
+    /// native watcher cannot start.
+    pub fn watch(self: &Arc<Self>, stop: CancellationToken) {
+        // Capacity 1: one pending wake-up stands for any number of events.
+        let (wake, mut woken) = mpsc::channel::<()>(1);
+        let watcher = match native_watcher(&self.path, wake.clone()) {
+            Ok(watcher) => {
+                tracing::info!(path = %self.path.display(), "watching the config file for changes (reload also on SIGHUP)");
+                Some(watcher)
+            }
+            Err(error) => {
+                tracing::warn!(
+                    path = %self.path.display(),
+                    %error,
+                    every = ?POLL_EVERY,
+                    "file watcher unavailable; reading the config file periodically instead"
+                );
+                tokio::spawn(poll(wake.clone(), stop.clone()));
+                None
+            }
+        };
+        drop(wake);
+        let reloader = self.clone();
+        tokio::spawn(async move {
+            // Watching stops when the watcher is dropped, at the end of this task.
+            let _watcher = watcher;
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    got = woken.recv() => if got.is_none() { return },
+                }
+                let deadline = tokio::time::Instant::now() + MAX_DELAY;
+                while tokio::time::Instant::now() < deadline {
+                    match tokio::time::timeout(DEBOUNCE, woken.recv()).await {
+                        Ok(Some(())) => continue,
+                        Ok(None) => return,
+                        Err(_) => break,
+                    }
+                }
+                if stop.is_cancelled() {
+                    return;
+                }
+                reloader.reload(Trigger::FileChanged).await;
+            }
+        });
+    }
+}
+
+/// `(tenant, key hash)` pairs, as the authenticator takes them.
+fn api_keys(config: &Config) -> Vec<(String, String)> {
+    config
+        .tenants
+        .iter()
+        .flat_map(|(tenant, t)| t.api_keys.iter().map(|k| (tenant.clone(), k.clone())))
+        .collect()
+}
+
+fn log_applied(trigger: Trigger, summary: &Summary) {
+    if !summary.restart_needed.is_empty() {
+        tracing::warn!(
+            settings = ?summary.restart_needed,
+            "changed in the config file but applied only at startup: restart to use them; \
+             the running values are kept"
+        );
+    }
+    if !summary.changed {
+        tracing::info!(
+            trigger = trigger.as_str(),
+            "config file re-read: no setting changed"
+        );
+        return;
+    }
+    tracing::info!(
+        trigger = trigger.as_str(),
+        upstreams_added = ?summary.upstreams.added,
+        upstreams_removed = ?summary.upstreams.removed,
+        upstreams_changed = ?summary.upstreams.changed,
+        tenants_changed = ?summary.tenants,
+        credentials_changed = summary.credentials,
+        "config reloaded"
+    );
+}
+
+/// Imports an OpenAPI upstream added or changed by a reload, in the background. A new
+/// one (or one whose last import failed) stands as a placeholder meanwhile; a changed
+/// one keeps serving its previous spec until the new one is in, and keeps it if the
+/// new import fails. An import a later reload made obsolete is dropped.
+async fn import_openapi(gateway: &Arc<Gateway>, name: String, openapi: OpenApiConfig) {
+    let serving = gateway
+        .upstreams()
+        .get(&name)
+        .is_some_and(|m| m.upstream.connection() == Connection::Connected);
+    let placeholder = if serving {
+        None
+    } else {
+        let placeholder = Arc::new(Placeholder::new(name.clone()));
+        gateway
+            .mount(name.clone(), openapi_mounted(gateway, placeholder.clone()))
+            .await;
+        Some(placeholder)
+    };
+    let gateway = gateway.clone();
+    tokio::spawn(async move {
+        let loaded = OpenApiUpstream::load(&name, openapi.clone()).await;
+        let wanted = gateway
+            .config()
+            .upstreams
+            .get(&name)
+            .and_then(|u| u.openapi.as_ref())
+            == Some(&openapi);
+        if !wanted {
+            tracing::debug!(upstream = %name, "import made obsolete by a later reload; dropped");
+            return;
+        }
+        match loaded {
+            Ok((upstream, report)) => {
+                tracing::info!(
+                    upstream = %name,
+                    imported = report.imported,
+                    skipped = report.skipped.len(),
+                    "OpenAPI upstream imported"
+                );
+                for skipped in &report.skipped {
+                    tracing::warn!(upstream = %name, operation = %skipped.operation, reason = %skipped.reason, "operation skipped");
+                }
+                let upstream: Arc<dyn Upstream> = Arc::new(upstream);
+                gateway
+                    .mount(name, openapi_mounted(&gateway, upstream))
+                    .await;
+            }
+            Err(error) => match placeholder {
+                Some(placeholder) => {
+                    tracing::error!(upstream = %name, %error, "OpenAPI upstream could not be imported");
+                    placeholder.fail(error.to_string());
+                }
+                None => tracing::error!(
+                    upstream = %name,
+                    %error,
+                    "OpenAPI upstream could not be re-imported; it keeps serving its previous spec"
+                ),
+            },
+        }
+    });
+}
+
+/// Starts the native watcher on the config file's directory and, when the path leads
+/// through a symlink into another directory, on that one too (best effort).
+fn native_watcher(
+    path: &Path,
+    wake: mpsc::Sender<()>,
+) -> Result<notify::RecommendedWatcher, String> {
+    use notify::event::{AccessKind, AccessMode};
+    use notify::{EventKind, RecursiveMode, Watcher};
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        let relevant = match event {
+            // Reads (ours included) change nothing; a write that finished does.
+            Ok(event) => match event.kind {
+                EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+                EventKind::Access(_) => false,
+                _ => true,
+            },
+            // An error (e.g. dropped events on overflow): look at the file anyway.
+            Err(_) => true,
+        };
+        if relevant {
+            // Full means a wake-up is already pending.
+            let _ = wake.try_send(());
+        }
+    })
+    .map_err(|e| e.to_string())?;
+    let dir = directory_of(path);
+    watcher
+        .watch(&dir, RecursiveMode::NonRecursive)
+        .map_err(|e| format!("cannot watch {}: {e}", dir.display()))?;
+    if let Ok(target) = std::fs::canonicalize(path) {
+        let target_dir = directory_of(&target);
+        if std::fs::canonicalize(&dir).ok().as_deref() != Some(target_dir.as_path())
+            && let Err(error) = watcher.watch(&target_dir, RecursiveMode::NonRecursive)
+        {
+            tracing::debug!(dir = %target_dir.display(), %error, "symlink target's directory not watched");
+        }
+    }
+    Ok(watcher)
+}
+
+fn directory_of(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// The fallback: a wake-up every [`POLL_EVERY`]; the hash check makes the quiet ones
+/// cheap.
+async fn poll(wake: mpsc::Sender<()>, stop: CancellationToken) {
+    let mut ticker = tokio::time::interval(POLL_EVERY);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = ticker.tick() => {}
+        }
+        if wake.send(()).await.is_err() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &str = "reload-key-0123456789abcdef";
+
+    fn tenants_config(allow: &str) -> String {
+        format!(
+            "tenants:\n  team:\n    api_keys: ['{}']\n    allow: ['{allow}']\n",
+            crate::credentials::hash_key(KEY)
+        )
+    }
+
+    struct Setup {
+        dir: PathBuf,
+        gateway: Arc<Gateway>,
+        authenticator: Authenticator,
+        reloader: Arc<Reloader>,
+    }
+
+    impl Drop for Setup {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    async fn setup(label: &str, text: &str) -> Setup {
+        let dir =
+            std::env::temp_dir().join(format!("toolgate-reload-{label}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("toolgate.yaml");
+        std::fs::write(&path, text).unwrap();
+        let config = Config::load(&path).unwrap();
+        let authenticator = Authenticator::new(api_keys(&config), None).await.unwrap();
+        let gateway = Gateway::start(config).unwrap();
+        let reloader = Arc::new(Reloader::new(gateway.clone(), path, authenticator.clone()));
+        Setup {
+            dir,
+            gateway,
+            authenticator,
+            reloader,
+        }
+    }
+
+    fn allow_of(gateway: &Gateway) -> Vec<String> {
+        gateway.config().tenants["team"].allow.clone()
+    }
+
+    #[tokio::test]
+    async fn valid_edits_apply_and_invalid_ones_are_rejected() {
+        let s = setup("apply", &tenants_config("a__*")).await;
+        let path = s.dir.join("toolgate.yaml");
+        // Same content: a file event is a no-op.
+        assert!(matches!(
+            s.reloader.reload(Trigger::FileChanged).await,
+            Outcome::Applied(Summary { changed: false, .. })
+        ));
+        assert!(matches!(
+            s.reloader.reload(Trigger::FileChanged).await,
+            Outcome::Unchanged
+        ));
+
+        std::fs::write(&path, tenants_config("b__*")).unwrap();
+        match s.reloader.reload(Trigger::FileChanged).await {
+            Outcome::Applied(summary) => {
+                assert_eq!(summary.tenants, ["team"]);
+                assert!(!summary.credentials);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(allow_of(&s.gateway), ["b__*"]);
+
+        for broken in [
+            String::new(),
+            "tenants: [unclosed\n".to_owned(),
+            format!("{}colour: blue\n", tenants_config("c__*")),
+            tenants_config("c__[").to_owned(),
+        ] {
+            std::fs::write(&path, &broken).unwrap();
+            match s.reloader.reload(Trigger::FileChanged).await {
+                Outcome::Rejected(reason) => assert!(!reason.is_empty()),
+                other => panic!("{broken}: {other:?}"),
+            }
+            assert_eq!(allow_of(&s.gateway), ["b__*"], "{broken}");
+        }
+        let metrics = s.gateway.metrics.render();
+        assert!(
+            metrics.contains(r#"toolgate_config_reloads_total{outcome="rejected"} 4"#),
+            "{metrics}"
+        );
+        assert!(
+            metrics.contains(r#"toolgate_config_reloads_total{outcome="ok"} 2"#),
+            "{metrics}"
+        );
+        s.gateway.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn keys_reload_and_restart_only_settings_are_kept() {
+        let s = setup("keys", &tenants_config("*")).await;
+        let path = s.dir.join("toolgate.yaml");
+        let other = "another-key-0123456789abcdef";
+        let text = format!(
+            "listen: 127.0.0.1:1\ntenants:\n  team:\n    api_keys: ['{}']\n",
+            crate::credentials::hash_key(other)
+        );
+        std::fs::write(&path, text).unwrap();
+        match s.reloader.reload(Trigger::Signal).await {
+            Outcome::Applied(summary) => {
+                assert!(summary.credentials);
+                assert_eq!(summary.restart_needed, ["listen"]);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(s.gateway.config().listen, "127.0.0.1:8080");
+        assert!(
+            s.authenticator
+                .authenticate(Some(&format!("Bearer {KEY}")))
+                .await
+                .is_err()
+        );
+        assert_eq!(
+            s.authenticator
+                .authenticate(Some(&format!("Bearer {other}")))
+                .await,
+            Ok(Some("team".into()))
+        );
+        s.gateway.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn a_missing_file_is_rejected() {
+        let s = setup("missing", &tenants_config("*")).await;
+        std::fs::remove_file(s.dir.join("toolgate.yaml")).unwrap();
+        assert!(matches!(
+            s.reloader.reload(Trigger::Signal).await,
+            Outcome::Rejected(_)
+        ));
+        assert_eq!(allow_of(&s.gateway), ["*"]);
+        s.gateway.shutdown().await;
+    }
+}
