@@ -30,10 +30,11 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve the catalog over MCP (streamable HTTP at /mcp) plus the ops endpoints.
-    /// The config file is reloaded when it changes and on SIGHUP.
+    /// The config file is reloaded when it changes and on SIGHUP. Without `--config`,
+    /// the embedded defaults (`config/quickstart.yaml`: server-everything through npx).
     Serve {
         #[arg(long)]
-        config: PathBuf,
+        config: Option<PathBuf>,
         /// Overrides `listen` from the config (default 127.0.0.1:8080).
         #[arg(long)]
         listen: Option<String>,
@@ -90,6 +91,17 @@ fn init_logging() {
         .init();
 }
 
+/// The config `serve` runs on without `--config`: the quick start's.
+const EMBEDDED_DEFAULTS: &str = include_str!("../../config/quickstart.yaml");
+
+fn embedded_defaults() -> Result<Config, ExitCode> {
+    tracing::info!("no --config: running on the embedded defaults (config/quickstart.yaml)");
+    Config::parse(EMBEDDED_DEFAULTS, &|name| std::env::var(name).ok()).map_err(|error| {
+        eprintln!("toolgate: embedded defaults: {error}");
+        ExitCode::from(2)
+    })
+}
+
 fn load(path: &std::path::Path) -> Result<Config, ExitCode> {
     Config::load(path).map_err(|error| {
         eprintln!("toolgate: {error}");
@@ -110,10 +122,16 @@ async fn main() -> ExitCode {
             config: path,
             listen,
             no_watch,
-        } => match load(&path) {
-            Ok(config) => serve_http(config, path, listen, !no_watch).await,
-            Err(code) => code,
-        },
+        } => {
+            let config = match &path {
+                Some(path) => load(path),
+                None => embedded_defaults(),
+            };
+            match config {
+                Ok(config) => serve_http(config, path, listen, !no_watch).await,
+                Err(code) => code,
+            }
+        }
         Command::Stdio { config, tenant } => match load(&config) {
             Ok(config) => serve_stdio(config, tenant).await,
             Err(code) => code,
@@ -170,7 +188,7 @@ async fn finish_startup(gateway: &Arc<Gateway>) -> Result<(), ExitCode> {
 
 async fn serve_http(
     config: Config,
-    path: PathBuf,
+    path: Option<PathBuf>,
     listen: Option<String>,
     watch: bool,
 ) -> ExitCode {
@@ -197,13 +215,16 @@ async fn serve_http(
     };
     // Reloads swap config, policy, upstreams and credentials in place: the router,
     // the sessions and the connections stay.
-    let reloader = Arc::new(Reloader::new(gateway.clone(), path, authenticator.clone()));
-    #[cfg(unix)]
-    if let Err(error) = reloader.reload_on_sighup(stop.child_token()) {
-        tracing::warn!(%error, "SIGHUP will not reload the config");
-    }
-    if watch {
-        reloader.watch(stop.child_token());
+    // The embedded defaults have no file to reload.
+    if let Some(path) = path {
+        let reloader = Arc::new(Reloader::new(gateway.clone(), path, authenticator.clone()));
+        #[cfg(unix)]
+        if let Err(error) = reloader.reload_on_sighup(stop.child_token()) {
+            tracing::warn!(%error, "SIGHUP will not reload the config");
+        }
+        if watch {
+            reloader.watch(stop.child_token());
+        }
     }
     let app = serve::router(
         gateway.clone(),

@@ -493,13 +493,24 @@ impl Gateway {
 
     /// [`Gateway::start_with_file`] with more `serve` arguments (e.g. `--no-watch`).
     pub async fn start_with_file_args(path: &Path, args: &[&str]) -> Gateway {
+        Self::start_serving(Some(path), args).await
+    }
+
+    /// Starts `toolgate serve` without `--config` (its embedded defaults), working in
+    /// a temp dir, on a free port, and waits for readiness.
+    pub async fn start_embedded_defaults() -> Gateway {
+        Self::start_serving(None, &[]).await
+    }
+
+    async fn start_serving(path: Option<&Path>, args: &[&str]) -> Gateway {
         let port = free_port();
         let dir = TempDir::new("gateway");
         let mut cmd = std::process::Command::new(toolgate_bin());
-        cmd.arg("serve")
-            .arg("--config")
-            .arg(path)
-            .arg("--listen")
+        cmd.arg("serve");
+        if let Some(path) = path {
+            cmd.arg("--config").arg(path);
+        }
+        cmd.arg("--listen")
             .arg(format!("127.0.0.1:{port}"))
             .args(args)
             .env(
@@ -507,12 +518,18 @@ impl Gateway {
                 std::env::var("TOOLGATE_LOG").unwrap_or_else(|_| "info,rmcp=warn".into()),
             )
             .env("NO_COLOR", "1")
-            .current_dir(workspace_root());
+            // Relative paths in a file resolve against the file; the embedded defaults'
+            // data directory lands in the temp dir.
+            .current_dir(if path.is_some() {
+                workspace_root()
+            } else {
+                dir.path().to_path_buf()
+            });
         let gw = Gateway {
             proc: Proc::spawn("toolgate", &mut cmd),
             port,
             base: format!("http://127.0.0.1:{port}"),
-            config_path: path.to_path_buf(),
+            config_path: path.map(Path::to_path_buf).unwrap_or_default(),
             _dir: dir,
         };
         gw.wait_ready(START_TIMEOUT).await;

@@ -1,6 +1,7 @@
-//! The README's quick start works as written: `toolgate serve --config
-//! config/quickstart.yaml` (server-everything through `npx`) serves the prefixed
-//! catalog at `/mcp`, and calls go through.
+//! The README's quick start works as written: `toolgate serve` on its embedded
+//! defaults (config/quickstart.yaml: server-everything through `npx`) serves the
+//! prefixed catalog at `/mcp`, and calls go through; `--config config/quickstart.yaml`
+//! serves the same.
 
 use serde_json::json;
 use toolgate_e2e::{Gateway, McpSession, first_text, heavy_lock, tool_names, workspace_root};
@@ -28,8 +29,15 @@ async fn quickstart_config_serves_server_everything() {
         return;
     }
     let _serial = heavy_lock().await;
-    let mut gateway =
+    let mut embedded = Gateway::start_embedded_defaults().await;
+    check_quickstart(&mut embedded).await;
+    drop(embedded);
+    let mut from_file =
         Gateway::start_with_file(&workspace_root().join("config/quickstart.yaml")).await;
+    check_quickstart(&mut from_file).await;
+}
+
+async fn check_quickstart(gateway: &mut Gateway) {
     gateway
         .wait_upstream_state("everything", "healthy", std::time::Duration::from_secs(60))
         .await;
