@@ -35,6 +35,10 @@ pub struct Round {
     pub p50: Duration,
     pub p99: Duration,
     pub calls: usize,
+    /// Calls made in the round, warm-up included.
+    pub calls_including_warmup: usize,
+    /// CPU time the gateway process used per call (gateway rounds only).
+    pub gateway_cpu: Option<Duration>,
 }
 
 /// The p-th percentile (0..=100) of sorted values (nearest rank).
@@ -79,6 +83,7 @@ pub async fn round(
                 let mut latencies = Vec::with_capacity(max_calls.min(100_000));
                 let mut last_done = measured_from;
                 let mut error = None;
+                let mut made = 0usize;
                 for _ in 0..max_calls {
                     let t = Instant::now();
                     if t >= end {
@@ -88,21 +93,24 @@ pub async fn round(
                         error = Some(e);
                         break;
                     }
+                    made += 1;
                     let done = Instant::now();
                     if t >= measured_from {
                         latencies.push(done - t);
                         last_done = done;
                     }
                 }
-                (conn, latencies, last_done, error)
+                (conn, latencies, last_done, error, made)
             })
         })
         .collect();
     let mut conns = Vec::with_capacity(tasks.len());
     let mut all = Vec::new();
     let mut last = measured_from;
+    let mut made = 0;
     for task in tasks {
-        let (conn, latencies, last_done, error) = task.await?;
+        let (conn, latencies, last_done, error, worker_made) = task.await?;
+        made += worker_made;
         if let Some(e) = error {
             bail!("a call failed: {e:#}");
         }
@@ -124,6 +132,8 @@ pub async fn round(
             p50: percentile(&all, 50.0),
             p99: percentile(&all, 99.0),
             calls: all.len(),
+            calls_including_warmup: made,
+            gateway_cpu: None,
         },
     ))
 }

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use crate::Settings;
 use crate::client::{ApiDirect, McpHttp, Rest, StdioDirect};
 use crate::load::{self, Conn, Round};
-use crate::proc::{Gateway, TempDir, Upstreams, self_exe, toolgate_bin};
+use crate::proc::{Gateway, TempDir, Upstreams, cpu_time, self_exe, toolgate_bin};
 use crate::report::{OverheadRow, Report, Summary};
 use crate::upstreams::{API_OPERATION, FAST_TOOL, openapi_spec};
 
@@ -27,6 +27,15 @@ enum Target {
     ApiMcp,
     StdioGateway,
     StdioDirect,
+}
+
+impl Target {
+    fn via_gateway(self) -> bool {
+        matches!(
+            self,
+            Target::McpGateway | Target::ApiRest | Target::ApiMcp | Target::StdioGateway
+        )
+    }
 }
 
 /// The gateway config: the three upstreams, health checks out of the way, the call
@@ -163,10 +172,20 @@ pub async fn run(settings: &Settings, report: &mut Report) -> Result<()> {
             for index in order {
                 let (target, conns, rounds) = &mut pools[index];
                 let taken = conns.take().unwrap_or_default();
-                let (back, result) =
+                let total = taken.len() * settings.max_calls;
+                let cpu_before = cpu_time(gateway.proc.pid());
+                let (back, mut result) =
                     load::round(taken, settings.warmup, settings.measure, settings.max_calls)
                         .await
                         .with_context(|| format!("{target:?} at c={c}"))?;
+                // Per call over the whole round (warm-up included): CPU time is only
+                // readable per process, not per window.
+                let all_calls = result.calls_including_warmup.min(total).max(1);
+                if target.via_gateway()
+                    && let (Some(before), Some(after)) = (cpu_before, cpu_time(gateway.proc.pid()))
+                {
+                    result.gateway_cpu = Some((after - before) / all_calls as u32);
+                }
                 *conns = Some(back);
                 eprintln!(
                     "overhead: c={c} round {} {target:?}: {:.0} calls/s, p50 {:.0} µs",

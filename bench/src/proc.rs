@@ -38,7 +38,8 @@ impl Drop for TempDir {
     }
 }
 
-/// A child we started: SIGTERM on drop, SIGKILL if it has not exited 2 s later.
+/// A child we started: SIGTERM on drop, SIGKILL if it has not exited 10 s later (a
+/// gateway under a profiler needs time to write its profile).
 pub struct Proc {
     pub child: Child,
     name: String,
@@ -76,7 +77,7 @@ impl Drop for Proc {
         unsafe {
             libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
         }
-        let deadline = Instant::now() + Duration::from_secs(2);
+        let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
                 return;
@@ -294,4 +295,20 @@ pub fn shared_dir() -> PathBuf {
         Some(dir) => PathBuf::from(dir),
         None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared"),
     }
+}
+
+/// CPU time (user + system) a process has used so far, from `/proc/<pid>/stat`.
+pub fn cpu_time(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces) start at field 3.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let ticks = if ticks > 0 { ticks as u64 } else { 100 };
+    Some(Duration::from_secs_f64(
+        (utime + stime) as f64 / ticks as f64,
+    ))
 }

@@ -13,6 +13,8 @@ pub struct Summary {
     pub throughput: f64,
     pub p50: Duration,
     pub p99: Duration,
+    /// Gateway CPU time per call (median over rounds), for paths through it.
+    pub gateway_cpu: Option<Duration>,
 }
 
 impl Summary {
@@ -20,10 +22,12 @@ impl Summary {
         let mut throughput: Vec<f64> = rounds.iter().map(|r| r.throughput).collect();
         let mut p50: Vec<Duration> = rounds.iter().map(|r| r.p50).collect();
         let mut p99: Vec<Duration> = rounds.iter().map(|r| r.p99).collect();
+        let mut cpu: Vec<Duration> = rounds.iter().filter_map(|r| r.gateway_cpu).collect();
         Summary {
             throughput: median_f64(&mut throughput),
             p50: median_duration(&mut p50),
             p99: median_duration(&mut p99),
+            gateway_cpu: (!cpu.is_empty()).then(|| median_duration(&mut cpu)),
         }
     }
 }
@@ -92,7 +96,12 @@ pub fn machine() -> String {
         .find_map(|l| l.strip_prefix("MemTotal:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
         .map_or(0.0, |kb| kb / 1024.0 / 1024.0);
-    format!("{cores} cores, {model}, {mem_gb:.0} GB RAM")
+    // Other work on the machine skews every timing: say how busy it was at the start.
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".into());
+    format!("{cores} cores, {model}, {mem_gb:.0} GB RAM, load average {load} at start")
 }
 
 impl Report {
@@ -138,15 +147,15 @@ impl Report {
             let _ = writeln!(out, "## Call overhead\n");
             let _ = writeln!(
                 out,
-                "| path | c | direct calls/s | gateway calls/s | gateway/direct | direct p50 µs | gateway p50 µs | added p50 µs | direct p99 µs | gateway p99 µs |"
+                "| path | c | direct calls/s | gateway calls/s | gateway/direct | direct p50 µs | gateway p50 µs | added p50 µs | direct p99 µs | gateway p99 µs | gateway CPU µs/call |"
             );
-            let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
+            let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|");
             for row in &self.overhead {
                 let dash = || "—".to_owned();
                 let direct = row.direct.as_ref();
                 let _ = writeln!(
                     out,
-                    "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} |",
+                    "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} |",
                     row.path,
                     row.concurrency,
                     direct.map_or_else(dash, |d| format!("{:.0}", d.throughput)),
@@ -157,6 +166,7 @@ impl Report {
                     row.added_p50().map_or_else(dash, |a| format!("{a:+.0}")),
                     direct.map_or_else(dash, |d| fmt_us(d.p99)),
                     fmt_us(row.gateway.p99),
+                    row.gateway.gateway_cpu.map_or_else(dash, fmt_us),
                 );
             }
             out.push('\n');
