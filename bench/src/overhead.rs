@@ -1,0 +1,256 @@
+//! Call overhead: the same tool call directly and through the gateway, at each
+//! concurrency, in interleaved rounds.
+//!
+//! Paths: the MCP server over streamable HTTP (direct vs the gateway's `/mcp`); the HTTP
+//! API (direct `GET` vs the gateway's REST `POST /v1/tools/{name}/call` and its `/mcp`);
+//! the stdio MCP server through the gateway (direct stdio from the bench at c=1 only,
+//! since one pipe answers one request at a time).
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use serde_json::{Value, json};
+
+use crate::Settings;
+use crate::client::{ApiDirect, McpHttp, Rest, StdioDirect};
+use crate::load::{self, Conn, Round};
+use crate::proc::{Gateway, TempDir, Upstreams, cpu_time, self_exe, toolgate_bin};
+use crate::report::{OverheadRow, Report, Summary};
+use crate::upstreams::{API_OPERATION, FAST_TOOL, openapi_spec};
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Target {
+    McpDirect,
+    McpGateway,
+    ApiDirect,
+    ApiRest,
+    ApiMcp,
+    StdioGateway,
+    StdioDirect,
+}
+
+impl Target {
+    fn via_gateway(self) -> bool {
+        matches!(
+            self,
+            Target::McpGateway | Target::ApiRest | Target::ApiMcp | Target::StdioGateway
+        )
+    }
+}
+
+/// The gateway config: the three upstreams, health checks out of the way, the call
+/// limiter above the highest concurrency measured.
+pub fn gateway_config(upstreams: &Upstreams, spec_path: &str) -> Result<Value> {
+    let exe = self_exe()?;
+    Ok(json!({
+        "health": {"interval": "60s"},
+        "upstreams": {
+            "fast": {
+                "streamable_http": {"url": upstreams.url("/mcp")},
+                "max_concurrent_calls": 256
+            },
+            "api": {
+                "openapi": {"spec_path": spec_path, "allow_private_networks": true},
+                "max_concurrent_calls": 256
+            },
+            "pipe": {
+                "stdio": {"command": exe, "args": ["stdio-server"]},
+                "max_concurrent_calls": 256
+            }
+        }
+    }))
+}
+
+async fn connect(
+    target: Target,
+    upstreams: &Upstreams,
+    gateway: &Gateway,
+    count: usize,
+) -> Result<Vec<Conn>> {
+    let api_tool = format!("api__{API_OPERATION}");
+    let fast_tool = format!("fast__{FAST_TOOL}");
+    let mut conns = Vec::with_capacity(count);
+    for _ in 0..count {
+        let conn = match target {
+            Target::McpDirect => Conn::Mcp(Box::new(
+                McpHttp::connect(
+                    &upstreams.url("/mcp"),
+                    FAST_TOOL,
+                    json!({"message": "hi"}),
+                    None,
+                )
+                .await?,
+            )),
+            Target::McpGateway => Conn::Mcp(Box::new(
+                McpHttp::connect(
+                    &gateway.url("/mcp"),
+                    &fast_tool,
+                    json!({"message": "hi"}),
+                    None,
+                )
+                .await?,
+            )),
+            Target::ApiDirect => Conn::Api(ApiDirect::new(upstreams.url("/api/items/42"))?),
+            Target::ApiRest => Conn::Rest(Rest::new(&gateway.base, &api_tool)?),
+            Target::ApiMcp => Conn::Mcp(Box::new(
+                McpHttp::connect(&gateway.url("/mcp"), &api_tool, json!({"id": "42"}), None)
+                    .await?,
+            )),
+            Target::StdioGateway => Conn::Mcp(Box::new(
+                McpHttp::connect(
+                    &gateway.url("/mcp"),
+                    "pipe__echo",
+                    json!({"message": "hi"}),
+                    None,
+                )
+                .await?,
+            )),
+            Target::StdioDirect => Conn::Stdio(Box::new(StdioDirect::start(&self_exe()?).await?)),
+        };
+        conns.push(conn);
+    }
+    Ok(conns)
+}
+
+pub async fn run(settings: &Settings, report: &mut Report) -> Result<()> {
+    if !["mcp", "rest", "api-mcp", "stdio"]
+        .iter()
+        .any(|p| settings.wants(p))
+    {
+        return Ok(());
+    }
+    let bin = toolgate_bin(settings.toolgate.as_deref())?;
+    let upstreams = Upstreams::start(settings.catalog_tools.min(10))?;
+    let dir = TempDir::new("overhead")?;
+    let spec_path = dir.path().join("bench-api.json");
+    std::fs::write(
+        &spec_path,
+        openapi_spec(&upstreams.url("/api"), 0).to_string(),
+    )?;
+    let config = gateway_config(&upstreams, &spec_path.display().to_string())?;
+    let gateway = Gateway::start(&bin, "overhead", &config)
+        .await
+        .context("start the gateway")?;
+
+    for &c in &settings.concurrency {
+        eprintln!("overhead: concurrency {c}");
+        let wanted =
+            |path: &str| settings.only.is_empty() || settings.only.iter().any(|p| p == path);
+        let mut targets = Vec::new();
+        if wanted("mcp") {
+            targets.extend([Target::McpDirect, Target::McpGateway]);
+        }
+        if wanted("rest") || wanted("api-mcp") {
+            targets.push(Target::ApiDirect);
+        }
+        if wanted("rest") {
+            targets.push(Target::ApiRest);
+        }
+        if wanted("api-mcp") {
+            targets.push(Target::ApiMcp);
+        }
+        if wanted("stdio") {
+            targets.push(Target::StdioGateway);
+            if c == 1 {
+                targets.push(Target::StdioDirect);
+            }
+        }
+        let mut pools = Vec::new();
+        for &target in &targets {
+            let conns = connect(target, &upstreams, &gateway, c)
+                .await
+                .with_context(|| format!("connect {target:?} x{c}"))?;
+            pools.push((target, Some(conns), Vec::<Round>::new()));
+        }
+        for round in 0..settings.rounds {
+            // Alternate the order so slow drift of the machine hits both sides alike.
+            let order: Vec<usize> = if round % 2 == 0 {
+                (0..pools.len()).collect()
+            } else {
+                (0..pools.len()).rev().collect()
+            };
+            for index in order {
+                let (target, conns, rounds) = &mut pools[index];
+                let taken = conns.take().unwrap_or_default();
+                let total = taken.len() * settings.max_calls;
+                let cpu_before = cpu_time(gateway.proc.pid());
+                let (back, mut result) =
+                    load::round(taken, settings.warmup, settings.measure, settings.max_calls)
+                        .await
+                        .with_context(|| format!("{target:?} at c={c}"))?;
+                // Per call over the whole round (warm-up included): CPU time is only
+                // readable per process, not per window.
+                let all_calls = result.calls_including_warmup.min(total).max(1);
+                if target.via_gateway()
+                    && let (Some(before), Some(after)) = (cpu_before, cpu_time(gateway.proc.pid()))
+                {
+                    result.gateway_cpu = Some((after - before) / all_calls as u32);
+                }
+                *conns = Some(back);
+                eprintln!(
+                    "overhead: c={c} round {} {target:?}: {:.0} calls/s, p50 {:.0} µs",
+                    round + 1,
+                    result.throughput,
+                    result.p50.as_secs_f64() * 1e6
+                );
+                if result.calls == 0 {
+                    anyhow::bail!("{target:?} at c={c}: no call completed in the round");
+                }
+                rounds.push(result);
+            }
+            // Let sockets and the allocator settle between rounds.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let summary = |t: Target| {
+            pools
+                .iter()
+                .find(|(target, _, _)| *target == t)
+                .map(|(_, _, rounds)| Summary::of(rounds))
+        };
+        let rows = [
+            ("MCP streamable HTTP", Target::McpDirect, Target::McpGateway),
+            ("OpenAPI via REST", Target::ApiDirect, Target::ApiRest),
+            ("OpenAPI via MCP", Target::ApiDirect, Target::ApiMcp),
+            ("stdio via MCP", Target::StdioDirect, Target::StdioGateway),
+        ];
+        for (path, direct, via) in rows {
+            if let Some(gateway) = summary(via) {
+                report.overhead.push(OverheadRow {
+                    path,
+                    concurrency: c,
+                    direct: summary(direct),
+                    gateway,
+                });
+            }
+        }
+    }
+    drop(gateway);
+
+    if !settings.smoke {
+        let mcp = |c: usize| {
+            report
+                .overhead
+                .iter()
+                .find(|r| r.path == "MCP streamable HTTP" && r.concurrency == c)
+        };
+        if let Some(row) = mcp(16) {
+            let added = row.added_p50().unwrap_or(f64::NAN);
+            let c1 = mcp(1).and_then(|r| r.added_p50()).unwrap_or(f64::NAN);
+            let ratio = row.ratio().unwrap_or(0.0);
+            let (added_met, ratio_met) = (added <= 150.0, ratio >= 0.7);
+            report.target(
+                "added latency p50, MCP, c=16",
+                "≤ 150 µs",
+                format!("{added:+.0} µs (c=1: {c1:+.0} µs)"),
+                added_met,
+            );
+            report.target(
+                "throughput gateway/direct, MCP, c=16",
+                "≥ 0.7×",
+                format!("{ratio:.2}×"),
+                ratio_met,
+            );
+        }
+    }
+    Ok(())
+}

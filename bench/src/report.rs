@@ -1,0 +1,201 @@
+//! The markdown report: the machine, the call-overhead table, the scale and truncation
+//! table, and the targets with met/missed.
+
+use std::fmt::Write;
+use std::time::Duration;
+
+use crate::Settings;
+use crate::load::{Round, median_duration, median_f64};
+
+/// Medians over the rounds of one path.
+#[derive(Clone, Debug)]
+pub struct Summary {
+    pub throughput: f64,
+    pub p50: Duration,
+    pub p99: Duration,
+    /// Gateway CPU time per call (median over rounds), for paths through it.
+    pub gateway_cpu: Option<Duration>,
+}
+
+impl Summary {
+    pub fn of(rounds: &[Round]) -> Summary {
+        let mut throughput: Vec<f64> = rounds.iter().map(|r| r.throughput).collect();
+        let mut p50: Vec<Duration> = rounds.iter().map(|r| r.p50).collect();
+        let mut p99: Vec<Duration> = rounds.iter().map(|r| r.p99).collect();
+        let mut cpu: Vec<Duration> = rounds.iter().filter_map(|r| r.gateway_cpu).collect();
+        Summary {
+            throughput: median_f64(&mut throughput),
+            p50: median_duration(&mut p50),
+            p99: median_duration(&mut p99),
+            gateway_cpu: (!cpu.is_empty()).then(|| median_duration(&mut cpu)),
+        }
+    }
+}
+
+pub struct OverheadRow {
+    pub path: &'static str,
+    pub concurrency: usize,
+    pub direct: Option<Summary>,
+    pub gateway: Summary,
+}
+
+impl OverheadRow {
+    pub fn ratio(&self) -> Option<f64> {
+        let direct = self.direct.as_ref()?;
+        (direct.throughput > 0.0).then(|| self.gateway.throughput / direct.throughput)
+    }
+
+    pub fn added_p50(&self) -> Option<f64> {
+        let direct = self.direct.as_ref()?;
+        Some(micros(self.gateway.p50) - micros(direct.p50))
+    }
+}
+
+pub struct Row {
+    pub name: String,
+    pub value: String,
+}
+
+pub struct Target {
+    pub what: String,
+    pub target: String,
+    pub measured: String,
+    pub met: bool,
+}
+
+pub struct Report {
+    pub header: String,
+    pub overhead: Vec<OverheadRow>,
+    pub rows: Vec<Row>,
+    pub targets: Vec<Target>,
+}
+
+pub fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn fmt_us(d: Duration) -> String {
+    format!("{:.0}", micros(d))
+}
+
+/// What the machine is: cores, CPU model, memory.
+pub fn machine() -> String {
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")?
+                .split_once(':')
+                .map(|(_, m)| m.trim())
+        })
+        .unwrap_or("unknown CPU");
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mem_gb = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0 / 1024.0);
+    // Other work on the machine skews every timing: say how busy it was at the start.
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".into());
+    format!("{cores} cores, {model}, {mem_gb:.0} GB RAM, load average {load} at start")
+}
+
+impl Report {
+    pub fn new(settings: &Settings) -> Report {
+        let mode = if settings.smoke {
+            "smoke (tiny sizes: proves the bench runs; the numbers mean nothing)".to_owned()
+        } else {
+            format!(
+                "{} rounds per path, direct and gateway alternating, {:.1} s measured after {:.1} s warm-up; medians",
+                settings.rounds,
+                settings.measure.as_secs_f64(),
+                settings.warmup.as_secs_f64()
+            )
+        };
+        Report {
+            header: format!("Machine: {}. Mode: {mode}.", machine()),
+            overhead: Vec::new(),
+            rows: Vec::new(),
+            targets: Vec::new(),
+        }
+    }
+
+    pub fn row(&mut self, name: impl Into<String>, value: impl Into<String>) {
+        self.rows.push(Row {
+            name: name.into(),
+            value: value.into(),
+        });
+    }
+
+    pub fn target(&mut self, what: &str, target: &str, measured: String, met: bool) {
+        self.targets.push(Target {
+            what: what.to_owned(),
+            target: target.to_owned(),
+            measured,
+            met,
+        });
+    }
+
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "# toolgate bench\n\n{}\n", self.header);
+        if !self.overhead.is_empty() {
+            let _ = writeln!(out, "## Call overhead\n");
+            let _ = writeln!(
+                out,
+                "| path | c | direct calls/s | gateway calls/s | gateway/direct | direct p50 µs | gateway p50 µs | added p50 µs | direct p99 µs | gateway p99 µs | gateway CPU µs/call |"
+            );
+            let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|");
+            for row in &self.overhead {
+                let dash = || "—".to_owned();
+                let direct = row.direct.as_ref();
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} |",
+                    row.path,
+                    row.concurrency,
+                    direct.map_or_else(dash, |d| format!("{:.0}", d.throughput)),
+                    row.gateway.throughput,
+                    row.ratio().map_or_else(dash, |r| format!("{r:.2}")),
+                    direct.map_or_else(dash, |d| fmt_us(d.p50)),
+                    fmt_us(row.gateway.p50),
+                    row.added_p50().map_or_else(dash, |a| format!("{a:+.0}")),
+                    direct.map_or_else(dash, |d| fmt_us(d.p99)),
+                    fmt_us(row.gateway.p99),
+                    row.gateway.gateway_cpu.map_or_else(dash, fmt_us),
+                );
+            }
+            out.push('\n');
+        }
+        if !self.rows.is_empty() {
+            let _ = writeln!(out, "## Catalog scale and truncation\n");
+            let _ = writeln!(out, "| measurement | result |");
+            let _ = writeln!(out, "|---|---|");
+            for row in &self.rows {
+                let _ = writeln!(out, "| {} | {} |", row.name, row.value);
+            }
+            out.push('\n');
+        }
+        if !self.targets.is_empty() {
+            let _ = writeln!(out, "## Targets\n");
+            let _ = writeln!(out, "| target | goal | measured | met |");
+            let _ = writeln!(out, "|---|---|---|---|");
+            for t in &self.targets {
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {} | {} |",
+                    t.what,
+                    t.target,
+                    t.measured,
+                    if t.met { "yes" } else { "**no**" }
+                );
+            }
+            out.push('\n');
+        }
+        out
+    }
+}

@@ -1,0 +1,76 @@
+//! The bench still runs: `toolgate-bench all --smoke` (a few calls per case, 50
+//! sessions, a 200-tool catalog, a 64 KB truncation) completes and prints a table with
+//! every row. No timing is asserted: this machine's numbers belong in bench/README.md.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[test]
+fn smoke_run_prints_every_row() {
+    let dir = std::env::temp_dir().join(format!("toolgate-bench-smoke-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let stdout_path = dir.join("stdout.txt");
+    let stderr_path = dir.join("stderr.txt");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate-bench"))
+        .args(["all", "--smoke"])
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&stdout_path).expect("stdout file"))
+        .stderr(std::fs::File::create(&stderr_path).expect("stderr file"))
+        .spawn()
+        .expect("start toolgate-bench");
+    // Generous: the first run may build the toolgate binary.
+    let deadline = Instant::now() + Duration::from_secs(900);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("toolgate-bench all --smoke did not finish within 900 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let stdout = std::fs::read_to_string(&stdout_path).unwrap_or_default();
+    let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        status.success(),
+        "toolgate-bench all --smoke failed ({status}):\n{stdout}\n{stderr}"
+    );
+
+    let mut expected: Vec<String> = Vec::new();
+    for c in [1, 16, 64] {
+        for path in [
+            "MCP streamable HTTP",
+            "OpenAPI via REST",
+            "OpenAPI via MCP",
+            "stdio via MCP",
+        ] {
+            expected.push(format!("| {path} | {c} | "));
+        }
+    }
+    expected.extend(
+        [
+            "| import generated (200 operations) | ",
+            "| tools/list, 200-tool catalog, tenant allowed half | ",
+            "| memory per idle MCP session (50 sessions) | ",
+            "| count tokens, 64 KB JSON (o200k_base) | ",
+            "| truncate 64 KB JSON to 12000 tokens | ",
+        ]
+        .map(String::from),
+    );
+    for row in &expected {
+        assert!(
+            stdout.lines().any(|line| line.starts_with(row.as_str())),
+            "row {row:?} missing from the report:\n{stdout}"
+        );
+    }
+    // Direct stdio is measured at c=1 only; every other row has a direct side.
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("| stdio via MCP | 1 | ") && !l.contains("| — |")),
+        "stdio direct missing at c=1:\n{stdout}"
+    );
+}
