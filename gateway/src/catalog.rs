@@ -42,6 +42,9 @@ pub struct Entry {
     /// The definition clients see: the upstream's raw definition, renamed, with the
     /// routing facts in `_meta`.
     pub definition: JsonObject,
+    /// `definition` serialized once at build time: `tools/list` splices it in as is
+    /// instead of re-serializing thousands of definitions per request.
+    pub definition_json: Arc<str>,
 }
 
 /// One upstream's contribution to a catalog build.
@@ -141,8 +144,12 @@ impl Catalog {
 
         let mut catalog = Catalog::default();
         for (name, candidate) in final_names {
+            let definition = exposed_definition(&name, candidate.upstream, candidate.tool);
             let entry = Entry {
-                definition: exposed_definition(&name, candidate.upstream, candidate.tool),
+                definition_json: serde_json::to_string(&definition)
+                    .unwrap_or_else(|_| "{}".to_owned())
+                    .into(),
+                definition,
                 name: name.clone(),
                 upstream: candidate.upstream.to_owned(),
                 original: candidate.tool.name.clone(),

@@ -21,6 +21,8 @@ use serde_json::Value;
 use crate::catalog::Catalog;
 use crate::gateway::Gateway;
 
+mod splice;
+
 const TOOLS_KEY: &[u8] = b"\"tools\":[";
 
 /// Axum middleware for `/mcp` (and the same rewrite serves `toolgate stdio`).
@@ -123,6 +125,13 @@ pub fn rewrite_message(catalog: &Catalog, bytes: Bytes) -> Bytes {
     if !contains(&bytes, TOOLS_KEY) {
         return bytes;
     }
+    if bytes.first() == Some(&b'{') {
+        return match splice::rewrite(catalog, &bytes) {
+            Some(out) => Bytes::from(out),
+            None => bytes,
+        };
+    }
+    // A batch (rare): the general path through `Value`.
     let Ok(mut message) = serde_json::from_slice::<Value>(&bytes) else {
         return bytes;
     };
@@ -223,6 +232,37 @@ mod tests {
         assert_eq!(rewrite_message(&catalog, call.clone()), call);
         let nested = Bytes::from_static(br#"{"jsonrpc":"2.0","id":2,"result":{"structuredContent":{"tools":[{"name":"ev__echo"}]}}}"#);
         assert_eq!(rewrite_message(&catalog, nested.clone()), nested);
+    }
+
+    #[test]
+    fn the_fast_path_writes_what_the_general_path_does() {
+        let catalog = catalog();
+        let typed = json!({"jsonrpc": "2.0", "id": "a\"b", "result": {
+            "tools": [
+                {"name": "tool_search", "inputSchema": {"type": "object"}},
+                {"name": "ev__echo", "inputSchema": {"type": "object"}},
+                {"name": "not_in_catalog", "description": "é \u{1F600}"}
+            ],
+            "nextCursor": "x"
+        }});
+        let fast = rewrite_message(&catalog, Bytes::from(typed.to_string()));
+        let fast: Value = serde_json::from_slice(&fast).expect("valid JSON");
+        let mut general = typed.clone();
+        assert!(restore(&catalog, &mut general));
+        assert_eq!(fast, general);
+        assert_eq!(
+            fast["result"]["tools"][1]["execution"]["taskSupport"],
+            "optional"
+        );
+        // A batch takes the general path and gets the same.
+        let batch = Value::Array(vec![
+            typed.clone(),
+            json!({"jsonrpc": "2.0", "id": 9, "result": {}}),
+        ]);
+        let out: Value =
+            serde_json::from_slice(&rewrite_message(&catalog, Bytes::from(batch.to_string())))
+                .unwrap();
+        assert_eq!(out[0], general);
     }
 
     #[test]

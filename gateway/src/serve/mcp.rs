@@ -144,11 +144,7 @@ impl ServerHandler for McpHandler {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        self.shared
-            .peers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(context.peer.clone());
+        self.shared.add_peer(context.peer.clone());
     }
 
     async fn list_prompts(

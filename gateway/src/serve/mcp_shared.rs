@@ -28,6 +28,8 @@ pub struct McpShared {
     pub protocol_tools: Vec<Tool>,
     /// Live legacy sessions, told about catalog changes.
     pub peers: Mutex<Vec<Peer<RoleServer>>>,
+    /// The length of `peers` at which the next sweep of ended sessions runs.
+    peers_sweep_at: Mutex<usize>,
     /// The session whose call on the passthrough upstream finished last, and when:
     /// where that upstream's late notifications go (see [`relay_late_notifications`]).
     last_passthrough_caller: Mutex<Option<(Peer<RoleServer>, Instant)>>,
@@ -47,6 +49,7 @@ impl McpShared {
             typed: Mutex::new(None),
             protocol_tools,
             peers: Mutex::new(Vec::new()),
+            peers_sweep_at: Mutex::new(64),
             last_passthrough_caller: Mutex::new(None),
         });
         tokio::spawn(announce_changes(Arc::downgrade(&shared)));
@@ -104,6 +107,24 @@ impl McpShared {
         });
         *cached = Some(typed.clone());
         typed
+    }
+}
+
+impl McpShared {
+    /// Remembers a session's peer for `list_changed`. Peers of ended sessions are
+    /// dropped whenever the list has doubled since the last sweep, so the list stays
+    /// proportional to the live sessions without a sweep per session.
+    pub fn add_peer(&self, peer: Peer<RoleServer>) {
+        let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut sweep_at = self
+            .peers_sweep_at
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if peers.len() >= *sweep_at {
+            peers.retain(|p| !p.is_transport_closed());
+            *sweep_at = (peers.len() * 2).max(64);
+        }
+        peers.push(peer);
     }
 }
 
