@@ -72,6 +72,10 @@ pub struct Config {
     /// Per-session state: the visible tool set that `tool_expand_tools` grows.
     #[serde(default)]
     pub sessions: SessionsConfig,
+    /// Where shared state lives (sessions, rate limits, runtime registrations):
+    /// `memory` for one process (default), `redis` when several replicas serve together.
+    #[serde(default)]
+    pub state: StateConfig,
     /// The upstreams, by name. A name becomes the prefix of its tools
     /// (`<name>__<tool>`): letters, digits, `_` and `-`.
     #[serde(default)]
@@ -141,13 +145,224 @@ fn default_allow() -> Vec<String> {
     vec!["*".to_owned()]
 }
 
-/// A token bucket: `per_second` sustained, up to `burst` at once.
+/// A token bucket per tenant: set exactly one of `per_second`, `per_minute` or
+/// `per_hour` (the sustained rate), and optionally `burst` (requests accepted at once;
+/// default: the rate's count). `{per_hour: 20, burst: 20}` is "20 per hour".
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RateLimitConfig {
-    pub per_second: u32,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_second: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_minute: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_hour: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub burst: Option<u32>,
+}
+
+/// A validated rate: `count` requests per `window`, `burst` at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate {
+    pub count: u32,
+    pub window: Duration,
+    pub burst: u32,
+}
+
+impl Rate {
+    /// Time between two requests at the sustained rate (one token's refill).
+    pub fn emission_interval(&self) -> Duration {
+        self.window / self.count.max(1)
+    }
+
+    /// This rate shared out over `replicas` processes (each gets its share of the count
+    /// and of the burst, at least 1).
+    pub fn divided(&self, replicas: u32) -> Rate {
+        let replicas = replicas.max(1);
+        Rate {
+            count: self.count.div_ceil(replicas).max(1),
+            window: self.window,
+            burst: self.burst.div_ceil(replicas).max(1),
+        }
+    }
+}
+
+impl RateLimitConfig {
+    /// The rate, or a message saying what is wrong (relative to `rate_limit`).
+    pub fn rate(&self) -> Result<Rate, String> {
+        let set: Vec<(u32, Duration, &str)> = [
+            (self.per_second, Duration::from_secs(1), "per_second"),
+            (self.per_minute, Duration::from_secs(60), "per_minute"),
+            (self.per_hour, Duration::from_secs(3600), "per_hour"),
+        ]
+        .into_iter()
+        .filter_map(|(count, window, field)| count.map(|c| (c, window, field)))
+        .collect();
+        let [(count, window, field)] = set[..] else {
+            return Err(format!(
+                "set exactly one of `per_second`, `per_minute`, `per_hour` (found {})",
+                set.len()
+            ));
+        };
+        if count == 0 {
+            return Err(format!("`{field}` must be at least 1"));
+        }
+        let burst = self.burst.unwrap_or(count);
+        if burst == 0 {
+            return Err("`burst` must be at least 1".into());
+        }
+        Ok(Rate {
+            count,
+            window,
+            burst,
+        })
+    }
+}
+
+/// Which engine holds shared state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StateBackend {
+    /// In this process only: right for one gateway process.
+    #[default]
+    Memory,
+    /// A Redis server shared by every replica (`state.url`).
+    Redis,
+}
+
+/// What a shared rate limit does while Redis cannot be reached.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FailPolicy {
+    /// Keep serving, each replica limiting on its own at the tenant's rate divided by
+    /// `state.replicas`.
+    #[default]
+    FailOpen,
+    /// Refuse rate-limited tenants' requests (503) until Redis answers again.
+    FailClosed,
+}
+
+/// Where shared state lives. Sessions (and their expanded tools), MCP transport
+/// sessions, tenant rate limits and runtime registrations are kept here; with
+/// `backend: redis` every replica sees the same ones, so no sticky routing is needed.
+#[derive(Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StateConfig {
+    #[serde(default)]
+    pub backend: StateBackend,
+    /// `redis://[user:password@]host:port[/db]` (or `redis+unix:///path`), required
+    /// for `backend: redis`. It may carry a password: write `url: ${REDIS_URL}`; it is
+    /// never logged (only host and port are).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Prefix of every Redis key and channel (several gateways can share one Redis
+    /// under different prefixes).
+    #[serde(default = "default_key_prefix")]
+    pub key_prefix: String,
+    /// How many replicas share the tenants' rate limits: with `fail_open`, each limits
+    /// on its own at the rate divided by this while Redis is unreachable.
+    #[serde(default = "default_replicas")]
+    pub replicas: u32,
+    /// Rate limits while Redis is unreachable: `fail_open` (default) or `fail_closed`.
+    #[serde(default)]
+    pub on_unavailable: FailPolicy,
+    /// Bound for connecting to Redis.
+    #[serde(default = "default_connect_timeout", with = "humantime_serde")]
+    #[schemars(with = "String")]
+    pub connect_timeout: Duration,
+    /// Bound for one Redis command; a slower answer counts as Redis being unavailable.
+    #[serde(default = "default_command_timeout", with = "humantime_serde")]
+    #[schemars(with = "String")]
+    pub command_timeout: Duration,
+}
+
+// The URL can hold a password: never print it.
+impl std::fmt::Debug for StateConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateConfig")
+            .field("backend", &self.backend)
+            .field("url", &self.url.as_ref().map(|_| "<redacted>"))
+            .field("key_prefix", &self.key_prefix)
+            .field("replicas", &self.replicas)
+            .field("on_unavailable", &self.on_unavailable)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("command_timeout", &self.command_timeout)
+            .finish()
+    }
+}
+
+fn default_key_prefix() -> String {
+    "toolgate:".to_owned()
+}
+
+fn default_replicas() -> u32 {
+    1
+}
+
+fn default_connect_timeout() -> Duration {
+    Duration::from_secs(2)
+}
+
+fn default_command_timeout() -> Duration {
+    Duration::from_secs(1)
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        Self {
+            backend: StateBackend::Memory,
+            url: None,
+            key_prefix: default_key_prefix(),
+            replicas: default_replicas(),
+            on_unavailable: FailPolicy::FailOpen,
+            connect_timeout: default_connect_timeout(),
+            command_timeout: default_command_timeout(),
+        }
+    }
+}
+
+impl StateConfig {
+    /// Checks the fields together; messages name the field (relative to `state`).
+    fn validate(&self) -> Result<(), (String, String)> {
+        if self.replicas == 0 {
+            return Err(("replicas".into(), "must be at least 1".into()));
+        }
+        if self.connect_timeout.is_zero() || self.command_timeout.is_zero() {
+            return Err((
+                "command_timeout".into(),
+                "`connect_timeout` and `command_timeout` must be greater than zero".into(),
+            ));
+        }
+        if self.key_prefix.is_empty() || self.key_prefix.len() > 64 {
+            return Err(("key_prefix".into(), "use 1 to 64 characters".into()));
+        }
+        match (self.backend, &self.url) {
+            (StateBackend::Memory, _) => Ok(()),
+            (StateBackend::Redis, None) => Err((
+                "url".into(),
+                "`backend: redis` needs `url` (e.g. `url: ${REDIS_URL}`)".into(),
+            )),
+            (StateBackend::Redis, Some(url)) => {
+                if url.starts_with("rediss://") {
+                    return Err((
+                        "url".into(),
+                        "TLS (`rediss://`) is not supported by this build: reach Redis \
+                         over `redis://` (e.g. through a TLS sidecar)"
+                            .into(),
+                    ));
+                }
+                // The parser's own message may echo the URL (and its password).
+                redis::Client::open(url.as_str()).map(|_| ()).map_err(|_| {
+                    (
+                        "url".into(),
+                        "not a valid Redis URL: expected `redis://[user:password@]host:port[/db]` \
+                         or `redis+unix:///path/to/socket`"
+                            .into(),
+                    )
+                })
+            }
+        }
+    }
 }
 
 /// Session settings.
@@ -451,12 +666,9 @@ impl Config {
                 }
             }
             if let Some(limit) = &tenant.rate_limit
-                && limit.per_second == 0
+                && let Err(message) = limit.rate()
             {
-                return Err(invalid(
-                    format!("tenants.{name}.rate_limit.per_second"),
-                    "must be at least 1".into(),
-                ));
+                return Err(invalid(format!("tenants.{name}.rate_limit"), message));
             }
         }
         if let Some(jwt) = &self.jwt
@@ -472,6 +684,9 @@ impl Config {
         }
         if let Err(message) = crate::policy::Policy::from_config(self) {
             return Err(invalid("tenants".into(), message));
+        }
+        if let Err((field, message)) = self.state.validate() {
+            return Err(invalid(format!("state.{field}"), message));
         }
         if self.health.interval.is_zero() {
             return Err(invalid(
@@ -613,6 +828,80 @@ mod tests {
         let config = Config::parse(text, &no_env).unwrap();
         assert_eq!(config.call_timeout, Duration::from_secs(120));
         assert_eq!(config.health.interval, Duration::from_millis(500));
+    }
+
+    #[test]
+    fn rate_limits_take_one_window() {
+        let rate = |limit: &str| {
+            Config::parse(
+                &format!("tenants:\n  t:\n    rate_limit: {limit}\n"),
+                &no_env,
+            )
+            .map(|c| c.tenants["t"].rate_limit.as_ref().unwrap().rate().unwrap())
+            .map_err(|e| e.to_string())
+        };
+        let old = rate("{per_second: 10, burst: 20}").unwrap();
+        assert_eq!(
+            (old.count, old.window, old.burst),
+            (10, Duration::from_secs(1), 20)
+        );
+        let hourly = rate("{per_hour: 20}").unwrap();
+        assert_eq!(hourly.emission_interval(), Duration::from_secs(180));
+        assert_eq!(hourly.burst, 20);
+        assert_eq!(hourly.divided(3).burst, 7);
+        assert_eq!(
+            rate("{per_minute: 6}").unwrap().window,
+            Duration::from_secs(60)
+        );
+        let both = rate("{per_second: 1, per_minute: 2}").unwrap_err();
+        assert!(
+            both.contains("tenants.t.rate_limit") && both.contains("exactly one"),
+            "{both}"
+        );
+        assert!(rate("{burst: 2}").unwrap_err().contains("exactly one"));
+        assert!(rate("{per_second: 0}").unwrap_err().contains("at least 1"));
+    }
+
+    #[test]
+    fn state_backend_is_checked_and_the_url_never_printed() {
+        let memory = Config::parse("{}", &no_env).unwrap();
+        assert_eq!(memory.state.backend, StateBackend::Memory);
+        assert_eq!(memory.state.key_prefix, "toolgate:");
+        let env = |name: &str| {
+            (name == "REDIS_URL").then(|| "redis://:pw-secret@10.0.0.5:6380/2".to_owned())
+        };
+        let redis = Config::parse(
+            "state: {backend: redis, url: '${REDIS_URL}', replicas: 3, on_unavailable: fail_closed}\n",
+            &env,
+        )
+        .unwrap();
+        assert_eq!(redis.state.replicas, 3);
+        assert_eq!(redis.state.on_unavailable, FailPolicy::FailClosed);
+        assert!(!format!("{:?}", redis.state).contains("pw-secret"));
+        for (text, field) in [
+            ("state: {backend: redis}\n", "state.url"),
+            ("state: {backend: redis, url: 'http://x'}\n", "state.url"),
+            (
+                "state: {backend: redis, url: 'redis://h', replicas: 0}\n",
+                "state.replicas",
+            ),
+            ("state: {backend: redis, url: 'rediss://h'}\n", "state.url"),
+            ("state: {backend: memcached}\n", "state.backend"),
+            (
+                "state: {backend: redis, url: 'redis://h', pool: 3}\n",
+                "state",
+            ),
+        ] {
+            let err = Config::parse(text, &no_env).unwrap_err().to_string();
+            assert!(err.contains(field), "{text}: {err}");
+        }
+        let bad = Config::parse(
+            "state: {backend: redis, url: 'nope://:pw-secret@h'}\n",
+            &no_env,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(!bad.contains("pw-secret"), "{bad}");
     }
 
     #[test]

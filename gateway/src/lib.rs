@@ -2,7 +2,7 @@
 //!
 //! Rooms: [`config`] (the file model), [`catalog`] (names), [`gateway`] (the core and
 //! the one call path), [`errors`] (the one error mapping), [`health`], [`metrics`], and
-//! [`serve`] (the thin surfaces). The binary (`main.rs`) is only the command line.
+//! [`serve`] (the thin surfaces), [`state`] (what replicas share: Redis). The binary (`main.rs`) is only the command line.
 
 pub mod access;
 pub mod catalog;
@@ -19,4 +19,5 @@ pub mod registry;
 pub mod search;
 pub mod serve;
 pub mod session;
+pub mod state;
 pub mod truncate;

@@ -49,7 +49,10 @@ impl FrontDoor {
         let tenant = policy
             .resolve(authenticated.as_deref())
             .map_err(|r| self.refuse(r))?;
-        policy.admit(&tenant).map_err(|r| self.refuse(r))?;
+        self.gateway
+            .admit(&policy, &tenant)
+            .await
+            .map_err(|r| self.refuse(r))?;
         Ok(tenant)
     }
 
@@ -70,8 +73,19 @@ impl FrontDoor {
                     Some(("retry-after", seconds.to_string())),
                 )
             }
+            Refusal::LimiterUnavailable { message } => state_unavailable(&message),
         }
     }
+}
+
+/// 503 for a shared state store that cannot be reached: retry shortly.
+pub fn state_unavailable(message: &str) -> Response {
+    refusal(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "state_unavailable",
+        message,
+        Some(("retry-after", "1".to_owned())),
+    )
 }
 
 fn refusal(
@@ -109,7 +123,8 @@ const SESSION_HEADER: &str = "mcp-session-id";
 /// recorded with its tenant when `initialize` answers with a new `Mcp-Session-Id`, and
 /// every later request on it (POST, the GET stream, DELETE) must come from that tenant.
 /// A session this gateway does not know (never seen, or idled out) is refused like a
-/// missing one, so it can never be taken over.
+/// missing one, so it can never be taken over. With a shared state backend the owner
+/// is read from the shared store, so a session goes on through any replica.
 pub async fn admit(
     State(door): State<Arc<FrontDoor>>,
     mut request: Request,
@@ -125,12 +140,10 @@ pub async fn admit(
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     if let Some(id) = &session {
-        let owned = door
-            .gateway
-            .sessions
-            .get(id)
-            .await
-            .is_some_and(|s| s.tenant == tenant.name);
+        let owned = match door.gateway.sessions.get_owned(id, &tenant.name).await {
+            Ok(owned) => owned.is_some(),
+            Err(unavailable) => return state_unavailable(&unavailable.to_string()),
+        };
         if !owned {
             return refusal(
                 StatusCode::NOT_FOUND,
@@ -148,10 +161,16 @@ pub async fn admit(
             .get(SESSION_HEADER)
             .and_then(|v| v.to_str().ok())
     {
-        door.gateway
+        // Recorded in the (possibly shared) store, so every replica knows the owner.
+        // Unrecorded, the session would be refused on its next request: say so now.
+        if let Err(unavailable) = door
+            .gateway
             .sessions
             .get_or_create(new_id, &tenant.name)
-            .await;
+            .await
+        {
+            return state_unavailable(&format!("the session could not be recorded: {unavailable}"));
+        }
     }
     response
 }
