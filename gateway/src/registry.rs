@@ -219,13 +219,6 @@ pub async fn unmount_registration(gateway: &Gateway, name: &str) -> bool {
 /// registration, each in the background behind a placeholder. With a shared state
 /// backend, also starts following the other replicas' registrations.
 pub async fn start_imports(gateway: &Arc<Gateway>, store: &dyn RegistrationStore) {
-    if let Some(shared) = &gateway.shared {
-        tokio::spawn(crate::state::registrations::follow(
-            Arc::downgrade(gateway),
-            shared.registrations.clone(),
-            gateway.stop_token(),
-        ));
-    }
     let mut wanted: Vec<(String, OpenApiConfig)> = gateway
         .config()
         .upstreams
@@ -257,6 +250,15 @@ pub async fn start_imports(gateway: &Arc<Gateway>, store: &dyn RegistrationStore
                 placeholder.fail(error.to_string());
             }
         });
+    }
+    // Started after the stored set was noted, so its first reconcile finds those
+    // registrations already underway.
+    if let Some(shared) = &gateway.shared {
+        tokio::spawn(crate::state::registrations::follow(
+            Arc::downgrade(gateway),
+            shared.registrations.clone(),
+            gateway.stop_token(),
+        ));
     }
 }
 
