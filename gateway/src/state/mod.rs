@@ -21,6 +21,7 @@ pub mod conn;
 pub mod ratelimit;
 pub mod redis_sessions;
 pub mod registrations;
+pub mod settings;
 #[cfg(test)]
 pub(crate) mod suite;
 
