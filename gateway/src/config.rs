@@ -14,6 +14,8 @@ use serde::{Deserialize, Serialize};
 use toolgate_adapters::mcp::{HttpConfig, McpTransport, StdioConfig};
 use toolgate_adapters::openapi::OpenApiConfig;
 
+pub use crate::state::settings::{FailPolicy, StateBackend, StateConfig};
+
 /// The whole config file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -75,6 +77,10 @@ pub struct Config {
     /// Per-session state: the visible tool set that `tool_expand_tools` grows.
     #[serde(default)]
     pub sessions: SessionsConfig,
+    /// Where shared state lives (sessions, rate limits, runtime registrations):
+    /// `memory` for one process (default), `redis` when several replicas serve together.
+    #[serde(default)]
+    pub state: StateConfig,
     /// The upstreams, by name. A name becomes the prefix of its tools
     /// (`<name>__<tool>`): letters, digits, `_` and `-`.
     #[serde(default)]
@@ -192,13 +198,78 @@ fn default_allow() -> Vec<String> {
     vec!["*".to_owned()]
 }
 
-/// A token bucket: `per_second` sustained, up to `burst` at once.
+/// A token bucket per tenant: set exactly one of `per_second`, `per_minute` or
+/// `per_hour` (the sustained rate), and optionally `burst` (requests accepted at once;
+/// default: the rate's count). `{per_hour: 20, burst: 20}` is "20 per hour".
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RateLimitConfig {
-    pub per_second: u32,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_second: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_minute: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_hour: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub burst: Option<u32>,
+}
+
+/// A validated rate: `count` requests per `window`, `burst` at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate {
+    pub count: u32,
+    pub window: Duration,
+    pub burst: u32,
+}
+
+impl Rate {
+    /// Time between two requests at the sustained rate (one token's refill).
+    pub fn emission_interval(&self) -> Duration {
+        self.window / self.count.max(1)
+    }
+
+    /// This rate shared out over `replicas` processes (each gets its share of the count
+    /// and of the burst, at least 1).
+    pub fn divided(&self, replicas: u32) -> Rate {
+        let replicas = replicas.max(1);
+        Rate {
+            count: self.count.div_ceil(replicas).max(1),
+            window: self.window,
+            burst: self.burst.div_ceil(replicas).max(1),
+        }
+    }
+}
+
+impl RateLimitConfig {
+    /// The rate, or a message saying what is wrong (relative to `rate_limit`).
+    pub fn rate(&self) -> Result<Rate, String> {
+        let set: Vec<(u32, Duration, &str)> = [
+            (self.per_second, Duration::from_secs(1), "per_second"),
+            (self.per_minute, Duration::from_secs(60), "per_minute"),
+            (self.per_hour, Duration::from_secs(3600), "per_hour"),
+        ]
+        .into_iter()
+        .filter_map(|(count, window, field)| count.map(|c| (c, window, field)))
+        .collect();
+        let [(count, window, field)] = set[..] else {
+            return Err(format!(
+                "set exactly one of `per_second`, `per_minute`, `per_hour` (found {})",
+                set.len()
+            ));
+        };
+        if count == 0 {
+            return Err(format!("`{field}` must be at least 1"));
+        }
+        let burst = self.burst.unwrap_or(count);
+        if burst == 0 {
+            return Err("`burst` must be at least 1".into());
+        }
+        Ok(Rate {
+            count,
+            window,
+            burst,
+        })
+    }
 }
 
 /// Session settings.
@@ -557,12 +628,9 @@ impl Config {
                 }
             }
             if let Some(limit) = &tenant.rate_limit
-                && limit.per_second == 0
+                && let Err(message) = limit.rate()
             {
-                return Err(invalid(
-                    format!("tenants.{name}.rate_limit.per_second"),
-                    "must be at least 1".into(),
-                ));
+                return Err(invalid(format!("tenants.{name}.rate_limit"), message));
             }
         }
         if let Some(jwt) = &self.jwt
@@ -578,6 +646,9 @@ impl Config {
         }
         if let Err(message) = crate::policy::Policy::from_config(self) {
             return Err(invalid("tenants".into(), message));
+        }
+        if let Err((field, message)) = self.state.validate() {
+            return Err(invalid(format!("state.{field}"), message));
         }
         if self.health.interval.is_zero() {
             return Err(invalid(
@@ -613,6 +684,7 @@ impl Config {
             "sessions.max_sessions",
             self.sessions.max_sessions != running.sessions.max_sessions,
         );
+        check("state", self.state != running.state);
         changed
     }
 
@@ -626,6 +698,7 @@ impl Config {
         self.admin.clone_from(&running.admin);
         self.sessions.idle_ttl = running.sessions.idle_ttl;
         self.sessions.max_sessions = running.sessions.max_sessions;
+        self.state.clone_from(&running.state);
     }
 
     /// Upstream `name` as it is mounted: its settings with the global `call_timeout`
@@ -826,6 +899,38 @@ mod tests {
         )
         .unwrap();
         assert_eq!(changed_tenants(&old, &new), ["a", "b", "d"]);
+    }
+
+    #[test]
+    fn rate_limits_take_one_window() {
+        let rate = |limit: &str| {
+            Config::parse(
+                &format!("tenants:\n  t:\n    rate_limit: {limit}\n"),
+                &no_env,
+            )
+            .map(|c| c.tenants["t"].rate_limit.as_ref().unwrap().rate().unwrap())
+            .map_err(|e| e.to_string())
+        };
+        let old = rate("{per_second: 10, burst: 20}").unwrap();
+        assert_eq!(
+            (old.count, old.window, old.burst),
+            (10, Duration::from_secs(1), 20)
+        );
+        let hourly = rate("{per_hour: 20}").unwrap();
+        assert_eq!(hourly.emission_interval(), Duration::from_secs(180));
+        assert_eq!(hourly.burst, 20);
+        assert_eq!(hourly.divided(3).burst, 7);
+        assert_eq!(
+            rate("{per_minute: 6}").unwrap().window,
+            Duration::from_secs(60)
+        );
+        let both = rate("{per_second: 1, per_minute: 2}").unwrap_err();
+        assert!(
+            both.contains("tenants.t.rate_limit") && both.contains("exactly one"),
+            "{both}"
+        );
+        assert!(rate("{burst: 2}").unwrap_err().contains("exactly one"));
+        assert!(rate("{per_second: 0}").unwrap_err().contains("at least 1"));
     }
 
     #[test]

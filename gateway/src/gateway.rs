@@ -20,9 +20,11 @@ use crate::config::{Config, Namespace};
 use crate::errors::unknown_tool;
 use crate::health::{self, Tracker};
 use crate::metrics::Metrics;
-use crate::policy::Policy;
+use crate::policy::{Policy, Refusal, Tenant};
 use crate::search::SearchIndex;
 use crate::session::{MemoryStore, SessionStore};
+use crate::state::Shared;
+use toolgate_adapters::openapi::OpenApiConfig;
 
 /// One configured upstream with the gateway's per-upstream settings.
 pub struct Mounted {
@@ -114,6 +116,10 @@ pub struct Gateway {
     policy: RwLock<Arc<Policy>>,
     /// Sessions and their expanded tools.
     pub sessions: Arc<dyn SessionStore>,
+    /// The Redis-backed shared state (`state.backend: redis`); `None` in memory.
+    pub shared: Option<Arc<Shared>>,
+    /// Runtime registrations mounted in this process, with the config each came from.
+    registrations: std::sync::Mutex<BTreeMap<String, OpenApiConfig>>,
     stop: CancellationToken,
     ready: AtomicBool,
 }
@@ -123,13 +129,19 @@ impl Gateway {
     /// and health current. Returns at once; see [`Gateway::wait_for_upstreams`].
     pub fn start(config: Config) -> Result<Arc<Gateway>, String> {
         let policy = Policy::from_config(&config)?;
-        let sessions: Arc<dyn SessionStore> = Arc::new(MemoryStore::new(
-            config.sessions.idle_ttl,
-            config.sessions.max_sessions,
-        ));
+        let shared = Shared::from_config(&config)?;
+        let sessions: Arc<dyn SessionStore> = match &shared {
+            Some(shared) => shared.sessions.clone(),
+            None => Arc::new(MemoryStore::new(
+                config.sessions.idle_ttl,
+                config.sessions.max_sessions,
+            )),
+        };
         let gateway = Arc::new(Gateway {
             policy: RwLock::new(Arc::new(policy)),
             sessions,
+            shared,
+            registrations: std::sync::Mutex::default(),
             upstreams: RwLock::new(Arc::new(UpstreamMap::new())),
             catalog: RwLock::new(Arc::new(Catalog::default())),
             rebuild_lock: std::sync::Mutex::new(()),
@@ -380,6 +392,64 @@ impl Gateway {
     /// first answers (or the startup wait ran out).
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Acquire)
+    }
+
+    /// Why this replica cannot serve right now: the shared state store does not answer.
+    /// `Ok` with the memory backend.
+    pub async fn shared_state_ready(&self) -> Result<(), String> {
+        match &self.shared {
+            Some(shared) => shared.conn.ready().await,
+            None => Ok(()),
+        }
+    }
+
+    /// Counts one request of `tenant` against its rate limit: shared between replicas
+    /// with the Redis backend, in process otherwise.
+    pub async fn admit(&self, policy: &Policy, tenant: &Tenant) -> Result<(), Refusal> {
+        match &self.shared {
+            Some(shared) => shared.limiter.admit(policy, tenant).await,
+            None => policy.admit(tenant),
+        }
+    }
+
+    /// Cancelled when the gateway shuts down (for background tasks).
+    pub fn stop_token(&self) -> CancellationToken {
+        self.stop.clone()
+    }
+
+    /// Notes that runtime registration `name` is mounted here from `config`.
+    pub fn note_registration(&self, name: &str, config: OpenApiConfig) {
+        self.registrations
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_owned(), config);
+    }
+
+    /// Forgets runtime registration `name` (it was removed).
+    pub fn forget_registration(&self, name: &str) {
+        self.registrations
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
+    }
+
+    /// The config runtime registration `name` was mounted from here, if any.
+    pub fn registration(&self, name: &str) -> Option<OpenApiConfig> {
+        self.registrations
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    /// The runtime registrations mounted here.
+    pub fn registration_names(&self) -> Vec<String> {
+        self.registrations
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect()
     }
 
     /// The current catalog snapshot.

@@ -2,7 +2,8 @@
 //!
 //! Rooms: [`config`] (the file model), [`catalog`] (names), [`gateway`] (the core and
 //! the one call path), [`errors`] (the one error mapping), [`health`], [`metrics`],
-//! [`reload`] (config hot reload) and [`serve`] (the thin surfaces). The binary (`main.rs`) is only the command line.
+//! [`reload`] (config hot reload), [`state`] (what replicas share: Redis) and [`serve`]
+//! (the thin surfaces). The binary (`main.rs`) is only the command line.
 
 pub mod access;
 pub mod catalog;
@@ -21,5 +22,6 @@ pub mod reload;
 pub mod search;
 pub mod serve;
 pub mod session;
+pub mod state;
 pub mod summary;
 pub mod truncate;

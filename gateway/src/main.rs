@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use toolgate::config::Config;
 use toolgate::credentials::Authenticator;
 use toolgate::gateway::Gateway;
-use toolgate::registry::{self, FileStore, RegistrationStore};
+use toolgate::registry::{self, RegistrationStore};
 use toolgate::reload::Reloader;
 use toolgate::serve;
 
@@ -154,8 +154,8 @@ async fn start(config: Config) -> Result<Arc<Gateway>, ExitCode> {
         eprintln!("toolgate: {error}");
         ExitCode::from(2)
     })?;
-    let store = FileStore::new(&gateway.config().data_dir);
-    registry::start_imports(&gateway, &store).await;
+    let store = registry::store_for(&gateway);
+    registry::start_imports(&gateway, store.as_ref()).await;
     finish_startup(&gateway).await?;
     Ok(gateway)
 }
@@ -207,7 +207,7 @@ async fn serve_http(
             return ExitCode::from(2);
         }
     };
-    let store: Arc<dyn RegistrationStore> = Arc::new(FileStore::new(&gateway.config().data_dir));
+    let store: Arc<dyn RegistrationStore> = registry::store_for(&gateway);
     let stop = CancellationToken::new();
     let authenticator = match authenticator(&gateway.config()).await {
         Ok(authenticator) => authenticator,

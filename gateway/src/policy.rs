@@ -20,7 +20,7 @@ use governor::clock::{Clock, DefaultClock};
 use governor::{Quota, RateLimiter};
 
 use crate::catalog::Catalog;
-use crate::config::{Config, TenantConfig};
+use crate::config::{Config, Rate, StateBackend, TenantConfig};
 
 /// The tenant of requests when no tenants are configured (an open gateway).
 pub const OPEN_TENANT: &str = "default";
@@ -40,6 +40,11 @@ pub struct Tenant {
     initial: Option<GlobSet>,
     /// Every pattern as written, for "matches nothing" warnings.
     patterns: Vec<String>,
+    /// The tenant's request rate, when limited.
+    rate: Option<Rate>,
+    /// The in-process limiter: the whole rate with `state.backend: memory`; with a
+    /// shared backend, the rate divided by `state.replicas`, used only while the shared
+    /// limiter cannot be reached (fail-open).
     limiter: Option<Limiter>,
 }
 
@@ -114,6 +119,9 @@ pub enum Refusal {
     Unauthenticated,
     /// Over the tenant's request rate.
     RateLimited { retry_after: Duration },
+    /// The shared rate limiter cannot be reached and `state.on_unavailable` is
+    /// `fail_closed`.
+    LimiterUnavailable { message: String },
 }
 
 /// All tenants, compiled once per config.
@@ -142,11 +150,17 @@ impl Policy {
             };
             tenants.insert(
                 OPEN_TENANT.to_owned(),
-                Arc::new(compile(OPEN_TENANT, &everything)?),
+                Arc::new(compile(OPEN_TENANT, &everything, 1)?),
             );
         }
+        // With a shared limiter the local one is only the fail-open fallback: each
+        // replica then takes its share of the rate.
+        let share = match config.state.backend {
+            StateBackend::Memory => 1,
+            StateBackend::Redis => config.state.replicas,
+        };
         for (name, tenant) in &config.tenants {
-            tenants.insert(name.clone(), Arc::new(compile(name, tenant)?));
+            tenants.insert(name.clone(), Arc::new(compile(name, tenant, share)?));
         }
         Ok(Policy {
             tenants,
@@ -177,7 +191,8 @@ impl Policy {
         self.tenant(name).ok_or(Refusal::Unauthenticated)
     }
 
-    /// Counts one request against the tenant's rate limit.
+    /// Counts one request against the tenant's in-process rate limit (see
+    /// [`crate::gateway::Gateway::admit`] for the shared one).
     pub fn admit(&self, tenant: &Tenant) -> Result<(), Refusal> {
         let Some(limiter) = &tenant.limiter else {
             return Ok(());
@@ -250,13 +265,18 @@ impl Policy {
 }
 
 impl Tenant {
+    /// The tenant's request rate, when limited.
+    pub fn rate(&self) -> Option<Rate> {
+        self.rate
+    }
+
     /// Allow patterns match and no deny pattern does.
     pub fn allows(&self, name: &str) -> bool {
         self.allow.is_match(name) && !self.deny.is_match(name)
     }
 }
 
-fn compile(name: &str, config: &TenantConfig) -> Result<Tenant, String> {
+fn compile(name: &str, config: &TenantConfig, share: u32) -> Result<Tenant, String> {
     let mut allow = GlobSetBuilder::new();
     let mut deny = GlobSetBuilder::new();
     let mut patterns = Vec::new();
@@ -287,23 +307,29 @@ fn compile(name: &str, config: &TenantConfig) -> Result<Tenant, String> {
         }
         None => None,
     };
-    let limiter = match &config.rate_limit {
-        Some(limit) => {
-            let per_second = NonZeroU32::new(limit.per_second)
-                .ok_or_else(|| format!("tenants.{name}.rate_limit.per_second must be ≥ 1"))?;
-            let burst = limit.burst.and_then(NonZeroU32::new).unwrap_or(per_second);
-            Some(RateLimiter::direct(
-                Quota::per_second(per_second).allow_burst(burst),
-            ))
-        }
+    let rate = match &config.rate_limit {
+        Some(limit) => Some(
+            limit
+                .rate()
+                .map_err(|e| format!("tenants.{name}.rate_limit: {e}"))?,
+        ),
         None => None,
     };
+    let limiter = rate.map(|rate| {
+        let local = rate.divided(share);
+        let burst = NonZeroU32::new(local.burst).unwrap_or(NonZeroU32::MIN);
+        let quota = Quota::with_period(local.emission_interval().max(Duration::from_nanos(1)))
+            .unwrap_or_else(|| Quota::per_second(NonZeroU32::MIN))
+            .allow_burst(burst);
+        RateLimiter::direct(quota)
+    });
     Ok(Tenant {
         name: name.to_owned(),
         allow: allow.build().map_err(|e| e.to_string())?,
         deny: deny.build().map_err(|e| e.to_string())?,
         initial,
         patterns,
+        rate,
         limiter,
     })
 }
@@ -440,6 +466,24 @@ mod tests {
             policy.admit(&tenant),
             Err(Refusal::RateLimited { .. })
         ));
+        let hourly = self::policy("tenants:\n  h:\n    rate_limit: {per_hour: 3}\n");
+        let tenant = hourly.tenant("h").unwrap();
+        for _ in 0..3 {
+            assert!(hourly.admit(&tenant).is_ok());
+        }
+        match hourly.admit(&tenant) {
+            Err(Refusal::RateLimited { retry_after }) => {
+                assert!(retry_after > Duration::from_secs(1000), "{retry_after:?}")
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        // A shared backend keeps a local share of the rate for fail-open.
+        let shared = self::policy(
+            "state: {backend: redis, url: 'redis://127.0.0.1:1', replicas: 4}\ntenants:\n  s:\n    rate_limit: {per_minute: 20, burst: 20}\n",
+        );
+        let tenant = shared.tenant("s").unwrap();
+        let admitted = (0..20).filter(|_| shared.admit(&tenant).is_ok()).count();
+        assert_eq!(admitted, 5, "20 divided over 4 replicas");
         let catalog = catalog(&["get_repo"]);
         assert_eq!(
             policy.unmatched_patterns(&catalog),

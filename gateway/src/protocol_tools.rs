@@ -169,11 +169,16 @@ pub async fn expand_names(
 
     let (expanded_tools, already_selected, expanded_after) = match &caller.session {
         Some((id, _)) => {
-            let expansion = gateway.sessions.expand(id, &to_add).await.ok_or_else(|| {
-                ToolError::NotFound(
-                    "this session has expired: start a new one (initialize again)".into(),
-                )
-            })?;
+            let expansion = gateway
+                .sessions
+                .expand(id, &caller.tenant.name, &to_add)
+                .await
+                .map_err(|e| ToolError::Unavailable(e.to_string()))?
+                .ok_or_else(|| {
+                    ToolError::NotFound(
+                        "this session has expired: start a new one (initialize again)".into(),
+                    )
+                })?;
             let mut already = already_visible;
             already.extend(expansion.already);
             (expansion.added, already, expansion.expanded)

@@ -5,7 +5,9 @@
 //! stands in (state `starting`); a failed import leaves a placeholder that reports the
 //! error (state `down`), so `/v1/upstreams` and `toolgate check` show what went wrong.
 //! Registrations are kept by a [`RegistrationStore`]; the embedded default is a JSON
-//! file in the data directory, replaced atomically (write, fsync, rename).
+//! file in the data directory, replaced atomically (write, fsync, rename). With
+//! `state.backend: redis` they live in Redis and every replica follows them (see
+//! [`crate::state::registrations`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -34,20 +36,46 @@ pub struct Registration {
 #[async_trait]
 pub trait RegistrationStore: Send + Sync {
     async fn load(&self) -> Result<Vec<Registration>, String>;
-    /// Replaces the stored set with `all`.
-    async fn save(&self, all: &[Registration]) -> Result<(), String>;
+    /// Adds or replaces one registration.
+    async fn put(&self, registration: &Registration) -> Result<(), String>;
+    /// Removes one registration; `false` when there was none of that name.
+    async fn remove(&self, name: &str) -> Result<bool, String>;
+    /// Tells other replicas sharing this store that `name`'s spec was re-fetched.
+    async fn announce_refresh(&self, _name: &str) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// The store for this gateway's `state` backend: Redis when shared, else the file.
+pub fn store_for(gateway: &Gateway) -> Arc<dyn RegistrationStore> {
+    match &gateway.shared {
+        Some(shared) => shared.registrations.clone(),
+        None => Arc::new(FileStore::new(&gateway.config().data_dir)),
+    }
 }
 
 /// The embedded store: `<data_dir>/registrations.json`.
 pub struct FileStore {
     path: PathBuf,
+    /// One change at a time: the file is read, changed and written whole.
+    changes: tokio::sync::Mutex<()>,
 }
 
 impl FileStore {
     pub fn new(data_dir: &std::path::Path) -> Self {
         Self {
             path: data_dir.join("registrations.json"),
+            changes: tokio::sync::Mutex::new(()),
         }
+    }
+
+    async fn save(&self, all: &[Registration]) -> Result<(), String> {
+        let bytes = serde_json::to_vec_pretty(all).map_err(|e| e.to_string())?;
+        let path = self.path.clone();
+        // Blocking file I/O (fsync) off the runtime.
+        tokio::task::spawn_blocking(move || write_atomically(&path, &bytes))
+            .await
+            .map_err(|e| e.to_string())?
     }
 }
 
@@ -66,13 +94,24 @@ impl RegistrationStore for FileStore {
         }
     }
 
-    async fn save(&self, all: &[Registration]) -> Result<(), String> {
-        let bytes = serde_json::to_vec_pretty(all).map_err(|e| e.to_string())?;
-        let path = self.path.clone();
-        // Blocking file I/O (fsync) off the runtime.
-        tokio::task::spawn_blocking(move || write_atomically(&path, &bytes))
-            .await
-            .map_err(|e| e.to_string())?
+    async fn put(&self, registration: &Registration) -> Result<(), String> {
+        let _serial = self.changes.lock().await;
+        let mut all = self.load().await?;
+        all.retain(|r| r.name != registration.name);
+        all.push(registration.clone());
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        self.save(&all).await
+    }
+
+    async fn remove(&self, name: &str) -> Result<bool, String> {
+        let _serial = self.changes.lock().await;
+        let mut all = self.load().await?;
+        let before = all.len();
+        all.retain(|r| r.name != name);
+        if all.len() == before {
+            return Ok(false);
+        }
+        self.save(&all).await.map(|()| true)
     }
 }
 
@@ -152,8 +191,33 @@ pub(crate) fn openapi_mounted(gateway: &Gateway, upstream: Arc<dyn Upstream>) ->
     .with_settings(settings)
 }
 
+/// Imports a runtime registration (announced by another replica, or found stored) and
+/// notes it as this process's. A failed import leaves the upstream that was there, or
+/// a placeholder reporting the error.
+pub async fn import_registration(gateway: &Arc<Gateway>, registration: Registration) {
+    let Registration { name, openapi } = registration;
+    gateway.note_registration(&name, openapi.clone());
+    if let Err(error) = import(gateway, &name, openapi).await {
+        tracing::error!(upstream = %name, %error, "registered OpenAPI upstream could not be imported");
+        if !gateway.upstreams().contains_key(&name) {
+            let placeholder = Arc::new(Placeholder::new(name.clone()));
+            placeholder.fail(error.to_string());
+            gateway
+                .mount(name.clone(), openapi_mounted(gateway, placeholder))
+                .await;
+        }
+    }
+}
+
+/// Removes a runtime registration from this process.
+pub async fn unmount_registration(gateway: &Gateway, name: &str) -> bool {
+    gateway.forget_registration(name);
+    gateway.unmount(name).await
+}
+
 /// Starts importing every OpenAPI upstream of the config file and every stored
-/// registration, each in the background behind a placeholder.
+/// registration, each in the background behind a placeholder. With a shared state
+/// backend, also starts following the other replicas' registrations.
 pub async fn start_imports(gateway: &Arc<Gateway>, store: &dyn RegistrationStore) {
     let mut wanted: Vec<(String, OpenApiConfig)> = gateway
         .config()
@@ -168,6 +232,7 @@ pub async fn start_imports(gateway: &Arc<Gateway>, store: &dyn RegistrationStore
                     tracing::warn!(upstream = %registration.name, "stored registration ignored: the config file defines an upstream of that name");
                     continue;
                 }
+                gateway.note_registration(&registration.name, registration.openapi.clone());
                 wanted.push((registration.name, registration.openapi));
             }
         }
@@ -185,6 +250,15 @@ pub async fn start_imports(gateway: &Arc<Gateway>, store: &dyn RegistrationStore
                 placeholder.fail(error.to_string());
             }
         });
+    }
+    // Started after the stored set was noted, so its first reconcile finds those
+    // registrations already underway.
+    if let Some(shared) = &gateway.shared {
+        tokio::spawn(crate::state::registrations::follow(
+            Arc::downgrade(gateway),
+            shared.registrations.clone(),
+            gateway.stop_token(),
+        ));
     }
 }
 
@@ -270,8 +344,14 @@ mod tests {
             name: "pets".into(),
             openapi: OpenApiConfig::from_url("https://example.com/openapi.json"),
         };
-        store.save(std::slice::from_ref(&one)).await.unwrap();
+        store.put(&one).await.unwrap();
         assert_eq!(store.load().await.unwrap(), vec![one.clone()]);
+        store.put(&one).await.unwrap();
+        assert_eq!(
+            store.load().await.unwrap(),
+            vec![one.clone()],
+            "put replaces"
+        );
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
@@ -285,7 +365,8 @@ mod tests {
                 "credentials must not be world-readable"
             );
         }
-        store.save(&[]).await.unwrap();
+        assert!(store.remove("pets").await.unwrap());
+        assert!(!store.remove("pets").await.unwrap());
         assert_eq!(store.load().await.unwrap(), Vec::new());
         assert!(!dir.join("registrations.json.tmp").exists());
         std::fs::write(dir.join("registrations.json"), b"{not json").unwrap();

@@ -1,9 +1,14 @@
 //! Sessions: which tools a session has expanded beyond its tenant's initial set.
 //!
-//! [`SessionStore`] is backend-agnostic (the embedded default is [`MemoryStore`]; a
-//! shared backend can implement the same trait for several replicas). Expansion is
-//! atomic per session: concurrent expansions give the union, never a lost update.
-//! Session ids are opaque: 128 random bits, base64url.
+//! [`SessionStore`] is backend-agnostic: the embedded default is [`MemoryStore`];
+//! [`crate::state::redis_sessions::RedisSessionStore`] shares sessions between
+//! replicas. Expansion is atomic per session: concurrent expansions give the union,
+//! never a lost update. A session belongs to the tenant that created it; another
+//! tenant's use is answered as "not found". Idle sessions expire (the timer slides on
+//! every use). Session ids are opaque: 128 random bits, base64url.
+//!
+//! Every method can fail with [`Unavailable`] (a shared store that cannot be reached):
+//! surfaces answer that with 503 and a retry hint, never with "not found".
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -11,6 +16,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::sync::Mutex;
+
+pub use crate::state::Unavailable;
+
+/// What a store operation gives: the answer, or the store being unreachable.
+pub type StoreResult<T> = Result<T, Unavailable>;
 
 /// A session as stored.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,16 +46,27 @@ pub struct Expansion {
 #[async_trait]
 pub trait SessionStore: Send + Sync {
     /// Creates a session for `tenant` under a fresh random id.
-    async fn create(&self, tenant: &str) -> Session;
+    async fn create(&self, tenant: &str) -> StoreResult<Session>;
     /// Creates a session under a given id (e.g. an MCP transport session id) unless
-    /// one exists; returns the stored one.
-    async fn get_or_create(&self, id: &str, tenant: &str) -> Session;
+    /// one exists; returns the stored one (whose tenant may differ: check it).
+    async fn get_or_create(&self, id: &str, tenant: &str) -> StoreResult<Session>;
     /// The session, if it exists (and has not idled out). Refreshes its idle timer.
-    async fn get(&self, id: &str) -> Option<Session>;
-    /// Adds `names` to the session's expanded set atomically. `None` when the
-    /// session does not exist.
-    async fn expand(&self, id: &str, names: &[String]) -> Option<Expansion>;
-    async fn delete(&self, id: &str);
+    async fn get(&self, id: &str) -> StoreResult<Option<Session>>;
+    /// Adds `names` to the expanded set of `tenant`'s session `id` atomically.
+    /// `None` when the session does not exist or belongs to another tenant.
+    async fn expand(
+        &self,
+        id: &str,
+        tenant: &str,
+        names: &[String],
+    ) -> StoreResult<Option<Expansion>>;
+    async fn delete(&self, id: &str) -> StoreResult<()>;
+
+    /// The session if it exists and belongs to `tenant` (another tenant's session is
+    /// indistinguishable from a missing one).
+    async fn get_owned(&self, id: &str, tenant: &str) -> StoreResult<Option<Session>> {
+        Ok(self.get(id).await?.filter(|s| s.tenant == tenant))
+    }
 }
 
 /// A fresh opaque session id: 128 random bits, base64url without padding.
@@ -90,7 +111,7 @@ impl MemoryStore {
 
 #[async_trait]
 impl SessionStore for MemoryStore {
-    async fn create(&self, tenant: &str) -> Session {
+    async fn create(&self, tenant: &str) -> StoreResult<Session> {
         let session = Session {
             id: new_session_id(),
             tenant: tenant.to_owned(),
@@ -99,10 +120,10 @@ impl SessionStore for MemoryStore {
         self.sessions
             .insert(session.id.clone(), Arc::new(Mutex::new(session.clone())))
             .await;
-        session
+        Ok(session)
     }
 
-    async fn get_or_create(&self, id: &str, tenant: &str) -> Session {
+    async fn get_or_create(&self, id: &str, tenant: &str) -> StoreResult<Session> {
         let entry = self
             .sessions
             .get_with(id.to_owned(), async {
@@ -113,18 +134,30 @@ impl SessionStore for MemoryStore {
                 }))
             })
             .await;
-        entry.lock().await.clone()
+        Ok(entry.lock().await.clone())
     }
 
-    async fn get(&self, id: &str) -> Option<Session> {
-        let entry = self.sessions.get(id).await?;
+    async fn get(&self, id: &str) -> StoreResult<Option<Session>> {
+        let Some(entry) = self.sessions.get(id).await else {
+            return Ok(None);
+        };
         let session = entry.lock().await.clone();
-        Some(session)
+        Ok(Some(session))
     }
 
-    async fn expand(&self, id: &str, names: &[String]) -> Option<Expansion> {
-        let entry = self.sessions.get(id).await?;
+    async fn expand(
+        &self,
+        id: &str,
+        tenant: &str,
+        names: &[String],
+    ) -> StoreResult<Option<Expansion>> {
+        let Some(entry) = self.sessions.get(id).await else {
+            return Ok(None);
+        };
         let mut session = entry.lock().await;
+        if session.tenant != tenant {
+            return Ok(None);
+        }
         let mut expansion = Expansion::default();
         for name in names {
             if session.expanded.insert(name.clone()) {
@@ -134,11 +167,12 @@ impl SessionStore for MemoryStore {
             }
         }
         expansion.expanded = session.expanded.clone();
-        Some(expansion)
+        Ok(Some(expansion))
     }
 
-    async fn delete(&self, id: &str) {
+    async fn delete(&self, id: &str) -> StoreResult<()> {
         self.sessions.invalidate(id).await;
+        Ok(())
     }
 }
 
@@ -161,44 +195,13 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn expansion_is_a_union_under_concurrency() {
-        let store = Arc::new(MemoryStore::new(Duration::from_secs(60), 100));
-        let session = store.create("t").await;
-        let mut tasks = Vec::new();
-        for i in 0..32 {
-            let store = store.clone();
-            let id = session.id.clone();
-            tasks.push(tokio::spawn(async move {
-                store
-                    .expand(&id, &[format!("tool_{i}"), "shared".to_owned()])
-                    .await
-                    .unwrap()
-            }));
-        }
-        let mut added_shared = 0;
-        for task in tasks {
-            let expansion = task.await.unwrap();
-            added_shared += expansion.added.iter().filter(|n| *n == "shared").count();
-        }
-        assert_eq!(added_shared, 1, "exactly one expansion adds a shared name");
-        let stored = store.get(&session.id).await.unwrap();
-        assert_eq!(stored.expanded.len(), 33);
-    }
-
-    #[tokio::test]
-    async fn sessions_idle_out_and_can_be_deleted() {
-        let store = MemoryStore::new(Duration::from_millis(100), 100);
-        let session = store.create("t").await;
-        assert!(store.get(&session.id).await.is_some());
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        assert!(
-            store.get(&session.id).await.is_none(),
-            "idle session expired"
-        );
-        assert!(store.expand(&session.id, &["x".into()]).await.is_none());
-        let other = store.get_or_create("fixed-id", "t").await;
-        assert_eq!(other.id, "fixed-id");
-        store.delete("fixed-id").await;
-        assert!(store.get("fixed-id").await.is_none());
+    async fn memory_store_passes_the_store_suite() {
+        crate::state::suite::run_all(&|ttl| {
+            Box::pin(async move {
+                let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new(ttl, 1000));
+                Some(store)
+            })
+        })
+        .await;
     }
 }

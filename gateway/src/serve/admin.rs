@@ -101,14 +101,10 @@ async fn list(State(admin): State<Arc<Admin>>, headers: HeaderMap) -> Response {
     if let Some(refusal) = refuse(&admin, &headers) {
         return refusal;
     }
-    let stored: Vec<String> = admin
-        .store
-        .load()
-        .await
-        .unwrap_or_default()
-        .into_iter()
-        .map(|r| r.name)
-        .collect();
+    let stored: Vec<String> = match admin.store.load().await {
+        Ok(stored) => stored.into_iter().map(|r| r.name).collect(),
+        Err(e) => return store_unavailable(&e),
+    };
     let upstreams: Vec<Value> = admin
         .gateway
         .statuses()
@@ -184,7 +180,10 @@ async fn refresh(
         return refusal;
     }
     let _serial = admin.changes.lock().await;
-    let stored = admin.store.load().await.unwrap_or_default();
+    let stored = match admin.store.load().await {
+        Ok(stored) => stored,
+        Err(e) => return store_unavailable(&e),
+    };
     let config = stored
         .into_iter()
         .find(|r| r.name == name)
@@ -222,11 +221,14 @@ async fn apply(admin: &Admin, registration: Registration, status: StatusCode) ->
         }
     };
     if !admin.gateway.config().upstreams.contains_key(&name) {
-        let mut stored = admin.store.load().await.unwrap_or_default();
-        stored.retain(|r| r.name != name);
-        stored.push(registration);
-        stored.sort_by(|a, b| a.name.cmp(&b.name));
-        if let Err(e) = admin.store.save(&stored).await {
+        admin
+            .gateway
+            .note_registration(&name, registration.openapi.clone());
+        let stored = match admin.store.put(&registration).await {
+            Ok(()) if status == StatusCode::OK => admin.store.announce_refresh(&name).await,
+            other => other,
+        };
+        if let Err(e) = stored {
             tracing::error!(upstream = %name, error = %e, "registration not persisted");
             return error(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -282,11 +284,18 @@ async fn remove(
         );
     }
     let _serial = admin.changes.lock().await;
-    let mut stored = admin.store.load().await.unwrap_or_default();
-    let before = stored.len();
-    stored.retain(|r| r.name != name);
-    let was_stored = stored.len() != before;
-    let was_mounted = admin.gateway.unmount(&name).await;
+    // Stored first: if the store cannot be changed, nothing changes here either.
+    let was_stored = match admin.store.remove(&name).await {
+        Ok(was_stored) => was_stored,
+        Err(e) => {
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "not_persisted",
+                format!("'{name}' was not removed: the change could not be stored ({e})"),
+            );
+        }
+    };
+    let was_mounted = registry::unmount_registration(&admin.gateway, &name).await;
     if !was_stored && !was_mounted {
         return error(
             StatusCode::NOT_FOUND,
@@ -294,14 +303,15 @@ async fn remove(
             format!("no upstream named '{name}'"),
         );
     }
-    if was_stored && let Err(e) = admin.store.save(&stored).await {
-        return error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "not_persisted",
-            format!("'{name}' was removed but the change could not be stored ({e})"),
-        );
-    }
     StatusCode::NO_CONTENT.into_response()
+}
+
+fn store_unavailable(detail: &str) -> Response {
+    error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "state_unavailable",
+        format!("the registrations could not be read: {detail}"),
+    )
 }
 
 fn check_name(name: &str) -> Result<(), String> {

@@ -67,7 +67,10 @@ impl FrontDoor {
         let tenant = policy
             .resolve(authenticated.as_deref())
             .map_err(|r| self.refuse(r, shape))?;
-        policy.admit(&tenant).map_err(|r| self.refuse(r, shape))?;
+        self.gateway
+            .admit(&policy, &tenant)
+            .await
+            .map_err(|r| self.refuse(r, shape))?;
         Ok(tenant)
     }
 
@@ -90,8 +93,20 @@ impl FrontDoor {
                     Some(("retry-after", seconds.to_string())),
                 )
             }
+            Refusal::LimiterUnavailable { message } => state_unavailable(shape, &message),
         }
     }
+}
+
+/// 503 for a shared state store that cannot be reached: retry shortly.
+pub fn state_unavailable(shape: Shape, message: &str) -> Response {
+    refusal(
+        shape,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "state_unavailable",
+        message,
+        Some(("retry-after", "1".to_owned())),
+    )
 }
 
 fn refusal(
@@ -133,7 +148,8 @@ const SESSION_HEADER: &str = "mcp-session-id";
 /// recorded with its tenant when `initialize` answers with a new `Mcp-Session-Id`, and
 /// every later request on it (POST, the GET stream, DELETE) must come from that tenant.
 /// A session this gateway does not know (never seen, or idled out) is refused like a
-/// missing one, so it can never be taken over.
+/// missing one, so it can never be taken over. With a shared state backend the owner
+/// is read from the shared store, so a session goes on through any replica.
 pub async fn admit(
     State(door): State<Arc<FrontDoor>>,
     mut request: Request,
@@ -149,12 +165,10 @@ pub async fn admit(
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     if let Some(id) = &session {
-        let owned = door
-            .gateway
-            .sessions
-            .get(id)
-            .await
-            .is_some_and(|s| s.tenant == tenant.name);
+        let owned = match door.gateway.sessions.get_owned(id, &tenant.name).await {
+            Ok(owned) => owned.is_some(),
+            Err(unavailable) => return state_unavailable(Shape::JsonRpc, &unavailable.to_string()),
+        };
         if !owned {
             return refusal(
                 Shape::JsonRpc,
@@ -173,10 +187,19 @@ pub async fn admit(
             .get(SESSION_HEADER)
             .and_then(|v| v.to_str().ok())
     {
-        door.gateway
+        // Recorded in the (possibly shared) store, so every replica knows the owner.
+        // Unrecorded, the session would be refused on its next request: say so now.
+        if let Err(unavailable) = door
+            .gateway
             .sessions
             .get_or_create(new_id, &tenant.name)
-            .await;
+            .await
+        {
+            return state_unavailable(
+                Shape::JsonRpc,
+                &format!("the session could not be recorded: {unavailable}"),
+            );
+        }
     }
     response
 }

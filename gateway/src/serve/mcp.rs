@@ -103,9 +103,14 @@ impl McpHandler {
                     .shared
                     .gateway
                     .sessions
-                    .get(&id)
+                    .get_owned(&id, &tenant.name)
                     .await
-                    .filter(|s| s.tenant == tenant.name)
+                    .map_err(|e| {
+                        McpError::internal_error(
+                            e.to_string(),
+                            Some(serde_json::json!({"code": "state_unavailable"})),
+                        )
+                    })?
                     .ok_or_else(|| {
                         McpError::invalid_request(
                             "this session has expired: initialize a new session",

@@ -42,11 +42,16 @@ pub fn router(
         .with_allowed_hosts(gateway.config().allowed_hosts.clone())
         .with_max_request_body_bytes(gateway.config().max_request_body_bytes)
         .with_cancellation_token(stop);
-    let config = if gateway.config().allowed_hosts.is_empty() {
+    let mut config = if gateway.config().allowed_hosts.is_empty() {
         config.disable_allowed_hosts()
     } else {
         config
     };
+    if let Some(shared) = &gateway.shared {
+        // Another replica restores a legacy MCP session by replaying its initialize;
+        // the session's tools and owner come from the same store.
+        config.session_store = Some(shared.sessions.clone());
+    }
     let service = StreamableHttpService::new(
         move || Ok(McpHandler::new(shared.clone())),
         Arc::new(LocalSessionManager::default()),

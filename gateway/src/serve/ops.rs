@@ -1,6 +1,7 @@
 //! Operations endpoints: `GET /healthz` (liveness: the process answers, nothing else
-//! is consulted), `GET /readyz` (config loaded and the catalog built from every
-//! upstream's first answer), `GET /v1/upstreams` (status per upstream as JSON) and
+//! is consulted — not Redis, not the upstreams), `GET /readyz` (config loaded, the
+//! catalog built from every upstream's first answer, and the shared state store
+//! answering when one is configured), `GET /v1/upstreams` (status per upstream as JSON) and
 //! `GET /metrics` (Prometheus text).
 
 use std::sync::Arc;
@@ -24,15 +25,20 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
 }
 
 async fn readyz(State(gateway): State<Arc<Gateway>>) -> Response {
-    if gateway.is_ready() {
-        Json(json!({"ready": true, "tools": gateway.catalog().len()})).into_response()
-    } else {
+    let not_ready = |reason: String| {
         (
             StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"ready": false, "reason": "waiting for the upstreams' first tool lists"})),
+            Json(json!({"ready": false, "reason": reason})),
         )
             .into_response()
+    };
+    if !gateway.is_ready() {
+        return not_ready("waiting for the upstreams' first tool lists".into());
     }
+    if let Err(reason) = gateway.shared_state_ready().await {
+        return not_ready(reason);
+    }
+    Json(json!({"ready": true, "tools": gateway.catalog().len()})).into_response()
 }
 
 async fn upstreams(State(gateway): State<Arc<Gateway>>) -> Response {

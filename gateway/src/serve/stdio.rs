@@ -18,7 +18,7 @@ use crate::policy::Tenant;
 /// Serves one stdio client as `tenant` (the process is the session).
 pub async fn run(gateway: Arc<Gateway>, tenant: Arc<Tenant>) -> anyhow::Result<()> {
     let shared = McpShared::new(gateway.clone());
-    let session = gateway.sessions.create(&tenant.name).await;
+    let session = gateway.sessions.create(&tenant.name).await?;
     let (rmcp_side, pump_side) = tokio::io::duplex(1 << 20);
     let pump = tokio::spawn(async move {
         let mut lines = BufReader::new(pump_side).lines();

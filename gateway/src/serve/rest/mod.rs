@@ -88,9 +88,15 @@ async fn caller(
             let stored = door
                 .gateway
                 .sessions
-                .get(id)
+                .get_owned(id, &tenant.name)
                 .await
-                .filter(|s| s.tenant == tenant.name)
+                .map_err(|e| {
+                    error(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "state_unavailable",
+                        e.to_string(),
+                    )
+                })?
                 .ok_or_else(|| {
                     error(
                         StatusCode::NOT_FOUND,
@@ -241,7 +247,16 @@ async fn create_session(State(door): State<Arc<FrontDoor>>, headers: HeaderMap) 
         Ok(tenant) => tenant,
         Err(response) => return response,
     };
-    let session = door.gateway.sessions.create(&tenant.name).await;
+    let session = match door.gateway.sessions.create(&tenant.name).await {
+        Ok(session) => session,
+        Err(e) => {
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "state_unavailable",
+                e.to_string(),
+            );
+        }
+    };
     let caller = Caller {
         tenant,
         session: Some((session.id.clone(), session.expanded)),

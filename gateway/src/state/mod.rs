@@ -1,0 +1,67 @@
+//! Shared state: what several gateway replicas must agree on.
+//!
+//! With `state: {backend: memory}` (the default) sessions, rate limits and runtime
+//! registrations live in the process, which is right for one gateway. With
+//! `backend: redis` they live in one Redis server that every replica uses, so any
+//! replica can serve any request (no sticky routing):
+//!
+//! - sessions and their expanded tools ([`redis_sessions`], behind
+//!   [`crate::session::SessionStore`]), plus the MCP transport session's `initialize`
+//!   parameters so another replica can restore it (rmcp's own session-store hook);
+//! - tenant rate limits ([`ratelimit`]: GCRA in a Lua script on Redis' clock), with a
+//!   configured fail-open or fail-closed policy while Redis is unreachable;
+//! - runtime registrations ([`registrations`]: a hash plus a pub/sub channel every
+//!   replica follows).
+//!
+//! [`conn::RedisConn`] is the one connection (reconnecting, every command bounded by
+//! `command_timeout`); its errors are [`Unavailable`], which surfaces answer with 503
+//! and a message saying what to do, never "not found".
+
+pub mod conn;
+pub mod ratelimit;
+pub mod redis_sessions;
+pub mod registrations;
+pub mod settings;
+#[cfg(test)]
+pub(crate) mod suite;
+
+use std::sync::Arc;
+
+use crate::config::{Config, StateBackend};
+
+/// The shared store could not be reached or did not answer in time.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct Unavailable(pub String);
+
+/// The Redis-backed parts of a gateway (absent with `backend: memory`).
+pub struct Shared {
+    pub conn: Arc<conn::RedisConn>,
+    pub sessions: Arc<redis_sessions::RedisSessionStore>,
+    pub limiter: ratelimit::SharedLimiter,
+    pub registrations: Arc<registrations::RedisRegistrations>,
+}
+
+impl Shared {
+    /// Connects lazily (nothing is awaited here: a gateway starts while Redis is down
+    /// and reports not ready until it answers). `None` for the memory backend.
+    pub fn from_config(config: &Config) -> Result<Option<Arc<Shared>>, String> {
+        if config.state.backend != StateBackend::Redis {
+            return Ok(None);
+        }
+        let conn = conn::RedisConn::new(&config.state)?;
+        tracing::info!(redis = %conn.address(), prefix = %config.state.key_prefix, "shared state in Redis");
+        let sessions = Arc::new(redis_sessions::RedisSessionStore::new(
+            conn.clone(),
+            config.sessions.idle_ttl,
+        ));
+        let limiter = ratelimit::SharedLimiter::new(conn.clone(), config.state.on_unavailable);
+        let registrations = Arc::new(registrations::RedisRegistrations::new(conn.clone()));
+        Ok(Some(Arc::new(Shared {
+            conn,
+            sessions,
+            limiter,
+            registrations,
+        })))
+    }
+}
