@@ -7,8 +7,7 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{Request, State};
-use axum::middleware::Next;
+use axum::extract::Request;
 use axum::response::Response;
 use http::{HeaderValue, StatusCode, header};
 use serde_json::json;
@@ -150,15 +149,15 @@ const SESSION_HEADER: &str = "mcp-session-id";
 /// A session this gateway does not know (never seen, or idled out) is refused like a
 /// missing one, so it can never be taken over. With a shared state backend the owner
 /// is read from the shared store, so a session goes on through any replica.
-pub async fn admit(
-    State(door): State<Arc<FrontDoor>>,
-    mut request: Request,
-    next: Next,
-) -> Response {
-    let tenant = match door.admit(request.headers()).await {
-        Ok(tenant) => tenant,
-        Err(response) => return response,
-    };
+/// An `/mcp` request let in: its tenant, and whether it came without a session.
+pub struct Admitted {
+    tenant: Arc<Tenant>,
+    sessionless: bool,
+}
+
+/// Admits an `/mcp` request (the tenant goes into its extensions) or refuses it.
+pub async fn admit_mcp(door: &FrontDoor, request: &mut Request) -> Result<Admitted, Response> {
+    let tenant = door.admit(request.headers()).await?;
     let session = request
         .headers()
         .get(SESSION_HEADER)
@@ -167,21 +166,35 @@ pub async fn admit(
     if let Some(id) = &session {
         let owned = match door.gateway.sessions.get_owned(id, &tenant.name).await {
             Ok(owned) => owned.is_some(),
-            Err(unavailable) => return state_unavailable(Shape::JsonRpc, &unavailable.to_string()),
+            Err(unavailable) => {
+                return Err(state_unavailable(Shape::JsonRpc, &unavailable.to_string()));
+            }
         };
         if !owned {
-            return refusal(
+            return Err(refusal(
                 Shape::JsonRpc,
                 StatusCode::NOT_FOUND,
                 "session_not_found",
                 "session not found: it expired or belongs to other credentials; initialize a new session",
                 None,
-            );
+            ));
         }
     }
     request.extensions_mut().insert(tenant.clone());
-    let response = next.run(request).await;
-    if session.is_none()
+    Ok(Admitted {
+        tenant,
+        sessionless: session.is_none(),
+    })
+}
+
+/// Records the owner of a session the answer just created (`initialize`).
+pub async fn record_new_session(
+    door: &FrontDoor,
+    admitted: Admitted,
+    response: Response,
+) -> Response {
+    let tenant = admitted.tenant;
+    if admitted.sessionless
         && let Some(new_id) = response
             .headers()
             .get(SESSION_HEADER)

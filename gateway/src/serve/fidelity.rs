@@ -11,8 +11,6 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{Request, State};
-use axum::middleware::Next;
 use axum::response::Response;
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
@@ -25,13 +23,9 @@ mod splice;
 
 const TOOLS_KEY: &[u8] = b"\"tools\":[";
 
-/// Axum middleware for `/mcp` (and the same rewrite serves `toolgate stdio`).
-pub async fn restore_raw_definitions(
-    State(gateway): State<Arc<Gateway>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let response = next.run(request).await;
+/// Restores the raw definitions in an `/mcp` answer (the same rewrite serves
+/// `toolgate stdio`).
+pub async fn restore_raw_definitions(gateway: &Arc<Gateway>, response: Response) -> Response {
     let content_type = response
         .headers()
         .get(http::header::CONTENT_TYPE)

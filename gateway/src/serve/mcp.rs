@@ -287,7 +287,9 @@ impl ServerHandler for McpHandler {
         };
 
         let gateway = &self.shared.gateway;
-        let call = async {
+        // Boxed: rmcp moves this handler's future into a spawned task, and the whole
+        // call path inlined here would make that a copy of kilobytes per call.
+        let mut call = Box::pin(async {
             if !protocol_tools::is_protocol_tool(&name) {
                 return access::call(gateway, &caller, &name, arguments, ctx).await;
             }
@@ -302,8 +304,7 @@ impl ServerHandler for McpHandler {
                 Some(Err(error)) => Err(error),
                 None => Err(errors::unknown_tool(&name)),
             }
-        };
-        tokio::pin!(call);
+        });
         let upstream = self
             .shared
             .gateway

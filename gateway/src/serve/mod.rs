@@ -57,25 +57,46 @@ pub fn router(
         Arc::new(LocalSessionManager::default()),
         config,
     );
+    let front = Arc::new(McpFront {
+        door: door.clone(),
+        gateway: gateway.clone(),
+        max_body: gateway.config().max_request_body_bytes,
+    });
     let mcp = Router::new()
         .nest_service("/mcp", service)
-        .layer(axum::middleware::from_fn_with_state(
-            gateway.clone(),
-            fidelity::restore_raw_definitions,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            door.clone(),
-            auth::admit,
-        ))
-        .layer(axum::middleware::from_fn(
-            protocol_errors::as_jsonrpc_errors,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            gateway.config().max_request_body_bytes,
-            protocol_errors::refuse_oversized,
-        ));
+        .layer(axum::middleware::from_fn_with_state(front, mcp_front));
     ops::router(gateway.clone())
         .merge(admin::router(gateway, store))
         .merge(rest::router(door))
         .merge(mcp)
+}
+
+/// What the `/mcp` front middleware needs.
+struct McpFront {
+    door: Arc<auth::FrontDoor>,
+    gateway: Arc<Gateway>,
+    max_body: usize,
+}
+
+/// Everything `/mcp` does around rmcp, in one middleware (each `from_fn` layer clones
+/// the whole service below it per request): refuse oversized bodies, admit the caller
+/// and check its session, then on the way out restore the raw tool definitions,
+/// record a new session's owner, and make any error a JSON-RPC error.
+async fn mcp_front(
+    axum::extract::State(front): axum::extract::State<Arc<McpFront>>,
+    mut request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    if let Some(refused) = protocol_errors::refuse_oversized(request.headers(), front.max_body) {
+        return refused;
+    }
+    let response = match auth::admit_mcp(&front.door, &mut request).await {
+        Err(refused) => refused,
+        Ok(admitted) => {
+            let response = next.run(request).await;
+            let response = fidelity::restore_raw_definitions(&front.gateway, response).await;
+            auth::record_new_session(&front.door, admitted, response).await
+        }
+    };
+    protocol_errors::as_jsonrpc_error(response).await
 }

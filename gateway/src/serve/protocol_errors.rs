@@ -7,8 +7,6 @@
 //! failure becomes 400) so session-expiry semantics (404) are unchanged.
 
 use axum::body::Body;
-use axum::extract::Request;
-use axum::middleware::Next;
 use axum::response::Response;
 use http::{HeaderValue, StatusCode, header};
 use serde_json::json;
@@ -21,19 +19,12 @@ const INVALID_REQUEST: i64 = -32600;
 /// JSON-RPC error, before reading any of it (reading megabytes only to refuse them
 /// would hand out free work). Bodies without a declared length are limited by the
 /// transport itself.
-pub async fn refuse_oversized(
-    axum::extract::State(limit): axum::extract::State<usize>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let declared = request
-        .headers()
+pub fn refuse_oversized(headers: &http::HeaderMap, limit: usize) -> Option<Response> {
+    let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok());
-    let Some(length) = declared.filter(|&length| length > limit) else {
-        return next.run(request).await;
-    };
+    let length = declared.filter(|&length| length > limit)?;
     let body = json!({
         "jsonrpc": "2.0",
         "id": null,
@@ -51,11 +42,12 @@ pub async fn refuse_oversized(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    response
+    Some(response)
 }
 
-pub async fn as_jsonrpc_errors(request: Request, next: Next) -> Response {
-    let response = next.run(request).await;
+/// Rewraps an error answer that is not JSON as a JSON-RPC error (same status; a
+/// parse failure becomes 400). Other answers pass untouched.
+pub async fn as_jsonrpc_error(response: Response) -> Response {
     let status = response.status();
     if !(status.is_client_error() || status.is_server_error()) {
         return response;
