@@ -656,7 +656,7 @@ async fn redis_outage_fails_readiness_applies_the_policy_and_recovers() {
     // Fail-closed (B): rate-limited tenants are refused with a reason; others pass.
     let (status, body) = get_status(&b.url("/v1/tools?format=openai"), Some(LIMITED_KEY)).await;
     assert_eq!(status, 503, "{body}");
-    assert_eq!(body["error"]["data"]["code"], "state_unavailable", "{body}");
+    assert_eq!(body["error"]["code"], "state_unavailable", "{body}");
     let message = body["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("fail_closed"), "{body}");
     let (status, _) = get_status(&b.url("/v1/tools?format=openai"), Some(OPEN_KEY)).await;

@@ -90,27 +90,25 @@ fn rewrite_event(catalog: &Catalog, event: Bytes) -> Bytes {
     if !contains(&event, TOOLS_KEY) {
         return event;
     }
-    let Ok(text) = std::str::from_utf8(&event) else {
-        return event;
-    };
-    let mut out = String::with_capacity(text.len());
-    for line in text.split_inclusive('\n') {
-        match line.strip_prefix("data:") {
+    // Bytes throughout: every piece is copied once, nothing re-validated as text.
+    let mut out = BytesMut::with_capacity(event.len() * 2);
+    for line in event.split_inclusive(|&b| b == b'\n') {
+        match line.strip_prefix(b"data:") {
             Some(data) => {
-                let (body, newline) = match data.strip_suffix('\n') {
-                    Some(body) => (body, "\n"),
-                    None => (data, ""),
+                let (body, newline): (&[u8], &[u8]) = match data.strip_suffix(b"\n") {
+                    Some(body) => (body, b"\n"),
+                    None => (data, b""),
                 };
-                let body = body.strip_prefix(' ').unwrap_or(body);
-                let rewritten = rewrite_message(catalog, Bytes::copy_from_slice(body.as_bytes()));
-                out.push_str("data: ");
-                out.push_str(&String::from_utf8_lossy(&rewritten));
-                out.push_str(newline);
+                let body = body.strip_prefix(b" ").unwrap_or(body);
+                let rewritten = rewrite_message(catalog, event.slice_ref(body));
+                out.extend_from_slice(b"data: ");
+                out.extend_from_slice(&rewritten);
+                out.extend_from_slice(newline);
             }
-            None => out.push_str(line),
+            None => out.extend_from_slice(line),
         }
     }
-    Bytes::from(out)
+    out.freeze()
 }
 
 /// Rewrites one JSON-RPC message (or batch); returns the input untouched when there is

@@ -8,8 +8,8 @@
 //! `progressToken` the updates become `notifications/message` log frames.
 //!
 //! rmcp's typed `Tool` drops fields it does not know (`execution`, vendor keys); the
-//! listing here is typed, and [`crate::serve::fidelity`] puts the catalog's raw
-//! definitions back on the wire.
+//! listing here is of typed stand-ins (names), and [`crate::serve::fidelity`] puts the
+//! catalog's raw definitions on the wire in their place.
 
 use std::sync::Arc;
 

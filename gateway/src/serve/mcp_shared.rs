@@ -1,6 +1,6 @@
-//! State shared by every MCP session of one gateway: the typed tool definitions of the
-//! current catalog (converted once per snapshot, so `tools/list` only filters and
-//! clones), and the live legacy sessions, told when the catalog changes.
+//! State shared by every MCP session of one gateway: the typed stand-ins of the current
+//! catalog's tools (made once per snapshot, so `tools/list` only filters and clones),
+//! and the live legacy sessions, told when the catalog changes.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -14,7 +14,10 @@ use crate::catalog::Catalog;
 use crate::gateway::Gateway;
 use crate::protocol_tools;
 
-/// The typed definitions of one catalog snapshot.
+/// The typed stand-ins of one catalog snapshot's tools: each is only the tool's name
+/// (and a minimal input schema). rmcp serializes them; [`crate::serve::fidelity`]
+/// swaps each for the catalog's pre-serialized raw definition on the way out, so the
+/// full definitions are never serialized, parsed or copied per request by rmcp.
 pub struct TypedCatalog {
     source: Arc<Catalog>,
     pub by_name: HashMap<String, Tool>,
@@ -92,8 +95,9 @@ impl McpShared {
             .entries()
             .iter()
             .filter_map(|entry| {
+                // Only definitions rmcp accepts as MCP are listed.
                 match serde_json::from_value::<Tool>(Value::Object(entry.definition.clone())) {
-                    Ok(tool) => Some((entry.name.clone(), tool)),
+                    Ok(_) => Some((entry.name.clone(), stand_in(&entry.name)?)),
                     Err(error) => {
                         tracing::warn!(tool = %entry.name, %error, "tool definition is not valid MCP; left out of tools/list");
                         None
@@ -126,6 +130,13 @@ impl McpShared {
         }
         peers.push(peer);
     }
+}
+
+/// A tool reduced to its name: what rmcp serializes before the raw definition is
+/// spliced in.
+fn stand_in(name: &str) -> Option<Tool> {
+    serde_json::from_value(serde_json::json!({"name": name, "inputSchema": {"type": "object"}}))
+        .ok()
 }
 
 /// Sends `notifications/tools/list_changed` to every live session when the catalog
