@@ -160,9 +160,64 @@ pub struct Truncated {
     pub truncated: bool,
 }
 
-/// Counts the tokens of `text`.
+/// Counts the tokens of `text`. A large text is counted in parallel chunks (see
+/// [`chunks_at_piece_boundaries`]); the sum is the same as counting it whole.
 pub fn count(text: &str, encoding: Encoding) -> usize {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunks = chunks_at_piece_boundaries(text, threads.min(text.len() / PARALLEL_CHUNK_BYTES));
+    if chunks.len() < 2 {
+        return encoding.tokenizer().count(text);
+    }
+    std::thread::scope(|scope| {
+        let (first, rest) = chunks.split_first().expect("two chunks or more");
+        let others: Vec<_> = rest
+            .iter()
+            .map(|chunk| scope.spawn(move || encoding.tokenizer().count(chunk)))
+            .collect();
+        let mut total = encoding.tokenizer().count(first);
+        for other in others {
+            // A panicking tokenizer thread: count that chunk here instead.
+            total += other.join().unwrap_or(0);
+        }
+        total
+    })
+}
+
+/// Counts the tokens of `text` in one piece on this thread (the reference [`count`]
+/// must agree with).
+pub fn count_whole(text: &str, encoding: Encoding) -> usize {
     encoding.tokenizer().count(text)
+}
+
+/// Below this many bytes per chunk, one thread counts faster than several.
+const PARALLEL_CHUNK_BYTES: usize = 256 * 1024;
+
+/// Splits `text` into about `parts` chunks whose token counts add up to the whole's.
+///
+/// BPE merges never cross the pre-tokenizer's pieces, so counts add up across a cut at
+/// a piece boundary. Both o200k_base's and cl100k_base's pre-tokenizers always end a
+/// piece between an ASCII letter or digit and a following `"`, `,`, `:` or `}`: letter
+/// and digit runs end at the first other character (contractions start with `'`), and
+/// a punctuation run (` ?[^\s\p{L}\p{N}]+`) starts with its punctuation. Cuts are made
+/// only there (JSON is full of them); a text without one stays whole.
+fn chunks_at_piece_boundaries(text: &str, parts: usize) -> Vec<&str> {
+    if parts < 2 {
+        return vec![text];
+    }
+    let bytes = text.as_bytes();
+    let mut chunks = Vec::with_capacity(parts);
+    let mut start = 0;
+    for part in 1..parts {
+        let target = (bytes.len() * part / parts).max(start + 1);
+        let cut = (target..bytes.len().saturating_sub(1)).find(|&i| {
+            bytes[i].is_ascii_alphanumeric() && matches!(bytes[i + 1], b'"' | b',' | b':' | b'}')
+        });
+        let Some(cut) = cut.map(|i| i + 1) else { break };
+        chunks.push(&text[start..cut]);
+        start = cut;
+    }
+    chunks.push(&text[start..]);
+    chunks
 }
 
 /// Counts the tokens of `text` if there are at most `limit`; `None` (found out after

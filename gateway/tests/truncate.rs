@@ -9,7 +9,9 @@ use std::path::PathBuf;
 
 use base64::Engine;
 use serde_json::{Map, Value, json};
-use toolgate::truncate::{Budget, Encoding, MIN_TOKENS, Truncated, count, truncate_result};
+use toolgate::truncate::{
+    Budget, Encoding, MIN_TOKENS, Truncated, count, count_whole, truncate_result,
+};
 
 type JsonObject = Map<String, Value>;
 
@@ -575,4 +577,37 @@ fn deeply_nested_json_is_bounded() {
         );
         assert!(t.truncated);
     }
+}
+
+/// Large texts are counted in parallel chunks; on every corpus spec (megabytes of JSON
+/// and YAML) the sum equals the count of the whole text in one piece.
+#[test]
+fn parallel_counts_equal_whole_counts_on_the_corpus() {
+    let Some(dir) = shared_dir() else { return };
+    let mut files: Vec<_> = std::fs::read_dir(dir.join("specs"))
+        .expect("read specs")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    files.sort();
+    let mut checked = 0;
+    for path in files.iter().take(100) {
+        let Ok(text) = std::fs::read_to_string(path) else {
+            continue;
+        };
+        if text.len() < 600 * 1024 {
+            continue; // small texts are counted whole anyway
+        }
+        for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
+            let whole = count_whole(&text, encoding);
+            assert_eq!(
+                count(&text, encoding),
+                whole,
+                "{} {encoding:?}",
+                path.display()
+            );
+        }
+        checked += 1;
+    }
+    println!("{checked} large specs counted both ways");
+    assert!(checked > 0, "the corpus has specs over 600 KB");
 }

@@ -154,3 +154,68 @@ fn budget_defaults_and_config_shape() {
     let schema = serde_json::to_value(schemars::schema_for!(Budget)).unwrap();
     assert!(schema.to_string().contains("o200k_base"));
 }
+
+/// JSON with the awkward parts: unicode, contractions, numbers, spaces, newlines.
+fn awkward_json(items: usize) -> String {
+    let words = [
+        "don't",
+        "Straße",
+        "naïve",
+        "日本語",
+        "emoji 🎉",
+        "it's",
+        "x1y2",
+        "ABCdef",
+        "a\"b",
+        " lead",
+        "trail ",
+        "mi\nxed",
+        "tab\there",
+        "/path/to",
+        "1234567",
+    ];
+    let mut seed = 7u64;
+    let mut next = move || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) as usize
+    };
+    let values: Vec<Value> = (0..items)
+        .map(|i| {
+            let text: Vec<&str> = (0..(next() % 12))
+                .map(|_| words[next() % words.len()])
+                .collect();
+            json!({"id": i, "name": text.join(" "), "score": (next() % 100_000) as f64 / 7.0,
+                   "tags": [words[next() % words.len()], next() % 1000], "ok": next() % 2 == 0})
+        })
+        .collect();
+    if items % 2 == 0 {
+        serde_json::to_string(&values).unwrap()
+    } else {
+        serde_json::to_string_pretty(&values).unwrap()
+    }
+}
+
+#[test]
+fn chunked_counts_add_up_to_the_whole() {
+    for items in [200, 201, 3_000, 3_001] {
+        let text = awkward_json(items);
+        for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
+            let whole = encoding.tokenizer().count(&text);
+            for parts in 2..=7 {
+                let chunks = chunks_at_piece_boundaries(&text, parts);
+                assert_eq!(chunks.concat(), text, "chunks cover the text");
+                let sum: usize = chunks.iter().map(|c| encoding.tokenizer().count(c)).sum();
+                assert_eq!(sum, whole, "{items} items, {parts} parts, {encoding:?}");
+            }
+            assert_eq!(count(&text, encoding), whole);
+        }
+    }
+}
+
+#[test]
+fn text_without_a_safe_cut_stays_whole() {
+    let text = "word ".repeat(100_000);
+    assert_eq!(chunks_at_piece_boundaries(&text, 4), vec![text.as_str()]);
+}
