@@ -190,7 +190,7 @@ fn awkward_json(items: usize) -> String {
                    "tags": [words[next() % words.len()], next() % 1000], "ok": next() % 2 == 0})
         })
         .collect();
-    if items % 2 == 0 {
+    if items.is_multiple_of(2) {
         serde_json::to_string(&values).unwrap()
     } else {
         serde_json::to_string_pretty(&values).unwrap()
