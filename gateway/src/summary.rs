@@ -49,11 +49,7 @@ pub fn complete(tool: &str, raw: &JsonObject) -> String {
             size(bytes)
         ));
     }
-    let blocks = raw
-        .get("content")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let blocks = content_blocks(raw);
     let is_error = raw.get("isError").and_then(Value::as_bool).unwrap_or(false);
     if is_error {
         let first_text = blocks
@@ -68,6 +64,14 @@ pub fn complete(tool: &str, raw: &JsonObject) -> String {
         describe_blocks(blocks),
         size(bytes as u64)
     ))
+}
+
+/// The content blocks of an MCP call result (none when it has no `content` array).
+pub fn content_blocks(raw: &JsonObject) -> &[Value] {
+    raw.get("content")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
 }
 
 /// The end of a call the gateway could not complete.

@@ -163,18 +163,24 @@ pub struct Truncated {
 /// Counts the tokens of `text`. A large text is counted in parallel chunks (see
 /// [`chunks_at_piece_boundaries`]); the sum is the same as counting it whole.
 pub fn count(text: &str, encoding: Encoding) -> usize {
+    let wanted = text.len() / PARALLEL_CHUNK_BYTES;
+    if wanted < 2 {
+        // Every result is counted: keep the common, small case free of the CPU query
+        // (which reads cgroup files on Linux).
+        return count_whole(text, encoding);
+    }
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let chunks = chunks_at_piece_boundaries(text, threads.min(text.len() / PARALLEL_CHUNK_BYTES));
+    let chunks = chunks_at_piece_boundaries(text, threads.min(wanted));
     if chunks.len() < 2 {
-        return encoding.tokenizer().count(text);
+        return count_whole(text, encoding);
     }
     std::thread::scope(|scope| {
         let (first, rest) = chunks.split_first().expect("two chunks or more");
         let others: Vec<_> = rest
             .iter()
-            .map(|chunk| scope.spawn(move || encoding.tokenizer().count(chunk)))
+            .map(|chunk| scope.spawn(move || count_whole(chunk, encoding)))
             .collect();
-        let mut total = encoding.tokenizer().count(first);
+        let mut total = count_whole(first, encoding);
         for other in others {
             // A panicking tokenizer thread: count that chunk here instead.
             total += other.join().unwrap_or(0);

@@ -12,7 +12,6 @@
 //! workspace root); without it the corpus test prints a notice and passes, except under
 //! `CI=true`.
 
-use std::path::PathBuf;
 use std::time::Instant;
 
 use serde_json::{Value, json};
@@ -32,53 +31,16 @@ mod rules;
 
 use harness::{Tally, VARIANTS, label, print, run};
 
-fn specs_dir() -> Option<PathBuf> {
-    let shared = match std::env::var("TOOLGATE_SHARED") {
-        Ok(d) => PathBuf::from(d),
-        Err(_) => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared"),
-    };
-    let specs = shared.join("specs");
-    if specs.is_dir() {
-        return Some(specs);
-    }
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!(
-            "the shared corpus is missing under {} (set TOOLGATE_SHARED)",
-            specs.display()
-        );
-    }
-    eprintln!(
-        "NOTICE: no shared corpus under {}; skipping the corpus export test",
-        specs.display()
-    );
-    None
-}
-
 #[tokio::test]
 async fn every_corpus_tool_exports_within_each_formats_rules() {
-    let Some(specs) = specs_dir() else { return };
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&specs)
-        .expect("read the specs directory")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            matches!(
-                p.extension().and_then(|e| e.to_str()),
-                Some("json" | "yaml" | "yml")
-            )
-        })
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no specs in {}", specs.display());
+    let Some(files) = harness::corpus_specs() else {
+        return;
+    };
     let started = Instant::now();
     let mut tally = Tally::default();
     let mut total = 0;
     for path in &files {
-        let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("spec");
-        let name: String = stem
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-            .take(20)
-            .collect();
+        let name = harness::upstream_name(path);
         let (upstream, _) =
             OpenApiUpstream::load(&name, OpenApiConfig::from_path(path.to_string_lossy()))
                 .await

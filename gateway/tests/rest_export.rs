@@ -31,38 +31,12 @@ mod rules;
 
 use harness::{VARIANTS, check, label};
 
-fn specs_dir() -> Option<PathBuf> {
-    let shared = match std::env::var("TOOLGATE_SHARED") {
-        Ok(d) => PathBuf::from(d),
-        Err(_) => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared"),
-    };
-    let specs = shared.join("specs");
-    if specs.is_dir() {
-        return Some(specs);
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "the shared corpus is missing under {} (set TOOLGATE_SHARED)",
-        specs.display()
-    );
-    eprintln!(
-        "NOTICE: no shared corpus under {}; skipping the endpoint export test",
-        specs.display()
-    );
-    None
-}
-
 /// Starts the gateway in this process on 127.0.0.1 with one OpenAPI upstream per spec.
 async fn serve(specs: &[PathBuf]) -> (Arc<Gateway>, String, CancellationToken) {
     let upstreams: serde_json::Map<String, Value> = specs
         .iter()
         .map(|path| {
-            let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("spec");
-            let name: String = stem
-                .chars()
-                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-                .take(20)
-                .collect();
+            let name = harness::upstream_name(path);
             (name, json!({"openapi": {"spec_path": path}}))
         })
         .collect();
@@ -100,18 +74,9 @@ async fn serve(specs: &[PathBuf]) -> (Arc<Gateway>, String, CancellationToken) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_corpus_tool_served_by_get_v1_tools_keeps_each_formats_rules() {
-    let Some(specs) = specs_dir() else { return };
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&specs)
-        .expect("read the specs directory")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            matches!(
-                p.extension().and_then(|e| e.to_str()),
-                Some("json" | "yaml" | "yml")
-            )
-        })
-        .collect();
-    files.sort();
+    let Some(files) = harness::corpus_specs() else {
+        return;
+    };
     let (gateway, base, stop) = serve(&files).await;
     let catalog = gateway.catalog();
     assert!(

@@ -14,11 +14,12 @@
 //! Every wait is bounded (`wait_for`: 100 ms steps within a deadline).
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use toolgate_e2e::{Fixture, Gateway, McpSession, TempDir, first_text, http, tool_names, wait_for};
+use toolgate_e2e::{
+    Fixture, Gateway, McpSession, TempDir, first_text, hash_key, http, tool_names, wait_for,
+};
 
 /// Bound for a file edit to show up (debounce is 300 ms; upstreams connect in ~1 s).
 const RELOAD_TIMEOUT: Duration = Duration::from_secs(20);
@@ -31,17 +32,6 @@ const IMAGE: &str = "fx__test_image_content";
 
 fn fixture_bin() -> &'static str {
     env!("CARGO_BIN_EXE_conformance_fixture")
-}
-
-fn hash_key(key: &str) -> String {
-    let out = Command::new(toolgate_e2e::toolgate_bin())
-        .args(["hash-key", key])
-        .output()
-        .expect("toolgate hash-key");
-    String::from_utf8(out.stdout)
-        .expect("utf-8")
-        .trim()
-        .to_owned()
 }
 
 /// A config with the fixture as `fx` and one tenant `team` (also the anonymous

@@ -11,7 +11,6 @@
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
@@ -21,7 +20,7 @@ use axum::extract::{Path, Query};
 use axum::routing::get;
 use serde_json::{Value, json};
 use toolgate_e2e::redis::{RedisServer, delete_prefix, shared_redis, unique_prefix};
-use toolgate_e2e::{Gateway, heavy_lock, http, require, toolgate_bin, wait_for};
+use toolgate_e2e::{Gateway, hash_key, heavy_lock, http, require, wait_for};
 
 const KEY: &str = "scale-out-tenant-key-0123456789";
 const OTHER_KEY: &str = "scale-out-other-key-0123456789";
@@ -29,17 +28,6 @@ const LIMITED_KEY: &str = "scale-out-limited-key-0123456789";
 const OPEN_KEY: &str = "scale-out-open-key-0123456789";
 const ADMIN_TOKEN: &str = "scale-out-admin-token-0123456789";
 const LEGACY: &str = "2025-11-25";
-
-fn hash_key(key: &str) -> String {
-    let out = Command::new(toolgate_bin())
-        .args(["hash-key", key])
-        .output()
-        .expect("toolgate hash-key");
-    String::from_utf8(out.stdout)
-        .expect("utf-8")
-        .trim()
-        .to_owned()
-}
 
 /// A small HTTP API with its OpenAPI documents: `/openapi.json` (echo, add, t0..t4)
 /// and `/pets.json` (listPets), served on a free loopback port.

@@ -1,6 +1,7 @@
 //! Runs exports in every format and checks each against the rules in `rules.rs`.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 use toolgate::export::{ExportError, ExportOptions, Format, export};
@@ -151,4 +152,49 @@ pub fn print(title: &str, tally: &Tally) {
     for v in tally.violations.iter().take(40) {
         println!("  VIOLATION {v}");
     }
+}
+
+/// The spec files of the shared corpus (`$TOOLGATE_SHARED/specs`, default
+/// `../shared/specs` beside the workspace), sorted. Without the corpus: a notice and
+/// `None`, except under `CI=true`, where that fails.
+pub fn corpus_specs() -> Option<Vec<PathBuf>> {
+    let shared = match std::env::var("TOOLGATE_SHARED") {
+        Ok(d) => PathBuf::from(d),
+        Err(_) => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared"),
+    };
+    let specs = shared.join("specs");
+    if !specs.is_dir() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "the shared corpus is missing under {} (set TOOLGATE_SHARED)",
+            specs.display()
+        );
+        eprintln!(
+            "NOTICE: no shared corpus under {}; skipping the corpus test",
+            specs.display()
+        );
+        return None;
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&specs)
+        .expect("read the specs directory")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            matches!(
+                p.extension().and_then(|e| e.to_str()),
+                Some("json" | "yaml" | "yml")
+            )
+        })
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no specs in {}", specs.display());
+    Some(files)
+}
+
+/// An upstream name for a spec file: its stem, letters and digits kept, 20 at most.
+pub fn upstream_name(path: &Path) -> String {
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("spec");
+    stem.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .take(20)
+        .collect()
 }

@@ -42,21 +42,10 @@ pub async fn openai(
     Query(query): Query<HashMap<String, String>>,
     body: axum::body::Bytes,
 ) -> Response {
-    let body: Value = match serde_json::from_slice(&body) {
-        Ok(body) => body,
-        Err(e) => return invalid_body(format!("the body is not JSON: {e}")),
-    };
-    let session = match session_of(&body, &query) {
-        Ok(session) => session,
+    let expected = "expected the `tool_calls` array of an assistant message (the array itself, or an object holding it as `tool_calls`)";
+    let (items, session) = match read_batch(&body, &query, "tool_calls", expected) {
+        Ok(batch) => batch,
         Err(message) => return invalid_body(message),
-    };
-    let items = match &body {
-        Value::Array(items) => items,
-        Value::Object(fields) => match fields.get("tool_calls") {
-            Some(Value::Array(items)) => items,
-            _ => return invalid_body("expected the `tool_calls` array of an assistant message (or an object holding it as `tool_calls`)".into()),
-        },
-        _ => return invalid_body("expected a JSON array of tool calls".into()),
     };
     let mut requests = Vec::with_capacity(items.len());
     for (index, item) in items.iter().enumerate() {
@@ -89,21 +78,11 @@ pub async fn anthropic(
     Query(query): Query<HashMap<String, String>>,
     body: axum::body::Bytes,
 ) -> Response {
-    let body: Value = match serde_json::from_slice(&body) {
-        Ok(body) => body,
-        Err(e) => return invalid_body(format!("the body is not JSON: {e}")),
-    };
-    let session = match session_of(&body, &query) {
-        Ok(session) => session,
+    let expected =
+        "expected an assistant message with a `content` array of blocks (or the array itself)";
+    let (blocks, session) = match read_batch(&body, &query, "content", expected) {
+        Ok(batch) => batch,
         Err(message) => return invalid_body(message),
-    };
-    let blocks = match &body {
-        Value::Array(blocks) => blocks,
-        Value::Object(fields) => match fields.get("content") {
-            Some(Value::Array(blocks)) => blocks,
-            _ => return invalid_body("expected an assistant message with a `content` array of blocks (or the array itself)".into()),
-        },
-        _ => return invalid_body("expected a JSON array of content blocks".into()),
     };
     let mut requests = Vec::new();
     for (index, block) in blocks.iter().enumerate() {
@@ -140,6 +119,28 @@ pub async fn anthropic(
         .map(|(request, finished)| tool_result(&request.id, finished))
         .collect();
     axum::Json(json!({"role": "user", "content": results})).into_response()
+}
+
+/// The calls of a batch body — the array itself, or the object's `key` — and the session
+/// it names; the error says what is wrong (`expected` when the shape is).
+fn read_batch(
+    body: &[u8],
+    query: &HashMap<String, String>,
+    key: &str,
+    expected: &str,
+) -> Result<(Vec<Value>, Option<String>), String> {
+    let body: Value =
+        serde_json::from_slice(body).map_err(|e| format!("the body is not JSON: {e}"))?;
+    let session = session_of(&body, query)?;
+    let items = match body {
+        Value::Array(items) => items,
+        Value::Object(mut fields) => match fields.remove(key) {
+            Some(Value::Array(items)) => items,
+            _ => return Err(expected.to_owned()),
+        },
+        _ => return Err(expected.to_owned()),
+    };
+    Ok((items, session))
 }
 
 /// The session named by `?session=` or the body's `session` (a string when present).
@@ -314,12 +315,10 @@ fn tool_result(id: &str, finished: &Finished) -> Value {
     let content: Vec<Value> = match &finished.outcome {
         Err(_) => vec![json!({"type": "text", "text": finished.text_for_model()})],
         Ok(raw) => {
-            let blocks = raw
-                .get("content")
-                .and_then(Value::as_array)
-                .map(Vec::as_slice)
-                .unwrap_or_default();
-            let mut content: Vec<Value> = blocks.iter().map(anthropic_block).collect();
+            let mut content: Vec<Value> = crate::summary::content_blocks(raw)
+                .iter()
+                .map(anthropic_block)
+                .collect();
             if content.is_empty() {
                 content.push(json!({"type": "text", "text": finished.text_for_model()}));
             }

@@ -60,12 +60,10 @@ impl Finished {
         match &self.outcome {
             Err(error) => format!("Error ({}): {error}", error.code()),
             Ok(raw) => {
-                let blocks = raw
-                    .get("content")
-                    .and_then(Value::as_array)
-                    .map(Vec::as_slice)
-                    .unwrap_or_default();
-                let mut parts: Vec<String> = blocks.iter().map(block_as_text).collect();
+                let mut parts: Vec<String> = summary::content_blocks(raw)
+                    .iter()
+                    .map(block_as_text)
+                    .collect();
                 if parts.is_empty()
                     && let Some(structured) = raw.get("structuredContent")
                 {
