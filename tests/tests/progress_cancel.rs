@@ -466,6 +466,53 @@ async fn closing_a_2026_call_stream_cancels_the_upstream_call() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hanging_up_on_a_session_call_cancels_the_upstream_call() {
+    // A session's call is answered on its own POST; once the client has hung up the
+    // result has nowhere to go (there is no replay), so the call is cancelled.
+    let _serial = heavy_lock().await;
+    let probe = Probe {
+        started: Arc::new(Notify::new()),
+        cancelled: Arc::new(Notify::new()),
+    };
+    let url = start_probe(probe.clone()).await;
+    let mut gateway = Gateway::start(json!({
+        "upstreams": {"probe": {"streamable_http": {"url": url, "headers": {}}}}
+    }))
+    .await;
+    let session = McpSession::connect(&gateway.mcp_url())
+        .await
+        .expect("initialize");
+    let call = tokio::spawn({
+        let session = session.clone();
+        async move {
+            session
+                .request_with_id(
+                    json!(7),
+                    "tools/call",
+                    json!({"name": "probe__wait", "arguments": {}}),
+                    None,
+                    Duration::from_secs(90),
+                )
+                .await
+        }
+    });
+    tokio::time::timeout(Duration::from_secs(30), probe.started.notified())
+        .await
+        .expect("the upstream never received the call");
+    call.abort();
+    let _ = call.await;
+    tokio::time::timeout(Duration::from_secs(15), probe.cancelled.notified())
+        .await
+        .expect("hanging up on a session call did not cancel the upstream call within 15 s");
+    let ex = session
+        .call_tool("probe__quick", json!({}))
+        .await
+        .expect("call after hang-up");
+    assert_eq!(first_text(ex.result()), "quick");
+    gateway.assert_alive();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_log_messages_during_a_call_are_never_lost() {
     // The fixture's `test_tool_with_logging` sends three log messages, the last one
     // right before its result. rmcp servers send them on the session's GET stream, so

@@ -15,6 +15,7 @@ use serde_json::json;
 use crate::credentials::Authenticator;
 use crate::gateway::Gateway;
 use crate::policy::{Refusal, Tenant};
+use crate::session::Session;
 
 /// What the front door needs.
 pub struct FrontDoor {
@@ -140,79 +141,46 @@ fn refusal(
 /// The MCP transport's session header.
 const SESSION_HEADER: &str = "mcp-session-id";
 
-/// Axum middleware: admits the request or refuses it; the tenant travels in the
-/// request's extensions (rmcp hands them to the handler inside `http::request::Parts`).
+/// An `/mcp` request let in: its tenant, and the session it names (checked to exist
+/// and to belong to that tenant), if any.
 ///
-/// A transport session belongs to the tenant that initialized it: the session is
-/// recorded with its tenant when `initialize` answers with a new `Mcp-Session-Id`, and
-/// every later request on it (POST, the GET stream, DELETE) must come from that tenant.
-/// A session this gateway does not know (never seen, or idled out) is refused like a
-/// missing one, so it can never be taken over. With a shared state backend the owner
-/// is read from the shared store, so a session goes on through any replica.
-/// An `/mcp` request let in: its tenant, and whether it came without a session.
+/// A transport session belongs to the tenant that initialized it, and every later
+/// request on it (POST, the GET stream, DELETE) must come from that tenant. A session
+/// this gateway does not know (never seen, or idled out) is refused like a missing
+/// one, so it can never be taken over. With a shared state backend the owner is read
+/// from the shared store, so a session goes on through any replica.
 pub struct Admitted {
-    tenant: Arc<Tenant>,
-    sessionless: bool,
+    pub tenant: Arc<Tenant>,
+    pub session: Option<Session>,
 }
 
-/// Admits an `/mcp` request (the tenant goes into its extensions) or refuses it.
+/// Admits an `/mcp` request (the tenant also goes into its extensions, where rmcp's
+/// handlers find it) or refuses it.
 pub async fn admit_mcp(door: &FrontDoor, request: &mut Request) -> Result<Admitted, Response> {
     let tenant = door.admit(request.headers()).await?;
-    let session = request
+    let session_id = request
         .headers()
         .get(SESSION_HEADER)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    if let Some(id) = &session {
-        let owned = match door.gateway.sessions.get_owned(id, &tenant.name).await {
-            Ok(owned) => owned.is_some(),
+    let session = match &session_id {
+        None => None,
+        Some(id) => match door.gateway.sessions.get_owned(id, &tenant.name).await {
+            Ok(Some(session)) => Some(session),
+            Ok(None) => {
+                return Err(refusal(
+                    Shape::JsonRpc,
+                    StatusCode::NOT_FOUND,
+                    "session_not_found",
+                    "session not found: it expired or belongs to other credentials; initialize a new session",
+                    None,
+                ));
+            }
             Err(unavailable) => {
                 return Err(state_unavailable(Shape::JsonRpc, &unavailable.to_string()));
             }
-        };
-        if !owned {
-            return Err(refusal(
-                Shape::JsonRpc,
-                StatusCode::NOT_FOUND,
-                "session_not_found",
-                "session not found: it expired or belongs to other credentials; initialize a new session",
-                None,
-            ));
-        }
-    }
+        },
+    };
     request.extensions_mut().insert(tenant.clone());
-    Ok(Admitted {
-        tenant,
-        sessionless: session.is_none(),
-    })
-}
-
-/// Records the owner of a session the answer just created (`initialize`).
-pub async fn record_new_session(
-    door: &FrontDoor,
-    admitted: Admitted,
-    response: Response,
-) -> Response {
-    let tenant = admitted.tenant;
-    if admitted.sessionless
-        && let Some(new_id) = response
-            .headers()
-            .get(SESSION_HEADER)
-            .and_then(|v| v.to_str().ok())
-    {
-        // Recorded in the (possibly shared) store, so every replica knows the owner.
-        // Unrecorded, the session would be refused on its next request: say so now.
-        if let Err(unavailable) = door
-            .gateway
-            .sessions
-            .get_or_create(new_id, &tenant.name)
-            .await
-        {
-            return state_unavailable(
-                Shape::JsonRpc,
-                &format!("the session could not be recorded: {unavailable}"),
-            );
-        }
-    }
-    response
+    Ok(Admitted { tenant, session })
 }

@@ -1,9 +1,9 @@
 //! Puts the upstreams' raw tool definitions back into `tools/list` results.
 //!
 //! rmcp 3.9 serializes tools through its typed `Tool`, which drops every field it does
-//! not model (`execution`, vendor extensions, newer spec fields). Rather than give up
-//! rmcp's transport (sessions, SSE resumption, DNS-rebinding checks, 2026-07-28
-//! stateless handling), this layer rewrites the outgoing messages: any JSON-RPC result
+//! not model (`execution`, vendor extensions, newer spec fields). Where rmcp still
+//! answers (2026-07-28 sessionless requests, `toolgate stdio`), this layer rewrites
+//! the outgoing messages: any JSON-RPC result
 //! whose `result.tools` lists catalog names gets each entry replaced by the catalog's
 //! raw definition. Everything else passes through byte for byte; a cheap substring test
 //! keeps the cost off tool-call responses.

@@ -6,6 +6,7 @@ pub mod auth;
 pub mod bridge;
 pub mod fidelity;
 pub mod mcp;
+pub mod mcp_http;
 pub mod mcp_shared;
 pub mod ops;
 mod passthrough;
@@ -38,20 +39,18 @@ pub fn router(
         authenticator,
     });
     let shared = McpShared::new(gateway.clone());
+    let sessions = mcp_http::McpSessions::new(shared.clone(), stop.clone());
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(gateway.config().allowed_hosts.clone())
         .with_max_request_body_bytes(gateway.config().max_request_body_bytes)
         .with_cancellation_token(stop);
-    let mut config = if gateway.config().allowed_hosts.is_empty() {
+    let config = if gateway.config().allowed_hosts.is_empty() {
         config.disable_allowed_hosts()
     } else {
         config
     };
-    if let Some(shared) = &gateway.shared {
-        // Another replica restores a legacy MCP session by replaying its initialize;
-        // the session's tools and owner come from the same store.
-        config.session_store = Some(shared.sessions.clone());
-    }
+    // rmcp's transport only answers sessionless requests now (2026-07-28), and the
+    // errors for requests that are neither sessionless nor a session's.
     let service = StreamableHttpService::new(
         move || Ok(McpHandler::new(shared.clone())),
         Arc::new(LocalSessionManager::default()),
@@ -59,6 +58,7 @@ pub fn router(
     );
     let front = Arc::new(McpFront {
         door: door.clone(),
+        sessions,
         gateway: gateway.clone(),
         max_body: gateway.config().max_request_body_bytes,
     });
@@ -74,14 +74,16 @@ pub fn router(
 /// What the `/mcp` front middleware needs.
 struct McpFront {
     door: Arc<auth::FrontDoor>,
+    sessions: mcp_http::McpSessions,
     gateway: Arc<Gateway>,
     max_body: usize,
 }
 
-/// Everything `/mcp` does around rmcp, in one middleware (each `from_fn` layer clones
-/// the whole service below it per request): refuse oversized bodies, admit the caller
-/// and check its session, then on the way out restore the raw tool definitions,
-/// record a new session's owner, and make any error a JSON-RPC error.
+/// Everything `/mcp` does, in one middleware (each `from_fn` layer clones the whole
+/// service below it per request): refuse oversized bodies, admit the caller and check
+/// its session, answer session requests directly ([`mcp_http`]) and hand the rest to
+/// rmcp, restoring the raw tool definitions in its answers, and make any error a
+/// JSON-RPC error.
 async fn mcp_front(
     axum::extract::State(front): axum::extract::State<Arc<McpFront>>,
     mut request: axum::extract::Request,
@@ -92,11 +94,13 @@ async fn mcp_front(
     }
     let response = match auth::admit_mcp(&front.door, &mut request).await {
         Err(refused) => refused,
-        Ok(admitted) => {
-            let response = next.run(request).await;
-            let response = fidelity::restore_raw_definitions(&front.gateway, response).await;
-            auth::record_new_session(&front.door, admitted, response).await
-        }
+        Ok(admitted) => match front.sessions.route(request, admitted).await {
+            mcp_http::Routed::Answered(response) => response,
+            mcp_http::Routed::Rmcp(request) => {
+                let response = next.run(request).await;
+                fidelity::restore_raw_definitions(&front.gateway, response).await
+            }
+        },
     };
     protocol_errors::as_jsonrpc_error(response).await
 }

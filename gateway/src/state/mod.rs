@@ -6,8 +6,8 @@
 //! replica can serve any request (no sticky routing):
 //!
 //! - sessions and their expanded tools ([`redis_sessions`], behind
-//!   [`crate::session::SessionStore`]), plus the MCP transport session's `initialize`
-//!   parameters so another replica can restore it (rmcp's own session-store hook);
+//!   [`crate::session::SessionStore`]); an MCP session is nothing more than that
+//!   record (see [`crate::serve::mcp_http`]), so any replica serves it;
 //! - tenant rate limits ([`ratelimit`]: GCRA in a Lua script on Redis' clock), with a
 //!   configured fail-open or fail-closed policy while Redis is unreachable;
 //! - runtime registrations ([`registrations`]: a hash plus a pub/sub channel every

@@ -3,9 +3,7 @@
 //! Keys (under `state.key_prefix`, `{id}` is a Redis Cluster hash tag so both keys of
 //! a session live together):
 //!
-//! - `session:{ID}` — a hash: `tenant`, `created` (Unix ms) and, for MCP transport
-//!   sessions, `mcp` (the client's `initialize` parameters as JSON, so another replica
-//!   can restore the transport session: rmcp's session-store hook);
+//! - `session:{ID}` — a hash: `tenant` and `created` (Unix ms);
 //! - `session:{ID}:expanded` — a set: the names `tool_expand_tools` added.
 //!
 //! Both keys expire after `sessions.idle_ttl` without use; every read and write
@@ -19,11 +17,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use redis::Script;
-use rmcp::transport::streamable_http_server::session::store::{
-    SessionState, SessionStore as TransportSessionStore, SessionStoreError,
-};
 
-use super::Unavailable;
 use super::conn::RedisConn;
 use crate::session::{Expansion, Session, SessionStore, StoreResult, new_session_id};
 
@@ -71,22 +65,12 @@ redis.call('PEXPIRE', KEYS[2], ARGV[1])
 return {added, already, redis.call('SMEMBERS', KEYS[2])}
 ";
 
-/// Stores the MCP `initialize` parameters on the session's hash.
-/// KEYS: hash, set. ARGV: json, ttl (ms).
-const STORE_TRANSPORT: &str = r"
-redis.call('HSET', KEYS[1], 'mcp', ARGV[1])
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-redis.call('PEXPIRE', KEYS[2], ARGV[2])
-return 1
-";
-
 pub struct RedisSessionStore {
     conn: Arc<RedisConn>,
     ttl_ms: u64,
     get_or_create: Script,
     get: Script,
     expand: Script,
-    store_transport: Script,
 }
 
 impl RedisSessionStore {
@@ -97,7 +81,6 @@ impl RedisSessionStore {
             get_or_create: Script::new(GET_OR_CREATE),
             get: Script::new(GET),
             expand: Script::new(EXPAND),
-            store_transport: Script::new(STORE_TRANSPORT),
         }
     }
 
@@ -105,19 +88,6 @@ impl RedisSessionStore {
         let hash = self.conn.key(&format!("session:{{{id}}}"));
         let set = format!("{hash}:expanded");
         (hash, set)
-    }
-
-    async fn transport_state(&self, id: &str) -> StoreResult<Option<String>> {
-        let (hash, _) = self.keys(id);
-        self.conn
-            .run("load MCP session", |mut c| async move {
-                redis::cmd("HGET")
-                    .arg(&hash)
-                    .arg("mcp")
-                    .query_async::<Option<String>>(&mut c)
-                    .await
-            })
-            .await
     }
 }
 
@@ -216,51 +186,6 @@ impl SessionStore for RedisSessionStore {
     }
 }
 
-fn boxed(error: Unavailable) -> SessionStoreError {
-    Box::new(error)
-}
-
-/// rmcp's hook: the transport session's `initialize` parameters, so a replica that
-/// never saw the session can replay its handshake and go on serving it.
-#[async_trait]
-impl TransportSessionStore for RedisSessionStore {
-    async fn load(&self, session_id: &str) -> Result<Option<SessionState>, SessionStoreError> {
-        let Some(json) = self.transport_state(session_id).await.map_err(boxed)? else {
-            return Ok(None);
-        };
-        match serde_json::from_str(&json) {
-            Ok(state) => Ok(Some(state)),
-            Err(error) => {
-                // Written by another version of the gateway: the client re-initializes.
-                tracing::warn!(%error, "stored MCP session state is unreadable; the client must initialize again");
-                Ok(None)
-            }
-        }
-    }
-
-    async fn store(&self, session_id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
-        let json = serde_json::to_string(state)?;
-        let (hash, set) = self.keys(session_id);
-        self.conn
-            .run("store MCP session", |mut c| async move {
-                self.store_transport
-                    .key(hash)
-                    .key(set)
-                    .arg(json)
-                    .arg(self.ttl_ms)
-                    .invoke_async::<i64>(&mut c)
-                    .await
-            })
-            .await
-            .map(drop)
-            .map_err(boxed)
-    }
-
-    async fn delete(&self, session_id: &str) -> Result<(), SessionStoreError> {
-        SessionStore::delete(self, session_id).await.map_err(boxed)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,54 +229,6 @@ mod tests {
             "each added once"
         );
         assert_eq!(a.get(&session.id).await.unwrap().unwrap().expanded.len(), 5);
-    }
-
-    #[tokio::test]
-    async fn transport_sessions_round_trip() {
-        let state = suite::test_state(&suite::redis_url());
-        let Some(conn) = suite::redis_conn(&state).await else {
-            return;
-        };
-        let store = RedisSessionStore::new(conn, Duration::from_secs(60));
-        let params: rmcp::model::InitializeRequestParams =
-            serde_json::from_value(serde_json::json!({
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"}
-            }))
-            .unwrap();
-        let id = new_session_id();
-        assert!(
-            TransportSessionStore::load(&store, &id)
-                .await
-                .unwrap()
-                .is_none()
-        );
-        TransportSessionStore::store(&store, &id, &SessionState::new(params))
-            .await
-            .unwrap();
-        let loaded = TransportSessionStore::load(&store, &id)
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(loaded.initialize_params.client_info.name, "t");
-        // The front door records the owner afterwards, on the same session.
-        let owned = store.get_or_create(&id, "acme").await.unwrap();
-        assert_eq!(owned.tenant, "acme");
-        assert!(
-            TransportSessionStore::load(&store, &id)
-                .await
-                .unwrap()
-                .is_some()
-        );
-        TransportSessionStore::delete(&store, &id).await.unwrap();
-        assert!(
-            TransportSessionStore::load(&store, &id)
-                .await
-                .unwrap()
-                .is_none()
-        );
-        assert!(store.get(&id).await.unwrap().is_none());
     }
 
     #[tokio::test]

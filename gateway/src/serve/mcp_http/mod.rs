@@ -1,0 +1,403 @@
+//! MCP sessions over streamable HTTP (protocol versions 2024-11-05 to 2025-11-25),
+//! served directly on axum: `initialize` creates a session that is only a record in
+//! the session store, so an idle session costs that record and nothing else, and any
+//! replica serves any session. A request is read once, as raw JSON slices, and
+//! answered without a per-session task or channel.
+//!
+//! Sessionless requests (2026-07-28 and its `server/discover`) still go to rmcp's
+//! transport, which `router` mounts behind this one; see [`route`].
+//!
+//! What a session's POST may carry: a request (answered as JSON, or as an SSE stream
+//! when the call sends something before its result: see [`call`]), a notification
+//! (`202`; `notifications/cancelled` stops a call), or the client's answer to a request
+//! the gateway sent it during a call (`202`). GET opens the session's stream
+//! (`list_changed`, late log lines), DELETE ends the session.
+
+mod call;
+mod live;
+mod methods;
+mod wire;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::response::Response;
+use bytes::Bytes;
+use http::{Method, StatusCode};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use tokio_util::sync::CancellationToken;
+use toolgate_adapters::RpcError;
+
+use super::auth::Admitted;
+use super::mcp_shared::McpShared;
+use crate::access::Caller;
+use crate::protocol_tools;
+use live::Live;
+use wire::{Envelope, Kind};
+
+/// Every version `/mcp` speaks (the sessionless one through rmcp).
+pub const SUPPORTED_VERSIONS: &[&str] = &[
+    "2024-11-05",
+    "2025-03-26",
+    "2025-06-18",
+    "2025-11-25",
+    "2026-07-28",
+];
+
+/// The versions with `initialize` and sessions, served here.
+const LEGACY_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+const NEWEST_LEGACY_VERSION: &str = "2025-11-25";
+
+/// How often an idle GET stream carries a comment, so proxies keep it open.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// The session front door of `/mcp`.
+pub struct McpSessions {
+    shared: Arc<McpShared>,
+    live: Arc<Live>,
+    /// The protocol tools' definitions, serialized once.
+    protocol_tools: Vec<Arc<str>>,
+    stop: CancellationToken,
+}
+
+/// Where a request goes.
+pub enum Routed {
+    Answered(Response),
+    /// Not a session's: rmcp's transport answers (the body is given back whole).
+    Rmcp(Request),
+}
+
+impl McpSessions {
+    pub fn new(shared: Arc<McpShared>, stop: CancellationToken) -> McpSessions {
+        let protocol_tools = protocol_tools::definitions()
+            .into_iter()
+            .filter_map(|d| serde_json::to_string(&d).ok())
+            .map(Arc::from)
+            .collect();
+        McpSessions {
+            live: Live::start(&shared.gateway),
+            shared,
+            protocol_tools,
+            stop,
+        }
+    }
+
+    /// Answers a session's request (and `initialize`), or hands it on to rmcp.
+    pub async fn route(&self, request: Request, admitted: Admitted) -> Routed {
+        let allowed_hosts = self.shared.gateway.config().allowed_hosts.clone();
+        if let Some(refused) = wire::refuse_host(request.uri(), request.headers(), &allowed_hosts) {
+            return Routed::Answered(refused);
+        }
+        let method = request.method().clone();
+        match (method, admitted.session) {
+            (Method::POST, session) => self.post(request, admitted.tenant, session).await,
+            (Method::GET, Some(session)) => {
+                Routed::Answered(self.open_stream(&request, &session.id))
+            }
+            (Method::DELETE, Some(session)) => {
+                Routed::Answered(self.end(request.headers().clone(), &session.id).await)
+            }
+            _ => Routed::Rmcp(request),
+        }
+    }
+
+    async fn post(
+        &self,
+        request: Request,
+        tenant: Arc<crate::policy::Tenant>,
+        session: Option<crate::session::Session>,
+    ) -> Routed {
+        let (parts, body) = request.into_parts();
+        let limit = self.shared.gateway.config().max_request_body_bytes;
+        let bytes = match axum::body::to_bytes(body, limit).await {
+            Ok(bytes) => bytes,
+            Err(_) => {
+                return Routed::Answered(wire::refusal(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    wire::INVALID_REQUEST,
+                    &format!(
+                        "request body exceeds the limit of {limit} bytes \
+                         (max_request_body_bytes in the gateway config)"
+                    ),
+                ));
+            }
+        };
+        let Some(session) = session else {
+            if !is_initialize(&bytes) {
+                return Routed::Rmcp(Request::from_parts(parts, Body::from(bytes)));
+            }
+            return Routed::Answered(self.initialize(&parts.headers, &bytes, &tenant).await);
+        };
+        if let Some(refused) = wire::refuse_post(&parts.headers) {
+            return Routed::Answered(refused);
+        }
+        let envelope = match Envelope::parse(&bytes) {
+            Ok(envelope) => envelope,
+            Err(error) => {
+                return Routed::Answered(wire::refusal(
+                    StatusCode::BAD_REQUEST,
+                    wire::PARSE_ERROR,
+                    &format!(
+                        "{error}: send one JSON-RPC 2.0 request, notification or response object"
+                    ),
+                ));
+            }
+        };
+        let caller = Caller {
+            tenant,
+            session: Some((session.id.clone(), session.expanded)),
+        };
+        let response = match envelope.kind() {
+            Kind::Request { id, method } => {
+                self.request(
+                    &envelope,
+                    id.get(),
+                    method,
+                    caller,
+                    session.id,
+                    parts.headers,
+                )
+                .await
+            }
+            Kind::Notification { method } => {
+                self.notification(&envelope, method, &session.id);
+                wire::accepted()
+            }
+            Kind::Answer { id } => {
+                self.live
+                    .answer(&session.id, id.get(), client_answer(&envelope));
+                wire::accepted()
+            }
+            Kind::Invalid => wire::refusal(
+                StatusCode::BAD_REQUEST,
+                wire::INVALID_REQUEST,
+                "not a JSON-RPC 2.0 request, notification or response: send \
+                 `\"jsonrpc\": \"2.0\"`, and for a request a `method` and a string or number `id`",
+            ),
+        };
+        Routed::Answered(response)
+    }
+
+    async fn initialize(
+        &self,
+        headers: &http::HeaderMap,
+        bytes: &Bytes,
+        tenant: &crate::policy::Tenant,
+    ) -> Response {
+        if let Some(refused) = wire::refuse_post(headers) {
+            return refused;
+        }
+        let envelope = match Envelope::parse(bytes) {
+            Ok(envelope) => envelope,
+            Err(error) => return wire::refusal(StatusCode::BAD_REQUEST, wire::PARSE_ERROR, &error),
+        };
+        let Kind::Request { id, .. } = envelope.kind() else {
+            return wire::refusal(
+                StatusCode::BAD_REQUEST,
+                wire::INVALID_REQUEST,
+                "initialize must be a request with a string or number `id`",
+            );
+        };
+        let params = match envelope.params::<methods::InitializeParams>() {
+            Ok(params) => params,
+            Err(error) => {
+                return wire::json_response(wire::error_message(
+                    id.get(),
+                    wire::INVALID_PARAMS,
+                    &error,
+                    None,
+                ));
+            }
+        };
+        let session = match self.shared.gateway.sessions.create(&tenant.name).await {
+            Ok(session) => session,
+            Err(unavailable) => {
+                return super::auth::state_unavailable(
+                    super::auth::Shape::JsonRpc,
+                    &format!("the session could not be recorded: {unavailable}"),
+                );
+            }
+        };
+        let result = methods::initialize_result(&self.shared.gateway, &params);
+        let mut response = wire::json_response(wire::result_message(id.get(), &result));
+        if let Ok(value) = http::HeaderValue::from_str(&session.id) {
+            response.headers_mut().insert(wire::SESSION_HEADER, value);
+        }
+        response
+    }
+
+    async fn request(
+        &self,
+        envelope: &Envelope<'_>,
+        id: &str,
+        method: &str,
+        caller: Caller,
+        session: String,
+        headers: http::HeaderMap,
+    ) -> Response {
+        let gateway = &self.shared.gateway;
+        let message = match method {
+            "tools/call" => {
+                let params = match envelope.params::<call::CallParams>() {
+                    Ok(params) => params,
+                    Err(error) => {
+                        return wire::json_response(wire::error_message(
+                            id,
+                            wire::INVALID_PARAMS,
+                            &format!(
+                                "{error} (tools/call needs {{\"name\": \"<tool>\", \"arguments\": {{…}}}})"
+                            ),
+                            None,
+                        ));
+                    }
+                };
+                return call::answer(call::CallRequest {
+                    gateway: gateway.clone(),
+                    live: self.live.clone(),
+                    caller,
+                    session,
+                    id: id.to_owned(),
+                    params,
+                    headers: Arc::new(headers),
+                })
+                .await;
+            }
+            "tools/list" => wire::result_message(
+                id,
+                &methods::list_tools(&self.shared, &self.protocol_tools, &caller),
+            ),
+            "ping" => wire::result_message(id, "{}"),
+            "initialize" => wire::error_message(
+                id,
+                wire::INVALID_REQUEST,
+                "this session is already initialized: send initialize without an \
+                 Mcp-Session-Id header to start a new one",
+                None,
+            ),
+            forwarded if methods::is_forwarded(forwarded) => {
+                methods::forward(gateway, id, forwarded, envelope.params).await
+            }
+            other => wire::error_message(
+                id,
+                wire::METHOD_NOT_FOUND,
+                &format!("method not found: {other}"),
+                None,
+            ),
+        };
+        wire::json_response(message)
+    }
+
+    fn notification(&self, envelope: &Envelope<'_>, method: &str, session: &str) {
+        if method != "notifications/cancelled" {
+            // `initialized`, `roots/list_changed`, progress: nothing to do here.
+            return;
+        }
+        #[derive(Deserialize)]
+        struct Cancelled<'a> {
+            #[serde(rename = "requestId", borrow)]
+            request_id: &'a RawValue,
+        }
+        if let Ok(cancelled) = envelope.params::<Cancelled>()
+            && !self.live.cancel(session, cancelled.request_id.get())
+        {
+            tracing::debug!(session, "notifications/cancelled for no call in flight");
+        }
+    }
+
+    /// GET: the session's stream of messages that belong to no request.
+    fn open_stream(&self, request: &Request, session: &str) -> Response {
+        if let Some(refused) = wire::refuse_get(request.headers()) {
+            return refused;
+        }
+        let receiver = self.live.open_stream(session);
+        let stop = self.stop.clone();
+        // A first event with an id and a retry delay, as the spec's resumable
+        // streams start; there is no replay, so a reconnect just opens a new stream.
+        let priming = Bytes::from_static(b"id: 0\nretry: 3000\ndata: \n\n");
+        let mut keep_alive =
+            tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
+        keep_alive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let messages = futures::stream::unfold(
+            (receiver, keep_alive, stop),
+            |(mut receiver, mut keep_alive, stop)| async move {
+                let next = tokio::select! {
+                    message = receiver.recv() => message?,
+                    _ = keep_alive.tick() => Bytes::from_static(b": keep-alive\n\n"),
+                    _ = stop.cancelled() => return None,
+                };
+                Some((
+                    Ok::<Bytes, std::io::Error>(next),
+                    (receiver, keep_alive, stop),
+                ))
+            },
+        );
+        let stream =
+            futures::StreamExt::chain(futures::stream::once(async move { Ok(priming) }), messages);
+        wire::sse_response(Body::from_stream(stream))
+    }
+
+    /// DELETE: the client ends its session.
+    async fn end(&self, headers: http::HeaderMap, session: &str) -> Response {
+        if let Some(refused) = wire::refuse_version(&headers) {
+            return refused;
+        }
+        self.live.end_session(session);
+        if let Err(unavailable) = self.shared.gateway.sessions.delete(session).await {
+            return super::auth::state_unavailable(
+                super::auth::Shape::JsonRpc,
+                &unavailable.to_string(),
+            );
+        }
+        wire::accepted()
+    }
+}
+
+/// Whether a body is an `initialize` request (the only request without a session
+/// that this door serves).
+fn is_initialize(bytes: &[u8]) -> bool {
+    Envelope::parse(bytes).is_ok_and(|e| {
+        matches!(
+            e.kind(),
+            Kind::Request {
+                method: "initialize",
+                ..
+            }
+        )
+    })
+}
+
+/// The client's answer to a gateway request, as the adapter that asked expects it.
+fn client_answer(envelope: &Envelope<'_>) -> Result<serde_json::Value, RpcError> {
+    if let Some(result) = envelope.result {
+        return serde_json::from_str(result.get()).map_err(|e| RpcError {
+            code: wire::PARSE_ERROR,
+            message: format!("the client's answer is not JSON: {e}"),
+            data: None,
+        });
+    }
+    #[derive(Deserialize)]
+    struct ErrorObject {
+        code: i64,
+        message: String,
+        #[serde(default)]
+        data: Option<serde_json::Value>,
+    }
+    let error = envelope
+        .error
+        .and_then(|e| serde_json::from_str::<ErrorObject>(e.get()).ok());
+    Err(match error {
+        Some(error) => RpcError {
+            code: error.code,
+            message: error.message,
+            data: error.data,
+        },
+        None => RpcError {
+            code: wire::INVALID_REQUEST,
+            message: "the client's error answer is malformed".into(),
+            data: None,
+        },
+    })
+}

@@ -1,0 +1,387 @@
+//! The streamable HTTP transport's wire: reading one JSON-RPC message without building
+//! a tree, the header checks every POST passes, and the answers (JSON-RPC results and
+//! errors, `202 Accepted`, SSE frames).
+
+use std::borrow::Cow;
+
+use axum::body::Body;
+use axum::response::Response;
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, StatusCode, header};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+use super::SUPPORTED_VERSIONS;
+
+pub const JSON: &str = "application/json";
+pub const EVENT_STREAM: &str = "text/event-stream";
+pub const SESSION_HEADER: &str = "mcp-session-id";
+pub const VERSION_HEADER: &str = "mcp-protocol-version";
+
+/// JSON-RPC 2.0 codes.
+pub const PARSE_ERROR: i64 = -32700;
+pub const INVALID_REQUEST: i64 = -32600;
+pub const METHOD_NOT_FOUND: i64 = -32601;
+pub const INVALID_PARAMS: i64 = -32602;
+
+/// One incoming JSON-RPC message, its parts as raw JSON slices of the body: the
+/// `params` of a call are parsed once, by the method that reads them.
+#[derive(Deserialize)]
+pub struct Envelope<'a> {
+    #[serde(borrow, default)]
+    jsonrpc: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    pub method: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub params: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    pub result: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    pub error: Option<&'a RawValue>,
+}
+
+/// What a message is.
+pub enum Kind<'a> {
+    Request {
+        id: &'a RawValue,
+        method: &'a str,
+    },
+    Notification {
+        method: &'a str,
+    },
+    /// The client's answer to a request the gateway sent it (sampling, elicitation…).
+    Answer {
+        id: &'a RawValue,
+    },
+    Invalid,
+}
+
+impl<'a> Envelope<'a> {
+    pub fn parse(body: &'a [u8]) -> Result<Self, String> {
+        match body.iter().find(|b| !b.is_ascii_whitespace()) {
+            Some(b'{') => serde_json::from_slice(body).map_err(|e| e.to_string()),
+            Some(b'[') => Err(
+                "JSON-RPC batches are not supported by this protocol version: \
+                 send one message per request"
+                    .into(),
+            ),
+            _ => Err("the body is not a JSON object".into()),
+        }
+    }
+
+    pub fn kind(&'a self) -> Kind<'a> {
+        if self.jsonrpc.as_deref() != Some("2.0") {
+            return Kind::Invalid;
+        }
+        match (&self.method, self.id) {
+            (Some(method), Some(id)) if is_valid_id(id) => Kind::Request { id, method },
+            (Some(method), None) => Kind::Notification { method },
+            (None, Some(id)) if self.result.is_some() || self.error.is_some() => {
+                Kind::Answer { id }
+            }
+            _ => Kind::Invalid,
+        }
+    }
+
+    /// `params` parsed as `T`; an absent `params` is parsed from `{}`.
+    pub fn params<T: Deserialize<'a>>(&'a self) -> Result<T, String> {
+        let text = self.params.map_or("{}", RawValue::get);
+        serde_json::from_str(text).map_err(|e| format!("invalid params: {e}"))
+    }
+}
+
+/// A request id is a string or a number.
+fn is_valid_id(id: &RawValue) -> bool {
+    matches!(id.get().as_bytes().first(), Some(b'"' | b'-' | b'0'..=b'9'))
+}
+
+/// `{"jsonrpc":"2.0","id":<id>,"result":<result>}` with the result already JSON text.
+pub fn result_message(id: &str, result: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(result.len() + id.len() + 32);
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(id.as_bytes());
+    out.extend_from_slice(b",\"result\":");
+    out.extend_from_slice(result.as_bytes());
+    out.push(b'}');
+    out
+}
+
+/// A JSON-RPC error message for request `id` (raw JSON; `null` when unknown).
+pub fn error_message(id: &str, code: i64, message: &str, data: Option<Value>) -> Vec<u8> {
+    let mut error = json!({"code": code, "message": message});
+    if let Some(data) = data {
+        error["data"] = data;
+    }
+    result_like(id, "error", &error)
+}
+
+fn result_like(id: &str, key: &str, value: &Value) -> Vec<u8> {
+    let mut out = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"{key}\":").into_bytes();
+    // Serializing a `Value` cannot fail.
+    out.extend_from_slice(&serde_json::to_vec(value).unwrap_or_default());
+    out.push(b'}');
+    out
+}
+
+/// A notification message.
+pub fn notification(method: &str, params: &Value) -> Vec<u8> {
+    serde_json::to_vec(&json!({"jsonrpc": "2.0", "method": method, "params": params}))
+        .unwrap_or_default()
+}
+
+/// A request the gateway sends to the client.
+pub fn request(id: &str, method: &str, params: &Value) -> Vec<u8> {
+    serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+        .unwrap_or_default()
+}
+
+/// A `200` answer carrying one JSON message.
+pub fn json_response(message: Vec<u8>) -> Response {
+    json_with_status(StatusCode::OK, message)
+}
+
+pub fn json_with_status(status: StatusCode, message: Vec<u8>) -> Response {
+    let mut response = Response::new(Body::from(message));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(JSON));
+    response
+}
+
+/// A transport-level refusal: an HTTP error status with a JSON-RPC error body.
+pub fn refusal(status: StatusCode, code: i64, message: &str) -> Response {
+    json_with_status(status, error_message("null", code, message, None))
+}
+
+/// `202 Accepted`: a notification or an answer was taken.
+pub fn accepted() -> Response {
+    let mut response = Response::new(Body::empty());
+    *response.status_mut() = StatusCode::ACCEPTED;
+    response
+}
+
+/// One SSE event carrying `message` (the frame rmcp and every client reads: `data:`
+/// lines only, the default event type being `message`).
+pub fn sse_frame(message: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(message.len() + 8);
+    out.extend_from_slice(b"data: ");
+    out.extend_from_slice(message);
+    out.extend_from_slice(b"\n\n");
+    Bytes::from(out)
+}
+
+/// The answer headers of an SSE stream.
+pub fn sse_response(body: Body) -> Response {
+    let mut response = Response::new(body);
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(EVENT_STREAM));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+}
+
+/// The media types an `Accept` header lists, without parameters; ranges weighted
+/// `q=0` are left out (they mean "not acceptable").
+fn accepted_types(headers: &HeaderMap) -> Vec<String> {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|range| {
+            let mut parts = range.split(';');
+            let essence = parts.next()?.trim().to_ascii_lowercase();
+            let refused = parts.any(|p| {
+                p.trim()
+                    .strip_prefix("q=")
+                    .and_then(|q| q.trim().parse::<f32>().ok())
+                    .is_some_and(|q| q <= 0.0)
+            });
+            (!refused && !essence.is_empty()).then_some(essence)
+        })
+        .collect()
+}
+
+/// The checks of a POST: the client accepts both answer forms, sends JSON, and names
+/// a protocol version this gateway speaks (when it names one).
+pub fn refuse_post(headers: &HeaderMap) -> Option<Response> {
+    let accepted = accepted_types(headers);
+    let takes = |t: &str| accepted.iter().any(|a| a == t || a == "*/*");
+    if !takes(JSON) || !takes(EVENT_STREAM) {
+        return Some(refusal(
+            StatusCode::NOT_ACCEPTABLE,
+            INVALID_REQUEST,
+            "Not Acceptable: the client must accept both application/json and \
+             text/event-stream (send `Accept: application/json, text/event-stream`)",
+        ));
+    }
+    let is_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case(JSON));
+    if !is_json {
+        return Some(refusal(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            INVALID_REQUEST,
+            "Unsupported Media Type: send the JSON-RPC message with \
+             `Content-Type: application/json`",
+        ));
+    }
+    refuse_version(headers)
+}
+
+/// A GET opens a stream: the client must accept one.
+pub fn refuse_get(headers: &HeaderMap) -> Option<Response> {
+    let accepted = accepted_types(headers);
+    if !accepted.iter().any(|a| a == EVENT_STREAM || a == "*/*") {
+        return Some(refusal(
+            StatusCode::NOT_ACCEPTABLE,
+            INVALID_REQUEST,
+            "Not Acceptable: the client must accept text/event-stream",
+        ));
+    }
+    refuse_version(headers)
+}
+
+pub fn refuse_version(headers: &HeaderMap) -> Option<Response> {
+    let value = headers.get(VERSION_HEADER)?;
+    let known = value
+        .to_str()
+        .is_ok_and(|v| SUPPORTED_VERSIONS.contains(&v.trim()));
+    if known {
+        return None;
+    }
+    Some(refusal(
+        StatusCode::BAD_REQUEST,
+        INVALID_REQUEST,
+        &format!(
+            "Bad Request: unsupported MCP-Protocol-Version {:?}; supported: {}",
+            String::from_utf8_lossy(value.as_bytes()),
+            SUPPORTED_VERSIONS.join(", ")
+        ),
+    ))
+}
+
+/// DNS-rebinding protection: the `Host` must be one of `allowed` (any host when the
+/// list is empty). An entry without a port allows every port of that host.
+pub fn refuse_host(uri: &http::Uri, headers: &HeaderMap, allowed: &[String]) -> Option<Response> {
+    if allowed.is_empty() {
+        return None;
+    }
+    let host = match headers.get(header::HOST) {
+        Some(value) => value
+            .to_str()
+            .ok()
+            .and_then(|v| http::uri::Authority::try_from(v).ok()),
+        None => uri.authority().cloned(),
+    };
+    let Some(host) = host else {
+        return Some(refusal(
+            StatusCode::BAD_REQUEST,
+            INVALID_REQUEST,
+            "Bad Request: missing or malformed Host header",
+        ));
+    };
+    let name = normalize_host(host.host());
+    let port = host.port_u16();
+    let is_allowed = allowed.iter().any(|entry| {
+        let entry = entry.trim();
+        match http::uri::Authority::try_from(entry) {
+            Ok(a) => {
+                normalize_host(a.host()) == name && a.port_u16().is_none_or(|p| Some(p) == port)
+            }
+            Err(_) => normalize_host(entry) == name,
+        }
+    });
+    if is_allowed {
+        return None;
+    }
+    tracing::warn!(host = %host, "refused a request with a Host header not in allowed_hosts (possible DNS rebinding)");
+    Some(refusal(
+        StatusCode::FORBIDDEN,
+        INVALID_REQUEST,
+        "Forbidden: Host header is not allowed (add this host to allowed_hosts in the gateway config)",
+    ))
+}
+
+fn normalize_host(host: &str) -> String {
+    host.trim_matches(['[', ']']).to_ascii_lowercase()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_messages() {
+        let request = Envelope::parse(br#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#).unwrap();
+        assert!(matches!(request.kind(), Kind::Request { method: "ping", id } if id.get() == "7"));
+        let note =
+            Envelope::parse(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap();
+        assert!(matches!(note.kind(), Kind::Notification { .. }));
+        let answer = Envelope::parse(br#"{"jsonrpc":"2.0","id":"g-1","result":{}}"#).unwrap();
+        assert!(matches!(answer.kind(), Kind::Answer { id } if id.get() == "\"g-1\""));
+        let old = Envelope::parse(br#"{"jsonrpc":"1.0","id":7,"method":"ping"}"#).unwrap();
+        assert!(matches!(old.kind(), Kind::Invalid));
+        let bad_id = Envelope::parse(br#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#).unwrap();
+        assert!(matches!(bad_id.kind(), Kind::Invalid));
+        assert!(Envelope::parse(b"[{}]").is_err());
+        assert!(Envelope::parse(b"nope").is_err());
+        assert!(Envelope::parse(b"{").is_err());
+    }
+
+    #[test]
+    fn accept_and_content_type() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json; charset=utf-8"),
+        );
+        assert!(refuse_post(&headers).is_none());
+        headers.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream;q=0"),
+        );
+        assert_eq!(
+            refuse_post(&headers).unwrap().status(),
+            StatusCode::NOT_ACCEPTABLE
+        );
+        headers.insert(header::ACCEPT, HeaderValue::from_static("*/*"));
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+        assert_eq!(
+            refuse_post(&headers).unwrap().status(),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE
+        );
+    }
+
+    #[test]
+    fn hosts() {
+        let allowed = vec![
+            "localhost".to_owned(),
+            "127.0.0.1".to_owned(),
+            "::1".to_owned(),
+            "example.com:8080".to_owned(),
+        ];
+        let uri = http::Uri::from_static("/mcp");
+        let with_host = |h: &'static str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::HOST, HeaderValue::from_static(h));
+            refuse_host(&uri, &headers, &allowed).is_none()
+        };
+        assert!(with_host("127.0.0.1:3000"));
+        assert!(with_host("LOCALHOST"));
+        assert!(with_host("[::1]:80"));
+        assert!(with_host("example.com:8080"));
+        assert!(!with_host("example.com:9090"));
+        assert!(!with_host("evil.example"));
+        assert!(refuse_host(&uri, &HeaderMap::new(), &[]).is_none());
+    }
+}

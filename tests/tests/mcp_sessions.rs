@@ -1,0 +1,264 @@
+//! The session surface of `/mcp` (protocol versions with `initialize`), answered by the
+//! gateway itself: the handshake and version negotiation, how answers are shaped
+//! (JSON for a call that sends nothing before its result, SSE for one that does), the
+//! errors a client can cause, and the end of a session (DELETE, then 404).
+//!
+//! The upstream is server-everything over stdio.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use toolgate_e2e::mcp_http::McpSession;
+use toolgate_e2e::{Gateway, NodeDeps, everything_stdio_upstream, first_text, http, unique_marker};
+
+async fn start() -> Option<Gateway> {
+    let deps = NodeDeps::find()?;
+    let marker = unique_marker("sessions");
+    // Callers without credentials are the `guest` tenant, which starts with two tools.
+    let gateway = Gateway::start(json!({
+        "upstreams": {"ev": everything_stdio_upstream(&deps, &marker)},
+        "tenants": {"guest": {"allow": ["ev__*"], "initial": ["ev__echo", "ev__trigger-long-running-operation"]}},
+        "anonymous_tenant": "guest"
+    }))
+    .await;
+    Some(gateway)
+}
+
+async fn initialize(url: &str, version: &str) -> (u16, Option<String>, Value) {
+    let response = http()
+        .post(url)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .body(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": version,
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"}
+            }})
+            .to_string(),
+        )
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await
+        .expect("POST initialize");
+    let status = response.status().as_u16();
+    let session = response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let body: Value = response.json().await.unwrap_or(Value::Null);
+    (status, session, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handshake_negotiates_a_version_with_sessions() {
+    let Some(gateway) = start().await else { return };
+    let url = gateway.mcp_url();
+    for (asked, answered) in [
+        ("2025-11-25", "2025-11-25"),
+        ("2025-06-18", "2025-06-18"),
+        ("2024-11-05", "2024-11-05"),
+        // The sessionless version has no initialize: the handshake picks the newest
+        // version with sessions, as it does for a version it does not know.
+        ("2026-07-28", "2025-11-25"),
+        ("1999-01-01", "2025-11-25"),
+    ] {
+        let (status, session, body) = initialize(&url, asked).await;
+        assert_eq!(status, 200, "{asked}: {body}");
+        assert!(
+            session.is_some_and(|s| s.len() >= 16),
+            "{asked}: no Mcp-Session-Id"
+        );
+        assert_eq!(
+            body["result"]["protocolVersion"], answered,
+            "{asked}: {body}"
+        );
+        assert_eq!(body["result"]["serverInfo"]["name"], "toolgate", "{body}");
+        assert_eq!(
+            body["result"]["capabilities"]["tools"]["listChanged"], true,
+            "{body}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_are_json_unless_the_call_sends_something_first() {
+    let Some(gateway) = start().await else { return };
+    let session = McpSession::connect(&gateway.mcp_url())
+        .await
+        .expect("initialize");
+
+    let ping = session.request("ping", json!({})).await.expect("ping");
+    assert_eq!(
+        ping.response.as_ref().unwrap()["result"],
+        json!({}),
+        "{ping:#?}"
+    );
+
+    let echo = session
+        .call_tool("ev__echo", json!({"message": "plain"}))
+        .await
+        .expect("echo");
+    assert!(
+        echo.content_type.starts_with("application/json"),
+        "{echo:#?}"
+    );
+    assert_eq!(first_text(echo.result()), "Echo: plain");
+
+    let slow = session
+        .request(
+            "tools/call",
+            json!({
+                "name": "ev__trigger-long-running-operation",
+                "arguments": {"duration": 1, "steps": 3},
+                "_meta": {"progressToken": "p-1"}
+            }),
+        )
+        .await
+        .expect("long-running call");
+    assert!(
+        slow.content_type.starts_with("text/event-stream"),
+        "{slow:#?}"
+    );
+    let progress: Vec<&Value> = slow
+        .frames
+        .iter()
+        .filter(|f| f["method"] == "notifications/progress")
+        .collect();
+    assert_eq!(progress.len(), 3, "{:#?}", slow.frames);
+    assert!(
+        progress
+            .iter()
+            .all(|p| p["params"]["progressToken"] == "p-1")
+    );
+    let last = slow.frames.last().expect("frames");
+    assert!(
+        last.get("result").is_some(),
+        "the result comes last: {:#?}",
+        slow.frames
+    );
+
+    // An expansion without a GET stream open: one list_changed on the call's own
+    // stream, then the result.
+    let expand = session
+        .call_tool("tool_expand_tools", json!({"tool_names": ["ev__get-sum"]}))
+        .await
+        .expect("expand");
+    let methods: Vec<&str> = expand
+        .frames
+        .iter()
+        .map(|f| f["method"].as_str().unwrap_or("(result)"))
+        .collect();
+    assert_eq!(
+        methods,
+        ["notifications/tools/list_changed", "(result)"],
+        "{expand:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_mistakes_get_json_rpc_errors() {
+    let Some(gateway) = start().await else { return };
+    let session = McpSession::connect(&gateway.mcp_url())
+        .await
+        .expect("initialize");
+
+    let unknown = session
+        .request("tools/frobnicate", json!({}))
+        .await
+        .expect("unknown method");
+    let error = &unknown.response.as_ref().expect("an answer")["error"];
+    assert_eq!(error["code"], -32601, "{unknown:#?}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("tools/frobnicate")
+    );
+
+    let again = session
+        .request(
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
+        )
+        .await
+        .expect("initialize again");
+    assert_eq!(
+        again.response.as_ref().unwrap()["error"]["code"],
+        -32600,
+        "{again:#?}"
+    );
+
+    let no_name = session
+        .request("tools/call", json!({"arguments": {}}))
+        .await
+        .expect("call");
+    let error = &no_name.response.as_ref().unwrap()["error"];
+    assert_eq!(error["code"], -32602, "{no_name:#?}");
+    assert!(
+        error["message"].as_str().unwrap().contains("name"),
+        "{error}"
+    );
+
+    let batch = session
+        .send_body(
+            br#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#.to_vec(),
+            None,
+            None,
+            Duration::from_secs(30),
+        )
+        .await
+        .expect("batch");
+    assert_eq!(batch.status, 400, "{batch:#?}");
+    assert!(batch.body.contains("batches"), "{batch:#?}");
+
+    let garbage = session
+        .send_body(b"{not json".to_vec(), None, None, Duration::from_secs(30))
+        .await
+        .expect("garbage");
+    assert_eq!(garbage.status, 400, "{garbage:#?}");
+    let error: Value = serde_json::from_str(&garbage.body).expect("a JSON-RPC error body");
+    assert_eq!(error["error"]["code"], -32700, "{error}");
+
+    // Nothing above broke the session.
+    let echo = session
+        .call_tool("ev__echo", json!({"message": "still"}))
+        .await
+        .expect("echo");
+    assert_eq!(first_text(echo.result()), "Echo: still");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_ends_the_session() {
+    let Some(gateway) = start().await else { return };
+    let session = McpSession::connect(&gateway.mcp_url())
+        .await
+        .expect("initialize");
+    let id = session.session_id.clone().expect("a session id");
+    assert!(session.list_tools().await.is_ok());
+
+    let deleted = http()
+        .delete(gateway.mcp_url())
+        .header("Mcp-Session-Id", &id)
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await
+        .expect("DELETE");
+    assert_eq!(deleted.status().as_u16(), 202);
+
+    let after = session
+        .request("tools/list", json!({}))
+        .await
+        .expect("POST after DELETE");
+    assert_eq!(after.status, 404, "{after:#?}");
+    let stream = http()
+        .get(gateway.mcp_url())
+        .header("Accept", "text/event-stream")
+        .header("Mcp-Session-Id", &id)
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await
+        .expect("GET after DELETE");
+    assert_eq!(stream.status().as_u16(), 404);
+}
