@@ -352,29 +352,33 @@ async fn start_probe(probe: Probe) -> String {
     format!("http://{addr}/mcp")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn client_cancellation_stops_the_upstream_call() {
-    // No npm dependency: the upstream is an rmcp server in this process.
-    let _serial = heavy_lock().await;
+/// A gateway in front of a fresh probe.
+async fn probe_gateway() -> (Probe, Gateway) {
     let probe = Probe {
         started: Arc::new(Notify::new()),
         cancelled: Arc::new(Notify::new()),
     };
     let url = start_probe(probe.clone()).await;
-    let mut gateway = Gateway::start(json!({
+    let gateway = Gateway::start(json!({
         "upstreams": {"probe": {"streamable_http": {"url": url, "headers": {}}}}
     }))
     .await;
-    let session = McpSession::connect(&gateway.mcp_url())
-        .await
-        .expect("initialize");
+    (probe, gateway)
+}
 
+/// Calls `probe__wait` with request id `id` in the background, once the probe has
+/// it running.
+async fn start_waiting_call(
+    probe: &Probe,
+    session: &McpSession,
+    id: Value,
+) -> tokio::task::JoinHandle<anyhow::Result<toolgate_e2e::mcp_http::RpcExchangeWithHeaders>> {
     let call = tokio::spawn({
         let session = session.clone();
         async move {
             session
                 .request_with_id(
-                    json!(4242),
+                    id,
                     "tools/call",
                     json!({"name": "probe__wait", "arguments": {}}),
                     None,
@@ -386,6 +390,36 @@ async fn client_cancellation_stops_the_upstream_call() {
     tokio::time::timeout(Duration::from_secs(30), probe.started.notified())
         .await
         .expect("the upstream never received the call");
+    call
+}
+
+/// The probe's call was cancelled (within 15 s), and the gateway still serves.
+async fn assert_cancelled_and_still_serving(
+    probe: &Probe,
+    gateway: &mut Gateway,
+    session: &McpSession,
+    what: &str,
+) {
+    tokio::time::timeout(Duration::from_secs(15), probe.cancelled.notified())
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not cancel the upstream call within 15 s"));
+    let ex = session
+        .call_tool("probe__quick", json!({}))
+        .await
+        .expect("call after the cancellation");
+    assert_eq!(first_text(ex.result()), "quick");
+    gateway.assert_alive();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_cancellation_stops_the_upstream_call() {
+    // No npm dependency: the upstream is an rmcp server in this process.
+    let _serial = heavy_lock().await;
+    let (probe, mut gateway) = probe_gateway().await;
+    let session = McpSession::connect(&gateway.mcp_url())
+        .await
+        .expect("initialize");
+    let call = start_waiting_call(&probe, &session, json!(4242)).await;
 
     let status = session
         .notify(
@@ -398,10 +432,8 @@ async fn client_cancellation_stops_the_upstream_call() {
         (200..300).contains(&status),
         "cancel notification got HTTP {status}"
     );
-    tokio::time::timeout(Duration::from_secs(15), probe.cancelled.notified())
-        .await
-        .expect("the upstream call was not cancelled within 15 s of notifications/cancelled");
-
+    assert_cancelled_and_still_serving(&probe, &mut gateway, &session, "notifications/cancelled")
+        .await;
     // The cancelled call must not report "ran to completion"; its stream may end
     // without a response (the spec lets a receiver of a cancellation not respond).
     if let Ok(Ok(Ok(ex))) = tokio::time::timeout(Duration::from_secs(20), call).await
@@ -409,14 +441,6 @@ async fn client_cancellation_stops_the_upstream_call() {
     {
         assert_ne!(first_text(&r["result"]), "ran to completion", "{r}");
     }
-
-    // The gateway and the upstream keep working.
-    let ex = session
-        .call_tool("probe__quick", json!({}))
-        .await
-        .expect("call after cancel");
-    assert_eq!(first_text(ex.result()), "quick");
-    gateway.assert_alive();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -424,45 +448,19 @@ async fn closing_a_2026_call_stream_cancels_the_upstream_call() {
     // 2026-07-28 has no notifications/cancelled from clients over HTTP: closing the
     // request's stream is the cancellation.
     let _serial = heavy_lock().await;
-    let probe = Probe {
-        started: Arc::new(Notify::new()),
-        cancelled: Arc::new(Notify::new()),
-    };
-    let url = start_probe(probe.clone()).await;
-    let mut gateway = Gateway::start(json!({
-        "upstreams": {"probe": {"streamable_http": {"url": url, "headers": {}}}}
-    }))
-    .await;
+    let (probe, mut gateway) = probe_gateway().await;
     let modern = McpSession::modern(&gateway.mcp_url());
-    let call = tokio::spawn({
-        let modern = modern.clone();
-        async move {
-            modern
-                .request_with_id(
-                    json!(1),
-                    "tools/call",
-                    json!({"name": "probe__wait", "arguments": {}}),
-                    None,
-                    Duration::from_secs(90),
-                )
-                .await
-        }
-    });
-    tokio::time::timeout(Duration::from_secs(30), probe.started.notified())
-        .await
-        .expect("the upstream never received the call");
+    let call = start_waiting_call(&probe, &modern, json!(1)).await;
     // Dropping the in-flight request closes its HTTP stream.
     call.abort();
     let _ = call.await;
-    tokio::time::timeout(Duration::from_secs(15), probe.cancelled.notified())
-        .await
-        .expect("closing the 2026-07-28 call stream did not cancel the upstream call within 15 s");
-    let ex = modern
-        .call_tool("probe__quick", json!({}))
-        .await
-        .expect("call after cancel");
-    assert_eq!(first_text(ex.result()), "quick");
-    gateway.assert_alive();
+    assert_cancelled_and_still_serving(
+        &probe,
+        &mut gateway,
+        &modern,
+        "closing the 2026-07-28 call stream",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -470,46 +468,20 @@ async fn hanging_up_on_a_session_call_cancels_the_upstream_call() {
     // A session's call is answered on its own POST; once the client has hung up the
     // result has nowhere to go (there is no replay), so the call is cancelled.
     let _serial = heavy_lock().await;
-    let probe = Probe {
-        started: Arc::new(Notify::new()),
-        cancelled: Arc::new(Notify::new()),
-    };
-    let url = start_probe(probe.clone()).await;
-    let mut gateway = Gateway::start(json!({
-        "upstreams": {"probe": {"streamable_http": {"url": url, "headers": {}}}}
-    }))
-    .await;
+    let (probe, mut gateway) = probe_gateway().await;
     let session = McpSession::connect(&gateway.mcp_url())
         .await
         .expect("initialize");
-    let call = tokio::spawn({
-        let session = session.clone();
-        async move {
-            session
-                .request_with_id(
-                    json!(7),
-                    "tools/call",
-                    json!({"name": "probe__wait", "arguments": {}}),
-                    None,
-                    Duration::from_secs(90),
-                )
-                .await
-        }
-    });
-    tokio::time::timeout(Duration::from_secs(30), probe.started.notified())
-        .await
-        .expect("the upstream never received the call");
+    let call = start_waiting_call(&probe, &session, json!(7)).await;
     call.abort();
     let _ = call.await;
-    tokio::time::timeout(Duration::from_secs(15), probe.cancelled.notified())
-        .await
-        .expect("hanging up on a session call did not cancel the upstream call within 15 s");
-    let ex = session
-        .call_tool("probe__quick", json!({}))
-        .await
-        .expect("call after hang-up");
-    assert_eq!(first_text(ex.result()), "quick");
-    gateway.assert_alive();
+    assert_cancelled_and_still_serving(
+        &probe,
+        &mut gateway,
+        &session,
+        "hanging up on a session call",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
