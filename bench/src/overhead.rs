@@ -4,7 +4,9 @@
 //! Paths: the MCP server over streamable HTTP (direct vs the gateway's `/mcp`); the HTTP
 //! API (direct `GET` vs the gateway's REST `POST /v1/tools/{name}/call` and its `/mcp`);
 //! the stdio MCP server through the gateway (direct stdio from the bench at c=1 only,
-//! since one pipe answers one request at a time).
+//! since one pipe answers one request at a time). A bare forwarding proxy in front of
+//! the MCP server is measured beside them: what one more hop costs with no gateway
+//! work at all.
 
 use std::time::Duration;
 
@@ -21,6 +23,8 @@ use crate::upstreams::{API_OPERATION, FAST_TOOL, openapi_spec};
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Target {
     McpDirect,
+    /// The bare forwarding proxy: the cost of one more hop and nothing else.
+    McpProxy,
     McpGateway,
     ApiDirect,
     ApiRest,
@@ -75,6 +79,15 @@ async fn connect(
             Target::McpDirect => Conn::Mcp(Box::new(
                 McpHttp::connect(
                     &upstreams.url("/mcp"),
+                    FAST_TOOL,
+                    json!({"message": "hi"}),
+                    None,
+                )
+                .await?,
+            )),
+            Target::McpProxy => Conn::Mcp(Box::new(
+                McpHttp::connect(
+                    &upstreams.url("/proxy/mcp"),
                     FAST_TOOL,
                     json!({"message": "hi"}),
                     None,
@@ -138,7 +151,7 @@ pub async fn run(settings: &Settings, report: &mut Report) -> Result<()> {
             |path: &str| settings.only.is_empty() || settings.only.iter().any(|p| p == path);
         let mut targets = Vec::new();
         if wanted("mcp") {
-            targets.extend([Target::McpDirect, Target::McpGateway]);
+            targets.extend([Target::McpDirect, Target::McpProxy, Target::McpGateway]);
         }
         if wanted("rest") || wanted("api-mcp") {
             targets.push(Target::ApiDirect);
@@ -209,6 +222,11 @@ pub async fn run(settings: &Settings, report: &mut Report) -> Result<()> {
         };
         let rows = [
             ("MCP streamable HTTP", Target::McpDirect, Target::McpGateway),
+            (
+                "MCP via a bare proxy (floor)",
+                Target::McpDirect,
+                Target::McpProxy,
+            ),
             ("OpenAPI via REST", Target::ApiDirect, Target::ApiRest),
             ("OpenAPI via MCP", Target::ApiDirect, Target::ApiMcp),
             ("stdio via MCP", Target::StdioDirect, Target::StdioGateway),

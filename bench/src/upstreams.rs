@@ -2,6 +2,8 @@
 //! gateway: a minimal MCP server (JSON-RPC over streamable HTTP with plain
 //! `application/json` answers, one session id per `initialize`), a large-catalog MCP
 //! server, a tiny HTTP API with its OpenAPI spec, and the same MCP server over stdio.
+//! Also a bare forwarding proxy in front of the minimal MCP server (`/proxy/mcp`):
+//! one more HTTP hop and nothing else, the floor any gateway's overhead sits on.
 //!
 //! Every tool call answers the same fixed result carrying [`MARKER`]. Bad input gets a
 //! JSON-RPC error, never a panic.
@@ -207,6 +209,45 @@ fn mcp_endpoint(server: Arc<McpServer>) -> MethodRouter {
         .with_state(server)
 }
 
+/// Where the bare proxy forwards to, and its pooled client.
+struct Proxy {
+    client: reqwest::Client,
+    target: String,
+}
+
+/// The headers an MCP exchange needs, each way.
+const FORWARDED: [&str; 4] = [
+    "content-type",
+    "accept",
+    "mcp-session-id",
+    "mcp-protocol-version",
+];
+
+/// Forwards one POST to the minimal MCP server and its answer back, untouched.
+async fn proxy_post(State(proxy): State<Arc<Proxy>>, headers: HeaderMap, body: Bytes) -> Response {
+    let mut request = proxy.client.post(&proxy.target).body(body);
+    for name in FORWARDED {
+        if let Some(value) = headers.get(name) {
+            request = request.header(name, value);
+        }
+    }
+    let answer = match request.send().await {
+        Ok(answer) => answer,
+        Err(error) => return (StatusCode::BAD_GATEWAY, error.to_string()).into_response(),
+    };
+    let status = answer.status();
+    let mut out = HeaderMap::new();
+    for name in FORWARDED {
+        if let Some(value) = answer.headers().get(name) {
+            out.insert(name, value.clone());
+        }
+    }
+    match answer.bytes().await {
+        Ok(bytes) => (status, out, bytes).into_response(),
+        Err(error) => (StatusCode::BAD_GATEWAY, error.to_string()).into_response(),
+    }
+}
+
 /// `toolgate-bench upstreams [--tools N]`: serves `/mcp` (fast), `/big/mcp` (N tools)
 /// and `/api/items/{id}` on one loopback port, prints `READY <port>`, and exits when
 /// stdin closes.
@@ -229,7 +270,22 @@ pub fn main(args: &[String]) -> Result<()> {
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let port = listener.local_addr()?.port();
+        let proxy = Arc::new(Proxy {
+            client: reqwest::Client::builder()
+                .no_proxy()
+                .redirect(reqwest::redirect::Policy::none())
+                .timeout(Duration::from_secs(30))
+                .build()?,
+            target: format!("http://127.0.0.1:{port}/mcp"),
+        });
         let app = Router::new()
+            .route(
+                "/proxy/mcp",
+                post(proxy_post)
+                    .get(|| async { StatusCode::METHOD_NOT_ALLOWED })
+                    .delete(|| async { StatusCode::OK })
+                    .with_state(proxy),
+            )
             .route("/mcp", mcp_endpoint(McpServer::new("fast", fast_tools())))
             .route(
                 "/big/mcp",

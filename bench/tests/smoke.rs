@@ -43,6 +43,7 @@ fn smoke_run_prints_every_row() {
     for c in [1, 16, 64] {
         for path in [
             "MCP streamable HTTP",
+            "MCP via a bare proxy (floor)",
             "OpenAPI via REST",
             "OpenAPI via MCP",
             "stdio via MCP",
