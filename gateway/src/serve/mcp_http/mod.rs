@@ -87,8 +87,10 @@ impl McpSessions {
 
     /// Answers a session's request (and `initialize`), or hands it on to rmcp.
     pub async fn route(&self, request: Request, admitted: Admitted) -> Routed {
-        let allowed_hosts = self.shared.gateway.config().allowed_hosts.clone();
-        if let Some(refused) = wire::refuse_host(request.uri(), request.headers(), &allowed_hosts) {
+        let config = self.shared.gateway.config();
+        if let Some(refused) =
+            wire::refuse_host(request.uri(), request.headers(), &config.allowed_hosts)
+        {
             return Routed::Answered(refused);
         }
         let method = request.method().clone();

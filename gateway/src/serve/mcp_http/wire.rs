@@ -272,35 +272,28 @@ pub fn refuse_host(uri: &http::Uri, headers: &HeaderMap, allowed: &[String]) -> 
     if allowed.is_empty() {
         return None;
     }
-    let host = match headers.get(header::HOST) {
-        Some(value) => value
-            .to_str()
-            .ok()
-            .and_then(|v| http::uri::Authority::try_from(v).ok()),
-        None => uri.authority().cloned(),
+    let text = match headers.get(header::HOST) {
+        Some(value) => value.to_str().ok(),
+        None => uri.authority().map(http::uri::Authority::as_str),
     };
-    let Some(host) = host else {
+    let Some((name, port)) = text.and_then(split_authority) else {
         return Some(refusal(
             StatusCode::BAD_REQUEST,
             INVALID_REQUEST,
             "Bad Request: missing or malformed Host header",
         ));
     };
-    let name = normalize_host(host.host());
-    let port = host.port_u16();
-    let is_allowed = allowed.iter().any(|entry| {
-        let entry = entry.trim();
-        match http::uri::Authority::try_from(entry) {
-            Ok(a) => {
-                normalize_host(a.host()) == name && a.port_u16().is_none_or(|p| Some(p) == port)
-            }
-            Err(_) => normalize_host(entry) == name,
-        }
-    });
+    let is_allowed = allowed
+        .iter()
+        .filter_map(|e| split_authority(e))
+        .any(|(host, p)| host.eq_ignore_ascii_case(name) && p.is_none_or(|p| Some(p) == port));
     if is_allowed {
         return None;
     }
-    tracing::warn!(host = %host, "refused a request with a Host header not in allowed_hosts (possible DNS rebinding)");
+    tracing::warn!(
+        host = name,
+        "refused a request with a Host header not in allowed_hosts (possible DNS rebinding)"
+    );
     Some(refusal(
         StatusCode::FORBIDDEN,
         INVALID_REQUEST,
@@ -308,8 +301,27 @@ pub fn refuse_host(uri: &http::Uri, headers: &HeaderMap, allowed: &[String]) -> 
     ))
 }
 
-fn normalize_host(host: &str) -> String {
-    host.trim_matches(['[', ']']).to_ascii_lowercase()
+/// `host[:port]`, an IPv6 host in brackets or bare (then without a port), read in
+/// place: this runs on every request.
+fn split_authority(text: &str) -> Option<(&str, Option<u16>)> {
+    let text = text.trim();
+    if let Some(rest) = text.strip_prefix('[') {
+        let (host, after) = rest.split_once(']')?;
+        return match after.strip_prefix(':') {
+            Some(port) => Some((host, Some(port.parse().ok()?))),
+            None if after.is_empty() => Some((host, None)),
+            None => None,
+        };
+    }
+    match text.split_once(':') {
+        Some((host, port)) if !port.contains(':') && !host.is_empty() => {
+            Some((host, Some(port.parse().ok()?)))
+        }
+        // A bare IPv6 address.
+        Some(_) => Some((text, None)),
+        None if text.is_empty() => None,
+        None => Some((text, None)),
+    }
 }
 
 #[cfg(test)]
@@ -382,6 +394,8 @@ mod tests {
         assert!(with_host("example.com:8080"));
         assert!(!with_host("example.com:9090"));
         assert!(!with_host("evil.example"));
+        assert!(!with_host("localhost:notaport"));
+        assert!(!with_host("[::1"));
         assert!(refuse_host(&uri, &HeaderMap::new(), &[]).is_none());
     }
 }
