@@ -345,12 +345,32 @@ pub(crate) fn cap_to(text: &str, max: usize) -> String {
 /// A `null` is kept where the source schema allows it, for required properties, and
 /// for properties the schema does not declare.
 pub fn strip_strict_nulls(definition: &JsonObject, arguments: &mut JsonObject) {
+    // Only `null`s are ever removed, so arguments without one are left as they are;
+    // that is nearly every call, and it spares inlining and merging the schema.
+    if !holds_null(arguments) {
+        return;
+    }
     let schema = definition
         .get("inputSchema")
         .map(refs::inline)
         .unwrap_or(Value::Null);
     let root = root::object_root(&schema).map_or(schema, |f| f.schema);
     strip_object(&root, arguments, 0);
+}
+
+/// Whether a `null` appears anywhere in `arguments`. Walked with an explicit stack,
+/// not recursion, so no nesting depth can overflow the thread's stack.
+fn holds_null(arguments: &JsonObject) -> bool {
+    let mut pending: Vec<&Value> = arguments.values().collect();
+    while let Some(value) = pending.pop() {
+        match value {
+            Value::Null => return true,
+            Value::Object(o) => pending.extend(o.values()),
+            Value::Array(items) => pending.extend(items),
+            _ => {}
+        }
+    }
+    false
 }
 
 /// Deepest argument nesting [`strip_strict_nulls`] walks.
@@ -405,5 +425,39 @@ fn strip_value(schema: &Value, value: &mut Value, depth: usize) {
             }
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn object(value: Value) -> JsonObject {
+        value.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn nulls_are_found_at_any_depth() {
+        assert!(!holds_null(&object(json!({}))));
+        assert!(!holds_null(&object(
+            json!({"a": 1, "b": [true, "x", {"c": [[]]}], "d": {"e": "null"}})
+        )));
+        assert!(holds_null(&object(json!({"a": null}))));
+        assert!(holds_null(&object(json!({"a": [1, {"b": [null]}]}))));
+        assert!(holds_null(&object(json!({"a": {"b": {"c": null}}}))));
+    }
+
+    #[test]
+    fn deep_arguments_do_not_overflow() {
+        let mut value = Value::Null;
+        for _ in 0..100_000 {
+            value = Value::Array(vec![value]);
+        }
+        let mut args = JsonObject::new();
+        args.insert("deep".into(), value);
+        assert!(holds_null(&args));
+        // Dropping a 100,000-deep value recurses in serde_json; leak it instead.
+        std::mem::forget(args);
     }
 }

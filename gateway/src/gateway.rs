@@ -615,9 +615,9 @@ impl Gateway {
         mounted: &Mounted,
         output: CallOutput,
     ) -> (CallOutput, (usize, usize, bool)) {
-        let mut budget = self.config().results.clone();
-        if let Some(max) = self
-            .config()
+        let config = self.config();
+        let mut budget = config.results.clone();
+        if let Some(max) = config
             .tool_result_max_tokens
             .get(name)
             .copied()

@@ -165,7 +165,12 @@ impl Upstream for McpUpstream {
             return Err(ToolError::cancelled(tool));
         }
         let rpc = self.rpc()?;
-        let params = json!({"name": tool, "arguments": arguments});
+        // Built directly (not with `json!`, which would copy the arguments through the
+        // value serializer); same keys, same order.
+        let mut params = Map::new();
+        params.insert("name".into(), Value::String(tool.to_owned()));
+        params.insert("arguments".into(), Value::Object(arguments));
+        let params = Value::Object(params);
         let deadline = Instant::from_std(ctx.deadline);
         let result = rpc
             .request(

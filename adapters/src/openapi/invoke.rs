@@ -163,8 +163,18 @@ const MAX_INLINE_IMAGE: usize = 1024 * 1024;
 /// Error bodies are quoted up to this many characters.
 const ERROR_EXCERPT: usize = 2000;
 
+/// A text content block. Built directly: `json!` would copy `s` (the whole response
+/// body, for a JSON or text answer) through the value serializer.
 fn text(s: String) -> Value {
-    json!({"type": "text", "text": s})
+    let mut block = Map::new();
+    block.insert("type".into(), Value::String("text".into()));
+    block.insert("text".into(), Value::String(s));
+    Value::Object(block)
+}
+
+/// A `content` array of one block, moved in (`json!([block])` would copy it).
+fn one_block(block: Value) -> Value {
+    Value::Array(vec![block])
 }
 
 /// Reads at most `max` bytes of the body; `true` when it was cut.
@@ -230,7 +240,7 @@ pub fn map_response(
             msg.push_str(": ");
             msg.push_str(&excerpt(body_text.trim(), ERROR_EXCERPT));
         }
-        raw.insert("content".into(), json!([text(msg)]));
+        raw.insert("content".into(), one_block(text(msg)));
         raw.insert("isError".into(), json!(true));
         return CallOutput { raw };
     }
@@ -238,10 +248,10 @@ pub fn map_response(
         let reason = status.canonical_reason().unwrap_or("");
         raw.insert(
             "content".into(),
-            json!([text(format!(
+            one_block(text(format!(
                 "HTTP {} {reason} (empty body)",
                 status.as_u16()
-            ))]),
+            ))),
         );
         return CallOutput { raw };
     }
@@ -251,21 +261,25 @@ pub fn map_response(
         && let Some(v) = utf8.and_then(|s| serde_json::from_str::<Value>(s).ok())
     {
         let s = serde_json::to_string(&v).expect("JSON values serialize");
-        raw.insert("content".into(), json!([text(s)]));
+        raw.insert("content".into(), one_block(text(s)));
         if v.is_object() {
             raw.insert("structuredContent".into(), v);
         }
         return CallOutput { raw };
     }
     if let Some(s) = utf8.filter(|_| is_json || is_text || ct.is_empty()) {
-        raw.insert("content".into(), json!([text(format!("{s}{cut_note}"))]));
+        raw.insert("content".into(), one_block(text(format!("{s}{cut_note}"))));
         return CallOutput { raw };
     }
     if ct.starts_with("image/") && !truncated && body.len() <= MAX_INLINE_IMAGE {
         let data = base64::engine::general_purpose::STANDARD.encode(&body);
         raw.insert(
             "content".into(),
-            json!([{"type": "image", "data": data, "mimeType": ct}]),
+            one_block(Value::Object(Map::from_iter([
+                ("type".to_owned(), Value::String("image".into())),
+                ("data".to_owned(), Value::String(data)),
+                ("mimeType".to_owned(), Value::String(ct)),
+            ]))),
         );
         return CallOutput { raw };
     }
@@ -281,7 +295,54 @@ pub fn map_response(
     };
     raw.insert(
         "content".into(),
-        json!([text(format!("binary response: {ct}, {size}"))]),
+        one_block(text(format!("binary response: {ct}, {size}"))),
     );
     CallOutput { raw }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(ct: &str, body: &[u8]) -> String {
+        let out = map_response(
+            reqwest::StatusCode::OK,
+            Some(ct),
+            body.to_vec(),
+            false,
+            "GET /x",
+        );
+        Value::Object(out.raw).to_string()
+    }
+
+    #[test]
+    fn results_keep_their_shape() {
+        assert_eq!(
+            answer("application/json", br#"{ "id": "42", "n": 1.50 }"#),
+            r#"{"content":[{"type":"text","text":"{\"id\":\"42\",\"n\":1.5}"}],"structuredContent":{"id":"42","n":1.5}}"#
+        );
+        assert_eq!(
+            answer("text/plain; charset=utf-8", b"hello"),
+            r#"{"content":[{"type":"text","text":"hello"}]}"#
+        );
+        assert_eq!(
+            answer("image/png", &[1, 2, 3]),
+            r#"{"content":[{"type":"image","data":"AQID","mimeType":"image/png"}]}"#
+        );
+        assert_eq!(
+            answer("application/octet-stream", &[0, 159]),
+            r#"{"content":[{"type":"text","text":"binary response: application/octet-stream, 2 bytes"}]}"#
+        );
+        let out = map_response(
+            reqwest::StatusCode::NOT_FOUND,
+            Some("text/plain"),
+            b"no such item".to_vec(),
+            false,
+            "GET /x",
+        );
+        assert_eq!(
+            Value::Object(out.raw).to_string(),
+            r#"{"content":[{"type":"text","text":"HTTP 404 Not Found from GET /x: no such item"}],"isError":true}"#
+        );
+    }
 }

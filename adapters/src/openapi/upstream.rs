@@ -228,7 +228,12 @@ impl OpenApiUpstream {
         ))
     }
 
-    fn validate(&self, tool: &str, entry: &Entry, args: &JsonObject) -> Result<(), ToolError> {
+    fn validate(
+        &self,
+        tool: &str,
+        entry: &Entry,
+        instance: &serde_json::Value,
+    ) -> Result<(), ToolError> {
         let validator = entry.validator.get_or_init(|| {
             jsonschema::validator_for(&entry.conv.input_schema).map_err(|e| e.to_string())
         });
@@ -237,9 +242,8 @@ impl OpenApiUpstream {
                 "the input schema of '{tool}' cannot be compiled: {e}"
             ))
         })?;
-        let instance = serde_json::Value::Object(args.clone());
         let problems: Vec<String> = validator
-            .iter_errors(&instance)
+            .iter_errors(instance)
             .take(20)
             .map(|e| {
                 let at = e.instance_path().to_string();
@@ -275,12 +279,17 @@ impl OpenApiUpstream {
         let entry = self.entries.get(tool).ok_or_else(|| {
             ToolError::NotFound(format!("upstream '{}' has no tool '{tool}'", self.name))
         })?;
-        self.validate(tool, entry, &arguments)?;
+        // Validated as a `Value` that owns the arguments (no copy of them).
+        let instance = serde_json::Value::Object(arguments);
+        self.validate(tool, entry, &instance)?;
+        let no_arguments = JsonObject::new();
+        // Always an object: it was built from one just above.
+        let arguments = instance.as_object().unwrap_or(&no_arguments);
         let base = entry
             .base
             .as_ref()
             .map_err(|e| ToolError::Failed(e.clone()))?;
-        let prepared = invoke::build(&entry.op, &entry.conv, &arguments, base)?;
+        let prepared = invoke::build(&entry.op, &entry.conv, arguments, base)?;
         ssrf::check_url(&prepared.url, self.config.allow_private_networks)
             .map_err(|e| ToolError::Failed(format!("refused to call {}: {e}", prepared.url)))?;
         let limit = ctx.remaining().min(self.config.timeout);

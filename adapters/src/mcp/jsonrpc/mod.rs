@@ -276,7 +276,14 @@ impl Rpc {
                 key
             })
         };
-        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        // Built field by field: `json!` would copy `params` (the call's arguments) into
+        // a new tree through the value serializer. Same keys, same order.
+        let mut msg = Map::new();
+        msg.insert("jsonrpc".into(), Value::String("2.0".into()));
+        msg.insert("id".into(), Value::from(id));
+        msg.insert("method".into(), Value::String(method.to_owned()));
+        msg.insert("params".into(), Value::Object(params));
+        let msg = Value::Object(msg);
 
         let never = CancellationToken::new();
         let cancel = cancel.unwrap_or(&never);
