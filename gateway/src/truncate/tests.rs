@@ -219,3 +219,139 @@ fn text_without_a_safe_cut_stays_whole() {
     let text = "word ".repeat(100_000);
     assert_eq!(chunks_at_piece_boundaries(&text, 4), vec![text.as_str()]);
 }
+
+/// Text made of fragments the pre-tokenizers treat specially: letters in both cases,
+/// accents and combining marks, CJK, emoji, contractions and lone quotes, digit runs,
+/// every kind of whitespace run, JSON punctuation.
+fn awkward_text(fragments: usize, seed: u64) -> String {
+    let parts = [
+        "a", "Z", "word", "Word", "WORD", "é", "e\u{301}", "日本", "🎉", "'s", "'LL", "'", "\n",
+        "\r\n", " ", "  ", "\t", " \n ", "1", "123456", "\"", ",", ":", "}", "{", "[", "]", "-",
+        "/", "x1", "_", "\\n", "  \"", "?!", ".\n",
+    ];
+    let mut seed = seed;
+    let mut out = String::new();
+    for _ in 0..fragments {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        out.push_str(parts[(seed >> 33) as usize % parts.len()]);
+    }
+    out
+}
+
+/// Letters, digits, `+` and `/` in random order: short unique segments and pieces,
+/// enough of them that the memos give up (see `MEMO_TRIAL`).
+fn base64_like(len: usize) -> String {
+    let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut seed = 11u64;
+    (0..len)
+        .map(|_| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            char::from(alphabet[(seed >> 33) as usize % alphabet.len()])
+        })
+        .collect()
+}
+
+fn counting_samples() -> Vec<String> {
+    let mut texts: Vec<String> = (0..40).map(|seed| awkward_text(400, seed)).collect();
+    texts.push(awkward_json(300));
+    texts.push(awkward_json(301));
+    texts.push(base64_like(30_000));
+    texts.push("a".repeat(5_000));
+    texts.push(" ".repeat(300) + "x");
+    texts.push(String::new());
+    texts
+}
+
+#[test]
+fn memo_counts_equal_whole_counts() {
+    for text in counting_samples() {
+        for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
+            let whole = count_whole(&text, encoding);
+            assert_eq!(count_memo(&text, encoding), whole, "{encoding:?} {text:?}");
+            assert_eq!(count(&text, encoding), whole, "{encoding:?} {text:?}");
+        }
+    }
+}
+
+#[test]
+fn segments_hold_the_same_pieces_as_the_whole_text() {
+    for text in counting_samples() {
+        for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
+            let tok = encoding.tokenizer();
+            let whole: Vec<&str> = tok.split(&text).collect();
+            let mut pieces = Vec::new();
+            let mut start = 0;
+            while start < text.len() {
+                let end = memo::segment_end(text.as_bytes(), start);
+                assert!(end > start, "segments make progress");
+                pieces.extend(tok.split(&text[start..end]));
+                start = end;
+            }
+            assert_eq!(pieces, whole, "{encoding:?} {text:?}");
+        }
+    }
+}
+
+#[test]
+fn early_exit_counts_resume_to_the_whole_count() {
+    for text in counting_samples() {
+        for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
+            let whole = count_whole(&text, encoding);
+            for limit in [0, 1, 2, 7, 50, 333, whole.saturating_sub(1), whole] {
+                let mut progress = Progress::default();
+                let got = PieceCounter::new(encoding).count_till_limit(&text, limit, &mut progress);
+                assert_eq!(got, (whole <= limit).then_some(whole), "{limit} {text:?}");
+                assert!(progress.tokens <= limit);
+                assert_eq!(
+                    count_rest(&text, encoding, progress),
+                    whole,
+                    "{limit} {text:?}"
+                );
+                assert_eq!(
+                    count_till_limit(&text, encoding, limit),
+                    got,
+                    "{limit} {text:?}"
+                );
+            }
+        }
+    }
+}
+
+/// The result of `truncate_result` on one large text part is the reference path's:
+/// the part shrunk to the whole budget from its count in one piece.
+#[test]
+fn truncation_matches_the_reference_path() {
+    let texts = [
+        awkward_json(3_000),
+        awkward_json(3_001),
+        awkward_text(40_000, 3),
+        awkward_text(200_000, 4),
+    ];
+    for text in texts {
+        for (max_tokens, encoding) in [
+            (700, Encoding::O200kBase),
+            (12_000, Encoding::O200kBase),
+            (4_000, Encoding::Cl100kBase),
+        ] {
+            let total = count_whole(&text, encoding);
+            assert!(total > max_tokens, "the sample is over budget");
+            let raw = obj(json!({"content": [{"type": "text", "text": text}]}));
+            let budget = Budget {
+                max_tokens,
+                encoding,
+                ..Budget::default()
+            };
+            let t = truncate_result(raw, &budget);
+            let expected = shrink_text(&text, total, max_tokens, encoding);
+            let out = t.raw["content"][0]["text"].as_str().unwrap();
+            assert_eq!(out, expected, "{max_tokens} {encoding:?}");
+            assert_eq!(t.original_tokens, total);
+            assert_eq!(t.raw["_meta"]["toolgate/originalTokens"], json!(total));
+            assert_eq!(t.result_tokens, count_whole(out, encoding));
+        }
+    }
+}
