@@ -4,13 +4,34 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use toolgate_adapters::{CallContext, JsonObject, ToolError};
 
 use crate::access::{self, Caller};
 use crate::export::{self, Format};
 use crate::gateway::{Gateway, ResultUsage};
 use crate::{protocol_tools, summary};
+
+/// What a result without `content` answers as its content.
+static EMPTY_CONTENT: Value = Value::Array(Vec::new());
+
+/// The answer of one call over HTTP (field order is the wire order).
+#[derive(serde::Serialize)]
+pub struct Answer<'a> {
+    content: &'a Value,
+    is_error: bool,
+    summary: &'a str,
+    usage: AnswerUsage,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    structured_content: Option<&'a Value>,
+}
+
+#[derive(serde::Serialize)]
+struct AnswerUsage {
+    truncated: bool,
+    result_tokens: Option<usize>,
+    original_tokens: Option<usize>,
+}
 
 /// A finished call: its result or the error that stopped it, and the summary line.
 pub struct Finished {
@@ -34,24 +55,22 @@ impl Finished {
         self.usage.map(|u| u.result_tokens)
     }
 
-    /// The answer of `POST /v1/tools/{name}/call`: `{content, structured_content?,
-    /// is_error, summary, usage}`. `None` for a call that failed (an HTTP error).
-    pub fn answer(&self) -> Option<Value> {
+    /// The answer of `POST /v1/tools/{name}/call`: `{content, is_error, summary,
+    /// usage, structured_content?}`, borrowing the result (it is serialized once,
+    /// never copied into a tree). `None` for a call that failed (an HTTP error).
+    pub fn answer(&self) -> Option<Answer<'_>> {
         let raw = self.outcome.as_ref().ok()?;
-        let mut answer = json!({
-            "content": raw.get("content").cloned().unwrap_or_else(|| json!([])),
-            "is_error": self.is_error(),
-            "summary": self.summary,
-            "usage": {
-                "truncated": self.usage.is_some_and(|u| u.truncated),
-                "result_tokens": self.usage.map(|u| u.result_tokens),
-                "original_tokens": self.usage.map(|u| u.original_tokens),
+        Some(Answer {
+            content: raw.get("content").unwrap_or(&EMPTY_CONTENT),
+            is_error: self.is_error(),
+            summary: &self.summary,
+            usage: AnswerUsage {
+                truncated: self.usage.is_some_and(|u| u.truncated),
+                result_tokens: self.usage.map(|u| u.result_tokens),
+                original_tokens: self.usage.map(|u| u.original_tokens),
             },
-        });
-        if let Some(structured) = raw.get("structuredContent") {
-            answer["structured_content"] = structured.clone();
-        }
-        Some(answer)
+            structured_content: raw.get("structuredContent"),
+        })
     }
 
     /// The text a model reads back: the result's text blocks (other blocks described

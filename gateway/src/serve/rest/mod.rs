@@ -169,7 +169,7 @@ async fn call_tool(
     Path(name): Path<String>,
     body: axum::body::Bytes,
 ) -> Response {
-    let request: JsonObject = if body.is_empty() {
+    let mut request: JsonObject = if body.is_empty() {
         JsonObject::new()
     } else {
         match serde_json::from_slice(&body) {
@@ -183,9 +183,10 @@ async fn call_tool(
             }
         }
     };
-    let arguments = match request.get("arguments") {
+    // Taken out of the request, not copied.
+    let arguments = match request.remove("arguments") {
         None | Some(Value::Null) => JsonObject::new(),
-        Some(Value::Object(arguments)) => arguments.clone(),
+        Some(Value::Object(arguments)) => arguments,
         Some(_) => {
             return error(
                 StatusCode::BAD_REQUEST,

@@ -167,7 +167,7 @@ impl Run {
         });
         self.send("tool_call_complete", &complete).await.ok()?;
         let result = match (&finished.outcome, finished.answer()) {
-            (_, Some(answer)) => answer,
+            (_, Some(answer)) => serde_json::to_value(answer).unwrap_or_default(),
             (Err(error), None) => {
                 json!({"error": {"code": error.code(), "message": error.to_string()}})
             }
