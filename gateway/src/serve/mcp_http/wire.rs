@@ -183,34 +183,32 @@ pub fn sse_response(body: Body) -> Response {
     response
 }
 
-/// The media types an `Accept` header lists, without parameters; ranges weighted
-/// `q=0` are left out (they mean "not acceptable").
-fn accepted_types(headers: &HeaderMap) -> Vec<String> {
+/// Whether the `Accept` header lists `media` (or `*/*`), parameters ignored; a range
+/// weighted `q=0` means "not acceptable". Read in place: this runs on every request.
+fn accepts(headers: &HeaderMap, media: &str) -> bool {
     headers
         .get_all(header::ACCEPT)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .filter_map(|range| {
+        .any(|range| {
             let mut parts = range.split(';');
-            let essence = parts.next()?.trim().to_ascii_lowercase();
-            let refused = parts.any(|p| {
-                p.trim()
-                    .strip_prefix("q=")
-                    .and_then(|q| q.trim().parse::<f32>().ok())
-                    .is_some_and(|q| q <= 0.0)
-            });
-            (!refused && !essence.is_empty()).then_some(essence)
+            let essence = parts.next().unwrap_or("").trim();
+            let matches = essence.eq_ignore_ascii_case(media) || essence == "*/*";
+            matches
+                && !parts.any(|p| {
+                    p.trim()
+                        .strip_prefix("q=")
+                        .and_then(|q| q.trim().parse::<f32>().ok())
+                        .is_some_and(|q| q <= 0.0)
+                })
         })
-        .collect()
 }
 
 /// The checks of a POST: the client accepts both answer forms, sends JSON, and names
 /// a protocol version this gateway speaks (when it names one).
 pub fn refuse_post(headers: &HeaderMap) -> Option<Response> {
-    let accepted = accepted_types(headers);
-    let takes = |t: &str| accepted.iter().any(|a| a == t || a == "*/*");
-    if !takes(JSON) || !takes(EVENT_STREAM) {
+    if !accepts(headers, JSON) || !accepts(headers, EVENT_STREAM) {
         return Some(refusal(
             StatusCode::NOT_ACCEPTABLE,
             INVALID_REQUEST,
@@ -236,8 +234,7 @@ pub fn refuse_post(headers: &HeaderMap) -> Option<Response> {
 
 /// A GET opens a stream: the client must accept one.
 pub fn refuse_get(headers: &HeaderMap) -> Option<Response> {
-    let accepted = accepted_types(headers);
-    if !accepted.iter().any(|a| a == EVENT_STREAM || a == "*/*") {
+    if !accepts(headers, EVENT_STREAM) {
         return Some(refusal(
             StatusCode::NOT_ACCEPTABLE,
             INVALID_REQUEST,
@@ -372,6 +369,25 @@ mod tests {
             refuse_post(&headers).unwrap().status(),
             StatusCode::UNSUPPORTED_MEDIA_TYPE
         );
+        // A wildcard weighted zero accepts nothing it would have covered.
+        headers.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("application/json, */*;q=0"),
+        );
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        assert_eq!(
+            refuse_post(&headers).unwrap().status(),
+            StatusCode::NOT_ACCEPTABLE
+        );
+        assert!(refuse_get(&headers).is_some());
+        headers.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("Text/Event-Stream"),
+        );
+        assert!(refuse_get(&headers).is_none());
     }
 
     #[test]
