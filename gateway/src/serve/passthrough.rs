@@ -23,28 +23,35 @@ pub async fn forward<T: DeserializeOwned>(
         .map(serde_json::to_value)
         .transpose()
         .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
+    let value = forward_value(gateway, method, params, correlation_id).await?;
+    serde_json::from_value(value).map_err(|error| {
+        McpError::internal_error(
+            format!("the upstream's answer to {method} is not valid MCP: {error}"),
+            None,
+        )
+    })
+}
+
+/// Forwards `method` with raw `params`: the upstream's raw result, or the error an
+/// MCP client gets (the upstream's own JSON-RPC error, or the gateway's).
+pub async fn forward_value(
+    gateway: &Gateway,
+    method: &str,
+    params: Option<Value>,
+    correlation_id: String,
+) -> Result<Value, McpError> {
     let ctx = CallContext::new(gateway.config().call_timeout, correlation_id);
-    let answer = match gateway.forward(method, params, ctx).await {
-        Ok(answer) => answer,
-        Err(error) => {
-            return Err(match errors::to_mcp(&error) {
-                McpFailure::Protocol(error) => error,
-                McpFailure::ToolResult(_) => McpError::internal_error(error.to_string(), None),
-            });
-        }
-    };
-    match answer {
-        Ok(value) => serde_json::from_value(value).map_err(|error| {
-            McpError::internal_error(
-                format!("the upstream's answer to {method} is not valid MCP: {error}"),
-                None,
-            )
-        }),
-        Err(rpc) => Err(McpError::new(
+    match gateway.forward(method, params, ctx).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(rpc)) => Err(McpError::new(
             ErrorCode(rpc.code as i32),
             rpc.message,
             rpc.data,
         )),
+        Err(error) => Err(match errors::to_mcp(&error) {
+            McpFailure::Protocol(error) => error,
+            McpFailure::ToolResult(_) => McpError::internal_error(error.to_string(), None),
+        }),
     }
 }
 

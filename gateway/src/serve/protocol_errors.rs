@@ -25,13 +25,19 @@ pub fn refuse_oversized(headers: &http::HeaderMap, limit: usize) -> Option<Respo
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok());
     let length = declared.filter(|&length| length > limit)?;
+    Some(body_too_large(limit, Some(length)))
+}
+
+/// 413 with a JSON-RPC error naming the limit (and the body's length when declared).
+pub fn body_too_large(limit: usize, length: Option<usize>) -> Response {
+    let size = length.map_or_else(String::new, |length| format!(" of {length} bytes"));
     let body = json!({
         "jsonrpc": "2.0",
         "id": null,
         "error": {
             "code": INVALID_REQUEST,
             "message": format!(
-                "request body of {length} bytes exceeds the limit of {limit} bytes \
+                "request body{size} exceeds the limit of {limit} bytes \
                  (max_request_body_bytes in the gateway config)"
             ),
         },
@@ -42,7 +48,7 @@ pub fn refuse_oversized(headers: &http::HeaderMap, limit: usize) -> Option<Respo
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    Some(response)
+    response
 }
 
 /// Rewraps an error answer that is not JSON as a JSON-RPC error (same status; a

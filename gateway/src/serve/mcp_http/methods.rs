@@ -8,12 +8,10 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use toolgate_adapters::CallContext;
 
 use super::wire;
 use super::{LEGACY_VERSIONS, NEWEST_LEGACY_VERSION};
 use crate::access::{Caller, View};
-use crate::errors::{self, McpFailure};
 use crate::gateway::Gateway;
 use crate::serve::mcp_shared::McpShared;
 use crate::serve::passthrough;
@@ -108,15 +106,8 @@ pub async fn forward(
             return wire::error_message(id, wire::INVALID_PARAMS, &error.to_string(), None);
         }
     };
-    let ctx = CallContext::new(gateway.config().call_timeout, format!("mcp-{id}"));
-    match gateway.forward(method, params, ctx).await {
-        Ok(Ok(result)) => wire::result_message(id, &result.to_string()),
-        Ok(Err(rpc)) => wire::error_message(id, rpc.code, &rpc.message, rpc.data),
-        Err(error) => match errors::to_mcp(&error) {
-            McpFailure::Protocol(error) => {
-                wire::error_message(id, i64::from(error.code.0), &error.message, error.data)
-            }
-            McpFailure::ToolResult(_) => wire::error_message(id, -32603, &error.to_string(), None),
-        },
+    match passthrough::forward_value(gateway, method, params, format!("mcp-{id}")).await {
+        Ok(result) => wire::result_message(id, &result.to_string()),
+        Err(error) => wire::error_message(id, i64::from(error.code.0), &error.message, error.data),
     }
 }

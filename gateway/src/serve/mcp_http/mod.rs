@@ -116,27 +116,28 @@ impl McpSessions {
         let limit = self.shared.gateway.config().max_request_body_bytes;
         let bytes = match axum::body::to_bytes(body, limit).await {
             Ok(bytes) => bytes,
-            Err(_) => {
-                return Routed::Answered(wire::refusal(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    wire::INVALID_REQUEST,
-                    &format!(
-                        "request body exceeds the limit of {limit} bytes \
-                         (max_request_body_bytes in the gateway config)"
-                    ),
-                ));
-            }
+            // A body without a declared length, past the limit.
+            Err(_) => return Routed::Answered(super::protocol_errors::body_too_large(limit, None)),
         };
+        let parsed = Envelope::parse(&bytes);
         let Some(session) = session else {
-            if !is_initialize(&bytes) {
-                return Routed::Rmcp(Request::from_parts(parts, Body::from(bytes)));
-            }
-            return Routed::Answered(self.initialize(&parts.headers, &bytes, &tenant).await);
+            // Without a session only `initialize` is served here.
+            let initialize = parsed
+                .as_ref()
+                .ok()
+                .and_then(|envelope| Some((envelope, envelope.initialize_id()?)));
+            return match initialize {
+                Some((envelope, id)) => Routed::Answered(
+                    self.initialize(&parts.headers, envelope, id.get(), &tenant)
+                        .await,
+                ),
+                None => Routed::Rmcp(Request::from_parts(parts, Body::from(bytes.clone()))),
+            };
         };
         if let Some(refused) = wire::refuse_post(&parts.headers) {
             return Routed::Answered(refused);
         }
-        let envelope = match Envelope::parse(&bytes) {
+        let envelope = match parsed {
             Ok(envelope) => envelope,
             Err(error) => {
                 return Routed::Answered(wire::refusal(
@@ -186,28 +187,18 @@ impl McpSessions {
     async fn initialize(
         &self,
         headers: &http::HeaderMap,
-        bytes: &Bytes,
+        envelope: &Envelope<'_>,
+        id: &str,
         tenant: &crate::policy::Tenant,
     ) -> Response {
         if let Some(refused) = wire::refuse_post(headers) {
             return refused;
         }
-        let envelope = match Envelope::parse(bytes) {
-            Ok(envelope) => envelope,
-            Err(error) => return wire::refusal(StatusCode::BAD_REQUEST, wire::PARSE_ERROR, &error),
-        };
-        let Kind::Request { id, .. } = envelope.kind() else {
-            return wire::refusal(
-                StatusCode::BAD_REQUEST,
-                wire::INVALID_REQUEST,
-                "initialize must be a request with a string or number `id`",
-            );
-        };
         let params = match envelope.params::<methods::InitializeParams>() {
             Ok(params) => params,
             Err(error) => {
                 return wire::json_response(wire::error_message(
-                    id.get(),
+                    id,
                     wire::INVALID_PARAMS,
                     &error,
                     None,
@@ -224,7 +215,7 @@ impl McpSessions {
             }
         };
         let result = methods::initialize_result(&self.shared.gateway, &params);
-        let mut response = wire::json_response(wire::result_message(id.get(), &result));
+        let mut response = wire::json_response(wire::result_message(id, &result));
         if let Ok(value) = http::HeaderValue::from_str(&session.id) {
             response.headers_mut().insert(wire::SESSION_HEADER, value);
         }
@@ -355,20 +346,6 @@ impl McpSessions {
         }
         wire::accepted()
     }
-}
-
-/// Whether a body is an `initialize` request (the only request without a session
-/// that this door serves).
-fn is_initialize(bytes: &[u8]) -> bool {
-    Envelope::parse(bytes).is_ok_and(|e| {
-        matches!(
-            e.kind(),
-            Kind::Request {
-                method: "initialize",
-                ..
-            }
-        )
-    })
 }
 
 /// The client's answer to a gateway request, as the adapter that asked expects it.

@@ -86,6 +86,17 @@ impl<'a> Envelope<'a> {
         }
     }
 
+    /// The id of an `initialize` request; `None` for any other message.
+    pub fn initialize_id(&'a self) -> Option<&'a RawValue> {
+        match self.kind() {
+            Kind::Request {
+                id,
+                method: "initialize",
+            } => Some(id),
+            _ => None,
+        }
+    }
+
     /// `params` parsed as `T`; an absent `params` is parsed from `{}`.
     pub fn params<T: Deserialize<'a>>(&'a self) -> Result<T, String> {
         let text = self.params.map_or("{}", RawValue::get);
@@ -115,13 +126,9 @@ pub fn error_message(id: &str, code: i64, message: &str, data: Option<Value>) ->
     if let Some(data) = data {
         error["data"] = data;
     }
-    result_like(id, "error", &error)
-}
-
-fn result_like(id: &str, key: &str, value: &Value) -> Vec<u8> {
-    let mut out = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"{key}\":").into_bytes();
+    let mut out = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":").into_bytes();
     // Serializing a `Value` cannot fail.
-    out.extend_from_slice(&serde_json::to_vec(value).unwrap_or_default());
+    out.extend_from_slice(&serde_json::to_vec(&error).unwrap_or_default());
     out.push(b'}');
     out
 }
