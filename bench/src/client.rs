@@ -16,6 +16,9 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use crate::upstreams::MARKER;
 
 pub const PROTOCOL: &str = "2025-11-25";
+/// The sessionless protocol: no `initialize`, the version and client in each request's
+/// `_meta`, `Mcp-Method`/`Mcp-Name` headers. Python `mcp` picks it by default.
+pub const SESSIONLESS_PROTOCOL: &str = "2026-07-28";
 /// Bound on every request of the bench.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -65,6 +68,9 @@ pub struct McpHttp {
     next_id: u64,
     tool: String,
     arguments: String,
+    /// What `params` of a call holds besides the name and arguments (the sessionless
+    /// protocol's `_meta`), as JSON text with a leading comma; empty for sessions.
+    extra_params: String,
 }
 
 impl McpHttp {
@@ -103,6 +109,7 @@ impl McpHttp {
             next_id: 0,
             tool: tool.to_owned(),
             arguments: arguments.to_string(),
+            extra_params: String::new(),
         };
         let init = json!({"protocolVersion": PROTOCOL, "capabilities": {},
             "clientInfo": {"name": "toolgate-bench", "version": "1"}});
@@ -150,6 +157,37 @@ impl McpHttp {
         Ok(session)
     }
 
+    /// A sessionless 2026-07-28 client: nothing to open; every call carries the
+    /// protocol version, client info and capabilities in `_meta`, and the headers.
+    pub fn sessionless(url: &str, tool: &str, arguments: Value) -> Result<McpHttp> {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "accept",
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        headers.insert("content-type", HeaderValue::from_static("application/json"));
+        headers.insert(
+            "mcp-protocol-version",
+            HeaderValue::from_static(SESSIONLESS_PROTOCOL),
+        );
+        headers.insert("mcp-method", HeaderValue::from_static("tools/call"));
+        headers.insert("mcp-name", tool.parse()?);
+        let meta = json!({
+            "io.modelcontextprotocol/protocolVersion": SESSIONLESS_PROTOCOL,
+            "io.modelcontextprotocol/clientInfo": {"name": "toolgate-bench", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+        });
+        Ok(McpHttp {
+            http: http_client()?,
+            url: url.to_owned(),
+            headers,
+            next_id: 0,
+            tool: tool.to_owned(),
+            arguments: arguments.to_string(),
+            extra_params: format!(r#","_meta":{meta}"#),
+        })
+    }
+
     async fn post(&mut self, body: String) -> Result<(String, bytes::Bytes)> {
         let response = self
             .http
@@ -174,8 +212,8 @@ impl McpHttp {
     pub async fn call(&mut self) -> Result<()> {
         self.next_id += 1;
         let body = format!(
-            r#"{{"jsonrpc":"2.0","id":{},"method":"tools/call","params":{{"name":"{}","arguments":{}}}}}"#,
-            self.next_id, self.tool, self.arguments
+            r#"{{"jsonrpc":"2.0","id":{},"method":"tools/call","params":{{"name":"{}","arguments":{}{}}}}}"#,
+            self.next_id, self.tool, self.arguments, self.extra_params
         );
         let (_, body) = self.post(body).await?;
         if !contains(&body, MARKER.as_bytes()) || contains(&body, b"\"isError\":true") {

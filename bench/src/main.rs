@@ -102,6 +102,7 @@ impl Settings {
 /// What `--only` may name.
 const PARTS: &[&str] = &[
     "mcp",
+    "mcp-sessionless",
     "rest",
     "api-mcp",
     "stdio",
@@ -115,7 +116,7 @@ const USAGE: &str =
     "usage: toolgate-bench <all|overhead|catalog|truncation> [--smoke] [--toolgate PATH]
          [--rounds N] [--seconds S] [--warmup S] [--concurrency 1,16,64]
          [--list-runs N] [--sessions N]
-         [--only mcp,rest,api-mcp,stdio,imports,list,sessions,truncation]
+         [--only mcp,mcp-sessionless,rest,api-mcp,stdio,imports,list,sessions,truncation]
        toolgate-bench upstreams [--tools N]        (internal: the bench's upstreams)
        toolgate-bench stdio-server                 (internal: an MCP server on stdin/stdout)
        toolgate-bench import-one SPEC [--runs N]   (internal: one OpenAPI import, timed)";

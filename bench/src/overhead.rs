@@ -26,6 +26,9 @@ enum Target {
     /// The bare forwarding proxy: the cost of one more hop and nothing else.
     McpProxy,
     McpGateway,
+    /// The same call as a sessionless 2026-07-28 request, directly and via the gateway.
+    McpSessionlessDirect,
+    McpSessionlessGateway,
     ApiDirect,
     ApiRest,
     ApiMcp,
@@ -37,7 +40,11 @@ impl Target {
     fn via_gateway(self) -> bool {
         matches!(
             self,
-            Target::McpGateway | Target::ApiRest | Target::ApiMcp | Target::StdioGateway
+            Target::McpGateway
+                | Target::McpSessionlessGateway
+                | Target::ApiRest
+                | Target::ApiMcp
+                | Target::StdioGateway
         )
     }
 }
@@ -103,6 +110,16 @@ async fn connect(
                 )
                 .await?,
             )),
+            Target::McpSessionlessDirect => Conn::Mcp(Box::new(McpHttp::sessionless(
+                &upstreams.url("/mcp"),
+                FAST_TOOL,
+                json!({"message": "hi"}),
+            )?)),
+            Target::McpSessionlessGateway => Conn::Mcp(Box::new(McpHttp::sessionless(
+                &gateway.url("/mcp"),
+                &fast_tool,
+                json!({"message": "hi"}),
+            )?)),
             Target::ApiDirect => Conn::Api(ApiDirect::new(upstreams.url("/api/items/42"))?),
             Target::ApiRest => Conn::Rest(Rest::new(&gateway.base, &api_tool)?),
             Target::ApiMcp => Conn::Mcp(Box::new(
@@ -126,7 +143,7 @@ async fn connect(
 }
 
 pub async fn run(settings: &Settings, report: &mut Report) -> Result<()> {
-    if !["mcp", "rest", "api-mcp", "stdio"]
+    if !["mcp", "mcp-sessionless", "rest", "api-mcp", "stdio"]
         .iter()
         .any(|p| settings.wants(p))
     {
@@ -152,6 +169,9 @@ pub async fn run(settings: &Settings, report: &mut Report) -> Result<()> {
         let mut targets = Vec::new();
         if wanted("mcp") {
             targets.extend([Target::McpDirect, Target::McpProxy, Target::McpGateway]);
+        }
+        if wanted("mcp-sessionless") {
+            targets.extend([Target::McpSessionlessDirect, Target::McpSessionlessGateway]);
         }
         if wanted("rest") || wanted("api-mcp") {
             targets.push(Target::ApiDirect);
@@ -226,6 +246,11 @@ pub async fn run(settings: &Settings, report: &mut Report) -> Result<()> {
                 "MCP via a bare proxy (floor)",
                 Target::McpDirect,
                 Target::McpProxy,
+            ),
+            (
+                "MCP 2026-07-28, sessionless",
+                Target::McpSessionlessDirect,
+                Target::McpSessionlessGateway,
             ),
             ("OpenAPI via REST", Target::ApiDirect, Target::ApiRest),
             ("OpenAPI via MCP", Target::ApiDirect, Target::ApiMcp),

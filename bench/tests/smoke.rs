@@ -44,6 +44,7 @@ fn smoke_run_prints_every_row() {
         for path in [
             "MCP streamable HTTP",
             "MCP via a bare proxy (floor)",
+            "MCP 2026-07-28, sessionless",
             "OpenAPI via REST",
             "OpenAPI via MCP",
             "stdio via MCP",

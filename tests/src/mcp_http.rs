@@ -222,7 +222,8 @@ impl McpSession {
             .await
     }
 
-    async fn send_body_with_headers(
+    /// [`Self::send_body`] with extra request headers.
+    pub async fn send_body_with_headers(
         &self,
         body: Vec<u8>,
         headers: &[(&str, String)],

@@ -4,6 +4,11 @@
 //! errors a client can cause, and the end of a session (DELETE, then 404).
 //!
 //! The upstream is server-everything over stdio.
+//!
+//! Also the sessionless (2026-07-28) `tools/call`, which the gateway answers itself
+//! when every protocol signal checks out: `resultType` on results, log lines only on
+//! request (`io.modelcontextprotocol/logLevel`), no server-to-client requests, and a
+//! request whose headers contradict its body refused.
 
 use std::time::Duration;
 
@@ -261,4 +266,132 @@ async fn delete_ends_the_session() {
         .await
         .expect("GET after DELETE");
     assert_eq!(stream.status().as_u16(), 404);
+}
+
+const LONG: &str = "ev__trigger-long-running-operation";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessionless_calls_carry_result_type_and_log_lines_only_when_asked() {
+    let Some(gateway) = start().await else { return };
+    let modern = McpSession::modern(&gateway.mcp_url());
+
+    let echo = modern
+        .call_tool("ev__echo", json!({"message": "modern"}))
+        .await
+        .expect("echo");
+    assert_eq!(first_text(echo.result()), "Echo: modern", "{echo:#?}");
+    assert_eq!(echo.result()["resultType"], "complete", "{echo:#?}");
+
+    let long = |meta: Value| json!({"name": LONG, "arguments": {"duration": 1, "steps": 3}, "_meta": meta});
+    // No logLevel, no progressToken: nothing but the result.
+    let quiet = modern
+        .request("tools/call", long(json!({})))
+        .await
+        .expect("quiet call");
+    assert_eq!(quiet.result()["resultType"], "complete", "{quiet:#?}");
+    assert_eq!(
+        quiet.frames.len(),
+        1,
+        "only the result: {:#?}",
+        quiet.frames
+    );
+
+    // Progress lines are `info`: a client asking for `warning` and up gets none.
+    let warnings = modern
+        .request(
+            "tools/call",
+            long(json!({"io.modelcontextprotocol/logLevel": "warning"})),
+        )
+        .await
+        .expect("warning-level call");
+    assert!(
+        warnings.notifications("notifications/message").is_empty(),
+        "{:#?}",
+        warnings.frames
+    );
+
+    // A progressToken gets progress notifications, then the result.
+    let progress = modern
+        .request("tools/call", long(json!({"progressToken": "t-26"})))
+        .await
+        .expect("call with a progress token");
+    let updates = progress.notifications("notifications/progress");
+    assert_eq!(updates.len(), 3, "{:#?}", progress.frames);
+    assert!(
+        updates
+            .iter()
+            .all(|u| u["params"]["progressToken"] == "t-26")
+    );
+    assert!(progress.frames.last().unwrap().get("result").is_some());
+
+    // Headers that contradict the body: refused, and the tool is not run.
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {}
+    });
+    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {
+        "name": "ev__echo", "arguments": {"message": "smuggled"}, "_meta": meta}});
+    let contradicted = modern
+        .send_body_with_headers(
+            body.to_string().into_bytes(),
+            &[
+                ("Mcp-Method", "tools/call".to_owned()),
+                ("Mcp-Name", "ev__get-sum".to_owned()),
+            ],
+            Some(json!(9)),
+            None,
+            Duration::from_secs(30),
+        )
+        .await
+        .expect("contradicted call");
+    assert!(
+        contradicted.status >= 400 || contradicted.error().is_some(),
+        "{contradicted:#?}"
+    );
+    assert!(
+        !format!("{contradicted:?}").contains("Echo: smuggled"),
+        "the tool ran: {contradicted:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessionless_call_refuses_upstream_sampling_at_once() {
+    let Some(deps) = NodeDeps::find() else { return };
+    // `namespace: none` upstreams are offered sampling, so server-everything lists
+    // its sampling tool.
+    let mut upstream = everything_stdio_upstream(&deps, &unique_marker("sampling26"));
+    upstream["namespace"] = json!("none");
+    let gateway = Gateway::start(json!({
+        "upstreams": {"ev": upstream},
+        "tenants": {"guest": {"allow": ["*"], "initial": ["*"]}},
+        "anonymous_tenant": "guest"
+    }))
+    .await;
+    let modern = McpSession::modern(&gateway.mcp_url());
+    // A session would be sent `sampling/createMessage` and the call would wait for
+    // its answer; 2026-07-28 has no server-to-client requests, so the upstream is
+    // told no and the call ends.
+    let call = modern
+        .request_with_id(
+            json!(1),
+            "tools/call",
+            json!({"name": "trigger-sampling-request", "arguments": {"prompt": "hi", "maxTokens": 5}}),
+            None,
+            Duration::from_secs(60),
+        )
+        .await
+        .expect("an answer within 60 s, not a wait for the client");
+    assert!(
+        call.frames
+            .iter()
+            .all(|f| f["method"] != "sampling/createMessage"),
+        "{:#?}",
+        call.frames
+    );
+    // The upstream heard the refusal (server-everything reports it in its result).
+    assert!(
+        format!("{call:?}").contains("server-to-client requests"),
+        "{call:#?}"
+    );
 }

@@ -4,6 +4,9 @@
 //! result; a call that sends nothing is answered as one JSON body, anything else as an
 //! SSE stream. The call is cancelled by `notifications/cancelled` and when the client
 //! hangs up (its answer could not be delivered any more).
+//!
+//! Sessionless (2026-07-28) calls take the same path with the differences listed in
+//! [`super::sessionless`].
 
 use std::future::Future;
 use std::pin::Pin;
@@ -16,9 +19,10 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use toolgate_adapters::{CallContext, CallOutput, Progress, ToolError};
+use toolgate_adapters::{CallContext, CallOutput, Progress, RpcError, ToolError};
 
 use super::live::{InFlight, Live};
+use super::sessionless::LogLevel;
 use super::wire;
 use crate::access::{self, Caller};
 use crate::errors::{self, McpFailure};
@@ -33,6 +37,38 @@ pub struct CallParams {
     arguments: Option<Map<String, Value>>,
     #[serde(default, rename = "_meta")]
     meta: Option<CallMeta>,
+}
+
+impl CallParams {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// Whose call it is.
+pub enum Scope {
+    /// A session's (its id).
+    Session(String),
+    /// A sessionless 2026-07-28 request's, with the log level it asked for.
+    Sessionless { log_level: Option<LogLevel> },
+}
+
+impl Scope {
+    fn session(&self) -> Option<&str> {
+        match self {
+            Scope::Session(id) => Some(id),
+            Scope::Sessionless { .. } => None,
+        }
+    }
+
+    /// Whether a log line of `level` goes to this caller: a session gets every one
+    /// (as before 2026-07-28); a sessionless request only what it asked for.
+    fn wants_log(&self, level: LogLevel) -> bool {
+        match self {
+            Scope::Session(_) => true,
+            Scope::Sessionless { log_level } => log_level.is_some_and(|wanted| level >= wanted),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -50,7 +86,7 @@ pub struct CallRequest {
     pub gateway: Arc<Gateway>,
     pub live: Arc<Live>,
     pub caller: Caller,
-    pub session: String,
+    pub scope: Scope,
     /// The JSON-RPC id, as raw JSON.
     pub id: String,
     pub params: CallParams,
@@ -92,7 +128,7 @@ struct CallStream {
     events: mpsc::UnboundedReceiver<BridgeEvent>,
     outcome: Option<Outcome>,
     live: Arc<Live>,
-    session: String,
+    scope: Scope,
     id: String,
     tool: String,
     progress_token: Option<Value>,
@@ -101,7 +137,8 @@ struct CallStream {
     /// The ids of requests sent to the client that are still unanswered.
     asked: Vec<String>,
     cancel: CancellationToken,
-    _in_flight: InFlight,
+    /// Lets `notifications/cancelled` find a session's call.
+    _in_flight: Option<InFlight>,
 }
 
 impl CallStream {
@@ -110,7 +147,7 @@ impl CallStream {
             gateway,
             live,
             caller,
-            session,
+            scope,
             id,
             params,
             headers,
@@ -119,7 +156,9 @@ impl CallStream {
         let arguments = params.arguments.unwrap_or_default();
         let progress_token = params.meta.and_then(|m| m.progress_token);
         let cancel = CancellationToken::new();
-        let in_flight = live.call_started(&session, &id, cancel.clone());
+        let in_flight = scope
+            .session()
+            .map(|session| live.call_started(session, &id, cancel.clone()));
 
         let (sink, updates) = mpsc::unbounded_channel::<Progress>();
         let (bridge, events) = QueueBridge::new();
@@ -135,8 +174,8 @@ impl CallStream {
                 .passthrough()
                 .is_some_and(|m| m.upstream.name() == upstream)
         });
-        if is_passthrough {
-            live.note_passthrough_caller(&session);
+        if is_passthrough && let Some(session) = scope.session() {
+            live.note_passthrough_caller(session);
         }
         let tool = name.clone();
         let call = Box::pin(async move {
@@ -155,7 +194,7 @@ impl CallStream {
             events,
             outcome: None,
             live,
-            session,
+            scope,
             id,
             tool,
             progress_token,
@@ -169,20 +208,30 @@ impl CallStream {
 
     /// The next message for the client, and whether it is the last (the result).
     async fn next(&mut self) -> Option<(Vec<u8>, bool)> {
-        if self.done {
-            return None;
+        loop {
+            // Bounded: each round takes an update, an event or the outcome.
+            if self.done || (self.call.is_none() && self.outcome.is_none()) {
+                return None;
+            }
+            if let Some(message) = self.next_message().await {
+                return Some(message);
+            }
         }
+    }
+
+    /// [`Self::next`], or `None` for an update this caller does not receive.
+    async fn next_message(&mut self) -> Option<(Vec<u8>, bool)> {
         if let Some(call) = self.call.as_mut() {
             tokio::select! {
                 biased;
-                Some(update) = self.updates.recv() => return Some((self.progress(update), false)),
-                Some(event) = self.events.recv() => return Some((self.bridged(event), false)),
+                Some(update) = self.updates.recv() => return self.progress(update).map(|m| (m, false)),
+                Some(event) = self.events.recv() => return self.bridged(event).map(|m| (m, false)),
                 outcome = call => {
                     self.call = None;
                     self.outcome = Some(outcome);
-                    if self.is_passthrough {
+                    if self.is_passthrough && let Some(session) = self.scope.session() {
                         // Stray log lines that trail the result belong to this call.
-                        self.live.note_passthrough_caller(&self.session);
+                        self.live.note_passthrough_caller(session);
                     }
                 }
             }
@@ -190,19 +239,21 @@ impl CallStream {
         // The adapter queues everything before it resolves the call: what is still
         // queued goes out before the result.
         if let Ok(update) = self.updates.try_recv() {
-            return Some((self.progress(update), false));
+            return self.progress(update).map(|m| (m, false));
         }
         if let Ok(event) = self.events.try_recv() {
-            return Some((self.bridged(event), false));
+            return self.bridged(event).map(|m| (m, false));
         }
         if let Some(Ok((_, changed))) = self.outcome.as_mut()
             && *changed
         {
             // The list grew: tell this session (once), on its GET stream when one is
-            // open, otherwise here, before the result.
+            // open, otherwise here, before the result. Sessionless callers keep no
+            // list to announce.
             *changed = false;
+            let session = self.scope.session()?;
             let message = wire::notification("notifications/tools/list_changed", &json!({}));
-            if !self.live.send_to_session(&self.session, &message) {
+            if !self.live.send_to_session(session, &message) {
                 return Some((message, false));
             }
         }
@@ -236,14 +287,22 @@ impl CallStream {
             let error = json!({"content": [{"type": "text", "text": text}], "isError": true});
             return wire::result_message(&self.id, &error.to_string());
         }
+        let mut raw = raw;
+        if let Scope::Sessionless { .. } = self.scope {
+            // The version requires it on every result (Python `mcp` rejects one without).
+            raw.entry("resultType").or_insert_with(|| json!("complete"));
+        }
         let result = serde_json::to_string(&raw).unwrap_or_default();
         wire::result_message(&self.id, &result)
     }
 
     #[allow(deprecated)]
-    fn progress(&self, update: Progress) -> Vec<u8> {
+    fn progress(&self, update: Progress) -> Option<Vec<u8>> {
         let meta = json!({"toolgate/tool": self.tool});
-        match &self.progress_token {
+        if self.progress_token.is_none() && !self.scope.wants_log(LogLevel::Info) {
+            return None;
+        }
+        Some(match &self.progress_token {
             Some(token) => {
                 let mut params = json!({
                     "progressToken": token,
@@ -273,21 +332,41 @@ impl CallStream {
                     "_meta": meta,
                 }),
             ),
-        }
+        })
     }
 
-    fn bridged(&mut self, event: BridgeEvent) -> Vec<u8> {
+    fn bridged(&mut self, event: BridgeEvent) -> Option<Vec<u8>> {
         match event {
-            BridgeEvent::Notify { method, params } => wire::notification(&method, &params),
+            BridgeEvent::Notify { method, params } => {
+                if method == "notifications/message"
+                    && !self.scope.wants_log(LogLevel::of_message(&params))
+                {
+                    return None;
+                }
+                Some(wire::notification(&method, &params))
+            }
             BridgeEvent::Request {
                 method,
                 params,
                 answer,
             } => {
-                let id = self.live.request_sent(&self.session, answer);
+                let Some(session) = self.scope.session() else {
+                    // 2026-07-28 has no server-to-client requests.
+                    let _ = answer.send(Err(RpcError {
+                        code: wire::METHOD_NOT_FOUND,
+                        message: format!(
+                            "{method}: the client speaks MCP {}, which has no \
+                             server-to-client requests",
+                            super::sessionless::VERSION
+                        ),
+                        data: None,
+                    }));
+                    return None;
+                };
+                let id = self.live.request_sent(session, answer);
                 let message = wire::request(&id, &method, &params);
                 self.asked.push(id);
-                message
+                Some(message)
             }
         }
     }

@@ -4,8 +4,10 @@
 //! replica serves any session. A request is read once, as raw JSON slices, and
 //! answered without a per-session task or channel.
 //!
-//! Sessionless requests (2026-07-28 and its `server/discover`) still go to rmcp's
-//! transport, which `router` mounts behind this one; see [`route`].
+//! Sessionless (2026-07-28) `tools/call` requests are served here too (see
+//! [`sessionless`]); the version's other requests (`server/discover`, lists, and
+//! anything whose protocol signals do not check out) still go to rmcp's transport,
+//! which `router` mounts behind this one; see [`route`].
 //!
 //! What a session's POST may carry: a request (answered as JSON, or as an SSE stream
 //! when the call sends something before its result: see [`call`]), a notification
@@ -16,6 +18,7 @@
 mod call;
 mod live;
 mod methods;
+mod sessionless;
 mod wire;
 
 use std::sync::Arc;
@@ -38,7 +41,7 @@ use crate::protocol_tools;
 use live::Live;
 use wire::{Envelope, Kind};
 
-/// Every version `/mcp` speaks (the sessionless one through rmcp).
+/// Every version `/mcp` speaks.
 pub const SUPPORTED_VERSIONS: &[&str] = &[
     "2024-11-05",
     "2025-03-26",
@@ -121,7 +124,14 @@ impl McpSessions {
         };
         let parsed = Envelope::parse(&bytes);
         let Some(session) = session else {
-            // Without a session only `initialize` is served here.
+            // Without a session only `initialize` and sessionless calls are served here.
+            if let Some(call) = parsed
+                .as_ref()
+                .ok()
+                .and_then(|envelope| sessionless::take(&parts.headers, envelope))
+            {
+                return Routed::Answered(self.sessionless_call(call, tenant, parts.headers).await);
+            }
             let initialize = parsed
                 .as_ref()
                 .ok()
@@ -251,7 +261,7 @@ impl McpSessions {
                     gateway: gateway.clone(),
                     live: self.live.clone(),
                     caller,
-                    session,
+                    scope: call::Scope::Session(session),
                     id: id.to_owned(),
                     params,
                     headers: Arc::new(headers),
@@ -281,6 +291,29 @@ impl McpSessions {
             ),
         };
         wire::json_response(message)
+    }
+
+    async fn sessionless_call(
+        &self,
+        call: sessionless::SessionlessCall,
+        tenant: Arc<crate::policy::Tenant>,
+        headers: http::HeaderMap,
+    ) -> Response {
+        call::answer(call::CallRequest {
+            gateway: self.shared.gateway.clone(),
+            live: self.live.clone(),
+            caller: Caller {
+                tenant,
+                session: None,
+            },
+            scope: call::Scope::Sessionless {
+                log_level: call.log_level,
+            },
+            id: call.id,
+            params: call.params,
+            headers: Arc::new(headers),
+        })
+        .await
     }
 
     fn notification(&self, envelope: &Envelope<'_>, method: &str, session: &str) {
