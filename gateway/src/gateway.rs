@@ -582,7 +582,7 @@ impl Gateway {
             );
         }
         tracing::info!(
-            target: "toolgate::audit",
+            target: crate::logging::AUDIT_TARGET,
             tenant = %caller.tenant.name,
             session = caller.session_id().unwrap_or("-"),
             result_tokens,

@@ -14,6 +14,7 @@ pub mod errors;
 pub mod export;
 pub mod gateway;
 pub mod health;
+pub mod logging;
 pub mod metrics;
 pub mod policy;
 pub mod protocol_tools;

@@ -80,20 +80,6 @@ enum Format {
     Json,
 }
 
-fn init_logging() {
-    // rmcp logs every notification at INFO, notify its watch bookkeeping; keep them at
-    // warn unless asked.
-    let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLGATE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn,notify=warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        // Colour codes only for a person at a terminal, not in collected logs (and
-        // styling every audit line costs time on the call path).
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
-}
-
 /// The config `serve` runs on without `--config`: the quick start's.
 const EMBEDDED_DEFAULTS: &str = include_str!("../../config/quickstart.yaml");
 
@@ -115,7 +101,7 @@ fn load(path: &std::path::Path) -> Result<Config, ExitCode> {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    toolgate::logging::init();
     match cli.command {
         Command::ConfigSchema => {
             println!("{:#}", Config::json_schema());
