@@ -1,10 +1,24 @@
-//! What the two HTTP transports share: one pooled `reqwest::Client` per upstream (kept
-//! across reconnects), the configured headers (marked sensitive so they never show in
-//! debug output or logs), bounded body reading and SSE stream reading.
+//! What the two HTTP transports share: one pooled client per upstream (kept across
+//! reconnects), the configured headers (marked sensitive so they never show in debug
+//! output or logs), bounded body reading and SSE stream reading.
+//!
+//! Requests to the endpoint itself ([`HttpClient::send`]) go through hyper's pooled
+//! client directly when the endpoint is plain `http://` and no proxy setting in the
+//! environment covers it. reqwest wraps every request in layers a JSON-RPC POST does
+//! not need (redirects, retries, the URL parsed twice more per request): about a
+//! quarter of the instructions of a whole call through the gateway (bench/README.md).
+//! reqwest carries everything else: `https://` (TLS), proxies, and the legacy SSE
+//! transport's requests.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
+use http::{Method, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client as HyperClient;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Response, Url};
 
@@ -15,10 +29,65 @@ use super::jsonrpc::truncate_utf8;
 /// The per-upstream HTTP side: client, endpoint and headers.
 pub(crate) struct HttpClient {
     pub client: reqwest::Client,
+    /// The endpoint's client when it is plain HTTP without a proxy (see the module
+    /// docs); `None`: reqwest.
+    direct: Option<HyperClient<HttpConnector, Full<Bytes>>>,
     pub url: Url,
+    /// `url` as hyper takes it, parsed once.
+    uri: http::Uri,
     pub headers: HeaderMap,
     /// Bounds connecting and each protocol-level wait (not tool calls).
     pub timeout: Duration,
+}
+
+/// An answer from the endpoint, from whichever client carried the request.
+pub(crate) enum Reply {
+    Direct(http::Response<hyper::body::Incoming>),
+    Reqwest(Response),
+}
+
+/// Why a request got no answer.
+pub(crate) struct SendError {
+    /// The server could not be reached at all (connection refused, DNS, connect
+    /// timeout): the connection is gone rather than this one request.
+    pub is_connect: bool,
+    /// The error and its causes, without the URL.
+    pub detail: String,
+}
+
+impl Reply {
+    pub(crate) fn status(&self) -> StatusCode {
+        match self {
+            Reply::Direct(resp) => resp.status(),
+            Reply::Reqwest(resp) => resp.status(),
+        }
+    }
+
+    pub(crate) fn headers(&self) -> &HeaderMap {
+        match self {
+            Reply::Direct(resp) => resp.headers(),
+            Reply::Reqwest(resp) => resp.headers(),
+        }
+    }
+
+    /// The next piece of the body; `None` at its end. The error says what broke.
+    pub(crate) async fn chunk(&mut self) -> Result<Option<Bytes>, String> {
+        match self {
+            Reply::Direct(resp) => loop {
+                match resp.body_mut().frame().await {
+                    None => return Ok(None),
+                    Some(Err(e)) => return Err(source_chain(&e)),
+                    Some(Ok(frame)) => {
+                        // Trailers carry nothing for us.
+                        if let Ok(data) = frame.into_data() {
+                            return Ok(Some(data));
+                        }
+                    }
+                }
+            },
+            Reply::Reqwest(resp) => resp.chunk().await.map_err(error_chain),
+        }
+    }
 }
 
 impl HttpClient {
@@ -43,17 +112,76 @@ impl HttpClient {
             .pool_idle_timeout(Duration::from_secs(90))
             .build()
             .map_err(|e| format!("could not build the HTTP client: {e}"))?;
+        let uri: http::Uri = url
+            .as_str()
+            .parse()
+            .map_err(|e| format!("invalid url: {e}"))?;
+        let proxied = hyper_util::client::proxy::matcher::Matcher::from_env()
+            .intercept(&uri)
+            .is_some();
+        let direct = (url.scheme() == "http" && !proxied).then(|| {
+            let mut connector = HttpConnector::new();
+            // What the reqwest client above is set to.
+            connector.set_connect_timeout(Some(cfg.timeout));
+            connector.set_keepalive(Some(Duration::from_secs(30)));
+            connector.set_nodelay(true);
+            HyperClient::builder(TokioExecutor::new())
+                .pool_idle_timeout(Duration::from_secs(90))
+                .build(connector)
+        });
         Ok(Arc::new(Self {
             client,
+            direct,
             url,
+            uri,
             headers,
             timeout: cfg.timeout,
         }))
     }
+
+    /// Sends a request to the endpoint with the configured headers, `extra` in place
+    /// of any of the same name (the protocol's own headers win), and `body` (none when
+    /// empty). Not bounded here: callers put their own deadline on the answer.
+    pub(crate) async fn send(
+        &self,
+        method: Method,
+        extra: Vec<(HeaderName, HeaderValue)>,
+        body: Vec<u8>,
+    ) -> Result<Reply, SendError> {
+        let mut headers = self.headers.clone();
+        for (name, value) in extra {
+            headers.insert(name, value);
+        }
+        let Some(direct) = &self.direct else {
+            let mut req = self
+                .client
+                .request(method, self.url.clone())
+                .headers(headers);
+            if !body.is_empty() {
+                req = req.body(body);
+            }
+            return req.send().await.map(Reply::Reqwest).map_err(|e| SendError {
+                is_connect: e.is_connect(),
+                detail: error_chain(e),
+            });
+        };
+        let mut req = http::Request::new(Full::new(Bytes::from(body)));
+        *req.method_mut() = method;
+        *req.uri_mut() = self.uri.clone();
+        *req.headers_mut() = headers;
+        direct
+            .request(req)
+            .await
+            .map(Reply::Direct)
+            .map_err(|e| SendError {
+                is_connect: e.is_connect(),
+                detail: source_chain(&e),
+            })
+    }
 }
 
 /// Whether a response declares `content-type` `want` (parameters ignored).
-pub(crate) fn has_content_type(resp: &Response, want: &str) -> bool {
+pub(crate) fn has_content_type(resp: &Reply, want: &str) -> bool {
     resp.headers()
         .get(reqwest::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -62,7 +190,7 @@ pub(crate) fn has_content_type(resp: &Response, want: &str) -> bool {
 }
 
 /// Reads a whole body, failing past `max` bytes.
-pub(crate) async fn read_body(mut resp: Response, max: usize) -> Result<Vec<u8>, String> {
+pub(crate) async fn read_body(mut resp: Reply, max: usize) -> Result<Vec<u8>, String> {
     let mut body = Vec::new();
     while let Some(chunk) = resp
         .chunk()
@@ -79,7 +207,7 @@ pub(crate) async fn read_body(mut resp: Response, max: usize) -> Result<Vec<u8>,
 
 /// A short, bounded excerpt of an error response for messages (bodies of error pages
 /// can be large HTML documents).
-pub(crate) async fn error_excerpt(resp: Response, timeout: Duration) -> String {
+pub(crate) async fn error_excerpt(resp: Reply, timeout: Duration) -> String {
     let status = resp.status();
     let body = tokio::time::timeout(timeout, read_body(resp, 64 * 1024))
         .await
@@ -99,7 +227,7 @@ pub(crate) async fn error_excerpt(resp: Response, timeout: Duration) -> String {
 /// `on_event` returns `false` to stop early. Returns why the stream ended.
 pub(crate) async fn read_sse(
     upstream: &str,
-    mut resp: Response,
+    mut resp: Reply,
     max: usize,
     mut on_event: impl FnMut(SseEvent) -> bool,
 ) -> String {
@@ -128,9 +256,14 @@ pub(crate) async fn read_sse(
 /// A reqwest error with its sources ("error sending request: … connection refused"),
 /// without the URL: a URL can carry credentials in its query string.
 pub(crate) fn error_chain(e: reqwest::Error) -> String {
-    let e = e.without_url();
+    source_chain(&e.without_url())
+}
+
+/// An error and its sources, each once ("client error (Connect): tcp connect error:
+/// Connection refused").
+fn source_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
-    let mut src = std::error::Error::source(&e);
+    let mut src = e.source();
     while let Some(cause) = src {
         let c = cause.to_string();
         if !s.contains(&c) {

@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::framing::MAX_FRAME;
-use super::http::{HttpClient, error_chain, error_excerpt, read_sse};
+use super::http::{HttpClient, Reply, error_chain, error_excerpt, read_sse};
 use super::jsonrpc::{Outbound, Rpc};
 use super::transport::{Connected, Link};
 
@@ -43,7 +43,7 @@ pub(crate) async fn connect(
     if !resp.status().is_success() {
         return Err(format!(
             "opening the SSE stream failed: {}",
-            error_excerpt(resp, http.timeout).await
+            error_excerpt(Reply::Reqwest(resp), http.timeout).await
         ));
     }
 
@@ -61,7 +61,7 @@ pub(crate) async fn connect(
     let base = http.url.clone();
     tokio::spawn(async move {
         let mut endpoint_tx = Some(endpoint_tx);
-        let read = read_sse(&upstream, resp, MAX_FRAME, |ev| {
+        let read = read_sse(&upstream, Reply::Reqwest(resp), MAX_FRAME, |ev| {
             match ev.event.as_str() {
                 "endpoint" => {
                     let resolved = resolve_endpoint(&base, ev.data.trim());
@@ -156,7 +156,7 @@ impl Outbound for SseOut {
             .map_err(|_| "POST timed out".to_owned())?
             .map_err(|e| format!("POST failed: {}", error_chain(e)))?;
         if !resp.status().is_success() {
-            return Err(error_excerpt(resp, self.http.timeout).await);
+            return Err(error_excerpt(Reply::Reqwest(resp), self.http.timeout).await);
         }
         Ok(())
     }

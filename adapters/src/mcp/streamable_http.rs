@@ -16,19 +16,24 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use reqwest::StatusCode;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
+use http::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue};
+use http::{Method, StatusCode};
 use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::framing::MAX_FRAME;
-use super::http::{HttpClient, error_chain, error_excerpt, has_content_type, read_body, read_sse};
+use super::http::{
+    HttpClient, Reply, SendError, error_excerpt, has_content_type, read_body, read_sse,
+};
 use super::jsonrpc::{Outbound, Rpc, RpcFailure};
 use super::transport::{Connected, Link};
 
-const SESSION_ID: &str = "mcp-session-id";
-const PROTOCOL_VERSION: &str = "mcp-protocol-version";
+const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+const POST_ACCEPT: HeaderValue = HeaderValue::from_static("application/json, text/event-stream");
+const JSON: HeaderValue = HeaderValue::from_static("application/json");
+const EVENT_STREAM: HeaderValue = HeaderValue::from_static("text/event-stream");
 /// A request's POST may outlive its caller's deadline by this much (to read a late
 /// answer), never more.
 const POST_GRACE: Duration = Duration::from_secs(1);
@@ -79,15 +84,16 @@ impl StreamableOut {
             .clone()
     }
 
-    /// A request with the configured headers and the session's headers.
-    fn request(&self, method: reqwest::Method) -> reqwest::RequestBuilder {
-        let mut req = self
-            .http
-            .client
-            .request(method, self.http.url.clone())
-            .headers(self.http.headers.clone());
+    /// Sends a request with `extra` headers and the session's headers (its id and
+    /// the negotiated version, once known).
+    async fn send(
+        &self,
+        method: Method,
+        mut extra: Vec<(HeaderName, HeaderValue)>,
+        body: Vec<u8>,
+    ) -> Result<Reply, SendError> {
         if let Some(sid) = self.session_id() {
-            req = req.header(SESSION_ID, sid);
+            extra.push((SESSION_ID, sid));
         }
         let version = self
             .protocol_version
@@ -95,20 +101,20 @@ impl StreamableOut {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         if let Some(v) = version {
-            req = req.header(PROTOCOL_VERSION, v);
+            extra.push((PROTOCOL_VERSION, v));
         }
-        req
+        self.http.send(method, extra, body).await
     }
 
-    fn post(&self, body: Vec<u8>) -> reqwest::RequestBuilder {
-        self.request(reqwest::Method::POST)
-            .header(ACCEPT, "application/json, text/event-stream")
-            .header(CONTENT_TYPE, "application/json")
-            .body(body)
+    async fn post(&self, body: Vec<u8>) -> Result<Reply, SendError> {
+        let mut extra = Vec::with_capacity(4);
+        extra.push((ACCEPT, POST_ACCEPT));
+        extra.push((CONTENT_TYPE, JSON));
+        self.send(Method::POST, extra, body).await
     }
 
     /// Remembers the session id the server assigned (on the initialize response).
-    fn learn_session(&self, resp: &reqwest::Response) {
+    fn learn_session(&self, resp: &Reply) {
         if let Some(sid) = resp.headers().get(SESSION_ID) {
             let mut slot = self.session_id.lock().unwrap_or_else(|e| e.into_inner());
             if slot.is_none() {
@@ -149,11 +155,9 @@ impl StreamableOut {
     /// Carries a request's POST to its answer, dispatching what the server sends.
     async fn run_request(self: Arc<Self>, body: Vec<u8>, id: u64) {
         let Some(rpc) = self.rpc() else { return };
-        let resp = match self.post(body).send().await {
+        let resp = match self.post(body).await {
             Ok(r) => r,
-            Err(e) => {
-                let is_connect = e.is_connect();
-                let detail = error_chain(e);
+            Err(SendError { is_connect, detail }) => {
                 if is_connect {
                     // The server is gone: reconnect (with backoff) rather than failing
                     // calls one by one.
@@ -244,10 +248,8 @@ impl StreamableOut {
             if rpc.closed_reason().is_some() {
                 return;
             }
-            let req = self
-                .request(reqwest::Method::GET)
-                .header(ACCEPT, "text/event-stream");
-            match tokio::time::timeout(self.http.timeout, req.send()).await {
+            let req = self.send(Method::GET, vec![(ACCEPT, EVENT_STREAM)], Vec::new());
+            match tokio::time::timeout(self.http.timeout, req).await {
                 Ok(Ok(resp)) if resp.status().is_success() => {
                     worked = true;
                     delay = Duration::from_millis(500);
@@ -276,14 +278,14 @@ impl StreamableOut {
                     tracing::debug!(upstream = %self.upstream, status = %status, "GET stream refused");
                     return;
                 }
-                Ok(Err(e)) => {
-                    if e.is_connect() {
+                Ok(Err(SendError { is_connect, detail })) => {
+                    if is_connect {
                         // The server is unreachable: show it (Reconnecting) now rather
                         // than at the next call.
-                        rpc.close(format!("cannot reach the server: {}", error_chain(e)));
+                        rpc.close(format!("cannot reach the server: {detail}"));
                         return;
                     }
-                    tracing::debug!(upstream = %self.upstream, error = %error_chain(e), "GET stream failed")
+                    tracing::debug!(upstream = %self.upstream, error = %detail, "GET stream failed")
                 }
                 Err(_) => tracing::debug!(upstream = %self.upstream, "GET stream timed out"),
             }
@@ -312,10 +314,10 @@ impl Outbound for StreamableOut {
             });
             return Ok(());
         }
-        let resp = tokio::time::timeout(self.http.timeout, self.post(body).send())
+        let resp = tokio::time::timeout(self.http.timeout, self.post(body))
             .await
             .map_err(|_| "POST timed out".to_owned())?
-            .map_err(|e| format!("POST failed: {}", error_chain(e)))?;
+            .map_err(|e| format!("POST failed: {}", e.detail))?;
         let status = resp.status();
         if self.session_expired(status) {
             return Err("session expired".into());
@@ -362,9 +364,9 @@ impl Link for StreamableLink {
             rpc.close("shut down");
         }
         if self.out.session_id().is_some() {
-            let req = self.out.request(reqwest::Method::DELETE);
+            let req = self.out.send(Method::DELETE, Vec::new(), Vec::new());
             let timeout = self.out.http.timeout.min(Duration::from_secs(5));
-            match tokio::time::timeout(timeout, req.send()).await {
+            match tokio::time::timeout(timeout, req).await {
                 Ok(Ok(resp)) => {
                     tracing::debug!(upstream = %self.out.upstream, status = %resp.status(), "deleted MCP session")
                 }
