@@ -20,6 +20,10 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client as HyperClient;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
 
 /// Text every tool result carries (the clients check for it).
@@ -209,10 +213,12 @@ fn mcp_endpoint(server: Arc<McpServer>) -> MethodRouter {
         .with_state(server)
 }
 
-/// Where the bare proxy forwards to, and its pooled client.
+/// Where the bare proxy forwards to, and its pooled client: hyper's, without reqwest's
+/// layers, as the cheapest forwarding there is (the gateway uses the same client for
+/// plain-HTTP MCP upstreams).
 struct Proxy {
-    client: reqwest::Client,
-    target: String,
+    client: HyperClient<HttpConnector, Full<Bytes>>,
+    target: http::Uri,
 }
 
 /// The headers an MCP exchange needs, each way.
@@ -225,13 +231,15 @@ const FORWARDED: [&str; 4] = [
 
 /// Forwards one POST to the minimal MCP server and its answer back, untouched.
 async fn proxy_post(State(proxy): State<Arc<Proxy>>, headers: HeaderMap, body: Bytes) -> Response {
-    let mut request = proxy.client.post(&proxy.target).body(body);
+    let mut request = http::Request::new(Full::new(body));
+    *request.method_mut() = http::Method::POST;
+    *request.uri_mut() = proxy.target.clone();
     for name in FORWARDED {
         if let Some(value) = headers.get(name) {
-            request = request.header(name, value);
+            request.headers_mut().insert(name, value.clone());
         }
     }
-    let answer = match request.send().await {
+    let answer = match proxy.client.request(request).await {
         Ok(answer) => answer,
         Err(error) => return (StatusCode::BAD_GATEWAY, error.to_string()).into_response(),
     };
@@ -242,8 +250,8 @@ async fn proxy_post(State(proxy): State<Arc<Proxy>>, headers: HeaderMap, body: B
             out.insert(name, value.clone());
         }
     }
-    match answer.bytes().await {
-        Ok(bytes) => (status, out, bytes).into_response(),
+    match answer.into_body().collect().await {
+        Ok(body) => (status, out, body.to_bytes()).into_response(),
         Err(error) => (StatusCode::BAD_GATEWAY, error.to_string()).into_response(),
     }
 }
@@ -270,13 +278,12 @@ pub fn main(args: &[String]) -> Result<()> {
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let port = listener.local_addr()?.port();
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(Duration::from_secs(5)));
         let proxy = Arc::new(Proxy {
-            client: reqwest::Client::builder()
-                .no_proxy()
-                .redirect(reqwest::redirect::Policy::none())
-                .timeout(Duration::from_secs(30))
-                .build()?,
-            target: format!("http://127.0.0.1:{port}/mcp"),
+            client: HyperClient::builder(TokioExecutor::new()).build(connector),
+            target: format!("http://127.0.0.1:{port}/mcp").parse()?,
         });
         let app = Router::new()
             .route(

@@ -1,7 +1,8 @@
 //! The MCP surface on rmcp: a `ServerHandler` that lists the catalog and routes
 //! `tools/call` onto [`Gateway::call`]. Used by `toolgate stdio` and by `/mcp` for
-//! sessionless (2026-07-28) requests; `/mcp` sessions are served by
-//! [`crate::serve::mcp_http`] without rmcp.
+//! the sessionless (2026-07-28) requests other than a well-formed `tools/call`; `/mcp`
+//! sessions and sessionless calls are served by [`crate::serve::mcp_http`] without
+//! rmcp.
 //!
 //! Progress: upstream progress arrives on the call's channel in wire order; it is
 //! forwarded to this caller's own `progressToken`, and the channel is drained before the

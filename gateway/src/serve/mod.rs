@@ -49,7 +49,8 @@ pub fn router(
     } else {
         config
     };
-    // rmcp's transport only answers sessionless requests now (2026-07-28), and the
+    // rmcp's transport only answers the sessionless (2026-07-28) requests that
+    // `mcp_http` does not take (every method but a well-formed `tools/call`), and the
     // errors for requests that are neither sessionless nor a session's.
     let service = StreamableHttpService::new(
         move || Ok(McpHandler::new(shared.clone())),
