@@ -6,6 +6,8 @@
 //! One test in its own binary: it sets the process environment before any thread
 //! starts.
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -13,55 +15,13 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::Response;
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
-};
-use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::json;
 use toolgate_adapters::mcp::{HttpConfig, McpOptions, McpTransport, spawn};
 use toolgate_adapters::{CallContext, Connection, JsonObject, Upstream};
 
-#[derive(Clone)]
-struct Echo;
-
-impl ServerHandler for Echo {
-    fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("rmcp-echo", "1"))
-    }
-
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, McpError> {
-        let schema = json!({"type": "object", "properties": {"message": {"type": "string"}}});
-        let serde_json::Value::Object(schema) = schema else {
-            unreachable!()
-        };
-        Ok(ListToolsResult::with_all_items(vec![Tool::new(
-            "echo",
-            "Echoes the message",
-            Arc::new(schema),
-        )]))
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, McpError> {
-        let message = request
-            .arguments
-            .and_then(|a| a.get("message").and_then(|m| m.as_str()).map(str::to_owned))
-            .unwrap_or_default();
-        Ok(CallToolResult::success(vec![ContentBlock::text(format!("echo: {message}"))]).into())
-    }
-}
+use common::echo::Echo;
 
 async fn bind() -> (tokio::net::TcpListener, String) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

@@ -7,6 +7,8 @@
 
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod echo;
+
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
