@@ -75,6 +75,7 @@ fn requests_go_through_the_proxy_the_environment_names() {
     unsafe {
         std::env::remove_var("NO_PROXY");
         std::env::remove_var("no_proxy");
+        std::env::remove_var("http_proxy");
         std::env::set_var("HTTP_PROXY", format!("http://{proxy_addr}"));
     }
     runtime.block_on(async {

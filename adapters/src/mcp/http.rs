@@ -30,11 +30,9 @@ use super::jsonrpc::truncate_utf8;
 pub(crate) struct HttpClient {
     pub client: reqwest::Client,
     /// The endpoint's client when it is plain HTTP without a proxy (see the module
-    /// docs); `None`: reqwest.
-    direct: Option<HyperClient<HttpConnector, Full<Bytes>>>,
+    /// docs), with the endpoint as hyper takes it (parsed once); `None`: reqwest.
+    direct: Option<(HyperClient<HttpConnector, Full<Bytes>>, http::Uri)>,
     pub url: Url,
-    /// `url` as hyper takes it, parsed once.
-    uri: http::Uri,
     pub headers: HeaderMap,
     /// Bounds connecting and each protocol-level wait (not tool calls).
     pub timeout: Duration,
@@ -112,28 +110,21 @@ impl HttpClient {
             .pool_idle_timeout(Duration::from_secs(90))
             .build()
             .map_err(|e| format!("could not build the HTTP client: {e}"))?;
-        let uri: http::Uri = url
-            .as_str()
-            .parse()
-            .map_err(|e| format!("invalid url: {e}"))?;
-        let proxied = hyper_util::client::proxy::matcher::Matcher::from_env()
-            .intercept(&uri)
-            .is_some();
-        let direct = (url.scheme() == "http" && !proxied).then(|| {
+        let direct = direct_uri(&url).map(|uri| {
             let mut connector = HttpConnector::new();
             // What the reqwest client above is set to.
             connector.set_connect_timeout(Some(cfg.timeout));
             connector.set_keepalive(Some(Duration::from_secs(30)));
             connector.set_nodelay(true);
-            HyperClient::builder(TokioExecutor::new())
+            let client = HyperClient::builder(TokioExecutor::new())
                 .pool_idle_timeout(Duration::from_secs(90))
-                .build(connector)
+                .build(connector);
+            (client, uri)
         });
         Ok(Arc::new(Self {
             client,
             direct,
             url,
-            uri,
             headers,
             timeout: cfg.timeout,
         }))
@@ -152,7 +143,7 @@ impl HttpClient {
         for (name, value) in extra {
             headers.insert(name, value);
         }
-        let Some(direct) = &self.direct else {
+        let Some((direct, uri)) = &self.direct else {
             let mut req = self
                 .client
                 .request(method, self.url.clone())
@@ -167,7 +158,7 @@ impl HttpClient {
         };
         let mut req = http::Request::new(Full::new(Bytes::from(body)));
         *req.method_mut() = method;
-        *req.uri_mut() = self.uri.clone();
+        *req.uri_mut() = uri.clone();
         *req.headers_mut() = headers;
         direct
             .request(req)
@@ -178,6 +169,24 @@ impl HttpClient {
                 detail: source_chain(&e),
             })
     }
+}
+
+/// The endpoint for hyper's client, when it may take it: plain `http://`, no
+/// credentials in the URL (reqwest turns them into a Basic `Authorization` header;
+/// hyper would put them in `Host`), a URL hyper parses, and no proxy setting in the
+/// environment covering it.
+fn direct_uri(url: &Url) -> Option<http::Uri> {
+    if url.scheme() != "http" || !url.username().is_empty() || url.password().is_some() {
+        return None;
+    }
+    let mut url = url.clone();
+    // reqwest never sends the fragment either.
+    url.set_fragment(None);
+    let uri: http::Uri = url.as_str().parse().ok()?;
+    let proxied = hyper_util::client::proxy::matcher::Matcher::from_env()
+        .intercept(&uri)
+        .is_some();
+    (!proxied).then_some(uri)
 }
 
 /// Whether a response declares `content-type` `want` (parameters ignored).
@@ -294,6 +303,29 @@ mod tests {
         let client = HttpClient::new(&cfg).expect("client");
         let shown = format!("{:?}", client.headers);
         assert!(!shown.contains("s3cret"), "{shown}");
+    }
+
+    #[test]
+    fn only_plain_http_without_credentials_takes_the_direct_client() {
+        let direct = |url: &str| direct_uri(&Url::parse(url).unwrap()).map(|u| u.to_string());
+        // A proxy in this environment covering loopback sends everything to reqwest
+        // (mcp_streamable_proxy.rs tests that path).
+        let loopback: http::Uri = "http://127.0.0.1:8080/".parse().unwrap();
+        if hyper_util::client::proxy::matcher::Matcher::from_env()
+            .intercept(&loopback)
+            .is_some()
+        {
+            eprintln!("SKIPPED: a proxy in the environment covers 127.0.0.1");
+            return;
+        }
+        assert_eq!(
+            direct("http://127.0.0.1:8080/mcp?x=1#frag").as_deref(),
+            Some("http://127.0.0.1:8080/mcp?x=1")
+        );
+        assert!(direct("http://[::1]:9/mcp").is_some());
+        assert_eq!(direct("https://example.com/mcp"), None);
+        assert_eq!(direct("http://user:secret@127.0.0.1:8080/mcp"), None);
+        assert_eq!(direct("http://user@127.0.0.1:8080/mcp"), None);
     }
 
     #[test]
