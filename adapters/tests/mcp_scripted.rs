@@ -418,7 +418,9 @@ async fn server_requests_during_a_call_reach_that_calls_client_only() {
         cb.client = Some(b.clone());
         let delayed = || {
             let mut m = JsonObject::new();
-            m.insert("delayMs".into(), json!(200));
+            // Long enough that both calls are in flight when either asks, even on a
+            // loaded machine (200 ms was seen to be too short once).
+            m.insert("delayMs".into(), json!(2000));
             m
         };
         let (ra, rb) = tokio::join!(up.call("ask", delayed(), ca), up.call("ask", delayed(), cb));
