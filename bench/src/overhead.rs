@@ -82,59 +82,28 @@ async fn connect(
     let fast_tool = format!("fast__{FAST_TOOL}");
     let mut conns = Vec::with_capacity(count);
     for _ in 0..count {
+        let hi = || json!({"message": "hi"});
+        // An MCP session with the given endpoint, calling `tool`.
+        let session = |url: String, tool: &str, arguments: Value| {
+            let tool = tool.to_owned();
+            async move {
+                let session = McpHttp::connect(&url, &tool, arguments, None).await?;
+                anyhow::Ok(Conn::Mcp(Box::new(session)))
+            }
+        };
+        let sessionless = |url: String, tool: &str| {
+            McpHttp::sessionless(&url, tool, hi()).map(|client| Conn::Mcp(Box::new(client)))
+        };
         let conn = match target {
-            Target::McpDirect => Conn::Mcp(Box::new(
-                McpHttp::connect(
-                    &upstreams.url("/mcp"),
-                    FAST_TOOL,
-                    json!({"message": "hi"}),
-                    None,
-                )
-                .await?,
-            )),
-            Target::McpProxy => Conn::Mcp(Box::new(
-                McpHttp::connect(
-                    &upstreams.url("/proxy/mcp"),
-                    FAST_TOOL,
-                    json!({"message": "hi"}),
-                    None,
-                )
-                .await?,
-            )),
-            Target::McpGateway => Conn::Mcp(Box::new(
-                McpHttp::connect(
-                    &gateway.url("/mcp"),
-                    &fast_tool,
-                    json!({"message": "hi"}),
-                    None,
-                )
-                .await?,
-            )),
-            Target::McpSessionlessDirect => Conn::Mcp(Box::new(McpHttp::sessionless(
-                &upstreams.url("/mcp"),
-                FAST_TOOL,
-                json!({"message": "hi"}),
-            )?)),
-            Target::McpSessionlessGateway => Conn::Mcp(Box::new(McpHttp::sessionless(
-                &gateway.url("/mcp"),
-                &fast_tool,
-                json!({"message": "hi"}),
-            )?)),
+            Target::McpDirect => session(upstreams.url("/mcp"), FAST_TOOL, hi()).await?,
+            Target::McpProxy => session(upstreams.url("/proxy/mcp"), FAST_TOOL, hi()).await?,
+            Target::McpGateway => session(gateway.url("/mcp"), &fast_tool, hi()).await?,
+            Target::McpSessionlessDirect => sessionless(upstreams.url("/mcp"), FAST_TOOL)?,
+            Target::McpSessionlessGateway => sessionless(gateway.url("/mcp"), &fast_tool)?,
             Target::ApiDirect => Conn::Api(ApiDirect::new(upstreams.url("/api/items/42"))?),
             Target::ApiRest => Conn::Rest(Rest::new(&gateway.base, &api_tool)?),
-            Target::ApiMcp => Conn::Mcp(Box::new(
-                McpHttp::connect(&gateway.url("/mcp"), &api_tool, json!({"id": "42"}), None)
-                    .await?,
-            )),
-            Target::StdioGateway => Conn::Mcp(Box::new(
-                McpHttp::connect(
-                    &gateway.url("/mcp"),
-                    "pipe__echo",
-                    json!({"message": "hi"}),
-                    None,
-                )
-                .await?,
-            )),
+            Target::ApiMcp => session(gateway.url("/mcp"), &api_tool, json!({"id": "42"})).await?,
+            Target::StdioGateway => session(gateway.url("/mcp"), "pipe__echo", hi()).await?,
             Target::StdioDirect => Conn::Stdio(Box::new(StdioDirect::start(&self_exe()?).await?)),
         };
         conns.push(conn);

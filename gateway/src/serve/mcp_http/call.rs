@@ -43,6 +43,10 @@ impl CallParams {
     pub fn name(&self) -> &str {
         &self.name
     }
+
+    pub fn meta(&self) -> Option<&CallMeta> {
+        self.meta.as_ref()
+    }
 }
 
 /// Whose call it is.
@@ -71,10 +75,19 @@ impl Scope {
     }
 }
 
+/// What a call's `_meta` says to the gateway. Values are kept as sent, whatever
+/// their type: only a sessionless call (see [`super::sessionless`]) checks the
+/// version's own keys, and a session's call ignores them.
 #[derive(Deserialize)]
-struct CallMeta {
+pub struct CallMeta {
     #[serde(default, rename = "progressToken")]
     progress_token: Option<Value>,
+    #[serde(default, rename = "io.modelcontextprotocol/protocolVersion")]
+    pub protocol_version: Option<Value>,
+    #[serde(default, rename = "io.modelcontextprotocol/clientCapabilities")]
+    pub client_capabilities: Option<Value>,
+    #[serde(default, rename = "io.modelcontextprotocol/logLevel")]
+    pub log_level: Option<Value>,
 }
 
 /// What the call future answers: the output, or the failure, and whether the

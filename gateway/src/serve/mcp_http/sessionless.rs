@@ -20,7 +20,6 @@
 use http::HeaderMap;
 use serde::Deserialize;
 use serde_json::Value;
-use serde_json::value::RawValue;
 
 use super::call::CallParams;
 use super::wire::{self, Envelope, Kind};
@@ -65,23 +64,6 @@ impl LogLevel {
     }
 }
 
-/// The `_meta` keys 2026-07-28 gives every request.
-#[derive(Deserialize)]
-struct RequiredMeta<'a> {
-    #[serde(rename = "io.modelcontextprotocol/protocolVersion", borrow)]
-    protocol_version: Option<&'a str>,
-    #[serde(rename = "io.modelcontextprotocol/clientCapabilities", borrow)]
-    client_capabilities: Option<&'a RawValue>,
-    #[serde(rename = "io.modelcontextprotocol/logLevel", borrow)]
-    log_level: Option<&'a RawValue>,
-}
-
-#[derive(Deserialize)]
-struct MetaOnly<'a> {
-    #[serde(rename = "_meta", borrow)]
-    meta: Option<RequiredMeta<'a>>,
-}
-
 /// The call, when `envelope` is a sessionless `tools/call` this module serves.
 pub fn take(headers: &HeaderMap, envelope: &Envelope<'_>) -> Option<SessionlessCall> {
     let Kind::Request { id, method } = envelope.kind() else {
@@ -97,18 +79,18 @@ pub fn take(headers: &HeaderMap, envelope: &Envelope<'_>) -> Option<SessionlessC
     {
         return None;
     }
-    let meta = envelope.params::<MetaOnly>().ok()?.meta?;
-    if meta.protocol_version? != VERSION || !is_client_capabilities(meta.client_capabilities?) {
-        return None;
-    }
-    let log_level = match meta.log_level {
-        None => None,
-        Some(raw) => Some(serde_json::from_str::<LogLevel>(raw.get()).ok()?),
-    };
     let params = envelope.params::<CallParams>().ok()?;
-    if single(headers, NAME_HEADER)? != params.name() {
+    let meta = params.meta()?;
+    if meta.protocol_version.as_ref()?.as_str() != Some(VERSION)
+        || !is_client_capabilities(meta.client_capabilities.as_ref()?)
+        || single(headers, NAME_HEADER)? != params.name()
+    {
         return None;
     }
+    let log_level = match &meta.log_level {
+        None => None,
+        Some(level) => Some(LogLevel::deserialize(level).ok()?),
+    };
     Some(SessionlessCall {
         id: id.get().to_owned(),
         params,
@@ -127,9 +109,8 @@ fn single<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
 }
 
 /// What rmcp accepts as client capabilities: an object of the known shape.
-fn is_client_capabilities(raw: &RawValue) -> bool {
-    raw.get().trim_start().starts_with('{')
-        && serde_json::from_str::<rmcp::model::ClientCapabilities>(raw.get()).is_ok()
+fn is_client_capabilities(value: &Value) -> bool {
+    value.is_object() && rmcp::model::ClientCapabilities::deserialize(value).is_ok()
 }
 
 #[cfg(test)]
