@@ -48,6 +48,33 @@ impl ToolDef {
     }
 }
 
+/// What an upstream offers besides tools, as its own lists say: prompts, resources and
+/// resource templates, each entry the raw object the upstream sent (never trimmed),
+/// and which of the optional request families it answers. The gateway names and
+/// filters these like tools (see the gateway's `offerings` module); requests about
+/// them (`prompts/get`, `resources/read`, `completion/complete`,
+/// `resources/subscribe`, `resources/unsubscribe`) go through [`Upstream::forward`]
+/// with the upstream's own names and URIs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Offerings {
+    /// `prompts/list` entries (each has a string `name`).
+    pub prompts: Vec<JsonObject>,
+    /// `resources/list` entries (each has a string `uri` and `name`).
+    pub resources: Vec<JsonObject>,
+    /// `resources/templates/list` entries (each has a string `uriTemplate` and `name`).
+    pub resource_templates: Vec<JsonObject>,
+    /// Answers `completion/complete`.
+    pub completions: bool,
+    /// Answers `resources/subscribe` and sends `notifications/resources/updated`.
+    pub subscribe: bool,
+}
+
+impl Offerings {
+    pub fn is_empty(&self) -> bool {
+        self.prompts.is_empty() && self.resources.is_empty() && self.resource_templates.is_empty()
+    }
+}
+
 /// One progress update from a running call, in the order the upstream sent it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Progress {
@@ -58,8 +85,17 @@ pub struct Progress {
 
 /// Where an upstream delivers progress for one call. Sending never blocks; the surface
 /// drains the receiver before it sends the final result, so updates keep wire order
-/// and none is lost to a race with the response.
-pub type ProgressSink = mpsc::UnboundedSender<Progress>;
+/// and none is lost to a race with the response. Bounded ([`PROGRESS_QUEUE`]): an
+/// upstream that floods a slow caller loses updates (`try_send`), never memory.
+pub type ProgressSink = mpsc::Sender<Progress>;
+
+/// How many progress updates may wait for one caller.
+pub const PROGRESS_QUEUE: usize = 1024;
+
+/// A progress sink and the receiver the surface drains.
+pub fn progress_channel() -> (ProgressSink, mpsc::Receiver<Progress>) {
+    mpsc::channel(PROGRESS_QUEUE)
+}
 
 /// A JSON-RPC error as a client or server sent it.
 #[derive(Debug, Clone, PartialEq)]
@@ -174,9 +210,16 @@ pub trait Upstream: Send + Sync + 'static {
     /// The current tool list (empty until the first successful listing).
     fn tools(&self) -> Arc<Vec<ToolDef>>;
 
-    /// Bumped every time `tools()` changes (listing after (re)connect, an upstream's
-    /// `notifications/tools/list_changed`); the gateway rebuilds its catalog on change.
+    /// Bumped every time `tools()` or `offerings()` changes (listing after
+    /// (re)connect, an upstream's `notifications/{tools,prompts,resources}/list_changed`);
+    /// the gateway rebuilds its catalog on change.
     fn tools_changed(&self) -> watch::Receiver<u64>;
+
+    /// Prompts, resources and resource templates (empty until listed; upstreams that
+    /// have none keep the default).
+    fn offerings(&self) -> Arc<Offerings> {
+        Arc::default()
+    }
 
     /// The connection as the adapter sees it.
     fn connection(&self) -> Connection;
@@ -199,12 +242,12 @@ pub trait Upstream: Send + Sync + 'static {
     /// Stops the upstream (kills a child process, closes sessions). Idempotent.
     async fn shutdown(&self);
 
-    /// Forwards any other MCP request (`prompts/*`, `resources/*`,
-    /// `completion/complete`, `logging/setLevel`) unchanged. The outer error is the
-    /// gateway's (unavailable, timeout, cancelled); the inner result is the upstream's
-    /// own answer, a raw result or its JSON-RPC error, passed on as it came. Used for
-    /// `namespace: none` passthrough upstreams; upstreams that are not MCP servers keep
-    /// the default.
+    /// Sends any other MCP request (`prompts/get`, `resources/read`,
+    /// `completion/complete`, `resources/subscribe`, `resources/unsubscribe`) with the
+    /// upstream's own names and URIs in `params`. The outer error is the gateway's
+    /// (unavailable, timeout, cancelled); the inner result is the upstream's own
+    /// answer, a raw result or its JSON-RPC error, passed on as it came. Upstreams
+    /// without [`Upstream::offerings`] keep the default.
     async fn forward(
         &self,
         method: &str,
@@ -224,8 +267,8 @@ pub trait Upstream: Send + Sync + 'static {
     }
 
     /// Notifications the upstream sends outside any call (e.g.
-    /// `notifications/resources/updated`), as `(method, params)`; passthrough surfaces
-    /// relay them to their sessions.
+    /// `notifications/resources/updated`), as `(method, params)`; the gateway relays
+    /// them to the sessions they concern (subscribers of that resource).
     fn notifications(&self) -> Option<tokio::sync::broadcast::Receiver<(String, Value)>> {
         None
     }

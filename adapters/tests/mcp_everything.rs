@@ -10,11 +10,10 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 use toolgate_adapters::mcp::{
     HttpConfig, McpOptions, McpTransport, McpUpstream, StdioConfig, spawn,
 };
-use toolgate_adapters::{CallContext, Connection, JsonObject, Progress, ToolError, Upstream};
+use toolgate_adapters::{CallContext, Connection, JsonObject, ToolError, Upstream};
 
 const LONG_OP: &str = "trigger-long-running-operation";
 
@@ -81,7 +80,7 @@ fn text_of(out: &toolgate_adapters::CallOutput) -> String {
 /// Runs the long operation with a progress sink; checks that every update was
 /// delivered, strictly increasing, before the call returned.
 async fn long_op_with_progress(up: &McpUpstream, duration: f64, steps: u32) {
-    let (tx, mut rx) = mpsc::unbounded_channel::<Progress>();
+    let (tx, mut rx) = toolgate_adapters::progress_channel();
     let mut c = ctx(Duration::from_secs(20));
     c.progress = Some(tx);
     let out = up
@@ -275,7 +274,7 @@ async fn killed_stdio_child_fails_pending_calls_and_restarts() {
         let pid = up.child_pid().expect("child pid");
 
         // A call that is certainly running upstream (its first progress arrived).
-        let (tx, mut rx) = mpsc::unbounded_channel();
+        let (tx, mut rx) = toolgate_adapters::progress_channel();
         let mut c = ctx(Duration::from_secs(30));
         c.progress = Some(tx);
         let call_up = up.clone();

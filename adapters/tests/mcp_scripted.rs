@@ -9,9 +9,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 use toolgate_adapters::mcp::{McpOptions, McpTransport, McpUpstream, StdioConfig, spawn};
-use toolgate_adapters::{CallContext, Connection, JsonObject, Progress, ToolError, Upstream};
+use toolgate_adapters::{CallContext, Connection, JsonObject, ToolError, Upstream};
 
 const SERVER: &str = r#"
 const readline = require('readline');
@@ -91,14 +90,15 @@ rl.on('line', (line) => {
           { jsonrpc: '2.0', id: msg.id, result: text('batched') },
         ]);
       else if (name === 'ask') {
-        // A log line and a roots/list request during the call, then the roots as
-        // the result.
+        // A log line and a request (sampling/createMessage unless `method` says
+        // otherwise) during the call, then the client's answer as the result.
         const askId = 'ask-' + msg.id;
+        const args = msg.params.arguments || {};
         waiting[askId] = (reply) => ok(msg.id, text(JSON.stringify(reply)));
         setTimeout(() => {
           send({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: 'asking ' + msg.id } });
-          send({ jsonrpc: '2.0', id: askId, method: 'roots/list' });
-        }, (msg.params.arguments && msg.params.arguments.delayMs) || 0);
+          send({ jsonrpc: '2.0', id: askId, method: args.method || 'sampling/createMessage', params: {} });
+        }, args.delayMs || 0);
       }
       else if (name === 'huge') {
         // A line past the 64 MiB bound, then the answer: the line is skipped, the
@@ -260,7 +260,7 @@ async fn survives_a_misbehaving_server_and_maps_its_errors() {
             .expect("an isError result is a successful call");
         assert!(out.is_error());
 
-        let (tx, mut rx) = mpsc::unbounded_channel::<Progress>();
+        let (tx, mut rx) = toolgate_adapters::progress_channel();
         let mut c = ctx();
         c.progress = Some(tx);
         let out = up.call("batch", JsonObject::new(), c).await.expect("batch");
@@ -324,7 +324,7 @@ async fn cancellation_and_timeout_are_sent_upstream_and_progress_tokens_only_on_
             .await
             .expect("meta");
         assert_eq!(text(&out), Value::Null);
-        let (tx, _rx) = mpsc::unbounded_channel::<Progress>();
+        let (tx, _rx) = toolgate_adapters::progress_channel();
         let mut c = ctx();
         c.progress = Some(tx);
         let out = up.call("meta", JsonObject::new(), c).await.expect("meta");
@@ -397,17 +397,35 @@ async fn server_requests_during_a_call_reach_that_calls_client_only() {
         c.client = Some(client.clone());
         let out = up.call("ask", JsonObject::new(), c).await.expect("ask");
         assert_eq!(
-            text(&out)["result"]["roots"][0]["uri"],
-            "file:///work",
+            text(&out)["result"]["content"]["text"],
+            "hi from the client",
             "{}",
             text(&out)
         );
         let seen = client.seen.lock().unwrap().clone();
         let methods: Vec<&str> = seen.iter().map(|(m, _)| m.as_str()).collect();
-        assert_eq!(methods, ["notifications/message", "roots/list"]);
+        assert_eq!(methods, ["notifications/message", "sampling/createMessage"]);
+
+        // Roots describe the connection: over stdio nothing ties a roots/list to the
+        // call in flight, so its client is not asked and the server gets none.
+        let client = std::sync::Arc::new(common::RecordingClient::default());
+        let mut c = ctx();
+        c.client = Some(client.clone());
+        let mut roots = JsonObject::new();
+        roots.insert("method".into(), json!("roots/list"));
+        let out = up.call("ask", roots, c).await.expect("ask roots");
+        assert_eq!(text(&out)["result"]["roots"], json!([]), "{}", text(&out));
+        let asked: Vec<String> = client
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(m, _)| m.clone())
+            .collect();
+        assert_eq!(asked, ["notifications/message"]);
 
         // Two calls in flight on stdio: nothing ties the request to either, so neither
-        // client is asked (no cross-client leak) and the server gets empty roots.
+        // client is asked (no cross-client leak) and the server hears "method not found".
         let (a, b) = (
             std::sync::Arc::new(common::RecordingClient::default()),
             std::sync::Arc::new(common::RecordingClient::default()),
@@ -426,7 +444,7 @@ async fn server_requests_during_a_call_reach_that_calls_client_only() {
         let (ra, rb) = tokio::join!(up.call("ask", delayed(), ca), up.call("ask", delayed(), cb));
         for r in [ra, rb] {
             let out = r.expect("ask");
-            assert_eq!(text(&out)["result"]["roots"], json!([]), "{}", text(&out));
+            assert_eq!(text(&out)["error"]["code"], -32601, "{}", text(&out));
         }
         assert!(a.seen.lock().unwrap().is_empty());
         assert!(b.seen.lock().unwrap().is_empty());

@@ -69,6 +69,10 @@ pub struct Collision {
 pub struct Catalog {
     entries: Vec<Arc<Entry>>,
     by_name: HashMap<String, usize>,
+    /// Prompts, resources and templates of the same snapshot (one snapshot, so the
+    /// policy's cached allowed sets cover every kind of item at once).
+    /// `None` until set (and in the prompts catalog inside the offerings themselves).
+    offerings: Option<Arc<crate::offerings::Offerings>>,
 }
 
 impl Catalog {
@@ -76,6 +80,12 @@ impl Catalog {
     /// resolved on the way (the caller logs them; at startup a collision involving a
     /// `namespace: none` upstream is fatal).
     pub fn build(sources: &[Source<'_>]) -> (Catalog, Vec<Collision>) {
+        Self::build_named(sources, "toolgate/tool")
+    }
+
+    /// [`Catalog::build`] for any named item (tools, prompts): `origin_key` is the
+    /// `_meta` key that records the upstream's own name.
+    pub fn build_named(sources: &[Source<'_>], origin_key: &str) -> (Catalog, Vec<Collision>) {
         struct Candidate<'a> {
             upstream: &'a str,
             tool: &'a ToolDef,
@@ -144,7 +154,8 @@ impl Catalog {
 
         let mut catalog = Catalog::default();
         for (name, candidate) in final_names {
-            let definition = exposed_definition(&name, candidate.upstream, candidate.tool);
+            let definition =
+                exposed_definition(&name, candidate.upstream, candidate.tool, origin_key);
             let entry = Entry {
                 definition_json: serde_json::to_string(&definition)
                     .unwrap_or_else(|_| "{}".to_owned())
@@ -158,6 +169,19 @@ impl Catalog {
             catalog.entries.push(Arc::new(entry));
         }
         (catalog, collisions)
+    }
+
+    /// This snapshot with the upstreams' prompts, resources and templates.
+    pub fn with_offerings(mut self, offerings: crate::offerings::Offerings) -> Catalog {
+        self.offerings = Some(Arc::new(offerings));
+        self
+    }
+
+    /// Prompts, resources and templates (see [`crate::offerings`]).
+    pub fn offerings(&self) -> &crate::offerings::Offerings {
+        static NONE: std::sync::LazyLock<crate::offerings::Offerings> =
+            std::sync::LazyLock::new(Default::default);
+        self.offerings.as_deref().unwrap_or(&NONE)
     }
 
     /// Looks a tool up by the name clients use.
@@ -177,6 +201,18 @@ impl Catalog {
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
+}
+
+/// The catalog name of an item `original` of `upstream`, before collision handling:
+/// prefixed (or not) and mapped onto the legal alphabet and length. Resources and
+/// templates are named this way for the policy (their URIs, not their names, address
+/// them, so a repeated name needs no suffix).
+pub fn item_name(upstream: &str, namespace: Namespace, original: &str) -> String {
+    let wanted = match namespace {
+        Namespace::Prefix => format!("{upstream}{SEPARATOR}{original}"),
+        Namespace::None => original.to_owned(),
+    };
+    legal_name(&wanted, upstream, original).0
 }
 
 /// Maps `wanted` onto the legal alphabet and length. Returns the name and whether it had
@@ -222,7 +258,7 @@ fn hashed_name(name: &str, upstream: &str, tool: &str) -> String {
     format!("{}_{hex}", &name[..keep])
 }
 
-fn exposed_definition(name: &str, upstream: &str, tool: &ToolDef) -> JsonObject {
+fn exposed_definition(name: &str, upstream: &str, tool: &ToolDef, origin_key: &str) -> JsonObject {
     let mut definition = tool.raw.clone();
     definition.insert("name".into(), Value::String(name.to_owned()));
     let meta = definition
@@ -233,7 +269,7 @@ fn exposed_definition(name: &str, upstream: &str, tool: &ToolDef) -> JsonObject 
             "toolgate/upstream".into(),
             Value::String(upstream.to_owned()),
         );
-        meta.insert("toolgate/tool".into(), Value::String(tool.name.clone()));
+        meta.insert(origin_key.into(), Value::String(tool.name.clone()));
     }
     definition
 }

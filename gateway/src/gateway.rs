@@ -20,6 +20,7 @@ use crate::config::{Config, Namespace};
 use crate::errors::unknown_tool;
 use crate::health::{self, Tracker};
 use crate::metrics::Metrics;
+use crate::offerings::{OfferingSource, Offerings};
 use crate::policy::{Policy, Refusal, Tenant};
 use crate::search::SearchIndex;
 use crate::session::{MemoryStore, SessionStore};
@@ -323,6 +324,19 @@ impl Gateway {
             })
             .collect();
         let (catalog, collisions) = Catalog::build(&sources);
+        let offering_lists: Vec<_> = upstreams
+            .iter()
+            .map(|(name, mounted)| (name, mounted.namespace, mounted.upstream.offerings()))
+            .collect();
+        let offering_sources: Vec<OfferingSource<'_>> = offering_lists
+            .iter()
+            .map(|(name, namespace, offerings)| OfferingSource {
+                upstream: name.as_str(),
+                namespace: *namespace,
+                offerings,
+            })
+            .collect();
+        let catalog = catalog.with_offerings(Offerings::build(&offering_sources));
         {
             // Log each collision once, not on every rebuild.
             let mut logged = self
@@ -350,7 +364,8 @@ impl Gateway {
         }
         let changed = {
             let mut current = self.catalog.write().unwrap_or_else(|e| e.into_inner());
-            let changed = current.entries() != catalog.entries();
+            let changed = current.entries() != catalog.entries()
+                || current.offerings() != catalog.offerings();
             *current = Arc::new(catalog);
             changed
         };
@@ -558,7 +573,13 @@ impl Gateway {
         };
         drop(permit);
         let (outcome, tokens) = match outcome {
-            Ok(output) => {
+            Ok(mut output) => {
+                // Links to the upstream's resources, in the form clients read them back.
+                crate::offerings::rewrite_tool_result(
+                    &mut output.raw,
+                    mounted.namespace,
+                    &entry.upstream,
+                );
                 let (output, tokens) = self.fit_to_budget(name, mounted, output).await;
                 (Ok(output), Some(tokens))
             }
@@ -669,32 +690,25 @@ impl Gateway {
         )
     }
 
-    /// The upstream that serves everything besides tools (prompts, resources,
-    /// completion, logging level): the first `namespace: none` upstream by name.
-    pub fn passthrough(&self) -> Option<Arc<Mounted>> {
-        self.upstreams()
-            .values()
-            .find(|m| m.namespace == Namespace::None)
-            .cloned()
-    }
-
-    /// Forwards a non-tool MCP request to the passthrough upstream.
-    pub async fn forward(
+    /// Sends a request about prompts, resources or completion to `upstream`, with the
+    /// upstream's own names and URIs in `params` (see [`crate::serve::features`]).
+    pub async fn forward_to(
         &self,
+        upstream: &str,
         method: &str,
-        params: Option<serde_json::Value>,
+        params: serde_json::Value,
         ctx: CallContext,
     ) -> Result<Result<serde_json::Value, toolgate_adapters::RpcError>, ToolError> {
-        let Some(mounted) = self.passthrough() else {
-            return Err(ToolError::NotFound(format!(
-                "'{method}' is not served here: this gateway serves tools only (prompts and \
-                 resources come from an upstream with `namespace: none`)"
-            )));
+        let upstreams = self.upstreams();
+        let Some(mounted) = upstreams.get(upstream) else {
+            return Err(ToolError::unavailable(
+                upstream,
+                "it is not mounted any more",
+            ));
         };
-        let name = mounted.upstream.name();
         if mounted.upstream.connection() != Connection::Connected {
             return Err(ToolError::unavailable(
-                name,
+                upstream,
                 mounted
                     .upstream
                     .last_error()
@@ -704,12 +718,12 @@ impl Gateway {
         let timeout = ctx.remaining();
         match tokio::time::timeout(
             timeout + Duration::from_millis(250),
-            mounted.upstream.forward(method, params, ctx),
+            mounted.upstream.forward(method, Some(params), ctx),
         )
         .await
         {
             Ok(result) => result,
-            Err(_) => Err(ToolError::timeout(name, method, timeout)),
+            Err(_) => Err(ToolError::timeout(upstream, method, timeout)),
         }
     }
 
@@ -785,13 +799,17 @@ fn mcp_mounted(config: &Config, name: &str) -> Option<Mounted> {
     let upstream_config = config.upstreams.get(name)?;
     let transport = upstream_config.transport()?;
     let kind = transport.kind();
-    let mut options = McpOptions::default();
-    if upstream_config.namespace == Namespace::None {
-        // A passthrough upstream sees the downstream client through the gateway:
-        // its sampling, elicitation and roots requests are relayed to the caller.
-        options.client_capabilities =
-            serde_json::json!({"sampling": {}, "elicitation": {}, "roots": {}});
-    }
+    // Every upstream sees the downstream client through the gateway: its sampling,
+    // elicitation (form and URL) and roots requests during a call go to the caller
+    // of that call (a session's stream, or 2026-07-28's input-required round trip).
+    let options = McpOptions {
+        client_capabilities: serde_json::json!({
+            "sampling": {},
+            "elicitation": {"form": {}, "url": {}},
+            "roots": {},
+        }),
+        ..McpOptions::default()
+    };
     let upstream: DynUpstream = mcp::spawn(name.to_owned(), transport, options);
     let health = upstream_config
         .health

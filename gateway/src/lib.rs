@@ -16,6 +16,7 @@ pub mod gateway;
 pub mod health;
 pub mod logging;
 pub mod metrics;
+pub mod offerings;
 pub mod policy;
 pub mod protocol_tools;
 pub mod registry;

@@ -61,6 +61,22 @@ pub struct Allowed {
     pub names: BTreeSet<String>,
     /// The names a new session sees (a subset of `names`).
     pub initial: BTreeSet<String>,
+    /// Allowed prompts, resources and templates, by their policy names (see
+    /// [`crate::offerings`]); sessions do not narrow these.
+    pub offerings: BTreeSet<String>,
+    /// Upstreams whose every URI the tenant may read (it is allowed `<upstream>__*`).
+    pub whole_upstreams: BTreeSet<String>,
+}
+
+impl Allowed {
+    /// THE decision for a prompt, resource or template: its policy name is allowed.
+    /// A hidden one is answered exactly like one that does not exist.
+    pub fn offering(&self, name: &str) -> bool {
+        self.offerings.contains(name)
+            || name
+                .strip_suffix("__*")
+                .is_some_and(|upstream| self.whole_upstreams.contains(upstream))
+    }
 }
 
 /// Where a request stands: inside a session with its expansions, or sessionless
@@ -234,7 +250,28 @@ impl Policy {
             None if names.len() <= self.initial_max_tools => names.clone(),
             None => BTreeSet::new(),
         };
-        let allowed = Arc::new(Allowed { names, initial });
+        let offerings = catalog.offerings();
+        let offering_names: BTreeSet<String> = offerings
+            .prompts
+            .entries()
+            .iter()
+            .map(|e| &e.name)
+            .chain(offerings.resources.iter().map(|r| &r.name))
+            .chain(offerings.templates.iter().map(|t| &t.name))
+            .filter(|name| tenant.allows(name))
+            .cloned()
+            .collect();
+        let whole_upstreams = offerings
+            .upstreams()
+            .filter(|upstream| tenant.allows(&crate::offerings::whole_upstream_name(upstream)))
+            .map(str::to_owned)
+            .collect();
+        let allowed = Arc::new(Allowed {
+            names,
+            initial,
+            offerings: offering_names,
+            whole_upstreams,
+        });
         if own {
             cache.insert(
                 tenant.name.clone(),

@@ -79,6 +79,23 @@ impl McpSession {
         }
     }
 
+    /// The same handle, sending `Authorization: Bearer <key>` with every request.
+    pub fn with_bearer(mut self, key: &str) -> McpSession {
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(
+            reqwest::header::AUTHORIZATION,
+            format!("Bearer {key}").parse().expect("a header value"),
+        );
+        self.client = reqwest::Client::builder()
+            .no_proxy()
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(Duration::from_secs(120))
+            .default_headers(headers)
+            .build()
+            .expect("reqwest client");
+        self
+    }
+
     /// A sessionless 2026-07-28 handle: no initialize; every request carries the
     /// protocol version, client info and capabilities in `_meta` and the
     /// `Mcp-Method` / `Mcp-Name` headers.

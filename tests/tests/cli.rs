@@ -260,6 +260,9 @@ fn stdio_stdout_carries_only_json_rpc_lines() {
         "toolgate.yaml",
         &json!({
             "startup_timeout": "60s",
+            // Far shorter than the idle pause below: the process is the session, and
+            // a desktop client idle for a while must not be locked out.
+            "sessions": {"idle_ttl": "2s"},
             "upstreams": {"everything": everything_stdio_upstream(&deps, &unique_marker("cli-stdio-raw"))}
         }),
     );
@@ -420,6 +423,22 @@ fn stdio_stdout_carries_only_json_rpc_lines() {
     assert_eq!(
         call["result"]["content"][0]["text"], "Echo: raw line",
         "echo: {call}"
+    );
+
+    // Idle past `sessions.idle_ttl`: the stdio session is still there.
+    std::thread::sleep(Duration::from_secs(5));
+    let after_idle = exchange(
+        &mut stdin,
+        &mut all_lines,
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+            "name": "everything__echo", "arguments": {"message": "after idling"}
+        }}),
+        Duration::from_secs(60),
+    )
+    .unwrap();
+    assert_eq!(
+        after_idle["result"]["content"][0]["text"], "Echo: after idling",
+        "a call after idling past sessions.idle_ttl: {after_idle}"
     );
 
     // Closing stdin ends the session and the process (bounded).

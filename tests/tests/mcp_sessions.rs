@@ -250,7 +250,9 @@ async fn delete_ends_the_session() {
         .send()
         .await
         .expect("DELETE");
-    assert_eq!(deleted.status().as_u16(), 202);
+    // 200, as the TypeScript SDK's server answers; the Python client takes only 200
+    // or 204 as success and logs "Session termination failed" for anything else.
+    assert_eq!(deleted.status().as_u16(), 200);
 
     let after = session
         .request("tools/list", json!({}))
@@ -356,42 +358,113 @@ async fn sessionless_calls_carry_result_type_and_log_lines_only_when_asked() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sessionless_call_refuses_upstream_sampling_at_once() {
+async fn a_sessionless_call_asks_for_upstream_sampling_with_input_required() {
     let Some(deps) = NodeDeps::find() else { return };
-    // `namespace: none` upstreams are offered sampling, so server-everything lists
-    // its sampling tool.
-    let mut upstream = everything_stdio_upstream(&deps, &unique_marker("sampling26"));
-    upstream["namespace"] = json!("none");
+    const OTHER_KEY: &str = "sessionless-sampling-other-key";
     let gateway = Gateway::start(json!({
-        "upstreams": {"ev": upstream},
-        "tenants": {"guest": {"allow": ["*"], "initial": ["*"]}},
+        "upstreams": {"ev": everything_stdio_upstream(&deps, &unique_marker("sampling26"))},
+        "tenants": {
+            "guest": {"allow": ["*"], "initial": ["*"]},
+            "other": {"api_keys": [toolgate_e2e::hash_key(OTHER_KEY)], "allow": ["*"], "initial": ["*"]}
+        },
         "anonymous_tenant": "guest"
     }))
     .await;
     let modern = McpSession::modern(&gateway.mcp_url());
-    // A session would be sent `sampling/createMessage` and the call would wait for
-    // its answer; 2026-07-28 has no server-to-client requests, so the upstream is
-    // told no and the call ends.
-    let call = modern
+    let call = json!({"name": "ev__trigger-sampling-request", "arguments": {"prompt": "hi", "maxTokens": 5}});
+    // 2026-07-28 has no server-to-client requests: the upstream's sampling request
+    // comes back as an input-required result (SEP-2322).
+    let asked = modern
         .request_with_id(
             json!(1),
             "tools/call",
-            json!({"name": "trigger-sampling-request", "arguments": {"prompt": "hi", "maxTokens": 5}}),
+            call.clone(),
             None,
             Duration::from_secs(60),
         )
         .await
         .expect("an answer within 60 s, not a wait for the client");
-    assert!(
-        call.frames
-            .iter()
-            .all(|f| f["method"] != "sampling/createMessage"),
-        "{:#?}",
-        call.frames
+    let result = asked.result();
+    assert_eq!(result["resultType"], "input_required", "{asked:#?}");
+    let requests = result["inputRequests"].as_object().expect("inputRequests");
+    assert_eq!(requests.len(), 1, "{result}");
+    let (key, request) = requests.iter().next().unwrap();
+    assert_eq!(request["method"], "sampling/createMessage", "{request}");
+    let state = result["requestState"]
+        .as_str()
+        .expect("requestState")
+        .to_owned();
+
+    let retry = |state: &str| {
+        let mut params = call.clone();
+        params["requestState"] = json!(state);
+        params["inputResponses"] = json!({key.as_str(): {
+            "role": "assistant",
+            "content": {"type": "text", "text": "sampled by the raw test"},
+            "model": "raw-test-model",
+            "stopReason": "endTurn"
+        }});
+        params
+    };
+    // Another tenant cannot take the call up, nor can a state that was never given.
+    let foreign = modern
+        .clone()
+        .with_bearer(OTHER_KEY)
+        .request_with_id(
+            json!(2),
+            "tools/call",
+            retry(&state),
+            None,
+            Duration::from_secs(30),
+        )
+        .await
+        .expect("an answer");
+    assert_eq!(
+        foreign.error().map(|e| e["code"].clone()),
+        Some(json!(-32602)),
+        "{foreign:#?}"
     );
-    // The upstream heard the refusal (server-everything reports it in its result).
-    assert!(
-        format!("{call:?}").contains("server-to-client requests"),
-        "{call:#?}"
+    let forged = modern
+        .request_with_id(
+            json!(3),
+            "tools/call",
+            retry("forged-state"),
+            None,
+            Duration::from_secs(30),
+        )
+        .await
+        .expect("an answer");
+    assert_eq!(
+        forged.error().map(|e| e["code"].clone()),
+        Some(json!(-32602)),
+        "{forged:#?}"
     );
+
+    let done = modern
+        .request_with_id(
+            json!(4),
+            "tools/call",
+            retry(&state),
+            None,
+            Duration::from_secs(60),
+        )
+        .await
+        .expect("the retry's answer");
+    assert_eq!(done.result()["resultType"], "complete", "{done:#?}");
+    assert!(
+        toolgate_e2e::first_text(done.result()).contains("sampled by the raw test"),
+        "{done:#?}"
+    );
+    // The state is spent.
+    let again = modern
+        .request_with_id(
+            json!(5),
+            "tools/call",
+            retry(&state),
+            None,
+            Duration::from_secs(30),
+        )
+        .await
+        .expect("an answer");
+    assert!(again.error().is_some(), "{again:#?}");
 }

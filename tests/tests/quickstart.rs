@@ -58,3 +58,69 @@ async fn check_quickstart(gateway: &mut Gateway) {
     assert!(first_text(ex.result()).contains("42"), "{:?}", ex.response);
     gateway.assert_alive();
 }
+
+/// The README's Python client example, run as written with the pinned `mcp` 2.3
+/// (only the gateway's URL differs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_python_example_runs_as_written() {
+    let deps = toolgate_e2e::require!(toolgate_e2e::NodeDeps::find());
+    let py = toolgate_e2e::require!(toolgate_e2e::python());
+    let _serial = heavy_lock().await;
+    let readme = std::fs::read_to_string(workspace_root().join("README.md")).expect("README");
+    let section = &readme[readme.find("## Connecting clients").expect("the section")..];
+    let start = section.find("```python\n").expect("a python block") + "```python\n".len();
+    let example = &section[start..start + section[start..].find("```").expect("its end")];
+    let mut gateway = Gateway::start(json!({
+        "allowed_hosts": ["localhost", "127.0.0.1", "::1"],
+        "upstreams": {"everything": toolgate_e2e::everything_stdio_upstream(
+            &deps, &toolgate_e2e::unique_marker("readme"))}
+    }))
+    .await;
+    let script = example.replace("http://127.0.0.1:8080/mcp", &gateway.mcp_url());
+    assert_ne!(
+        script, example,
+        "the example names http://127.0.0.1:8080/mcp"
+    );
+    let dir = toolgate_e2e::TempDir::new("readme-python");
+    let path = dir.path().join("example.py");
+    std::fs::write(&path, script).unwrap();
+    let output = tokio::task::spawn_blocking(move || {
+        let mut child = std::process::Command::new(py)
+            .arg(&path)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("python");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while child.try_wait().unwrap().is_none() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the example ran over 120 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert!(
+        output.status.success(),
+        "the example failed:\n{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains("Echo: hi"),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        stdout.contains("everything__simple-prompt"),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    // The client warns on stderr when it does not like an answer (e.g. a DELETE
+    // answered 202); a clean run warns about nothing.
+    assert!(!stderr.contains("failed"), "stderr:\n{stderr}");
+    gateway.assert_alive();
+}

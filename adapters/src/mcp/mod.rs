@@ -47,6 +47,7 @@
 mod framing;
 mod http;
 mod jsonrpc;
+mod listing;
 mod sse;
 mod stdio;
 mod streamable_http;

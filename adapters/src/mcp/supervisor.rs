@@ -17,7 +17,7 @@ use super::http::HttpClient;
 use super::jsonrpc::{NotificationSender, Origin, Rpc, RpcEvent, RpcFailure};
 use super::transport::Connected;
 use super::{McpOptions, McpTransport, sse, stdio, streamable_http};
-use crate::{Connection, JsonObject, ToolDef};
+use crate::{Connection, JsonObject, Offerings, ToolDef};
 
 /// The version we offer in `initialize`.
 pub const OFFERED_PROTOCOL_VERSION: &str = "2025-11-25";
@@ -48,6 +48,7 @@ pub(crate) struct Inner {
     /// Set only while connected and initialized.
     pub rpc: Option<Arc<Rpc>>,
     pub tools: Arc<Vec<ToolDef>>,
+    pub offerings: Arc<Offerings>,
     pub last_error: Option<String>,
     pub pid: Option<u32>,
     pub protocol_version: Option<String>,
@@ -80,6 +81,17 @@ impl Shared {
         // catalog is cheap, a missed change is not.
         self.tools_tx.send_modify(|v| *v += 1);
         tracing::debug!(upstream = %self.name, count, "tool list updated");
+    }
+
+    fn set_offerings(&self, offerings: Offerings) {
+        let mut inner = self.lock();
+        if *inner.offerings == offerings {
+            return;
+        }
+        inner.offerings = Arc::new(offerings);
+        drop(inner);
+        self.tools_tx.send_modify(|v| *v += 1);
+        tracing::debug!(upstream = %self.name, "prompts and resources updated");
     }
 }
 
@@ -231,6 +243,9 @@ async fn connect_and_initialize(
         Vec::new()
     };
 
+    let offerings =
+        super::listing::list_offerings(&shared.name, rpc, init.get("capabilities"), timeout).await;
+
     let server = init
         .get("serverInfo")
         .and_then(|s| s.get("name"))
@@ -244,6 +259,7 @@ async fn connect_and_initialize(
         inner.pid = conn.link.pid();
         inner.protocol_version = Some(version);
         inner.initialize_result = Some(init);
+        inner.offerings = Arc::new(offerings);
     }
     shared.set_tools(tools);
     shared.set_connection(Connection::Connected);
@@ -270,10 +286,18 @@ async fn serve(shared: &Shared, conn: &mut Connected) -> Option<String> {
         tokio::select! {
             _ = shared.shutdown.cancelled() => return None,
             reason = rpc.closed() => return Some(reason),
-            ev = conn.events.recv() => match ev {
-                Some(RpcEvent::ToolsListChanged) => {
-                    // Several notifications in a row need one listing.
-                    while conn.events.try_recv().is_ok() {}
+            ev = conn.events.recv() => {
+                let Some(first) = ev else {
+                    return Some("the connection's event channel closed".into());
+                };
+                // Several notifications in a row need one listing of each kind.
+                let mut tools_changed = first == RpcEvent::ToolsListChanged;
+                let mut offerings_changed = first == RpcEvent::OfferingsListChanged;
+                while let Ok(more) = conn.events.try_recv() {
+                    tools_changed |= more == RpcEvent::ToolsListChanged;
+                    offerings_changed |= more == RpcEvent::OfferingsListChanged;
+                }
+                if tools_changed {
                     // Shutdown must not wait for a slow listing.
                     let listed = tokio::select! {
                         r = list_tools(&shared.name, &rpc, timeout) => r,
@@ -287,8 +311,20 @@ async fn serve(shared: &Shared, conn: &mut Connected) -> Option<String> {
                         }
                     }
                 }
-                None => return Some("the connection's event channel closed".into()),
-            },
+                if offerings_changed {
+                    let capabilities = shared
+                        .lock()
+                        .initialize_result
+                        .as_ref()
+                        .and_then(|init| init.get("capabilities").cloned());
+                    let listed = tokio::select! {
+                        r = super::listing::list_offerings(&shared.name, &rpc, capabilities.as_ref(), timeout) => r,
+                        _ = shared.shutdown.cancelled() => return None,
+                    };
+                    shared.set_offerings(listed);
+                }
+            }
+
         }
     }
 }

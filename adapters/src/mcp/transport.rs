@@ -28,6 +28,6 @@ pub(crate) trait Link: Send + Sync {
 /// A transport-level connection, not yet initialized.
 pub(crate) struct Connected {
     pub rpc: Arc<Rpc>,
-    pub events: mpsc::UnboundedReceiver<RpcEvent>,
+    pub events: mpsc::Receiver<RpcEvent>,
     pub link: Box<dyn Link>,
 }

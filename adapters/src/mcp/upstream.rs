@@ -146,6 +146,10 @@ impl Upstream for McpUpstream {
         self.shared.tools_tx.subscribe()
     }
 
+    fn offerings(&self) -> Arc<crate::Offerings> {
+        self.shared.lock().offerings.clone()
+    }
+
     fn connection(&self) -> Connection {
         *self.shared.conn_tx.borrow()
     }

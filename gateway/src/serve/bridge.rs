@@ -2,14 +2,10 @@
 //!
 //! An upstream's server->client requests (sampling, elicitation, roots) and its
 //! notifications about a call arrive on the adapter's reader task. They are queued here
-//! and sent by the task that serves the downstream request, for two reasons: the queue
-//! keeps them in order with the call's progress, and rmcp routes a server request onto
-//! the originating request's SSE stream only when it is sent from that request's task.
+//! and sent by the task that serves the downstream request, so they keep their order
+//! with the call's progress and go out on that request's own stream.
 
 use async_trait::async_trait;
-use rmcp::model::{CustomNotification, CustomRequest, ServerNotification, ServerRequest};
-use rmcp::service::ServiceError;
-use rmcp::{Peer, RoleServer};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use toolgate_adapters::{ClientBridge, RpcError};
@@ -29,12 +25,14 @@ pub enum BridgeEvent {
 
 /// The [`ClientBridge`] handed to adapters: it only queues.
 pub struct QueueBridge {
-    queue: mpsc::UnboundedSender<BridgeEvent>,
+    queue: mpsc::Sender<BridgeEvent>,
 }
 
 impl QueueBridge {
-    pub fn new() -> (Self, mpsc::UnboundedReceiver<BridgeEvent>) {
-        let (queue, events) = mpsc::unbounded_channel();
+    /// Bounded: an upstream flooding a slow caller with notifications loses some
+    /// (with a debug log), never memory.
+    pub fn new() -> (Self, mpsc::Receiver<BridgeEvent>) {
+        let (queue, events) = mpsc::channel(BRIDGE_QUEUE);
         (Self { queue }, events)
     }
 }
@@ -43,11 +41,14 @@ impl QueueBridge {
 impl ClientBridge for QueueBridge {
     async fn request(&self, method: &str, params: Value) -> Result<Value, RpcError> {
         let (answer, answered) = oneshot::channel();
-        let queued = self.queue.send(BridgeEvent::Request {
-            method: method.to_owned(),
-            params,
-            answer,
-        });
+        let queued = self
+            .queue
+            .send(BridgeEvent::Request {
+                method: method.to_owned(),
+                params,
+                answer,
+            })
+            .await;
         if queued.is_err() {
             return Err(call_finished());
         }
@@ -56,58 +57,22 @@ impl ClientBridge for QueueBridge {
 
     fn notify(&self, method: &str, params: Value) {
         // The call has finished when the queue is closed: nothing left to tell.
-        let _ = self.queue.send(BridgeEvent::Notify {
+        if let Err(mpsc::error::TrySendError::Full(_)) = self.queue.try_send(BridgeEvent::Notify {
             method: method.to_owned(),
             params,
-        });
+        }) {
+            tracing::debug!(method, "notification dropped: the caller is behind");
+        }
     }
 }
+
+/// Messages that may wait for one caller.
+const BRIDGE_QUEUE: usize = 1024;
 
 fn call_finished() -> RpcError {
     RpcError {
         code: -32603,
         message: "the downstream call this request belonged to has finished".into(),
         data: None,
-    }
-}
-
-/// Delivers one event to the downstream client. Must run in the task serving the
-/// downstream request (see the module docs).
-pub async fn deliver(peer: &Peer<RoleServer>, event: BridgeEvent) {
-    match event {
-        BridgeEvent::Notify { method, params } => {
-            let notification = ServerNotification::CustomNotification(CustomNotification::new(
-                method,
-                Some(params),
-            ));
-            if let Err(error) = peer.send_notification(notification).await {
-                tracing::debug!(%error, "notification not delivered (caller gone)");
-            }
-        }
-        BridgeEvent::Request {
-            method,
-            params,
-            answer,
-        } => {
-            let request = ServerRequest::CustomRequest(CustomRequest::new(method, Some(params)));
-            let result = match peer.send_request(request).await {
-                Ok(result) => serde_json::to_value(result).map_err(|error| RpcError {
-                    code: -32603,
-                    message: format!("client result could not be re-encoded: {error}"),
-                    data: None,
-                }),
-                Err(ServiceError::McpError(error)) => Err(RpcError {
-                    code: i64::from(error.code.0),
-                    message: error.message.to_string(),
-                    data: error.data,
-                }),
-                Err(error) => Err(RpcError {
-                    code: -32603,
-                    message: format!("the downstream client did not answer: {error}"),
-                    data: None,
-                }),
-            };
-            let _ = answer.send(result);
-        }
     }
 }

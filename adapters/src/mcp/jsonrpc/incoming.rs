@@ -17,7 +17,11 @@ impl Rpc {
         match method {
             "notifications/progress" => self.handle_progress(params),
             "notifications/tools/list_changed" => {
-                let _ = self.events.send(RpcEvent::ToolsListChanged);
+                // A full queue already holds a re-listing to do.
+                let _ = self.events.try_send(RpcEvent::ToolsListChanged);
+            }
+            "notifications/prompts/list_changed" | "notifications/resources/list_changed" => {
+                let _ = self.events.try_send(RpcEvent::OfferingsListChanged);
             }
             // The server gave up on a request it sent us; our answer, if any, will be
             // ignored by it. Nothing to undo here.
@@ -28,9 +32,12 @@ impl Rpc {
                 if method == "notifications/message" {
                     log_server_message(&self.upstream, &params);
                 }
-                // Log lines may belong to a call (the unique one in flight); anything
-                // else only when it came on a call's own stream.
-                let bridge = if method == "notifications/message" || related.is_some() {
+                // What came on a call's own stream belongs to that call. A log line
+                // on the server's own stream goes to the call in flight when there is
+                // exactly one (servers built on rmcp send every log line there, even
+                // a call's own); between several nothing is guessed, and nothing
+                // goes to a call that has ended.
+                let bridge = if related.is_some() || method == "notifications/message" {
                     self.bridge_for(related)
                 } else {
                     None
@@ -49,8 +56,10 @@ impl Rpc {
         }
     }
 
-    /// The downstream client of the call a server message belongs to, if known: the
-    /// call whose response stream carried it, or else the only call in flight.
+    /// The downstream client of the call a server request belongs to, if known: the
+    /// call whose response stream carried it, or else the only call in flight (stdio
+    /// and legacy SSE carry no link between a server request and the call that
+    /// caused it; with several calls in flight nothing is guessed).
     fn bridge_for(&self, related: Option<u64>) -> Option<Arc<dyn ClientBridge>> {
         let st = self.lock();
         match related {
@@ -77,14 +86,20 @@ impl Rpc {
                 .and_then(Value::as_str)
                 .map(str::to_owned),
         };
-        let st = self.lock();
-        match st.progress.get(&token.to_string()) {
-            // The receiver may be gone (the caller stopped listening): not an error.
-            Some(sink) => {
-                let _ = sink.send(update);
+        let key = token.to_string();
+        let mut st = self.lock();
+        let Some(sink) = st.progress.get(&key) else {
+            tracing::debug!(upstream = %self.upstream, "progress for an unknown or finished call");
+            return;
+        };
+        match sink.try_send(update) {
+            Ok(()) => {}
+            Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => {
+                tracing::debug!(upstream = %self.upstream, "progress dropped: the caller is behind")
             }
-            None => {
-                tracing::debug!(upstream = %self.upstream, "progress for an unknown or finished call")
+            // The caller stopped listening (its call, and any stream after it, ended).
+            Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => {
+                st.progress.remove(&key);
             }
         }
     }
@@ -98,10 +113,13 @@ impl Rpc {
         params: Value,
         related: Option<u64>,
     ) {
-        let bridge = if method == "ping" {
-            None
-        } else {
-            self.bridge_for(related)
+        let bridge = match method.as_str() {
+            "ping" => None,
+            // Roots describe the connection, and servers ask for them whenever they
+            // like (after `initialized`, on a timer), not because of a call: only a
+            // request that arrived on a call's own stream goes to that call's client.
+            "roots/list" if related.is_none() => None,
+            _ => self.bridge_for(related),
         };
         // Answered from a task of its own: the reader must keep reading (a stdio child
         // blocked on a full stdout would otherwise never read our reply, and the

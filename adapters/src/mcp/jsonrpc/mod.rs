@@ -11,13 +11,16 @@
 //!
 //! What the server sends besides responses and progress:
 //! - `ping` is answered here;
-//! - other server->client requests (`sampling/createMessage`, `elicitation/create`,
-//!   `roots/list`) and `notifications/message` go to the downstream client of the call
-//!   they belong to ([`ClientBridge`]), when that call is known: the message arrived on
-//!   that call's own HTTP response stream, or exactly one call is in flight on the
-//!   connection. A guess between several calls could hand one client's sampling request
-//!   to another client, so there is none: without a known call, `roots/list` gets an
-//!   empty list, other requests "method not found", and notifications go to the
+//! - `sampling/createMessage` and `elicitation/create` go to the downstream client of
+//!   the call they belong to ([`ClientBridge`]), when that call is known: the request
+//!   arrived on that call's own HTTP response stream, or (stdio, legacy SSE: no such
+//!   link on the wire) exactly one call is in flight on the connection. Between
+//!   several calls nothing is guessed: "method not found" with the reason;
+//! - `notifications/message` goes to a call's client like those requests (servers
+//!   built on rmcp send even a call's own log lines on their standalone stream);
+//! - `roots/list` and other notifications go to a call's client only when they
+//!   arrived on its own stream: servers send them on their own schedule, not because
+//!   of a call. Otherwise `roots/list` gets an empty list and notifications go to the
 //!   upstream-wide broadcast;
 //! - other notifications (`resources/updated`, `prompts/list_changed`, …) go to the
 //!   broadcast; `tools/list_changed` goes to the supervisor.
@@ -45,6 +48,9 @@ pub(crate) const INVALID_PARAMS: i64 = -32602;
 /// How long a best-effort message we do not wait for (a cancellation, a reply to a
 /// server's ping) may take to send before it is given up.
 const FIRE_AND_FORGET_TIMEOUT: Duration = Duration::from_secs(5);
+/// Progress routes kept at most per connection before closed ones are swept.
+const MAX_PROGRESS_ROUTES: usize = 1024;
+
 /// How long a server->client request may wait for the downstream client (a human may
 /// be answering an elicitation); the call's own deadline usually ends it sooner.
 const BRIDGE_TIMEOUT: Duration = Duration::from_secs(600);
@@ -97,6 +103,9 @@ pub(crate) enum RpcFailure {
 pub(crate) enum RpcEvent {
     /// `notifications/tools/list_changed`: list the tools again.
     ToolsListChanged,
+    /// `notifications/prompts/list_changed` or `notifications/resources/list_changed`:
+    /// list prompts, resources and templates again.
+    OfferingsListChanged,
 }
 
 type Reply = Result<Value, RpcFailure>;
@@ -107,7 +116,7 @@ pub(crate) struct Rpc {
     next_id: AtomicU64,
     state: Mutex<State>,
     outbound: Arc<dyn Outbound>,
-    events: mpsc::UnboundedSender<RpcEvent>,
+    events: mpsc::Sender<RpcEvent>,
     /// Flips to `Some(reason)` once, when the connection is lost.
     closed_tx: watch::Sender<Option<String>>,
     /// Set by the supervisor before `initialize`; kept across reconnects there.
@@ -128,8 +137,9 @@ impl Rpc {
     pub(crate) fn new(
         upstream: Arc<str>,
         outbound: Arc<dyn Outbound>,
-    ) -> (Arc<Self>, mpsc::UnboundedReceiver<RpcEvent>) {
-        let (events, events_rx) = mpsc::unbounded_channel();
+    ) -> (Arc<Self>, mpsc::Receiver<RpcEvent>) {
+        // Events are idempotent (list again): a few waiting are as good as many.
+        let (events, events_rx) = mpsc::channel(16);
         let (closed_tx, _) = watch::channel(None);
         let rpc = Arc::new(Self {
             upstream,
@@ -272,6 +282,11 @@ impl Rpc {
                     meta.insert("progressToken".into(), token.clone());
                 }
                 let key = token.to_string();
+                if st.progress.len() >= MAX_PROGRESS_ROUTES {
+                    // Routes kept for progress after a result go once their caller
+                    // stopped listening.
+                    st.progress.retain(|_, sink| !sink.is_closed());
+                }
                 st.progress.insert(key.clone(), sink);
                 key
             })
@@ -309,7 +324,12 @@ impl Rpc {
 
         let was_pending = {
             let mut st = self.lock();
-            if let Some(key) = &token_key {
+            // A tool may go on reporting progress after its result (a background
+            // stream): the route stays while its caller listens (see
+            // `handle_progress`); a failed request's goes now.
+            if let Some(key) = &token_key
+                && outcome.is_err()
+            {
                 st.progress.remove(key);
             }
             st.calls.remove(&id);

@@ -37,15 +37,18 @@ pub struct CallParams {
     arguments: Option<Map<String, Value>>,
     #[serde(default, rename = "_meta")]
     meta: Option<CallMeta>,
+    /// 2026-07-28 retry of a call that answered `input_required`: the client's
+    /// answers, keyed as the gateway asked, and the state it echoes.
+    #[serde(default, rename = "inputResponses")]
+    input_responses: Option<Map<String, Value>>,
+    #[serde(default, rename = "requestState")]
+    request_state: Option<String>,
 }
 
 impl CallParams {
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    pub fn meta(&self) -> Option<&CallMeta> {
-        self.meta.as_ref()
+    /// The state a 2026-07-28 retry echoes, when this is one.
+    pub fn request_state(&self) -> Option<&str> {
+        self.request_state.as_deref()
     }
 }
 
@@ -66,10 +69,11 @@ impl Scope {
     }
 
     /// Whether a log line of `level` goes to this caller: a session gets every one
-    /// (as before 2026-07-28); a sessionless request only what it asked for.
-    fn wants_log(&self, level: LogLevel) -> bool {
+    /// at or above the level it set with `logging/setLevel` (every one before it
+    /// set any, as before 2026-07-28); a sessionless request only what it asked for.
+    fn wants_log(&self, live: &Live, level: LogLevel) -> bool {
         match self {
-            Scope::Session(_) => true,
+            Scope::Session(session) => live.log_level(session).is_none_or(|wanted| level >= wanted),
             Scope::Sessionless { log_level } => log_level.is_some_and(|wanted| level >= wanted),
         }
     }
@@ -109,9 +113,47 @@ pub struct CallRequest {
 /// Answers one `tools/call`. A client that hangs up drops this future or the stream
 /// it answers with (the server notices the closed connection), which cancels the call.
 pub async fn answer(request: CallRequest) -> Response {
-    let mut call = CallStream::start(request);
+    serve(CallStream::start(request)).await
+}
+
+/// Answers a 2026-07-28 retry that carries `requestState`: the parked call it names
+/// gets the client's answers and goes on, or the retry is told to start over.
+pub async fn resume(
+    live: &Arc<Live>,
+    tenant: &str,
+    id: String,
+    params: CallParams,
+    log_level: Option<LogLevel>,
+) -> Response {
+    let token = params.request_state.clone().unwrap_or_default();
+    match live.unpark(&token, tenant, &params.name) {
+        Some(mut call) => {
+            call.resumed(id, params, log_level);
+            serve(call).await
+        }
+        None => wire::json_response(wire::error_message(
+            &id,
+            wire::INVALID_PARAMS,
+            &format!(
+                "requestState is unknown or expired (a call waits {} s for the client's \
+                 answers, on the replica that asked): call '{}' again without it",
+                PARK_TTL.as_secs(),
+                params.name
+            ),
+            None,
+        )),
+    }
+}
+
+/// How long a call that asked a 2026-07-28 client for input waits for the retry.
+pub const PARK_TTL: std::time::Duration = std::time::Duration::from_secs(300);
+
+async fn serve(mut call: CallStream) -> Response {
     let first = match call.next().await {
-        Some((message, true)) => return wire::json_response(message),
+        Some((message, true)) => {
+            call.finish();
+            return wire::json_response(message);
+        }
         Some((message, false)) => wire::sse_frame(&message),
         // Unreachable: the stream always ends with the result.
         None => {
@@ -128,30 +170,71 @@ pub async fn answer(request: CallRequest) -> Response {
         }
         let mut call = call?;
         let (message, is_last) = call.next().await?;
-        let rest = if is_last { None } else { Some(call) };
+        let rest = if is_last {
+            call.finish();
+            None
+        } else {
+            Some(call)
+        };
         Some((Ok(wire::sse_frame(&message)), (None, rest)))
     });
     wire::sse_response(Body::from_stream(stream))
 }
 
 /// One call and what it sends on its way; dropping it cancels the call.
-struct CallStream {
+pub struct CallStream {
     call: Option<Pin<Box<dyn Future<Output = Outcome> + Send>>>,
-    updates: mpsc::UnboundedReceiver<Progress>,
-    events: mpsc::UnboundedReceiver<BridgeEvent>,
+    updates: mpsc::Receiver<Progress>,
+    events: mpsc::Receiver<BridgeEvent>,
     outcome: Option<Outcome>,
     live: Arc<Live>,
     scope: Scope,
     id: String,
     tool: String,
     progress_token: Option<Value>,
-    is_passthrough: bool,
     done: bool,
     /// The ids of requests sent to the client that are still unanswered.
     asked: Vec<String>,
     cancel: CancellationToken,
     /// Lets `notifications/cancelled` find a session's call.
     _in_flight: Option<InFlight>,
+    /// The caller's tenant (a parked call resumes only for it).
+    tenant: String,
+    /// Sessionless: the upstream's requests to put in the next `input_required`
+    /// answer, and those already put there, waiting for the client's retry.
+    to_ask: Vec<(String, String, Value, super::live::Answer)>,
+    awaiting: Vec<(String, super::live::Answer)>,
+    next_key: u32,
+    /// Set when the last message was `input_required`: the state it named.
+    parking: Option<String>,
+    /// The last progress value sent (progress must increase).
+    last_progress: Option<f64>,
+}
+
+/// Whether `update` advances past `last` (and records it when it does): MCP progress
+/// values must increase, whatever an upstream sends.
+pub fn advances(last: &mut Option<f64>, update: &Progress) -> bool {
+    if last.is_some_and(|last| update.progress <= last) {
+        return false;
+    }
+    *last = Some(update.progress);
+    true
+}
+
+/// `notifications/progress` for the caller's `token`.
+pub fn progress_notification(token: &Value, tool: &str, update: Progress) -> Vec<u8> {
+    let mut params = json!({
+        "progressToken": token,
+        "progress": update.progress,
+        "_meta": {"toolgate/tool": tool},
+    });
+    if let Some(total) = update.total {
+        params["total"] = json!(total);
+    }
+    if let Some(message) = update.message {
+        params["message"] = json!(message);
+    }
+    wire::notification("notifications/progress", &params)
 }
 
 impl CallStream {
@@ -165,6 +248,7 @@ impl CallStream {
             params,
             headers,
         } = request;
+        let tenant = caller.tenant.name.clone();
         let name = params.name;
         let arguments = params.arguments.unwrap_or_default();
         let progress_token = params.meta.and_then(|m| m.progress_token);
@@ -173,7 +257,7 @@ impl CallStream {
             .session()
             .map(|session| live.call_started(session, &id, cancel.clone()));
 
-        let (sink, updates) = mpsc::unbounded_channel::<Progress>();
+        let (sink, updates) = toolgate_adapters::progress_channel();
         let (bridge, events) = QueueBridge::new();
         let mut ctx = CallContext::new(gateway.config().call_timeout, format!("mcp-{id}"));
         ctx.cancel = cancel.clone();
@@ -181,15 +265,6 @@ impl CallStream {
         ctx.progress = Some(sink);
         ctx.client = Some(Arc::new(bridge));
 
-        let upstream = gateway.catalog().get(&name).map(|e| e.upstream.clone());
-        let is_passthrough = upstream.is_some_and(|upstream| {
-            gateway
-                .passthrough()
-                .is_some_and(|m| m.upstream.name() == upstream)
-        });
-        if is_passthrough && let Some(session) = scope.session() {
-            live.note_passthrough_caller(session);
-        }
         let tool = name.clone();
         let call = Box::pin(async move {
             if !protocol_tools::is_protocol_tool(&name) {
@@ -211,12 +286,80 @@ impl CallStream {
             id,
             tool,
             progress_token,
-            is_passthrough,
             done: false,
             asked: Vec::new(),
             cancel,
             _in_flight: in_flight,
+            tenant,
+            to_ask: Vec::new(),
+            awaiting: Vec::new(),
+            next_key: 0,
+            parking: None,
+            last_progress: None,
         }
+    }
+
+    /// After the last message: a call that asked for input is parked for the
+    /// client's retry (see [`resume`]); any other is done.
+    fn finish(mut self) {
+        if let Some(token) = self.parking.take() {
+            let live = self.live.clone();
+            let (tenant, tool) = (self.tenant.clone(), self.tool.clone());
+            live.park(token, tenant, tool, self);
+            return;
+        }
+        // A tool may go on reporting progress after its result (a background
+        // stream): a session's caller that gave a progressToken gets it on the
+        // session's stream (see `Live::linger`).
+        if let (Some(session), Some(token)) = (self.scope.session(), self.progress_token.take()) {
+            let (_, closed) = toolgate_adapters::progress_channel();
+            let updates = std::mem::replace(&mut self.updates, closed);
+            self.live.clone().linger(
+                session.to_owned(),
+                token,
+                self.tool.clone(),
+                updates,
+                self.last_progress,
+            );
+        }
+    }
+
+    /// A parked call taken up again by the client's retry: its answers go to the
+    /// upstream requests that asked, and the rest of the call answers the retry.
+    fn resumed(&mut self, id: String, params: CallParams, log_level: Option<LogLevel>) {
+        let mut responses = params.input_responses.unwrap_or_default();
+        for (key, answer) in self.awaiting.drain(..) {
+            let _ = answer.send(responses.remove(&key).ok_or_else(|| RpcError {
+                code: wire::INVALID_PARAMS,
+                message: format!("the client sent no answer for input request '{key}'"),
+                data: None,
+            }));
+        }
+        self.id = id;
+        self.done = false;
+        self.scope = Scope::Sessionless { log_level };
+        if let Some(token) = params.meta.and_then(|m| m.progress_token) {
+            self.progress_token = Some(token);
+        }
+    }
+
+    /// 2026-07-28's answer when the upstream asked for input (SEP-2322): the
+    /// requests, keyed, and the state the client echoes in its retry.
+    fn input_required(&mut self) -> Vec<u8> {
+        let mut requests = Map::new();
+        for (key, method, params, answer) in self.to_ask.drain(..) {
+            requests.insert(key.clone(), json!({"method": method, "params": params}));
+            self.awaiting.push((key, answer));
+        }
+        let token = crate::session::new_session_id();
+        self.parking = Some(token.clone());
+        self.done = true;
+        let result = json!({
+            "resultType": "input_required",
+            "inputRequests": requests,
+            "requestState": token,
+        });
+        wire::result_message(&self.id, &result.to_string())
     }
 
     /// The next message for the client, and whether it is the last (the result).
@@ -234,6 +377,16 @@ impl CallStream {
 
     /// [`Self::next`], or `None` for an update this caller does not receive.
     async fn next_message(&mut self) -> Option<(Vec<u8>, bool)> {
+        if !self.to_ask.is_empty() {
+            // What the call queued before it asked goes out first.
+            if let Ok(update) = self.updates.try_recv() {
+                return self.progress(update).map(|m| (m, false));
+            }
+            if let Ok(event) = self.events.try_recv() {
+                return self.bridged(event).map(|m| (m, false));
+            }
+            return Some((self.input_required(), true));
+        }
         if let Some(call) = self.call.as_mut() {
             tokio::select! {
                 biased;
@@ -242,10 +395,6 @@ impl CallStream {
                 outcome = call => {
                     self.call = None;
                     self.outcome = Some(outcome);
-                    if self.is_passthrough && let Some(session) = self.scope.session() {
-                        // Stray log lines that trail the result belong to this call.
-                        self.live.note_passthrough_caller(session);
-                    }
                 }
             }
         }
@@ -310,26 +459,17 @@ impl CallStream {
     }
 
     #[allow(deprecated)]
-    fn progress(&self, update: Progress) -> Option<Vec<u8>> {
-        let meta = json!({"toolgate/tool": self.tool});
-        if self.progress_token.is_none() && !self.scope.wants_log(LogLevel::Info) {
+    fn progress(&mut self, update: Progress) -> Option<Vec<u8>> {
+        if self.progress_token.is_none() && !self.scope.wants_log(&self.live, LogLevel::Info) {
             return None;
         }
+        if !advances(&mut self.last_progress, &update) {
+            tracing::debug!(tool = %self.tool, "progress that does not advance dropped");
+            return None;
+        }
+        let meta = json!({"toolgate/tool": self.tool});
         Some(match &self.progress_token {
-            Some(token) => {
-                let mut params = json!({
-                    "progressToken": token,
-                    "progress": update.progress,
-                    "_meta": meta,
-                });
-                if let Some(total) = update.total {
-                    params["total"] = json!(total);
-                }
-                if let Some(message) = update.message {
-                    params["message"] = json!(message);
-                }
-                wire::notification("notifications/progress", &params)
-            }
+            Some(token) => progress_notification(token, &self.tool, update),
             // Without a progressToken, progress goes out as log lines.
             None => wire::notification(
                 "notifications/message",
@@ -352,7 +492,9 @@ impl CallStream {
         match event {
             BridgeEvent::Notify { method, params } => {
                 if method == "notifications/message"
-                    && !self.scope.wants_log(LogLevel::of_message(&params))
+                    && !self
+                        .scope
+                        .wants_log(&self.live, LogLevel::of_message(&params))
                 {
                     return None;
                 }
@@ -364,16 +506,12 @@ impl CallStream {
                 answer,
             } => {
                 let Some(session) = self.scope.session() else {
-                    // 2026-07-28 has no server-to-client requests.
-                    let _ = answer.send(Err(RpcError {
-                        code: wire::METHOD_NOT_FOUND,
-                        message: format!(
-                            "{method}: the client speaks MCP {}, which has no \
-                             server-to-client requests",
-                            super::sessionless::VERSION
-                        ),
-                        data: None,
-                    }));
+                    // 2026-07-28 has no server-to-client requests: the call answers
+                    // `input_required` with it, and the client's retry brings the
+                    // answer (see `input_required` and `resume`).
+                    self.next_key += 1;
+                    let key = format!("toolgate-{}", self.next_key);
+                    self.to_ask.push((key, method, params, answer));
                     return None;
                 };
                 let id = self.live.request_sent(session, answer);

@@ -1,14 +1,18 @@
 //! What this replica holds for the sessions it serves right now, and nothing for an
 //! idle one: a session itself is only its record in the session store (any replica
-//! serves it). Held here: the open GET streams (where `list_changed` and the
-//! passthrough upstream's late log lines go), the calls in flight (so
-//! `notifications/cancelled` can stop them), and the requests sent to clients
-//! (sampling, elicitation, roots) waiting for their answers.
+//! serves it). Held here: the open GET streams (where `list_changed` and
+//! `notifications/resources/updated` go), the calls in flight (so
+//! `notifications/cancelled` can stop them), the requests sent to clients (sampling,
+//! elicitation, roots) waiting for their answers, each session's log level and its
+//! resource subscriptions.
+//!
+//! An upstream message that belongs to no call reaches a session only when it is
+//! addressed to it exactly (a `resources/updated` for a URI it subscribed to); it is
+//! never handed to whoever called last, which could be another tenant's session.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use serde_json::Value;
@@ -16,16 +20,18 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use toolgate_adapters::RpcError;
 
+use super::call::{CallStream, PARK_TTL};
+use super::sessionless::LogLevel;
 use super::wire;
 use crate::gateway::Gateway;
-
-/// How long after a passthrough call a stray log notification is still taken to be its.
-const LATE_NOTIFICATION_WINDOW: Duration = Duration::from_secs(2);
 
 /// How many messages a GET stream may fall behind before it is dropped.
 const STREAM_BUFFER: usize = 256;
 
-type Answer = oneshot::Sender<Result<Value, RpcError>>;
+pub type Answer = oneshot::Sender<Result<Value, RpcError>>;
+
+/// Calls waiting for a 2026-07-28 client's retry, at most this many per replica.
+const MAX_PARKED: usize = 4096;
 
 #[derive(Default)]
 pub struct Live {
@@ -36,8 +42,32 @@ pub struct Live {
     /// Requests sent to clients by the id the gateway gave them: (session, answer).
     pending: Mutex<HashMap<String, (String, Answer)>>,
     next_request: AtomicU64,
-    /// The session whose call on the passthrough upstream finished last, and when.
-    last_passthrough_caller: Mutex<Option<(String, Instant)>>,
+    /// The level each session set with `logging/setLevel`.
+    log_levels: Mutex<HashMap<String, LogLevel>>,
+    /// Resource subscriptions: client URI -> the sessions subscribed to it.
+    subscriptions: Mutex<HashMap<String, HashSet<String>>>,
+    /// Upstreams whose out-of-call notifications are relayed, by name, with the
+    /// upstream instance (a remounted upstream gets a relay of its own).
+    relays: Mutex<HashMap<String, usize>>,
+    /// Sessionless calls that answered `input_required`, by the state they named.
+    parked: Mutex<HashMap<String, Parked>>,
+    /// Per session: stops what outlives its calls (progress after a result) when
+    /// the session ends.
+    lingering: Mutex<HashMap<String, CancellationToken>>,
+    lingering_calls: AtomicU64,
+}
+
+/// How long progress after a call's result is waited for without any arriving.
+const LINGER_IDLE: std::time::Duration = std::time::Duration::from_secs(120);
+/// Calls whose progress is still awaited after their result, at most, per replica.
+const MAX_LINGERING: usize = 10_000;
+
+/// A sessionless call waiting for its client's input: only the same tenant's
+/// retry of the same tool resumes it.
+struct Parked {
+    tenant: String,
+    tool: String,
+    call: Box<CallStream>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -45,23 +75,15 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Live {
-    /// Starts the background work: `list_changed` to every open stream on catalog
-    /// changes, and the passthrough upstream's late notifications to their session.
+    /// Starts the background work: the `list_changed` notifications to every open
+    /// stream when the catalog changes.
     pub fn start(gateway: &Arc<Gateway>) -> Arc<Live> {
         let live = Arc::new(Live::default());
         tokio::spawn(announce_changes(
             Arc::downgrade(&live),
+            Arc::downgrade(gateway),
             gateway.catalog_changes(),
         ));
-        if let Some(notifications) = gateway
-            .passthrough()
-            .and_then(|m| m.upstream.notifications())
-        {
-            tokio::spawn(relay_late_notifications(
-                Arc::downgrade(&live),
-                notifications,
-            ));
-        }
         live
     }
 
@@ -100,9 +122,17 @@ impl Live {
         });
     }
 
-    /// Ends a session's streams and pending requests (DELETE).
+    /// Ends a session's streams, pending requests, level and subscriptions (DELETE).
     pub fn end_session(&self, session: &str) {
         lock(&self.streams).remove(session);
+        lock(&self.log_levels).remove(session);
+        if let Some(stop) = lock(&self.lingering).remove(session) {
+            stop.cancel();
+        }
+        lock(&self.subscriptions).retain(|_, sessions| {
+            sessions.remove(session);
+            !sessions.is_empty()
+        });
         lock(&self.pending).retain(|_, (owner, _)| owner != session);
         let mut calls = lock(&self.calls);
         calls.retain(|(owner, _), token| {
@@ -169,9 +199,146 @@ impl Live {
         }
     }
 
-    /// Notes that `session` is calling (or just finished calling) the passthrough upstream.
-    pub fn note_passthrough_caller(&self, session: &str) {
-        *lock(&self.last_passthrough_caller) = Some((session.to_owned(), Instant::now()));
+    /// Keeps a call that asked a 2026-07-28 client for input until its retry, at
+    /// most [`PARK_TTL`]; dropping it (expiry, a full table) cancels the call.
+    pub fn park(self: &Arc<Self>, token: String, tenant: String, tool: String, call: CallStream) {
+        {
+            let mut parked = lock(&self.parked);
+            if parked.len() >= MAX_PARKED {
+                tracing::warn!(
+                    tool,
+                    "too many calls wait for their clients' input; this one is cancelled"
+                );
+                return;
+            }
+            let call = Box::new(call);
+            parked.insert(token.clone(), Parked { tenant, tool, call });
+        }
+        let live = Arc::downgrade(self);
+        tokio::spawn(async move {
+            tokio::time::sleep(PARK_TTL).await;
+            if let Some(live) = live.upgrade() {
+                let expired = lock(&live.parked).remove(&token);
+                drop(expired);
+            }
+        });
+    }
+
+    /// The parked call `token` names, when it is `tenant`'s call of `tool`.
+    pub fn unpark(&self, token: &str, tenant: &str, tool: &str) -> Option<CallStream> {
+        let mut parked = lock(&self.parked);
+        match parked.get(token) {
+            Some(p) if p.tenant == tenant && p.tool == tool => {
+                parked.remove(token).map(|p| *p.call)
+            }
+            _ => None,
+        }
+    }
+
+    /// Carries a call's progress that arrives after its result (a tool that answered
+    /// "started" and works on) to `session`'s stream, bound to the caller's own
+    /// `token`, still only forward; until the upstream stops sending (its route is
+    /// gone), the session ends, or none arrives for [`LINGER_IDLE`]. A frame no
+    /// stream takes is dropped (debug log).
+    pub fn linger(
+        self: Arc<Self>,
+        session: String,
+        token: Value,
+        tool: String,
+        mut updates: tokio::sync::mpsc::Receiver<toolgate_adapters::Progress>,
+        mut last: Option<f64>,
+    ) {
+        if self.lingering_calls.load(Ordering::Relaxed) >= MAX_LINGERING as u64 {
+            tracing::debug!(%session, tool, "too many calls stream after their result; this one's later progress is dropped");
+            return;
+        }
+        let stop = lock(&self.lingering)
+            .entry(session.clone())
+            .or_default()
+            .clone();
+        self.lingering_calls.fetch_add(1, Ordering::Relaxed);
+        let live = Arc::downgrade(&self);
+        drop(self);
+        tokio::spawn(async move {
+            struct Count(Weak<Live>);
+            impl Drop for Count {
+                fn drop(&mut self) {
+                    if let Some(live) = self.0.upgrade() {
+                        live.lingering_calls.fetch_sub(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            let _count = Count(live.clone());
+            loop {
+                let update = tokio::select! {
+                    update = tokio::time::timeout(LINGER_IDLE, updates.recv()) => match update {
+                        Ok(Some(update)) => update,
+                        Ok(None) | Err(_) => return,
+                    },
+                    _ = stop.cancelled() => return,
+                };
+                let Some(live) = live.upgrade() else { return };
+                if !super::call::advances(&mut last, &update) {
+                    continue;
+                }
+                let message = super::call::progress_notification(&token, &tool, update);
+                if !live.send_to_session(&session, &message) {
+                    tracing::debug!(%session, tool, "progress after the result dropped: no stream open");
+                }
+            }
+        });
+    }
+
+    /// `logging/setLevel`: the lowest level of log lines `session` receives.
+    pub fn set_log_level(&self, session: &str, level: LogLevel) {
+        lock(&self.log_levels).insert(session.to_owned(), level);
+    }
+
+    pub fn log_level(&self, session: &str) -> Option<LogLevel> {
+        lock(&self.log_levels).get(session).copied()
+    }
+
+    /// Records `session`'s subscription to `uri` (the client's form).
+    pub fn subscribe(&self, session: &str, uri: &str) {
+        lock(&self.subscriptions)
+            .entry(uri.to_owned())
+            .or_default()
+            .insert(session.to_owned());
+    }
+
+    /// Drops `session`'s subscription to `uri`; true when no session of this replica
+    /// is subscribed to it any more (the upstream may be told to stop).
+    pub fn unsubscribe(&self, session: &str, uri: &str) -> bool {
+        let mut subscriptions = lock(&self.subscriptions);
+        let Some(sessions) = subscriptions.get_mut(uri) else {
+            return true;
+        };
+        sessions.remove(session);
+        let last = sessions.is_empty();
+        if last {
+            subscriptions.remove(uri);
+        }
+        last
+    }
+
+    /// Makes sure `upstream`'s out-of-call notifications are relayed to subscribers.
+    pub fn relay(self: &Arc<Self>, gateway: &Arc<Gateway>, upstream: &str) {
+        let Some(mounted) = gateway.upstreams().get(upstream).cloned() else {
+            return;
+        };
+        let instance = Arc::as_ptr(&mounted.upstream) as *const () as usize;
+        if lock(&self.relays).insert(upstream.to_owned(), instance) == Some(instance) {
+            return;
+        }
+        if let Some(notifications) = mounted.upstream.notifications() {
+            tokio::spawn(relay_notifications(
+                Arc::downgrade(self),
+                Arc::downgrade(gateway),
+                upstream.to_owned(),
+                instance,
+                notifications,
+            ));
+        }
     }
 }
 
@@ -189,46 +356,105 @@ impl Drop for InFlight {
     }
 }
 
-async fn announce_changes(live: Weak<Live>, mut changes: tokio::sync::watch::Receiver<u64>) {
-    let message = wire::notification("notifications/tools/list_changed", &serde_json::json!({}));
+/// Tells every open stream what changed in the catalog: tools, prompts, resources
+/// (each kind's own `list_changed`, only when that kind changed).
+async fn announce_changes(
+    live: Weak<Live>,
+    gateway: Weak<Gateway>,
+    mut changes: tokio::sync::watch::Receiver<u64>,
+) {
+    let notice = |kind: &str| {
+        wire::notification(
+            &format!("notifications/{kind}/list_changed"),
+            &serde_json::json!({}),
+        )
+    };
+    let mut seen = gateway.upgrade().map(|g| g.catalog());
     while changes.changed().await.is_ok() {
-        let Some(live) = live.upgrade() else {
+        let (Some(live), Some(gateway)) = (live.upgrade(), gateway.upgrade()) else {
             return;
         };
-        live.broadcast(&message);
+        let now = gateway.catalog();
+        let before = seen.replace(now.clone());
+        let (tools, prompts, resources) = match &before {
+            Some(before) => {
+                let (old, new) = (before.offerings(), now.offerings());
+                (
+                    before.entries() != now.entries(),
+                    old.prompts.entries() != new.prompts.entries(),
+                    old.resources != new.resources || old.templates != new.templates,
+                )
+            }
+            None => (true, true, true),
+        };
+        for (changed, kind) in [
+            (tools, "tools"),
+            (prompts, "prompts"),
+            (resources, "resources"),
+        ] {
+            if changed {
+                live.broadcast(&notice(kind));
+            }
+        }
     }
 }
 
-/// The passthrough upstream may send a call's last log line on its own stream, just
-/// after the result: it goes to the session whose call finished last, within a short
-/// window, and is dropped otherwise (never broadcast: sessions may belong to other
-/// tenants).
-async fn relay_late_notifications(
+/// Relays one upstream's `notifications/resources/updated` to the sessions
+/// subscribed to that resource, in the client's form of its URI. Anything else the
+/// upstream sends outside a call belongs to no caller we could name and is dropped.
+async fn relay_notifications(
     live: Weak<Live>,
+    gateway: Weak<Gateway>,
+    upstream: String,
+    instance: usize,
     mut notifications: tokio::sync::broadcast::Receiver<(String, Value)>,
 ) {
     use tokio::sync::broadcast::error::RecvError;
     loop {
-        let (method, params) = match notifications.recv().await {
+        let (method, mut params) = match notifications.recv().await {
             Ok(message) => message,
-            Err(RecvError::Lagged(_)) => continue,
-            Err(RecvError::Closed) => return,
+            Err(RecvError::Lagged(missed)) => {
+                tracing::debug!(
+                    upstream,
+                    missed,
+                    "notifications dropped: the relay fell behind"
+                );
+                continue;
+            }
+            Err(RecvError::Closed) => break,
         };
-        if method != "notifications/message" {
-            continue;
-        }
-        let Some(live) = live.upgrade() else {
+        let (Some(live), Some(gateway)) = (live.upgrade(), gateway.upgrade()) else {
             return;
         };
-        let target = lock(&live.last_passthrough_caller)
-            .as_ref()
-            .filter(|(_, at)| at.elapsed() <= LATE_NOTIFICATION_WINDOW)
-            .map(|(session, _)| session.clone());
-        match target {
-            Some(session) => {
-                live.send_to_session(&session, &wire::notification(&method, &params));
-            }
-            None => tracing::debug!("upstream log notification outside any call dropped"),
+        if method != "notifications/resources/updated" {
+            tracing::debug!(
+                upstream,
+                method,
+                "upstream notification outside any call dropped"
+            );
+            continue;
+        }
+        let Some(original) = params.get("uri").and_then(Value::as_str) else {
+            continue;
+        };
+        let uri = gateway
+            .catalog()
+            .offerings()
+            .client_uri(&upstream, original);
+        params["uri"] = Value::String(uri.clone());
+        let sessions: Vec<String> = lock(&live.subscriptions)
+            .get(&uri)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default();
+        let message = wire::notification(&method, &params);
+        for session in sessions {
+            live.send_to_session(&session, &message);
+        }
+    }
+    if let Some(live) = live.upgrade() {
+        let mut relays = lock(&live.relays);
+        if relays.get(&upstream) == Some(&instance) {
+            relays.remove(&upstream);
         }
     }
 }

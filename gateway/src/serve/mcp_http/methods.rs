@@ -1,7 +1,7 @@
 //! The answers to a session's requests besides `tools/call`: `initialize`, `ping`,
 //! `tools/list` (written from the catalog's pre-serialized definitions, no tree
-//! built), and what is forwarded to the passthrough upstream (prompts, resources,
-//! completion, the logging level).
+//! built), and prompts, resources and completion from every upstream (see
+//! [`features`]).
 
 use std::sync::Arc;
 
@@ -13,8 +13,8 @@ use super::wire;
 use super::{LEGACY_VERSIONS, NEWEST_LEGACY_VERSION};
 use crate::access::{Caller, View};
 use crate::gateway::Gateway;
-use crate::serve::mcp_shared::McpShared;
-use crate::serve::passthrough;
+use crate::serve::features;
+use toolgate_adapters::CallContext;
 
 #[derive(Deserialize)]
 pub struct InitializeParams<'a> {
@@ -30,35 +30,48 @@ pub fn initialize_result(gateway: &Gateway, params: &InitializeParams) -> String
         .as_deref()
         .filter(|v| LEGACY_VERSIONS.contains(v))
         .unwrap_or(NEWEST_LEGACY_VERSION);
-    let capabilities =
-        serde_json::to_value(passthrough::capabilities(gateway)).unwrap_or_else(|_| json!({}));
+    let capabilities = crate::serve::features::capabilities(gateway);
     json!({
         "protocolVersion": version,
         "capabilities": capabilities,
-        "serverInfo": {"name": "toolgate", "version": env!("CARGO_PKG_VERSION")},
-        "instructions": "toolgate: one catalog of tools from many upstreams; names are <upstream>__<tool>.",
+        "serverInfo": server_info(),
+        "instructions": INSTRUCTIONS,
     })
     .to_string()
 }
 
+/// What a 2026-07-28 list result adds (see [`crate::serve::features::decorate_for_stateless`]).
+pub const STATELESS_LIST_FIELDS: &str =
+    r#","resultType":"complete","ttlMs":0,"cacheScope":"private""#;
+
 /// The `tools/list` result for `caller`: the protocol tools, then the visible catalog
-/// tools as the catalog serialized them (every field the upstream sent).
-pub fn list_tools(shared: &McpShared, protocol_tools: &[Arc<str>], caller: &Caller) -> String {
-    let view = View::of(&shared.gateway, caller);
-    // Only definitions valid as MCP are listed (the same set the stdio surface lists).
-    let valid = shared.typed(&view.catalog);
+/// tools as the catalog serialized them (every field the upstream sent), then
+/// `extra` (more result fields, as JSON text starting with a comma, or empty).
+pub fn list_tools(
+    gateway: &Gateway,
+    protocol_tools: &[Arc<str>],
+    caller: &Caller,
+    extra: &str,
+) -> String {
+    let view = View::of(gateway, caller);
     let visible = view.visible(caller);
     let size = protocol_tools.iter().map(|d| d.len() + 1).sum::<usize>()
         + visible
             .iter()
             .map(|e| e.definition_json.len() + 1)
             .sum::<usize>();
-    let mut out = String::with_capacity(size + 16);
+    let mut out = String::with_capacity(size + extra.len() + 16);
     out.push_str("{\"tools\":[");
+    // Only definitions a client can take as MCP tools are listed: an object input
+    // schema is what every client checks first.
     let definitions = protocol_tools.iter().map(|d| &**d).chain(
         visible
             .iter()
-            .filter(|e| valid.by_name.contains_key(&e.name))
+            .filter(|e| {
+                e.definition
+                    .get("inputSchema")
+                    .is_some_and(Value::is_object)
+            })
             .map(|e| &*e.definition_json),
     );
     for (index, definition) in definitions.enumerate() {
@@ -67,47 +80,61 @@ pub fn list_tools(shared: &McpShared, protocol_tools: &[Arc<str>], caller: &Call
         }
         out.push_str(definition);
     }
-    out.push_str("]}");
+    out.push(']');
+    out.push_str(extra);
+    out.push('}');
     out
 }
 
-/// The methods forwarded to the passthrough upstream unchanged.
-pub fn is_forwarded(method: &str) -> bool {
-    matches!(
-        method,
-        "prompts/list"
-            | "prompts/get"
-            | "resources/list"
-            | "resources/templates/list"
-            | "resources/read"
-            | "resources/subscribe"
-            | "resources/unsubscribe"
-            | "completion/complete"
-            | "logging/setLevel"
-    )
+/// The 2026-07-28 `server/discover` result: the versions, capabilities and
+/// instructions `initialize` gives a session.
+pub fn discover_result(gateway: &Gateway) -> String {
+    let mut versions: Vec<&str> = LEGACY_VERSIONS.to_vec();
+    versions.extend(super::sessionless::SESSIONLESS_VERSIONS);
+    json!({
+        "resultType": "complete",
+        "supportedVersions": versions,
+        "capabilities": crate::serve::features::capabilities(gateway),
+        "instructions": INSTRUCTIONS,
+        "ttlMs": 0,
+        "cacheScope": "private",
+        "_meta": {"io.modelcontextprotocol/serverInfo": server_info()},
+    })
+    .to_string()
 }
 
-/// Forwards `method` to the passthrough upstream; the whole answer message.
-pub async fn forward(
+const INSTRUCTIONS: &str =
+    "toolgate: one catalog of tools from many upstreams; names are <upstream>__<tool>.";
+
+fn server_info() -> Value {
+    json!({"name": "toolgate", "version": env!("CARGO_PKG_VERSION")})
+}
+
+/// Answers a prompts, resources or completion request for `caller` (see
+/// [`features`]); the whole answer message. Sessionless (2026-07-28) answers carry
+/// the version's result fields.
+pub async fn feature(
     gateway: &Gateway,
+    caller: &Caller,
     id: &str,
     method: &str,
     params: Option<&RawValue>,
 ) -> Vec<u8> {
-    // Without a passthrough upstream the level only concerns the gateway's own
-    // progress log lines, which are always sent.
-    if method == "logging/setLevel" && gateway.passthrough().is_none() {
-        return wire::result_message(id, "{}");
-    }
     let params = match params.map(|p| serde_json::from_str::<Value>(p.get())) {
-        None => None,
-        Some(Ok(value)) => Some(value),
+        None => json!({}),
+        Some(Ok(value)) => value,
         Some(Err(error)) => {
             return wire::error_message(id, wire::INVALID_PARAMS, &error.to_string(), None);
         }
     };
-    match passthrough::forward_value(gateway, method, params, format!("mcp-{id}")).await {
-        Ok(result) => wire::result_message(id, &result.to_string()),
-        Err(error) => wire::error_message(id, i64::from(error.code.0), &error.message, error.data),
+    let ctx = CallContext::new(gateway.config().call_timeout, format!("mcp-{id}"));
+    match features::answer(gateway, caller, method, params, ctx).await {
+        Ok(mut result) => {
+            if caller.session.is_none() {
+                features::decorate_for_stateless(method, &mut result);
+            }
+            wire::result_message(id, &result.to_string())
+        }
+        Err(error) => wire::error_message(id, error.code, &error.message, error.data),
     }
 }

@@ -35,9 +35,10 @@ use tokio_util::sync::CancellationToken;
 use toolgate_adapters::RpcError;
 
 use super::auth::Admitted;
-use super::mcp_shared::McpShared;
 use crate::access::Caller;
+use crate::gateway::Gateway;
 use crate::protocol_tools;
+use crate::serve::features;
 use live::Live;
 use wire::{Envelope, Kind};
 
@@ -59,53 +60,62 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// The session front door of `/mcp`.
 pub struct McpSessions {
-    shared: Arc<McpShared>,
+    gateway: Arc<Gateway>,
     live: Arc<Live>,
     /// The protocol tools' definitions, serialized once.
     protocol_tools: Vec<Arc<str>>,
     stop: CancellationToken,
 }
 
-/// Where a request goes.
-pub enum Routed {
-    Answered(Response),
-    /// Not a session's: rmcp's transport answers (the body is given back whole).
-    Rmcp(Request),
-}
-
 impl McpSessions {
-    pub fn new(shared: Arc<McpShared>, stop: CancellationToken) -> McpSessions {
+    pub fn new(gateway: Arc<Gateway>, stop: CancellationToken) -> McpSessions {
         let protocol_tools = protocol_tools::definitions()
             .into_iter()
             .filter_map(|d| serde_json::to_string(&d).ok())
             .map(Arc::from)
             .collect();
         McpSessions {
-            live: Live::start(&shared.gateway),
-            shared,
+            live: Live::start(&gateway),
+            gateway,
             protocol_tools,
             stop,
         }
     }
 
-    /// Answers a session's request (and `initialize`), or hands it on to rmcp.
-    pub async fn route(&self, request: Request, admitted: Admitted) -> Routed {
-        let config = self.shared.gateway.config();
+    /// Answers one `/mcp` request of an admitted caller.
+    pub async fn route(&self, request: Request, admitted: Admitted) -> Response {
+        let config = self.gateway.config();
         if let Some(refused) =
             wire::refuse_host(request.uri(), request.headers(), &config.allowed_hosts)
         {
-            return Routed::Answered(refused);
+            return refused;
         }
+        self.route_trusted(request, admitted).await
+    }
+
+    /// [`Self::route`] without the `Host` check: for `toolgate stdio`, whose requests
+    /// never crossed a network.
+    pub async fn route_trusted(&self, request: Request, admitted: Admitted) -> Response {
         let method = request.method().clone();
         match (method, admitted.session) {
             (Method::POST, session) => self.post(request, admitted.tenant, session).await,
-            (Method::GET, Some(session)) => {
-                Routed::Answered(self.open_stream(&request, &session.id))
-            }
+            (Method::GET, Some(session)) => self.open_stream(&request, &session.id),
             (Method::DELETE, Some(session)) => {
-                Routed::Answered(self.end(request.headers().clone(), &session.id).await)
+                self.end(request.headers().clone(), &session.id).await
             }
-            _ => Routed::Rmcp(request),
+            (Method::GET | Method::DELETE, None) => session_required(),
+            _ => {
+                let mut refused = wire::refusal(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    wire::INVALID_REQUEST,
+                    "/mcp takes POST (messages), GET (a session's stream) and DELETE (end a session)",
+                );
+                refused.headers_mut().insert(
+                    http::header::ALLOW,
+                    http::HeaderValue::from_static("GET, POST, DELETE"),
+                );
+                refused
+            }
         }
     }
 
@@ -114,56 +124,45 @@ impl McpSessions {
         request: Request,
         tenant: Arc<crate::policy::Tenant>,
         session: Option<crate::session::Session>,
-    ) -> Routed {
+    ) -> Response {
         let (parts, body) = request.into_parts();
-        let limit = self.shared.gateway.config().max_request_body_bytes;
+        let limit = self.gateway.config().max_request_body_bytes;
         let bytes = match axum::body::to_bytes(body, limit).await {
             Ok(bytes) => bytes,
             // A body without a declared length, past the limit.
-            Err(_) => return Routed::Answered(super::protocol_errors::body_too_large(limit, None)),
-        };
-        let parsed = Envelope::parse(&bytes);
-        let Some(session) = session else {
-            // Without a session only `initialize` and sessionless calls are served here.
-            if let Some(call) = parsed
-                .as_ref()
-                .ok()
-                .and_then(|envelope| sessionless::take(&parts.headers, envelope))
-            {
-                return Routed::Answered(self.sessionless_call(call, tenant, parts.headers).await);
-            }
-            let initialize = parsed
-                .as_ref()
-                .ok()
-                .and_then(|envelope| Some((envelope, envelope.initialize_id()?)));
-            return match initialize {
-                Some((envelope, id)) => Routed::Answered(
-                    self.initialize(&parts.headers, envelope, id.get(), &tenant)
-                        .await,
-                ),
-                None => Routed::Rmcp(Request::from_parts(parts, Body::from(bytes.clone()))),
-            };
+            Err(_) => return super::protocol_errors::body_too_large(limit, None),
         };
         if let Some(refused) = wire::refuse_post(&parts.headers) {
-            return Routed::Answered(refused);
+            return refused;
         }
-        let envelope = match parsed {
+        let envelope = match Envelope::parse(&bytes) {
             Ok(envelope) => envelope,
             Err(error) => {
-                return Routed::Answered(wire::refusal(
+                return wire::refusal(
                     StatusCode::BAD_REQUEST,
                     wire::PARSE_ERROR,
                     &format!(
                         "{error}: send one JSON-RPC 2.0 request, notification or response object"
                     ),
-                ));
+                );
             }
+        };
+        let Some(session) = session else {
+            if let Some(id) = envelope.initialize_id() {
+                return self
+                    .initialize(&parts.headers, &envelope, id.get(), &tenant)
+                    .await;
+            }
+            if sessionless::is_sessionless(&parts.headers, &envelope) {
+                return self.sessionless(&envelope, tenant, parts.headers).await;
+            }
+            return session_required();
         };
         let caller = Caller {
             tenant,
             session: Some((session.id.clone(), session.expanded)),
         };
-        let response = match envelope.kind() {
+        match envelope.kind() {
             Kind::Request { id, method } => {
                 self.request(
                     &envelope,
@@ -184,14 +183,73 @@ impl McpSessions {
                     .answer(&session.id, id.get(), client_answer(&envelope));
                 wire::accepted()
             }
-            Kind::Invalid => wire::refusal(
-                StatusCode::BAD_REQUEST,
-                wire::INVALID_REQUEST,
-                "not a JSON-RPC 2.0 request, notification or response: send \
-                 `\"jsonrpc\": \"2.0\"`, and for a request a `method` and a string or number `id`",
-            ),
+            Kind::Invalid => invalid_message(),
+        }
+    }
+
+    /// A request without a session, protocol 2026-07-28 (see [`sessionless`]).
+    async fn sessionless(
+        &self,
+        envelope: &Envelope<'_>,
+        tenant: Arc<crate::policy::Tenant>,
+        headers: http::HeaderMap,
+    ) -> Response {
+        let (id, method) = match envelope.kind() {
+            Kind::Request { id, method } => (id.get(), method),
+            // Closing the request's stream is how this version cancels; a
+            // notification or an answer has nothing to act on.
+            Kind::Notification { .. } | Kind::Answer { .. } => return wire::accepted(),
+            Kind::Invalid => return invalid_message(),
         };
-        Routed::Answered(response)
+        let log_level = match sessionless::check(&headers, envelope, method) {
+            Ok(level) => level,
+            Err(refused) => {
+                return wire::json_with_status(
+                    refused.status,
+                    wire::error_message(id, refused.code, &refused.message, refused.data),
+                );
+            }
+        };
+        let caller = Caller {
+            tenant,
+            session: None,
+        };
+        let message = match method {
+            "tools/call" => {
+                let params = match envelope.params::<call::CallParams>() {
+                    Ok(params) => params,
+                    Err(error) => return call_params_refused(id, &error),
+                };
+                return self
+                    .sessionless_call(id.to_owned(), params, log_level, caller.tenant, headers)
+                    .await;
+            }
+            "tools/list" => wire::result_message(
+                id,
+                &methods::list_tools(
+                    &self.gateway,
+                    &self.protocol_tools,
+                    &caller,
+                    methods::STATELESS_LIST_FIELDS,
+                ),
+            ),
+            "server/discover" => wire::result_message(id, &methods::discover_result(&self.gateway)),
+            "resources/subscribe" | "resources/unsubscribe" => wire::error_message(
+                id,
+                wire::METHOD_NOT_FOUND,
+                &format!(
+                    "{method} needs a session: protocol {} has none (initialize with \
+                     {NEWEST_LEGACY_VERSION} to subscribe)",
+                    sessionless::VERSION
+                ),
+                None,
+            ),
+            feature if features::is_feature(feature) => {
+                methods::feature(&self.gateway, &caller, id, feature, envelope.params).await
+            }
+            other => method_not_found(id, other),
+        };
+        wire::json_response(message)
     }
 
     async fn initialize(
@@ -215,7 +273,7 @@ impl McpSessions {
                 ));
             }
         };
-        let session = match self.shared.gateway.sessions.create(&tenant.name).await {
+        let session = match self.gateway.sessions.create(&tenant.name).await {
             Ok(session) => session,
             Err(unavailable) => {
                 return super::auth::state_unavailable(
@@ -224,7 +282,7 @@ impl McpSessions {
                 );
             }
         };
-        let result = methods::initialize_result(&self.shared.gateway, &params);
+        let result = methods::initialize_result(&self.gateway, &params);
         let mut response = wire::json_response(wire::result_message(id, &result));
         if let Ok(value) = http::HeaderValue::from_str(&session.id) {
             response.headers_mut().insert(wire::SESSION_HEADER, value);
@@ -241,21 +299,12 @@ impl McpSessions {
         session: String,
         headers: http::HeaderMap,
     ) -> Response {
-        let gateway = &self.shared.gateway;
+        let gateway = &self.gateway;
         let message = match method {
             "tools/call" => {
                 let params = match envelope.params::<call::CallParams>() {
                     Ok(params) => params,
-                    Err(error) => {
-                        return wire::json_response(wire::error_message(
-                            id,
-                            wire::INVALID_PARAMS,
-                            &format!(
-                                "{error} (tools/call needs {{\"name\": \"<tool>\", \"arguments\": {{…}}}})"
-                            ),
-                            None,
-                        ));
-                    }
+                    Err(error) => return call_params_refused(id, &error),
                 };
                 return call::answer(call::CallRequest {
                     gateway: gateway.clone(),
@@ -270,7 +319,7 @@ impl McpSessions {
             }
             "tools/list" => wire::result_message(
                 id,
-                &methods::list_tools(&self.shared, &self.protocol_tools, &caller),
+                &methods::list_tools(&self.gateway, &self.protocol_tools, &caller, ""),
             ),
             "ping" => wire::result_message(id, "{}"),
             "initialize" => wire::error_message(
@@ -280,37 +329,108 @@ impl McpSessions {
                  Mcp-Session-Id header to start a new one",
                 None,
             ),
-            forwarded if methods::is_forwarded(forwarded) => {
-                methods::forward(gateway, id, forwarded, envelope.params).await
+            "logging/setLevel" => match envelope.params::<SetLevel>() {
+                Ok(SetLevel { level }) => {
+                    // The session's own filter: upstream connections are shared by
+                    // every caller, so the level is never forwarded to them.
+                    self.live.set_log_level(&session, level);
+                    wire::result_message(id, "{}")
+                }
+                Err(error) => wire::error_message(
+                    id,
+                    wire::INVALID_PARAMS,
+                    &format!(
+                        "{error} (logging/setLevel needs {{\"level\": \"debug\"|\"info\"|…}})"
+                    ),
+                    None,
+                ),
+            },
+            "resources/subscribe" | "resources/unsubscribe" => {
+                self.subscription(envelope, id, method, &caller, &session)
+                    .await
             }
-            other => wire::error_message(
-                id,
-                wire::METHOD_NOT_FOUND,
-                &format!("method not found: {other}"),
-                None,
-            ),
+            feature if features::is_feature(feature) => {
+                methods::feature(gateway, &caller, id, feature, envelope.params).await
+            }
+            other => method_not_found(id, other),
         };
         wire::json_response(message)
     }
 
+    /// `resources/subscribe` and `resources/unsubscribe`: the upstream is told once
+    /// per resource however many sessions of this replica subscribe, and told to stop
+    /// only when the last one unsubscribes (its connection is shared by them all).
+    async fn subscription(
+        &self,
+        envelope: &Envelope<'_>,
+        id: &str,
+        method: &str,
+        caller: &Caller,
+        session: &str,
+    ) -> Vec<u8> {
+        #[derive(Deserialize)]
+        struct Params {
+            uri: String,
+        }
+        let gateway = &self.gateway;
+        let uri = match envelope.params::<Params>() {
+            Ok(params) => params.uri,
+            Err(error) => {
+                return wire::error_message(
+                    id,
+                    wire::INVALID_PARAMS,
+                    &format!("{error} ({method} needs a string `uri`)"),
+                    None,
+                );
+            }
+        };
+        let target = match features::resolve_resource(gateway, caller, &uri) {
+            Ok(target) => target,
+            Err(error) => return wire::error_message(id, error.code, &error.message, error.data),
+        };
+        let forward = method == "resources/subscribe" || self.live.unsubscribe(session, &uri);
+        if !forward {
+            return wire::result_message(id, "{}");
+        }
+        let params = match envelope.params.map(|p| serde_json::from_str(p.get())) {
+            Some(Ok(value)) => value,
+            _ => serde_json::json!({"uri": uri}),
+        };
+        let ctx =
+            toolgate_adapters::CallContext::new(gateway.config().call_timeout, format!("mcp-{id}"));
+        match features::answer(gateway, caller, method, params, ctx).await {
+            Ok(result) => {
+                if method == "resources/subscribe" {
+                    self.live.subscribe(session, &uri);
+                    self.live.relay(gateway, &target.upstream);
+                }
+                wire::result_message(id, &result.to_string())
+            }
+            Err(error) => wire::error_message(id, error.code, &error.message, error.data),
+        }
+    }
+
     async fn sessionless_call(
         &self,
-        call: sessionless::SessionlessCall,
+        id: String,
+        params: call::CallParams,
+        log_level: Option<sessionless::LogLevel>,
         tenant: Arc<crate::policy::Tenant>,
         headers: http::HeaderMap,
     ) -> Response {
+        if params.request_state().is_some() {
+            return call::resume(&self.live, &tenant.name, id, params, log_level).await;
+        }
         call::answer(call::CallRequest {
-            gateway: self.shared.gateway.clone(),
+            gateway: self.gateway.clone(),
             live: self.live.clone(),
             caller: Caller {
                 tenant,
                 session: None,
             },
-            scope: call::Scope::Sessionless {
-                log_level: call.log_level,
-            },
-            id: call.id,
-            params: call.params,
+            scope: call::Scope::Sessionless { log_level },
+            id,
+            params,
             headers: Arc::new(headers),
         })
         .await
@@ -371,14 +491,56 @@ impl McpSessions {
             return refused;
         }
         self.live.end_session(session);
-        if let Err(unavailable) = self.shared.gateway.sessions.delete(session).await {
+        if let Err(unavailable) = self.gateway.sessions.delete(session).await {
             return super::auth::state_unavailable(
                 super::auth::Shape::JsonRpc,
                 &unavailable.to_string(),
             );
         }
-        wire::accepted()
+        wire::ended()
     }
+}
+
+#[derive(Deserialize)]
+struct SetLevel {
+    level: sessionless::LogLevel,
+}
+
+/// A request without a session that is not `initialize` and not sessionless.
+fn session_required() -> Response {
+    wire::refusal(
+        StatusCode::BAD_REQUEST,
+        wire::INVALID_REQUEST,
+        "Bad Request: Session ID is required (send initialize first, then echo its \
+         Mcp-Session-Id header; or use protocol 2026-07-28, which needs none)",
+    )
+}
+
+fn invalid_message() -> Response {
+    wire::refusal(
+        StatusCode::BAD_REQUEST,
+        wire::INVALID_REQUEST,
+        "not a JSON-RPC 2.0 request, notification or response: send \
+         `\"jsonrpc\": \"2.0\"`, and for a request a `method` and a string or number `id`",
+    )
+}
+
+fn method_not_found(id: &str, method: &str) -> Vec<u8> {
+    wire::error_message(
+        id,
+        wire::METHOD_NOT_FOUND,
+        &format!("method not found: {method}"),
+        None,
+    )
+}
+
+fn call_params_refused(id: &str, error: &str) -> Response {
+    wire::json_response(wire::error_message(
+        id,
+        wire::INVALID_PARAMS,
+        &format!("{error} (tools/call needs {{\"name\": \"<tool>\", \"arguments\": {{…}}}})"),
+        None,
+    ))
 }
 
 /// The client's answer to a gateway request, as the adapter that asked expects it.

@@ -1,42 +1,54 @@
-//! Sessionless (2026-07-28) `tools/call`, served here instead of by rmcp: it is the hot
-//! path of the newest clients (Python `mcp` picks this version by default), and rmcp
-//! answers each such request with a factory call, spawned tasks and a typed decode.
+//! Sessionless requests (protocol 2026-07-28): no `initialize`, no session; every
+//! request carries its version and the client's capabilities in `_meta`, and mirrors
+//! its method (and name) in headers. Python `mcp` picks this version by default.
 //!
-//! Only a request whose every protocol signal checks out is taken: the
-//! `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` headers present once each and
-//! agreeing with the body, no `Mcp-Param-*` headers, the `Accept` and `Content-Type`
-//! a POST needs, and the `_meta` keys the version requires. Anything else — another
-//! method, a missing or contradicting signal — goes to rmcp, which stays the one place
-//! that words those errors.
+//! [`check`] is the version's admission ladder, in the order the spec and the SDKs
+//! apply it, each rung with its own error:
+//! 1. `params._meta` carries `io.modelcontextprotocol/protocolVersion` and
+//!    `io.modelcontextprotocol/clientCapabilities` (an object) — else `-32602`;
+//! 2. the `MCP-Protocol-Version` header equals that version, `Mcp-Method` the body's
+//!    method and, for `tools/call`, `prompts/get` and `resources/read`, `Mcp-Name`
+//!    the body's name or URI, each header present once — else `-32020`;
+//! 3. the version is one this server speaks sessionless — else `-32022` with
+//!    `data: {supported, requested}`.
 //!
-//! What differs from a session's call (see [`super::call`]): there is no session, so
-//! nothing is announced after `tool_expand_tools` and nothing outlives the call; log
-//! lines (`notifications/message`, also progress without a `progressToken`) go out
-//! only when the request asked for them with `io.modelcontextprotocol/logLevel`, at
-//! that level or above; the version has no server-to-client requests, so an upstream's
-//! sampling, elicitation or roots request is refused at once; every result carries
-//! `resultType`.
+//! What differs from a session's call (see [`super::call`]): nothing is announced
+//! after `tool_expand_tools` and nothing outlives the call; log lines
+//! (`notifications/message`, also progress without a `progressToken`) go out only
+//! when the request asked for them with `io.modelcontextprotocol/logLevel`, at that
+//! level or above; the version has no server-to-client requests, so an upstream's
+//! sampling, elicitation or roots request makes the call answer `input_required` and
+//! wait (parked, see [`super::call::resume`]) for the client's retry; every result
+//! carries `resultType`, lists also `ttlMs` and `cacheScope`.
 
-use http::HeaderMap;
+use http::{HeaderMap, StatusCode};
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use super::call::CallParams;
-use super::wire::{self, Envelope, Kind};
+use super::call::CallMeta;
+use super::wire::{self, Envelope};
 
 pub const VERSION: &str = "2026-07-28";
+/// The versions served without a session.
+pub const SESSIONLESS_VERSIONS: &[&str] = &[VERSION];
+
+/// The 2026-07-28 codes for a request whose headers and body disagree, and for a
+/// version the server does not speak.
+pub const HEADER_MISMATCH: i64 = -32020;
+pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 
 const METHOD_HEADER: &str = "mcp-method";
 const NAME_HEADER: &str = "mcp-name";
-const PARAM_HEADER_PREFIX: &str = "mcp-param-";
+const PROTOCOL_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
 
-/// A sessionless `tools/call` that passed every check.
-pub struct SessionlessCall {
-    /// The JSON-RPC id, as raw JSON.
-    pub id: String,
-    pub params: CallParams,
-    /// The lowest log level the client asked to receive; `None`: no log lines.
-    pub log_level: Option<LogLevel>,
+/// A rung of the ladder the request did not pass: the HTTP status, the JSON-RPC
+/// code, a message saying what to fix, and data.
+#[derive(Debug)]
+pub struct Refused {
+    pub status: StatusCode,
+    pub code: i64,
+    pub message: String,
+    pub data: Option<Value>,
 }
 
 /// Syslog severities as MCP names them, least severe first.
@@ -64,38 +76,114 @@ impl LogLevel {
     }
 }
 
-/// The call, when `envelope` is a sessionless `tools/call` this module serves.
-pub fn take(headers: &HeaderMap, envelope: &Envelope<'_>) -> Option<SessionlessCall> {
-    let Kind::Request { id, method } = envelope.kind() else {
-        return None;
-    };
-    if method != "tools/call"
-        || single(headers, wire::VERSION_HEADER)? != VERSION
-        || single(headers, METHOD_HEADER)? != method
-        || headers
-            .keys()
-            .any(|name| name.as_str().starts_with(PARAM_HEADER_PREFIX))
-        || wire::refuse_post(headers).is_some()
-    {
-        return None;
+/// Whether a request without a session is meant as a sessionless one: it says
+/// so in the version header or in its `_meta` (the ladder then tells it what is
+/// missing); otherwise it is a session request that forgot its session.
+pub fn is_sessionless(headers: &HeaderMap, envelope: &Envelope<'_>) -> bool {
+    if headers.contains_key(wire::VERSION_HEADER) {
+        return headers
+            .get(wire::VERSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| !super::LEGACY_VERSIONS.contains(&v.trim()));
     }
-    let params = envelope.params::<CallParams>().ok()?;
-    let meta = params.meta()?;
-    if meta.protocol_version.as_ref()?.as_str() != Some(VERSION)
-        || !is_client_capabilities(meta.client_capabilities.as_ref()?)
-        || single(headers, NAME_HEADER)? != params.name()
-    {
-        return None;
+    envelope
+        .params
+        .is_some_and(|params| params.get().contains(PROTOCOL_VERSION_KEY))
+}
+
+/// The ladder for request `method` (see the module docs): the log level the
+/// request asked for, or the rung it failed.
+pub fn check(
+    headers: &HeaderMap,
+    envelope: &Envelope<'_>,
+    method: &str,
+) -> Result<Option<LogLevel>, Refused> {
+    #[derive(Deserialize)]
+    struct Params {
+        #[serde(default)]
+        name: Option<Value>,
+        #[serde(default)]
+        uri: Option<Value>,
+        #[serde(default, rename = "_meta")]
+        meta: Option<CallMeta>,
     }
-    let log_level = match &meta.log_level {
-        None => None,
-        Some(level) => Some(LogLevel::deserialize(level).ok()?),
+    let invalid = |message: String| Refused {
+        status: StatusCode::BAD_REQUEST,
+        code: wire::INVALID_PARAMS,
+        message,
+        data: None,
     };
-    Some(SessionlessCall {
-        id: id.get().to_owned(),
-        params,
-        log_level,
-    })
+    let params = envelope.params::<Params>().map_err(invalid)?;
+    let meta = params.meta.as_ref();
+    let version = meta.and_then(|m| m.protocol_version.as_ref());
+    let capabilities = meta.and_then(|m| m.client_capabilities.as_ref());
+    let (Some(version), Some(capabilities)) = (version, capabilities) else {
+        return Err(invalid(format!(
+            "params._meta must carry '{PROTOCOL_VERSION_KEY}' and \
+             'io.modelcontextprotocol/clientCapabilities' (protocol {VERSION} has no \
+             initialize: every request says its version and capabilities)"
+        )));
+    };
+    if !capabilities.is_object() {
+        return Err(invalid(
+            "'io.modelcontextprotocol/clientCapabilities' must be an object".into(),
+        ));
+    }
+    let mismatch = |what: String| Refused {
+        status: StatusCode::BAD_REQUEST,
+        code: HEADER_MISMATCH,
+        message: what,
+        data: None,
+    };
+    if single(headers, wire::VERSION_HEADER) != version.as_str() {
+        return Err(mismatch(format!(
+            "the MCP-Protocol-Version header must be sent once and equal \
+             _meta's '{PROTOCOL_VERSION_KEY}'"
+        )));
+    }
+    if single(headers, METHOD_HEADER) != Some(method) {
+        return Err(mismatch(
+            "the Mcp-Method header must be sent once and equal the body's method".into(),
+        ));
+    }
+    let named = match method {
+        "tools/call" | "prompts/get" => Some(("name", params.name.as_ref())),
+        "resources/read" => Some(("uri", params.uri.as_ref())),
+        _ => None,
+    };
+    if let Some((field, Some(value))) = named
+        && single(headers, NAME_HEADER) != value.as_str()
+    {
+        return Err(mismatch(format!(
+            "the Mcp-Name header must be sent once and equal the body's `{field}`"
+        )));
+    }
+    let Some(requested) = version.as_str() else {
+        return Err(invalid(format!(
+            "'{PROTOCOL_VERSION_KEY}' must be a string"
+        )));
+    };
+    if !SESSIONLESS_VERSIONS.contains(&requested) {
+        return Err(Refused {
+            status: StatusCode::BAD_REQUEST,
+            code: UNSUPPORTED_PROTOCOL_VERSION,
+            message: format!(
+                "protocol version '{requested}' is not served without a session here: use \
+                 {VERSION}, or initialize a session with one of {}",
+                super::LEGACY_VERSIONS.join(", ")
+            ),
+            data: Some(json!({"supported": SESSIONLESS_VERSIONS, "requested": requested})),
+        });
+    }
+    match meta.and_then(|m| m.log_level.as_ref()) {
+        None => Ok(None),
+        Some(level) => LogLevel::deserialize(level).map(Some).map_err(|_| {
+            invalid(format!(
+                "'io.modelcontextprotocol/logLevel' {level} is not a log level (debug, info, \
+                 notice, warning, error, critical, alert, emergency)"
+            ))
+        }),
+    }
 }
 
 /// The header's one value; `None` when it is missing, repeated or not text.
@@ -106,11 +194,6 @@ fn single<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
         return None;
     }
     value.to_str().ok().map(str::trim)
-}
-
-/// What rmcp accepts as client capabilities: an object of the known shape.
-fn is_client_capabilities(value: &Value) -> bool {
-    value.is_object() && rmcp::model::ClientCapabilities::deserialize(value).is_ok()
 }
 
 #[cfg(test)]
@@ -144,28 +227,29 @@ mod tests {
 
     const GOOD_META: &str = r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}"#;
 
-    fn taken(headers: &HeaderMap, body: &str) -> Option<SessionlessCall> {
+    fn checked(headers: &HeaderMap, body: &str) -> Result<Option<LogLevel>, Refused> {
         let envelope = Envelope::parse(body.as_bytes()).expect("valid JSON-RPC");
-        take(headers, &envelope)
+        check(headers, &envelope, "tools/call")
     }
 
     #[test]
-    fn a_well_formed_call_is_taken_with_its_id_and_log_level() {
-        let call = taken(&headers(GOOD_HEADERS), &body(GOOD_META)).expect("taken");
-        assert_eq!(call.id, "7");
-        assert_eq!(call.params.name(), "up__echo");
-        assert_eq!(call.log_level, None);
-
+    fn a_well_formed_request_passes_with_its_log_level() {
+        assert_eq!(
+            checked(&headers(GOOD_HEADERS), &body(GOOD_META)).unwrap(),
+            None
+        );
         let with_level = GOOD_META.replace(
             r#""io.modelcontextprotocol/clientCapabilities":{}"#,
             r#""io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/logLevel":"warning""#,
         );
-        let call = taken(&headers(GOOD_HEADERS), &body(&with_level)).expect("taken");
-        assert_eq!(call.log_level, Some(LogLevel::Warning));
+        assert_eq!(
+            checked(&headers(GOOD_HEADERS), &body(&with_level)).unwrap(),
+            Some(LogLevel::Warning)
+        );
     }
 
     #[test]
-    fn every_missing_or_contradicting_signal_leaves_the_request_to_rmcp() {
+    fn every_missing_or_contradicting_signal_is_refused_on_its_rung() {
         let good = headers(GOOD_HEADERS);
         let without = |name: &str| {
             let mut h = good.clone();
@@ -182,63 +266,56 @@ mod tests {
         };
         let mut twice = good.clone();
         twice.append("mcp-name", "up__echo".parse().unwrap());
-        let cases: Vec<(&str, HeaderMap, String)> = vec![
+        let cases: Vec<(&str, HeaderMap, String, i64)> = vec![
             (
                 "no version header",
                 without("mcp-protocol-version"),
                 body(GOOD_META),
+                HEADER_MISMATCH,
             ),
             (
-                "older version",
+                "older version header",
                 with("mcp-protocol-version", "2025-11-25"),
                 body(GOOD_META),
+                HEADER_MISMATCH,
             ),
-            ("no Mcp-Method", without("mcp-method"), body(GOOD_META)),
+            (
+                "no Mcp-Method",
+                without("mcp-method"),
+                body(GOOD_META),
+                HEADER_MISMATCH,
+            ),
             (
                 "Mcp-Method contradicts",
                 with("mcp-method", "tools/list"),
                 body(GOOD_META),
+                HEADER_MISMATCH,
             ),
-            ("no Mcp-Name", without("mcp-name"), body(GOOD_META)),
+            (
+                "no Mcp-Name",
+                without("mcp-name"),
+                body(GOOD_META),
+                HEADER_MISMATCH,
+            ),
             (
                 "Mcp-Name contradicts",
                 with("mcp-name", "up__other"),
                 body(GOOD_META),
+                HEADER_MISMATCH,
             ),
-            ("Mcp-Name twice", twice, body(GOOD_META)),
-            (
-                "an Mcp-Param header",
-                with("mcp-param-x", "1"),
-                body(GOOD_META),
-            ),
-            (
-                "no event-stream in Accept",
-                with("accept", "application/json"),
-                body(GOOD_META),
-            ),
-            (
-                "not JSON",
-                with("content-type", "text/plain"),
-                body(GOOD_META),
-            ),
-            ("no _meta", good.clone(), body("null")),
+            ("Mcp-Name twice", twice, body(GOOD_META), HEADER_MISMATCH),
+            ("no _meta", good.clone(), body("null"), wire::INVALID_PARAMS),
             (
                 "no protocolVersion in _meta",
                 good.clone(),
                 body(r#"{"io.modelcontextprotocol/clientCapabilities":{}}"#),
-            ),
-            (
-                "another protocolVersion in _meta",
-                good.clone(),
-                body(&GOOD_META.replace(
-                    r#"/protocolVersion":"2026-07-28""#,
-                    r#"/protocolVersion":"2025-11-25""#,
-                )),
+                wire::INVALID_PARAMS,
             ),
             (
                 "no clientCapabilities",
                 good.clone(),
                 body(r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#),
+                wire::INVALID_PARAMS,
             ),
             (
                 "clientCapabilities not an object",
@@ -246,6 +323,16 @@ mod tests {
                 body(
                     &GOOD_META.replace(r#"/clientCapabilities":{}"#, r#"/clientCapabilities":[]"#),
                 ),
+                wire::INVALID_PARAMS,
+            ),
+            (
+                "another version in both places",
+                with("mcp-protocol-version", "2027-01-01"),
+                body(&GOOD_META.replace(
+                    r#"/protocolVersion":"2026-07-28""#,
+                    r#"/protocolVersion":"2027-01-01""#,
+                )),
+                UNSUPPORTED_PROTOCOL_VERSION,
             ),
             (
                 "an unknown logLevel",
@@ -254,16 +341,31 @@ mod tests {
                     r#"/clientCapabilities":{}"#,
                     r#"/clientCapabilities":{},"io.modelcontextprotocol/logLevel":"loud""#,
                 )),
+                wire::INVALID_PARAMS,
             ),
         ];
-        for (case, headers, body) in cases {
-            assert!(taken(&headers, &body).is_none(), "{case}: taken");
+        for (case, headers, body, code) in cases {
+            let refused = checked(&headers, &body).expect_err(case);
+            assert_eq!(refused.code, code, "{case}: {refused:?}");
+            assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{case}");
         }
-        // Other methods and notifications are rmcp's too.
-        let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#;
-        assert!(taken(&with("mcp-method", "tools/list"), list).is_none());
-        let note = r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"up__echo"}}"#;
-        assert!(taken(&good, note).is_none());
+    }
+
+    #[test]
+    fn only_requests_that_say_so_are_sessionless() {
+        let envelope = |b: &'static str| Envelope::parse(b.as_bytes()).unwrap();
+        let plain = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#;
+        assert!(!is_sessionless(&HeaderMap::new(), &envelope(plain)));
+        assert!(!is_sessionless(
+            &headers(&[("mcp-protocol-version", "2025-11-25")]),
+            &envelope(plain)
+        ));
+        assert!(is_sessionless(
+            &headers(&[("mcp-protocol-version", "2026-07-28")]),
+            &envelope(plain)
+        ));
+        let with_meta = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+        assert!(is_sessionless(&HeaderMap::new(), &envelope(with_meta)));
     }
 
     #[test]

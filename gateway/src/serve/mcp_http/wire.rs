@@ -171,6 +171,11 @@ pub fn accepted() -> Response {
     response
 }
 
+/// `200 OK` with no body: a session ended by DELETE.
+pub fn ended() -> Response {
+    Response::new(Body::empty())
+}
+
 /// One SSE event carrying `message` (the frame rmcp and every client reads: `data:`
 /// lines only, the default event type being `message`).
 pub fn sse_frame(message: &[u8]) -> Bytes {

@@ -157,10 +157,12 @@ struct ToolMessage {
 struct AnthropicBlock {
     #[serde(rename = "type")]
     kind: String,
-    /// Required on `tool_use` blocks.
+    /// Required on `tool_use` blocks (a string wherever it is present).
+    #[serde(default)]
     #[schemars(with = "String")]
     id: Option<String>,
-    /// Required on `tool_use` blocks.
+    /// Required on `tool_use` blocks (a string wherever it is present).
+    #[serde(default)]
     #[schemars(with = "String")]
     name: Option<String>,
     /// The tool's arguments (an object; anything else comes back as an error result).

@@ -62,7 +62,7 @@ pub fn respond(
 ) -> Response {
     let tool_call_id = format!("call_{}", crate::session::new_session_id());
     let (events, body) = mpsc::channel::<Bytes>(64);
-    let (progress, updates) = mpsc::unbounded_channel();
+    let (progress, updates) = toolgate_adapters::progress_channel();
     ctx.progress = Some(progress);
     let cancel = ctx.cancel.clone();
     tokio::spawn(async move {
@@ -112,7 +112,7 @@ impl Run {
         tool: String,
         arguments: JsonObject,
         ctx: CallContext,
-        mut updates: mpsc::UnboundedReceiver<Progress>,
+        mut updates: mpsc::Receiver<Progress>,
     ) -> Option<()> {
         let gateway = &door.gateway;
         let name = call::resolve_name(gateway, &tool);
