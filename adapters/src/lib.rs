@@ -272,6 +272,12 @@ pub trait Upstream: Send + Sync + 'static {
     fn notifications(&self) -> Option<tokio::sync::broadcast::Receiver<(String, Value)>> {
         None
     }
+
+    /// Tells the upstream whether every caller it can have is one tenant (the
+    /// gateway's policy decides, and says again after each reload or catalog change).
+    /// Only then may a server request or log line that names no call be passed to the
+    /// one call in flight; between tenants nothing is guessed. Default: ignored.
+    fn set_one_tenant(&self, _one_tenant: bool) {}
 }
 
 /// A shared handle to any upstream.

@@ -14,6 +14,15 @@ use toolgate_adapters::{CallContext, Connection, JsonObject, ToolError, Upstream
 
 const SERVER: &str = r#"
 const readline = require('readline');
+const fs = require('fs');
+// A server that fails its first starts: each start counts itself in a file and exits
+// until SCRIPTED_FAIL_STARTS starts have failed.
+if (process.env.SCRIPTED_FAIL_STARTS) {
+  const file = process.env.SCRIPTED_COUNT_FILE;
+  const starts = (fs.existsSync(file) ? Number(fs.readFileSync(file, 'utf8')) : 0) + 1;
+  fs.writeFileSync(file, String(starts));
+  if (starts <= Number(process.env.SCRIPTED_FAIL_STARTS)) process.exit(1);
+}
 process.stderr.write('scripted server starting\nsecond stderr line\n');
 const rl = readline.createInterface({ input: process.stdin });
 const send = (m) => process.stdout.write(JSON.stringify(m) + '\n');
@@ -37,6 +46,8 @@ rl.on('line', (line) => {
       cancelled.push(msg.params);
       break;
     case 'initialize':
+      // A slow start (a cold npx on a loaded machine): the answer comes late.
+      setTimeout(() => {
       process.stdout.write('this is not json\n');
       process.stdout.write('{"jsonrpc": "2.0", broken\n');
       process.stdout.write('42\n\n');
@@ -45,6 +56,7 @@ rl.on('line', (line) => {
         capabilities: { tools: { listChanged: true } },
         serverInfo: { name: 'scripted', version: '1' },
       });
+      }, Number(process.env.SCRIPTED_INIT_DELAY_MS || 0));
       break;
     case 'notifications/initialized':
       send({ jsonrpc: '2.0', id: 'p1', method: 'ping' });
@@ -134,6 +146,25 @@ fn upstream_with(
     version: Option<&str>,
     extra_env: &[(&str, &str)],
 ) -> std::sync::Arc<McpUpstream> {
+    upstream_with_options(
+        test,
+        version,
+        extra_env,
+        McpOptions {
+            request_timeout: Duration::from_secs(10),
+            backoff_initial: Duration::from_millis(50),
+            backoff_max: Duration::from_millis(200),
+            ..McpOptions::default()
+        },
+    )
+}
+
+fn upstream_with_options(
+    test: &str,
+    version: Option<&str>,
+    extra_env: &[(&str, &str)],
+    options: McpOptions,
+) -> std::sync::Arc<McpUpstream> {
     let mut env: std::collections::BTreeMap<String, String> = extra_env
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -150,12 +181,7 @@ fn upstream_with(
             env,
             cwd: None,
         }),
-        McpOptions {
-            request_timeout: Duration::from_secs(10),
-            backoff_initial: Duration::from_millis(50),
-            backoff_max: Duration::from_millis(200),
-            ..McpOptions::default()
-        },
+        options,
     )
 }
 
@@ -390,8 +416,25 @@ async fn server_requests_during_a_call_reach_that_calls_client_only() {
         let up = upstream("bridge", None);
         connected(&up).await;
 
-        // One call in flight: its client gets the log line, then the request, in order,
-        // and its answer reaches the server.
+        // Callers of several tenants (the default until told otherwise): nothing over
+        // stdio names the call, so even the only call in flight is not given the
+        // request or the log line, and the server hears why.
+        let client = std::sync::Arc::new(common::RecordingClient::default());
+        let mut c = ctx();
+        c.client = Some(client.clone());
+        let out = up.call("ask", JsonObject::new(), c).await.expect("ask");
+        assert_eq!(text(&out)["error"]["code"], -32601, "{}", text(&out));
+        let reason = text(&out)["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
+        assert!(reason.contains("one tenant"), "{reason}");
+        assert!(client.seen.lock().unwrap().is_empty());
+
+        // One tenant behind every call: the only call in flight is the caller. Its
+        // client gets the log line, then the request, in order, and its answer reaches
+        // the server.
+        up.set_one_tenant(true);
         let client = std::sync::Arc::new(common::RecordingClient::default());
         let mut c = ctx();
         c.client = Some(client.clone());
@@ -549,6 +592,76 @@ async fn check_pings_and_falls_back_to_tools_list_without_ping() {
             assert_eq!(extra_lists, i64::from(no_ping), "{before} -> {after}");
             up.shutdown().await;
         }
+    })
+    .await
+    .expect("bounded");
+}
+
+#[tokio::test]
+async fn a_stdio_servers_initialize_may_take_the_startup_window() {
+    common::init_tracing();
+    if !have_node() {
+        return;
+    }
+    tokio::time::timeout(Duration::from_secs(40), async {
+        // The answer to initialize takes 2.5 s, longer than any other request may.
+        let slow = [("SCRIPTED_INIT_DELAY_MS", "2500")];
+        let options = |startup_timeout| McpOptions {
+            request_timeout: Duration::from_secs(1),
+            startup_timeout,
+            ..McpOptions::default()
+        };
+        let up = upstream_with_options("slow-start", None, &slow, options(Duration::from_secs(20)));
+        connected(&up).await;
+        assert!(
+            up.tools().iter().any(|t| t.name == "ask"),
+            "listed after the slow start"
+        );
+        up.shutdown().await;
+
+        // Without the window the same start times out, again and again.
+        let up = upstream_with_options("no-window", None, &slow, options(Duration::ZERO));
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let error = loop {
+            if let Some(e) = up.last_error() {
+                break e;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "no error reported");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert!(error.contains("initialize"), "{error}");
+        assert_ne!(up.connection(), Connection::Connected);
+        up.shutdown().await;
+    })
+    .await
+    .expect("bounded");
+}
+
+#[tokio::test]
+async fn a_failed_first_start_is_retried_like_a_crash() {
+    common::init_tracing();
+    if !have_node() {
+        return;
+    }
+    tokio::time::timeout(Duration::from_secs(40), async {
+        let count = script("fail-first").with_extension("count");
+        let _ = std::fs::remove_file(&count);
+        let count_path = count.display().to_string();
+        let env = [
+            ("SCRIPTED_FAIL_STARTS", "3"),
+            ("SCRIPTED_COUNT_FILE", count_path.as_str()),
+        ];
+        // The production backoff: 250 ms doubling, at most 1 s apart while starting.
+        let up = upstream_with_options("fail-first", None, &env, McpOptions::default());
+        connected(&up).await;
+        let starts = std::fs::read_to_string(&count).expect("count file");
+        assert_eq!(
+            starts.trim(),
+            "4",
+            "three failed starts, then the fourth connected"
+        );
+        assert!(up.tools().iter().any(|t| t.name == "ask"), "listed");
+        up.shutdown().await;
     })
     .await
     .expect("bounded");

@@ -114,7 +114,10 @@ fn requests_go_through_the_proxy_the_environment_names() {
                 Duration::from_secs(10),
                 changes.wait_for(|c| *c == Connection::Connected),
             )
-            .await;
+            .await
+            // The watch's read guard must not outlive this line: shutdown writes the
+            // state, and a held guard would block that write (and a runtime worker).
+            .map(|r| r.map(|_| ()));
             assert!(
                 matches!(connected, Ok(Ok(_))),
                 "not connected: {:?}",

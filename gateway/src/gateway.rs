@@ -5,7 +5,6 @@
 //! and translate their protocol onto [`Gateway::call`] and [`Gateway::catalog`].
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -122,7 +121,17 @@ pub struct Gateway {
     /// Runtime registrations mounted in this process, with the config each came from.
     registrations: std::sync::Mutex<BTreeMap<String, OpenApiConfig>>,
     stop: CancellationToken,
-    ready: AtomicBool,
+    /// Set once, when startup stopped waiting for the upstreams' first answers.
+    startup: std::sync::OnceLock<Startup>,
+}
+
+/// How startup ended: every upstream answered, or `startup_timeout` passed first.
+#[derive(Debug, Clone)]
+pub struct Startup {
+    /// The upstreams that had not connected when startup stopped waiting (empty when
+    /// every one answered); they join the catalog whenever they connect.
+    pub unanswered: Vec<String>,
+    pub startup_timeout: Duration,
 }
 
 impl Gateway {
@@ -151,7 +160,7 @@ impl Gateway {
             catalog_version: watch::channel(0).0,
             metrics: Metrics::new(),
             stop: CancellationToken::new(),
-            ready: AtomicBool::new(false),
+            startup: std::sync::OnceLock::new(),
             config: RwLock::new(Arc::new(config)),
         });
         let config = gateway.config();
@@ -271,37 +280,39 @@ impl Gateway {
         replaced
     }
 
-    /// Waits until every upstream has connected once or failed (or `timeout` passes),
-    /// then rebuilds the catalog. Returns the names of upstreams not connected.
+    /// Waits until every upstream has answered once (or `timeout` passes), then
+    /// rebuilds the catalog and turns ready. An upstream that fails meanwhile is
+    /// retried (at most a second apart, see the adapters' startup window) and still
+    /// waited for. Returns the names of upstreams not connected.
     pub async fn wait_for_upstreams(&self, timeout: Duration) -> Vec<String> {
         let deadline = Instant::now() + timeout;
         loop {
-            let pending: Vec<String> = self
-                .upstreams()
-                .iter()
-                .filter(|(_, m)| {
-                    // Wait only for upstreams still on their first attempt: one that is
-                    // closed (a failed import) or has already failed joins the catalog
-                    // whenever it connects.
-                    !matches!(
-                        m.upstream.connection(),
-                        Connection::Connected | Connection::Closed
-                    ) && m.upstream.last_error().is_none()
-                })
-                .map(|(name, _)| name.clone())
-                .collect();
+            let pending = self.awaited_upstreams();
             if pending.is_empty() || Instant::now() >= deadline {
                 self.rebuild_catalog();
-                self.ready.store(true, Ordering::Release);
-                return self
-                    .upstreams()
-                    .iter()
-                    .filter(|(_, m)| m.upstream.connection() != Connection::Connected)
-                    .map(|(name, _)| name.clone())
-                    .collect();
+                let _ = self.startup.set(Startup {
+                    unanswered: pending.clone(),
+                    startup_timeout: timeout,
+                });
+                return pending;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// The upstreams startup waits for: not connected yet, and not closed for good (a
+    /// failed import, which no retry would change).
+    pub fn awaited_upstreams(&self) -> Vec<String> {
+        self.upstreams()
+            .iter()
+            .filter(|(_, m)| {
+                !matches!(
+                    m.upstream.connection(),
+                    Connection::Connected | Connection::Closed
+                )
+            })
+            .map(|(name, _)| name.clone())
+            .collect()
     }
 
     /// Rebuilds the catalog from the upstreams' current tools; returns the collisions
@@ -373,7 +384,20 @@ impl Gateway {
         if changed {
             self.catalog_version.send_modify(|v| *v += 1);
         }
+        self.tell_upstreams_their_tenants();
         collisions
+    }
+
+    /// Tells each upstream whether one tenant alone can reach it (after every catalog
+    /// rebuild and policy swap): only then may its messages that name no call be
+    /// passed to the one call in flight.
+    fn tell_upstreams_their_tenants(&self) {
+        let (policy, catalog) = (self.policy(), self.catalog());
+        for (name, mounted) in self.upstreams().iter() {
+            mounted
+                .upstream
+                .set_one_tenant(policy.one_tenant_reaches(&catalog, name));
+        }
     }
 
     /// The running config. A snapshot: a reload swaps in a new one, so read what a
@@ -401,12 +425,14 @@ impl Gateway {
         let mut policy_slot = self.policy.write().unwrap_or_else(|e| e.into_inner());
         *config_slot = Arc::new(config);
         *policy_slot = Arc::new(policy);
+        drop((config_slot, policy_slot));
+        self.tell_upstreams_their_tenants();
     }
 
-    /// True once the config is loaded and the catalog was built after the upstreams'
-    /// first answers (or the startup wait ran out).
-    pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Acquire)
+    /// How startup ended, once the catalog was built after the upstreams' first
+    /// answers (or the startup wait ran out); `None` while it waits.
+    pub fn startup(&self) -> Option<&Startup> {
+        self.startup.get()
     }
 
     /// Why this replica cannot serve right now: the shared state store does not answer.
@@ -808,6 +834,7 @@ fn mcp_mounted(config: &Config, name: &str) -> Option<Mounted> {
             "elicitation": {"form": {}, "url": {}},
             "roots": {},
         }),
+        startup_timeout: config.startup_timeout,
         ..McpOptions::default()
     };
     let upstream: DynUpstream = mcp::spawn(name.to_owned(), transport, options);

@@ -281,6 +281,44 @@ impl Policy {
         allowed
     }
 
+    /// Whether at most one tenant may use anything `upstream` serves in `catalog`
+    /// (tools, prompts, resources, its unlisted URIs): only then may a message from it
+    /// that names no call go to the one call in flight (see
+    /// `Upstream::set_one_tenant`).
+    pub fn one_tenant_reaches(&self, catalog: &Catalog, upstream: &str) -> bool {
+        let offerings = catalog.offerings();
+        let unlisted = format!("{upstream}__*");
+        let names: Vec<&str> = catalog
+            .entries()
+            .iter()
+            .filter(|e| e.upstream == upstream)
+            .map(|e| e.name.as_str())
+            .chain(
+                offerings
+                    .prompts
+                    .entries()
+                    .iter()
+                    .filter(|e| e.upstream == upstream)
+                    .map(|e| e.name.as_str()),
+            )
+            .chain(
+                offerings
+                    .resources
+                    .iter()
+                    .chain(offerings.templates.iter())
+                    .filter(|i| i.upstream == upstream)
+                    .map(|i| i.name.as_str()),
+            )
+            .chain(std::iter::once(unlisted.as_str()))
+            .collect();
+        self.tenants
+            .values()
+            .filter(|t| names.iter().any(|n| t.allows(n)))
+            .take(2)
+            .count()
+            <= 1
+    }
+
     /// Patterns that match no tool in `catalog`, as `(tenant, pattern)`: catalog drift
     /// made visible (a warning, never an error).
     pub fn unmatched_patterns(&self, catalog: &Catalog) -> Vec<(String, String)> {

@@ -346,12 +346,17 @@ pub struct Everything {
 
 impl Everything {
     pub async fn start(deps: &NodeDeps, mode: &str) -> Everything {
+        Self::start_on(deps, mode, free_port()).await
+    }
+
+    /// [`Everything::start`] on a port chosen beforehand (e.g. one a gateway was
+    /// configured with before the server existed).
+    pub async fn start_on(deps: &NodeDeps, mode: &str, port: u16) -> Everything {
         let path = match mode {
             "sse" => "/sse",
             "streamableHttp" => "/mcp",
             other => panic!("unknown server-everything mode {other}"),
         };
-        let port = free_port();
         let mut cmd = std::process::Command::new(deps.node());
         cmd.arg(deps.everything_entry())
             .arg(mode)

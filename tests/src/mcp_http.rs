@@ -111,13 +111,30 @@ impl McpSession {
 
     /// `initialize` (2025-11-25) + `notifications/initialized`.
     pub async fn connect(url: &str) -> anyhow::Result<McpSession> {
-        let mut s = Self::bare(url);
+        Self::bare(url).initialize(json!({})).await
+    }
+
+    /// [`Self::connect`] as the tenant of `key` (a bearer token), declaring
+    /// `capabilities` (e.g. `{"sampling": {}}` to be sent sampling requests).
+    pub async fn connect_as(
+        url: &str,
+        key: &str,
+        capabilities: Value,
+    ) -> anyhow::Result<McpSession> {
+        Self::bare(url)
+            .with_bearer(key)
+            .initialize(capabilities)
+            .await
+    }
+
+    async fn initialize(mut self, capabilities: Value) -> anyhow::Result<McpSession> {
+        let s = &mut self;
         let ex = s
             .request(
                 "initialize",
                 json!({
                     "protocolVersion": SESSION_PROTOCOL,
-                    "capabilities": {},
+                    "capabilities": capabilities,
                     "clientInfo": {"name": "toolgate-e2e", "version": "0.1.0"}
                 }),
             )
@@ -135,7 +152,7 @@ impl McpSession {
         s.init_result = result;
         s.session_id = ex.session_id_header;
         s.notify("notifications/initialized", None).await?;
-        Ok(s)
+        Ok(self)
     }
 
     fn next_id(&self) -> i64 {

@@ -361,8 +361,11 @@ async fn sessionless_calls_carry_result_type_and_log_lines_only_when_asked() {
 async fn a_sessionless_call_asks_for_upstream_sampling_with_input_required() {
     let Some(deps) = NodeDeps::find() else { return };
     const OTHER_KEY: &str = "sessionless-sampling-other-key";
+    // Over streamable HTTP the upstream's sampling request rides the call's own
+    // stream: the link that lets two tenants share the upstream.
+    let upstream = toolgate_e2e::Everything::start(&deps, "streamableHttp").await;
     let gateway = Gateway::start(json!({
-        "upstreams": {"ev": everything_stdio_upstream(&deps, &unique_marker("sampling26"))},
+        "upstreams": {"ev": {"streamable_http": {"url": upstream.url}}},
         "tenants": {
             "guest": {"allow": ["*"], "initial": ["*"]},
             "other": {"api_keys": [toolgate_e2e::hash_key(OTHER_KEY)], "allow": ["*"], "initial": ["*"]}

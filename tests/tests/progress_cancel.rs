@@ -25,8 +25,8 @@ use rmcp::{
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 use toolgate_e2e::{
-    Fixture, Gateway, McpSession, NodeDeps, ThreeMounts, everything_stdio_upstream, first_text,
-    heavy_lock, require, unique_marker,
+    Gateway, McpSession, NodeDeps, ThreeMounts, everything_stdio_upstream, first_text, heavy_lock,
+    require, unique_marker,
 };
 
 const RUNS: usize = 200;
@@ -486,21 +486,23 @@ async fn hanging_up_on_a_session_call_cancels_the_upstream_call() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_log_messages_during_a_call_are_never_lost() {
-    // The fixture's `test_tool_with_logging` sends three log messages, the last one
-    // right before its result. rmcp servers send them on the session's GET stream, so
-    // the last one races the result: the gateway must deliver it anyway.
+    // A stdio server's log lines carry no link to a call, but they come on one pipe in
+    // order: with one tenant behind the upstream, every line sent before the result
+    // reaches that call's own stream, before the result, in order.
+    let deps = require!(NodeDeps::find());
     let _serial = heavy_lock().await;
-    let fixture = Fixture::start(env!("CARGO_BIN_EXE_conformance_fixture")).await;
+    let fixture =
+        toolgate_e2e::workspace_root().join("tests/fixtures/background_stream/server.mjs");
     let mut gateway = Gateway::start(json!({
-        "upstreams": {"fixture": {"namespace": "none", "streamable_http": {"url": fixture.url}}}
+        "upstreams": {"fx": {"stdio": {
+            "command": deps.node(),
+            "args": [fixture, unique_marker("log-lines")]
+        }}}
     }))
     .await;
     let session = McpSession::connect(&gateway.mcp_url())
         .await
         .expect("initialize");
-    let (tap, mut get_frames) = tokio::sync::mpsc::unbounded_channel();
-    let (status, get_task) = session.open_get_stream(tap).await.expect("GET stream");
-    assert_eq!(status, 200);
     let ex = session
         .request("logging/setLevel", json!({"level": "debug"}))
         .await
@@ -515,31 +517,24 @@ async fn upstream_log_messages_during_a_call_are_never_lost() {
     let mut short = Vec::new();
     for i in 0..CALLS {
         let ex = session
-            .call_tool("test_tool_with_logging", json!({}))
+            .call_tool("fx__logs", json!({"count": 3}))
             .await
             .expect("call");
-        assert_ne!(ex.result()["isError"], true, "call {i} failed");
-        // This call's log messages: on its own stream, or on the GET stream, where the
-        // last may arrive just after the result (waited for up to 1 s).
-        let mut logs = ex.notifications("notifications/message").len();
-        let deadline = Instant::now() + Duration::from_secs(1);
-        while logs < 3 && Instant::now() < deadline {
-            if let Ok(Some(f)) =
-                tokio::time::timeout(Duration::from_millis(50), get_frames.recv()).await
-                && f["method"] == "notifications/message"
-            {
-                logs += 1;
-            }
-        }
-        if logs < 3 {
-            short.push(format!("call {i}: {logs} of 3 log messages"));
+        assert_eq!(first_text(ex.result()), "logged 3", "call {i}");
+        let logs: Vec<String> = ex
+            .notifications("notifications/message")
+            .iter()
+            .filter_map(|f| f["params"]["data"].as_str())
+            .map(|d| d.split(" of call").next().unwrap_or_default().to_owned())
+            .collect();
+        if logs != ["log 1", "log 2", "log 3"] {
+            short.push(format!("call {i}: {logs:?}"));
         }
     }
-    get_task.abort();
     gateway.assert_alive();
     assert!(
         short.is_empty(),
-        "log messages lost in {} of {CALLS} calls: {short:?}",
+        "log lines lost or out of order in {} of {CALLS} calls: {short:?}",
         short.len()
     );
 }

@@ -244,9 +244,11 @@ async fn tenants_see_and_reach_only_their_own_prompts_and_resources() {
     let (mut gateway, _http) = start(
         &deps,
         json!({
-            "a": {"api_keys": [hash_key(KEY_A)], "allow": ["everything__*"]},
-            // A tool of `everything` is allowed, but not the upstream as a whole.
-            "b": {"api_keys": [hash_key(KEY_B)], "allow": ["ev_http__*", "everything__echo"]}
+            // A tool of `ev_http` is allowed, but not the upstream as a whole. The stdio
+            // upstream has one tenant: its requests, which name no call on the wire,
+            // may go to the call in flight.
+            "a": {"api_keys": [hash_key(KEY_A)], "allow": ["everything__*", "ev_http__echo"]},
+            "b": {"api_keys": [hash_key(KEY_B)], "allow": ["ev_http__*"]}
         }),
     )
     .await;

@@ -55,7 +55,7 @@ mod supervisor;
 mod transport;
 mod upstream;
 
-pub use supervisor::{OFFERED_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS};
+pub use supervisor::{OFFERED_PROTOCOL_VERSION, STARTUP_RETRY_MAX, SUPPORTED_PROTOCOL_VERSIONS};
 pub use upstream::{McpUpstream, spawn};
 
 use std::collections::BTreeMap;
@@ -165,6 +165,13 @@ pub struct McpOptions {
     /// First reconnect delay; doubled after each failure up to `backoff_max`.
     pub backoff_initial: Duration,
     pub backoff_max: Duration,
+    /// How long after it is started the upstream counts as starting. Until it first
+    /// connects within this time, attempts come at most
+    /// [`STARTUP_RETRY_MAX`] apart (an upstream started
+    /// after the gateway joins within a second), and a stdio server's `initialize` may
+    /// take this long instead of `request_timeout` (a cold `npx` among seventy others
+    /// on a loaded machine needs more than 30 s).
+    pub startup_timeout: Duration,
     /// The `capabilities` object sent in `initialize`. Default `{}`: the server will
     /// not send sampling, elicitation or roots requests. Declare them (e.g.
     /// `{"sampling": {}, "elicitation": {}, "roots": {}}`) only where callers' clients
@@ -180,6 +187,7 @@ impl Default for McpOptions {
             request_timeout: Duration::from_secs(30),
             backoff_initial: Duration::from_millis(250),
             backoff_max: Duration::from_secs(30),
+            startup_timeout: Duration::from_secs(30),
             client_capabilities: serde_json::Value::Object(Default::default()),
         }
     }

@@ -29,6 +29,10 @@ pub const SUPPORTED_PROTOCOL_VERSIONS: &[&str] =
 const MAX_LIST_PAGES: usize = 100;
 /// A connection that stayed up this long resets the backoff to its initial delay.
 const HEALTHY_AFTER: Duration = Duration::from_secs(30);
+/// The longest pause between attempts while an upstream that never connected is
+/// still within its `startup_timeout`: a gateway started before its upstreams picks
+/// them up within a second of their start, not after a 30 s backoff.
+pub const STARTUP_RETRY_MAX: Duration = Duration::from_secs(1);
 
 /// State shared between the supervisor and the handle.
 pub(crate) struct Shared {
@@ -40,6 +44,9 @@ pub(crate) struct Shared {
     pub conn_tx: watch::Sender<Connection>,
     /// Notifications outside any known call; one channel across reconnects.
     pub notifications: NotificationSender,
+    /// Every caller of this upstream is one tenant (the gateway says so from its
+    /// policy): only then may a message that names no call go to the call in flight.
+    pub one_tenant: Arc<std::sync::atomic::AtomicBool>,
     pub shutdown: CancellationToken,
 }
 
@@ -99,7 +106,19 @@ impl Shared {
 pub(crate) async fn run(shared: Arc<Shared>) {
     let mut http: Option<Arc<HttpClient>> = None;
     let mut backoff = shared.options.backoff_initial;
+    let started = Instant::now();
+    // Whether any attempt ever connected: a failed first start is retried like a
+    // crash, quickly while the startup window lasts.
+    let mut answered = false;
     loop {
+        let starting = !answered && started.elapsed() < shared.options.startup_timeout;
+        let backoff_max = if starting {
+            STARTUP_RETRY_MAX
+        } else {
+            shared.options.backoff_max
+        }
+        .max(shared.options.backoff_initial);
+        backoff = backoff.min(backoff_max);
         if shared.shutdown.is_cancelled() {
             break;
         }
@@ -109,6 +128,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         };
         match attempt {
             Ok(mut conn) => {
+                answered = true;
                 let since = Instant::now();
                 let lost = serve(&shared, &mut conn).await;
                 {
@@ -144,12 +164,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             _ = tokio::time::sleep(backoff) => {}
             _ = shared.shutdown.cancelled() => break,
         }
-        backoff = (backoff * 2).min(
-            shared
-                .options
-                .backoff_max
-                .max(shared.options.backoff_initial),
-        );
+        backoff = (backoff * 2).min(backoff_max);
         if *shared.conn_tx.borrow() == Connection::Connected {
             shared.set_connection(Connection::Reconnecting);
         }
@@ -183,8 +198,15 @@ async fn connect_and_initialize(
         }
     };
     let timeout = shared.options.request_timeout;
+    // A stdio server starts with its `initialize`: its deadline is the startup
+    // window's, never shorter than any other request's.
+    let initialize_timeout = match &shared.transport {
+        McpTransport::Stdio(_) => timeout.max(shared.options.startup_timeout),
+        _ => timeout,
+    };
     let rpc = &conn.rpc;
     rpc.set_notifications(shared.notifications.clone());
+    rpc.set_one_tenant(shared.one_tenant.clone());
 
     let params = json!({
         "protocolVersion": OFFERED_PROTOCOL_VERSION,
@@ -195,7 +217,7 @@ async fn connect_and_initialize(
         .request(
             "initialize",
             params,
-            Instant::now() + timeout,
+            Instant::now() + initialize_timeout,
             None,
             None,
             Origin::Protocol,

@@ -36,6 +36,7 @@ pub fn spawn(name: String, transport: McpTransport, options: McpOptions) -> Arc<
         tools_tx,
         conn_tx,
         notifications,
+        one_tenant: Default::default(),
         shutdown: CancellationToken::new(),
     });
     let task = tokio::spawn(supervisor::run(shared.clone()));
@@ -298,6 +299,12 @@ impl Upstream for McpUpstream {
 
     fn server_info(&self) -> Option<JsonObject> {
         self.shared.lock().initialize_result.clone()
+    }
+
+    fn set_one_tenant(&self, one_tenant: bool) {
+        self.shared
+            .one_tenant
+            .store(one_tenant, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn notifications(&self) -> Option<broadcast::Receiver<(String, Value)>> {

@@ -1,7 +1,7 @@
 //! Operations endpoints: `GET /healthz` (liveness: the process answers, nothing else
 //! is consulted — not Redis, not the upstreams), `GET /readyz` (config loaded, the
-//! catalog built from every upstream's first answer, and the shared state store
-//! answering when one is configured), `GET /v1/upstreams` (status per upstream as JSON) and
+//! catalog built once every upstream answered or `startup_timeout` passed — the body
+//! says which — and the shared state store answering when one is configured), `GET /v1/upstreams` (status per upstream as JSON) and
 //! `GET /metrics` (Prometheus text).
 
 use std::sync::Arc;
@@ -32,13 +32,40 @@ async fn readyz(State(gateway): State<Arc<Gateway>>) -> Response {
         )
             .into_response()
     };
-    if !gateway.is_ready() {
-        return not_ready("waiting for the upstreams' first tool lists".into());
-    }
+    let Some(startup) = gateway.startup() else {
+        let waiting_for = gateway.awaited_upstreams();
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({
+                "ready": false,
+                "reason": format!(
+                    "waiting for every upstream's first answer (at most startup_timeout, {})",
+                    humantime::format_duration(gateway.config().startup_timeout)
+                ),
+                "waiting_for": waiting_for,
+            })),
+        )
+            .into_response();
+    };
     if let Err(reason) = gateway.shared_state_ready().await {
         return not_ready(reason);
     }
-    Json(json!({"ready": true, "tools": gateway.catalog().len()})).into_response()
+    let startup_ended = if startup.unanswered.is_empty() {
+        "every upstream answered".to_owned()
+    } else {
+        format!(
+            "startup_timeout ({}) passed before every upstream answered; the others join \
+             the catalog when they connect",
+            humantime::format_duration(startup.startup_timeout)
+        )
+    };
+    Json(json!({
+        "ready": true,
+        "tools": gateway.catalog().len(),
+        "startup": startup_ended,
+        "unanswered_at_startup": startup.unanswered,
+    }))
+    .into_response()
 }
 
 async fn upstreams(State(gateway): State<Arc<Gateway>>) -> Response {

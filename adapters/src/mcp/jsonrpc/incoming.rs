@@ -34,9 +34,9 @@ impl Rpc {
                 }
                 // What came on a call's own stream belongs to that call. A log line
                 // on the server's own stream goes to the call in flight when there is
-                // exactly one (servers built on rmcp send every log line there, even
-                // a call's own); between several nothing is guessed, and nothing
-                // goes to a call that has ended.
+                // exactly one and all callers are one tenant (servers built on rmcp
+                // send every log line there, even a call's own); otherwise nothing
+                // is guessed, and nothing goes to a call that has ended.
                 let bridge = if related.is_some() || method == "notifications/message" {
                     self.bridge_for(related)
                 } else {
@@ -57,14 +57,17 @@ impl Rpc {
     }
 
     /// The downstream client of the call a server request belongs to, if known: the
-    /// call whose response stream carried it, or else the only call in flight (stdio
-    /// and legacy SSE carry no link between a server request and the call that
-    /// caused it; with several calls in flight nothing is guessed).
+    /// call whose response stream carried it, or else — only when every caller of
+    /// this upstream is one tenant — the only call in flight (stdio and legacy SSE
+    /// carry no link between a server request and the call that caused it). Between
+    /// several calls, or several tenants, nothing is guessed.
     fn bridge_for(&self, related: Option<u64>) -> Option<Arc<dyn ClientBridge>> {
         let st = self.lock();
         match related {
             Some(id) => st.calls.get(&id).cloned().flatten(),
-            None if st.calls.len() == 1 => st.calls.values().next().cloned().flatten(),
+            None if st.calls.len() == 1 && self.may_attribute_unlinked() => {
+                st.calls.values().next().cloned().flatten()
+            }
             None => None,
         }
     }
@@ -147,7 +150,10 @@ impl Rpc {
                         METHOD_NOT_FOUND,
                         format!(
                             "'{method}' is not available: the gateway could not tie this \
-                             request to a call whose client supports it"
+                             request to a call whose client supports it (send it during \
+                             the call, on the call's own response stream; without that \
+                             link it is passed on only while one call is in flight and \
+                             every caller of this server is one tenant)"
                         ),
                         None,
                     ))

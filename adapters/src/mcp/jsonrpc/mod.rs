@@ -13,9 +13,12 @@
 //! - `ping` is answered here;
 //! - `sampling/createMessage` and `elicitation/create` go to the downstream client of
 //!   the call they belong to ([`ClientBridge`]), when that call is known: the request
-//!   arrived on that call's own HTTP response stream, or (stdio, legacy SSE: no such
-//!   link on the wire) exactly one call is in flight on the connection. Between
-//!   several calls nothing is guessed: "method not found" with the reason;
+//!   arrived on that call's own HTTP response stream. A request with no such link
+//!   (stdio and legacy SSE have none on the wire; an HTTP server's standalone stream)
+//!   goes to the only call in flight solely when every caller of this upstream is one
+//!   tenant ([`Rpc::set_one_tenant`]): a late or unprompted request can then reach
+//!   no one the server's data was not already meant for. Otherwise nothing is
+//!   guessed: "method not found" with the reason;
 //! - `notifications/message` goes to a call's client like those requests (servers
 //!   built on rmcp send even a call's own log lines on their standalone stream);
 //! - `roots/list` and other notifications go to a call's client only when they
@@ -26,7 +29,7 @@
 //!   broadcast; `tools/list_changed` goes to the supervisor.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -121,6 +124,9 @@ pub(crate) struct Rpc {
     closed_tx: watch::Sender<Option<String>>,
     /// Set by the supervisor before `initialize`; kept across reconnects there.
     notifications: std::sync::OnceLock<NotificationSender>,
+    /// Whether every caller of this upstream is one tenant (set by the gateway from
+    /// its policy; shared across reconnects). Unset or false: no guessing.
+    one_tenant: std::sync::OnceLock<Arc<AtomicBool>>,
 }
 
 #[derive(Default)]
@@ -149,6 +155,7 @@ impl Rpc {
             events,
             closed_tx,
             notifications: std::sync::OnceLock::new(),
+            one_tenant: std::sync::OnceLock::new(),
         });
         (rpc, events_rx)
     }
@@ -162,6 +169,19 @@ impl Rpc {
     /// Where notifications outside any known call go.
     pub(crate) fn set_notifications(&self, tx: NotificationSender) {
         let _ = self.notifications.set(tx);
+    }
+
+    /// The flag that says every caller of this upstream is one tenant (see the module
+    /// docs).
+    pub(crate) fn set_one_tenant(&self, flag: Arc<AtomicBool>) {
+        let _ = self.one_tenant.set(flag);
+    }
+
+    /// Whether a message that names no call may go to the only call in flight.
+    fn may_attribute_unlinked(&self) -> bool {
+        self.one_tenant
+            .get()
+            .is_some_and(|flag| flag.load(Ordering::Relaxed))
     }
 
     /// The reason the connection was lost, once it is.

@@ -209,6 +209,10 @@ pub struct CallStream {
     parking: Option<String>,
     /// The last progress value sent (progress must increase).
     last_progress: Option<f64>,
+    /// Once the outcome is known: how many queued updates and events the upstream
+    /// sent before it (they go out before the result). What it sends after the
+    /// result — a background stream, a flood — is not waited for here.
+    before_result: Option<(usize, usize)>,
 }
 
 /// Whether `update` advances past `last` (and records it when it does): MCP progress
@@ -296,6 +300,7 @@ impl CallStream {
             next_key: 0,
             parking: None,
             last_progress: None,
+            before_result: None,
         }
     }
 
@@ -337,6 +342,7 @@ impl CallStream {
         }
         self.id = id;
         self.done = false;
+        self.before_result = None;
         self.scope = Scope::Sessionless { log_level };
         if let Some(token) = params.meta.and_then(|m| m.progress_token) {
             self.progress_token = Some(token);
@@ -398,13 +404,24 @@ impl CallStream {
                 }
             }
         }
-        // The adapter queues everything before it resolves the call: what is still
-        // queued goes out before the result.
-        if let Ok(update) = self.updates.try_recv() {
-            return self.progress(update).map(|m| (m, false));
+        // The adapter queues everything before it resolves the call: what was queued
+        // when the outcome came goes out before the result, and nothing more (what
+        // the upstream sends after its result reaches the session later, see
+        // `finish`).
+        let (updates, events) = self
+            .before_result
+            .get_or_insert_with(|| (self.updates.len(), self.events.len()));
+        if *updates > 0 {
+            *updates -= 1;
+            if let Ok(update) = self.updates.try_recv() {
+                return self.progress(update).map(|m| (m, false));
+            }
         }
-        if let Ok(event) = self.events.try_recv() {
-            return self.bridged(event).map(|m| (m, false));
+        if *events > 0 {
+            *events -= 1;
+            if let Ok(event) = self.events.try_recv() {
+                return self.bridged(event).map(|m| (m, false));
+            }
         }
         if let Some(Ok((_, changed))) = self.outcome.as_mut()
             && *changed

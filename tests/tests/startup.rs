@@ -1,0 +1,131 @@
+//! Startup against upstreams that are not up yet: `/readyz` stays 503 (naming them)
+//! until every upstream answered once or `startup_timeout` passed, and says which;
+//! meanwhile an upstream that is down is retried at most a second apart, so one
+//! started after the gateway joins at once instead of after a 30 s backoff.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use toolgate_e2e::{Everything, Gateway, NodeDeps, free_port, heavy_lock, http, require, wait_for};
+
+async fn readyz(gateway: &Gateway) -> (u16, Value) {
+    let response = http()
+        .get(gateway.url("/readyz"))
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .expect("GET /readyz");
+    let status = response.status().as_u16();
+    (status, response.json().await.expect("readyz JSON"))
+}
+
+async fn healthy(gateway: &Gateway) {
+    wait_for("gateway /healthz", Duration::from_secs(60), || async {
+        let r = http()
+            .get(gateway.url("/healthz"))
+            .timeout(Duration::from_secs(2))
+            .send()
+            .await
+            .ok()?;
+        (r.status() == 200).then_some(())
+    })
+    .await;
+}
+
+/// The `retry_in_ms` of every failed attempt to reach `upstream` in the gateway's log.
+fn retry_delays(logs: &str, upstream: &str) -> Vec<u64> {
+    logs.lines()
+        .filter(|l| l.contains("MCP connection failed") && l.contains(upstream))
+        .filter_map(|l| {
+            let (_, rest) = l.split_once("retry_in_ms=")?;
+            rest.split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_started_after_the_gateway_joins_quickly_and_readyz_waits_for_it() {
+    let deps = require!(NodeDeps::find());
+    let _serial = heavy_lock().await;
+    let port = free_port();
+    let mut gateway = Gateway::spawn(json!({
+        "startup_timeout": "120s",
+        "upstreams": {
+            "late": {"streamable_http": {"url": format!("http://127.0.0.1:{port}/mcp")}}
+        }
+    }));
+    healthy(&gateway).await;
+
+    // Not up yet: not ready, and the body names what startup waits for.
+    let (status, body) = readyz(&gateway).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["ready"], false, "{body}");
+    assert_eq!(body["waiting_for"], json!(["late"]), "{body}");
+    assert!(
+        body["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("startup_timeout, 2m"),
+        "the reason names the bound: {body}"
+    );
+
+    // Let it fail several times (with a 250 ms backoff doubling to 30 s, the fourth
+    // failure would already wait 2 s).
+    wait_for(
+        "five failed attempts to reach the late upstream",
+        Duration::from_secs(30),
+        || {
+            let n = retry_delays(&gateway.proc.logs(), "late").len();
+            async move { (n >= 5).then_some(()) }
+        },
+    )
+    .await;
+    let delays = retry_delays(&gateway.proc.logs(), "late");
+    assert!(
+        delays.iter().all(|&ms| ms <= 1000),
+        "within startup_timeout an upstream that is not up is retried at most 1 s apart: {delays:?}"
+    );
+    let (status, body) = readyz(&gateway).await;
+    assert_eq!(status, 503, "still waiting: {body}");
+
+    let _server = Everything::start_on(&deps, "streamableHttp", port).await;
+    let body = wait_for("/readyz 200", Duration::from_secs(30), || async {
+        let (status, body) = readyz(&gateway).await;
+        (status == 200).then_some(body)
+    })
+    .await;
+    assert_eq!(body["startup"], "every upstream answered", "{body}");
+    assert_eq!(body["unanswered_at_startup"], json!([]), "{body}");
+    assert!(body["tools"].as_u64().unwrap_or(0) >= 10, "{body}");
+    let upstream = gateway.upstream("late").await;
+    assert!(upstream["tools"].as_u64().unwrap_or(0) >= 10, "{upstream}");
+    gateway.assert_alive();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_says_when_startup_timeout_passed_before_an_upstream_answered() {
+    let _serial = heavy_lock().await;
+    let port = free_port();
+    let gateway = Gateway::spawn(json!({
+        "startup_timeout": "2s",
+        "upstreams": {
+            "ghost": {"streamable_http": {"url": format!("http://127.0.0.1:{port}/mcp")}}
+        }
+    }));
+    healthy(&gateway).await;
+    let body = wait_for("/readyz 200", Duration::from_secs(30), || async {
+        let (status, body) = readyz(&gateway).await;
+        (status == 200).then_some(body)
+    })
+    .await;
+    assert_eq!(body["ready"], true, "{body}");
+    assert_eq!(body["unanswered_at_startup"], json!(["ghost"]), "{body}");
+    let startup = body["startup"].as_str().unwrap_or_default();
+    assert!(
+        startup.contains("startup_timeout (2s) passed"),
+        "the body says startup stopped waiting: {body}"
+    );
+}
