@@ -92,12 +92,13 @@ pub fn scan(paths: &[PathBuf], limits: &Limits) -> Scan {
         };
         for dir in candidates {
             if out.skills.len() >= limits.max_skills {
+                // Later paths are still read, so an unreadable one is still reported.
                 out.problems.push(format!(
                     "more than {} skills: {} and later ones are not served",
                     limits.max_skills,
                     dir.display()
                 ));
-                return out;
+                break;
             }
             match load_skill(&dir, limits, &mut total_files, &mut out.problems) {
                 Some(skill) if out.skills.contains_key(&skill.name) => out.problems.push(format!(
