@@ -111,7 +111,13 @@ impl McpSession {
 
     /// `initialize` (2025-11-25) + `notifications/initialized`.
     pub async fn connect(url: &str) -> anyhow::Result<McpSession> {
-        let mut s = Self::bare(url);
+        Self::bare(url).initialize().await
+    }
+
+    /// Initializes this handle (e.g. one made with [`McpSession::with_bearer`]) as a
+    /// 2025-11-25 session.
+    pub async fn initialize(self) -> anyhow::Result<McpSession> {
+        let mut s = self;
         let ex = s
             .request(
                 "initialize",
@@ -196,7 +202,13 @@ impl McpSession {
                 }
             }
             headers.push(("Mcp-Method", method.to_string()));
-            if let Some(name) = params.get("name").and_then(Value::as_str) {
+            // `Mcp-Name` carries the item a request is about: a tool's or prompt's
+            // name, or a resource's URI.
+            if let Some(name) = params
+                .get("name")
+                .or_else(|| params.get("uri"))
+                .and_then(Value::as_str)
+            {
                 headers.push(("Mcp-Name", name.to_string()));
             }
         }
