@@ -322,6 +322,19 @@ async fn follows_changes_on_disk() {
         upstream.tools().iter().any(|t| t.name == "gamma")
     })
     .await;
+    // Directories that did not exist at the last scan are watched from then on.
+    write(&dir.0.join("gamma/docs/deep/guide.md"), "deep");
+    eventually("a file in new directories", || {
+        names(&upstream.offerings().resources, "uri")
+            .contains(&"skill://gamma/docs/deep/guide.md".to_owned())
+    })
+    .await;
+    write(&dir.0.join("gamma/docs/deep/more.md"), "more");
+    eventually("a second file there", || {
+        names(&upstream.offerings().resources, "uri")
+            .contains(&"skill://gamma/docs/deep/more.md".to_owned())
+    })
+    .await;
     upstream.shutdown().await;
 }
 

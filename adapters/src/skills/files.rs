@@ -99,7 +99,9 @@ pub fn read_content(path: &Path, uri: &str, max: u64) -> Result<Value, String> {
     }
     let bytes = super::scan::read_bounded(path, max)
         .ok_or_else(|| format!("the file could not be read, or grew past {max} bytes"))?;
-    let mime = mime_type(&path.to_string_lossy());
+    // The type of the name the client asked for (a link's target may be named
+    // otherwise), as the listing gave it.
+    let mime = mime_type(uri);
     Ok(match String::from_utf8(bytes) {
         Ok(text) => json!({"uri": uri, "mimeType": mime, "text": text}),
         Err(not_text) => json!({

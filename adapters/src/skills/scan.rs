@@ -66,13 +66,26 @@ pub struct Skill {
 }
 
 /// The result of one scan of every configured path.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct Scan {
     pub skills: BTreeMap<String, Skill>,
     /// Paths that could not be read (the upstream's `last_error`).
     pub errors: Vec<String>,
     /// What was skipped or capped, and why.
     pub problems: Vec<String>,
+    /// Every directory the scan looked into (the configured paths, the skills and
+    /// their subdirectories within the caps): what is worth watching, and no more.
+    pub dirs: Vec<PathBuf>,
+}
+
+/// Two scans serve the same when their skills, errors and problems are the same (the
+/// directories looked into only matter to the watching).
+impl PartialEq for Scan {
+    fn eq(&self, other: &Self) -> bool {
+        self.skills == other.skills
+            && self.errors == other.errors
+            && self.problems == other.problems
+    }
 }
 
 /// Scans every path. Never fails: unreadable paths land in [`Scan::errors`].
@@ -80,6 +93,7 @@ pub fn scan(paths: &[PathBuf], limits: &Limits) -> Scan {
     let mut out = Scan::default();
     let mut total_files = 0usize;
     for path in paths {
+        out.dirs.push(path.clone());
         let candidates = match skill_dirs(path) {
             Ok(candidates) => candidates,
             Err(error) => {
@@ -100,7 +114,13 @@ pub fn scan(paths: &[PathBuf], limits: &Limits) -> Scan {
                 ));
                 break;
             }
-            match load_skill(&dir, limits, &mut total_files, &mut out.problems) {
+            let mut acc = Acc {
+                files: Vec::new(),
+                total_files: &mut total_files,
+                problems: &mut out.problems,
+                dirs: &mut out.dirs,
+            };
+            match load_skill(&dir, limits, &mut acc) {
                 Some(skill) if out.skills.contains_key(&skill.name) => out.problems.push(format!(
                     "skill '{}' at {} has the name of an earlier one; skipped",
                     skill.name,
@@ -143,12 +163,17 @@ pub fn valid_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }
 
-fn load_skill(
-    dir: &Path,
-    limits: &Limits,
-    total_files: &mut usize,
-    problems: &mut Vec<String>,
-) -> Option<Skill> {
+/// What walking one skill collects.
+struct Acc<'a> {
+    files: Vec<FileEntry>,
+    /// Files of every skill so far (for [`Limits::max_total_files`]).
+    total_files: &'a mut usize,
+    problems: &'a mut Vec<String>,
+    dirs: &'a mut Vec<PathBuf>,
+}
+
+fn load_skill(dir: &Path, limits: &Limits, acc: &mut Acc<'_>) -> Option<Skill> {
+    let problems = &mut *acc.problems;
     // The canonical directory is the root reads are checked against.
     let dir = match std::fs::canonicalize(dir) {
         Ok(dir) => dir,
@@ -175,18 +200,9 @@ fn load_skill(
         .or_else(|| frontmatter_description(&skill_md))
         .or_else(|| first_heading(&skill_md))
         .unwrap_or_else(|| format!("The skill {name}"));
-    let mut files = Vec::new();
-    walk(
-        &dir,
-        &dir,
-        0,
-        limits,
-        &mut files,
-        total_files,
-        problems,
-        &name,
-    );
-    files.sort_by(|a: &FileEntry, b| a.rel.cmp(&b.rel));
+    walk(&dir, &dir, 0, limits, acc, &name);
+    let mut files = std::mem::take(&mut acc.files);
+    files.sort_by(|a, b| a.rel.cmp(&b.rel));
     Some(Skill {
         name,
         dir,
@@ -289,19 +305,9 @@ pub fn read_bounded(path: &Path, max: u64) -> Option<Vec<u8>> {
 /// Collects the files under `dir` (depth-first, sorted per directory). Hidden entries
 /// (`.git`, editors' swap files) are skipped; symlinked directories are not followed
 /// (no cycles), symlinked files only when they stay inside the skill.
-#[allow(clippy::too_many_arguments)]
-fn walk(
-    root: &Path,
-    dir: &Path,
-    depth: usize,
-    limits: &Limits,
-    files: &mut Vec<FileEntry>,
-    total_files: &mut usize,
-    problems: &mut Vec<String>,
-    skill: &str,
-) {
+fn walk(root: &Path, dir: &Path, depth: usize, limits: &Limits, acc: &mut Acc<'_>, skill: &str) {
     if depth > limits.max_depth {
-        problems.push(format!(
+        acc.problems.push(format!(
             "skill '{skill}': {} is nested deeper than {} levels; not served",
             dir.display(),
             limits.max_depth
@@ -309,9 +315,11 @@ fn walk(
         return;
     }
     let Ok(entries) = std::fs::read_dir(dir) else {
-        problems.push(format!("skill '{skill}': cannot read {}", dir.display()));
+        acc.problems
+            .push(format!("skill '{skill}': cannot read {}", dir.display()));
         return;
     };
+    acc.dirs.push(dir.to_path_buf());
     let mut entries: Vec<_> = entries
         .flatten()
         .filter(|e| !is_hidden(&e.file_name().to_string_lossy()))
@@ -323,23 +331,14 @@ fn walk(
             continue;
         };
         if kind.is_dir() {
-            walk(
-                root,
-                &path,
-                depth + 1,
-                limits,
-                files,
-                total_files,
-                problems,
-                skill,
-            );
+            walk(root, &path, depth + 1, limits, acc, skill);
             continue;
         }
         let target = if kind.is_symlink() {
             match std::fs::canonicalize(&path) {
                 Ok(target) if target.starts_with(root) && target.is_file() => target,
                 _ => {
-                    problems.push(format!(
+                    acc.problems.push(format!(
                         "skill '{skill}': {} is a link leading out of the skill (or to a \
                          directory); not served",
                         path.display()
@@ -356,15 +355,17 @@ fn walk(
             continue;
         };
         if size > limits.max_file_bytes {
-            problems.push(format!(
+            acc.problems.push(format!(
                 "skill '{skill}': {} is larger than {} bytes; not served",
                 path.display(),
                 limits.max_file_bytes
             ));
             continue;
         }
-        if files.len() >= limits.max_files_per_skill || *total_files >= limits.max_total_files {
-            problems.push(format!(
+        if acc.files.len() >= limits.max_files_per_skill
+            || *acc.total_files >= limits.max_total_files
+        {
+            acc.problems.push(format!(
                 "skill '{skill}': more than {} files in the skill (or {} in all); {} and \
                  later files are not served",
                 limits.max_files_per_skill,
@@ -376,8 +377,8 @@ fn walk(
         let Some(rel) = relative(root, &path) else {
             continue;
         };
-        *total_files += 1;
-        files.push(FileEntry {
+        *acc.total_files += 1;
+        acc.files.push(FileEntry {
             mime: mime_type(&rel),
             rel,
             size,

@@ -88,17 +88,23 @@ impl SkillsUpstream {
         self.listing().scan.skills.get(name).cloned()
     }
 
-    /// Scans now and publishes the result when it differs from the last one.
-    pub async fn rescan(&self) {
+    /// Scans now and publishes the result when it differs from the last one. Returns
+    /// the directories the scan looked into (`None` when the scan could not run).
+    async fn rescan(&self) -> Option<Vec<PathBuf>> {
         let (paths, limits) = (self.paths.clone(), self.limits);
-        let Ok(scan) = tokio::task::spawn_blocking(move || scan::scan(&paths, &limits)).await
-        else {
-            return;
+        let mut scan = match tokio::task::spawn_blocking(move || scan::scan(&paths, &limits)).await
+        {
+            Ok(scan) => scan,
+            Err(error) => {
+                tracing::error!(upstream = %self.name, %error, "skills scan failed");
+                return None;
+            }
         };
+        let dirs = std::mem::take(&mut scan.dirs);
         let previous = self.listing();
         let first = !self.scanned.swap(true, std::sync::atomic::Ordering::AcqRel);
         if !first && previous.scan == scan {
-            return;
+            return Some(dirs);
         }
         if first || previous.scan.problems != scan.problems {
             for problem in &scan.problems {
@@ -121,6 +127,7 @@ impl SkillsUpstream {
         };
         *self.listing.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(listing);
         self.tools_tx.send_modify(|v| *v += 1);
+        Some(dirs)
     }
 
     /// SKILL.md's current text (read now, not at scan time).
@@ -178,38 +185,37 @@ fn internal(message: String) -> RpcError {
 
 /// Scans, then rescans on every change until `stop` (or until the upstream is gone).
 async fn run(upstream: Weak<SkillsUpstream>, stop: CancellationToken) {
-    let Some(paths) = upstream.upgrade().map(|u| u.paths.clone()) else {
+    let Some(name) = upstream.upgrade().map(|u| u.name.clone()) else {
         return;
     };
     let (wake, mut woken) = mpsc::channel::<()>(1);
-    // Kept alive for as long as the loop runs: dropping it stops the watching.
-    let _watcher = match watching::native(&paths, wake.clone()) {
-        Ok(watcher) => Some(watcher),
-        Err(error) => {
-            tracing::info!(%error, every = ?watching::POLL_EVERY, "skills paths rescanned periodically instead of watched");
-            let stop = stop.clone();
-            tokio::spawn(async move {
-                loop {
-                    tokio::select! {
-                        _ = stop.cancelled() => return,
-                        _ = tokio::time::sleep(watching::POLL_EVERY) => {}
-                    }
-                    if wake.send(()).await.is_err() {
-                        return;
-                    }
-                }
-            });
-            None
-        }
-    };
+    let mut watch = watching::Watch::new(&name, wake);
+    // Rescans left before waiting for a change (one more after new directories were
+    // watched, bounded so a tree that keeps growing cannot spin the loop).
+    let mut again = 0u8;
     loop {
-        match upstream.upgrade() {
+        let scanned = match upstream.upgrade() {
             Some(upstream) => upstream.rescan().await,
             None => return,
+        };
+        let added = match scanned {
+            Some(dirs) => watch.set(&dirs),
+            // The scan itself failed (it never should): try again on the next tick.
+            None => {
+                watch.poll = true;
+                false
+            }
+        };
+        if added && again == 0 {
+            again = 1;
+            continue;
         }
+        again = 0;
+        let poll = watch.poll;
         tokio::select! {
             _ = stop.cancelled() => return,
             got = woken.recv() => if got.is_none() { return },
+            _ = tokio::time::sleep(watching::POLL_EVERY), if poll => {}
         }
         // Let a burst of events settle, then drop the wake-up they left behind.
         tokio::select! {
