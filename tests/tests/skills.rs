@@ -440,3 +440,38 @@ async fn a_tenant_allowed_one_skill_sees_nothing_of_the_other() {
     );
     gateway.assert_alive();
 }
+
+/// `toolgate check` probes a skills upstream: an unreadable path fails it, naming the
+/// path; readable paths pass.
+#[test]
+fn check_names_an_unreadable_skills_path() {
+    let dir = TempDir::new("skills-check");
+    two_skills(&dir.path().join("skills"));
+    let config = dir.path().join("toolgate.yaml");
+    let run = |paths: &str| {
+        let text = format!("upstreams:\n  team:\n    skills: {{paths: {paths}}}\n");
+        std::fs::write(&config, text).unwrap();
+        // `check` exits once it has looked at every upstream (bounded by
+        // startup_timeout and the health timeout, both at their defaults).
+        let output = std::process::Command::new(toolgate_e2e::toolgate_bin())
+            .arg("check")
+            .arg("--config")
+            .arg(&config)
+            .output()
+            .expect("toolgate check");
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        (output.status.success(), stdout)
+    };
+    let (ok, stdout) = run("[skills]");
+    assert!(ok, "{stdout}");
+    assert!(
+        stdout.contains("healthy") && stdout.contains("2 tools"),
+        "{stdout}"
+    );
+    let (ok, stdout) = run("[skills, nowhere]");
+    assert!(!ok, "{stdout}");
+    assert!(
+        stdout.contains("cannot read skills path") && stdout.contains("nowhere"),
+        "{stdout}"
+    );
+}

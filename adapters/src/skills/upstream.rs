@@ -102,7 +102,9 @@ impl SkillsUpstream {
         };
         let dirs = std::mem::take(&mut scan.dirs);
         let previous = self.listing();
-        let first = !self.scanned.swap(true, std::sync::atomic::Ordering::AcqRel);
+        // Only the run loop scans, so reading the flag now and setting it once the
+        // lists are published cannot race; `Connected` must never come before them.
+        let first = !self.scanned.load(std::sync::atomic::Ordering::Acquire);
         if !first && previous.scan == scan {
             return Some(dirs);
         }
@@ -126,6 +128,8 @@ impl SkillsUpstream {
             scan,
         };
         *self.listing.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(listing);
+        self.scanned
+            .store(true, std::sync::atomic::Ordering::Release);
         self.tools_tx.send_modify(|v| *v += 1);
         Some(dirs)
     }
