@@ -227,13 +227,23 @@ async fn no_uri_leaves_a_skill() {
             skills.join("alpha/inside.md"),
         )
         .unwrap();
+        // A skill whose SKILL.md leads out of it is not served.
+        std::fs::create_dir_all(skills.join("evil")).unwrap();
+        std::os::unix::fs::symlink(dir.0.join("secret.txt"), skills.join("evil/SKILL.md")).unwrap();
+        // One whose skill.yaml leads out keeps its heading as the description.
+        write(&dir.0.join("outside.yaml"), "description: from outside\n");
+        std::os::unix::fs::symlink(dir.0.join("outside.yaml"), skills.join("beta/skill.yaml"))
+            .unwrap();
     }
     let config = SkillsConfig {
         paths: vec![skills.display().to_string()],
     };
     let upstream = SkillsUpstream::spawn("sk", &config);
     connected(&upstream).await;
-    let listed = names(&upstream.offerings().resources, "uri");
+    let offerings = upstream.offerings();
+    assert_eq!(names(&offerings.prompts, "name"), ["alpha", "beta"]);
+    assert_eq!(offerings.prompts[1]["description"], "Beta tools");
+    let listed = names(&offerings.resources, "uri");
     assert!(
         !listed
             .iter()
@@ -258,6 +268,7 @@ async fn no_uri_leaves_a_skill() {
         "skill://alpha//etc/passwd",
         "file:///etc/passwd",
         "skill://notes/README.md",
+        "skill://evil/SKILL.md",
     ] {
         let error = read(&upstream, uri).await.expect_err(uri);
         assert_eq!(

@@ -191,7 +191,16 @@ fn load_skill(dir: &Path, limits: &Limits, acc: &mut Acc<'_>) -> Option<Skill> {
         ));
         return None;
     }
-    let skill_md = read_bounded(&dir.join(SKILL_FILE), limits.max_file_bytes)
+    // SKILL.md is served as the prompt: a link leading out of the skill would serve
+    // whatever it points at.
+    let Some(skill_md_path) = inside(&dir, SKILL_FILE) else {
+        problems.push(format!(
+            "skill {}: {SKILL_FILE} is a link leading out of the skill; skipped",
+            dir.display()
+        ));
+        return None;
+    };
+    let skill_md = read_bounded(&skill_md_path, limits.max_file_bytes)
         .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
         .unwrap_or_default();
     let metadata = read_metadata(&dir, problems);
@@ -219,10 +228,9 @@ struct Metadata {
 }
 
 fn read_metadata(dir: &Path, problems: &mut Vec<String>) -> Metadata {
-    let path = dir.join(METADATA_FILE);
-    if !path.is_file() {
+    let Some(path) = inside(dir, METADATA_FILE) else {
         return Metadata::default();
-    }
+    };
     let Some(bytes) = read_bounded(&path, MAX_METADATA_BYTES) else {
         problems.push(format!(
             "{} is unreadable or larger than {MAX_METADATA_BYTES} bytes; ignored",
@@ -253,6 +261,12 @@ fn read_metadata(dir: &Path, problems: &mut Vec<String>) -> Metadata {
             Metadata::default()
         }
     }
+}
+
+/// The file `name` directly in the skill directory `dir` (canonical), when it is a
+/// regular file that stays inside it once links are resolved.
+pub fn inside(dir: &Path, name: &str) -> Option<PathBuf> {
+    super::files::resolve(dir, &[name.to_owned()])
 }
 
 /// `description:` of a YAML front matter block (`---` … `---`), the Agent Skills

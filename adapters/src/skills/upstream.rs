@@ -136,11 +136,14 @@ impl SkillsUpstream {
 
     /// SKILL.md's current text (read now, not at scan time).
     async fn skill_md(&self, skill: &Skill) -> Result<String, String> {
-        let (path, max) = (skill.dir.join(SKILL_FILE), self.limits.max_file_bytes);
+        let (dir, max) = (skill.dir.clone(), self.limits.max_file_bytes);
         tokio::task::spawn_blocking(move || {
-            scan::read_bounded(&path, max)
+            scan::inside(&dir, SKILL_FILE)
+                .and_then(|path| scan::read_bounded(&path, max))
                 .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
-                .ok_or_else(|| format!("{SKILL_FILE} is unreadable or larger than {max} bytes"))
+                .ok_or_else(|| {
+                    format!("{SKILL_FILE} is gone, unreadable, a link leading out of the skill or larger than {max} bytes")
+                })
         })
         .await
         .map_err(|e| e.to_string())?
