@@ -2,6 +2,7 @@
 //! types guessed from the extension, and reading one without ever leaving the skill's
 //! directory.
 
+use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
 use base64::Engine;
@@ -90,14 +91,59 @@ pub fn resolve(root: &Path, parts: &[String]) -> Option<PathBuf> {
     (target.starts_with(root) && target.is_file()).then_some(target)
 }
 
-/// A `resources/read` content entry for the file at `path`: `text` when it is UTF-8,
-/// base64 `blob` otherwise. `Err` when it cannot be read or is larger than `max`.
-pub fn read_content(path: &Path, uri: &str, max: u64) -> Result<Value, String> {
+/// Reads the file at `path` (from [`resolve`]) when it is at most `max` bytes and the
+/// file actually opened is inside `root`: a directory on the way swapped for a link
+/// between [`resolve`] and the open cannot lead the read elsewhere.
+pub fn read_inside(root: &Path, path: &Path, max: u64) -> Option<Vec<u8>> {
+    let file = std::fs::File::open(path).ok()?;
+    if !opened_inside(&file, root, path) {
+        tracing::warn!(path = %path.display(), "a skill file changed into a link leading out of its skill while being opened; not read");
+        return None;
+    }
+    let mut bytes = Vec::new();
+    file.take(max + 1).read_to_end(&mut bytes).ok()?;
+    (bytes.len() as u64 <= max).then_some(bytes)
+}
+
+/// Whether the open `file` is inside `root`. Linux names an open file's real path
+/// (`/proc/self/fd`); elsewhere on Unix the file at `path`, resolved again, must be
+/// inside `root` and be the very file opened (device and inode).
+fn opened_inside(file: &std::fs::File, root: &Path, path: &Path) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        if let Ok(real) = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) {
+            return real.starts_with(root);
+        }
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let again = std::fs::canonicalize(path);
+        let (Ok(opened), Ok(again)) = (file.metadata(), again) else {
+            return false;
+        };
+        let Ok(now) = std::fs::metadata(&again) else {
+            return false;
+        };
+        again.starts_with(root) && (opened.dev(), opened.ino()) == (now.dev(), now.ino())
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (file, root, path);
+        true
+    }
+}
+
+/// A `resources/read` content entry for the file at `path` inside `root`: `text` when
+/// it is UTF-8, base64 `blob` otherwise. `Err` when it cannot be read or is larger
+/// than `max`.
+pub fn read_content(root: &Path, path: &Path, uri: &str, max: u64) -> Result<Value, String> {
     let size = std::fs::metadata(path).map_err(|e| e.to_string())?.len();
     if size > max {
         return Err(format!("the file is larger than {max} bytes"));
     }
-    let bytes = super::scan::read_bounded(path, max)
+    let bytes = read_inside(root, path, max)
         .ok_or_else(|| format!("the file could not be read, or grew past {max} bytes"))?;
     // The type of the name the client asked for (a link's target may be named
     // otherwise), as the listing gave it.
@@ -193,6 +239,25 @@ mod tests {
         ] {
             assert_eq!(parse_uri(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn reads_stay_inside_the_root() {
+        let base = std::env::temp_dir().join(format!("toolgate-files-{}", std::process::id()));
+        let root = base.join("skill");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join("in.txt"), "in").unwrap();
+        std::fs::write(base.join("out.txt"), "out").unwrap();
+        let root = std::fs::canonicalize(&root).unwrap();
+        let inside = resolve(&root, &["in.txt".into()]).unwrap();
+        assert_eq!(read_inside(&root, &inside, 10).as_deref(), Some(&b"in"[..]));
+        assert_eq!(read_inside(&root, &inside, 1), None, "over the cap");
+        // A path that is not under the root (as if a directory on the way had been
+        // swapped for a link after resolving) is never read.
+        let outside = std::fs::canonicalize(base.join("out.txt")).unwrap();
+        assert_eq!(read_inside(&root, &outside, 10), None);
+        assert_eq!(resolve(&root, &["..".into(), "out.txt".into()]), None);
+        let _ = std::fs::remove_dir_all(&base);
     }
 
     #[test]

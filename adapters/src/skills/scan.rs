@@ -5,10 +5,9 @@
 //! and what was left out is reported in [`Scan::problems`] (logged by the caller).
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::files::{is_hidden, mime_type};
+use super::files::{is_hidden, mime_type, read_inside};
 
 /// The file that makes a directory a skill.
 pub const SKILL_FILE: &str = "SKILL.md";
@@ -200,7 +199,7 @@ fn load_skill(dir: &Path, limits: &Limits, acc: &mut Acc<'_>) -> Option<Skill> {
         ));
         return None;
     };
-    let skill_md = read_bounded(&skill_md_path, limits.max_file_bytes)
+    let skill_md = read_inside(&dir, &skill_md_path, limits.max_file_bytes)
         .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
         .unwrap_or_default();
     let metadata = read_metadata(&dir, problems);
@@ -231,7 +230,7 @@ fn read_metadata(dir: &Path, problems: &mut Vec<String>) -> Metadata {
     let Some(path) = inside(dir, METADATA_FILE) else {
         return Metadata::default();
     };
-    let Some(bytes) = read_bounded(&path, MAX_METADATA_BYTES) else {
+    let Some(bytes) = read_inside(dir, &path, MAX_METADATA_BYTES) else {
         problems.push(format!(
             "{} is unreadable or larger than {MAX_METADATA_BYTES} bytes; ignored",
             path.display()
@@ -306,14 +305,6 @@ fn clip(text: &str) -> String {
         Some((at, _)) => format!("{}…", &text[..at]),
         None => text.to_owned(),
     }
-}
-
-/// Reads a whole file when it is at most `max` bytes.
-pub fn read_bounded(path: &Path, max: u64) -> Option<Vec<u8>> {
-    let file = std::fs::File::open(path).ok()?;
-    let mut bytes = Vec::new();
-    file.take(max + 1).read_to_end(&mut bytes).ok()?;
-    (bytes.len() as u64 <= max).then_some(bytes)
 }
 
 /// Collects the files under `dir` (depth-first, sorted per directory). Hidden entries

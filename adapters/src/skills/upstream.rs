@@ -139,7 +139,7 @@ impl SkillsUpstream {
         let (dir, max) = (skill.dir.clone(), self.limits.max_file_bytes);
         tokio::task::spawn_blocking(move || {
             scan::inside(&dir, SKILL_FILE)
-                .and_then(|path| scan::read_bounded(&path, max))
+                .and_then(|path| files::read_inside(&dir, &path, max))
                 .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
                 .ok_or_else(|| {
                     format!("{SKILL_FILE} is gone, unreadable, a link leading out of the skill or larger than {max} bytes")
@@ -160,7 +160,7 @@ impl SkillsUpstream {
         let (owned_uri, max) = (uri.to_owned(), self.limits.max_file_bytes);
         let read = tokio::task::spawn_blocking(move || {
             let path = files::resolve(&skill.dir, &parts).ok_or(None)?;
-            files::read_content(&path, &owned_uri, max).map_err(Some)
+            files::read_content(&skill.dir, &path, &owned_uri, max).map_err(Some)
         })
         .await
         .map_err(|e| internal(e.to_string()))?;
