@@ -2,7 +2,8 @@
 //!
 //! This crate holds the one contract every tool source implements — [`Upstream`] — and
 //! the adapters that implement it: MCP servers ([`mcp`]: stdio, legacy HTTP+SSE,
-//! streamable HTTP). The gateway treats every upstream alike through this contract: it
+//! streamable HTTP), HTTP APIs described by OpenAPI ([`openapi`]) and skill packages
+//! ([`skills`]). The gateway treats every upstream alike through this contract: it
 //! never knows which transport or protocol sits behind a tool, and an upstream never
 //! knows which surface (MCP, REST, stdio) called it.
 //!
@@ -14,6 +15,7 @@
 pub mod error;
 pub mod mcp;
 pub mod openapi;
+pub mod skills;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -13,6 +13,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use toolgate_adapters::mcp::{HttpConfig, McpTransport, StdioConfig};
 use toolgate_adapters::openapi::OpenApiConfig;
+use toolgate_adapters::skills::SkillsConfig;
 
 pub use crate::state::settings::{FailPolicy, StateBackend, StateConfig};
 
@@ -371,7 +372,8 @@ pub enum Namespace {
     None,
 }
 
-/// One upstream. Set exactly one of `stdio`, `sse`, `streamable_http`, `openapi`.
+/// One upstream. Set exactly one of `stdio`, `sse`, `streamable_http`, `openapi`,
+/// `skills`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpstreamConfig {
@@ -388,6 +390,10 @@ pub struct UpstreamConfig {
     /// A streamable HTTP MCP server: `url` is its MCP endpoint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub streamable_http: Option<HttpConfig>,
+    /// Skill packages (directories holding a `SKILL.md`): each skill becomes a prompt,
+    /// a tool, and a resource per file; the directories are watched for changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skills: Option<SkillsConfig>,
     #[serde(default)]
     pub namespace: Namespace,
     /// Overrides the global `call_timeout` for this upstream's tools.
@@ -495,7 +501,7 @@ pub enum ConfigError {
 
 impl Config {
     /// Reads, substitutes and validates a config file. Relative paths in it (the data
-    /// directory, OpenAPI `spec_path`s) are resolved against the file's directory.
+    /// directory, OpenAPI `spec_path`s, skills `paths`) are resolved against the file's directory.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.display().to_string(),
@@ -527,6 +533,13 @@ impl Config {
                 && Path::new(spec_path).is_relative()
             {
                 openapi.spec_path = Some(dir.join(spec_path).display().to_string());
+            }
+            if let Some(skills) = &mut upstream.skills {
+                for path in &mut skills.paths {
+                    if Path::new(path.as_str()).is_relative() {
+                        *path = dir.join(&*path).display().to_string();
+                    }
+                }
             }
         }
     }
@@ -577,6 +590,7 @@ impl Config {
                 upstream.sse.is_some(),
                 upstream.streamable_http.is_some(),
                 upstream.openapi.is_some(),
+                upstream.skills.is_some(),
             ]
             .iter()
             .filter(|set| **set)
@@ -584,8 +598,16 @@ impl Config {
             if set != 1 {
                 return Err(invalid(
                     path,
-                    format!("set exactly one of `stdio`, `sse`, `streamable_http` (found {set})"),
+                    format!(
+                        "set exactly one of `stdio`, `sse`, `streamable_http`, `openapi`, \
+                         `skills` (found {set})"
+                    ),
                 ));
+            }
+            if let Some(skills) = &upstream.skills
+                && let Err((field, message)) = skills.validate()
+            {
+                return Err(invalid(format!("{path}.skills.{field}"), message));
             }
             for (field, http) in [
                 ("sse", &upstream.sse),
@@ -818,6 +840,38 @@ mod tests {
         );
         let two = "upstreams:\n  ev:\n    stdio: {command: x}\n    sse: {url: 'http://a'}\n";
         assert!(Config::parse(two, &no_env).is_err());
+    }
+
+    #[test]
+    fn skills_upstreams_are_checked_and_resolved() {
+        let err = |text: &str| Config::parse(text, &no_env).unwrap_err().to_string();
+        let empty = err("upstreams:\n  sk:\n    skills: {paths: []}\n");
+        assert!(
+            empty.contains("upstreams.sk.skills.paths") && empty.contains("at least one"),
+            "{empty}"
+        );
+        let blank = err("upstreams:\n  sk:\n    skills: {paths: [' ']}\n");
+        assert!(blank.contains("upstreams.sk.skills.paths[0]"), "{blank}");
+        let typo = err("upstreams:\n  sk:\n    skills: {path: [a]}\n");
+        assert!(
+            typo.contains("upstreams.sk.skills") && typo.contains("path"),
+            "{typo}"
+        );
+        let both = err("upstreams:\n  sk:\n    skills: {paths: [a]}\n    stdio: {command: x}\n");
+        assert!(both.contains("`skills` (found 2)"), "{both}");
+        let dir = std::env::temp_dir().join("toolgate-config-skills-test");
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("toolgate.yaml");
+        let text = "upstreams:\n  sk:\n    skills: {paths: [skills, /abs/skills]}\n";
+        let config = Config::load_text(&file, text).unwrap();
+        let paths = &config.upstreams["sk"].skills.as_ref().unwrap().paths;
+        assert_eq!(
+            paths,
+            &[
+                dir.join("skills").display().to_string(),
+                "/abs/skills".into()
+            ]
+        );
     }
 
     #[test]

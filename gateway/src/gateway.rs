@@ -25,6 +25,7 @@ use crate::search::SearchIndex;
 use crate::session::{MemoryStore, SessionStore};
 use crate::state::Shared;
 use toolgate_adapters::openapi::OpenApiConfig;
+use toolgate_adapters::skills::SkillsUpstream;
 
 /// One configured upstream with the gateway's per-upstream settings.
 pub struct Mounted {
@@ -166,7 +167,7 @@ impl Gateway {
         let config = gateway.config();
         for name in config.upstreams.keys() {
             // OpenAPI upstreams: imported by `registry::start_imports`.
-            if let Some(mounted) = mcp_mounted(&config, name) {
+            if let Some(mounted) = local_mounted(&config, name) {
                 gateway.mount_quietly(name.clone(), mounted);
             }
         }
@@ -198,7 +199,7 @@ impl Gateway {
             .added
             .iter()
             .chain(&changes.changed)
-            .filter_map(|name| Some((name.clone(), mcp_mounted(&config, name)?)))
+            .filter_map(|name| Some((name.clone(), local_mounted(&config, name)?)))
             .collect();
         self.replace_config(config, policy);
         let mut retired = Vec::new();
@@ -819,30 +820,25 @@ impl Gateway {
     }
 }
 
-/// Starts MCP upstream `name` of `config` (its supervisor connects in the background)
-/// with its settings; `None` for an OpenAPI upstream or a name not in the config.
-fn mcp_mounted(config: &Config, name: &str) -> Option<Mounted> {
+/// Starts upstream `name` of `config` when it needs no import first: an MCP upstream
+/// (its supervisor connects in the background) or a skills upstream (it scans in the
+/// background); `None` for an OpenAPI upstream or a name not in the config.
+fn local_mounted(config: &Config, name: &str) -> Option<Mounted> {
     let upstream_config = config.upstreams.get(name)?;
-    let transport = upstream_config.transport()?;
-    let kind = transport.kind();
-    // Every upstream sees the downstream client through the gateway: its sampling,
-    // elicitation (form and URL) and roots requests during a call go to the caller
-    // of that call (a session's stream, or 2026-07-28's input-required round trip).
-    let options = McpOptions {
-        client_capabilities: serde_json::json!({
-            "sampling": {},
-            "elicitation": {"form": {}, "url": {}},
-            "roots": {},
-        }),
-        startup_timeout: config.startup_timeout,
-        ..McpOptions::default()
-    };
-    let upstream: DynUpstream = mcp::spawn(name.to_owned(), transport, options);
     let health = upstream_config
         .health
         .clone()
         .unwrap_or_else(|| config.health.clone());
     let call_timeout = upstream_config.call_timeout.unwrap_or(config.call_timeout);
+    let (upstream, kind): (DynUpstream, &'static str) =
+        match (&upstream_config.skills, upstream_config.transport()) {
+            (Some(skills), _) => (SkillsUpstream::spawn(name, skills), "skills"),
+            (None, Some(transport)) => {
+                let kind = transport.kind();
+                (mcp_upstream(name, transport, config.startup_timeout), kind)
+            }
+            (None, None) => return None,
+        };
     Some(
         Mounted::new(
             upstream,
@@ -853,6 +849,28 @@ fn mcp_mounted(config: &Config, name: &str) -> Option<Mounted> {
         )
         .with_settings(Some(upstream_config)),
     )
+}
+
+/// An MCP upstream's supervisor (connecting in the background; quick retries and a
+/// long stdio `initialize` during `startup_timeout`).
+fn mcp_upstream(
+    name: &str,
+    transport: mcp::McpTransport,
+    startup_timeout: Duration,
+) -> DynUpstream {
+    // Every upstream sees the downstream client through the gateway: its sampling,
+    // elicitation (form and URL) and roots requests during a call go to the caller
+    // of that call (a session's stream, or 2026-07-28's input-required round trip).
+    let options = McpOptions {
+        client_capabilities: serde_json::json!({
+            "sampling": {},
+            "elicitation": {"form": {}, "url": {}},
+            "roots": {},
+        }),
+        startup_timeout,
+        ..McpOptions::default()
+    };
+    mcp::spawn(name.to_owned(), transport, options)
 }
 
 /// Rebuilds the catalog whenever one upstream's tool list changes.

@@ -150,27 +150,32 @@ pub async fn run(upstream: DynUpstream, tracker: std::sync::Arc<Tracker>, stop: 
         if upstream.connection() != Connection::Connected {
             continue;
         }
-        let started = std::time::Instant::now();
-        // The adapter bounds the check by `timeout`; the outer timeout guards against an
-        // adapter that does not.
-        let outcome = tokio::time::timeout(
-            timeout + Duration::from_millis(100),
-            upstream.check(timeout),
-        )
-        .await;
-        match outcome {
-            Ok(Ok(())) => tracker.record_success(started.elapsed()),
-            Ok(Err(error)) => {
-                tracing::warn!(upstream = upstream.name(), %error, "health check failed");
-                tracker.record_failure(error.to_string());
-            }
-            Err(_) => {
-                tracing::warn!(upstream = upstream.name(), "health check timed out");
-                tracker.record_failure(format!(
-                    "health check timed out after {} ms",
-                    timeout.as_millis()
-                ));
-            }
+        probe(&upstream, &tracker, timeout).await;
+    }
+}
+
+/// One check of a connected upstream, recorded in `tracker`.
+pub async fn probe(upstream: &DynUpstream, tracker: &Tracker, timeout: Duration) {
+    let started = std::time::Instant::now();
+    // The adapter bounds the check by `timeout`; the outer timeout guards against an
+    // adapter that does not.
+    let outcome = tokio::time::timeout(
+        timeout + Duration::from_millis(100),
+        upstream.check(timeout),
+    )
+    .await;
+    match outcome {
+        Ok(Ok(())) => tracker.record_success(started.elapsed()),
+        Ok(Err(error)) => {
+            tracing::warn!(upstream = upstream.name(), %error, "health check failed");
+            tracker.record_failure(error.to_string());
+        }
+        Err(_) => {
+            tracing::warn!(upstream = upstream.name(), "health check timed out");
+            tracker.record_failure(format!(
+                "health check timed out after {} ms",
+                timeout.as_millis()
+            ));
         }
     }
 }

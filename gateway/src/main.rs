@@ -284,6 +284,17 @@ async fn check(config: Config) -> ExitCode {
         Ok(gateway) => gateway,
         Err(code) => return code,
     };
+    // Connected is not the whole story (a skills path may be unreadable, a server may
+    // not answer ping): check every connected upstream once, now, as the health loop
+    // would at its next tick.
+    let upstreams = gateway.upstreams();
+    let probes = upstreams.values().map(|mounted| async move {
+        if mounted.upstream.connection() == toolgate_adapters::Connection::Connected {
+            let timeout = mounted.health.config().timeout;
+            toolgate::health::probe(&mounted.upstream, &mounted.health, timeout).await;
+        }
+    });
+    futures::future::join_all(probes).await;
     let mut failed = false;
     for status in gateway.statuses() {
         let line = format!(

@@ -319,8 +319,8 @@ impl Policy {
             <= 1
     }
 
-    /// Patterns that match no tool in `catalog`, as `(tenant, pattern)`: catalog drift
-    /// made visible (a warning, never an error).
+    /// Patterns that match no tool, prompt or resource in `catalog`, as
+    /// `(tenant, pattern)`: catalog drift made visible (a warning, never an error).
     pub fn unmatched_patterns(&self, catalog: &Catalog) -> Vec<(String, String)> {
         let mut unmatched = Vec::new();
         let mut tenants: Vec<&Arc<Tenant>> = self.tenants.values().collect();
@@ -330,7 +330,17 @@ impl Policy {
                 let bare = pattern.trim_start_matches('!');
                 let Ok(glob) = Glob::new(bare) else { continue };
                 let matcher = glob.compile_matcher();
-                if !catalog.entries().iter().any(|e| matcher.is_match(&e.name)) {
+                // Patterns govern prompts and resources too (e.g. a skill's files,
+                // `<upstream>__<skill>__*`): a pattern matching only those is in use.
+                let offerings = catalog.offerings();
+                let mut names = catalog
+                    .entries()
+                    .iter()
+                    .chain(offerings.prompts.entries())
+                    .map(|e| e.name.as_str())
+                    .chain(offerings.resources.iter().map(|r| r.name.as_str()))
+                    .chain(offerings.templates.iter().map(|t| t.name.as_str()));
+                if !names.any(|name| matcher.is_match(name)) {
                     unmatched.push((tenant.name.clone(), pattern.clone()));
                 }
             }

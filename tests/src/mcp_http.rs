@@ -111,7 +111,7 @@ impl McpSession {
 
     /// `initialize` (2025-11-25) + `notifications/initialized`.
     pub async fn connect(url: &str) -> anyhow::Result<McpSession> {
-        Self::bare(url).initialize(json!({})).await
+        Self::bare(url).initialize().await
     }
 
     /// [`Self::connect`] as the tenant of `key` (a bearer token), declaring
@@ -123,11 +123,18 @@ impl McpSession {
     ) -> anyhow::Result<McpSession> {
         Self::bare(url)
             .with_bearer(key)
-            .initialize(capabilities)
+            .initialize_with(capabilities)
             .await
     }
 
-    async fn initialize(mut self, capabilities: Value) -> anyhow::Result<McpSession> {
+    /// Initializes this handle (e.g. one made with [`McpSession::with_bearer`]) as a
+    /// 2025-11-25 session.
+    pub async fn initialize(self) -> anyhow::Result<McpSession> {
+        self.initialize_with(json!({})).await
+    }
+
+    /// [`Self::initialize`] declaring the client's `capabilities`.
+    pub async fn initialize_with(mut self, capabilities: Value) -> anyhow::Result<McpSession> {
         let s = &mut self;
         let ex = s
             .request(
@@ -213,7 +220,13 @@ impl McpSession {
                 }
             }
             headers.push(("Mcp-Method", method.to_string()));
-            if let Some(name) = params.get("name").and_then(Value::as_str) {
+            // `Mcp-Name` carries the item a request is about: a tool's or prompt's
+            // name, or a resource's URI.
+            if let Some(name) = params
+                .get("name")
+                .or_else(|| params.get("uri"))
+                .and_then(Value::as_str)
+            {
                 headers.push(("Mcp-Name", name.to_string()));
             }
         }
