@@ -578,8 +578,14 @@ impl Gateway {
     }
 
     pub async fn wait_ready(&self, timeout: Duration) {
+        self.wait_ok(&["/healthz", "/readyz"], timeout).await;
+    }
+
+    /// Waits until each of `paths` answers 200, in turn (e.g. only `/healthz`, for a
+    /// gateway whose readiness is what a test looks at).
+    pub async fn wait_ok(&self, paths: &[&str], timeout: Duration) {
         let client = http();
-        for path in ["/healthz", "/readyz"] {
+        for path in paths {
             let url = self.url(path);
             wait_for(&format!("gateway GET {path} == 200"), timeout, || {
                 let client = client.clone();

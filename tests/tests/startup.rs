@@ -20,16 +20,9 @@ async fn readyz(gateway: &Gateway) -> (u16, Value) {
 }
 
 async fn healthy(gateway: &Gateway) {
-    wait_for("gateway /healthz", Duration::from_secs(60), || async {
-        let r = http()
-            .get(gateway.url("/healthz"))
-            .timeout(Duration::from_secs(2))
-            .send()
-            .await
-            .ok()?;
-        (r.status() == 200).then_some(())
-    })
-    .await;
+    gateway
+        .wait_ok(&["/healthz"], Duration::from_secs(60))
+        .await;
 }
 
 /// The `retry_in_ms` of every failed attempt to reach `upstream` in the gateway's log.

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::jsonrpc::{Origin, Rpc};
+use super::jsonrpc::Rpc;
 use super::supervisor::describe;
 use crate::{JsonObject, Offerings};
 
@@ -72,14 +72,7 @@ async fn list_all(
             None => json!({}),
         };
         let result = match rpc
-            .request(
-                method,
-                params,
-                Instant::now() + timeout,
-                None,
-                None,
-                Origin::Protocol,
-            )
+            .protocol_request(method, params, Instant::now() + timeout)
             .await
         {
             Ok(result) => result,

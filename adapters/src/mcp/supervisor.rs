@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::http::HttpClient;
-use super::jsonrpc::{NotificationSender, Origin, Rpc, RpcEvent, RpcFailure};
+use super::jsonrpc::{NotificationSender, Rpc, RpcEvent, RpcFailure};
 use super::transport::Connected;
 use super::{McpOptions, McpTransport, sse, stdio, streamable_http};
 use crate::{Connection, JsonObject, Offerings, ToolDef};
@@ -214,14 +214,7 @@ async fn connect_and_initialize(
         "clientInfo": {"name": "toolgate", "version": env!("CARGO_PKG_VERSION")},
     });
     let init = rpc
-        .request(
-            "initialize",
-            params,
-            Instant::now() + initialize_timeout,
-            None,
-            None,
-            Origin::Protocol,
-        )
+        .protocol_request("initialize", params, Instant::now() + initialize_timeout)
         .await
         .map_err(|e| match e {
             // A 2026-07-28-only server has no `initialize` at all.
@@ -366,14 +359,7 @@ pub(crate) async fn list_tools(
             None => json!({}),
         };
         let result = rpc
-            .request(
-                "tools/list",
-                params,
-                Instant::now() + timeout,
-                None,
-                None,
-                Origin::Protocol,
-            )
+            .protocol_request("tools/list", params, Instant::now() + timeout)
             .await
             .map_err(|e| format!("tools/list failed: {}", describe(&e)))?;
         let Some(list) = result.get("tools").and_then(Value::as_array) else {

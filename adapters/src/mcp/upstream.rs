@@ -98,20 +98,13 @@ impl McpUpstream {
         timeout: Duration,
     ) -> Result<Value, ToolError> {
         let rpc = self.rpc()?;
-        rpc.request(
-            method,
-            params,
-            Instant::now() + timeout,
-            None,
-            None,
-            Origin::Protocol,
-        )
-        .await
-        .map_err(|e| match e {
-            RpcFailure::Closed(r) => ToolError::unavailable(&self.name, r),
-            RpcFailure::Timeout => ToolError::timeout(&self.name, method, timeout),
-            other => ToolError::Failed(describe(&other)),
-        })
+        rpc.protocol_request(method, params, Instant::now() + timeout)
+            .await
+            .map_err(|e| match e {
+                RpcFailure::Closed(r) => ToolError::unavailable(&self.name, r),
+                RpcFailure::Timeout => ToolError::timeout(&self.name, method, timeout),
+                other => ToolError::Failed(describe(&other)),
+            })
     }
 
     fn rpc(&self) -> Result<Arc<Rpc>, ToolError> {
@@ -220,26 +213,12 @@ impl Upstream for McpUpstream {
         let rpc = self.rpc()?;
         let deadline = Instant::now() + timeout;
         let ping = rpc
-            .request(
-                "ping",
-                Value::Object(Map::new()),
-                deadline,
-                None,
-                None,
-                Origin::Protocol,
-            )
+            .protocol_request("ping", Value::Object(Map::new()), deadline)
             .await;
         let result = match ping {
             Err(RpcFailure::Error { code, .. }) if code == METHOD_NOT_FOUND => {
-                rpc.request(
-                    "tools/list",
-                    json!({}),
-                    deadline,
-                    None,
-                    None,
-                    Origin::Protocol,
-                )
-                .await
+                rpc.protocol_request("tools/list", json!({}), deadline)
+                    .await
             }
             other => other,
         };

@@ -262,6 +262,18 @@ impl Rpc {
     /// whichever comes first. With `progress`, a fresh progressToken is put in
     /// `params._meta` and the upstream's progress notifications for it go to the sink.
     /// On cancellation or timeout the upstream is told with `notifications/cancelled`.
+    /// A request of the gateway's own (initialize, listings, health checks,
+    /// forwarded prompts and resources): no caller's cancellation, progress or client.
+    pub(crate) async fn protocol_request(
+        self: &Arc<Self>,
+        method: &str,
+        params: Value,
+        deadline: Instant,
+    ) -> Reply {
+        self.request(method, params, deadline, None, None, Origin::Protocol)
+            .await
+    }
+
     pub(crate) async fn request(
         self: &Arc<Self>,
         method: &str,
