@@ -374,19 +374,23 @@ async fn a_sessionless_call_asks_for_upstream_sampling_with_input_required() {
     }))
     .await;
     let modern = McpSession::modern(&gateway.mcp_url());
+    // One tools/call of this test as `session`, answered within 60 s.
+    let call_as = |session: McpSession, id: i64, params: Value| async move {
+        session
+            .request_with_id(
+                json!(id),
+                "tools/call",
+                params,
+                None,
+                Duration::from_secs(60),
+            )
+            .await
+            .expect("an answer within 60 s, not a wait for the client")
+    };
     let call = json!({"name": "ev__trigger-sampling-request", "arguments": {"prompt": "hi", "maxTokens": 5}});
     // 2026-07-28 has no server-to-client requests: the upstream's sampling request
     // comes back as an input-required result (SEP-2322).
-    let asked = modern
-        .request_with_id(
-            json!(1),
-            "tools/call",
-            call.clone(),
-            None,
-            Duration::from_secs(60),
-        )
-        .await
-        .expect("an answer within 60 s, not a wait for the client");
+    let asked = call_as(modern.clone(), 1, call.clone()).await;
     let result = asked.result();
     assert_eq!(result["resultType"], "input_required", "{asked:#?}");
     let requests = result["inputRequests"].as_object().expect("inputRequests");
@@ -410,64 +414,26 @@ async fn a_sessionless_call_asks_for_upstream_sampling_with_input_required() {
         params
     };
     // Another tenant cannot take the call up, nor can a state that was never given.
-    let foreign = modern
-        .clone()
-        .with_bearer(OTHER_KEY)
-        .request_with_id(
-            json!(2),
-            "tools/call",
-            retry(&state),
-            None,
-            Duration::from_secs(30),
-        )
-        .await
-        .expect("an answer");
+    let foreign = call_as(modern.clone().with_bearer(OTHER_KEY), 2, retry(&state)).await;
     assert_eq!(
         foreign.error().map(|e| e["code"].clone()),
         Some(json!(-32602)),
         "{foreign:#?}"
     );
-    let forged = modern
-        .request_with_id(
-            json!(3),
-            "tools/call",
-            retry("forged-state"),
-            None,
-            Duration::from_secs(30),
-        )
-        .await
-        .expect("an answer");
+    let forged = call_as(modern.clone(), 3, retry("forged-state")).await;
     assert_eq!(
         forged.error().map(|e| e["code"].clone()),
         Some(json!(-32602)),
         "{forged:#?}"
     );
 
-    let done = modern
-        .request_with_id(
-            json!(4),
-            "tools/call",
-            retry(&state),
-            None,
-            Duration::from_secs(60),
-        )
-        .await
-        .expect("the retry's answer");
+    let done = call_as(modern.clone(), 4, retry(&state)).await;
     assert_eq!(done.result()["resultType"], "complete", "{done:#?}");
     assert!(
         toolgate_e2e::first_text(done.result()).contains("sampled by the raw test"),
         "{done:#?}"
     );
     // The state is spent.
-    let again = modern
-        .request_with_id(
-            json!(5),
-            "tools/call",
-            retry(&state),
-            None,
-            Duration::from_secs(30),
-        )
-        .await
-        .expect("an answer");
+    let again = call_as(modern.clone(), 5, retry(&state)).await;
     assert!(again.error().is_some(), "{again:#?}");
 }
