@@ -1,7 +1,7 @@
 //! Coalescing of progress output for the tool-call event stream.
 //!
 //! A chatty tool can emit hundreds of updates a second; one event each would swamp a
-//! client. Updates are merged per stream (`stdout`, `stderr`, `info`): the first
+//! client. Updates are merged per stream (`stdout`, `stderr`, `info`, `log`): the first
 //! update opens a window of `window`; everything emitted before it closes goes out as
 //! one event. Once `max_bytes` of text are buffered the stream flushes at once.
 //! Completion flushes everything, then marks every stream that emitted as closed.
@@ -19,6 +19,8 @@ pub enum Stream {
     Stdout,
     Stderr,
     Info,
+    /// The upstream's log lines (MCP `notifications/message`) during the call.
+    Log,
 }
 
 impl Stream {
@@ -27,16 +29,18 @@ impl Stream {
             Stream::Stdout => "stdout",
             Stream::Stderr => "stderr",
             Stream::Info => "info",
+            Stream::Log => "log",
         }
     }
 
-    const ALL: [Stream; 3] = [Stream::Stdout, Stream::Stderr, Stream::Info];
+    const ALL: [Stream; 4] = [Stream::Stdout, Stream::Stderr, Stream::Info, Stream::Log];
 
     fn index(self) -> usize {
         match self {
             Stream::Stdout => 0,
             Stream::Stderr => 1,
             Stream::Info => 2,
+            Stream::Log => 3,
         }
     }
 }
@@ -90,7 +94,7 @@ impl Settings {
 #[derive(Debug)]
 pub struct Coalescer {
     settings: Settings,
-    pending: [Pending; 3],
+    pending: [Pending; 4],
 }
 
 impl Coalescer {

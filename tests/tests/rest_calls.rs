@@ -10,7 +10,7 @@ use axum::extract::{Path, RawQuery, State};
 use serde_json::{Value, json};
 use toolgate_e2e::{
     Gateway, NodeDeps, TempDir, everything_stdio_upstream, hash_key, heavy_lock, http, require,
-    rest_get, rest_post, unique_marker,
+    rest_get, rest_post, unique_marker, workspace_root,
 };
 
 const KEY: &str = "rest-calls-tenant-key-0123456789";
@@ -544,4 +544,39 @@ async fn event_stream_orders_events_and_coalesces_progress() {
     check_order(&events);
     assert_eq!(events.last().unwrap().data["error"]["code"], "not_found");
     assert_eq!(events[events.len() - 2].data["is_error"], true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_log_lines_during_a_call_reach_the_event_stream_on_their_own_stream() {
+    let deps = require!(NodeDeps::find());
+    let fixture = workspace_root().join("tests/fixtures/background_stream/server.mjs");
+    let gateway = Gateway::start(json!({
+        "rest": {"coalesce_window": "0s"},
+        "upstreams": {"fx": {"stdio": {
+            "command": deps.node(),
+            "args": [fixture, unique_marker("rest-logs")]
+        }}}
+    }))
+    .await;
+    for accept in ["text/event-stream", "application/x-ndjson"] {
+        let (_, events) = stream_call(&gateway, "fx__logs", json!({"count": 3}), accept).await;
+        let streamed = check_order(&events);
+        let logs: Vec<&str> = streamed
+            .iter()
+            .filter(|e| e["stream"] == "log" && e["closed"] == false)
+            .filter_map(|e| e["text"].as_str())
+            .collect();
+        assert_eq!(logs.len(), 3, "{accept}: one event per line: {streamed:#?}");
+        for (i, line) in logs.iter().enumerate() {
+            let want = format!("info fixture: log {} of call ", i + 1);
+            assert!(line.starts_with(&want), "{accept}: {line:?}");
+        }
+        assert!(
+            streamed
+                .iter()
+                .any(|e| e["stream"] == "log" && e["closed"] == true),
+            "{accept}: the log stream is closed at the end: {streamed:#?}"
+        );
+        assert_eq!(events.last().unwrap().data["is_error"], false);
+    }
 }

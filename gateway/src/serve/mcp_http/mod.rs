@@ -19,7 +19,7 @@ mod call;
 mod live;
 mod methods;
 mod sessionless;
-mod wire;
+pub(crate) mod wire;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,8 +3,10 @@
 //!
 //! 1. `tool_call_start` `{tool_call_id, tool, summary, input | input_omitted}`;
 //! 2. `tool_progress` `{tool_call_id, text, stream, progress?, total?, closed}` — the
-//!    upstream's progress, coalesced (see [`crate::coalesce`]); each stream used ends
-//!    with one `closed: true` event;
+//!    upstream's progress (`info`) and its log lines during the call (`log`, one
+//!    `<level> [<logger>:] <data>` line each, as MCP clients get `notifications/message`),
+//!    coalesced (see [`crate::coalesce`]); each stream used ends with one
+//!    `closed: true` event;
 //! 3. `tool_call_complete` `{tool_call_id, is_error, summary, duration_ms, result_tokens}`;
 //! 4. `result`: the same object the plain call answers (or `{"error": {code, message}}`).
 //!
@@ -22,15 +24,19 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
-use toolgate_adapters::{CallContext, JsonObject, Progress};
+use toolgate_adapters::{CallContext, JsonObject, Progress, RpcError};
 
 use super::call;
 use crate::access::Caller;
 use crate::coalesce::{Coalescer, Emitted, Settings, Stream, Update};
 use crate::serve::auth::FrontDoor;
+use crate::serve::bridge::{BridgeEvent, QueueBridge};
 
 /// Inputs larger than this are left out of `tool_call_start` (only their size is sent).
 const MAX_ECHOED_INPUT_BYTES: usize = 512 * 1024;
+
+/// A longer upstream log line is cut to this many bytes (at a character boundary).
+const MAX_LOG_LINE_BYTES: usize = 16 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Framing {
@@ -64,6 +70,10 @@ pub fn respond(
     let (events, body) = mpsc::channel::<Bytes>(64);
     let (progress, updates) = toolgate_adapters::progress_channel();
     ctx.progress = Some(progress);
+    // The upstream's log lines during the call come through the call's client bridge,
+    // as they do for MCP callers.
+    let (bridge, bridged) = QueueBridge::new();
+    ctx.client = Some(Arc::new(bridge));
     let cancel = ctx.cancel.clone();
     tokio::spawn(async move {
         let run = Run {
@@ -74,8 +84,8 @@ pub fn respond(
         // Cancels the upstream call when the client hangs up (the send fails) or the
         // task ends for any other reason.
         let _cancel_on_exit = cancel.drop_guard();
-        run.drive(&door, &caller, tool, arguments, ctx, updates)
-            .await;
+        let inbox = Inbox { updates, bridged };
+        run.drive(&door, &caller, tool, arguments, ctx, inbox).await;
     });
     let content_type = match framing {
         Framing::Sse => "text/event-stream",
@@ -112,7 +122,7 @@ impl Run {
         tool: String,
         arguments: JsonObject,
         ctx: CallContext,
-        mut updates: mpsc::Receiver<Progress>,
+        mut inbox: Inbox,
     ) -> Option<()> {
         let gateway = &door.gateway;
         let name = call::resolve_name(gateway, &tool);
@@ -141,9 +151,11 @@ impl Run {
             let deadline = coalescer.next_deadline();
             tokio::select! {
                 biased;
-                Some(update) = updates.recv() => {
-                    let due = coalescer.push(progress_update(update), Instant::now());
-                    self.progress(due).await.ok()?;
+                update = inbox.next() => {
+                    if let Some(update) = update {
+                        let due = coalescer.push(update, Instant::now());
+                        self.progress(due).await.ok()?;
+                    }
                 }
                 _ = sleep_until(deadline), if deadline.is_some() => {
                     let due = coalescer.due(Instant::now());
@@ -153,8 +165,8 @@ impl Run {
             }
         };
         // Updates sent just before the result are still queued: they come first.
-        while let Ok(update) = updates.try_recv() {
-            let due = coalescer.push(progress_update(update), Instant::now());
+        for update in inbox.drain() {
+            let due = coalescer.push(update, Instant::now());
             self.progress(due).await.ok()?;
         }
         self.progress(coalescer.finish()).await.ok()?;
@@ -204,6 +216,34 @@ impl Run {
     }
 }
 
+/// What the upstream sends the caller during the call: progress, and what comes
+/// through the call's client bridge.
+struct Inbox {
+    updates: mpsc::Receiver<Progress>,
+    bridged: mpsc::Receiver<BridgeEvent>,
+}
+
+impl Inbox {
+    /// The next update, `None` for something that makes none (a refused request);
+    /// never ready once both queues are closed (the call is finishing).
+    async fn next(&mut self) -> Option<Update> {
+        tokio::select! {
+            Some(progress) = self.updates.recv() => Some(progress_update(progress)),
+            Some(event) = self.bridged.recv() => bridged_update(event),
+            else => std::future::pending().await,
+        }
+    }
+
+    /// What is still queued once the call has its result (it was sent before).
+    fn drain(&mut self) -> Vec<Update> {
+        let mut queued: Vec<Update> =
+            std::iter::from_fn(|| self.updates.try_recv().ok().map(progress_update)).collect();
+        queued
+            .extend(std::iter::from_fn(|| self.bridged.try_recv().ok()).filter_map(bridged_update));
+        queued
+    }
+}
+
 /// An MCP progress notification as an `info` update: its message as one line.
 fn progress_update(progress: Progress) -> Update {
     Update {
@@ -212,6 +252,69 @@ fn progress_update(progress: Progress) -> Update {
         progress: Some(progress.progress),
         total: progress.total,
     }
+}
+
+/// What an upstream sent the call's client: a log line becomes a `log` update; a
+/// request (sampling, elicitation) is refused at once — a REST caller has no way to
+/// answer it — and roots are none.
+fn bridged_update(event: BridgeEvent) -> Option<Update> {
+    match event {
+        BridgeEvent::Notify { method, params } if method == "notifications/message" => {
+            Some(Update {
+                stream: Stream::Log,
+                text: log_line(&params),
+                progress: None,
+                total: None,
+            })
+        }
+        BridgeEvent::Notify { .. } => None,
+        BridgeEvent::Request { method, answer, .. } => {
+            let answered = if method == "roots/list" {
+                Ok(json!({"roots": []}))
+            } else {
+                Err(RpcError {
+                    code: crate::serve::mcp_http::wire::METHOD_NOT_FOUND,
+                    message: format!(
+                        "'{method}' is not available: this call came over the plain-HTTP \
+                         surface, whose caller cannot answer it (call the tool over MCP \
+                         at /mcp to answer {method})"
+                    ),
+                    data: None,
+                })
+            };
+            let _ = answer.send(answered);
+            None
+        }
+    }
+}
+
+/// `notifications/message` params as one line: `<level> [<logger>: ]<data>`, the data
+/// as text when it is a string and as compact JSON otherwise, cut to
+/// [`MAX_LOG_LINE_BYTES`].
+fn log_line(params: &Value) -> String {
+    let level = params
+        .get("level")
+        .and_then(Value::as_str)
+        .unwrap_or("info");
+    let data = match params.get("data") {
+        Some(Value::String(text)) => text.clone(),
+        Some(other) => other.to_string(),
+        None => String::new(),
+    };
+    let mut line = match params.get("logger").and_then(Value::as_str) {
+        Some(logger) => format!("{level} {logger}: {data}"),
+        None => format!("{level} {data}"),
+    };
+    if line.len() > MAX_LOG_LINE_BYTES {
+        let mut cut = MAX_LOG_LINE_BYTES;
+        while !line.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        line.truncate(cut);
+        line.push('…');
+    }
+    line.push('\n');
+    line
 }
 
 async fn sleep_until(deadline: Option<Instant>) {
