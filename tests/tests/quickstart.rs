@@ -124,3 +124,58 @@ async fn the_readme_python_example_runs_as_written() {
     assert!(!stderr.contains("failed"), "stderr:\n{stderr}");
     gateway.assert_alive();
 }
+
+/// The README's MCP Inspector CLI example, run as written with the pinned inspector
+/// (only the gateway's URL differs; npx finds the installed package, offline).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_inspector_cli_example_runs_as_written() {
+    let deps = toolgate_e2e::require!(toolgate_e2e::NodeDeps::find());
+    if !npx_available() {
+        return;
+    }
+    let readme = std::fs::read_to_string(workspace_root().join("README.md")).expect("README");
+    let section = &readme[readme.find("**MCP Inspector CLI**").expect("the example")..];
+    let start = section.find("```sh\n").expect("a sh block") + "```sh\n".len();
+    let example = section[start..start + section[start..].find("```").expect("its end")].trim();
+    let mut gateway = Gateway::start(json!({
+        "upstreams": {"everything": toolgate_e2e::everything_stdio_upstream(
+            &deps, &toolgate_e2e::unique_marker("readme-inspector"))}
+    }))
+    .await;
+    let command = example.replace("http://127.0.0.1:8080/mcp", &gateway.mcp_url());
+    assert_ne!(
+        command, example,
+        "the example names http://127.0.0.1:8080/mcp"
+    );
+    let output = tokio::time::timeout(
+        std::time::Duration::from_secs(120),
+        tokio::process::Command::new("sh")
+            .args(["-c", &command])
+            .current_dir(workspace_root())
+            .env("npm_config_offline", "true")
+            .env("NO_COLOR", "1")
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the inspector finishes within 120 s")
+    .expect("run the inspector");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert!(
+        output.status.success(),
+        "the example failed:\n{stdout}\n{stderr}"
+    );
+    let listed: serde_json::Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("the inspector printed no JSON ({e}):\n{stdout}\n{stderr}"));
+    let names = tool_names(&listed);
+    for want in ["everything__echo", "everything__get-sum"] {
+        assert!(
+            names.iter().any(|n| n == want),
+            "{want} missing from {names:?}"
+        );
+    }
+    gateway.assert_alive();
+}
