@@ -171,6 +171,27 @@ impl HttpClient {
     }
 }
 
+/// The trace context a request carries in `params._meta` (`traceparent`,
+/// `tracestate`: see [`crate::TraceContext`]) as HTTP headers too, for the server's
+/// HTTP layer and the proxies on the way. Values that are not valid header values
+/// are left out.
+pub(crate) fn trace_headers(msg: &serde_json::Value) -> Vec<(HeaderName, HeaderValue)> {
+    let Some(meta) = msg
+        .get("params")
+        .and_then(|params| params.get("_meta"))
+        .and_then(serde_json::Value::as_object)
+    else {
+        return Vec::new();
+    };
+    ["traceparent", "tracestate"]
+        .into_iter()
+        .filter_map(|name| {
+            let value = HeaderValue::from_str(meta.get(name)?.as_str()?).ok()?;
+            Some((HeaderName::from_static(name), value))
+        })
+        .collect()
+}
+
 /// The endpoint for hyper's client, when it may take it: plain `http://`, no
 /// credentials in the URL (reqwest turns them into a Basic `Authorization` header;
 /// hyper would put them in `Host`), a URL hyper parses, and no proxy setting in the

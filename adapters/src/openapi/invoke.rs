@@ -177,6 +177,21 @@ fn one_block(block: Value) -> Value {
     Value::Array(vec![block])
 }
 
+/// Puts the call's trace context on a request as `traceparent` and `tracestate`, in
+/// place of any such header a parameter or `forward_headers` put there: the API's
+/// parent is the gateway's span, not the caller's.
+pub fn put_trace(headers: &mut reqwest::header::HeaderMap, trace: Option<&crate::TraceContext>) {
+    let Some(trace) = trace else {
+        return;
+    };
+    headers.remove("tracestate");
+    for (name, value) in trace.fields() {
+        if let Ok(value) = reqwest::header::HeaderValue::from_str(value) {
+            headers.insert(name, value);
+        }
+    }
+}
+
 /// Reads at most `max` bytes of the body; `true` when it was cut.
 pub async fn read_capped(
     resp: reqwest::Response,

@@ -397,7 +397,7 @@ impl McpSessions {
             _ => serde_json::json!({"uri": uri}),
         };
         let ctx =
-            toolgate_adapters::CallContext::new(gateway.config().call_timeout, format!("mcp-{id}"));
+            toolgate_adapters::CallContext::new(gateway.config().call_timeout, crate::telemetry::new_correlation_id());
         match features::answer(gateway, caller, method, params, ctx).await {
             Ok(result) => {
                 if method == "resources/subscribe" {
