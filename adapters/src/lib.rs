@@ -136,8 +136,11 @@ pub struct TraceContext {
 impl TraceContext {
     /// The header (and `_meta` key) names with their values.
     pub fn fields(&self) -> impl Iterator<Item = (&'static str, &str)> {
-        std::iter::once(("traceparent", self.traceparent.as_str()))
-            .chain(self.tracestate.as_deref().map(|state| ("tracestate", state)))
+        std::iter::once(("traceparent", self.traceparent.as_str())).chain(
+            self.tracestate
+                .as_deref()
+                .map(|state| ("tracestate", state)),
+        )
     }
 }
 

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 use toolgate_adapters::mcp::{self, McpOptions};
 use toolgate_adapters::{CallContext, CallOutput, Connection, DynUpstream, JsonObject, ToolError};
+use tracing::Instrument;
 
 use crate::catalog::{Catalog, Collision, Source};
 use crate::config::{Config, Namespace};

@@ -305,6 +305,46 @@ mod tests {
     }
 
     #[test]
+    fn the_call_paths_spans_never_reach_the_log() {
+        use tracing_subscriber::Layer;
+        use tracing_subscriber::layer::SubscriberExt;
+
+        let plain = Captured::default();
+        let traced = Captured::default();
+        let audit = || {
+            tracing::info!(target: "toolgate::audit", tool = "t", outcome = "ok", "tool call");
+        };
+        for (out, in_span) in [(&plain, false), (&traced, true)] {
+            let filter = tracing_subscriber::EnvFilter::new("info").add_directive(
+                format!("{}=off", crate::telemetry::SPAN_TARGET)
+                    .parse()
+                    .unwrap(),
+            );
+            let layer = tracing_subscriber::fmt::layer()
+                .with_writer(out.clone())
+                .with_ansi(false)
+                .event_format(LineFormat::new(Fixed))
+                .with_filter(filter);
+            let subscriber = tracing_subscriber::registry().with(layer);
+            tracing::subscriber::with_default(subscriber, || {
+                if in_span {
+                    let span = tracing::info_span!(target: "toolgate::trace", "toolgate.request", surface = "rest");
+                    let _inside = span.enter();
+                    audit();
+                } else {
+                    audit();
+                }
+            });
+        }
+        assert_eq!(plain.text().lines().count(), 1);
+        assert_eq!(
+            traced.text(),
+            plain.text(),
+            "no span prefix, the direct path"
+        );
+    }
+
+    #[test]
     fn the_audit_clock_writes_what_the_generic_clock_writes() {
         let mut ours = String::new();
         let mut theirs = String::new();

@@ -185,8 +185,10 @@ fn remote(traceparent: &str, tracestate: Option<&str>) -> Option<SpanContext> {
             vec!["traceparent", "tracestate"]
         }
     }
-    let cx = TraceContextPropagator::new()
-        .extract_with_context(&opentelemetry::Context::new(), &Fields(traceparent, tracestate));
+    let cx = TraceContextPropagator::new().extract_with_context(
+        &opentelemetry::Context::new(),
+        &Fields(traceparent, tracestate),
+    );
     let parent = cx.span().span_context().clone();
     (parent.is_valid() && parent.is_remote()).then_some(parent)
 }
@@ -197,7 +199,8 @@ fn remote(traceparent: &str, tracestate: Option<&str>) -> Option<SpanContext> {
 fn continue_trace(span: &tracing::Span, parent: Option<&SpanContext>) -> SpanContext {
     if let Some(parent) = parent {
         // Fails only without an OpenTelemetry layer: then nothing records the span.
-        let _ = span.set_parent(opentelemetry::Context::new().with_remote_span_context(parent.clone()));
+        let _ =
+            span.set_parent(opentelemetry::Context::new().with_remote_span_context(parent.clone()));
     }
     let recorded = span.context().span().span_context().clone();
     if recorded.is_valid() {
@@ -265,7 +268,11 @@ pub fn layer<S>(
     config: &TelemetryConfig,
 ) -> Result<
     Option<(
-        Filtered<tracing_opentelemetry::OpenTelemetryLayer<S, opentelemetry_sdk::trace::Tracer>, Targets, S>,
+        Filtered<
+            tracing_opentelemetry::OpenTelemetryLayer<S, opentelemetry_sdk::trace::Tracer>,
+            Targets,
+            S,
+        >,
         Exporter,
     )>,
     String,
@@ -329,11 +336,13 @@ fn traces_url(endpoint: &str) -> Result<String, String> {
         ));
     }
     let trimmed = endpoint.trim_end_matches('/');
-    Ok(if url.path().trim_end_matches('/').ends_with("/v1/traces") {
-        trimmed.to_owned()
-    } else {
-        format!("{trimmed}/v1/traces")
-    })
+    Ok(
+        if url.path().trim_end_matches('/').ends_with("/v1/traces") {
+            trimmed.to_owned()
+        } else {
+            format!("{trimmed}/v1/traces")
+        },
+    )
 }
 
 /// The exporter's HTTP client: the SDK exports from a thread of its own, outside the

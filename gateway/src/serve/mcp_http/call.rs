@@ -105,7 +105,10 @@ impl CallMeta {
     /// `traceparent` and `tracestate`, when the first is a string.
     fn trace(&self) -> Option<(&str, Option<&str>)> {
         let traceparent = self.traceparent.as_ref()?.as_str()?;
-        Some((traceparent, self.tracestate.as_ref().and_then(Value::as_str)))
+        Some((
+            traceparent,
+            self.tracestate.as_ref().and_then(Value::as_str),
+        ))
     }
 }
 
@@ -272,7 +275,11 @@ impl CallStream {
         let tenant = caller.tenant.name.clone();
         let name = params.name;
         let arguments = params.arguments.unwrap_or_default();
-        let trace = CallTrace::start("mcp", &headers, params.meta.as_ref().and_then(CallMeta::trace));
+        let trace = CallTrace::start(
+            "mcp",
+            &headers,
+            params.meta.as_ref().and_then(CallMeta::trace),
+        );
         let progress_token = params.meta.and_then(|m| m.progress_token);
         let cancel = CancellationToken::new();
         let in_flight = scope

@@ -40,12 +40,21 @@ mod stream;
 pub fn router(door: Arc<FrontDoor>) -> Router {
     Router::new()
         .route("/v1/tools", get(list_tools))
-        .route("/v1/tools/{name}/call", post(call_tool).layer(from_fn(rest_calls)))
+        .route(
+            "/v1/tools/{name}/call",
+            post(call_tool).layer(from_fn(rest_calls)),
+        )
         .route("/v1/sessions", post(create_session))
         .route("/v1/sessions/{id}/tools", get(session_tools))
         .route("/v1/sessions/{id}/tools/expand", post(expand_session))
-        .route("/v1/tool_calls", post(batch::openai).layer(from_fn(rest_calls)))
-        .route("/v1/tool_use", post(batch::anthropic).layer(from_fn(rest_calls)))
+        .route(
+            "/v1/tool_calls",
+            post(batch::openai).layer(from_fn(rest_calls)),
+        )
+        .route(
+            "/v1/tool_use",
+            post(batch::anthropic).layer(from_fn(rest_calls)),
+        )
         .route("/openapi.json", get(openapi::document))
         .layer(axum::extract::DefaultBodyLimit::max(4 * 1024 * 1024))
         .with_state(door)
