@@ -95,7 +95,7 @@ pub async fn call_counted(
         tenant = %caller.tenant.name,
         decision = tracing::field::Empty,
     );
-    let _ = crate::telemetry::child_of(&span, &ctx);
+    crate::telemetry::parent_on(&span, &ctx);
     let access = view.access(caller, name);
     let callable = access.callable(caller.scope());
     span.record(

@@ -310,6 +310,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_requests_trace_context_becomes_headers() {
+        let msg = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "t", "_meta": {
+                "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                "tracestate": "a=1", "progressToken": "tg-1"}}});
+        let headers = trace_headers(&msg);
+        let names: Vec<&str> = headers.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["traceparent", "tracestate"]);
+        assert_eq!(headers[1].1, "a=1");
+        let bad = serde_json::json!({"params": {"_meta": {"traceparent": "bad\nvalue"}}});
+        assert!(trace_headers(&bad).is_empty());
+        assert!(trace_headers(&serde_json::json!({"params": {}})).is_empty());
+    }
+
+    #[test]
     fn config_debug_output_hides_header_values() {
         let cfg = HttpConfig {
             url: "http://127.0.0.1:1/mcp".into(),

@@ -319,6 +319,25 @@ pub fn map_response(
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_calls_trace_replaces_any_trace_header_already_there() {
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert("traceparent", "from-a-parameter".parse().unwrap());
+        headers.insert("tracestate", "forwarded=1".parse().unwrap());
+        headers.insert("x-other", "kept".parse().unwrap());
+        let trace = crate::TraceContext {
+            traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into(),
+            tracestate: None,
+        };
+        put_trace(&mut headers, Some(&trace));
+        assert_eq!(headers.get_all("traceparent").iter().count(), 1);
+        assert_eq!(headers["traceparent"], trace.traceparent.as_str());
+        assert!(headers.get("tracestate").is_none());
+        assert_eq!(headers["x-other"], "kept");
+        put_trace(&mut headers, None);
+        assert_eq!(headers["traceparent"], trace.traceparent.as_str());
+    }
+
     fn answer(ct: &str, body: &[u8]) -> String {
         let out = map_response(
             reqwest::StatusCode::OK,
