@@ -20,7 +20,6 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use toolgate_adapters::{CallOutput, Progress, RpcError, ToolError};
-use tracing::Instrument;
 
 use super::live::{InFlight, Live};
 use super::sessionless::LogLevel;
@@ -295,19 +294,20 @@ impl CallStream {
         ctx.client = Some(Arc::new(bridge));
 
         let tool = name.clone();
-        let call = Box::pin(
-            async move {
-                if !protocol_tools::is_protocol_tool(&name) {
-                    return access::call(&gateway, &caller, &name, arguments, ctx)
-                        .await
-                        .map(|output| (output, false));
-                }
-                protocol_tools::call(&gateway, &caller, &name, arguments, ctx)
+        let request_span = trace.span;
+        let call = Box::pin(async move {
+            // The request's span lasts as long as its call (its children name it as
+            // their parent through `ctx`).
+            let _request_span = request_span;
+            if !protocol_tools::is_protocol_tool(&name) {
+                return access::call(&gateway, &caller, &name, arguments, ctx)
                     .await
-                    .unwrap_or_else(|| Err(errors::unknown_tool(&name)))
+                    .map(|output| (output, false));
             }
-            .instrument(trace.span),
-        );
+            protocol_tools::call(&gateway, &caller, &name, arguments, ctx)
+                .await
+                .unwrap_or_else(|| Err(errors::unknown_tool(&name)))
+        });
         CallStream {
             call: Some(call),
             updates,
