@@ -121,6 +121,29 @@ pub trait ClientBridge: Send + Sync {
     fn notify(&self, method: &str, params: Value);
 }
 
+/// A W3C trace context (<https://www.w3.org/TR/trace-context/>) as upstreams receive
+/// it: the HTTP headers `traceparent` and `tracestate`, or the same keys in an MCP
+/// request's `_meta` (the MCP convention for trace context). Built and validated by
+/// the gateway; adapters only copy it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceContext {
+    /// `00-<trace id>-<parent span id>-<flags>`.
+    pub traceparent: String,
+    /// Vendor entries passed along as the caller sent them (never empty when present).
+    pub tracestate: Option<String>,
+}
+
+impl TraceContext {
+    /// The header (and `_meta` key) names with their values.
+    pub fn fields(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        std::iter::once(("traceparent", self.traceparent.as_str())).chain(
+            self.tracestate
+                .as_deref()
+                .map(|state| ("tracestate", state)),
+        )
+    }
+}
+
 /// Everything a call carries besides its arguments.
 #[derive(Clone)]
 pub struct CallContext {
@@ -130,8 +153,12 @@ pub struct CallContext {
     pub progress: Option<ProgressSink>,
     /// The call fails with [`ToolError::Timeout`] when it is not done by then.
     pub deadline: Instant,
-    /// Ties the call's log lines together across the gateway and the upstream.
+    /// Ties the call's log lines together across the gateway and the upstream: the
+    /// trace id of [`CallContext::trace`] when the gateway traces the call.
     pub correlation_id: String,
+    /// The W3C trace context upstream work continues (the gateway's own span as the
+    /// parent): OpenAPI requests carry it as headers, MCP `tools/call` in `_meta`.
+    pub trace: Option<TraceContext>,
     /// The downstream client, when the surface has one (see [`ClientBridge`]).
     pub client: Option<Arc<dyn ClientBridge>>,
     /// The headers of the downstream HTTP request that started the call (empty on
@@ -146,6 +173,7 @@ impl std::fmt::Debug for CallContext {
             .field("progress", &self.progress.is_some())
             .field("deadline", &self.deadline)
             .field("correlation_id", &self.correlation_id)
+            .field("trace", &self.trace)
             .field("client", &self.client.is_some())
             .finish()
     }
@@ -159,6 +187,7 @@ impl CallContext {
             progress: None,
             deadline: Instant::now() + timeout,
             correlation_id: correlation_id.into(),
+            trace: None,
             client: None,
             request_headers: Arc::default(),
         }

@@ -88,9 +88,28 @@ pub async fn call_counted(
     ctx: CallContext,
 ) -> Result<(CallOutput, ResultUsage), ToolError> {
     let view = View::of(gateway, caller);
-    match view.access(caller, name) {
+    let span = tracing::info_span!(
+        target: crate::telemetry::SPAN_TARGET,
+        "toolgate.policy",
+        tool = name,
+        tenant = %caller.tenant.name,
+        decision = tracing::field::Empty,
+    );
+    crate::telemetry::parent_on(&span, &ctx);
+    let access = view.access(caller, name);
+    let callable = access.callable(caller.scope());
+    span.record(
+        "decision",
+        match access {
+            Access::Hidden => "hidden",
+            _ if !callable => "not_selected",
+            _ => "admitted",
+        },
+    );
+    drop(span);
+    match access {
         Access::Hidden => Err(unknown_tool(name)),
-        access if !access.callable(caller.scope()) => Err(not_selected(name)),
+        _ if !callable => Err(not_selected(name)),
         _ => {
             tracing::debug!(tenant = %caller.tenant.name, session = ?caller.session_id(), tool = name, "call admitted");
             gateway.call_counted(caller, name, arguments, ctx).await

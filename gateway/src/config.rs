@@ -82,6 +82,10 @@ pub struct Config {
     /// `memory` for one process (default), `redis` when several replicas serve together.
     #[serde(default)]
     pub state: StateConfig,
+    /// Traces of the call path: W3C trace context is always accepted and passed to
+    /// upstreams; spans are exported over OTLP/HTTP when `otlp_endpoint` is set.
+    #[serde(default)]
+    pub telemetry: crate::telemetry::TelemetryConfig,
     /// The upstreams, by name. A name becomes the prefix of its tools
     /// (`<name>__<tool>`): letters, digits, `_` and `-`.
     #[serde(default)]
@@ -707,6 +711,7 @@ impl Config {
             self.sessions.max_sessions != running.sessions.max_sessions,
         );
         check("state", self.state != running.state);
+        check("telemetry", self.telemetry != running.telemetry);
         changed
     }
 
@@ -721,6 +726,7 @@ impl Config {
         self.sessions.idle_ttl = running.sessions.idle_ttl;
         self.sessions.max_sessions = running.sessions.max_sessions;
         self.state.clone_from(&running.state);
+        self.telemetry.clone_from(&running.telemetry);
     }
 
     /// Upstream `name` as it is mounted: its settings with the global `call_timeout`

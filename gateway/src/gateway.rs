@@ -13,6 +13,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use toolgate_adapters::mcp::{self, McpOptions};
 use toolgate_adapters::{CallContext, CallOutput, Connection, DynUpstream, JsonObject, ToolError};
+use tracing::Instrument;
 
 use crate::catalog::{Catalog, Collision, Source};
 use crate::config::{Config, Namespace};
@@ -540,6 +541,19 @@ impl Gateway {
             .get(&entry.upstream)
             .ok_or_else(|| unknown_tool(name))?;
         let started = Instant::now();
+        // The upstream call's span: the parent the upstream hears of (telemetry.rs).
+        let span = tracing::info_span!(
+            target: crate::telemetry::SPAN_TARGET,
+            "toolgate.upstream",
+            otel.kind = "client",
+            otel.status_code = tracing::field::Empty,
+            tool = name,
+            upstream = %entry.upstream,
+            outcome = tracing::field::Empty,
+        );
+        if let Some(trace) = crate::telemetry::child_of(&span, &ctx) {
+            ctx.trace = Some(trace);
+        }
         let correlation_id = ctx.correlation_id.clone();
         let arguments_for_audit = mounted
             .audit_arguments
@@ -573,7 +587,10 @@ impl Gateway {
                     let cancel = ctx.cancel.clone();
                     match tokio::time::timeout(
                         timeout + Duration::from_millis(250),
-                        mounted.upstream.call(&entry.original, arguments, ctx),
+                        mounted
+                            .upstream
+                            .call(&entry.original, arguments, ctx)
+                            .instrument(span.clone()),
                     )
                     .await
                     {
@@ -618,6 +635,10 @@ impl Gateway {
             Ok(_) => "ok",
             Err(error) => error.code(),
         };
+        span.record("outcome", outcome_label);
+        if outcome_label != "ok" {
+            span.record("otel.status_code", "ERROR");
+        }
         self.metrics
             .record_call(name, &entry.upstream, outcome_label, elapsed.as_secs_f64());
         let (original_tokens, result_tokens, truncated) = tokens.unwrap_or((0, 0, false));

@@ -3,7 +3,7 @@
 //! Rooms: [`config`] (the file model), [`catalog`] (names), [`gateway`] (the core and
 //! the one call path), [`errors`] (the one error mapping), [`health`], [`metrics`],
 //! [`reload`] (config hot reload), [`state`] (what replicas share: Redis) and [`serve`]
-//! (the thin surfaces). The binary (`main.rs`) is only the command line.
+//! (the thin surfaces); [`telemetry`] traces the call path across processes. The binary (`main.rs`) is only the command line.
 
 pub mod access;
 pub mod catalog;
@@ -26,4 +26,5 @@ pub mod serve;
 pub mod session;
 pub mod state;
 pub mod summary;
+pub mod telemetry;
 pub mod truncate;

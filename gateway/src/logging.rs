@@ -21,19 +21,44 @@ use tracing_subscriber::registry::LookupSpan;
 /// The target of the per-call audit line.
 pub const AUDIT_TARGET: &str = "toolgate::audit";
 
-/// Logs to stderr at `TOOLGATE_LOG` (default `info`, with rmcp and notify at `warn`).
-pub fn init() {
+/// Logs to stderr at `TOOLGATE_LOG` (default `info`, with rmcp and notify at `warn`)
+/// and, when `telemetry.otlp_endpoint` is set, exports the call path's spans (see
+/// [`crate::telemetry`]); the answer is that export, to flush before the process ends.
+///
+/// Each output filters on its own: the log never shows the call path's spans (an
+/// audit line inside one keeps the direct path), the export takes nothing else.
+pub fn init(
+    telemetry: &crate::telemetry::TelemetryConfig,
+) -> Result<Option<crate::telemetry::Exporter>, String> {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+
     // rmcp logs every notification at INFO, notify its watch bookkeeping; keep them at
     // warn unless asked.
     let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLGATE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn,notify=warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn,notify=warn"))
+        .add_directive(
+            format!("{}=off", crate::telemetry::SPAN_TARGET)
+                .parse()
+                .map_err(|e| format!("log filter: {e}"))?,
+        );
+    let log = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         // Colour codes only for a person at a terminal, not in collected logs.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .event_format(LineFormat::new(AuditClock))
-        .init();
+        .with_filter(filter);
+    let registry = tracing_subscriber::registry().with(log);
+    let (export, exporter) = match crate::telemetry::layer(telemetry)? {
+        Some((layer, exporter)) => (Some(layer), Some(exporter)),
+        None => (None, None),
+    };
+    registry
+        .with(export)
+        .try_init()
+        .map_err(|e| format!("logging: {e}"))?;
+    Ok(exporter)
 }
 
 /// The generic full format, with a direct path for audit lines.
@@ -277,6 +302,46 @@ mod tests {
             assert_eq!(d, g);
         }
         assert_eq!(direct, generic);
+    }
+
+    #[test]
+    fn the_call_paths_spans_never_reach_the_log() {
+        use tracing_subscriber::Layer;
+        use tracing_subscriber::layer::SubscriberExt;
+
+        let plain = Captured::default();
+        let traced = Captured::default();
+        let audit = || {
+            tracing::info!(target: "toolgate::audit", tool = "t", outcome = "ok", "tool call");
+        };
+        for (out, in_span) in [(&plain, false), (&traced, true)] {
+            let filter = tracing_subscriber::EnvFilter::new("info").add_directive(
+                format!("{}=off", crate::telemetry::SPAN_TARGET)
+                    .parse()
+                    .unwrap(),
+            );
+            let layer = tracing_subscriber::fmt::layer()
+                .with_writer(out.clone())
+                .with_ansi(false)
+                .event_format(LineFormat::new(Fixed))
+                .with_filter(filter);
+            let subscriber = tracing_subscriber::registry().with(layer);
+            tracing::subscriber::with_default(subscriber, || {
+                if in_span {
+                    let span = tracing::info_span!(target: "toolgate::trace", "toolgate.request", surface = "rest");
+                    let _inside = span.enter();
+                    audit();
+                } else {
+                    audit();
+                }
+            });
+        }
+        assert_eq!(plain.text().lines().count(), 1);
+        assert_eq!(
+            traced.text(),
+            plain.text(),
+            "no span prefix, the direct path"
+        );
     }
 
     #[test]

@@ -84,7 +84,6 @@ enum Format {
 const EMBEDDED_DEFAULTS: &str = include_str!("../../config/quickstart.yaml");
 
 fn embedded_defaults() -> Result<Config, ExitCode> {
-    tracing::info!("no --config: running on the embedded defaults (config/quickstart.yaml)");
     Config::parse(EMBEDDED_DEFAULTS, &|name| std::env::var(name).ok()).map_err(|error| {
         eprintln!("toolgate: embedded defaults: {error}");
         ExitCode::from(2)
@@ -101,7 +100,6 @@ fn load(path: &std::path::Path) -> Result<Config, ExitCode> {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    toolgate::logging::init();
     match cli.command {
         Command::ConfigSchema => {
             println!("{:#}", Config::json_schema());
@@ -117,24 +115,55 @@ async fn main() -> ExitCode {
                 None => embedded_defaults(),
             };
             match config {
-                Ok(config) => serve_http(config, path, listen, !no_watch).await,
+                Ok(config) => {
+                    let telemetry = config.telemetry.clone();
+                    logged(&telemetry, async move {
+                        if path.is_none() {
+                            tracing::info!(
+                                "no --config: running on the embedded defaults (config/quickstart.yaml)"
+                            );
+                        }
+                        serve_http(config, path, listen, !no_watch).await
+                    })
+                    .await
+                }
                 Err(code) => code,
             }
         }
         Command::Stdio { config, tenant } => match load(&config) {
-            Ok(config) => serve_stdio(config, tenant).await,
+            Ok(config) => logged(&config.telemetry.clone(), serve_stdio(config, tenant)).await,
             Err(code) => code,
         },
-        Command::HashKey { key } => hash_key(key),
+        Command::HashKey { key } => logged(&Default::default(), async { hash_key(key) }).await,
         Command::Check { config } => match load(&config) {
-            Ok(config) => check(config).await,
+            Ok(config) => logged(&config.telemetry.clone(), check(config)).await,
             Err(code) => code,
         },
         Command::Tools { config, format } => match load(&config) {
-            Ok(config) => tools(config, format).await,
+            Ok(config) => logged(&config.telemetry.clone(), tools(config, format)).await,
             Err(code) => code,
         },
     }
+}
+
+/// Sets up logging and the trace export the config asks for (once its file is read),
+/// runs `command`, then sends the spans still waiting.
+async fn logged(
+    telemetry: &toolgate::telemetry::TelemetryConfig,
+    command: impl std::future::Future<Output = ExitCode>,
+) -> ExitCode {
+    let exporter = match toolgate::logging::init(telemetry) {
+        Ok(exporter) => exporter,
+        Err(error) => {
+            eprintln!("toolgate: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let code = command.await;
+    if let Some(exporter) = exporter {
+        exporter.shutdown().await;
+    }
+    code
 }
 
 /// Starts the gateway and waits for the upstreams' first lists.

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 pub mod mcp_http;
+pub mod meta_echo;
 pub mod redis;
 pub use mcp_http::{McpSession, RpcExchange};
 

@@ -41,13 +41,18 @@ async fn results_over_budget_are_cut_and_flagged_small_ones_untouched() {
     let text = first_text(result);
     assert!(text.contains("truncated"), "a cut result says so: {text}");
 
-    // Under budget: exactly what the upstream sent, no bookkeeping added.
+    // Under budget: what the upstream sent, no token bookkeeping added (only the
+    // call's correlation id, which every result carries).
     let echo = session
         .call_tool("tight__echo", json!({"message": "short"}))
         .await
         .expect("echo");
     assert_eq!(first_text(echo.result()), "Echo: short");
-    assert!(echo.result().get("_meta").is_none(), "{:#}", echo.result());
+    let meta_keys: Vec<&String> = echo.result()["_meta"]
+        .as_object()
+        .map(|meta| meta.keys().collect())
+        .unwrap_or_default();
+    assert_eq!(meta_keys, ["toolgate/correlationId"], "{:#}", echo.result());
 
     let metrics = http()
         .get(gateway.url("/metrics"))

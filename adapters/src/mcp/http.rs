@@ -171,6 +171,27 @@ impl HttpClient {
     }
 }
 
+/// The trace context a request carries in `params._meta` (`traceparent`,
+/// `tracestate`: see [`crate::TraceContext`]) as HTTP headers too, for the server's
+/// HTTP layer and the proxies on the way. Values that are not valid header values
+/// are left out.
+pub(crate) fn trace_headers(msg: &serde_json::Value) -> Vec<(HeaderName, HeaderValue)> {
+    let Some(meta) = msg
+        .get("params")
+        .and_then(|params| params.get("_meta"))
+        .and_then(serde_json::Value::as_object)
+    else {
+        return Vec::new();
+    };
+    ["traceparent", "tracestate"]
+        .into_iter()
+        .filter_map(|name| {
+            let value = HeaderValue::from_str(meta.get(name)?.as_str()?).ok()?;
+            Some((HeaderName::from_static(name), value))
+        })
+        .collect()
+}
+
 /// The endpoint for hyper's client, when it may take it: plain `http://`, no
 /// credentials in the URL (reqwest turns them into a Basic `Authorization` header;
 /// hyper would put them in `Host`), a URL hyper parses, and no proxy setting in the
@@ -287,6 +308,21 @@ fn source_chain(e: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_requests_trace_context_becomes_headers() {
+        let msg = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "t", "_meta": {
+                "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                "tracestate": "a=1", "progressToken": "tg-1"}}});
+        let headers = trace_headers(&msg);
+        let names: Vec<&str> = headers.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["traceparent", "tracestate"]);
+        assert_eq!(headers[1].1, "a=1");
+        let bad = serde_json::json!({"params": {"_meta": {"traceparent": "bad\nvalue"}}});
+        assert!(trace_headers(&bad).is_empty());
+        assert!(trace_headers(&serde_json::json!({"params": {}})).is_empty());
+    }
 
     #[test]
     fn config_debug_output_hides_header_values() {

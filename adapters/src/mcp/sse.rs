@@ -149,6 +149,7 @@ impl Outbound for SseOut {
             .client
             .post(endpoint)
             .headers(self.http.headers.clone())
+            .headers(super::http::trace_headers(&msg).into_iter().collect())
             .header(CONTENT_TYPE, "application/json")
             .body(body);
         let resp = tokio::time::timeout(self.http.timeout, req.send())

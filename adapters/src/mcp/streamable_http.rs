@@ -106,8 +106,15 @@ impl StreamableOut {
         self.http.send(method, extra, body).await
     }
 
-    async fn post(&self, body: Vec<u8>) -> Result<Reply, SendError> {
-        let mut extra = Vec::with_capacity(4);
+    /// POSTs `body` with `trace` (the message's trace context as headers, see
+    /// [`super::http::trace_headers`]).
+    async fn post(
+        &self,
+        body: Vec<u8>,
+        trace: Vec<(HeaderName, HeaderValue)>,
+    ) -> Result<Reply, SendError> {
+        let mut extra = trace;
+        extra.reserve(4);
         extra.push((ACCEPT, POST_ACCEPT));
         extra.push((CONTENT_TYPE, JSON));
         self.send(Method::POST, extra, body).await
@@ -153,9 +160,14 @@ impl StreamableOut {
     }
 
     /// Carries a request's POST to its answer, dispatching what the server sends.
-    async fn run_request(self: Arc<Self>, body: Vec<u8>, id: u64) {
+    async fn run_request(
+        self: Arc<Self>,
+        body: Vec<u8>,
+        trace: Vec<(HeaderName, HeaderValue)>,
+        id: u64,
+    ) {
         let Some(rpc) = self.rpc() else { return };
-        let resp = match self.post(body).await {
+        let resp = match self.post(body, trace).await {
             Ok(r) => r,
             Err(SendError { is_connect, detail }) => {
                 if is_connect {
@@ -300,6 +312,7 @@ impl StreamableOut {
 impl Outbound for StreamableOut {
     async fn send(&self, msg: Value, id: Option<u64>, deadline: Instant) -> Result<(), String> {
         let body = serde_json::to_vec(&msg).map_err(|e| e.to_string())?;
+        let trace = super::http::trace_headers(&msg);
         if let Some(id) = id {
             let Some(me) = self.me.upgrade() else {
                 return Err("connection closed".into());
@@ -307,14 +320,14 @@ impl Outbound for StreamableOut {
             let stop = self.stop.clone();
             tokio::spawn(async move {
                 tokio::select! {
-                    _ = me.run_request(body, id) => {}
+                    _ = me.run_request(body, trace, id) => {}
                     _ = stop.cancelled() => {}
                     _ = tokio::time::sleep_until(deadline + POST_GRACE) => {}
                 }
             });
             return Ok(());
         }
-        let resp = tokio::time::timeout(self.http.timeout, self.post(body))
+        let resp = tokio::time::timeout(self.http.timeout, self.post(body, trace))
             .await
             .map_err(|_| "POST timed out".to_owned())?
             .map_err(|e| format!("POST failed: {}", e.detail))?;

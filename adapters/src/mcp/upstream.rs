@@ -168,6 +168,15 @@ impl Upstream for McpUpstream {
         let mut params = Map::new();
         params.insert("name".into(), Value::String(tool.to_owned()));
         params.insert("arguments".into(), Value::Object(arguments));
+        if let Some(trace) = &ctx.trace {
+            // The MCP convention for trace context (the HTTP transports copy it into
+            // headers too, see `http::trace_headers`).
+            let meta = trace
+                .fields()
+                .map(|(key, value)| (key.to_owned(), Value::String(value.to_owned())))
+                .collect();
+            params.insert("_meta".into(), Value::Object(meta));
+        }
         let params = Value::Object(params);
         let deadline = Instant::from_std(ctx.deadline);
         let result = rpc

@@ -177,6 +177,21 @@ fn one_block(block: Value) -> Value {
     Value::Array(vec![block])
 }
 
+/// Puts the call's trace context on a request as `traceparent` and `tracestate`, in
+/// place of any such header a parameter or `forward_headers` put there: the API's
+/// parent is the gateway's span, not the caller's.
+pub fn put_trace(headers: &mut reqwest::header::HeaderMap, trace: Option<&crate::TraceContext>) {
+    let Some(trace) = trace else {
+        return;
+    };
+    headers.remove("tracestate");
+    for (name, value) in trace.fields() {
+        if let Ok(value) = reqwest::header::HeaderValue::from_str(value) {
+            headers.insert(name, value);
+        }
+    }
+}
+
 /// Reads at most `max` bytes of the body; `true` when it was cut.
 pub async fn read_capped(
     resp: reqwest::Response,
@@ -303,6 +318,25 @@ pub fn map_response(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_calls_trace_replaces_any_trace_header_already_there() {
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert("traceparent", "from-a-parameter".parse().unwrap());
+        headers.insert("tracestate", "forwarded=1".parse().unwrap());
+        headers.insert("x-other", "kept".parse().unwrap());
+        let trace = crate::TraceContext {
+            traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into(),
+            tracestate: None,
+        };
+        put_trace(&mut headers, Some(&trace));
+        assert_eq!(headers.get_all("traceparent").iter().count(), 1);
+        assert_eq!(headers["traceparent"], trace.traceparent.as_str());
+        assert!(headers.get("tracestate").is_none());
+        assert_eq!(headers["x-other"], "kept");
+        put_trace(&mut headers, None);
+        assert_eq!(headers["traceparent"], trace.traceparent.as_str());
+    }
 
     fn answer(ct: &str, body: &[u8]) -> String {
         let out = map_response(

@@ -305,9 +305,14 @@ impl OpenApiUpstream {
                         .await
                         .map_err(ToolError::Failed)?;
                 }
-                let req = self.request(&prepared, &applied, incoming);
-                let resp = req
-                    .send()
+                let mut req = self
+                    .request(&prepared, &applied, incoming)
+                    .build()
+                    .map_err(|e| self.send_error(tool, e, limit))?;
+                invoke::put_trace(req.headers_mut(), ctx.trace.as_ref());
+                let resp = self
+                    .client
+                    .execute(req)
                     .await
                     .map_err(|e| self.send_error(tool, e, limit))?;
                 if resp.status() == reqwest::StatusCode::UNAUTHORIZED

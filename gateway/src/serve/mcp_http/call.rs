@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use toolgate_adapters::{CallContext, CallOutput, Progress, RpcError, ToolError};
+use toolgate_adapters::{CallOutput, Progress, RpcError, ToolError};
 
 use super::live::{InFlight, Live};
 use super::sessionless::LogLevel;
@@ -29,6 +29,7 @@ use crate::errors::{self, McpFailure};
 use crate::gateway::Gateway;
 use crate::protocol_tools;
 use crate::serve::bridge::{BridgeEvent, QueueBridge};
+use crate::telemetry::CallTrace;
 
 #[derive(Deserialize)]
 pub struct CallParams {
@@ -92,6 +93,22 @@ pub struct CallMeta {
     pub client_capabilities: Option<Value>,
     #[serde(default, rename = "io.modelcontextprotocol/logLevel")]
     pub log_level: Option<Value>,
+    /// W3C trace context, the MCP convention (see [`crate::telemetry`]).
+    #[serde(default)]
+    traceparent: Option<Value>,
+    #[serde(default)]
+    tracestate: Option<Value>,
+}
+
+impl CallMeta {
+    /// `traceparent` and `tracestate`, when the first is a string.
+    fn trace(&self) -> Option<(&str, Option<&str>)> {
+        let traceparent = self.traceparent.as_ref()?.as_str()?;
+        Some((
+            traceparent,
+            self.tracestate.as_ref().and_then(Value::as_str),
+        ))
+    }
 }
 
 /// What the call future answers: the output, or the failure, and whether the
@@ -191,6 +208,8 @@ pub struct CallStream {
     scope: Scope,
     id: String,
     tool: String,
+    /// Goes back to the client in the result's `_meta` (see [`crate::telemetry`]).
+    correlation_id: String,
     progress_token: Option<Value>,
     done: bool,
     /// The ids of requests sent to the client that are still unanswered.
@@ -255,6 +274,11 @@ impl CallStream {
         let tenant = caller.tenant.name.clone();
         let name = params.name;
         let arguments = params.arguments.unwrap_or_default();
+        let trace = CallTrace::start(
+            "mcp",
+            &headers,
+            params.meta.as_ref().and_then(CallMeta::trace),
+        );
         let progress_token = params.meta.and_then(|m| m.progress_token);
         let cancel = CancellationToken::new();
         let in_flight = scope
@@ -263,14 +287,18 @@ impl CallStream {
 
         let (sink, updates) = toolgate_adapters::progress_channel();
         let (bridge, events) = QueueBridge::new();
-        let mut ctx = CallContext::new(gateway.config().call_timeout, format!("mcp-{id}"));
+        let mut ctx = trace.call_context(gateway.config().call_timeout);
         ctx.cancel = cancel.clone();
         ctx.request_headers = headers;
         ctx.progress = Some(sink);
         ctx.client = Some(Arc::new(bridge));
 
         let tool = name.clone();
+        let request_span = trace.span;
         let call = Box::pin(async move {
+            // The request's span lasts as long as its call (its children name it as
+            // their parent through `ctx`).
+            let _request_span = request_span;
             if !protocol_tools::is_protocol_tool(&name) {
                 return access::call(&gateway, &caller, &name, arguments, ctx)
                     .await
@@ -289,6 +317,7 @@ impl CallStream {
             scope,
             id,
             tool,
+            correlation_id: trace.correlation_id,
             progress_token,
             done: false,
             asked: Vec::new(),
@@ -467,6 +496,15 @@ impl CallStream {
             return wire::result_message(&self.id, &error.to_string());
         }
         let mut raw = raw;
+        if let Value::Object(meta) = raw
+            .entry("_meta")
+            .or_insert_with(|| Value::Object(Map::new()))
+        {
+            meta.insert(
+                crate::telemetry::CORRELATION_META.into(),
+                Value::String(self.correlation_id.clone()),
+            );
+        }
         if let Scope::Sessionless { .. } = self.scope {
             // The version requires it on every result (Python `mcp` rejects one without).
             raw.entry("resultType").or_insert_with(|| json!("complete"));

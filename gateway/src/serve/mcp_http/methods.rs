@@ -127,7 +127,10 @@ pub async fn feature(
             return wire::error_message(id, wire::INVALID_PARAMS, &error.to_string(), None);
         }
     };
-    let ctx = CallContext::new(gateway.config().call_timeout, format!("mcp-{id}"));
+    let ctx = CallContext::new(
+        gateway.config().call_timeout,
+        crate::telemetry::new_correlation_id(),
+    );
     match features::answer(gateway, caller, method, params, ctx).await {
         Ok(mut result) => {
             if caller.session.is_none() {

@@ -396,8 +396,10 @@ impl McpSessions {
             Some(Ok(value)) => value,
             _ => serde_json::json!({"uri": uri}),
         };
-        let ctx =
-            toolgate_adapters::CallContext::new(gateway.config().call_timeout, format!("mcp-{id}"));
+        let ctx = toolgate_adapters::CallContext::new(
+            gateway.config().call_timeout,
+            crate::telemetry::new_correlation_id(),
+        );
         match features::answer(gateway, caller, method, params, ctx).await {
             Ok(result) => {
                 if method == "resources/subscribe" {

@@ -16,17 +16,18 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::extract::{Query, State};
+use axum::extract::{Extension, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use serde_json::{Value, json};
-use toolgate_adapters::{CallContext, JsonObject, ToolError};
+use toolgate_adapters::{JsonObject, ToolError};
 
 use super::call::{self, Finished};
 use super::{caller, error};
 use crate::access::Caller;
 use crate::serve::auth::FrontDoor;
+use crate::telemetry::CallTrace;
 
 /// One call as the model asked for it.
 struct Request {
@@ -38,6 +39,7 @@ struct Request {
 
 pub async fn openai(
     State(door): State<Arc<FrontDoor>>,
+    Extension(trace): Extension<CallTrace>,
     headers: HeaderMap,
     Query(query): Query<HashMap<String, String>>,
     body: axum::body::Bytes,
@@ -54,7 +56,7 @@ pub async fn openai(
             Err(message) => return invalid_body(format!("tool_calls[{index}]: {message}")),
         }
     }
-    let finished = match run(&door, &headers, session.as_deref(), &requests).await {
+    let finished = match run(&door, &trace, &headers, session.as_deref(), &requests).await {
         Ok(finished) => finished,
         Err(response) => return response,
     };
@@ -74,6 +76,7 @@ pub async fn openai(
 
 pub async fn anthropic(
     State(door): State<Arc<FrontDoor>>,
+    Extension(trace): Extension<CallTrace>,
     headers: HeaderMap,
     Query(query): Query<HashMap<String, String>>,
     body: axum::body::Bytes,
@@ -109,7 +112,7 @@ pub async fn anthropic(
             Err(message) => return invalid_body(format!("content[{index}]: {message}")),
         }
     }
-    let finished = match run(&door, &headers, session.as_deref(), &requests).await {
+    let finished = match run(&door, &trace, &headers, session.as_deref(), &requests).await {
         Ok(finished) => finished,
         Err(response) => return response,
     };
@@ -240,6 +243,7 @@ fn json_kind(value: &Value) -> &'static str {
 /// Runs the calls, at most `rest.batch_concurrency` at once, answers in request order.
 async fn run(
     door: &Arc<FrontDoor>,
+    trace: &CallTrace,
     headers: &HeaderMap,
     session: Option<&str>,
     requests: &[Request],
@@ -263,6 +267,7 @@ async fn run(
         .map(|request| {
             one(
                 door,
+                trace,
                 &caller,
                 request,
                 request_headers.clone(),
@@ -279,6 +284,7 @@ async fn run(
 
 async fn one(
     door: &FrontDoor,
+    trace: &CallTrace,
     caller: &Caller,
     request: &Request,
     request_headers: Arc<HeaderMap>,
@@ -291,7 +297,8 @@ async fn one(
     if request.name.is_empty() {
         return not_called(request, "the call names no tool");
     }
-    let mut ctx = CallContext::new(call_timeout, request.id.clone());
+    // The batch's calls share the request's trace (and so its correlation id).
+    let mut ctx = trace.call_context(call_timeout);
     ctx.request_headers = request_headers;
     call::execute(&door.gateway, caller, &request.name, arguments, ctx).await
 }

@@ -16,19 +16,21 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::from_fn;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{Value, json};
-use toolgate_adapters::{CallContext, JsonObject, ToolError};
+use toolgate_adapters::{JsonObject, ToolError};
 
 use super::auth::{FrontDoor, Shape};
 use crate::access::{Caller, View};
 use crate::errors::http_status;
 use crate::export::{self, ExportOptions, Format};
 use crate::protocol_tools;
+use crate::telemetry::{CallTrace, rest_calls};
 
 mod batch;
 mod call;
@@ -38,12 +40,21 @@ mod stream;
 pub fn router(door: Arc<FrontDoor>) -> Router {
     Router::new()
         .route("/v1/tools", get(list_tools))
-        .route("/v1/tools/{name}/call", post(call_tool))
+        .route(
+            "/v1/tools/{name}/call",
+            post(call_tool).layer(from_fn(rest_calls)),
+        )
         .route("/v1/sessions", post(create_session))
         .route("/v1/sessions/{id}/tools", get(session_tools))
         .route("/v1/sessions/{id}/tools/expand", post(expand_session))
-        .route("/v1/tool_calls", post(batch::openai))
-        .route("/v1/tool_use", post(batch::anthropic))
+        .route(
+            "/v1/tool_calls",
+            post(batch::openai).layer(from_fn(rest_calls)),
+        )
+        .route(
+            "/v1/tool_use",
+            post(batch::anthropic).layer(from_fn(rest_calls)),
+        )
         .route("/openapi.json", get(openapi::document))
         .layer(axum::extract::DefaultBodyLimit::max(4 * 1024 * 1024))
         .with_state(door)
@@ -165,6 +176,7 @@ async fn list_tools(
 
 async fn call_tool(
     State(door): State<Arc<FrontDoor>>,
+    Extension(trace): Extension<CallTrace>,
     headers: HeaderMap,
     Path(name): Path<String>,
     body: axum::body::Bytes,
@@ -211,7 +223,7 @@ async fn call_tool(
         Err(response) => return response,
     };
     let gateway = &door.gateway;
-    let mut ctx = CallContext::new(gateway.config().call_timeout, "rest");
+    let mut ctx = trace.call_context(gateway.config().call_timeout);
     if let Some(format) = stream::wanted(&headers) {
         ctx.request_headers = Arc::new(headers);
         return stream::respond(door.clone(), caller, name, arguments, ctx, format);
