@@ -76,12 +76,109 @@ pub struct StdioConfig {
     /// Its arguments.
     #[serde(default)]
     pub args: Vec<String>,
-    /// Extra environment variables (the gateway's environment is inherited).
+    /// Environment variables set for the process (on top of what it inherits).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Which of the gateway's own environment variables the process inherits besides
+    /// the baseline ([`BASELINE_ENV`]: `PATH`, `HOME`, locale, `TZ`, `TMPDIR`): a list
+    /// of names, or `all` for the whole environment. Default: none — the gateway's
+    /// secrets (admin token, JWT secret, Redis URL, other upstreams' tokens) stay out
+    /// of the child.
+    #[serde(default, skip_serializing_if = "InheritEnv::is_none")]
+    pub inherit_env: InheritEnv,
     /// Working directory (default: the gateway's).
     #[serde(default)]
     pub cwd: Option<PathBuf>,
+    /// Longest line (one JSON-RPC message) the process may write to stdout. A longer
+    /// line is a framing error: the calls in flight fail at once and the process is
+    /// restarted, as after a crash.
+    #[serde(
+        default = "default_max_line_bytes",
+        skip_serializing_if = "is_default_max_line_bytes"
+    )]
+    pub max_line_bytes: usize,
+}
+
+/// 16 MiB: a large tool result (a base64 image or file) fits; a stuck or hostile
+/// server cannot make the gateway hold more than this per upstream.
+pub const DEFAULT_MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+
+fn default_max_line_bytes() -> usize {
+    DEFAULT_MAX_LINE_BYTES
+}
+
+fn is_default_max_line_bytes(n: &usize) -> bool {
+    *n == DEFAULT_MAX_LINE_BYTES
+}
+
+/// The gateway environment variables every stdio child inherits: what a program needs
+/// to be found, to find its home and caches (npm, uv), to format text and times, and
+/// to write temporary files. `LC_*` (every locale category) is matched by prefix.
+#[cfg(unix)]
+pub const BASELINE_ENV: &[&str] = &["PATH", "HOME", "LANG", "LANGUAGE", "LC_*", "TZ", "TMPDIR"];
+/// The gateway environment variables every stdio child inherits (Windows needs its
+/// system directories and profile to start most programs at all).
+#[cfg(not(unix))]
+pub const BASELINE_ENV: &[&str] = &[
+    "PATH",
+    "PATHEXT",
+    "SYSTEMROOT",
+    "SYSTEMDRIVE",
+    "WINDIR",
+    "COMSPEC",
+    "TEMP",
+    "TMP",
+    "USERPROFILE",
+    "APPDATA",
+    "LOCALAPPDATA",
+    "PROGRAMDATA",
+    "PROGRAMFILES",
+    "LANG",
+    "LC_*",
+    "TZ",
+];
+
+/// `inherit_env`: names of gateway environment variables to pass on, or `all`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum InheritEnv {
+    /// `all`: the whole environment (the behaviour before `inherit_env` existed).
+    All(AllKeyword),
+    /// These names (exact, case-sensitive) besides the baseline.
+    Names(Vec<String>),
+}
+
+/// The keyword `all`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum AllKeyword {
+    #[serde(rename = "all")]
+    All,
+}
+
+impl Default for InheritEnv {
+    fn default() -> Self {
+        InheritEnv::Names(Vec::new())
+    }
+}
+
+impl InheritEnv {
+    fn is_none(&self) -> bool {
+        matches!(self, InheritEnv::Names(n) if n.is_empty())
+    }
+
+    /// Whether the gateway's variable `name` goes to the child.
+    pub fn passes(&self, name: &str) -> bool {
+        let listed = |pattern: &str| match pattern.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix),
+            None => name == pattern,
+        };
+        match self {
+            InheritEnv::All(_) => true,
+            InheritEnv::Names(names) => {
+                BASELINE_ENV.iter().any(|p| listed(p)) || names.iter().any(|n| n == name)
+            }
+        }
+    }
 }
 
 /// An MCP server reached over HTTP (streamable HTTP, or legacy HTTP+SSE).
@@ -119,7 +216,9 @@ impl std::fmt::Debug for StdioConfig {
             .field("command", &self.command)
             .field("args", &self.args)
             .field("env", &Redacted(&self.env))
+            .field("inherit_env", &self.inherit_env)
             .field("cwd", &self.cwd)
+            .field("max_line_bytes", &self.max_line_bytes)
             .finish()
     }
 }
