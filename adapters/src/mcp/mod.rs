@@ -30,6 +30,11 @@
 //!   expired session) fails every pending call at once with `Unavailable`; calls made
 //!   while reconnecting fail fast the same way. `tools()` keeps the last list meanwhile
 //!   so the catalog does not flap.
+//! - A stdio framing error (a line over `max_line_bytes`, a broken JSON message) is a
+//!   lost connection too: the response it carried cannot be matched to its call, so
+//!   every call in flight fails at once and the child is restarted (see `stdio.rs`).
+//! - A stdio child gets a minimal environment ([`BASELINE_ENV`], `inherit_env`, `env`),
+//!   never the gateway's whole one.
 //! - Cancellation and deadlines send `notifications/cancelled` upstream.
 //! - `tools_changed` is bumped on every successful listing (after each connect and each
 //!   `list_changed`), even if the list came back the same.
@@ -89,9 +94,9 @@ pub struct StdioConfig {
     /// Working directory (default: the gateway's).
     #[serde(default)]
     pub cwd: Option<PathBuf>,
-    /// Longest line (one JSON-RPC message) the process may write to stdout. A longer
-    /// line is a framing error: the calls in flight fail at once and the process is
-    /// restarted, as after a crash.
+    /// Longest line (one JSON-RPC message) the process may write to stdout (default
+    /// 16 MiB; at least 64 KiB is honoured). A longer line is a framing error: the
+    /// calls in flight fail at once and the process is restarted, as after a crash.
     #[serde(
         default = "default_max_line_bytes",
         skip_serializing_if = "is_default_max_line_bytes"
