@@ -179,12 +179,21 @@ async fn read_stdout(
     let too_long = |n: usize| {
         format!(
             "the MCP server wrote a line of more than {max_line} bytes to stdout (the \
-             upstream's `max_line_bytes`; {n} bytes so far); it was restarted"
+             upstream's `max_line_bytes`; {n} bytes so far); the process is being restarted"
         )
     };
     let reason = loop {
         match stdout.read(&mut buf).await {
-            Ok(0) => break "the process closed its stdout".to_owned(),
+            Ok(0) => {
+                // A last line without its newline: a whole message is still
+                // delivered; a cut one fails the calls with the rest, just below.
+                if let Some(Line::Line(last)) = lines.finish()
+                    && let Err(cut) = rpc.dispatch_line(&last)
+                {
+                    tracing::warn!(upstream = %upstream, reason = %cut, "the MCP server's stdout ended in the middle of a line");
+                }
+                break "the process closed its stdout".to_owned();
+            }
             Ok(n) => lines.push(&buf[..n], &mut |line| {
                 if broken.is_some() {
                     return;
@@ -200,20 +209,10 @@ async fn read_stdout(
             broken = broken.or(Some(too_long(n)));
         }
         if let Some(reason) = broken.take() {
+            tracing::warn!(upstream = %upstream, reason = %reason, "framing error on the MCP server's stdout; restarting it");
             break reason;
         }
     };
-    // A last line without its newline, at the end of the stream: a whole message is
-    // still delivered; a cut one fails the calls with the rest, when the
-    // connection closes just below.
-    if let Some(Line::Line(last)) = lines.finish()
-        && let Err(cut) = rpc.dispatch_line(&last)
-    {
-        tracing::warn!(upstream = %upstream, reason = %cut, "the MCP server's stdout ended in the middle of a line");
-    }
-    if rpc.closed_reason().is_none() {
-        tracing::warn!(upstream = %upstream, reason = %reason, "closing the MCP server's connection");
-    }
     rpc.close(reason);
 }
 

@@ -450,7 +450,7 @@ impl Rpc {
             }
             Err(e) if matches!(trimmed[0], b'{' | b'[') => Err(format!(
                 "the MCP server wrote a broken JSON-RPC message to stdout ({} bytes: {e}); \
-                 it was restarted",
+                 the process is being restarted",
                 trimmed.len()
             )),
             Err(_) => {
