@@ -149,7 +149,7 @@ pub const BASELINE_ENV: &[&str] = &[
 pub enum InheritEnv {
     /// `all`: the whole environment (the behaviour before `inherit_env` existed).
     All(AllKeyword),
-    /// These names (exact, case-sensitive) besides the baseline.
+    /// These names (exact; case-insensitive on Windows only) besides the baseline.
     Names(Vec<String>),
 }
 
@@ -173,14 +173,24 @@ impl InheritEnv {
 
     /// Whether the gateway's variable `name` goes to the child.
     pub fn passes(&self, name: &str) -> bool {
+        // Windows spells `PATH` as `Path`: its variable names are case-insensitive.
+        let same = |a: &str, b: &str| {
+            if cfg!(windows) {
+                a.eq_ignore_ascii_case(b)
+            } else {
+                a == b
+            }
+        };
         let listed = |pattern: &str| match pattern.strip_suffix('*') {
-            Some(prefix) => name.starts_with(prefix),
-            None => name == pattern,
+            Some(prefix) => name
+                .get(..prefix.len())
+                .is_some_and(|head| same(head, prefix)),
+            None => same(name, pattern),
         };
         match self {
             InheritEnv::All(_) => true,
             InheritEnv::Names(names) => {
-                BASELINE_ENV.iter().any(|p| listed(p)) || names.iter().any(|n| n == name)
+                BASELINE_ENV.iter().any(|p| listed(p)) || names.iter().any(|n| same(n, name))
             }
         }
     }
@@ -294,5 +304,35 @@ impl Default for McpOptions {
             startup_timeout: Duration::from_secs(30),
             client_capabilities: serde_json::Value::Object(Default::default()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inherit_env_passes_the_baseline_and_named_variables_only() {
+        let none = InheritEnv::default();
+        #[cfg(unix)]
+        for name in ["PATH", "HOME", "LANG", "LC_ALL", "LC_TIME", "TZ", "TMPDIR"] {
+            assert!(none.passes(name), "{name}");
+        }
+        for name in [
+            "TOOLGATE_ADMIN_TOKEN",
+            "REDIS_URL",
+            "LC",
+            "PATHX",
+            "AWS_SECRET_ACCESS_KEY",
+        ] {
+            assert!(!none.passes(name), "{name}");
+        }
+        let named: InheritEnv =
+            serde_json::from_value(serde_json::json!(["GITHUB_TOKEN"])).unwrap();
+        assert!(named.passes("GITHUB_TOKEN") && named.passes("PATH"));
+        assert!(!named.passes("GITHUB_TOKEN_2"));
+        let all: InheritEnv = serde_json::from_value(serde_json::json!("all")).unwrap();
+        assert!(all.passes("REDIS_URL"));
+        assert!(serde_json::from_value::<InheritEnv>(serde_json::json!("some")).is_err());
     }
 }
