@@ -31,7 +31,9 @@ fn stdio(entry: &Path) -> McpTransport {
         command: "node".into(),
         args: vec![entry.display().to_string(), "stdio".into()],
         env: Default::default(),
+        inherit_env: Default::default(),
         cwd: None,
+        max_line_bytes: toolgate_adapters::mcp::DEFAULT_MAX_LINE_BYTES,
     })
 }
 

@@ -49,7 +49,6 @@ rl.on('line', (line) => {
       // A slow start (a cold npx on a loaded machine): the answer comes late.
       setTimeout(() => {
       process.stdout.write('this is not json\n');
-      process.stdout.write('{"jsonrpc": "2.0", broken\n');
       process.stdout.write('42\n\n');
       ok(msg.id, {
         protocolVersion: process.env.SCRIPTED_VERSION || '2025-06-18',
@@ -81,7 +80,7 @@ rl.on('line', (line) => {
           nextCursor: 'page-2',
         });
       } else {
-        ok(msg.id, { tools: ['replies', 'bad-args', 'fails', 'tool-error', 'batch', 'a', 'slow', 'cancelled', 'meta', 'ask', 'huge', 'counts']
+        ok(msg.id, { tools: ['replies', 'bad-args', 'fails', 'tool-error', 'batch', 'a', 'slow', 'cancelled', 'meta', 'ask', 'huge', 'counts', 'unterminated', 'broken', 'banner', 'wrong-id']
           .map((name) => ({ name, inputSchema: { type: 'object' } })) });
       }
       break;
@@ -113,10 +112,22 @@ rl.on('line', (line) => {
         }, args.delayMs || 0);
       }
       else if (name === 'huge') {
-        // A line past the 64 MiB bound, then the answer: the line is skipped, the
-        // connection lives on.
-        process.stdout.write('x'.repeat(65 * 1024 * 1024) + '\n', () => ok(msg.id, text('"after huge"')));
+        // A line past the client's bound, then the answer.
+        const size = Number(process.env.SCRIPTED_HUGE_BYTES || 2 * 1024 * 1024);
+        process.stdout.write('x'.repeat(size) + '\n', () => ok(msg.id, text('"after huge"')));
       }
+      else if (name === 'unterminated')
+        // The start of a line that never ends, and then silence.
+        process.stdout.write('{"jsonrpc":"2.0","id":' + msg.id + ',"result":{"content":"' + 'y'.repeat(2 * 1024 * 1024));
+      else if (name === 'broken')
+        // Half a response (its end lost), then nothing for this call.
+        process.stdout.write('{"jsonrpc":"2.0","id":' + msg.id + ',"result":{"conte\n');
+      else if (name === 'banner') {
+        // Plain text on stdout (against the spec, but common), then the answer.
+        process.stdout.write('Server running on stdio\n');
+        ok(msg.id, text('"after banner"'));
+      }
+      else if (name === 'wrong-id') ok(msg.id + 1000000, text('"lost"'));
       else if (name === 'slow') { /* never answers: the client must cancel or time out */ }
       else if (name === 'cancelled') ok(msg.id, text(JSON.stringify(cancelled)));
       else if (name === 'counts') ok(msg.id, text(JSON.stringify({ pings, lists })));
@@ -179,11 +190,17 @@ fn upstream_with_options(
             command: "node".into(),
             args: vec![script(test).display().to_string()],
             env,
+            inherit_env: Default::default(),
             cwd: None,
+            max_line_bytes: MAX_LINE,
         }),
         options,
     )
 }
+
+/// The scripted upstreams' stdout line bound (the `huge` and `unterminated` tools
+/// write 2 MiB).
+const MAX_LINE: usize = 1024 * 1024;
 
 /// An env value that must never show up in logs.
 const SECRET: &str = "hunter2-not-for-logs";
@@ -239,7 +256,11 @@ async fn survives_a_misbehaving_server_and_maps_its_errors() {
                 "meta",
                 "ask",
                 "huge",
-                "counts"
+                "counts",
+                "unterminated",
+                "broken",
+                "banner",
+                "wrong-id"
             ]
         );
         let a = &up.tools()[0];
@@ -514,7 +535,7 @@ impl std::io::Write for LogBuffer {
 // A current-thread runtime (the default for tokio::test): every task of the upstream
 // runs on this thread, under the thread-local subscriber set here.
 #[tokio::test]
-async fn logs_stderr_per_line_with_the_upstream_and_never_secrets_and_skips_huge_lines() {
+async fn logs_stderr_per_line_with_the_upstream_and_never_secrets_and_restarts_on_huge_lines() {
     if !have_node() {
         return;
     }
@@ -530,15 +551,13 @@ async fn logs_stderr_per_line_with_the_upstream_and_never_secrets_and_skips_huge
     tokio::time::timeout(Duration::from_secs(30), async {
         let up = upstream("logs", None);
         connected(&up).await;
-        let out = up
+        let error = up
             .call("huge", JsonObject::new(), ctx())
             .await
-            .expect("huge");
-        assert_eq!(text(&out), "after huge");
-        let out = up
-            .call("a", JsonObject::new(), ctx())
-            .await
-            .expect("a after huge");
+            .expect_err("a line over the bound ends the connection");
+        assert!(matches!(error, ToolError::Unavailable(_)), "{error:?}");
+        connected(&up).await;
+        let out = call_when_back(&up, "a").await;
         assert!(!out.is_error());
         up.shutdown().await;
     })
@@ -562,7 +581,7 @@ async fn logs_stderr_per_line_with_the_upstream_and_never_secrets_and_skips_huge
             .any(|l| l.contains("second stderr line")),
         "one event per line: {text}"
     );
-    assert!(text.contains("oversized line"), "{text}");
+    assert!(text.contains("max_line_bytes"), "{text}");
     assert!(!text.contains(SECRET), "a secret was logged: {text}");
 }
 
@@ -661,6 +680,85 @@ async fn a_failed_first_start_is_retried_like_a_crash() {
             "three failed starts, then the fourth connected"
         );
         assert!(up.tools().iter().any(|t| t.name == "ask"), "listed");
+        up.shutdown().await;
+    })
+    .await
+    .expect("bounded");
+}
+
+/// Calls `tool` until the upstream answers again after a restart (bounded).
+async fn call_when_back(up: &McpUpstream, tool: &str) -> toolgate_adapters::CallOutput {
+    let mut last = None;
+    for _ in 0..100 {
+        match up.call(tool, JsonObject::new(), ctx()).await {
+            Ok(out) => return out,
+            Err(e) => last = Some(e),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{tool} never answered again: {last:?}");
+}
+
+/// Framing errors on stdout fail the call in flight at once with a reason that says
+/// what the server did — never by sitting out the call's deadline — and the process
+/// is restarted: a line over `max_line_bytes` that never ends, half a JSON message.
+/// A plain-text line is skipped (the call still gets its answer); a response with an
+/// id never sent is dropped.
+#[tokio::test]
+async fn framing_errors_fail_calls_at_once_and_restart_the_process() {
+    common::init_tracing();
+    if !have_node() {
+        return;
+    }
+    // Far beyond the bounded wait below: an answer only by the deadline fails the test.
+    let patient = || CallContext::new(Duration::from_secs(300), "test");
+    tokio::time::timeout(Duration::from_secs(60), async {
+        let up = upstream("framing", None);
+        connected(&up).await;
+        let first_pid = up.child_pid();
+
+        let out = up
+            .call("banner", JsonObject::new(), patient())
+            .await
+            .expect("a plain-text line is skipped");
+        assert_eq!(text(&out), "after banner");
+
+        for (tool, says) in [
+            ("unterminated", "max_line_bytes"),
+            ("broken", "broken JSON-RPC message"),
+        ] {
+            let pid = up.child_pid();
+            let error = up
+                .call(tool, JsonObject::new(), patient())
+                .await
+                .expect_err(tool);
+            match &error {
+                ToolError::Unavailable(m) => {
+                    assert!(m.contains(says) && m.contains("restarted"), "{tool}: {m}")
+                }
+                other => panic!("{tool}: expected Unavailable, got {other:?}"),
+            }
+            let out = call_when_back(&up, "a").await;
+            assert!(!out.is_error());
+            assert_ne!(up.child_pid(), pid, "{tool}: the process was restarted");
+        }
+        assert_ne!(up.child_pid(), first_pid);
+
+        // A response under an id the gateway never sent is dropped: the call meets its
+        // (short) deadline, the connection lives on.
+        let pid = up.child_pid();
+        let error = up
+            .call(
+                "wrong-id",
+                JsonObject::new(),
+                CallContext::new(Duration::from_millis(500), "test"),
+            )
+            .await
+            .expect_err("no answer under the call's id");
+        assert!(matches!(error, ToolError::Timeout(_)), "{error:?}");
+        let out = up.call("a", JsonObject::new(), ctx()).await.expect("a");
+        assert!(!out.is_error());
+        assert_eq!(up.child_pid(), pid, "no restart for a wrong id");
         up.shutdown().await;
     })
     .await

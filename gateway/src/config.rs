@@ -285,9 +285,15 @@ pub struct SessionsConfig {
     #[serde(default = "default_idle_ttl", with = "humantime_serde")]
     #[schemars(with = "String")]
     pub idle_ttl: Duration,
-    /// At most this many sessions are kept (the least recently used go first).
+    /// At most this many live sessions in all; when they are all in use, a new one is
+    /// refused (503 with `Retry-After`) rather than another's evicted.
     #[serde(default = "default_max_sessions")]
     pub max_sessions: u64,
+    /// At most this many live sessions per tenant (default: only `max_sessions`
+    /// bounds a tenant); a tenant at its quota is refused a new one (503 with
+    /// `Retry-After`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_per_tenant: Option<u64>,
     /// A tenant without `initial` patterns starts sessions with its whole allowed set
     /// when that set holds at most this many tools (otherwise with none).
     #[serde(default = "default_initial_max_tools")]
@@ -318,6 +324,7 @@ impl Default for SessionsConfig {
         Self {
             idle_ttl: default_idle_ttl(),
             max_sessions: default_max_sessions(),
+            max_per_tenant: None,
             initial_max_tools: default_initial_max_tools(),
             expandable_list_cap: default_expandable_cap(),
         }
@@ -676,6 +683,12 @@ impl Config {
         if let Err((field, message)) = self.state.validate() {
             return Err(invalid(format!("state.{field}"), message));
         }
+        if self.sessions.max_sessions == 0 || self.sessions.max_per_tenant == Some(0) {
+            return Err(invalid(
+                "sessions".into(),
+                "`max_sessions` and `max_per_tenant` must be at least 1".into(),
+            ));
+        }
         if self.health.interval.is_zero() {
             return Err(invalid(
                 "health.interval".into(),
@@ -710,6 +723,10 @@ impl Config {
             "sessions.max_sessions",
             self.sessions.max_sessions != running.sessions.max_sessions,
         );
+        check(
+            "sessions.max_per_tenant",
+            self.sessions.max_per_tenant != running.sessions.max_per_tenant,
+        );
         check("state", self.state != running.state);
         check("telemetry", self.telemetry != running.telemetry);
         changed
@@ -725,6 +742,7 @@ impl Config {
         self.admin.clone_from(&running.admin);
         self.sessions.idle_ttl = running.sessions.idle_ttl;
         self.sessions.max_sessions = running.sessions.max_sessions;
+        self.sessions.max_per_tenant = running.sessions.max_per_tenant;
         self.state.clone_from(&running.state);
         self.telemetry.clone_from(&running.telemetry);
     }

@@ -146,7 +146,7 @@ impl Gateway {
             Some(shared) => shared.sessions.clone(),
             None => Arc::new(MemoryStore::new(
                 config.sessions.idle_ttl,
-                config.sessions.max_sessions,
+                crate::session::Limits::from_config(&config.sessions),
             )),
         };
         let gateway = Arc::new(Gateway {

@@ -9,18 +9,89 @@
 //!
 //! Every method can fail with [`Unavailable`] (a shared store that cannot be reached):
 //! surfaces answer that with 503 and a retry hint, never with "not found".
+//!
+//! The table is bounded ([`Limits`]: `sessions.max_sessions` in all, and
+//! `sessions.max_per_tenant` for each tenant). A full table, or a tenant at its quota,
+//! refuses a new session ([`Refused::Full`], with the time until a session idles out as
+//! the retry hint) rather than evicting a live one: one tenant's initializes must never
+//! end another tenant's sessions. Sessions idle past `idle_ttl` are reclaimed.
 
-use std::collections::BTreeSet;
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use tokio::sync::Mutex;
 
 pub use crate::state::Unavailable;
 
 /// What a store operation gives: the answer, or the store being unreachable.
 pub type StoreResult<T> = Result<T, Unavailable>;
+
+/// How many sessions a store keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Sessions in all (every tenant).
+    pub max_sessions: u64,
+    /// Sessions of one tenant; `None`: only the total bounds a tenant.
+    pub max_per_tenant: Option<u64>,
+}
+
+impl Limits {
+    pub fn from_config(config: &crate::config::SessionsConfig) -> Limits {
+        Limits {
+            max_sessions: config.max_sessions,
+            max_per_tenant: config.max_per_tenant,
+        }
+    }
+}
+
+/// Why [`SessionStore::create`] made no session.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Refused {
+    /// The store could not be reached.
+    #[error(transparent)]
+    Unavailable(#[from] Unavailable),
+    /// The table, or the tenant's quota, is full of live sessions.
+    #[error("{message}")]
+    Full {
+        message: String,
+        /// When the first of the sessions that fill it idles out (at least 1 s).
+        retry_after: Duration,
+    },
+}
+
+/// Which bound a refused session met.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FullBound {
+    Table,
+    Tenant,
+}
+
+impl Refused {
+    /// The refusal for a full table or quota, with a message saying what to do.
+    pub fn full(bound: FullBound, limits: Limits, retry_after: Duration) -> Refused {
+        let retry_after = Duration::from_secs(retry_after.as_secs_f64().ceil().max(1.0) as u64);
+        let seconds = retry_after.as_secs();
+        let message = match bound {
+            FullBound::Tenant => format!(
+                "these credentials already hold their maximum of {} sessions \
+                 (`sessions.max_per_tenant`): end sessions no longer used (DELETE /mcp with \
+                 their Mcp-Session-Id) or retry in {seconds} s, when the least recently used \
+                 one idles out",
+                limits.max_per_tenant.unwrap_or(limits.max_sessions)
+            ),
+            FullBound::Table => format!(
+                "the gateway holds its maximum of {} sessions (`sessions.max_sessions`): retry \
+                 in {seconds} s, when the least recently used one idles out",
+                limits.max_sessions
+            ),
+        };
+        Refused::Full {
+            message,
+            retry_after,
+        }
+    }
+}
 
 /// A session as stored.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,10 +116,12 @@ pub struct Expansion {
 
 #[async_trait]
 pub trait SessionStore: Send + Sync {
-    /// Creates a session for `tenant` under a fresh random id.
-    async fn create(&self, tenant: &str) -> StoreResult<Session>;
+    /// Creates a session for `tenant` under a fresh random id, unless the table or
+    /// the tenant's quota is full of live sessions (see the module docs).
+    async fn create(&self, tenant: &str) -> Result<Session, Refused>;
     /// Creates a session under a given id (e.g. an MCP transport session id) unless
-    /// one exists; returns the stored one (whose tenant may differ: check it).
+    /// one exists; returns the stored one (whose tenant may differ: check it). Used by
+    /// the stdio surface, one session per process: counted, never refused.
     async fn get_or_create(&self, id: &str, tenant: &str) -> StoreResult<Session>;
     /// The session, if it exists (and has not idled out). Refreshes its idle timer.
     async fn get(&self, id: &str) -> StoreResult<Option<Session>>;
@@ -92,57 +165,187 @@ fn base64url(bytes: &[u8]) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
-/// The embedded store: an in-memory cache with an idle TTL and a size cap (least
-/// recently used sessions go first).
+/// The embedded store: a table in memory with a sliding idle TTL, bounded by
+/// [`Limits`] (a full table refuses; it never evicts a live session).
 pub struct MemoryStore {
-    sessions: moka::future::Cache<String, Arc<Mutex<Session>>>,
+    idle_ttl: Duration,
+    limits: Limits,
+    table: Mutex<Table>,
+}
+
+#[derive(Default)]
+struct Table {
+    sessions: HashMap<String, Slot>,
+    /// Each tenant's session ids (for its quota, without scanning the table).
+    by_tenant: HashMap<String, HashSet<String>>,
+    /// After a scan of a full table: no session idles out before this instant, so a
+    /// request meanwhile is refused without another scan.
+    full_until: Option<Instant>,
+    /// When the table was last swept of idle sessions.
+    swept: Option<Instant>,
+}
+
+struct Slot {
+    session: Session,
+    used: Instant,
+}
+
+/// A full table is swept at most this often on its own (sweeps also happen whenever
+/// the table or a quota is full).
+const SWEEP_EVERY: Duration = Duration::from_secs(60);
+
+impl Table {
+    fn insert(&mut self, session: Session, now: Instant) {
+        self.by_tenant
+            .entry(session.tenant.clone())
+            .or_default()
+            .insert(session.id.clone());
+        self.sessions
+            .insert(session.id.clone(), Slot { session, used: now });
+    }
+
+    fn remove(&mut self, id: &str) {
+        let Some(slot) = self.sessions.remove(id) else {
+            return;
+        };
+        if let Some(ids) = self.by_tenant.get_mut(&slot.session.tenant) {
+            ids.remove(id);
+            if ids.is_empty() {
+                self.by_tenant.remove(&slot.session.tenant);
+            }
+        }
+        self.full_until = None;
+    }
+
+    /// The live session `id` (its idle timer refreshed), forgetting it if it idled out.
+    fn live(&mut self, id: &str, ttl: Duration, now: Instant) -> Option<&mut Slot> {
+        let expired = now.duration_since(self.sessions.get(id)?.used) >= ttl;
+        if expired {
+            self.remove(id);
+            return None;
+        }
+        let slot = self.sessions.get_mut(id)?;
+        slot.used = now;
+        Some(slot)
+    }
+
+    /// Forgets the idle sessions among `ids`; returns when the first live one of them
+    /// will idle out (from `now`).
+    fn sweep(&mut self, ids: Vec<String>, ttl: Duration, now: Instant) -> Option<Duration> {
+        let mut soonest: Option<Duration> = None;
+        for id in ids {
+            let Some(used) = self.sessions.get(&id).map(|s| s.used) else {
+                continue;
+            };
+            let idle = now.duration_since(used);
+            if idle >= ttl {
+                self.remove(&id);
+            } else {
+                let left = ttl - idle;
+                soonest = Some(soonest.map_or(left, |s| s.min(left)));
+            }
+        }
+        soonest
+    }
+
+    fn sweep_all(&mut self, ttl: Duration, now: Instant) -> Option<Duration> {
+        self.swept = Some(now);
+        let ids = self.sessions.keys().cloned().collect();
+        self.sweep(ids, ttl, now)
+    }
 }
 
 impl MemoryStore {
-    pub fn new(idle_ttl: Duration, max_sessions: u64) -> Self {
+    pub fn new(idle_ttl: Duration, limits: Limits) -> Self {
         Self {
-            sessions: moka::future::Cache::builder()
-                .time_to_idle(idle_ttl)
-                .max_capacity(max_sessions)
-                .build(),
+            idle_ttl,
+            limits,
+            table: Mutex::new(Table::default()),
         }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
+        // Every critical section leaves the maps consistent at each step.
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
 #[async_trait]
 impl SessionStore for MemoryStore {
-    async fn create(&self, tenant: &str) -> StoreResult<Session> {
+    async fn create(&self, tenant: &str) -> Result<Session, Refused> {
+        let ttl = self.idle_ttl;
+        let now = Instant::now();
+        let mut table = self.lock();
+        if table
+            .swept
+            .is_none_or(|at| now.duration_since(at) >= SWEEP_EVERY)
+        {
+            table.sweep_all(ttl, now);
+        }
+        if let Some(quota) = self.limits.max_per_tenant {
+            let ids: Vec<String> = table
+                .by_tenant
+                .get(tenant)
+                .map(|ids| ids.iter().cloned().collect())
+                .unwrap_or_default();
+            if ids.len() as u64 >= quota {
+                let soonest = table.sweep(ids, ttl, now);
+                let held = table.by_tenant.get(tenant).map_or(0, HashSet::len);
+                if held as u64 >= quota {
+                    return Err(Refused::full(
+                        FullBound::Tenant,
+                        self.limits,
+                        soonest.unwrap_or(ttl),
+                    ));
+                }
+            }
+        }
+        if table.sessions.len() as u64 >= self.limits.max_sessions {
+            let soonest = match table.full_until {
+                Some(until) if until > now => Some(until - now),
+                _ => {
+                    let soonest = table.sweep_all(ttl, now);
+                    table.full_until = soonest.map(|d| now + d);
+                    soonest
+                }
+            };
+            if table.sessions.len() as u64 >= self.limits.max_sessions {
+                return Err(Refused::full(
+                    FullBound::Table,
+                    self.limits,
+                    soonest.unwrap_or(ttl),
+                ));
+            }
+        }
         let session = Session {
             id: new_session_id(),
             tenant: tenant.to_owned(),
             expanded: BTreeSet::new(),
         };
-        self.sessions
-            .insert(session.id.clone(), Arc::new(Mutex::new(session.clone())))
-            .await;
+        table.insert(session.clone(), now);
         Ok(session)
     }
 
     async fn get_or_create(&self, id: &str, tenant: &str) -> StoreResult<Session> {
-        let entry = self
-            .sessions
-            .get_with(id.to_owned(), async {
-                Arc::new(Mutex::new(Session {
-                    id: id.to_owned(),
-                    tenant: tenant.to_owned(),
-                    expanded: BTreeSet::new(),
-                }))
-            })
-            .await;
-        Ok(entry.lock().await.clone())
+        let now = Instant::now();
+        let mut table = self.lock();
+        if let Some(slot) = table.live(id, self.idle_ttl, now) {
+            return Ok(slot.session.clone());
+        }
+        let session = Session {
+            id: id.to_owned(),
+            tenant: tenant.to_owned(),
+            expanded: BTreeSet::new(),
+        };
+        table.insert(session.clone(), now);
+        Ok(session)
     }
 
     async fn get(&self, id: &str) -> StoreResult<Option<Session>> {
-        let Some(entry) = self.sessions.get(id).await else {
-            return Ok(None);
-        };
-        let session = entry.lock().await.clone();
-        Ok(Some(session))
+        let mut table = self.lock();
+        Ok(table
+            .live(id, self.idle_ttl, Instant::now())
+            .map(|slot| slot.session.clone()))
     }
 
     async fn expand(
@@ -151,10 +354,11 @@ impl SessionStore for MemoryStore {
         tenant: &str,
         names: &[String],
     ) -> StoreResult<Option<Expansion>> {
-        let Some(entry) = self.sessions.get(id).await else {
+        let mut table = self.lock();
+        let Some(slot) = table.live(id, self.idle_ttl, Instant::now()) else {
             return Ok(None);
         };
-        let mut session = entry.lock().await;
+        let session = &mut slot.session;
         if session.tenant != tenant {
             return Ok(None);
         }
@@ -171,13 +375,15 @@ impl SessionStore for MemoryStore {
     }
 
     async fn delete(&self, id: &str) -> StoreResult<()> {
-        self.sessions.invalidate(id).await;
+        self.lock().remove(id);
         Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
 
     #[test]
@@ -196,9 +402,9 @@ mod tests {
 
     #[tokio::test]
     async fn memory_store_passes_the_store_suite() {
-        crate::state::suite::run_all(&|ttl| {
+        crate::state::suite::run_all(&|ttl, limits| {
             Box::pin(async move {
-                let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new(ttl, 1000));
+                let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new(ttl, limits));
                 Some(store)
             })
         })

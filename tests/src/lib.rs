@@ -544,7 +544,19 @@ impl Gateway {
     }
 
     /// Starts the gateway without waiting for readiness.
-    pub fn spawn(mut config: Value) -> Gateway {
+    pub fn spawn(config: Value) -> Gateway {
+        Self::spawn_with_env(config, &[])
+    }
+
+    /// [`Gateway::start`] with these variables added to the gateway's environment.
+    pub async fn start_with_env(config: Value, env: &[(&str, &str)]) -> Gateway {
+        let gw = Self::spawn_with_env(config, env);
+        gw.wait_ready(START_TIMEOUT).await;
+        gw
+    }
+
+    /// [`Gateway::spawn`] with these variables added to the gateway's environment.
+    pub fn spawn_with_env(mut config: Value, env: &[(&str, &str)]) -> Gateway {
         let port = free_port();
         let dir = TempDir::new("gateway");
         let config_path = dir.path().join("toolgate.yaml");
@@ -567,6 +579,7 @@ impl Gateway {
                 "RUST_LOG",
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
             )
+            .envs(env.iter().copied())
             .current_dir(workspace_root());
         let proc = Proc::spawn("toolgate", &mut cmd);
         Gateway {

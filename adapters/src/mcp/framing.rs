@@ -4,10 +4,11 @@
 //! Both decoders take chunks as they arrive and never hold more than one bounded frame:
 //! a broken or hostile peer that never sends a newline cannot make us buffer without
 //! limit. An oversized frame is skipped (reported as [`Line::TooLong`]) and reading goes
-//! on at the next newline.
+//! on at the next newline — or, for stdio, the reader sees the overflow at once
+//! ([`LineSplitter::overflowing`]) and treats it as a framing error.
 
-/// Largest line or SSE event we accept (a tool result can legitimately be large:
-/// images, files as base64).
+/// Largest SSE event (or HTTP body) we accept (a tool result can legitimately be
+/// large: images, files as base64). stdio lines have their own, configurable bound.
 pub(crate) const MAX_FRAME: usize = 64 * 1024 * 1024;
 
 /// One complete line, or the size of a line we skipped because it was too long.
@@ -56,6 +57,14 @@ impl LineSplitter {
                 None => break,
             }
         }
+    }
+
+    /// Whether the current line has already passed the bound (it is being skipped,
+    /// and [`Line::TooLong`] follows at its newline). A reader that cannot skip (stdio,
+    /// where a lost line is a lost response) stops here rather than waiting for a
+    /// newline that may never come.
+    pub(crate) fn overflowing(&self) -> Option<usize> {
+        self.skipping
     }
 
     /// At end of stream: the last line if it had no newline.
@@ -227,6 +236,17 @@ mod tests {
                 Line::Line(b"f".to_vec())
             ]
         );
+    }
+
+    #[test]
+    fn reports_an_overflow_before_its_newline() {
+        let mut s = LineSplitter::new(4);
+        let mut out = Vec::new();
+        s.push(b"ok\n123", &mut |l| out.push(l));
+        assert_eq!(s.overflowing(), None);
+        s.push(b"45", &mut |l| out.push(l));
+        assert_eq!(s.overflowing(), Some(5));
+        assert_eq!(out, vec![Line::Line(b"ok".to_vec())]);
     }
 
     #[test]

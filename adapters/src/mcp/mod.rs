@@ -30,6 +30,11 @@
 //!   expired session) fails every pending call at once with `Unavailable`; calls made
 //!   while reconnecting fail fast the same way. `tools()` keeps the last list meanwhile
 //!   so the catalog does not flap.
+//! - A stdio framing error (a line over `max_line_bytes`, a broken JSON message) is a
+//!   lost connection too: the response it carried cannot be matched to its call, so
+//!   every call in flight fails at once and the child is restarted (see `stdio.rs`).
+//! - A stdio child gets a minimal environment ([`BASELINE_ENV`], `inherit_env`, `env`),
+//!   never the gateway's whole one.
 //! - Cancellation and deadlines send `notifications/cancelled` upstream.
 //! - `tools_changed` is bumped on every successful listing (after each connect and each
 //!   `list_changed`), even if the list came back the same.
@@ -76,12 +81,119 @@ pub struct StdioConfig {
     /// Its arguments.
     #[serde(default)]
     pub args: Vec<String>,
-    /// Extra environment variables (the gateway's environment is inherited).
+    /// Environment variables set for the process (on top of what it inherits).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Which of the gateway's own environment variables the process inherits besides
+    /// the baseline ([`BASELINE_ENV`]: `PATH`, `HOME`, locale, `TZ`, `TMPDIR`): a list
+    /// of names, or `all` for the whole environment. Default: none — the gateway's
+    /// secrets (admin token, JWT secret, Redis URL, other upstreams' tokens) stay out
+    /// of the child.
+    #[serde(default, skip_serializing_if = "InheritEnv::is_none")]
+    pub inherit_env: InheritEnv,
     /// Working directory (default: the gateway's).
     #[serde(default)]
     pub cwd: Option<PathBuf>,
+    /// Longest line (one JSON-RPC message) the process may write to stdout (default
+    /// 16 MiB; at least 64 KiB is honoured). A longer line is a framing error: the
+    /// calls in flight fail at once and the process is restarted, as after a crash.
+    #[serde(
+        default = "default_max_line_bytes",
+        skip_serializing_if = "is_default_max_line_bytes"
+    )]
+    pub max_line_bytes: usize,
+}
+
+/// 16 MiB: a large tool result (a base64 image or file) fits; a stuck or hostile
+/// server cannot make the gateway hold more than this per upstream.
+pub const DEFAULT_MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+
+fn default_max_line_bytes() -> usize {
+    DEFAULT_MAX_LINE_BYTES
+}
+
+fn is_default_max_line_bytes(n: &usize) -> bool {
+    *n == DEFAULT_MAX_LINE_BYTES
+}
+
+/// The gateway environment variables every stdio child inherits: what a program needs
+/// to be found, to find its home and caches (npm, uv), to format text and times, and
+/// to write temporary files. `LC_*` (every locale category) is matched by prefix.
+#[cfg(unix)]
+pub const BASELINE_ENV: &[&str] = &["PATH", "HOME", "LANG", "LANGUAGE", "LC_*", "TZ", "TMPDIR"];
+/// The gateway environment variables every stdio child inherits (Windows needs its
+/// system directories and profile to start most programs at all).
+#[cfg(not(unix))]
+pub const BASELINE_ENV: &[&str] = &[
+    "PATH",
+    "PATHEXT",
+    "SYSTEMROOT",
+    "SYSTEMDRIVE",
+    "WINDIR",
+    "COMSPEC",
+    "TEMP",
+    "TMP",
+    "USERPROFILE",
+    "APPDATA",
+    "LOCALAPPDATA",
+    "PROGRAMDATA",
+    "PROGRAMFILES",
+    "LANG",
+    "LC_*",
+    "TZ",
+];
+
+/// `inherit_env`: names of gateway environment variables to pass on, or `all`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum InheritEnv {
+    /// `all`: the whole environment (the behaviour before `inherit_env` existed).
+    All(AllKeyword),
+    /// These names (exact; case-insensitive on Windows only) besides the baseline.
+    Names(Vec<String>),
+}
+
+/// The keyword `all`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum AllKeyword {
+    #[serde(rename = "all")]
+    All,
+}
+
+impl Default for InheritEnv {
+    fn default() -> Self {
+        InheritEnv::Names(Vec::new())
+    }
+}
+
+impl InheritEnv {
+    fn is_none(&self) -> bool {
+        matches!(self, InheritEnv::Names(n) if n.is_empty())
+    }
+
+    /// Whether the gateway's variable `name` goes to the child.
+    pub fn passes(&self, name: &str) -> bool {
+        // Windows spells `PATH` as `Path`: its variable names are case-insensitive.
+        let same = |a: &str, b: &str| {
+            if cfg!(windows) {
+                a.eq_ignore_ascii_case(b)
+            } else {
+                a == b
+            }
+        };
+        let listed = |pattern: &str| match pattern.strip_suffix('*') {
+            Some(prefix) => name
+                .get(..prefix.len())
+                .is_some_and(|head| same(head, prefix)),
+            None => same(name, pattern),
+        };
+        match self {
+            InheritEnv::All(_) => true,
+            InheritEnv::Names(names) => {
+                BASELINE_ENV.iter().any(|p| listed(p)) || names.iter().any(|n| same(n, name))
+            }
+        }
+    }
 }
 
 /// An MCP server reached over HTTP (streamable HTTP, or legacy HTTP+SSE).
@@ -119,7 +231,9 @@ impl std::fmt::Debug for StdioConfig {
             .field("command", &self.command)
             .field("args", &self.args)
             .field("env", &Redacted(&self.env))
+            .field("inherit_env", &self.inherit_env)
             .field("cwd", &self.cwd)
+            .field("max_line_bytes", &self.max_line_bytes)
             .finish()
     }
 }
@@ -190,5 +304,35 @@ impl Default for McpOptions {
             startup_timeout: Duration::from_secs(30),
             client_capabilities: serde_json::Value::Object(Default::default()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inherit_env_passes_the_baseline_and_named_variables_only() {
+        let none = InheritEnv::default();
+        #[cfg(unix)]
+        for name in ["PATH", "HOME", "LANG", "LC_ALL", "LC_TIME", "TZ", "TMPDIR"] {
+            assert!(none.passes(name), "{name}");
+        }
+        for name in [
+            "TOOLGATE_ADMIN_TOKEN",
+            "REDIS_URL",
+            "LC",
+            "PATHX",
+            "AWS_SECRET_ACCESS_KEY",
+        ] {
+            assert!(!none.passes(name), "{name}");
+        }
+        let named: InheritEnv =
+            serde_json::from_value(serde_json::json!(["GITHUB_TOKEN"])).unwrap();
+        assert!(named.passes("GITHUB_TOKEN") && named.passes("PATH"));
+        assert!(!named.passes("GITHUB_TOKEN_2"));
+        let all: InheritEnv = serde_json::from_value(serde_json::json!("all")).unwrap();
+        assert!(all.passes("REDIS_URL"));
+        assert!(serde_json::from_value::<InheritEnv>(serde_json::json!("some")).is_err());
     }
 }

@@ -6,6 +6,10 @@
 //! is killed when its [`StdioLink`] is dropped. When it exits or closes stdout, the
 //! connection's [`Rpc`] is closed at once: every pending call fails immediately instead
 //! of waiting for its deadline.
+//!
+//! The child's environment is minimal: the baseline of
+//! [`BASELINE_ENV`](super::BASELINE_ENV), the gateway variables named in
+//! `inherit_env` (or all of them with `inherit_env: all`), then `env`.
 
 use std::process::Stdio;
 use std::sync::Arc;
@@ -20,10 +24,12 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::StdioConfig;
-use super::framing::{Line, LineSplitter, MAX_FRAME};
+use super::framing::{Line, LineSplitter};
 use super::jsonrpc::{Outbound, Rpc};
 use super::transport::{Connected, Link};
 
+/// The smallest stdout line bound honoured: an `initialize` answer must fit.
+const MIN_LINE_BYTES: usize = 64 * 1024;
 /// stderr lines longer than this are skipped (they are logs, not protocol).
 const MAX_STDERR_LINE: usize = 16 * 1024;
 /// How long a child gets to exit after its stdin is closed, then after SIGTERM.
@@ -32,8 +38,15 @@ const GRACE: Duration = Duration::from_millis(500);
 /// Starts the child and its reader tasks.
 pub(crate) fn connect(upstream: Arc<str>, cfg: &StdioConfig) -> Result<Connected, String> {
     let mut cmd = Command::new(&cfg.command);
-    cmd.args(&cfg.args)
+    // A minimal environment: the baseline, the names `inherit_env` lists, then `env`.
+    // Everything else the gateway holds (its tokens, secrets, the Redis URL) stays out.
+    cmd.env_clear()
+        .envs(std::env::vars_os().filter(|(name, _)| {
+            name.to_str()
+                .is_some_and(|name| cfg.inherit_env.passes(name))
+        }))
         .envs(&cfg.env)
+        .args(&cfg.args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -68,7 +81,12 @@ pub(crate) fn connect(upstream: Arc<str>, cfg: &StdioConfig) -> Result<Connected
     ));
 
     tracing::info!(upstream = %upstream, pid, command = %cfg.command, "started MCP server process");
-    tokio::spawn(read_stdout(upstream.clone(), rpc.clone(), stdout));
+    tokio::spawn(read_stdout(
+        upstream.clone(),
+        rpc.clone(),
+        stdout,
+        cfg.max_line_bytes.max(MIN_LINE_BYTES),
+    ));
     tokio::spawn(log_stderr(upstream.clone(), stderr));
     let (done_tx, done_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(watch_child(
@@ -139,26 +157,62 @@ async fn write_stdin(
     }
 }
 
-/// Reads stdout line by line and dispatches each message in order.
-async fn read_stdout(upstream: Arc<str>, rpc: Arc<Rpc>, mut stdout: impl AsyncRead + Unpin) {
-    let mut lines = LineSplitter::new(MAX_FRAME);
+/// Reads stdout line by line and dispatches each message in order, until the stream
+/// ends or breaks its framing.
+///
+/// A framing error — a line over `max_line_bytes` (detected as soon as the bound is
+/// passed, newline or not), a line that starts a JSON message but does not parse, a
+/// last line cut off by the end of the stream — closes the connection at once: the
+/// response it carried is lost and nothing says which call it answered, so every call
+/// in flight fails now with the reason (instead of waiting for its deadline) and the
+/// supervisor restarts the process, as after a crash. A line that is plain text (a
+/// banner some servers print, against the spec) is logged and skipped.
+async fn read_stdout(
+    upstream: Arc<str>,
+    rpc: Arc<Rpc>,
+    mut stdout: impl AsyncRead + Unpin,
+    max_line: usize,
+) {
+    let mut lines = LineSplitter::new(max_line);
     let mut buf = vec![0u8; 64 * 1024];
-    let mut handle = |line: Line| match line {
-        Line::Line(l) => rpc.dispatch_bytes(&l, None),
-        Line::TooLong(n) => {
-            tracing::warn!(upstream = %upstream, bytes = n, "skipping an oversized line from the MCP server")
-        }
+    let mut broken: Option<String> = None;
+    let too_long = |n: usize| {
+        format!(
+            "the MCP server wrote a line of more than {max_line} bytes to stdout (the \
+             upstream's `max_line_bytes`; {n} bytes so far); the process is being restarted"
+        )
     };
     let reason = loop {
         match stdout.read(&mut buf).await {
-            Ok(0) => break "the process closed its stdout".to_owned(),
-            Ok(n) => lines.push(&buf[..n], &mut handle),
+            Ok(0) => {
+                // A last line without its newline: a whole message is still
+                // delivered; a cut one fails the calls with the rest, just below.
+                if let Some(Line::Line(last)) = lines.finish()
+                    && let Err(cut) = rpc.dispatch_line(&last)
+                {
+                    tracing::warn!(upstream = %upstream, reason = %cut, "the MCP server's stdout ended in the middle of a line");
+                }
+                break "the process closed its stdout".to_owned();
+            }
+            Ok(n) => lines.push(&buf[..n], &mut |line| {
+                if broken.is_some() {
+                    return;
+                }
+                broken = match line {
+                    Line::Line(l) => rpc.dispatch_line(&l).err(),
+                    Line::TooLong(n) => Some(too_long(n)),
+                }
+            }),
             Err(e) => break format!("reading the process's stdout failed: {e}"),
         }
+        if let Some(n) = lines.overflowing() {
+            broken = broken.or(Some(too_long(n)));
+        }
+        if let Some(reason) = broken.take() {
+            tracing::warn!(upstream = %upstream, reason = %reason, "framing error on the MCP server's stdout; restarting it");
+            break reason;
+        }
     };
-    if let Some(last) = lines.finish() {
-        handle(last);
-    }
     rpc.close(reason);
 }
 

@@ -306,11 +306,11 @@ async fn remove(
     StatusCode::NO_CONTENT.into_response()
 }
 
+/// The one rule for an unreachable state store: 503 with `Retry-After`.
 fn store_unavailable(detail: &str) -> Response {
-    error(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "state_unavailable",
-        format!("the registrations could not be read: {detail}"),
+    super::auth::state_unavailable(
+        super::auth::Shape::Rest,
+        &format!("the registrations could not be read: {detail}"),
     )
 }
 

@@ -109,6 +109,27 @@ pub fn state_unavailable(shape: Shape, message: &str) -> Response {
     )
 }
 
+/// A new session refused: the store is unreachable (as [`state_unavailable`]) or the
+/// table or the tenant's quota is full (503, `Retry-After` until a session idles out).
+pub fn session_refused(shape: Shape, refused: &crate::session::Refused) -> Response {
+    match refused {
+        crate::session::Refused::Unavailable(unavailable) => state_unavailable(
+            shape,
+            &format!("the session could not be recorded: {unavailable}"),
+        ),
+        crate::session::Refused::Full {
+            message,
+            retry_after,
+        } => refusal(
+            shape,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "sessions_full",
+            message,
+            Some(("retry-after", retry_after.as_secs().max(1).to_string())),
+        ),
+    }
+}
+
 fn refusal(
     shape: Shape,
     status: StatusCode,

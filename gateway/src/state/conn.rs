@@ -36,10 +36,11 @@ impl RedisConn {
             .url
             .as_deref()
             .ok_or("`state.url` is required for `backend: redis`")?;
-        // The parser's message may echo the URL: do not pass it on.
-        let client = redis::Client::open(url)
-            .map_err(|_| "`state.url` is not a valid Redis URL".to_owned())?;
-        let address = client.get_connection_info().addr().to_string();
+        let client = client(url, config.tls_ca_file.as_deref())?;
+        let address = match client.get_connection_info().addr() {
+            redis::ConnectionAddr::TcpTls { host, port, .. } => format!("{host}:{port} (TLS)"),
+            other => other.to_string(),
+        };
         let manager_config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(config.connect_timeout))
             .set_response_timeout(Some(config.command_timeout))
@@ -62,7 +63,7 @@ impl RedisConn {
         }))
     }
 
-    /// `host:port` of the server (never the URL).
+    /// `host:port` of the server (never the URL); `rediss://` servers are named so.
     pub fn address(&self) -> &str {
         &self.address
     }
@@ -106,9 +107,16 @@ impl RedisConn {
 
     /// The error a caller sees while Redis cannot be used.
     pub fn unavailable(&self, detail: &str) -> Unavailable {
+        // An untrusted certificate does not heal by retrying: say what to configure.
+        let hint = if detail.contains("certificate") {
+            " — the Redis server's TLS certificate is not trusted: set `state.tls_ca_file` to \
+             the CA that signed it"
+        } else {
+            ""
+        };
         Unavailable(format!(
-            "the gateway's shared state store (Redis at {}) is unavailable ({detail}); retry in a \
-             few seconds",
+            "the gateway's shared state store (Redis at {}) is unavailable ({detail}){hint}; \
+             retry in a few seconds",
             self.address
         ))
     }
@@ -150,5 +158,64 @@ impl RedisConn {
     /// Bound for one command on a connection that is not the manager's (pub/sub).
     pub fn command_timeout(&self) -> Duration {
         self.command_timeout
+    }
+}
+
+/// The client for `url`; for `rediss://` with `ca_file`, trusting that file's
+/// certificates instead of the system's roots.
+fn client(url: &str, ca_file: Option<&std::path::Path>) -> Result<redis::Client, String> {
+    // The parser's message may echo the URL: do not pass it on.
+    let invalid = |_| "`state.url` is not a valid Redis URL".to_owned();
+    let Some(ca_file) = ca_file else {
+        return redis::Client::open(url).map_err(invalid);
+    };
+    let pem = std::fs::read(ca_file).map_err(|e| {
+        format!(
+            "cannot read `state.tls_ca_file` ({}): {e}",
+            ca_file.display()
+        )
+    })?;
+    if !pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----") {
+        return Err(format!(
+            "`state.tls_ca_file` ({}) holds no PEM certificate (`-----BEGIN CERTIFICATE-----`)",
+            ca_file.display()
+        ));
+    }
+    redis::Client::build_with_tls(
+        url,
+        redis::TlsCertificates {
+            client_tls: None,
+            root_cert: Some(pem),
+        },
+    )
+    .map_err(|e| match e.kind() {
+        redis::ErrorKind::InvalidClientConfig => invalid(e),
+        _ => format!(
+            "`state.tls_ca_file` ({}) could not be used: {}",
+            ca_file.display(),
+            e.detail().unwrap_or("not a valid PEM certificate bundle")
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::client;
+
+    #[test]
+    fn a_ca_file_that_cannot_be_used_is_named() {
+        let missing = std::path::Path::new("/nonexistent/toolgate-ca.pem");
+        let err = client("rediss://:pw-secret@127.0.0.1:6380", Some(missing)).unwrap_err();
+        assert!(
+            err.contains("tls_ca_file") && err.contains("toolgate-ca.pem"),
+            "{err}"
+        );
+        let not_pem = std::env::temp_dir().join(format!("toolgate-not-pem-{}", std::process::id()));
+        std::fs::write(&not_pem, "hello").unwrap();
+        let err = client("rediss://:pw-secret@127.0.0.1:6380", Some(&not_pem)).unwrap_err();
+        let _ = std::fs::remove_file(&not_pem);
+        assert!(err.contains("no PEM certificate"), "{err}");
+        assert!(!err.contains("pw-secret"), "{err}");
+        assert!(client("rediss://127.0.0.1:6380", None).is_ok());
     }
 }

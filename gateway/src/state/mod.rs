@@ -54,6 +54,7 @@ impl Shared {
         let sessions = Arc::new(redis_sessions::RedisSessionStore::new(
             conn.clone(),
             config.sessions.idle_ttl,
+            crate::session::Limits::from_config(&config.sessions),
         ));
         let limiter = ratelimit::SharedLimiter::new(conn.clone(), config.state.on_unavailable);
         let registrations = Arc::new(registrations::RedisRegistrations::new(conn.clone()));

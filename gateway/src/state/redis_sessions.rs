@@ -4,12 +4,21 @@
 //! a session live together):
 //!
 //! - `session:{ID}` — a hash: `tenant` and `created` (Unix ms);
-//! - `session:{ID}:expanded` — a set: the names `tool_expand_tools` added.
+//! - `session:{ID}:expanded` — a set: the names `tool_expand_tools` added;
+//! - `sessions:live` and `sessions:tenant:TENANT` — sorted sets of session ids scored
+//!   by their last use (Redis' clock, ms): what the limits count.
 //!
-//! Both keys expire after `sessions.idle_ttl` without use; every read and write
-//! refreshes both (a sliding TTL). Each operation is one Lua script, so it is atomic:
-//! overlapping expansions from several replicas give the union, and each name is
-//! reported as newly added by exactly one of them.
+//! Both session keys expire after `sessions.idle_ttl` without use; every read and
+//! write refreshes both and the session's scores (a sliding TTL). Each operation is one
+//! Lua script, so it is atomic: overlapping expansions from several replicas give the
+//! union, and each name is reported as newly added by exactly one of them; creations
+//! from several replicas never pass a limit together. A creation first drops ids idle
+//! past the TTL from the sorted sets, then counts (the limits are
+//! [`Limits`](crate::session::Limits); a full table refuses, never evicts).
+//!
+//! The scripts that refresh a session name its tenant's sorted set from the stored
+//! tenant, inside the script: right for one Redis server (what [`RedisConn`] speaks
+//! to), not for Redis Cluster.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -19,37 +28,102 @@ use async_trait::async_trait;
 use redis::Script;
 
 use super::conn::RedisConn;
-use crate::session::{Expansion, Session, SessionStore, StoreResult, new_session_id};
+use crate::session::{
+    Expansion, FullBound, Limits, Refused, Session, SessionStore, StoreResult, new_session_id,
+};
+
+/// Redis' clock in ms, as `now` in the scripts below.
+const NOW: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+";
+
+/// Marks session `id` of `tenant` used now in both sorted sets.
+const TOUCH: &str = r"
+local function touch(prefix, ttl, id, tenant)
+  local per_tenant = prefix .. 'sessions:tenant:' .. tenant
+  redis.call('ZADD', prefix .. 'sessions:live', now, id)
+  redis.call('ZADD', per_tenant, now, id)
+  redis.call('PEXPIRE', per_tenant, ttl)
+end
+";
+
+/// Creates a session under a fresh id unless a limit is reached:
+/// `{'ok'}`, or `{'tenant' | 'table', ms until the first counted session idles out}`.
+/// KEYS: hash, set. ARGV: prefix, ttl (ms), id, tenant, max sessions, max per tenant
+/// (0: none).
+const CREATE: &str = r"
+local prefix, ttl, id, tenant = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+local max_all, max_tenant = tonumber(ARGV[5]), tonumber(ARGV[6])
+local live = prefix .. 'sessions:live'
+local per_tenant = prefix .. 'sessions:tenant:' .. tenant
+redis.call('ZREMRANGEBYSCORE', live, '-inf', now - ttl)
+redis.call('ZREMRANGEBYSCORE', per_tenant, '-inf', now - ttl)
+local function first_out(key)
+  local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  if oldest[2] then return tonumber(oldest[2]) + ttl - now end
+  return ttl
+end
+if max_tenant > 0 and redis.call('ZCARD', per_tenant) >= max_tenant then
+  return {'tenant', first_out(per_tenant)}
+end
+if redis.call('ZCARD', live) >= max_all then
+  return {'table', first_out(live)}
+end
+redis.call('HSETNX', KEYS[1], 'tenant', tenant)
+redis.call('HSETNX', KEYS[1], 'created', now)
+redis.call('PEXPIRE', KEYS[1], ttl)
+touch(prefix, ttl, id, tenant)
+return {'ok', 0}
+";
 
 /// Creates the session unless it exists; returns `{tenant, expanded members}`.
-/// KEYS: hash, set. ARGV: tenant, created (ms), ttl (ms).
+/// Counted, never refused (see `SessionStore::get_or_create`).
+/// KEYS: hash, set. ARGV: prefix, ttl (ms), id, tenant.
 const GET_OR_CREATE: &str = r"
-redis.call('HSETNX', KEYS[1], 'tenant', ARGV[1])
-redis.call('HSETNX', KEYS[1], 'created', ARGV[2])
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-redis.call('PEXPIRE', KEYS[2], ARGV[3])
-return {redis.call('HGET', KEYS[1], 'tenant'), redis.call('SMEMBERS', KEYS[2])}
+local prefix, ttl, id = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+redis.call('HSETNX', KEYS[1], 'tenant', ARGV[4])
+redis.call('HSETNX', KEYS[1], 'created', now)
+redis.call('PEXPIRE', KEYS[1], ttl)
+redis.call('PEXPIRE', KEYS[2], ttl)
+local tenant = redis.call('HGET', KEYS[1], 'tenant')
+touch(prefix, ttl, id, tenant)
+return {tenant, redis.call('SMEMBERS', KEYS[2])}
 ";
 
 /// `{tenant, expanded members}` or nil; refreshes the TTL.
-/// KEYS: hash, set. ARGV: ttl (ms).
+/// KEYS: hash, set. ARGV: prefix, ttl (ms), id.
 const GET: &str = r"
+local prefix, ttl, id = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local tenant = redis.call('HGET', KEYS[1], 'tenant')
 if not tenant then return false end
-redis.call('PEXPIRE', KEYS[1], ARGV[1])
-redis.call('PEXPIRE', KEYS[2], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ttl)
+redis.call('PEXPIRE', KEYS[2], ttl)
+touch(prefix, ttl, id, tenant)
 return {tenant, redis.call('SMEMBERS', KEYS[2])}
+";
+
+/// Forgets a session and its places in the counts.
+/// KEYS: hash, set. ARGV: prefix, id.
+const DELETE: &str = r"
+local prefix, id = ARGV[1], ARGV[2]
+local tenant = redis.call('HGET', KEYS[1], 'tenant')
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('ZREM', prefix .. 'sessions:live', id)
+if tenant then redis.call('ZREM', prefix .. 'sessions:tenant:' .. tenant, id) end
+return 1
 ";
 
 /// Adds names to the set of a session owned by the tenant: `{added, already, all}`,
 /// or nil when the session is missing or another tenant's. Duplicates in the request
 /// count once.
-/// KEYS: hash, set. ARGV: ttl (ms), tenant, names...
+/// KEYS: hash, set. ARGV: prefix, ttl (ms), id, tenant, names...
 const EXPAND: &str = r"
+local prefix, ttl, id = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local owner = redis.call('HGET', KEYS[1], 'tenant')
-if (not owner) or owner ~= ARGV[2] then return false end
+if (not owner) or owner ~= ARGV[4] then return false end
 local added, already, seen = {}, {}, {}
-for i = 3, #ARGV do
+for i = 5, #ARGV do
   local name = ARGV[i]
   if not seen[name] then
     seen[name] = true
@@ -60,27 +134,41 @@ for i = 3, #ARGV do
     end
   end
 end
-redis.call('PEXPIRE', KEYS[1], ARGV[1])
-redis.call('PEXPIRE', KEYS[2], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ttl)
+redis.call('PEXPIRE', KEYS[2], ttl)
+touch(prefix, ttl, id, owner)
 return {added, already, redis.call('SMEMBERS', KEYS[2])}
 ";
 
 pub struct RedisSessionStore {
     conn: Arc<RedisConn>,
     ttl_ms: u64,
+    idle_ttl: Duration,
+    limits: Limits,
+    create: Script,
     get_or_create: Script,
     get: Script,
     expand: Script,
+    delete: Script,
+}
+
+/// A script with the clock and the touch helper in front.
+fn script(body: &str) -> Script {
+    Script::new(&format!("{NOW}{TOUCH}{body}"))
 }
 
 impl RedisSessionStore {
-    pub fn new(conn: Arc<RedisConn>, idle_ttl: Duration) -> Self {
+    pub fn new(conn: Arc<RedisConn>, idle_ttl: Duration, limits: Limits) -> Self {
         Self {
             conn,
             ttl_ms: (idle_ttl.as_millis() as u64).max(1),
-            get_or_create: Script::new(GET_OR_CREATE),
-            get: Script::new(GET),
-            expand: Script::new(EXPAND),
+            idle_ttl,
+            limits,
+            create: script(CREATE),
+            get_or_create: script(GET_OR_CREATE),
+            get: script(GET),
+            expand: script(EXPAND),
+            delete: script(DELETE),
         }
     }
 
@@ -89,13 +177,10 @@ impl RedisSessionStore {
         let set = format!("{hash}:expanded");
         (hash, set)
     }
-}
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    fn prefix(&self) -> String {
+        self.conn.key("")
+    }
 }
 
 fn session(id: &str, tenant: String, members: Vec<String>) -> Session {
@@ -108,21 +193,48 @@ fn session(id: &str, tenant: String, members: Vec<String>) -> Session {
 
 #[async_trait]
 impl SessionStore for RedisSessionStore {
-    async fn create(&self, tenant: &str) -> StoreResult<Session> {
-        self.get_or_create(&new_session_id(), tenant).await
+    async fn create(&self, tenant: &str) -> Result<Session, Refused> {
+        let id = new_session_id();
+        let (hash, set) = self.keys(&id);
+        let prefix = self.prefix();
+        let id_arg = id.as_str();
+        let (outcome, wait_ms): (String, i64) = self
+            .conn
+            .run("create session", |mut c| async move {
+                self.create
+                    .key(hash)
+                    .key(set)
+                    .arg(prefix)
+                    .arg(self.ttl_ms)
+                    .arg(id_arg)
+                    .arg(tenant)
+                    .arg(self.limits.max_sessions)
+                    .arg(self.limits.max_per_tenant.unwrap_or(0))
+                    .invoke_async(&mut c)
+                    .await
+            })
+            .await?;
+        let wait = Duration::from_millis(wait_ms.max(0) as u64).min(self.idle_ttl);
+        match outcome.as_str() {
+            "ok" => Ok(session(&id, tenant.to_owned(), Vec::new())),
+            "tenant" => Err(Refused::full(FullBound::Tenant, self.limits, wait)),
+            _ => Err(Refused::full(FullBound::Table, self.limits, wait)),
+        }
     }
 
     async fn get_or_create(&self, id: &str, tenant: &str) -> StoreResult<Session> {
         let (hash, set) = self.keys(id);
+        let prefix = self.prefix();
         let (owner, members): (String, Vec<String>) = self
             .conn
             .run("create session", |mut c| async move {
                 self.get_or_create
                     .key(hash)
                     .key(set)
-                    .arg(tenant)
-                    .arg(now_ms())
+                    .arg(prefix)
                     .arg(self.ttl_ms)
+                    .arg(id)
+                    .arg(tenant)
                     .invoke_async(&mut c)
                     .await
             })
@@ -132,13 +244,16 @@ impl SessionStore for RedisSessionStore {
 
     async fn get(&self, id: &str) -> StoreResult<Option<Session>> {
         let (hash, set) = self.keys(id);
+        let prefix = self.prefix();
         let found: Option<(String, Vec<String>)> = self
             .conn
             .run("read session", |mut c| async move {
                 self.get
                     .key(hash)
                     .key(set)
+                    .arg(prefix)
                     .arg(self.ttl_ms)
+                    .arg(id)
                     .invoke_async(&mut c)
                     .await
             })
@@ -153,11 +268,17 @@ impl SessionStore for RedisSessionStore {
         names: &[String],
     ) -> StoreResult<Option<Expansion>> {
         let (hash, set) = self.keys(id);
+        let prefix = self.prefix();
         let found: Option<(Vec<String>, Vec<String>, Vec<String>)> = self
             .conn
             .run("expand session", |mut c| async move {
                 let mut invocation = self.expand.key(hash);
-                invocation.key(set).arg(self.ttl_ms).arg(tenant);
+                invocation
+                    .key(set)
+                    .arg(prefix)
+                    .arg(self.ttl_ms)
+                    .arg(id)
+                    .arg(tenant);
                 for name in names {
                     invocation.arg(name);
                 }
@@ -173,12 +294,15 @@ impl SessionStore for RedisSessionStore {
 
     async fn delete(&self, id: &str) -> StoreResult<()> {
         let (hash, set) = self.keys(id);
+        let prefix = self.prefix();
         self.conn
             .run("delete session", |mut c| async move {
-                redis::cmd("DEL")
-                    .arg(&hash)
-                    .arg(&set)
-                    .query_async::<i64>(&mut c)
+                self.delete
+                    .key(hash)
+                    .key(set)
+                    .arg(prefix)
+                    .arg(id)
+                    .invoke_async::<i64>(&mut c)
                     .await
             })
             .await
@@ -193,7 +317,7 @@ mod tests {
 
     #[tokio::test]
     async fn redis_store_passes_the_store_suite() {
-        suite::run_all(&|ttl| Box::pin(suite::redis_store(ttl))).await;
+        suite::run_all(&|ttl, limits| Box::pin(suite::redis_store(ttl, limits))).await;
     }
 
     /// Two connections are two replicas: overlapping expansions give the union, and
@@ -205,8 +329,16 @@ mod tests {
             return;
         };
         let b = RedisConn::new(&state).unwrap();
-        let a = Arc::new(RedisSessionStore::new(a, Duration::from_secs(60)));
-        let b = Arc::new(RedisSessionStore::new(b, Duration::from_secs(60)));
+        let a = Arc::new(RedisSessionStore::new(
+            a,
+            Duration::from_secs(60),
+            suite::LIMITS,
+        ));
+        let b = Arc::new(RedisSessionStore::new(
+            b,
+            Duration::from_secs(60),
+            suite::LIMITS,
+        ));
         let session = a.create("acme").await.unwrap();
         assert_eq!(b.get(&session.id).await.unwrap().unwrap().tenant, "acme");
         let mut tasks = Vec::new();
@@ -237,7 +369,7 @@ mod tests {
         state.connect_timeout = Duration::from_millis(300);
         state.command_timeout = Duration::from_millis(300);
         let conn = RedisConn::new(&state).unwrap();
-        let store = RedisSessionStore::new(conn.clone(), Duration::from_secs(60));
+        let store = RedisSessionStore::new(conn.clone(), Duration::from_secs(60), suite::LIMITS);
         let started = std::time::Instant::now();
         let error = store.get("x").await.unwrap_err().to_string();
         assert!(started.elapsed() < Duration::from_secs(3), "bounded wait");

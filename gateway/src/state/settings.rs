@@ -37,11 +37,17 @@ pub enum FailPolicy {
 pub struct StateConfig {
     #[serde(default)]
     pub backend: StateBackend,
-    /// `redis://[user:password@]host:port[/db]` (or `redis+unix:///path`), required
-    /// for `backend: redis`. It may carry a password: write `url: ${REDIS_URL}`; it is
-    /// never logged (only host and port are).
+    /// `redis://[user:password@]host:port[/db]`, `rediss://…` for TLS (or
+    /// `redis+unix:///path`), required for `backend: redis`. It may carry a password:
+    /// write `url: ${REDIS_URL}`; it is never logged (only host and port are).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// For `rediss://`: a PEM file of the CA certificates that sign the server's
+    /// certificate (a managed Redis's CA, a private CA), trusted instead of the
+    /// system's roots. Without it the system's trust store decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
+    pub tls_ca_file: Option<std::path::PathBuf>,
     /// Prefix of every Redis key and channel (several gateways can share one Redis
     /// under different prefixes).
     #[serde(default = "default_key_prefix")]
@@ -69,6 +75,7 @@ impl std::fmt::Debug for StateConfig {
         f.debug_struct("StateConfig")
             .field("backend", &self.backend)
             .field("url", &self.url.as_ref().map(|_| "<redacted>"))
+            .field("tls_ca_file", &self.tls_ca_file)
             .field("key_prefix", &self.key_prefix)
             .field("replicas", &self.replicas)
             .field("on_unavailable", &self.on_unavailable)
@@ -99,6 +106,7 @@ impl Default for StateConfig {
         Self {
             backend: StateBackend::Memory,
             url: None,
+            tls_ca_file: None,
             key_prefix: default_key_prefix(),
             replicas: default_replicas(),
             on_unavailable: FailPolicy::FailOpen,
@@ -130,20 +138,18 @@ impl StateConfig {
                 "`backend: redis` needs `url` (e.g. `url: ${REDIS_URL}`)".into(),
             )),
             (StateBackend::Redis, Some(url)) => {
-                if url.starts_with("rediss://") {
+                if self.tls_ca_file.is_some() && !url.starts_with("rediss://") {
                     return Err((
-                        "url".into(),
-                        "TLS (`rediss://`) is not supported by this build: reach Redis \
-                         over `redis://` (e.g. through a TLS sidecar)"
-                            .into(),
+                        "tls_ca_file".into(),
+                        "a CA file is for TLS: use a `rediss://` URL with it".into(),
                     ));
                 }
                 // The parser's own message may echo the URL (and its password).
                 redis::Client::open(url.as_str()).map(|_| ()).map_err(|_| {
                     (
                         "url".into(),
-                        "not a valid Redis URL: expected `redis://[user:password@]host:port[/db]` \
-                         or `redis+unix:///path/to/socket`"
+                        "not a valid Redis URL: expected `redis://[user:password@]host:port[/db]`, \
+                         `rediss://…` (TLS) or `redis+unix:///path/to/socket`"
                             .into(),
                     )
                 })
@@ -184,7 +190,10 @@ mod tests {
                 "state: {backend: redis, url: 'redis://h', replicas: 0}\n",
                 "state.replicas",
             ),
-            ("state: {backend: redis, url: 'rediss://h'}\n", "state.url"),
+            (
+                "state: {backend: redis, url: 'redis://h', tls_ca_file: ca.pem}\n",
+                "state.tls_ca_file",
+            ),
             ("state: {backend: memcached}\n", "state.backend"),
             (
                 "state: {backend: redis, url: 'redis://h', pool: 3}\n",

@@ -13,27 +13,94 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{Config, StateConfig};
-use crate::session::SessionStore;
+use crate::session::{Limits, Refused, SessionStore};
 use crate::state::conn::RedisConn;
 use crate::state::redis_sessions::RedisSessionStore;
 
 pub type Factory =
-    dyn Fn(Duration) -> Pin<Box<dyn Future<Output = Option<Arc<dyn SessionStore>>> + Send>>;
+    dyn Fn(Duration, Limits) -> Pin<Box<dyn Future<Output = Option<Arc<dyn SessionStore>>> + Send>>;
 
-/// Runs every store test with stores made by `factory` (given the idle TTL); returns
-/// early when the factory has no store (a skipped backend).
+/// Limits no suite test reaches but the quota one.
+pub const LIMITS: Limits = Limits {
+    max_sessions: 1000,
+    max_per_tenant: None,
+};
+
+/// Runs every store test with stores made by `factory` (given the idle TTL and the
+/// limits); returns early when the factory has no store (a skipped backend).
 pub async fn run_all(factory: &Factory) {
-    let Some(store) = factory(Duration::from_secs(60)).await else {
+    let Some(store) = factory(Duration::from_secs(60), LIMITS).await else {
         return;
     };
     create_get_and_ownership(store.as_ref()).await;
     expansion_union_and_partial_success(store.as_ref()).await;
     concurrent_overlapping_expansions(store.clone()).await;
     delete_forgets(store.as_ref()).await;
-    let Some(short) = factory(Duration::from_millis(600)).await else {
+    let Some(short) = factory(Duration::from_millis(600), LIMITS).await else {
         return;
     };
     idle_ttl_slides(short.as_ref()).await;
+    let small = Limits {
+        max_sessions: 5,
+        max_per_tenant: Some(3),
+    };
+    let Some(small) = factory(Duration::from_millis(1500), small).await else {
+        return;
+    };
+    full_table_refuses_and_never_evicts(small.as_ref()).await;
+}
+
+/// A table of 5, 3 per tenant (idle TTL 1.5 s): a tenant at its quota is refused
+/// with a retry hint while another still gets sessions; a full table refuses
+/// everyone; no live session is ever evicted; idle ones are reclaimed.
+async fn full_table_refuses_and_never_evicts(store: &dyn SessionStore) {
+    let mut a = Vec::new();
+    for _ in 0..3 {
+        a.push(store.create("a").await.unwrap());
+    }
+    let b = store.create("b").await.unwrap();
+    match store.create("a").await {
+        Err(Refused::Full {
+            message,
+            retry_after,
+        }) => {
+            assert!(message.contains("max_per_tenant"), "{message}");
+            assert!(
+                retry_after >= Duration::from_secs(1) && retry_after <= Duration::from_secs(2),
+                "{retry_after:?}"
+            );
+        }
+        other => panic!("a's fourth session: {other:?}"),
+    }
+    let b2 = store.create("b").await.expect("b is under its quota");
+    // 5 of 5: the table is full, for every tenant.
+    match store.create("c").await {
+        Err(Refused::Full { message, .. }) => {
+            assert!(message.contains("max_sessions"), "{message}")
+        }
+        other => panic!("c in a full table: {other:?}"),
+    }
+    for session in a.iter().chain([&b, &b2]) {
+        assert!(
+            store.get(&session.id).await.unwrap().is_some(),
+            "nothing was evicted"
+        );
+    }
+    // Ending one frees its place.
+    store.delete(&a[0].id).await.unwrap();
+    let c = store.create("c").await.expect("a place was freed");
+    // Idle sessions are reclaimed: keep c in use, let the others idle out.
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        store.get(&c.id).await.unwrap();
+    }
+    for _ in 0..3 {
+        store
+            .create("a")
+            .await
+            .expect("a's idle sessions were reclaimed");
+    }
+    assert!(store.get(&c.id).await.unwrap().is_some(), "c stayed");
 }
 
 async fn create_get_and_ownership(store: &dyn SessionStore) {
@@ -243,10 +310,10 @@ pub async fn redis_conn(state: &StateConfig) -> Option<Arc<RedisConn>> {
     }
 }
 
-/// A Redis session store with `ttl` under a fresh prefix.
-pub async fn redis_store(ttl: Duration) -> Option<Arc<dyn SessionStore>> {
+/// A Redis session store with `ttl` and `limits` under a fresh prefix.
+pub async fn redis_store(ttl: Duration, limits: Limits) -> Option<Arc<dyn SessionStore>> {
     let conn = redis_conn(&test_state(&redis_url())).await?;
-    let store: Arc<dyn SessionStore> = Arc::new(RedisSessionStore::new(conn, ttl));
+    let store: Arc<dyn SessionStore> = Arc::new(RedisSessionStore::new(conn, ttl, limits));
     Some(store)
 }
 

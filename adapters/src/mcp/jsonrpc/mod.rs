@@ -432,6 +432,34 @@ impl Rpc {
         }
     }
 
+    /// Parses and dispatches one stdio line. A line of plain text (a banner some
+    /// servers print to stdout against the spec) is logged and skipped; a line that
+    /// starts a JSON object or array but does not parse is a broken message — the
+    /// response it carried is lost — and comes back as `Err` with the reason (the
+    /// caller ends the connection). The line's content is never logged: it may hold a
+    /// tool result.
+    pub(crate) fn dispatch_line(self: &Arc<Self>, bytes: &[u8]) -> Result<(), String> {
+        let trimmed = bytes.trim_ascii();
+        if trimmed.is_empty() {
+            return Ok(());
+        }
+        match serde_json::from_slice::<Value>(trimmed) {
+            Ok(v) => {
+                self.dispatch(v, None);
+                Ok(())
+            }
+            Err(e) if matches!(trimmed[0], b'{' | b'[') => Err(format!(
+                "the MCP server wrote a broken JSON-RPC message to stdout ({} bytes: {e}); \
+                 the process is being restarted",
+                trimmed.len()
+            )),
+            Err(_) => {
+                tracing::warn!(upstream = %self.upstream, len = trimmed.len(), "skipping a stdout line that is not JSON (MCP servers must write only JSON-RPC messages to stdout; logs go to stderr)");
+                Ok(())
+            }
+        }
+    }
+
     fn dispatch_object(self: &Arc<Self>, mut obj: Map<String, Value>, related: Option<u64>) {
         let method = obj.get("method").and_then(Value::as_str).map(str::to_owned);
         match (method, obj.contains_key("id")) {
@@ -484,6 +512,11 @@ impl Rpc {
         match tx {
             Some(tx) => {
                 let _ = tx.send(reply);
+            }
+            // An id we never sent: the server is confused; the call it meant (if any)
+            // runs on to its deadline. Logged loudly, dropped.
+            None if id >= self.next_id.load(Ordering::Relaxed) => {
+                tracing::warn!(upstream = %self.upstream, id, "dropping a response with an id the gateway never sent")
             }
             // Normal after a cancellation or timeout: the server answered anyway.
             None => {

@@ -275,11 +275,8 @@ impl McpSessions {
         };
         let session = match self.gateway.sessions.create(&tenant.name).await {
             Ok(session) => session,
-            Err(unavailable) => {
-                return super::auth::state_unavailable(
-                    super::auth::Shape::JsonRpc,
-                    &format!("the session could not be recorded: {unavailable}"),
-                );
+            Err(refused) => {
+                return super::auth::session_refused(super::auth::Shape::JsonRpc, &refused);
             }
         };
         let result = methods::initialize_result(&self.gateway, &params);

@@ -1,0 +1,106 @@
+//! stdio upstreams start with a minimal environment: the gateway's own secrets (admin
+//! token, JWT secret, Redis URL, other upstreams' tokens) never reach a child unless
+//! its config names them. server-everything's `get-env` tool prints what it got.
+
+use serde_json::{Value, json};
+use toolgate_e2e::{Gateway, NodeDeps, rest_post};
+
+/// Variables the gateway process holds; the values are unique so a hit is certain.
+const SECRETS: &[(&str, &str)] = &[
+    ("TOOLGATE_ADMIN_TOKEN", "admin-canary-91c4e7"),
+    ("SECRET_CANARY", "secret-canary-5b2d08"),
+    ("REDIS_URL", "redis://:redis-canary-3f9a61@127.0.0.1:1"),
+    ("NAMED_TOKEN", "named-canary-c0ffee"),
+];
+
+/// The environment the upstream's process saw, from its `get-env` tool.
+async fn env_of(gateway: &Gateway, upstream: &str) -> serde_json::Map<String, Value> {
+    let (status, body) = rest_post(
+        gateway,
+        &format!("/v1/tools/{upstream}__get-env/call"),
+        None,
+        json!({"arguments": {}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let text = body["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text in {body}"));
+    match serde_json::from_str(text) {
+        Ok(Value::Object(env)) => env,
+        other => panic!("get-env printed no object: {other:?}"),
+    }
+}
+
+fn stdio(deps: &NodeDeps, extra: Value) -> Value {
+    let mut stdio = json!({
+        "command": deps.node(),
+        "args": [deps.everything_entry(), "stdio"],
+    });
+    if let (Some(stdio), Value::Object(extra)) = (stdio.as_object_mut(), extra) {
+        stdio.extend(extra);
+    }
+    json!({ "stdio": stdio })
+}
+
+#[tokio::test]
+async fn stdio_children_get_a_minimal_environment_unless_configured() {
+    let Some(deps) = NodeDeps::find() else { return };
+    let _heavy = toolgate_e2e::heavy_lock().await;
+    let mut env: Vec<(&str, &str)> = SECRETS.to_vec();
+    env.push(("LC_TIME", "C"));
+    let gateway = Gateway::start_with_env(
+        json!({
+            "allowed_hosts": ["localhost", "127.0.0.1", "::1"],
+            "upstreams": {
+                "plain": stdio(&deps, json!({})),
+                "named": stdio(&deps, json!({
+                    "inherit_env": ["NAMED_TOKEN"],
+                    "env": {"SET_HERE": "set-canary-1"}
+                })),
+                "everything": stdio(&deps, json!({"inherit_env": "all"})),
+            }
+        }),
+        &env,
+    )
+    .await;
+
+    // Default: the baseline only — PATH (node found its way), HOME, locale — and not
+    // one of the gateway's secrets.
+    let plain = env_of(&gateway, "plain").await;
+    for (name, value) in SECRETS {
+        assert!(!plain.contains_key(*name), "{name} leaked: {plain:?}");
+        assert!(
+            !plain.values().any(|v| v.as_str() == Some(*value)),
+            "{name}'s value leaked"
+        );
+    }
+    assert!(plain.contains_key("PATH"), "{plain:?}");
+    assert_eq!(plain.get("LC_TIME"), Some(&json!("C")), "{plain:?}");
+    if std::env::var_os("HOME").is_some() {
+        assert!(plain.contains_key("HOME"), "{plain:?}");
+    }
+    assert!(
+        !plain
+            .keys()
+            .any(|k| k.starts_with("TOOLGATE_") || k == "RUST_LOG"),
+        "{plain:?}"
+    );
+
+    // Named: the listed variable and `env`, nothing else of the gateway's.
+    let named = env_of(&gateway, "named").await;
+    assert_eq!(
+        named.get("NAMED_TOKEN"),
+        Some(&json!("named-canary-c0ffee"))
+    );
+    assert_eq!(named.get("SET_HERE"), Some(&json!("set-canary-1")));
+    for name in ["TOOLGATE_ADMIN_TOKEN", "SECRET_CANARY", "REDIS_URL"] {
+        assert!(!named.contains_key(name), "{name} leaked: {named:?}");
+    }
+
+    // `inherit_env: all`: the whole environment, as before.
+    let everything = env_of(&gateway, "everything").await;
+    for (name, value) in SECRETS {
+        assert_eq!(everything.get(*name), Some(&json!(value)), "{name}");
+    }
+}
