@@ -86,6 +86,21 @@ pub struct Config {
     /// (`<name>__<tool>`): letters, digits, `_` and `-`.
     #[serde(default)]
     pub upstreams: BTreeMap<String, UpstreamConfig>,
+    /// The HTTP listener's limits: header, body and idle timeouts, and a connection cap.
+    #[serde(default)]
+    pub server: crate::serve::listener::ServerConfig,
+    /// Cross-origin access from browsers: off unless origins are listed.
+    #[serde(default)]
+    pub cors: crate::serve::guard::CorsConfig,
+    /// Who may scrape `GET /metrics`, and where it is served.
+    #[serde(default)]
+    pub metrics: crate::serve::ops::MetricsConfig,
+    /// The gateway's public base URL (e.g. `https://tools.example.com`): the `resource`
+    /// named in `/.well-known/oauth-protected-resource`, and the JWT audience required
+    /// when `jwt.audience` is not set. Default: derived from the request's (allowed)
+    /// `Host`, and no audience check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_url: Option<String>,
 }
 
 /// Settings of the plain-HTTP surface.
@@ -660,6 +675,8 @@ impl Config {
         {
             return Err(invalid("jwt".into(), message));
         }
+        crate::serve::front_door_settings_valid(self)
+            .map_err(|(path, message)| invalid(path, message))?;
         if self.jwt.is_some() && self.tenants.is_empty() {
             return Err(invalid(
                 "jwt".into(),
@@ -707,6 +724,11 @@ impl Config {
             self.sessions.max_sessions != running.sessions.max_sessions,
         );
         check("state", self.state != running.state);
+        check("server", self.server != running.server);
+        check(
+            "metrics.listen",
+            self.metrics.listen != running.metrics.listen,
+        );
         changed
     }
 
@@ -721,6 +743,8 @@ impl Config {
         self.sessions.idle_ttl = running.sessions.idle_ttl;
         self.sessions.max_sessions = running.sessions.max_sessions;
         self.state.clone_from(&running.state);
+        self.server.clone_from(&running.server);
+        self.metrics.listen.clone_from(&running.metrics.listen);
     }
 
     /// Upstream `name` as it is mounted: its settings with the global `call_timeout`
