@@ -133,11 +133,7 @@ async fn closed_within(stream: &mut TcpStream, limit: Duration) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_web_page_cannot_make_an_open_gateway_run_tools() {
     let canary = Canary::start().await;
-    let gateway = Gateway::start(json!({
-        "upstreams": {"canary": canary.upstream()},
-        "cors": {"allowed_origins": ["http://app.test:3000"]},
-    }))
-    .await;
+    let gateway = Gateway::start(json!({"upstreams": {"canary": canary.upstream()}})).await;
     let client = http();
     let own = format!("127.0.0.1:{}", gateway.port);
     let post = |path: &str| {
@@ -214,37 +210,14 @@ async fn a_web_page_cannot_make_an_open_gateway_run_tools() {
         assert_eq!(r.status(), 403, "{path} from a foreign Origin");
         assert!(r.headers().get("access-control-allow-origin").is_none());
     }
-    // Preflights: refused unless the origin is listed.
-    let preflight = |origin: &'static str| {
-        client
-            .request(reqwest::Method::OPTIONS, gateway.url("/v1/tool_calls"))
-            .header("origin", origin)
-            .header("access-control-request-method", "POST")
-            .header(
-                "access-control-request-headers",
-                "content-type, authorization",
-            )
-            .send()
-    };
-    let refused = preflight("http://evil.example").await.unwrap();
+    // Preflights: refused (no origin is listed by default).
+    let refused = preflight(&gateway, "http://evil.example").await;
     assert_eq!(refused.status(), 403);
     assert!(
         refused
             .headers()
             .get("access-control-allow-origin")
             .is_none()
-    );
-    let allowed = preflight("http://app.test:3000").await.unwrap();
-    assert_eq!(allowed.status(), 204);
-    assert_eq!(
-        allowed.headers()["access-control-allow-origin"],
-        "http://app.test:3000"
-    );
-    assert!(
-        allowed.headers()["access-control-allow-headers"]
-            .to_str()
-            .unwrap()
-            .contains("authorization")
     );
 
     // Ambiguous hosts: every Host is judged, and an absolute target must agree.
@@ -271,8 +244,8 @@ async fn a_web_page_cannot_make_an_open_gateway_run_tools() {
 
     assert_eq!(canary.hits(), 0, "a refused request reached the tool's API");
 
-    // The gateway's own clients still work: no Origin (not a browser), its own
-    // origin, and a listed one (which gets CORS headers).
+    // The gateway's own clients still work: no Origin (not a browser), and pages of
+    // its own origin.
     let r = post("/v1/tool_calls")
         .json(&canary_batch())
         .send()
@@ -286,7 +259,54 @@ async fn a_web_page_cannot_make_an_open_gateway_run_tools() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200, "same-origin page");
-    let r = post("/v1/tool_calls")
+    assert_eq!(canary.hits(), 2);
+}
+
+/// A CORS preflight for `POST /v1/tool_calls` from `origin`.
+async fn preflight(gateway: &Gateway, origin: &str) -> reqwest::Response {
+    http()
+        .request(reqwest::Method::OPTIONS, gateway.url("/v1/tool_calls"))
+        .header("origin", origin)
+        .header("access-control-request-method", "POST")
+        .header(
+            "access-control-request-headers",
+            "content-type, authorization",
+        )
+        .send()
+        .await
+        .expect("OPTIONS")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listed_origins_get_cors_and_others_do_not() {
+    let canary = Canary::start().await;
+    let gateway = Gateway::start(json!({
+        "upstreams": {"canary": canary.upstream()},
+        "cors": {"allowed_origins": ["http://app.test:3000"]},
+    }))
+    .await;
+    let refused = preflight(&gateway, "http://evil.example").await;
+    assert_eq!(refused.status(), 403);
+    assert!(
+        refused
+            .headers()
+            .get("access-control-allow-origin")
+            .is_none()
+    );
+    let allowed = preflight(&gateway, "http://app.test:3000").await;
+    assert_eq!(allowed.status(), 204);
+    assert_eq!(
+        allowed.headers()["access-control-allow-origin"],
+        "http://app.test:3000"
+    );
+    assert!(
+        allowed.headers()["access-control-allow-headers"]
+            .to_str()
+            .unwrap()
+            .contains("authorization")
+    );
+    let r = http()
+        .post(gateway.url("/v1/tool_calls"))
         .header("origin", "http://app.test:3000")
         .json(&canary_batch())
         .send()
@@ -297,7 +317,15 @@ async fn a_web_page_cannot_make_an_open_gateway_run_tools() {
         r.headers()["access-control-allow-origin"],
         "http://app.test:3000"
     );
-    assert_eq!(canary.hits(), 3);
+    let r = http()
+        .post(gateway.url("/v1/tool_calls"))
+        .header("origin", "http://evil.example")
+        .json(&canary_batch())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403, "unlisted origin");
+    assert_eq!(canary.hits(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
