@@ -24,7 +24,8 @@ pub struct Config {
     /// Address to listen on (`serve`); `--listen` overrides it.
     #[serde(default = "default_listen")]
     pub listen: String,
-    /// `Host` header values accepted on `/mcp` (DNS-rebinding protection). Default:
+    /// `Host` header values accepted on every route but `/healthz` and `/readyz`
+    /// (DNS-rebinding protection; see `serve::guard`). Default:
     /// loopback only. Behind a Kubernetes Service or ingress, list the names clients
     /// use (e.g. `toolgate.tools.svc.cluster.local`, `tools.example.com`); an empty
     /// list disables the check.
