@@ -380,37 +380,40 @@ async fn slow_idle_and_surplus_clients_are_cut_and_real_requests_still_served() 
         "an idle kept-alive connection stayed open"
     );
 
-    // A body trickled slower than body_timeout allows is cut.
+    // A body trickled slower than body_timeout allows is cut, with an answer that
+    // names the setting.
     let mut slow_body = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     slow_body
         .write_all(
-            b"POST /v1/tool_calls HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+              Accept: application/json, text/event-stream\r\n\
               Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{",
         )
         .await
         .unwrap();
     let trickle_started = Instant::now();
-    let mut ended = false;
+    let mut answer = Vec::new();
     for _ in 0..40 {
         tokio::time::sleep(Duration::from_millis(300)).await;
         if slow_body.write_all(b" ").await.is_err() {
-            ended = true;
             break;
         }
-        let mut peek = [0u8; 512];
-        if let Ok(Ok(n)) =
-            tokio::time::timeout(Duration::from_millis(10), slow_body.read(&mut peek)).await
-        {
-            // An answer (the body timed out) or the close.
-            let _ = n;
-            ended = true;
-            break;
+        let mut chunk = [0u8; 1024];
+        match tokio::time::timeout(Duration::from_millis(10), slow_body.read(&mut chunk)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break,
+            Ok(Ok(n)) => {
+                answer.extend_from_slice(&chunk[..n]);
+                break;
+            }
+            Err(_) => {}
         }
         if trickle_started.elapsed() > limit {
             break;
         }
     }
-    assert!(ended, "a slowly trickled body was never cut");
+    let answer = String::from_utf8_lossy(&answer);
+    assert_eq!(status_of(&answer), 408, "a slowly trickled body: {answer}");
+    assert!(answer.contains("server.body_timeout"), "{answer}");
 
     // More silent connections than the cap: the real request waits its turn, then is
     // served once the silent ones time out.

@@ -100,12 +100,18 @@ impl ServerConfig {
                 return Err((field, "must be longer than 0s".into()));
             }
         }
-        if self.max_connections == 0 || self.max_connections > Semaphore::MAX_PERMITS {
-            return Err(("max_connections", "must be at least 1".into()));
+        if !(1..=MAX_CONNECTIONS).contains(&self.max_connections) {
+            return Err((
+                "max_connections",
+                format!("must be between 1 and {MAX_CONNECTIONS}"),
+            ));
         }
         Ok(())
     }
 }
+
+/// The largest `max_connections` (far beyond any process's file descriptors).
+const MAX_CONNECTIONS: usize = 1 << 20;
 
 /// The shortest and longest pause after a failed `accept`.
 const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
@@ -119,7 +125,7 @@ pub async fn serve(
     limits: ServerConfig,
     stop: CancellationToken,
 ) {
-    let cap = limits.max_connections.clamp(1, Semaphore::MAX_PERMITS);
+    let cap = limits.max_connections.clamp(1, MAX_CONNECTIONS);
     let permits = Arc::new(Semaphore::new(cap));
     let limits = Arc::new(limits);
     let mut backoff = ACCEPT_BACKOFF_MIN;
@@ -401,6 +407,18 @@ impl TimedBody {
     humantime::format_duration(*.0)
 )]
 pub struct BodyTimeout(Duration);
+
+/// The [`BodyTimeout`] behind a body read error, if that is what ended the read.
+pub fn body_timeout(error: &axum::Error) -> Option<&BodyTimeout> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(current) = source {
+        if let Some(late) = current.downcast_ref::<BodyTimeout>() {
+            return Some(late);
+        }
+        source = current.source();
+    }
+    None
+}
 
 impl http_body::Body for TimedBody {
     type Data = Bytes;

@@ -119,8 +119,17 @@ impl McpSessions {
         let limit = self.gateway.config().max_request_body_bytes;
         let bytes = match axum::body::to_bytes(body, limit).await {
             Ok(bytes) => bytes,
-            // A body without a declared length, past the limit.
-            Err(_) => return super::protocol_errors::body_too_large(limit, None),
+            Err(error) => {
+                return match super::listener::body_timeout(&error) {
+                    Some(late) => wire::refusal(
+                        StatusCode::REQUEST_TIMEOUT,
+                        wire::INVALID_REQUEST,
+                        &late.to_string(),
+                    ),
+                    // A body without a declared length, past the limit.
+                    None => super::protocol_errors::body_too_large(limit, None),
+                };
+            }
         };
         if let Some(refused) = wire::refuse_post(&parts.headers) {
             return refused;
