@@ -31,6 +31,21 @@ pub struct Config {
     /// list disables the check.
     #[serde(default = "default_allowed_hosts")]
     pub allowed_hosts: Vec<String>,
+    /// The HTTP listener's limits: header, body and idle timeouts, and a connection cap.
+    #[serde(default)]
+    pub server: crate::serve::listener::ServerConfig,
+    /// Cross-origin access from browsers: off unless origins are listed.
+    #[serde(default)]
+    pub cors: crate::serve::guard::CorsConfig,
+    /// Who may scrape `GET /metrics`, and where it is served.
+    #[serde(default)]
+    pub metrics: crate::serve::ops::MetricsConfig,
+    /// The gateway's public base URL (e.g. `https://tools.example.com`): the `resource`
+    /// named in `/.well-known/oauth-protected-resource`, and the JWT audience required
+    /// when `jwt.audience` is not set. Default: derived from the request's (allowed)
+    /// `Host`, and no audience check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_url: Option<String>,
     /// Time a tool call may take before it fails with a Timeout error.
     #[serde(default = "default_call_timeout", with = "humantime_serde")]
     #[schemars(with = "String")]
@@ -87,21 +102,6 @@ pub struct Config {
     /// (`<name>__<tool>`): letters, digits, `_` and `-`.
     #[serde(default)]
     pub upstreams: BTreeMap<String, UpstreamConfig>,
-    /// The HTTP listener's limits: header, body and idle timeouts, and a connection cap.
-    #[serde(default)]
-    pub server: crate::serve::listener::ServerConfig,
-    /// Cross-origin access from browsers: off unless origins are listed.
-    #[serde(default)]
-    pub cors: crate::serve::guard::CorsConfig,
-    /// Who may scrape `GET /metrics`, and where it is served.
-    #[serde(default)]
-    pub metrics: crate::serve::ops::MetricsConfig,
-    /// The gateway's public base URL (e.g. `https://tools.example.com`): the `resource`
-    /// named in `/.well-known/oauth-protected-resource`, and the JWT audience required
-    /// when `jwt.audience` is not set. Default: derived from the request's (allowed)
-    /// `Host`, and no audience check.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub public_url: Option<String>,
 }
 
 /// Settings of the plain-HTTP surface.
@@ -710,6 +710,11 @@ impl Config {
         };
         check("listen", self.listen != running.listen);
         check("allowed_hosts", self.allowed_hosts != running.allowed_hosts);
+        check("server", self.server != running.server);
+        check(
+            "metrics.listen",
+            self.metrics.listen != running.metrics.listen,
+        );
         check(
             "max_request_body_bytes",
             self.max_request_body_bytes != running.max_request_body_bytes,
@@ -725,11 +730,6 @@ impl Config {
             self.sessions.max_sessions != running.sessions.max_sessions,
         );
         check("state", self.state != running.state);
-        check("server", self.server != running.server);
-        check(
-            "metrics.listen",
-            self.metrics.listen != running.metrics.listen,
-        );
         changed
     }
 
@@ -738,14 +738,14 @@ impl Config {
     pub fn keep_restart_only(&mut self, running: &Config) {
         self.listen.clone_from(&running.listen);
         self.allowed_hosts.clone_from(&running.allowed_hosts);
+        self.server.clone_from(&running.server);
+        self.metrics.listen.clone_from(&running.metrics.listen);
         self.max_request_body_bytes = running.max_request_body_bytes;
         self.data_dir.clone_from(&running.data_dir);
         self.admin.clone_from(&running.admin);
         self.sessions.idle_ttl = running.sessions.idle_ttl;
         self.sessions.max_sessions = running.sessions.max_sessions;
         self.state.clone_from(&running.state);
-        self.server.clone_from(&running.server);
-        self.metrics.listen.clone_from(&running.metrics.listen);
     }
 
     /// Upstream `name` as it is mounted: its settings with the global `call_timeout`
