@@ -13,7 +13,8 @@
 //! - `/metrics` bodies parse with the Prometheus client library's parsers, in the
 //!   format their content type names;
 //! - MCP authorization discovery: a 401 names the protected resource metadata, which
-//!   names the JWT issuer and the gateway; a token for another audience is refused.
+//!   names the JWT issuer and the gateway (followed by hand and with the Python SDK's
+//!   discovery helpers); a token for another audience is refused.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -721,6 +722,27 @@ async fn clients_discover_the_authorization_server_and_wrong_audiences_are_refus
         resource_metadata(rest.headers()["www-authenticate"].to_str().unwrap()),
         Some(metadata_url.clone())
     );
+
+    // The official Python SDK's discovery helpers find the same, and accept the
+    // resource for the MCP endpoint.
+    if let Some(py) = python() {
+        let found = run_python(
+            &py,
+            "auth_discovery.py",
+            &[&derived.mcp_url()],
+            Duration::from_secs(60),
+        );
+        assert_eq!(found["status"], 401, "{found}");
+        assert_eq!(found["tried"][0], metadata_url.as_str(), "{found}");
+        assert_eq!(
+            found["metadata"]["authorization_servers"][0]
+                .as_str()
+                .map(|s| s.trim_end_matches('/')),
+            Some(ISSUER),
+            "{found}"
+        );
+        assert_eq!(found["resource_allowed"], true, "{found}");
+    }
 
     // Behind an ingress: `public_url` is the resource, and tokens must name it.
     let public_url = "https://tools.test";
