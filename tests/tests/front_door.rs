@@ -434,6 +434,7 @@ async fn slow_idle_and_surplus_clients_are_cut_and_real_requests_still_served() 
 }
 
 /// Lowers the file-descriptor limit of process `pid` (the gateway, not this test).
+#[cfg(target_os = "linux")]
 fn limit_fds(pid: u32, limit: u64) {
     let rlimit = libc::rlimit {
         rlim_cur: limit,
@@ -451,6 +452,7 @@ fn limit_fds(pid: u32, limit: u64) {
     assert_eq!(rc, 0, "prlimit: {}", std::io::Error::last_os_error());
 }
 
+#[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn out_of_file_descriptors_the_gateway_keeps_accepting() {
     let mut gateway = Gateway::start(json!({
