@@ -24,12 +24,28 @@ pub struct Config {
     /// Address to listen on (`serve`); `--listen` overrides it.
     #[serde(default = "default_listen")]
     pub listen: String,
-    /// `Host` header values accepted on `/mcp` (DNS-rebinding protection). Default:
+    /// `Host` header values accepted on every route but `/healthz` and `/readyz`
+    /// (DNS-rebinding protection; see `serve::guard`). Default:
     /// loopback only. Behind a Kubernetes Service or ingress, list the names clients
     /// use (e.g. `toolgate.tools.svc.cluster.local`, `tools.example.com`); an empty
     /// list disables the check.
     #[serde(default = "default_allowed_hosts")]
     pub allowed_hosts: Vec<String>,
+    /// The HTTP listener's limits: header, body and idle timeouts, and a connection cap.
+    #[serde(default)]
+    pub server: crate::serve::listener::ServerConfig,
+    /// Cross-origin access from browsers: off unless origins are listed.
+    #[serde(default)]
+    pub cors: crate::serve::guard::CorsConfig,
+    /// Who may scrape `GET /metrics`, and where it is served.
+    #[serde(default)]
+    pub metrics: crate::serve::ops::MetricsConfig,
+    /// The gateway's public base URL (e.g. `https://tools.example.com`): the `resource`
+    /// named in `/.well-known/oauth-protected-resource`, and the JWT audience required
+    /// when `jwt.audience` is not set. Default: derived from the request's (allowed)
+    /// `Host`, and no audience check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_url: Option<String>,
     /// Time a tool call may take before it fails with a Timeout error.
     #[serde(default = "default_call_timeout", with = "humantime_serde")]
     #[schemars(with = "String")]
@@ -671,6 +687,8 @@ impl Config {
         {
             return Err(invalid("jwt".into(), message));
         }
+        crate::serve::front_door_settings_valid(self)
+            .map_err(|(path, message)| invalid(path, message))?;
         if self.jwt.is_some() && self.tenants.is_empty() {
             return Err(invalid(
                 "jwt".into(),
@@ -709,6 +727,11 @@ impl Config {
         };
         check("listen", self.listen != running.listen);
         check("allowed_hosts", self.allowed_hosts != running.allowed_hosts);
+        check("server", self.server != running.server);
+        check(
+            "metrics.listen",
+            self.metrics.listen != running.metrics.listen,
+        );
         check(
             "max_request_body_bytes",
             self.max_request_body_bytes != running.max_request_body_bytes,
@@ -737,6 +760,8 @@ impl Config {
     pub fn keep_restart_only(&mut self, running: &Config) {
         self.listen.clone_from(&running.listen);
         self.allowed_hosts.clone_from(&running.allowed_hosts);
+        self.server.clone_from(&running.server);
+        self.metrics.listen.clone_from(&running.metrics.listen);
         self.max_request_body_bytes = running.max_request_body_bytes;
         self.data_dir.clone_from(&running.data_dir);
         self.admin.clone_from(&running.admin);

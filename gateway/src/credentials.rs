@@ -116,6 +116,16 @@ impl fmt::Debug for JwtConfig {
 }
 
 impl JwtConfig {
+    /// These settings for a gateway whose resource identifier is `public_url`: tokens
+    /// must then name it in `aud` (RFC 8707) unless `audience` says otherwise, so a
+    /// token issued for another resource is refused here.
+    pub fn for_resource(mut self, public_url: Option<&str>) -> JwtConfig {
+        if self.audience.is_none() {
+            self.audience = public_url.map(|url| url.trim_end_matches('/').to_owned());
+        }
+        self
+    }
+
     /// Checks what serde cannot: exactly one key source, a long enough secret, an
     /// http(s) JWKS URL, a tenant claim, a non-zero refresh interval. The message names
     /// the field (relative to this section).

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use axum::serve::ListenerExt;
 use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -252,21 +251,28 @@ async fn serve_http(
     );
     registry::start_imports(&gateway, store.as_ref()).await;
     tracing::info!(%address, "listening (MCP at /mcp)");
-    let server = {
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            // Small SSE frames must not wait for Nagle's algorithm (a 40 ms stall per
-            // call against clients that delay their ACKs).
-            let listener = listener.tap_io(|stream| {
-                if let Err(error) = stream.set_nodelay(true) {
-                    tracing::debug!(%error, "TCP_NODELAY not set on a connection");
-                }
-            });
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async move { stop.cancelled().await })
-                .await
-        })
+    let metrics_listener = match &gateway.config().metrics.listen {
+        None => None,
+        Some(address) => match tokio::net::TcpListener::bind(address).await {
+            Ok(listener) => Some(listener),
+            Err(error) => {
+                eprintln!("toolgate: cannot listen on {address} (metrics.listen): {error}");
+                return ExitCode::from(2);
+            }
+        },
     };
+    let limits = gateway.config().server.clone();
+    if let Some(listener) = metrics_listener {
+        tracing::info!(address = ?listener.local_addr().ok(), "metrics listening (/metrics)");
+        let metrics = serve::ops::metrics_router(gateway.clone());
+        tokio::spawn(serve::listener::serve(
+            listener,
+            metrics,
+            limits.clone(),
+            stop.clone(),
+        ));
+    }
+    let server = tokio::spawn(serve::listener::serve(listener, app, limits, stop.clone()));
     // Serve /healthz at once; /readyz turns ready after the first lists.
     if let Err(code) = finish_startup(&gateway).await {
         stop.cancel();
@@ -393,7 +399,7 @@ async fn authenticator(config: &Config) -> Result<Authenticator, ExitCode> {
         .iter()
         .flat_map(|(tenant, t)| t.api_keys.iter().map(|k| (tenant.clone(), k.clone())))
         .collect();
-    Authenticator::new(api_keys, config.jwt.clone())
+    Authenticator::new(api_keys, serve::jwt_settings(config))
         .await
         .map_err(|error| {
             eprintln!("toolgate: {error}");

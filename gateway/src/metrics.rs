@@ -1,5 +1,7 @@
 //! Prometheus metrics: calls, errors and latency per tool and upstream, and each
-//! upstream's health as a gauge. Served as text at `GET /metrics`.
+//! upstream's health as a gauge. Served at `GET /metrics` in the classic Prometheus
+//! text format (0.0.4) by default and as OpenMetrics 1.0 when the scraper asks for it:
+//! each body matches the content type it is sent with.
 
 use prometheus_client::encoding::{EncodeLabelSet, text::encode};
 use prometheus_client::metrics::counter::Counter;
@@ -169,13 +171,56 @@ impl Metrics {
         self.catalog_tools.set(tools as i64);
     }
 
-    /// The Prometheus text exposition.
-    pub fn render(&self) -> String {
+    /// The OpenMetrics 1.0 exposition (ends with `# EOF`).
+    pub fn render_openmetrics(&self) -> String {
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = encode(&mut out, &self.registry);
         out
     }
+
+    /// The classic Prometheus text exposition (format 0.0.4).
+    pub fn render(&self) -> String {
+        classic_text(&self.render_openmetrics())
+    }
+}
+
+/// The media type of OpenMetrics text.
+pub const OPENMETRICS: &str = "application/openmetrics-text";
+
+/// OpenMetrics text as the classic Prometheus format: the two differ, for what this
+/// registry holds, only in that a counter's `HELP`/`TYPE` lines name its `_total`
+/// sample, and that `UNIT` and the closing `# EOF` do not exist.
+fn classic_text(openmetrics: &str) -> String {
+    let counters: std::collections::HashSet<&str> = openmetrics
+        .lines()
+        .filter_map(|line| line.strip_prefix("# TYPE "))
+        .filter_map(|rest| rest.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let descriptor = ["# HELP ", "# TYPE "]
+            .into_iter()
+            .find_map(|prefix| Some((prefix, line.strip_prefix(prefix)?)));
+        match descriptor {
+            Some((prefix, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                out.push_str(prefix);
+                out.push_str(name);
+                if counters.contains(name) {
+                    out.push_str("_total");
+                }
+                out.push(' ');
+                out.push_str(tail);
+            }
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
 }
 
 #[cfg(test)]
@@ -201,6 +246,17 @@ mod tests {
         assert!(
             text.contains("toolgate_tool_call_duration_seconds_bucket"),
             "{text}"
+        );
+        assert!(
+            text.contains("# TYPE toolgate_tool_calls_total counter"),
+            "{text}"
+        );
+        assert!(!text.contains("# EOF"), "{text}");
+        let openmetrics = metrics.render_openmetrics();
+        assert!(openmetrics.ends_with("# EOF\n"), "{openmetrics}");
+        assert!(
+            openmetrics.contains("# TYPE toolgate_tool_calls counter"),
+            "{openmetrics}"
         );
     }
 }

@@ -69,6 +69,28 @@ pub struct Allowed {
 }
 
 impl Allowed {
+    /// Whether anything `upstream` serves in `catalog` is allowed: a tool, a prompt, a
+    /// resource or template, or its unlisted URIs. What a tenant may know about an
+    /// upstream (its status) follows from this.
+    pub fn reaches_upstream(&self, catalog: &Catalog, upstream: &str) -> bool {
+        let offerings = catalog.offerings();
+        self.whole_upstreams.contains(upstream)
+            || catalog
+                .entries()
+                .iter()
+                .any(|e| e.upstream == upstream && self.names.contains(&e.name))
+            || offerings
+                .prompts
+                .entries()
+                .iter()
+                .any(|e| e.upstream == upstream && self.offering(&e.name))
+            || offerings
+                .resources
+                .iter()
+                .chain(offerings.templates.iter())
+                .any(|i| i.upstream == upstream && self.offering(&i.name))
+    }
+
     /// THE decision for a prompt, resource or template: its policy name is allowed.
     /// A hidden one is answered exactly like one that does not exist.
     pub fn offering(&self, name: &str) -> bool {

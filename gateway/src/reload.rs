@@ -173,9 +173,11 @@ impl Reloader {
         let running = self.gateway.config();
         let restart_needed = config.restart_only_changes(&running);
         config.keep_restart_only(&running);
-        let credentials = api_keys(&config) != api_keys(&running) || config.jwt != running.jwt;
+        let credentials = api_keys(&config) != api_keys(&running)
+            || config.jwt != running.jwt
+            || config.public_url != running.public_url;
         let authenticator = if credentials {
-            Some(Authenticator::new(api_keys(&config), config.jwt.clone()).await?)
+            Some(Authenticator::new(api_keys(&config), crate::serve::jwt_settings(&config)).await?)
         } else {
             None
         };

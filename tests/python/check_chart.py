@@ -306,7 +306,20 @@ def check_ingress_and_monitoring(docs: list[dict], merged: dict, case: str) -> N
     check(len(monitors) == (1 if merged["serviceMonitor"]["enabled"] else 0), f"{case}: ServiceMonitor count")
     for monitor in monitors:
         endpoint = monitor["spec"]["endpoints"][0]
-        check(endpoint["port"] == "http" and endpoint["path"] == "/metrics", f"{case}: scrape {endpoint}")
+        check(endpoint["port"] == "metrics" and endpoint["path"] == "/metrics", f"{case}: scrape {endpoint}")
+        # Scraped on the gateway's own metrics listener: named on the Service and the
+        # pod, and set in the config (the main port keeps /metrics behind credentials).
+        port = merged["serviceMonitor"]["port"]
+        service_ports = {p["name"]: p for p in service["spec"]["ports"]}
+        check("metrics" in service_ports, f"{case}: the Service has no metrics port")
+        container = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+        check(
+            {"name": "metrics", "containerPort": port, "protocol": "TCP"} in container["ports"],
+            f"{case}: the pod has no metrics port {port}: {container['ports']}",
+        )
+        config = yaml.safe_load(one(docs, "ConfigMap")["data"]["config.yaml"])
+        listen = (config.get("metrics") or {}).get("listen")
+        check(listen == f"0.0.0.0:{port}", f"{case}: metrics.listen is {listen!r}")
         selector = monitor["spec"]["selector"]["matchLabels"]
         check(selector.items() <= service["metadata"]["labels"].items(), f"{case}: ServiceMonitor misses the Service")
 

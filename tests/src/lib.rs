@@ -626,14 +626,24 @@ impl Gateway {
         self.url("/mcp")
     }
 
-    /// `GET /v1/upstreams` as JSON.
+    /// A secret from the gateway's config file by JSON pointer (`/admin/token`,
+    /// `/metrics/token`), for the ops endpoints that need one once credentials are
+    /// configured; `None` when the file has none (or is not JSON).
+    pub fn config_secret(&self, pointer: &str) -> Option<String> {
+        let text = std::fs::read_to_string(&self.config_path).ok()?;
+        let config: Value = serde_json::from_str(&text).ok()?;
+        config.pointer(pointer)?.as_str().map(str::to_owned)
+    }
+
+    /// `GET /v1/upstreams` as JSON (with the admin token when the config has one).
     pub async fn upstreams(&self) -> Value {
-        let r = match http()
+        let mut request = http()
             .get(self.url("/v1/upstreams"))
-            .timeout(Duration::from_secs(10))
-            .send()
-            .await
-        {
+            .timeout(Duration::from_secs(10));
+        if let Some(token) = self.config_secret("/admin/token") {
+            request = request.bearer_auth(token);
+        }
+        let r = match request.send().await {
             Ok(r) => r,
             Err(e) => panic!("GET /v1/upstreams: {e} ({})", self.liveness()),
         };

@@ -28,6 +28,7 @@ const KEY: &str = "reload-team-key-0123456789abcdef";
 const KEY_NEW: &str = "reload-new-key-0123456789abcdef";
 
 const SIMPLE: &str = "fx__test_simple_text";
+const METRICS_TOKEN: &str = "hot-reload-metrics-token-0123456789";
 const IMAGE: &str = "fx__test_image_content";
 
 fn fixture_bin() -> &'static str {
@@ -43,6 +44,7 @@ fn tenant_config(fixture: &Fixture, allow: &[&str], keys: &[&str]) -> Value {
         "upstreams": {"fx": {"streamable_http": {"url": fixture.url}}},
         "tenants": {"team": {"api_keys": keys, "allow": allow}},
         "anonymous_tenant": "team",
+        "metrics": {"token": METRICS_TOKEN},
     })
 }
 
@@ -99,9 +101,12 @@ async fn rest_call(gateway: &Gateway, name: &str, key: &str) -> (u16, Value) {
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
+/// Scrapes `/metrics` with the tenant configs' metrics token (the file may hold a
+/// broken edit; an open gateway ignores the token).
 async fn metrics(gateway: &Gateway) -> String {
     http()
         .get(gateway.url("/metrics"))
+        .bearer_auth(METRICS_TOKEN)
         .timeout(Duration::from_secs(10))
         .send()
         .await

@@ -343,6 +343,8 @@ async fn a_tenant_allowed_one_skill_sees_nothing_of_the_other() {
             "api_keys": [hash_key(KEY)],
             "allow": ["kit__alpha", "kit__alpha__*"],
         }},
+        // For the upstream status (`/v1/upstreams` needs a credential with tenants).
+        "admin": {"token": "skills-admin-token-0123456789"},
         "upstreams": {"kit": {"skills": {"paths": [dir.path()]}}},
     }))
     .await;

@@ -54,34 +54,43 @@ impl FrontDoor {
             match self.authenticator.authenticate(authorization).await {
                 Ok(tenant) => tenant,
                 Err(error) => {
+                    let challenge =
+                        with_resource_metadata(error.www_authenticate(), &self.gateway, headers);
                     return Err(refusal(
                         shape,
                         StatusCode::UNAUTHORIZED,
                         error.code(),
                         &error.to_string(),
-                        Some(("www-authenticate", error.www_authenticate())),
+                        Some(("www-authenticate", challenge)),
                     ));
                 }
             }
         };
         let tenant = policy
             .resolve(authenticated.as_deref())
-            .map_err(|r| self.refuse(r, shape))?;
+            .map_err(|r| self.refuse(r, shape, headers))?;
         self.gateway
             .admit(&policy, &tenant)
             .await
-            .map_err(|r| self.refuse(r, shape))?;
+            .map_err(|r| self.refuse(r, shape, headers))?;
         Ok(tenant)
     }
 
-    fn refuse(&self, refusal_reason: Refusal, shape: Shape) -> Response {
+    fn refuse(&self, refusal_reason: Refusal, shape: Shape, headers: &http::HeaderMap) -> Response {
         match refusal_reason {
             Refusal::Unauthenticated => refusal(
                 shape,
                 StatusCode::UNAUTHORIZED,
                 "missing_credentials",
                 "credentials required: send `Authorization: Bearer <API key or JWT>`",
-                Some(("www-authenticate", "Bearer realm=\"toolgate\"".to_owned())),
+                Some((
+                    "www-authenticate",
+                    with_resource_metadata(
+                        "Bearer realm=\"toolgate\"".to_owned(),
+                        &self.gateway,
+                        headers,
+                    ),
+                )),
             ),
             Refusal::RateLimited { retry_after } => {
                 let seconds = retry_after.as_secs_f64().ceil().max(1.0) as u64;
@@ -96,6 +105,57 @@ impl FrontDoor {
             Refusal::LimiterUnavailable { message } => state_unavailable(shape, &message),
         }
     }
+}
+
+/// The gateway's resource identifier (RFC 9728 / RFC 8707): `public_url` when
+/// configured, else `http://<Host>` (the guard admitted that Host).
+pub fn resource_url(config: &crate::config::Config, headers: &http::HeaderMap) -> Option<String> {
+    if let Some(url) = &config.public_url {
+        return Some(url.trim_end_matches('/').to_owned());
+    }
+    let host = headers.get(header::HOST)?.to_str().ok()?.trim();
+    (!host.is_empty()).then(|| format!("http://{host}"))
+}
+
+/// A 401 challenge that also says where to find the authorization server
+/// (`resource_metadata`, RFC 9728 §5.1), when the gateway names one (`jwt.issuer`).
+fn with_resource_metadata(
+    challenge: String,
+    gateway: &Gateway,
+    headers: &http::HeaderMap,
+) -> String {
+    let config = gateway.config();
+    let has_issuer = config.jwt.as_ref().is_some_and(|j| j.issuer.is_some());
+    match resource_url(&config, headers) {
+        Some(resource) if has_issuer => format!(
+            "{challenge}, resource_metadata=\"{resource}/.well-known/oauth-protected-resource\""
+        ),
+        _ => challenge,
+    }
+}
+
+/// Whether the request's bearer token is one of `secrets` (absent ones match
+/// nothing). Compared as digests, so neither a token's length nor its prefix leaks
+/// through timing.
+pub fn bearer_is_one_of(headers: &http::HeaderMap, secrets: &[Option<&str>]) -> bool {
+    use sha2::{Digest, Sha256};
+    let Some(presented) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(|token| Sha256::digest(token.trim().as_bytes()))
+    else {
+        return false;
+    };
+    secrets.iter().flatten().fold(false, |found, secret| {
+        let expected = Sha256::digest(secret.as_bytes());
+        let same = presented
+            .iter()
+            .zip(expected.iter())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0;
+        found | same
+    })
 }
 
 /// 503 for a shared state store that cannot be reached: retry shortly.

@@ -1,11 +1,16 @@
 //! Thin surfaces over the gateway core: MCP over streamable HTTP at `/mcp` and over
 //! stdio (one implementation, [`mcp_http`], for both), the ops endpoints, the admin
 //! API and the plain-HTTP function surface.
+//!
+//! Every HTTP request passes the [`guard`] first (Host, Origin, CORS, JSON bodies)
+//! and is served by the [`listener`] (timeouts, connection cap).
 
 pub mod admin;
 pub mod auth;
 pub mod bridge;
 pub mod features;
+pub mod guard;
+pub mod listener;
 pub mod mcp_http;
 pub mod ops;
 pub mod protocol_errors;
@@ -41,10 +46,48 @@ pub fn router(
     let mcp = Router::new()
         .route("/mcp", any(mcp_front))
         .with_state(front);
-    ops::router(gateway.clone())
-        .merge(admin::router(gateway, store))
+    ops::router(door.clone())
+        .merge(admin::router(gateway.clone(), store))
         .merge(rest::router(door))
         .merge(mcp)
+        .layer(axum::middleware::from_fn_with_state(gateway, guard::check))
+}
+
+/// The JWT settings the authenticator runs on: the file's, with the audience defaulted
+/// to `public_url` (see [`crate::credentials::JwtConfig::for_resource`]).
+pub fn jwt_settings(config: &crate::config::Config) -> Option<crate::credentials::JwtConfig> {
+    config
+        .jwt
+        .clone()
+        .map(|jwt| jwt.for_resource(config.public_url.as_deref()))
+}
+
+/// Checks the front door's settings (`server`, `cors`, `metrics`, `public_url`):
+/// `(path, message)` for the first that cannot work.
+pub fn front_door_settings_valid(config: &crate::config::Config) -> Result<(), (String, String)> {
+    config
+        .server
+        .validate()
+        .map_err(|(field, message)| (format!("server.{field}"), message))?;
+    config.cors.validate()?;
+    config.metrics.validate()?;
+    if let Some(url) = &config.public_url {
+        let scheme_ok = url.starts_with("http://") || url.starts_with("https://");
+        let bare = url
+            .split_once("://")
+            .map(|(_, rest)| rest.trim_end_matches('/'))
+            .is_some_and(|rest| !rest.is_empty() && !rest.contains(['?', '#']));
+        if !(scheme_ok && bare) {
+            return Err((
+                "public_url".into(),
+                format!(
+                    "'{url}' is not a base URL: write http(s)://host[:port][/path] \
+                     (e.g. https://tools.example.com), without query or fragment"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// What `/mcp` needs.
@@ -65,7 +108,7 @@ async fn mcp_front(
     }
     let response = match auth::admit_mcp(&front.door, &mut request).await {
         Err(refused) => refused,
-        Ok(admitted) => front.sessions.route(request, admitted).await,
+        Ok(admitted) => front.sessions.route_trusted(request, admitted).await,
     };
     protocol_errors::as_jsonrpc_error(response).await
 }

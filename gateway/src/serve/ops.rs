@@ -1,30 +1,111 @@
 //! Operations endpoints: `GET /healthz` (liveness: the process answers, nothing else
 //! is consulted — not Redis, not the upstreams), `GET /readyz` (config loaded, the
 //! catalog built once every upstream answered or `startup_timeout` passed — the body
-//! says which — and the shared state store answering when one is configured), `GET /v1/upstreams` (status per upstream as JSON) and
-//! `GET /metrics` (Prometheus text).
+//! says which — and the shared state store answering when one is configured),
+//! `GET /v1/upstreams` (status per upstream as JSON), `GET /metrics` (Prometheus text,
+//! or OpenMetrics when asked for) and `GET /.well-known/oauth-protected-resource`
+//! (RFC 9728: where MCP clients get a token).
+//!
+//! Who may see what: with no credentials configured at all (the quick start) every
+//! endpoint is open. Otherwise `/v1/upstreams` needs a credential and shows a tenant
+//! only the upstreams its policy reaches (the admin token sees all), and `/metrics`
+//! needs the admin token or `metrics.token` — or is served only on `metrics.listen`.
 
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::auth::{FrontDoor, Shape, bearer_is_one_of};
 use crate::gateway::Gateway;
 
-pub fn router(gateway: Arc<Gateway>) -> Router {
-    Router::new()
+/// Who may scrape `/metrics`, and where (`metrics:` in the config).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// A bearer token for scrapers (`Authorization: Bearer <token>`), besides the admin
+    /// token; put it in the environment: `token: ${TOOLGATE_METRICS_TOKEN}`. At least
+    /// 16 characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    /// Serve `/metrics` on this address instead of the main listener (e.g.
+    /// `0.0.0.0:9090` for a Prometheus that scrapes pods); there it needs no token and
+    /// no allowed `Host`, so keep the address off public networks. Read at startup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen: Option<String>,
+}
+
+impl MetricsConfig {
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        if let Some(token) = &self.token
+            && token.len() < 16
+        {
+            return Err((
+                "metrics.token".into(),
+                "use a token of at least 16 characters (e.g. `openssl rand -hex 32`)".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The ops endpoints of the main listener (`/metrics` only when it has no listener
+/// of its own).
+pub fn router(door: Arc<FrontDoor>) -> Router {
+    let separate_metrics = door.gateway.config().metrics.listen.is_some();
+    let router = Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/v1/upstreams", get(upstreams))
-        .route("/metrics", get(metrics))
+        .route(
+            "/.well-known/oauth-protected-resource",
+            get(protected_resource),
+        )
+        .route(
+            "/.well-known/oauth-protected-resource/mcp",
+            get(protected_resource),
+        );
+    let router = if separate_metrics {
+        router
+    } else {
+        router.route("/metrics", get(guarded_metrics))
+    };
+    router.with_state(door)
+}
+
+/// `/metrics` alone, for `metrics.listen`: whoever reaches that address may scrape.
+pub fn metrics_router(gateway: Arc<Gateway>) -> Router {
+    Router::new()
+        .route(
+            "/metrics",
+            get(
+                |State(gateway): State<Arc<Gateway>>, headers: HeaderMap| async move {
+                    metrics(&gateway, &headers)
+                },
+            ),
+        )
         .with_state(gateway)
 }
 
-async fn readyz(State(gateway): State<Arc<Gateway>>) -> Response {
+/// Whether any credential is configured: tenants (API keys, JWT), the admin token or
+/// a metrics token. Without one the gateway is the open quick start.
+fn has_credentials(gateway: &Gateway) -> bool {
+    let config = gateway.config();
+    !gateway.policy().is_open() || config.admin.is_some() || config.metrics.token.is_some()
+}
+
+fn admin_token(gateway: &Gateway) -> Option<String> {
+    gateway.config().admin.as_ref().map(|a| a.token.clone())
+}
+
+async fn readyz(State(door): State<Arc<FrontDoor>>) -> Response {
+    let gateway = &door.gateway;
     let not_ready = |reason: String| {
         (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -68,19 +149,123 @@ async fn readyz(State(gateway): State<Arc<Gateway>>) -> Response {
     .into_response()
 }
 
-async fn upstreams(State(gateway): State<Arc<Gateway>>) -> Response {
-    Json(gateway.statuses()).into_response()
+async fn upstreams(State(door): State<Arc<FrontDoor>>, headers: HeaderMap) -> Response {
+    let gateway = &door.gateway;
+    let statuses = gateway.statuses();
+    let admin = admin_token(gateway);
+    if gateway.policy().is_open() || bearer_is_one_of(&headers, &[admin.as_deref()]) {
+        return Json(statuses).into_response();
+    }
+    let tenant = match door.admit_as(&headers, Shape::Rest).await {
+        Ok(tenant) => tenant,
+        Err(refused) => return refused,
+    };
+    // The policy decides what the tenant reaches; an upstream it cannot use is as
+    // unknown to it as one that does not exist.
+    let catalog = gateway.catalog();
+    let allowed = gateway.policy().allowed(&tenant, &catalog);
+    let visible: Vec<_> = statuses
+        .into_iter()
+        .filter(|status| allowed.reaches_upstream(&catalog, &status.name))
+        .collect();
+    Json(visible).into_response()
 }
 
-async fn metrics(State(gateway): State<Arc<Gateway>>) -> Response {
+async fn guarded_metrics(State(door): State<Arc<FrontDoor>>, headers: HeaderMap) -> Response {
+    let gateway = &door.gateway;
+    if has_credentials(gateway) {
+        let config = gateway.config();
+        let tokens = [admin_token(gateway), config.metrics.token.clone()];
+        let tokens: Vec<Option<&str>> = tokens.iter().map(Option::as_deref).collect();
+        if !bearer_is_one_of(&headers, &tokens) {
+            let message = if tokens.iter().all(Option::is_none) {
+                "/metrics needs a credential on a gateway with tenants: set `metrics.token` \
+                 (or `admin.token`) in the gateway config and send it as `Authorization: \
+                 Bearer <token>`, or serve metrics on their own address with `metrics.listen`"
+            } else {
+                "send `Authorization: Bearer <metrics.token or admin token>`"
+            };
+            let mut refused = (
+                StatusCode::UNAUTHORIZED,
+                Json(json!({"error": {"code": "unauthorized", "message": message}})),
+            )
+                .into_response();
+            refused.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                http::HeaderValue::from_static("Bearer realm=\"toolgate\""),
+            );
+            return refused;
+        }
+    }
+    metrics(gateway, &headers)
+}
+
+/// The metrics in the format the scraper asked for: OpenMetrics when its `Accept`
+/// names `application/openmetrics-text`, the classic Prometheus text otherwise.
+fn metrics(gateway: &Gateway, headers: &HeaderMap) -> Response {
     // Refresh the health gauges at scrape time.
     let _ = gateway.statuses();
-    (
-        [(
-            header::CONTENT_TYPE,
+    let wants_openmetrics = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|range| {
+            let mut parts = range.split(';');
+            let essence = parts.next().unwrap_or("").trim();
+            essence.eq_ignore_ascii_case(crate::metrics::OPENMETRICS)
+                && !parts.any(|p| {
+                    p.trim()
+                        .strip_prefix("q=")
+                        .and_then(|q| q.trim().parse::<f32>().ok())
+                        .is_some_and(|q| q <= 0.0)
+                })
+        });
+    let (content_type, body) = if wants_openmetrics {
+        (
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            gateway.metrics.render_openmetrics(),
+        )
+    } else {
+        (
             "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        gateway.metrics.render(),
-    )
-        .into_response()
+            gateway.metrics.render(),
+        )
+    };
+    ([(header::CONTENT_TYPE, content_type)], body).into_response()
+}
+
+/// RFC 9728 protected resource metadata: the gateway is the resource, the configured
+/// JWT issuer its authorization server. 404 without a JWT issuer: then there is no
+/// authorization server to send clients to.
+async fn protected_resource(State(door): State<Arc<FrontDoor>>, headers: HeaderMap) -> Response {
+    let config = door.gateway.config();
+    let Some(issuer) = config.jwt.as_ref().and_then(|j| j.issuer.clone()) else {
+        return (
+            StatusCode::NOT_FOUND,
+            Json(json!({"error": {
+                "code": "not_found",
+                "message": "this gateway names no authorization server (set `jwt.issuer` \
+                            in the gateway config); ask its operator for an API key",
+            }})),
+        )
+            .into_response();
+    };
+    let Some(resource) = super::auth::resource_url(&config, &headers) else {
+        return (
+            StatusCode::BAD_REQUEST,
+            Json(json!({"error": {
+                "code": "bad_host",
+                "message": "send a Host header (or set `public_url` in the gateway config)",
+            }})),
+        )
+            .into_response();
+    };
+    Json(json!({
+        "resource": resource,
+        "authorization_servers": [issuer],
+        "bearer_methods_supported": ["header"],
+        "resource_name": "toolgate",
+    }))
+    .into_response()
 }

@@ -88,6 +88,13 @@ allowed hosts of the Service and the Ingress).
 {{- $_ := set $config "allowed_hosts" ($hosts | uniq) }}
 {{- end }}
 {{- end }}
+{{- if .Values.serviceMonitor.enabled }}
+{{- $metrics := deepCopy ($config.metrics | default dict) }}
+{{- if not $metrics.listen }}
+{{- $_ := set $metrics "listen" (printf "0.0.0.0:%d" (int .Values.serviceMonitor.port)) }}
+{{- end }}
+{{- $_ := set $config "metrics" $metrics }}
+{{- end }}
 {{- toYaml $config }}
 {{- end }}
 

@@ -82,19 +82,9 @@ impl McpSessions {
         }
     }
 
-    /// Answers one `/mcp` request of an admitted caller.
-    pub async fn route(&self, request: Request, admitted: Admitted) -> Response {
-        let config = self.gateway.config();
-        if let Some(refused) =
-            wire::refuse_host(request.uri(), request.headers(), &config.allowed_hosts)
-        {
-            return refused;
-        }
-        self.route_trusted(request, admitted).await
-    }
-
-    /// [`Self::route`] without the `Host` check: for `toolgate stdio`, whose requests
-    /// never crossed a network.
+    /// Answers one `/mcp` request of an admitted caller (over HTTP, its `Host` and
+    /// `Origin` were checked by [`crate::serve::guard`]; over stdio the requests never
+    /// crossed a network).
     pub async fn route_trusted(&self, request: Request, admitted: Admitted) -> Response {
         let method = request.method().clone();
         match (method, admitted.session) {
@@ -129,8 +119,17 @@ impl McpSessions {
         let limit = self.gateway.config().max_request_body_bytes;
         let bytes = match axum::body::to_bytes(body, limit).await {
             Ok(bytes) => bytes,
-            // A body without a declared length, past the limit.
-            Err(_) => return super::protocol_errors::body_too_large(limit, None),
+            Err(error) => {
+                return match super::listener::body_timeout(&error) {
+                    Some(late) => wire::refusal(
+                        StatusCode::REQUEST_TIMEOUT,
+                        wire::INVALID_REQUEST,
+                        &late.to_string(),
+                    ),
+                    // A body without a declared length, past the limit.
+                    None => super::protocol_errors::body_too_large(limit, None),
+                };
+            }
         };
         if let Some(refused) = wire::refuse_post(&parts.headers) {
             return refused;

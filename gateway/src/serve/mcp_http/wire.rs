@@ -275,64 +275,6 @@ pub fn refuse_version(headers: &HeaderMap) -> Option<Response> {
     ))
 }
 
-/// DNS-rebinding protection: the `Host` must be one of `allowed` (any host when the
-/// list is empty). An entry without a port allows every port of that host.
-pub fn refuse_host(uri: &http::Uri, headers: &HeaderMap, allowed: &[String]) -> Option<Response> {
-    if allowed.is_empty() {
-        return None;
-    }
-    let text = match headers.get(header::HOST) {
-        Some(value) => value.to_str().ok(),
-        None => uri.authority().map(http::uri::Authority::as_str),
-    };
-    let Some((name, port)) = text.and_then(split_authority) else {
-        return Some(refusal(
-            StatusCode::BAD_REQUEST,
-            INVALID_REQUEST,
-            "Bad Request: missing or malformed Host header",
-        ));
-    };
-    let is_allowed = allowed
-        .iter()
-        .filter_map(|e| split_authority(e))
-        .any(|(host, p)| host.eq_ignore_ascii_case(name) && p.is_none_or(|p| Some(p) == port));
-    if is_allowed {
-        return None;
-    }
-    tracing::warn!(
-        host = name,
-        "refused a request with a Host header not in allowed_hosts (possible DNS rebinding)"
-    );
-    Some(refusal(
-        StatusCode::FORBIDDEN,
-        INVALID_REQUEST,
-        "Forbidden: Host header is not allowed (add this host to allowed_hosts in the gateway config)",
-    ))
-}
-
-/// `host[:port]`, an IPv6 host in brackets or bare (then without a port), read in
-/// place: this runs on every request.
-fn split_authority(text: &str) -> Option<(&str, Option<u16>)> {
-    let text = text.trim();
-    if let Some(rest) = text.strip_prefix('[') {
-        let (host, after) = rest.split_once(']')?;
-        return match after.strip_prefix(':') {
-            Some(port) => Some((host, Some(port.parse().ok()?))),
-            None if after.is_empty() => Some((host, None)),
-            None => None,
-        };
-    }
-    match text.split_once(':') {
-        Some((host, port)) if !port.contains(':') && !host.is_empty() => {
-            Some((host, Some(port.parse().ok()?)))
-        }
-        // A bare IPv6 address.
-        Some(_) => Some((text, None)),
-        None if text.is_empty() => None,
-        None => Some((text, None)),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -400,30 +342,5 @@ mod tests {
             HeaderValue::from_static("Text/Event-Stream"),
         );
         assert!(refuse_get(&headers).is_none());
-    }
-
-    #[test]
-    fn hosts() {
-        let allowed = vec![
-            "localhost".to_owned(),
-            "127.0.0.1".to_owned(),
-            "::1".to_owned(),
-            "example.com:8080".to_owned(),
-        ];
-        let uri = http::Uri::from_static("/mcp");
-        let with_host = |h: &'static str| {
-            let mut headers = HeaderMap::new();
-            headers.insert(header::HOST, HeaderValue::from_static(h));
-            refuse_host(&uri, &headers, &allowed).is_none()
-        };
-        assert!(with_host("127.0.0.1:3000"));
-        assert!(with_host("LOCALHOST"));
-        assert!(with_host("[::1]:80"));
-        assert!(with_host("example.com:8080"));
-        assert!(!with_host("example.com:9090"));
-        assert!(!with_host("evil.example"));
-        assert!(!with_host("localhost:notaport"));
-        assert!(!with_host("[::1"));
-        assert!(refuse_host(&uri, &HeaderMap::new(), &[]).is_none());
     }
 }

@@ -1,0 +1,533 @@
+//! The HTTP listener: accepts TCP connections and serves each with hyper's HTTP/1
+//! under limits that keep slow, idle or too many clients from holding the gateway.
+//!
+//! - **Header timeout**: a request's headers must have arrived within `header_timeout`
+//!   of the connection's opening (or, on a kept-alive connection, of the next
+//!   request's first byte). A client trickling header bytes (slow loris) or opening a
+//!   connection and sending nothing is dropped.
+//! - **Body timeout**: a request's whole body must arrive within `body_timeout` of its
+//!   headers; reading it past that fails, the handler answers, the connection closes.
+//! - **Idle timeout**: a kept-alive connection with no request in flight is closed
+//!   after `idle_timeout`. A request in flight (a long call, an SSE stream) is never
+//!   idle: its own deadlines bound it.
+//! - **Connection cap**: at most `max_connections` connections are served at once;
+//!   more wait in the kernel's accept queue until one ends.
+//! - **Accept errors** (e.g. `EMFILE`, out of file descriptors) are logged and retried
+//!   after a growing pause: the listener never stops.
+//!
+//! Connections are watched by their own task: one timer tick a connection, no shared
+//! structure, and nothing touched per byte beyond an uncontended lock.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use bytes::Bytes;
+use http_body::Frame;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tower_service::Service;
+
+/// The listener's limits (`server:` in the config; read at startup).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// A request's headers must have arrived this long after the connection opened
+    /// (or after the first byte of a later request on the same connection).
+    #[serde(default = "default_header_timeout", with = "humantime_serde")]
+    #[schemars(with = "String")]
+    pub header_timeout: Duration,
+    /// A request's whole body must have arrived this long after its headers.
+    #[serde(default = "default_body_timeout", with = "humantime_serde")]
+    #[schemars(with = "String")]
+    pub body_timeout: Duration,
+    /// A kept-alive connection with no request in flight is closed after this.
+    #[serde(default = "default_idle_timeout", with = "humantime_serde")]
+    #[schemars(with = "String")]
+    pub idle_timeout: Duration,
+    /// Most connections served at once; further ones wait to be accepted.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+}
+
+fn default_header_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+
+fn default_body_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+
+fn default_idle_timeout() -> Duration {
+    Duration::from_secs(120)
+}
+
+fn default_max_connections() -> usize {
+    4096
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            header_timeout: default_header_timeout(),
+            body_timeout: default_body_timeout(),
+            idle_timeout: default_idle_timeout(),
+            max_connections: default_max_connections(),
+        }
+    }
+}
+
+impl ServerConfig {
+    /// `(field, message)` for a setting that cannot work.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        for (field, value) in [
+            ("header_timeout", self.header_timeout),
+            ("body_timeout", self.body_timeout),
+            ("idle_timeout", self.idle_timeout),
+        ] {
+            if value.is_zero() {
+                return Err((field, "must be longer than 0s".into()));
+            }
+        }
+        if !(1..=MAX_CONNECTIONS).contains(&self.max_connections) {
+            return Err((
+                "max_connections",
+                format!("must be between 1 and {MAX_CONNECTIONS}"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The largest `max_connections` (far beyond any process's file descriptors).
+const MAX_CONNECTIONS: usize = 1 << 20;
+
+/// The shortest and longest pause after a failed `accept`.
+const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// Serves `app` on `listener` until `stop`, then lets the open connections finish
+/// (the caller bounds how long it waits).
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    limits: ServerConfig,
+    stop: CancellationToken,
+) {
+    let cap = limits.max_connections.clamp(1, MAX_CONNECTIONS);
+    let permits = Arc::new(Semaphore::new(cap));
+    let limits = Arc::new(limits);
+    let mut backoff = ACCEPT_BACKOFF_MIN;
+    loop {
+        let permit = tokio::select! {
+            _ = stop.cancelled() => break,
+            permit = permits.clone().acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => break,
+            },
+        };
+        let accepted = tokio::select! {
+            _ = stop.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => {
+                backoff = ACCEPT_BACKOFF_MIN;
+                stream
+            }
+            Err(error) => {
+                // Out of file descriptors (or a connection reset before it was
+                // accepted): the pending ones stay queued; open connections time out
+                // and free descriptors, so pause and try again.
+                tracing::warn!(%error, pause = ?backoff, "accepting a connection failed; retrying");
+                drop(permit);
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    _ = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
+                continue;
+            }
+        };
+        let (app, limits, stop) = (app.clone(), limits.clone(), stop.clone());
+        tokio::spawn(async move {
+            connection(stream, app, &limits, stop).await;
+            drop(permit);
+        });
+    }
+    // Every connection was told to finish (graceful shutdown): wait for them.
+    let _ = permits.acquire_many(cap as u32).await;
+}
+
+/// Serves one connection until it ends, times out or the gateway stops.
+async fn connection(
+    stream: TcpStream,
+    app: Router,
+    limits: &ServerConfig,
+    stop: CancellationToken,
+) {
+    // Small SSE frames must not wait for Nagle's algorithm (a 40 ms stall per call
+    // against clients that delay their ACKs).
+    if let Err(error) = stream.set_nodelay(true) {
+        tracing::debug!(%error, "TCP_NODELAY not set on a connection");
+    }
+    let activity = Arc::new(Activity::new());
+    let io = TokioIo::new(Watched {
+        inner: stream,
+        activity: activity.clone(),
+    });
+    let body_timeout = limits.body_timeout;
+    let service = {
+        let activity = activity.clone();
+        hyper::service::service_fn(move |request: http::Request<Incoming>| {
+            let in_flight = activity.request_started();
+            let request = request.map(|body| Body::new(TimedBody::new(body, body_timeout)));
+            let mut app = app.clone();
+            async move {
+                let response = match app.call(request).await {
+                    Ok(response) => response,
+                    Err(never) => match never {},
+                };
+                Ok::<_, Infallible>(response.map(|body| Tracked {
+                    body,
+                    _in_flight: in_flight,
+                }))
+            }
+        })
+    };
+    let conn = hyper::server::conn::http1::Builder::new()
+        // Our own header timeout counts from the connection's opening; hyper's would
+        // need its timer and also cut kept-alive connections at the header timeout.
+        .header_read_timeout(None)
+        .serve_connection(io, service);
+    tokio::pin!(conn);
+    let tick = (limits.header_timeout.min(limits.idle_timeout) / 4)
+        .clamp(Duration::from_millis(10), Duration::from_secs(1));
+    let mut ticker = tokio::time::interval(tick);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut stopping = false;
+    loop {
+        tokio::select! {
+            outcome = conn.as_mut() => {
+                if let Err(error) = outcome {
+                    tracing::debug!(%error, "connection ended with an error");
+                }
+                return;
+            }
+            _ = stop.cancelled(), if !stopping => {
+                stopping = true;
+                conn.as_mut().graceful_shutdown();
+            }
+            _ = ticker.tick() => {
+                if let Some(limit) = activity.expired(limits, Instant::now()) {
+                    tracing::debug!(limit, "closing a connection that passed its limit");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// What a connection is doing, for its watchdog.
+struct Activity {
+    state: Mutex<State>,
+}
+
+struct State {
+    /// Requests whose response has not been fully sent.
+    in_flight: usize,
+    /// Last byte read or written, or last response finished.
+    last: Instant,
+    /// When the request being read began (the connection's opening for the first):
+    /// its headers are due `header_timeout` later. `None` between requests.
+    head_since: Option<Instant>,
+}
+
+impl Activity {
+    fn new() -> Activity {
+        let now = Instant::now();
+        Activity {
+            state: Mutex::new(State {
+                in_flight: 0,
+                last: now,
+                head_since: Some(now),
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn read(&self, bytes: usize) {
+        if bytes == 0 {
+            return;
+        }
+        let now = Instant::now();
+        let mut state = self.lock();
+        state.last = now;
+        if state.in_flight == 0 && state.head_since.is_none() {
+            state.head_since = Some(now);
+        }
+    }
+
+    fn wrote(&self) {
+        self.lock().last = Instant::now();
+    }
+
+    fn request_started(self: &Arc<Self>) -> InFlight {
+        let mut state = self.lock();
+        state.in_flight += 1;
+        state.head_since = None;
+        InFlight(self.clone())
+    }
+
+    /// The limit this connection has passed, if any.
+    fn expired(&self, limits: &ServerConfig, now: Instant) -> Option<&'static str> {
+        let state = self.lock();
+        if state.in_flight > 0 {
+            return None;
+        }
+        match state.head_since {
+            Some(since) if now.duration_since(since) >= limits.header_timeout => {
+                Some("header_timeout")
+            }
+            None if now.duration_since(state.last) >= limits.idle_timeout => Some("idle_timeout"),
+            _ => None,
+        }
+    }
+}
+
+/// One request in flight: ends when its response body is done (or dropped).
+struct InFlight(Arc<Activity>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut state = self.0.lock();
+        state.in_flight = state.in_flight.saturating_sub(1);
+        state.last = Instant::now();
+    }
+}
+
+/// The connection's socket, reporting reads and writes to its [`Activity`].
+struct Watched {
+    inner: TcpStream,
+    activity: Arc<Activity>,
+}
+
+impl AsyncRead for Watched {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let outcome = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = outcome {
+            self.activity.read(buf.filled().len() - before);
+        }
+        outcome
+    }
+}
+
+impl AsyncWrite for Watched {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let outcome = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(written)) = outcome
+            && written > 0
+        {
+            self.activity.wrote();
+        }
+        outcome
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let outcome = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(written)) = outcome
+            && written > 0
+        {
+            self.activity.wrote();
+        }
+        outcome
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// A request body that must be complete by its deadline.
+struct TimedBody {
+    inner: Incoming,
+    timeout: Duration,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl TimedBody {
+    fn new(inner: Incoming, timeout: Duration) -> TimedBody {
+        TimedBody {
+            inner,
+            timeout,
+            deadline: Box::pin(tokio::time::sleep(timeout)),
+        }
+    }
+}
+
+/// The error a body read past `body_timeout` ends with.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the request body did not arrive within {} (server.body_timeout in the gateway config)",
+    humantime::format_duration(*.0)
+)]
+pub struct BodyTimeout(Duration);
+
+/// The [`BodyTimeout`] behind a body read error, if that is what ended the read.
+pub fn body_timeout(error: &axum::Error) -> Option<&BodyTimeout> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(current) = source {
+        if let Some(late) = current.downcast_ref::<BodyTimeout>() {
+            return Some(late);
+        }
+        source = current.source();
+    }
+    None
+}
+
+impl http_body::Body for TimedBody {
+    type Data = Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        if let Poll::Ready(frame) = Pin::new(&mut self.inner).poll_frame(cx) {
+            return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
+        }
+        if self.deadline.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Some(Err(Box::new(BodyTimeout(self.timeout)))));
+        }
+        Poll::Pending
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// A response body that holds its request's [`InFlight`] until it is done.
+struct Tracked {
+    body: Body,
+    _in_flight: InFlight,
+}
+
+impl http_body::Body for Tracked {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> ServerConfig {
+        ServerConfig {
+            header_timeout: Duration::from_secs(1),
+            idle_timeout: Duration::from_secs(5),
+            ..ServerConfig::default()
+        }
+    }
+
+    #[test]
+    fn a_new_connection_owes_its_headers_then_idles_between_requests() {
+        let activity = Arc::new(Activity::new());
+        let start = Instant::now();
+        assert_eq!(activity.expired(&limits(), start), None);
+        assert_eq!(
+            activity.expired(&limits(), start + Duration::from_secs(1)),
+            Some("header_timeout")
+        );
+        let request = activity.request_started();
+        // A request in flight is never cut by the connection's watchdog.
+        assert_eq!(
+            activity.expired(&limits(), start + Duration::from_secs(60)),
+            None
+        );
+        drop(request);
+        let done = Instant::now();
+        assert_eq!(
+            activity.expired(&limits(), done + Duration::from_secs(4)),
+            None
+        );
+        assert_eq!(
+            activity.expired(&limits(), done + Duration::from_secs(5)),
+            Some("idle_timeout")
+        );
+        // The next request's first byte starts its header clock.
+        activity.read(1);
+        let first_byte = Instant::now();
+        assert_eq!(
+            activity.expired(&limits(), first_byte + Duration::from_secs(1)),
+            Some("header_timeout")
+        );
+    }
+
+    #[test]
+    fn zero_limits_are_refused() {
+        let mut config = ServerConfig::default();
+        assert!(config.validate().is_ok());
+        config.max_connections = 0;
+        assert_eq!(config.validate().unwrap_err().0, "max_connections");
+        config = ServerConfig {
+            body_timeout: Duration::ZERO,
+            ..ServerConfig::default()
+        };
+        assert_eq!(config.validate().unwrap_err().0, "body_timeout");
+    }
+}
