@@ -6,7 +6,9 @@ binary, no cluster), validates every rendered manifest against the Kubernetes AP
 schemas in strict mode (kubernetes-validate, unknown fields rejected) and asserts the
 properties the chart promises: the restricted security context, the probes, the
 config checksum, the PDB/HPA rules, the preStop drain, no bundled Redis.
-Values files are checked against values.schema.json, and typos must be rejected.
+Values files are checked against values.schema.json, and typos must be rejected —
+in `config` too, whose schema is the gateway's own (tests/tests/helm_chart.rs keeps
+it equal to `toolgate config-schema`).
 
 Prints one line per check; the last line is a JSON summary. Exits non-zero (with the
 reason) on the first failed check.
@@ -382,8 +384,8 @@ def expect_rejected(chart: helm.Chart, case: str, values: dict, error: type, nee
 
 def main() -> int:
     schema = json.loads((CHART / "values.schema.json").read_text())
-    jsonschema.Draft7Validator.check_schema(schema)
-    values_validator = jsonschema.Draft7Validator(schema)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    values_validator = jsonschema.Draft202012Validator(schema)
     example = yaml.safe_load((CHART / "examples" / "multi-replica.yaml").read_text())
     defaults = yaml.safe_load((CHART / "values.yaml").read_text())
 
@@ -433,6 +435,12 @@ def main() -> int:
             ("nested typo ingress.enabeld", {"ingress": {"enabeld": True}}, "enabeld"),
             ("nested typo autoscaling.maxReplica", {"autoscaling": {"maxReplica": 5}}, "maxReplica"),
             ("wrong type service.port", {"service": {"port": "80"}}, "/service/port"),
+            # The gateway's own config schema: a transport typo fails at install.
+            ("config transport typo stdoi",
+             {"config": {"upstreams": {"fs": {"stdoi": {"command": "mcp-fs"}}}}}, "stdoi"),
+            ("config typo call_timout", {"config": {"call_timout": "3m"}}, "call_timout"),
+            ("config wrong type sessions.max_sessions",
+             {"config": {"sessions": {"max_sessions": "many"}}}, "max_sessions"),
         ]
         for case, values, needle in typos:
             check(not values_validator.is_valid(values), f"{case}: values.schema.json accepts it")

@@ -56,3 +56,44 @@ fn helm_chart_renders_validates_and_keeps_its_promises() {
         "a typo'd values key was not refused: {summary}"
     );
 }
+
+/// The chart's `config` is checked against the gateway's own config schema: the
+/// `$defs` of `values.schema.json` are `toolgate config-schema` (its root as
+/// `ToolgateConfig`). After a config change, regenerate them with
+/// `TOOLGATE_WRITE_CHART_SCHEMA=1 cargo test -p toolgate-e2e --test helm_chart`.
+#[test]
+fn the_charts_config_schema_is_the_gateways_own() {
+    let output = std::process::Command::new(toolgate_e2e::toolgate_bin())
+        .arg("config-schema")
+        .output()
+        .expect("run toolgate config-schema");
+    assert!(output.status.success(), "toolgate config-schema failed");
+    let mut gateway: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("the config schema is JSON");
+    let root = gateway.as_object_mut().expect("an object schema");
+    let mut defs = root.remove("$defs").expect("the config schema has $defs");
+    root.remove("$schema");
+    defs["ToolgateConfig"] = gateway;
+
+    let path = toolgate_e2e::workspace_root().join("helm/toolgate/values.schema.json");
+    let text = std::fs::read_to_string(&path).expect("values.schema.json");
+    let mut chart: serde_json::Value = serde_json::from_str(&text).expect("values.schema.json");
+    assert_eq!(
+        chart["properties"]["config"]["allOf"][0]["$ref"], "#/$defs/ToolgateConfig",
+        "the chart's config refers to the gateway's schema"
+    );
+    if chart["$defs"] == defs {
+        return;
+    }
+    if std::env::var_os("TOOLGATE_WRITE_CHART_SCHEMA").is_some() {
+        chart["$defs"] = defs;
+        let written = serde_json::to_string_pretty(&chart).expect("json") + "\n";
+        std::fs::write(&path, written).expect("write values.schema.json");
+        return;
+    }
+    panic!(
+        "helm/toolgate/values.schema.json's $defs differ from `toolgate config-schema`: \
+         regenerate them with TOOLGATE_WRITE_CHART_SCHEMA=1 cargo test -p toolgate-e2e \
+         --test helm_chart"
+    );
+}
