@@ -39,6 +39,9 @@ pub struct ImportReport {
     pub imported: usize,
     /// Operations left out, each with why.
     pub skipped: Vec<SkippedOperation>,
+    /// Operations imported after a keyword their input schema could not use was
+    /// dropped (an invalid `pattern`, a keyword of the wrong type), each with what and why.
+    pub repaired: Vec<SkippedOperation>,
     /// Names cut to the length budget: (full name, name used).
     pub shortened: Vec<(String, String)>,
     /// The longest bare name allowed (64 minus the `<upstream>__` prefix).
@@ -69,7 +72,8 @@ pub struct OpenApiUpstream {
     config: OpenApiConfig,
     tools: Arc<Vec<ToolDef>>,
     entries: HashMap<String, Entry>,
-    client: reqwest::Client,
+    /// Every request this upstream sends goes through it (SSRF guard, redirects).
+    guard: ssrf::Guard,
     auth: Auth,
     health_base: Option<Url>,
     tools_tx: watch::Sender<u64>,
@@ -108,6 +112,167 @@ fn resolve_base(
     }
 }
 
+/// Most keywords dropped from one input schema before the operation is skipped instead.
+const MAX_REPAIRS: usize = 16;
+
+/// Makes `schema` one the call-time validator can compile: a keyword it refuses (an
+/// invalid `pattern` for its regex engine, `minLength: "three"`) would otherwise fail
+/// every call of the tool. Each such keyword is dropped; the answer says which and why
+/// (for the import report), or why the schema is beyond repair.
+fn repair_schema(schema: &mut serde_json::Value) -> Result<Vec<String>, String> {
+    let mut dropped = Vec::new();
+    loop {
+        let (at, why) = match jsonschema::validator_for(schema) {
+            Ok(_) => return Ok(dropped),
+            Err(e) => (e.instance_path().to_string(), e.to_string()),
+        };
+        if dropped.len() >= MAX_REPAIRS || !remove_at(schema, &at) {
+            return Err(format!(
+                "its input schema cannot be used for validation ({why} at '{at}')"
+            ));
+        }
+        dropped.push(format!("input schema keyword '{at}' dropped: {why}"));
+    }
+}
+
+/// Removes the member or element `pointer` names; `false` when there is none (or it
+/// is the root).
+fn remove_at(root: &mut serde_json::Value, pointer: &str) -> bool {
+    let Some((parent, last)) = pointer.rsplit_once('/') else {
+        return false;
+    };
+    let last = last.replace("~1", "/").replace("~0", "~");
+    match root.pointer_mut(parent) {
+        Some(serde_json::Value::Object(m)) => m.remove(&last).is_some(),
+        Some(serde_json::Value::Array(a)) => match last.parse::<usize>() {
+            Ok(i) if i < a.len() => {
+                a.remove(i);
+                true
+            }
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// What [`build`] makes of the loaded documents.
+struct Built {
+    tools: Vec<ToolDef>,
+    entries: HashMap<String, Entry>,
+    auth: Auth,
+    health_base: Option<Url>,
+    report: ImportReport,
+}
+
+/// The synchronous part of an import: normalize, check references, model, convert.
+fn build(
+    name: &str,
+    config: &OpenApiConfig,
+    mut docs: load::Documents,
+) -> Result<Built, LoadError> {
+    let spec_url = docs.docs[0].base.clone();
+    let version = normalize::normalize_document(&mut docs.docs[0].root, spec_url.as_ref())?;
+    refs::check_refs(&docs)?;
+    let api = model::build(&docs)?;
+    let root_servers = api.servers.clone();
+    drop(docs);
+    let auth = Auth::new(
+        api.security_schemes.clone(),
+        config.auth.clone(),
+        spec_url.clone(),
+    )?;
+    let operations = api.operations.len() + api.skipped.len();
+    let mut report = ImportReport {
+        spec_version: match version {
+            normalize::Version::Swagger2 => "2.0",
+            normalize::Version::V30 => "3.0",
+            normalize::Version::V31 => "3.1",
+        }
+        .into(),
+        operations,
+        cut_references: api.cuts,
+        skipped: api
+            .skipped
+            .iter()
+            .map(|(o, r)| SkippedOperation {
+                operation: o.clone(),
+                reason: r.clone(),
+            })
+            .collect(),
+        ..ImportReport::default()
+    };
+    let mut kept = Vec::new();
+    for op in api.operations {
+        match convert::filter(&config.filters, &op) {
+            Ok(()) => kept.push(op),
+            Err(reason) => report.skipped.push(SkippedOperation {
+                operation: op
+                    .operation_id
+                    .clone()
+                    .unwrap_or_else(|| format!("{} {}", op.method, op.path)),
+                reason,
+            }),
+        }
+    }
+    let budget = MAX_QUALIFIED.saturating_sub(name.len() + 2).max(MIN_BARE);
+    let (names, shortened) = naming::assign(&kept, budget);
+    report.shortened = shortened;
+    report.name_budget = budget;
+    let mut tools = Vec::with_capacity(kept.len());
+    let mut entries = HashMap::with_capacity(kept.len());
+    let mut bytes = 0;
+    for (op, tool_name) in kept.into_iter().zip(names) {
+        let mut conv = convert::convert(&op);
+        let label = op
+            .operation_id
+            .clone()
+            .unwrap_or_else(|| format!("{} {}", op.method, op.path));
+        match repair_schema(&mut conv.input_schema) {
+            Ok(dropped) => {
+                report
+                    .repaired
+                    .extend(dropped.into_iter().map(|reason| SkippedOperation {
+                        operation: label.clone(),
+                        reason,
+                    }))
+            }
+            Err(reason) => {
+                report.skipped.push(SkippedOperation {
+                    operation: label,
+                    reason,
+                });
+                continue;
+            }
+        }
+        let raw = convert::tool_json(&tool_name, &op, &conv);
+        bytes += serde_json::to_vec(&raw).map(|v| v.len()).unwrap_or(0);
+        let base = resolve_base(config, spec_url.as_ref(), &op.servers);
+        tools.push(ToolDef {
+            name: tool_name.clone(),
+            raw,
+        });
+        entries.insert(
+            tool_name,
+            Entry {
+                op,
+                conv,
+                base,
+                validator: OnceLock::new(),
+            },
+        );
+    }
+    report.imported = tools.len();
+    report.approx_tokens = bytes / 4;
+    let health_base = resolve_base(config, spec_url.as_ref(), &root_servers).ok();
+    Ok(Built {
+        tools,
+        entries,
+        auth,
+        health_base,
+        report,
+    })
+}
+
 impl OpenApiUpstream {
     /// Loads the spec and builds the tools. The report lists what was left out and why.
     pub async fn load(
@@ -125,84 +290,26 @@ impl OpenApiUpstream {
                 LoadError::Config(format!("forward_headers: '{h}' is not a header name"))
             })?;
         }
-        let client =
-            ssrf::guarded_client(config.allow_private_networks, config.timeout).map_err(|e| {
+        let guard =
+            ssrf::Guard::new(config.allow_private_networks, config.timeout).map_err(|e| {
                 LoadError::Config(format!("cannot build the HTTP client: {}", error_chain(&e)))
             })?;
-        let mut docs = load::load_documents(&config, &client).await?;
-        let spec_url = docs.docs[0].base.clone();
-        let version = normalize::normalize_document(&mut docs.docs[0].root, spec_url.as_ref())?;
-        refs::check_refs(&docs)?;
-        let api = model::build(&docs)?;
-        let root_servers = api.servers.clone();
-        drop(docs);
-        let auth = Auth::new(
-            api.security_schemes.clone(),
-            config.auth.clone(),
-            spec_url.clone(),
-        )?;
-        let operations = api.operations.len() + api.skipped.len();
-        let mut report = ImportReport {
-            spec_version: match version {
-                normalize::Version::Swagger2 => "2.0",
-                normalize::Version::V30 => "3.0",
-                normalize::Version::V31 => "3.1",
-            }
-            .into(),
-            operations,
-            cut_references: api.cuts,
-            skipped: api
-                .skipped
-                .iter()
-                .map(|(o, r)| SkippedOperation {
-                    operation: o.clone(),
-                    reason: r.clone(),
-                })
-                .collect(),
-            ..ImportReport::default()
+        let docs = load::load_documents(&config, &guard).await?;
+        // Normalizing, modelling and converting a large spec is CPU work: off the
+        // async runtime, so health checks and calls keep being served meanwhile.
+        let built = {
+            let (name, config) = (name.to_owned(), config.clone());
+            tokio::task::spawn_blocking(move || build(&name, &config, docs))
+                .await
+                .map_err(|e| LoadError::Config(format!("the import stopped: {e}")))??
         };
-        let mut kept = Vec::new();
-        for op in api.operations {
-            match convert::filter(&config.filters, &op) {
-                Ok(()) => kept.push(op),
-                Err(reason) => report.skipped.push(SkippedOperation {
-                    operation: op
-                        .operation_id
-                        .clone()
-                        .unwrap_or_else(|| format!("{} {}", op.method, op.path)),
-                    reason,
-                }),
-            }
-        }
-        let budget = MAX_QUALIFIED.saturating_sub(name.len() + 2).max(MIN_BARE);
-        let (names, shortened) = naming::assign(&kept, budget);
-        report.shortened = shortened;
-        report.name_budget = budget;
-        let mut tools = Vec::with_capacity(kept.len());
-        let mut entries = HashMap::with_capacity(kept.len());
-        let mut bytes = 0;
-        for (op, tool_name) in kept.into_iter().zip(names) {
-            let conv = convert::convert(&op);
-            let raw = convert::tool_json(&tool_name, &op, &conv);
-            bytes += serde_json::to_vec(&raw).map(|v| v.len()).unwrap_or(0);
-            let base = resolve_base(&config, spec_url.as_ref(), &op.servers);
-            tools.push(ToolDef {
-                name: tool_name.clone(),
-                raw,
-            });
-            entries.insert(
-                tool_name,
-                Entry {
-                    op,
-                    conv,
-                    base,
-                    validator: OnceLock::new(),
-                },
-            );
-        }
-        report.imported = tools.len();
-        report.approx_tokens = bytes / 4;
-        let health_base = resolve_base(&config, spec_url.as_ref(), &root_servers).ok();
+        let Built {
+            tools,
+            entries,
+            auth,
+            health_base,
+            report,
+        } = built;
         let (tools_tx, _) = watch::channel(1);
         tracing::info!(
             upstream = name,
@@ -217,7 +324,7 @@ impl OpenApiUpstream {
                 config,
                 tools: Arc::new(tools),
                 entries,
-                client,
+                guard,
                 auth,
                 health_base,
                 tools_tx,
@@ -290,7 +397,8 @@ impl OpenApiUpstream {
             .as_ref()
             .map_err(|e| ToolError::Failed(e.clone()))?;
         let prepared = invoke::build(&entry.op, &entry.conv, arguments, base)?;
-        ssrf::check_url(&prepared.url, self.config.allow_private_networks)
+        self.guard
+            .check(&prepared.url)
             .map_err(|e| ToolError::Failed(format!("refused to call {}: {e}", prepared.url)))?;
         let limit = ctx.remaining().min(self.config.timeout);
         let what = format!("{} {}", entry.op.method, entry.op.path);
@@ -301,11 +409,13 @@ impl OpenApiUpstream {
                 let schemes = self.auth.choose(entry.op.security.as_deref());
                 if !schemes.is_empty() {
                     self.auth
-                        .apply(&self.client, &schemes, &mut applied, limit)
+                        .apply(&self.guard, &schemes, &mut applied, limit)
                         .await
                         .map_err(ToolError::Failed)?;
                 }
-                let req = self.request(&prepared, &applied, incoming);
+                let req = self
+                    .request(&prepared, &applied, incoming)
+                    .map_err(|e| ToolError::Failed(format!("refused to call {what}: {e}")))?;
                 let resp = req
                     .send()
                     .await
@@ -360,7 +470,7 @@ impl OpenApiUpstream {
         p: &invoke::Prepared,
         applied: &Applied,
         incoming: &http::HeaderMap,
-    ) -> reqwest::RequestBuilder {
+    ) -> Result<reqwest::RequestBuilder, String> {
         let mut url = p.url.clone();
         if !applied.query.is_empty() {
             let q = match url.query() {
@@ -369,7 +479,7 @@ impl OpenApiUpstream {
             };
             url.set_query(Some(&q));
         }
-        let mut req = self.client.request(p.method.clone(), url);
+        let mut req = self.guard.request(p.method.clone(), url)?;
         for h in &self.config.forward_headers {
             for v in incoming.get_all(h.as_str()) {
                 req = req.header(h.as_str(), v.clone());
@@ -386,7 +496,7 @@ impl OpenApiUpstream {
         if let Some((ct, bytes)) = &p.body {
             req = req.header("content-type", ct.as_str()).body(bytes.clone());
         }
-        req
+        Ok(req)
     }
 
     fn send_error(&self, tool: &str, e: reqwest::Error, limit: Duration) -> ToolError {
@@ -462,7 +572,11 @@ impl OpenApiUpstream {
                 base.path().trim_end_matches('/'),
                 h.path.trim_start_matches('/')
             ));
-            let resp = tokio::time::timeout(timeout, self.client.get(url).send())
+            let req = self
+                .guard
+                .request(reqwest::Method::GET, url)
+                .map_err(|e| ToolError::unavailable(&self.name, e))?;
+            let resp = tokio::time::timeout(timeout, req.send())
                 .await
                 .map_err(|_| {
                     ToolError::unavailable(
