@@ -79,6 +79,21 @@ pub struct OpenApiUpstream {
     tools_tx: watch::Sender<u64>,
     last_error: Mutex<Option<String>>,
     closed: std::sync::atomic::AtomicBool,
+    /// Last, so it drops after everything else: then gives the memory back.
+    _release: ReleaseOnDrop,
+}
+
+/// Hands freed memory back to the system when dropped (see [`super::release_memory`]).
+struct ReleaseOnDrop;
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        // Trimming walks the allocator's arenas: not on an async worker thread.
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(super::release_memory)),
+            Err(_) => super::release_memory(),
+        }
+    }
 }
 
 impl std::fmt::Debug for OpenApiUpstream {
@@ -294,14 +309,27 @@ impl OpenApiUpstream {
             ssrf::Guard::new(config.allow_private_networks, config.timeout).map_err(|e| {
                 LoadError::Config(format!("cannot build the HTTP client: {}", error_chain(&e)))
             })?;
-        let docs = load::load_documents(&config, &guard).await?;
+        let docs = match load::load_documents(&config, &guard).await {
+            Ok(docs) => docs,
+            Err(e) => {
+                // a refused document may have been parsed whole before its limits hit
+                tokio::task::spawn_blocking(super::release_memory);
+                return Err(e);
+            }
+        };
         // Normalizing, modelling and converting a large spec is CPU work: off the
         // async runtime, so health checks and calls keep being served meanwhile.
         let built = {
             let (name, config) = (name.to_owned(), config.clone());
-            tokio::task::spawn_blocking(move || build(&name, &config, docs))
-                .await
-                .map_err(|e| LoadError::Config(format!("the import stopped: {e}")))??
+            let built = tokio::task::spawn_blocking(move || {
+                let built = build(&name, &config, docs);
+                // the documents and every intermediate form are gone by now
+                super::release_memory();
+                built
+            })
+            .await
+            .map_err(|e| LoadError::Config(format!("the import stopped: {e}")))?;
+            built?
         };
         let Built {
             tools,
@@ -330,6 +358,7 @@ impl OpenApiUpstream {
                 tools_tx,
                 last_error: Mutex::new(None),
                 closed: std::sync::atomic::AtomicBool::new(false),
+                _release: ReleaseOnDrop,
             },
             report,
         ))

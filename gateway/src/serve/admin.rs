@@ -293,6 +293,7 @@ async fn remove(
         }
     };
     let was_mounted = registry::unmount_registration(&admin.gateway, &name).await;
+
     if !was_stored && !was_mounted {
         return error(
             StatusCode::NOT_FOUND,
