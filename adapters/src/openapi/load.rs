@@ -1,6 +1,8 @@
 //! Loading a spec: fetching it (size cap, timeout, redirect limit, SSRF guard) or reading
-//! it from a file, parsing JSON or YAML, and loading the other documents its `$ref`s
-//! point to (relative files always, remote documents only when allowed).
+//! it from a file, parsing JSON or YAML off the async runtime within the import's limits
+//! (`max_schema_nodes`, `max_enum_values`), and loading the other documents its `$ref`s
+//! point to (files under the root spec's own directory, remote documents only when
+//! allowed).
 //!
 //! YAML goes through `serde_norway` with a value builder of our own: integers that do
 //! not fit 64 bits (the OpenAI spec has some) become floats instead of failing the load,

@@ -7,6 +7,11 @@
 //! - `DELETE /admin/upstreams/{name}` removes a registration;
 //! - `POST /admin/upstreams/{name}/refresh` re-fetches the spec.
 //!
+//! A registration reads local files only under `admin.spec_dir` (a `spec_path`
+//! elsewhere, or without it, is a 400 `spec_path_refused`, the same whether the file
+//! exists or not): whoever holds the admin token is not the operator, and a spec's
+//! text ends up in every tenant's tool list.
+//!
 //! Every request needs `Authorization: Bearer <admin.token>`. A bad spec is a 422
 //! naming the error and where in the document it is, and changes nothing. Errors are
 //! JSON: `{"error": {"code", "message"}}`.
