@@ -594,6 +594,25 @@ mod tests {
     }
 
     #[test]
+    fn limits_name_the_setting() {
+        let limits = Limits {
+            max_nodes: 100,
+            max_enum: 3,
+        };
+        let ok = serde_json::json!({"a": {"enum": [1, 2, 3]}, "b": [1, 2]});
+        assert_eq!(limits.check(&ok, "x").unwrap(), 9);
+        let long = serde_json::json!({"a": {"enum": [1, 2, 3, 4]}});
+        let e = limits.check(&long, "x").unwrap_err().to_string();
+        assert!(e.contains("max_enum_values (3)"), "{e}");
+        // an `enum` property name is not an enum
+        let prop = serde_json::json!({"properties": {"enum": {"type": "string"}}});
+        assert!(limits.check(&prop, "x").is_ok());
+        let big = serde_json::json!({"a": vec![0; 200]});
+        let e = limits.check(&big, "x").unwrap_err().to_string();
+        assert!(e.contains("max_schema_nodes"), "{e}");
+    }
+
+    #[test]
     fn parse_errors_name_the_place() {
         let e = parse(b"{\"openapi\": ", "x.json").unwrap_err().to_string();
         assert!(e.contains("line 1"), "{e}");

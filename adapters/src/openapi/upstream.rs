@@ -663,3 +663,38 @@ impl OpenApiUpstream {
             })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn unusable_keywords_are_dropped_and_named() {
+        let mut schema = json!({"type": "object", "properties": {
+            "q": {"type": "string", "pattern": "(?<!x"},
+            "n": {"type": "string", "minLength": "three"},
+            "a/b": {"type": "string", "pattern": "["},
+            "ok": {"type": "string", "pattern": "^[a-z]+$"}
+        }, "required": ["q"]});
+        let dropped = repair_schema(&mut schema).unwrap();
+        assert_eq!(dropped.len(), 3, "{dropped:?}");
+        assert!(dropped.iter().any(|d| d.contains("/properties/q/pattern")));
+        assert!(
+            dropped
+                .iter()
+                .any(|d| d.contains("/properties/n/minLength"))
+        );
+        assert!(schema["properties"]["a/b"].get("pattern").is_none());
+        assert_eq!(schema["properties"]["ok"]["pattern"], "^[a-z]+$");
+        assert_eq!(schema["required"], json!(["q"]));
+        let mut fine = json!({"type": "object"});
+        assert_eq!(repair_schema(&mut fine).unwrap(), Vec::<String>::new());
+        let mut typed = json!({"type": 5});
+        assert_eq!(repair_schema(&mut typed).unwrap().len(), 1);
+        assert_eq!(typed, json!({}));
+        // beyond repair: the root itself
+        let e = repair_schema(&mut json!(5)).unwrap_err();
+        assert!(e.contains("cannot be used for validation"), "{e}");
+    }
+}
