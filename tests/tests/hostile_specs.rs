@@ -474,6 +474,18 @@ async fn hostile_imports_are_refused_within_bounded_memory() {
     });
     write_json(specs.path(), "nodes.json", &nodes);
     drop(nodes);
+    // Small to load, large once converted: one 20,000-node schema used by 100
+    // operations is copied into every tool.
+    let mut amplify = one_operation_spec("http://127.0.0.1:9/", None);
+    amplify["components"] =
+        json!({"schemas": {"Wide": {"type": "array", "items": {}, "default": vec![0; 20_000]}}});
+    for i in 0..100 {
+        amplify["paths"][format!("/a{i}")] = json!({"get": {"operationId": format!("a{i}"),
+            "parameters": [{"name": "v", "in": "query", "schema": {"$ref": "#/components/schemas/Wide"}}],
+            "responses": {"200": {"description": "ok"}}}});
+    }
+    write_json(specs.path(), "amplify.json", &amplify);
+    drop(amplify);
     write_json(
         specs.path(),
         "tiny.json",
@@ -483,6 +495,7 @@ async fn hostile_imports_are_refused_within_bounded_memory() {
     for (file, limit) in [
         ("enum.json", "max_enum_values"),
         ("nodes.json", "max_schema_nodes"),
+        ("amplify.json", "max_schema_nodes"),
     ] {
         // /healthz keeps answering while the import runs.
         let probing = Arc::new(std::sync::atomic::AtomicBool::new(true));
@@ -528,7 +541,7 @@ async fn hostile_imports_are_refused_within_bounded_memory() {
         wait_for(
             "memory given back after the refused imports",
             Duration::from_secs(20),
-            || async { rss_kb(pid).filter(|kb| *kb < baseline + 64 * 1024) },
+            || async { rss_kb(pid).filter(|kb| *kb < baseline + 48 * 1024) },
         )
         .await;
     }
@@ -546,45 +559,50 @@ async fn hostile_imports_are_refused_within_bounded_memory() {
     }
     if let (Some(baseline), true) = (rss_kb(pid), github.is_file()) {
         std::fs::copy(&github, specs.path().join("github.json")).expect("copy");
-        // its servers name api.github.com: a loopback base URL keeps the health probe
-        // (and any lookup) on this machine
-        let (st, body) = register(
-            &gw,
-            "gh",
-            json!({"spec_path": "github.json", "base_url": "http://127.0.0.1:9/",
-                   "allow_private_networks": true}),
-        )
-        .await;
-        assert_eq!(
-            st,
-            201,
-            "{}",
-            body.to_string().chars().take(500).collect::<String>()
-        );
-        let loaded = rss_kb(pid).unwrap_or(0);
-        let (st, _) = admin(&gw, reqwest::Method::DELETE, "/admin/upstreams/gh", None).await;
-        assert_eq!(st, 204);
-        let back = wait_for(
-            "memory given back after DELETE",
-            Duration::from_secs(30),
-            || async {
-                let now = rss_kb(pid);
-                eprintln!("DEBUG rss {now:?} baseline {baseline} loaded {loaded}");
-                now.filter(|kb| *kb < baseline + 48 * 1024)
-            },
-        )
-        .await;
-        eprintln!(
-            "gateway RSS: {} MB before, {} MB with GitHub's tools, {} MB after DELETE",
-            baseline / 1024,
-            loaded / 1024,
-            back / 1024
+        // Imported and deleted twice: what the first cycle left is the allocator's
+        // (fragments it could not hand back), not a holder of the upstream, when the
+        // second cycle leaves no more.
+        let mut after = Vec::new();
+        for cycle in 0..2 {
+            // its servers name api.github.com: a loopback base URL keeps the health
+            // probe (and any lookup) on this machine
+            let (st, body) = register(
+                &gw,
+                "gh",
+                json!({"spec_path": "github.json", "base_url": "http://127.0.0.1:9/",
+                       "allow_private_networks": true}),
+            )
+            .await;
+            let head: String = body.to_string().chars().take(500).collect();
+            assert_eq!(st, 201, "{head}");
+            let loaded = rss_kb(pid).unwrap_or(0);
+            let (st, _) = admin(&gw, reqwest::Method::DELETE, "/admin/upstreams/gh", None).await;
+            assert_eq!(st, 204);
+            let back = wait_for(
+                "memory given back after DELETE",
+                Duration::from_secs(30),
+                || async { rss_kb(pid).filter(|kb| *kb < baseline + 48 * 1024) },
+            )
+            .await;
+            eprintln!(
+                "cycle {cycle}: gateway RSS {} MB before, {} MB with GitHub's tools, {} MB after DELETE",
+                baseline / 1024,
+                loaded / 1024,
+                back / 1024
+            );
+            after.push(back);
+        }
+        assert!(
+            after[1] < after[0] + 16 * 1024,
+            "a second import and delete kept more memory: {after:?} kB"
         );
     }
     if let Some(kb) = peak_rss_kb(pid) {
-        // Both documents parsed whole (about 150 MB of JSON values at most) and
-        // refused before conversion: nowhere near a copy per operation.
-        assert!(kb < 320 * 1024, "peak RSS {} MB", kb / 1024);
+        // Each refused document parsed whole (about 150 MB of JSON values at most), the
+        // tools made before max_schema_nodes stopped the amplifying spec (about
+        // 120 bytes a node), GitHub's tools: far from a copy of the enum per operation
+        // (1.2 GB before the limits).
+        assert!(kb < 400 * 1024, "peak RSS {} MB", kb / 1024);
         eprintln!("gateway peak RSS: {} MB", kb / 1024);
     }
 }

@@ -50,8 +50,9 @@ pub struct OpenApiConfig {
     #[serde(default = "default_max_spec_bytes")]
     pub max_spec_bytes: u64,
     /// Most JSON nodes (objects, arrays, strings, numbers…) all documents of one spec
-    /// may hold together; a larger spec is refused at import. The largest real spec
-    /// tried (Stripe) has about 100,000.
+    /// may hold together, and all the tools made from them (a schema is copied into
+    /// every tool using it); past it the import is refused. The largest real spec
+    /// tried (Stripe) has about 100,000 of each.
     #[serde(default = "default_max_schema_nodes")]
     pub max_schema_nodes: usize,
     /// Most values one `enum` may list; a longer one refuses the import (every tool

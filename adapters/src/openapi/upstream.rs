@@ -127,6 +127,21 @@ fn resolve_base(
     }
 }
 
+/// The JSON nodes of a tool definition (iteratively: depth is the spec's choice).
+fn json_nodes(tool: &JsonObject) -> usize {
+    let mut count = 1;
+    let mut stack: Vec<&serde_json::Value> = tool.values().collect();
+    while let Some(v) = stack.pop() {
+        count += 1;
+        match v {
+            serde_json::Value::Array(a) => stack.extend(a),
+            serde_json::Value::Object(m) => stack.extend(m.values()),
+            _ => {}
+        }
+    }
+    count
+}
+
 /// Most keywords dropped from one input schema before the operation is skipped instead.
 const MAX_REPAIRS: usize = 16;
 
@@ -236,6 +251,7 @@ fn build(
     let mut tools = Vec::with_capacity(kept.len());
     let mut entries = HashMap::with_capacity(kept.len());
     let mut bytes = 0;
+    let mut nodes = 0;
     for (op, tool_name) in kept.into_iter().zip(names) {
         let mut conv = convert::convert(&op);
         let label = op
@@ -260,6 +276,20 @@ fn build(
             }
         }
         let raw = convert::tool_json(&tool_name, &op, &conv);
+        // A schema is copied into every tool that uses it: a spec small enough to
+        // load could still make tools without end.
+        nodes += json_nodes(&raw);
+        if nodes > config.max_schema_nodes {
+            return Err(LoadError::Invalid {
+                pointer: format!("operation {label}"),
+                detail: format!(
+                    "the tools made from this spec hold more JSON nodes than \
+                     max_schema_nodes allows ({}): schemas used by many operations are \
+                     copied into each; raise max_schema_nodes if this spec is trusted",
+                    config.max_schema_nodes
+                ),
+            });
+        }
         bytes += serde_json::to_vec(&raw).map(|v| v.len()).unwrap_or(0);
         let base = resolve_base(config, spec_url.as_ref(), &op.servers);
         tools.push(ToolDef {
