@@ -298,7 +298,6 @@ async fn remove(
         }
     };
     let was_mounted = registry::unmount_registration(&admin.gateway, &name).await;
-
     if !was_stored && !was_mounted {
         return error(
             StatusCode::NOT_FOUND,
