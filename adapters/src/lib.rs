@@ -15,6 +15,7 @@
 pub mod error;
 pub mod mcp;
 pub mod openapi;
+pub mod redirect;
 pub mod skills;
 
 use std::sync::Arc;

@@ -168,6 +168,11 @@ pub struct AdminConfig {
     /// put it in the environment: `token: ${TOOLGATE_ADMIN_TOKEN}`. At least 16
     /// characters.
     pub token: String,
+    /// The only directory runtime registrations may read specs from (`spec_path`, a
+    /// relative one taken under it); without it they accept `spec_url` only. A
+    /// relative `spec_dir` is resolved against the config file's directory.
+    #[serde(default)]
+    pub spec_dir: Option<std::path::PathBuf>,
 }
 
 fn default_listen() -> String {
@@ -553,6 +558,11 @@ impl Config {
         }
         if let Some(jwt) = &mut self.jwt {
             jwt.resolve_relative_paths(dir);
+        }
+        if let Some(spec_dir) = self.admin.as_mut().and_then(|a| a.spec_dir.as_mut())
+            && spec_dir.is_relative()
+        {
+            *spec_dir = dir.join(&*spec_dir);
         }
         for upstream in self.upstreams.values_mut() {
             if let Some(openapi) = &mut upstream.openapi

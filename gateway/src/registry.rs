@@ -165,6 +165,9 @@ pub async fn import(
     for skipped in &report.skipped {
         tracing::warn!(upstream = name, operation = %skipped.operation, reason = %skipped.reason, "operation skipped");
     }
+    for repaired in &report.repaired {
+        tracing::warn!(upstream = name, operation = %repaired.operation, reason = %repaired.reason, "operation repaired");
+    }
     gateway
         .mount(
             name.to_owned(),
@@ -191,17 +194,72 @@ pub(crate) fn openapi_mounted(gateway: &Gateway, upstream: Arc<dyn Upstream>) ->
     .with_settings(settings)
 }
 
+/// Holds a runtime registration's `spec_path` to `admin.spec_dir`: a registration is
+/// written by whoever holds the admin token, not by the operator, and a spec's content
+/// ends up in every tenant's tool list. Without `spec_dir` only `spec_url` is accepted;
+/// with it, the path (a relative one taken under it) must name a file under it once
+/// links are resolved, and is replaced by that resolved path. A refused path gets the
+/// same answer whether it exists or not.
+pub async fn confine_spec_path(
+    spec_dir: Option<&std::path::Path>,
+    openapi: &mut OpenApiConfig,
+) -> Result<(), String> {
+    let Some(path) = openapi.spec_path.clone() else {
+        return Ok(());
+    };
+    let Some(dir) = spec_dir else {
+        return Err(format!(
+            "spec_path '{path}' is not accepted in a runtime registration: give spec_url, \
+             or have the operator set admin.spec_dir and name a file under it"
+        ));
+    };
+    let refused = || {
+        format!(
+            "spec_path '{path}' is not accepted: runtime registrations read only files \
+             under admin.spec_dir ({})",
+            dir.display()
+        )
+    };
+    // Judged once resolved (links and `..` alike): where the path leads counts.
+    let wanted = std::path::Path::new(&path);
+    let root = tokio::fs::canonicalize(dir).await.map_err(|_| refused())?;
+    let real = tokio::fs::canonicalize(dir.join(wanted))
+        .await
+        .map_err(|_| refused())?;
+    let is_file = tokio::fs::metadata(&real).await.is_ok_and(|m| m.is_file());
+    if !real.starts_with(&root) || !is_file {
+        return Err(refused());
+    }
+    openapi.spec_path = Some(real.display().to_string());
+    Ok(())
+}
+
+fn spec_dir(gateway: &Gateway) -> Option<std::path::PathBuf> {
+    gateway
+        .config()
+        .admin
+        .as_ref()
+        .and_then(|a| a.spec_dir.clone())
+}
+
 /// Imports a runtime registration (announced by another replica, or found stored) and
 /// notes it as this process's. A failed import leaves the upstream that was there, or
 /// a placeholder reporting the error.
 pub async fn import_registration(gateway: &Arc<Gateway>, registration: Registration) {
-    let Registration { name, openapi } = registration;
+    let Registration { name, mut openapi } = registration;
     gateway.note_registration(&name, openapi.clone());
-    if let Err(error) = import(gateway, &name, openapi).await {
+    let confined = confine_spec_path(spec_dir(gateway).as_deref(), &mut openapi).await;
+    let imported = match confined {
+        Ok(()) => import(gateway, &name, openapi)
+            .await
+            .map_err(|e| e.to_string()),
+        Err(refused) => Err(refused),
+    };
+    if let Err(error) = imported {
         tracing::error!(upstream = %name, %error, "registered OpenAPI upstream could not be imported");
         if !gateway.upstreams().contains_key(&name) {
             let placeholder = Arc::new(Placeholder::new(name.clone()));
-            placeholder.fail(error.to_string());
+            placeholder.fail(error);
             gateway
                 .mount(name.clone(), openapi_mounted(gateway, placeholder))
                 .await;
@@ -219,11 +277,12 @@ pub async fn unmount_registration(gateway: &Gateway, name: &str) -> bool {
 /// registration, each in the background behind a placeholder. With a shared state
 /// backend, also starts following the other replicas' registrations.
 pub async fn start_imports(gateway: &Arc<Gateway>, store: &dyn RegistrationStore) {
-    let mut wanted: Vec<(String, OpenApiConfig)> = gateway
+    // (name, config, registered at run time rather than in the config file)
+    let mut wanted: Vec<(String, OpenApiConfig, bool)> = gateway
         .config()
         .upstreams
         .iter()
-        .filter_map(|(name, u)| u.openapi.clone().map(|o| (name.clone(), o)))
+        .filter_map(|(name, u)| u.openapi.clone().map(|o| (name.clone(), o, false)))
         .collect();
     match store.load().await {
         Ok(registrations) => {
@@ -233,18 +292,26 @@ pub async fn start_imports(gateway: &Arc<Gateway>, store: &dyn RegistrationStore
                     continue;
                 }
                 gateway.note_registration(&registration.name, registration.openapi.clone());
-                wanted.push((registration.name, registration.openapi));
+                wanted.push((registration.name, registration.openapi, true));
             }
         }
         Err(error) => tracing::error!(%error, "stored registrations could not be read"),
     }
-    for (name, config) in wanted {
+    for (name, mut config, registered) in wanted {
         let placeholder = Arc::new(Placeholder::new(name.clone()));
         gateway
             .mount(name.clone(), openapi_mounted(gateway, placeholder.clone()))
             .await;
         let gateway = gateway.clone();
         tokio::spawn(async move {
+            if registered
+                && let Err(refused) =
+                    confine_spec_path(spec_dir(&gateway).as_deref(), &mut config).await
+            {
+                tracing::error!(upstream = %name, error = %refused, "stored registration refused");
+                placeholder.fail(refused);
+                return;
+            }
             if let Err(error) = import(&gateway, &name, config).await {
                 tracing::error!(upstream = %name, %error, "OpenAPI upstream could not be imported");
                 placeholder.fail(error.to_string());

@@ -715,7 +715,7 @@ async fn runtime_registration_survives_restarts() {
     let api = PetApi::start().await;
     let data = TempDir::new("oa-data");
     let config = json!({
-        "admin": {"token": ADMIN_TOKEN},
+        "admin": {"token": ADMIN_TOKEN, "spec_dir": specs},
         "data_dir": data.path(),
         "call_timeout": "30s",
         "upstreams": {}
@@ -919,8 +919,20 @@ async fn bad_specs_leave_the_catalog_untouched() {
     let _heavy = heavy_lock().await;
     let api = PetApi::start().await;
     let data = TempDir::new("oa-bad-data");
+    // Runtime registrations read files from admin.spec_dir only: the specs used here.
+    let spec_dir = TempDir::new("oa-bad-specs");
+    for (from, name) in [
+        (specs.join(PETSTORE), PETSTORE),
+        (fixture("truncated.json").into(), "truncated.json"),
+        (fixture("dangling-ref.json").into(), "dangling-ref.json"),
+    ] {
+        std::fs::copy(&from, spec_dir.path().join(name))
+            .unwrap_or_else(|e| panic!("copy {}: {e}", from.display()));
+    }
+    let fixture = |name: &str| spec_dir.path().join(name).display().to_string();
+    let specs = spec_dir.path().to_path_buf();
     let mut gw = Gateway::start(json!({
-        "admin": {"token": ADMIN_TOKEN},
+        "admin": {"token": ADMIN_TOKEN, "spec_dir": spec_dir.path()},
         "data_dir": data.path(),
         "call_timeout": "30s",
         "upstreams": {"pets": {"openapi": petstore_openapi(&specs, &api)}}

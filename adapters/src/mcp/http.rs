@@ -105,6 +105,8 @@ impl HttpClient {
             headers.insert(name, value);
         }
         let client = reqwest::Client::builder()
+            // Configured headers never follow a redirect to another origin.
+            .redirect(crate::redirect::policy(10, false, |_| Ok(())))
             .connect_timeout(cfg.timeout)
             .tcp_keepalive(Duration::from_secs(30))
             .pool_idle_timeout(Duration::from_secs(90))

@@ -15,6 +15,7 @@ use super::config::Credential;
 use super::encode::enc;
 use super::load::{LoadError, error_chain};
 use super::model::{Location, SecurityScheme};
+use super::ssrf::Guard;
 
 /// Refresh a token this long before it expires.
 const REFRESH_MARGIN: Duration = Duration::from_secs(30);
@@ -116,7 +117,7 @@ impl Auth {
     /// Adds the credentials of `schemes` to `out`.
     pub async fn apply(
         &self,
-        client: &reqwest::Client,
+        guard: &Guard,
         schemes: &[String],
         out: &mut Applied,
         timeout: Duration,
@@ -169,7 +170,7 @@ impl Auth {
                         .unwrap_or_default();
                     let token = self
                         .token(
-                            client,
+                            guard,
                             name,
                             &url,
                             client_id,
@@ -196,7 +197,7 @@ impl Auth {
     #[allow(clippy::too_many_arguments)]
     async fn token(
         &self,
-        client: &reqwest::Client,
+        guard: &Guard,
         scheme: &str,
         token_url: &str,
         client_id: &str,
@@ -233,10 +234,14 @@ impl Auth {
         let fail = |d: String| {
             format!("could not obtain an OAuth2 token for scheme '{scheme}' from {url}: {d}")
         };
+        // The token URL comes from the spec (or a registration): the same guard as
+        // every other URL, IP literals and redirects included.
+        let request = guard
+            .request(reqwest::Method::POST, url.clone())
+            .map_err(|e| fail(format!("refused: {e}")))?;
         let resp = tokio::time::timeout(
             timeout,
-            client
-                .post(url.clone())
+            request
                 .header("authorization", format!("Basic {basic}"))
                 .header("content-type", "application/x-www-form-urlencoded")
                 .header("accept", "application/json")

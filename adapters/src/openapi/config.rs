@@ -49,6 +49,16 @@ pub struct OpenApiConfig {
     /// Largest spec document accepted, in bytes.
     #[serde(default = "default_max_spec_bytes")]
     pub max_spec_bytes: u64,
+    /// Most JSON nodes (objects, arrays, strings, numbers…) all documents of one spec
+    /// may hold together, and all the tools made from them (a schema is copied into
+    /// every tool using it); past it the import is refused. The largest real spec
+    /// tried (Stripe) has about 100,000 of each.
+    #[serde(default = "default_max_schema_nodes")]
+    pub max_schema_nodes: usize,
+    /// Most values one `enum` may list; a longer one refuses the import (every tool
+    /// using the schema would carry a copy). The longest real one tried has 598.
+    #[serde(default = "default_max_enum_values")]
+    pub max_enum_values: usize,
     /// Largest API response read, in bytes (a longer body is cut and marked).
     #[serde(default = "default_max_response_bytes")]
     pub max_response_bytes: u64,
@@ -63,6 +73,14 @@ fn default_timeout() -> Duration {
 
 fn default_max_spec_bytes() -> u64 {
     32 * 1024 * 1024
+}
+
+fn default_max_schema_nodes() -> usize {
+    1_000_000
+}
+
+fn default_max_enum_values() -> usize {
+    10_000
 }
 
 fn default_max_response_bytes() -> u64 {
@@ -83,6 +101,8 @@ impl OpenApiConfig {
             forward_headers: Vec::new(),
             timeout: default_timeout(),
             max_spec_bytes: default_max_spec_bytes(),
+            max_schema_nodes: default_max_schema_nodes(),
+            max_enum_values: default_max_enum_values(),
             max_response_bytes: default_max_response_bytes(),
             health: None,
         }

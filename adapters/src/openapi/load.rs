@@ -1,6 +1,8 @@
 //! Loading a spec: fetching it (size cap, timeout, redirect limit, SSRF guard) or reading
-//! it from a file, parsing JSON or YAML, and loading the other documents its `$ref`s
-//! point to (relative files always, remote documents only when allowed).
+//! it from a file, parsing JSON or YAML off the async runtime within the import's limits
+//! (`max_schema_nodes`, `max_enum_values`), and loading the other documents its `$ref`s
+//! point to (files under the root spec's own directory, remote documents only when
+//! allowed).
 //!
 //! YAML goes through `serde_norway` with a value builder of our own: integers that do
 //! not fit 64 bits (the OpenAI spec has some) become floats instead of failing the load,
@@ -104,7 +106,7 @@ fn join(base: Option<&Url>, rel: &str) -> Result<Url, String> {
 /// Loads the spec named by `config` and every document it references.
 pub async fn load_documents(
     config: &OpenApiConfig,
-    client: &reqwest::Client,
+    guard: &ssrf::Guard,
 ) -> Result<Documents, LoadError> {
     let base = match (&config.spec_url, &config.spec_path) {
         (Some(u), None) => {
@@ -131,9 +133,17 @@ pub async fn load_documents(
         }
     };
     let mut docs = Documents::default();
-    let text = fetch(&base, config, client, true).await?;
-    let root = parse(&text, base.as_str())?;
-    drop(text);
+    let text = fetch(&base, config, guard).await?;
+    // Local references stay inside the root spec's own directory (links resolved).
+    let local_root = match base.to_file_path() {
+        Ok(path) if base.scheme() == "file" => tokio::fs::canonicalize(&path)
+            .await
+            .ok()
+            .and_then(|p| p.parent().map(std::path::Path::to_path_buf)),
+        _ => None,
+    };
+    let mut nodes = 0;
+    let root = parse_bounded(text, base.as_str(), config, &mut nodes).await?;
     docs.add(Some(base), root);
     // Breadth-first over external references, bounded in count.
     let mut next = 0;
@@ -174,13 +184,119 @@ pub async fn load_documents(
             }
             let mut doc_url = url.clone();
             doc_url.set_fragment(None);
-            let text = fetch(&doc_url, config, client, false).await?;
-            let root = parse(&text, doc_url.as_str())?;
+            if doc_url.scheme() == "file" {
+                confine_local(&doc_url, local_root.as_deref()).await?;
+            }
+            let text = fetch(&doc_url, config, guard).await?;
+            let root = parse_bounded(text, doc_url.as_str(), config, &mut nodes).await?;
             docs.add(Some(doc_url), root);
         }
         next += 1;
     }
     Ok(docs)
+}
+
+/// Parses a document off the async runtime (a large spec takes a while) and holds it to
+/// the import's limits; `nodes` counts the JSON nodes of every document so far.
+async fn parse_bounded(
+    text: Vec<u8>,
+    location: &str,
+    config: &OpenApiConfig,
+    nodes: &mut usize,
+) -> Result<Value, LoadError> {
+    let limits = Limits {
+        max_nodes: config.max_schema_nodes.saturating_sub(*nodes),
+        max_enum: config.max_enum_values,
+    };
+    let loc = location.to_owned();
+    let parsed = tokio::task::spawn_blocking(move || {
+        let root = parse(&text, &loc)?;
+        drop(text);
+        let counted = limits.check(&root, &loc)?;
+        Ok::<_, LoadError>((root, counted))
+    })
+    .await
+    .map_err(|e| LoadError::Parse {
+        location: location.to_owned(),
+        detail: format!("parsing stopped: {e}"),
+    })?;
+    let (root, counted) = parsed?;
+    *nodes += counted;
+    Ok(root)
+}
+
+/// What one import may hold, so a hostile spec cannot take the gateway's memory.
+struct Limits {
+    /// JSON nodes this document may still have.
+    max_nodes: usize,
+    max_enum: usize,
+}
+
+impl Limits {
+    /// Counts the nodes of `root` (without recursion: depth is the attacker's choice),
+    /// refusing it past either limit with an error naming the setting.
+    fn check(&self, root: &Value, location: &str) -> Result<usize, LoadError> {
+        let mut count = 0usize;
+        let mut stack: Vec<(&Value, bool)> = vec![(root, false)];
+        while let Some((v, is_enum)) = stack.pop() {
+            count += 1;
+            if count > self.max_nodes {
+                return Err(LoadError::Parse {
+                    location: location.to_owned(),
+                    detail: format!(
+                        "the spec has more JSON nodes than max_schema_nodes allows ({} in all \
+                         its documents); raise max_schema_nodes if this spec is trusted",
+                        self.max_nodes
+                    ),
+                });
+            }
+            match v {
+                Value::Array(a) => {
+                    if is_enum && a.len() > self.max_enum {
+                        return Err(LoadError::Parse {
+                            location: location.to_owned(),
+                            detail: format!(
+                                "an enum lists {} values, more than max_enum_values ({}); \
+                                 raise max_enum_values if this spec is trusted",
+                                a.len(),
+                                self.max_enum
+                            ),
+                        });
+                    }
+                    stack.extend(a.iter().map(|x| (x, false)));
+                }
+                Value::Object(m) => {
+                    stack.extend(m.iter().map(|(k, x)| (x, k == "enum")));
+                }
+                _ => {}
+            }
+        }
+        Ok(count)
+    }
+}
+
+/// Refuses a local reference outside `root` (the root spec's directory), with one
+/// answer whether the file exists or not.
+async fn confine_local(url: &Url, root: Option<&std::path::Path>) -> Result<(), LoadError> {
+    let refused = || LoadError::Fetch {
+        location: url.to_string(),
+        detail: match root {
+            Some(root) => format!(
+                "a local $ref must name a readable file under the spec's own directory ({})",
+                root.display()
+            ),
+            None => "a local $ref must name a readable file under the spec's own directory".into(),
+        },
+    };
+    let root = root.ok_or_else(refused)?;
+    let path = url.to_file_path().map_err(|_| refused())?;
+    let real = tokio::fs::canonicalize(&path)
+        .await
+        .map_err(|_| refused())?;
+    if !real.starts_with(root) {
+        return Err(refused());
+    }
+    Ok(())
 }
 
 fn collect_external_refs(v: &Value, path: &mut Vec<String>, out: &mut Vec<String>) {
@@ -216,8 +332,7 @@ fn collect_external_refs(v: &Value, path: &mut Vec<String>, out: &mut Vec<String
 async fn fetch(
     url: &Url,
     config: &OpenApiConfig,
-    client: &reqwest::Client,
-    _root: bool,
+    guard: &ssrf::Guard,
 ) -> Result<Vec<u8>, LoadError> {
     let cap = config.max_spec_bytes;
     let fail = |detail: String| LoadError::Fetch {
@@ -241,10 +356,9 @@ async fn fetch(
             .await
             .map_err(|e| fail(e.to_string()));
     }
-    ssrf::check_url(url, config.allow_private_networks).map_err(fail)?;
+    let request = guard.document(url.clone()).map_err(fail)?;
     let work = async {
-        let resp = client
-            .get(url.clone())
+        let resp = request
             .header(
                 "accept",
                 "application/json, application/yaml;q=0.9, */*;q=0.5",
@@ -477,6 +591,25 @@ mod tests {
         assert!(v["b"].as_f64().unwrap() < -1e22);
         assert_eq!(v["200"]["x"], 1);
         assert_eq!(v["c"][1], 2.5);
+    }
+
+    #[test]
+    fn limits_name_the_setting() {
+        let limits = Limits {
+            max_nodes: 100,
+            max_enum: 3,
+        };
+        let ok = serde_json::json!({"a": {"enum": [1, 2, 3]}, "b": [1, 2]});
+        assert_eq!(limits.check(&ok, "x").unwrap(), 9);
+        let long = serde_json::json!({"a": {"enum": [1, 2, 3, 4]}});
+        let e = limits.check(&long, "x").unwrap_err().to_string();
+        assert!(e.contains("max_enum_values (3)"), "{e}");
+        // an `enum` property name is not an enum
+        let prop = serde_json::json!({"properties": {"enum": {"type": "string"}}});
+        assert!(limits.check(&prop, "x").is_ok());
+        let big = serde_json::json!({"a": vec![0; 200]});
+        let e = limits.check(&big, "x").unwrap_err().to_string();
+        assert!(e.contains("max_schema_nodes"), "{e}");
     }
 
     #[test]

@@ -2,11 +2,15 @@
 //! spec nor calling an API may reach loopback, private, link-local or otherwise
 //! internal addresses unless the upstream sets `allow_private_networks: true`.
 //!
-//! The check runs on resolved IP addresses (a DNS resolver plugged into reqwest drops
-//! forbidden ones, so a public name pointing at 10.0.0.1 is refused too) and on IP
-//! literals in URLs (which reqwest never resolves), including every redirect hop.
+//! Every URL fetched because a spec (or a registration) says so — the spec, its `$ref`
+//! documents, the API's `servers`, OAuth2 `tokenUrl`s and every redirect of each — goes
+//! through [`Guard`], the only way this module hands out an HTTP client. The check runs
+//! on IP literals in the URL (which reqwest never resolves) and on resolved addresses
+//! (a DNS resolver plugged into reqwest drops forbidden ones, so a public name pointing
+//! at 10.0.0.1 is refused too); both ask [`is_forbidden`]. IPv6 addresses that carry
+//! an IPv4 one (mapped, compatible, NAT64, 6to4, Teredo) are judged by that IPv4.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,21 +20,54 @@ use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 pub fn is_forbidden(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => forbidden_v4(v4),
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return forbidden_v4(v4);
-            }
-            let seg = v6.segments();
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (seg[0] & 0xfe00) == 0xfc00 // unique local
-                || (seg[0] & 0xffc0) == 0xfe80 // link-local
-                || (seg[0] & 0xffc0) == 0xfec0 // site-local (deprecated)
-                || (seg[0] == 0x64 && seg[1] == 0xff9b) // NAT64 onto v4
-                || (seg[0] == 0x2001 && seg[1] == 0x0db8) // documentation
-        }
+        IpAddr::V6(v6) => forbidden_v6(v6),
     }
+}
+
+fn forbidden_v6(v6: Ipv6Addr) -> bool {
+    let seg = v6.segments();
+    if v6.is_loopback() || v6.is_unspecified() || v6.is_multicast() {
+        return true;
+    }
+    if let Some(v4) = embedded_v4(v6) {
+        return v4.iter().any(|v4| forbidden_v4(*v4));
+    }
+    (seg[0] & 0xfe00) == 0xfc00 // unique local fc00::/7
+        || (seg[0] & 0xffc0) == 0xfe80 // link-local fe80::/10
+        || (seg[0] & 0xffc0) == 0xfec0 // site-local fec0::/10 (deprecated)
+        || (seg[0] == 0x64 && seg[1] == 0xff9b && seg[2] == 1) // local-use NAT64 64:ff9b:1::/48
+        || (seg[0] == 0x100 && seg[1..4] == [0, 0, 0]) // discard-only 100::/64
+        || (seg[0] == 0x2001 && seg[1] == 0x0db8) // documentation 2001:db8::/32
+        || (seg[0] & 0xfff0) == 0x3ff0 // documentation 3fff::/20
+        || (seg[0] == 0x2001 && seg[1] == 0x0002 && seg[2] == 0) // benchmarking 2001:2::/48
+        || (seg[0] == 0x2001 && (seg[1] & 0xfff0) == 0x0010) // ORCHID 2001:10::/28
+}
+
+/// The IPv4 addresses an IPv6 address carries and routes to: mapped `::ffff:a.b.c.d`,
+/// compatible `::a.b.c.d`, NAT64 `64:ff9b::a.b.c.d`, 6to4 `2002:AABB:CCDD::`, and
+/// Teredo `2001:0:SSSS:SSSS:…:CCCC:CCCC` (server, and client XORed with 0xffffffff).
+fn embedded_v4(v6: Ipv6Addr) -> Option<Vec<Ipv4Addr>> {
+    let seg = v6.segments();
+    let o = v6.octets();
+    let last = Ipv4Addr::new(o[12], o[13], o[14], o[15]);
+    if let Some(v4) = v6.to_ipv4_mapped() {
+        return Some(vec![v4]);
+    }
+    if seg[..6] == [0; 6] {
+        return Some(vec![last]); // IPv4-compatible (deprecated, still routed by some stacks)
+    }
+    if seg[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+        return Some(vec![last]); // NAT64 well-known prefix 64:ff9b::/96
+    }
+    if seg[0] == 0x2002 {
+        return Some(vec![Ipv4Addr::new(o[2], o[3], o[4], o[5])]); // 6to4
+    }
+    if seg[0] == 0x2001 && seg[1] == 0 {
+        let server = Ipv4Addr::new(o[4], o[5], o[6], o[7]);
+        let client = Ipv4Addr::from(!u32::from(last));
+        return Some(vec![server, client]); // Teredo 2001::/32
+    }
+    None
 }
 
 fn forbidden_v4(ip: Ipv4Addr) -> bool {
@@ -45,6 +82,7 @@ fn forbidden_v4(ip: Ipv4Addr) -> bool {
         || o[0] == 0 // "this network"
         || (o[0] == 100 && (o[1] & 0xc0) == 64) // carrier-grade NAT
         || (o[0] == 192 && o[1] == 0 && o[2] == 0) // IETF protocol assignments
+        || (o[0] == 192 && o[1] == 88 && o[2] == 99) // 6to4 relay anycast (deprecated)
         || (o[0] == 198 && (o[1] & 0xfe) == 18) // benchmarking
         || o[0] >= 240 // reserved
 }
@@ -128,29 +166,66 @@ impl Resolve for GuardedResolver {
 /// Redirects followed at most.
 pub const MAX_REDIRECTS: usize = 5;
 
-/// A reqwest client with the guard in place: resolver, redirect check, no proxies
-/// (a proxy would resolve names where the guard cannot see them) and timeouts.
-pub fn guarded_client(allow_private: bool, timeout: Duration) -> reqwest::Result<reqwest::Client> {
-    let policy = reqwest::redirect::Policy::custom(move |attempt| {
-        if attempt.previous().len() >= MAX_REDIRECTS {
-            return attempt.error(format!("more than {MAX_REDIRECTS} redirects"));
-        }
-        match check_url(attempt.url(), allow_private) {
-            Ok(()) => attempt.follow(),
-            Err(e) => attempt.error(format!("redirect refused: {e}")),
-        }
-    });
-    reqwest::Client::builder()
-        .dns_resolver(Arc::new(GuardedResolver {
+/// The only way to fetch what a spec names: every request URL and every redirect hop
+/// is checked, names resolve through [`GuardedResolver`], no proxies (a proxy would
+/// resolve names where the guard cannot see them), and timeouts.
+#[derive(Debug, Clone)]
+pub struct Guard {
+    /// For API calls and token requests, which carry credentials and configured
+    /// headers: redirects stay within the origin (see [`crate::redirect`]).
+    calls: reqwest::Client,
+    /// For spec and `$ref` documents, fetched without credentials: redirects may
+    /// change origin (specs are often served through one).
+    documents: reqwest::Client,
+    allow_private: bool,
+}
+
+impl Guard {
+    pub fn new(allow_private: bool, timeout: Duration) -> reqwest::Result<Guard> {
+        let build = |cross_origin: bool| {
+            reqwest::Client::builder()
+                .dns_resolver(Arc::new(GuardedResolver {
+                    allow_private,
+                    timeout,
+                }))
+                .redirect(crate::redirect::policy(
+                    MAX_REDIRECTS,
+                    cross_origin,
+                    move |url| check_url(url, allow_private),
+                ))
+                .no_proxy()
+                .connect_timeout(timeout)
+                .timeout(timeout)
+                .pool_idle_timeout(Duration::from_secs(60))
+                .build()
+        };
+        Ok(Guard {
+            calls: build(false)?,
+            documents: build(true)?,
             allow_private,
-            timeout,
-        }))
-        .redirect(policy)
-        .no_proxy()
-        .connect_timeout(timeout)
-        .timeout(timeout)
-        .pool_idle_timeout(Duration::from_secs(60))
-        .build()
+        })
+    }
+
+    /// Checks `url` as [`check_url`] does with this upstream's allowance.
+    pub fn check(&self, url: &url::Url) -> Result<(), String> {
+        check_url(url, self.allow_private)
+    }
+
+    /// A request to an API (or its token endpoint), once `url` passed the guard.
+    pub fn request(
+        &self,
+        method: reqwest::Method,
+        url: url::Url,
+    ) -> Result<reqwest::RequestBuilder, String> {
+        self.check(&url)?;
+        Ok(self.calls.request(method, url))
+    }
+
+    /// A GET for a spec or referenced document, once `url` passed the guard.
+    pub fn document(&self, url: url::Url) -> Result<reqwest::RequestBuilder, String> {
+        self.check(&url)?;
+        Ok(self.documents.get(url))
+    }
 }
 
 #[cfg(test)]
@@ -177,6 +252,106 @@ mod tests {
         for ip in ["93.184.216.34", "2606:2800:220:1::1", "8.8.8.8"] {
             assert!(!is_forbidden(ip.parse().unwrap()), "{ip}");
         }
+    }
+
+    /// Every IPv6 form that carries an IPv4 address is judged by that address, with a
+    /// public counterpart of each form still allowed.
+    #[test]
+    fn ipv6_forms_embedding_ipv4_are_judged_by_it() {
+        let refused = [
+            ("compatible loopback", "::127.0.0.1"),
+            ("compatible metadata", "::169.254.169.254"),
+            ("compatible private", "::10.0.0.1"),
+            ("mapped loopback", "::ffff:127.0.0.1"),
+            ("mapped metadata", "::ffff:169.254.169.254"),
+            ("NAT64 loopback", "64:ff9b::127.0.0.1"),
+            ("NAT64 private", "64:ff9b::192.168.0.1"),
+            ("local-use NAT64", "64:ff9b:1::808:808"),
+            ("6to4 loopback", "2002:7f00:1::"),
+            ("6to4 metadata", "2002:a9fe:a9fe::"),
+            ("6to4 private", "2002:0a00:0001::1"),
+            // Teredo: server 65.54.227.120, client 127.0.0.1 (0x7f000001 ^ 0xffffffff)
+            (
+                "Teredo client loopback",
+                "2001:0:4136:e378:8000:63bf:80ff:fffe",
+            ),
+            // Teredo: server 10.0.0.1, client 8.8.8.8
+            ("Teredo server private", "2001:0:a00:1:8000:63bf:f7f7:f7f7"),
+            ("unique local", "fd12:3456::1"),
+            ("unique local fc", "fc00::1"),
+            ("link-local", "fe80::1"),
+            ("site-local", "fec0::1"),
+            ("multicast", "ff02::1"),
+            ("unspecified", "::"),
+            ("loopback", "::1"),
+            ("documentation", "2001:db8::1"),
+            ("documentation 3fff", "3fff::1"),
+            ("discard-only", "100::1"),
+        ];
+        for (what, ip) in refused {
+            let ip: IpAddr = ip.parse().unwrap();
+            assert!(is_forbidden(ip), "{what}: {ip} must be refused");
+            let url = url::Url::parse(&format!("http://[{ip}]:8080/x")).unwrap();
+            assert!(check_url(&url, false).is_err(), "{what}: {url}");
+            assert!(
+                check_url(&url, true).is_ok(),
+                "{what}: {url} with the allowance"
+            );
+        }
+        let allowed = [
+            ("compatible public", "::8.8.8.8"),
+            ("mapped public", "::ffff:8.8.8.8"),
+            ("NAT64 public", "64:ff9b::8.8.8.8"),
+            ("6to4 public", "2002:808:808::1"),
+            // Teredo: server 65.54.227.120, client 8.8.8.8
+            ("Teredo public", "2001:0:4136:e378:8000:63bf:f7f7:f7f7"),
+            ("global", "2606:4700:4700::1111"),
+        ];
+        for (what, ip) in allowed {
+            assert!(!is_forbidden(ip.parse().unwrap()), "{what}: {ip} is public");
+        }
+    }
+
+    /// A redirect to a loopback or private form is refused before any connection,
+    /// whatever the form; the guard's redirect policy is what stops it.
+    #[tokio::test]
+    async fn redirects_to_internal_addresses_are_refused() {
+        use crate::redirect::tests::{recorder, redirect_to};
+        let (canary, canary_seen) =
+            recorder(|_| "HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n".to_owned()).await;
+        let targets = [
+            format!("http://127.0.0.1:{canary}/token"),
+            format!("http://[::ffff:127.0.0.1]:{canary}/token"),
+            format!("http://[::127.0.0.1]:{canary}/token"),
+            format!("http://[::ffff:7f00:1]:{canary}/token"),
+            format!("http://localhost:{canary}/token"),
+            format!("http://2130706433:{canary}/token"),
+        ];
+        for target in targets {
+            let location = target.clone();
+            let (redirector, _) = recorder(move |_| redirect_to(&location)).await;
+            // The redirector itself is on loopback: reached without the resolver, as a
+            // public first hop would be; the policy alone judges the hop.
+            let client = reqwest::Client::builder()
+                .redirect(crate::redirect::policy(MAX_REDIRECTS, true, |u| {
+                    check_url(u, false)
+                }))
+                .no_proxy()
+                .build()
+                .unwrap();
+            let err = client
+                .post(format!("http://127.0.0.1:{redirector}/token"))
+                .timeout(Duration::from_secs(10))
+                .send()
+                .await
+                .expect_err(&target);
+            let text = format!("{err:?}");
+            assert!(text.contains("redirect refused"), "{target}: {text}");
+        }
+        assert!(
+            canary_seen.lock().unwrap().is_empty(),
+            "the canary was reached"
+        );
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! [`OpenApiUpstream`]: an OpenAPI description behind the same [`Upstream`] contract as
-//! an MCP server. Loading runs the whole pipeline once (fetch, normalize, check refs,
-//! model, convert); calls validate arguments against the tool's input schema (the
+//! an MCP server. Loading runs the whole pipeline once (fetch, then normalize, check
+//! refs, model, convert in [`super::import`] on a blocking thread); calls validate arguments against the tool's input schema (the
 //! validator is compiled on first use), build the request, apply auth and map the
 //! response. One pooled reqwest client per upstream, guarded against SSRF.
 
@@ -9,58 +9,25 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde::Serialize;
 use tokio::sync::watch;
 use url::Url;
 
 use super::auth::{Applied, Auth};
 use super::config::OpenApiConfig;
-use super::convert::{self, Converted};
+use super::convert::Converted;
+use super::import::{Built, build};
 use super::invoke;
 use super::load::{self, LoadError, error_chain};
-use super::model::{self, Operation};
-use super::naming;
-use super::normalize;
-use super::refs;
+use super::model::Operation;
 use super::ssrf;
 use crate::{CallContext, CallOutput, Connection, JsonObject, ToolDef, ToolError, Upstream};
 
-/// The gateway names tools `<upstream>__<tool>` within 64 characters.
-const MAX_QUALIFIED: usize = 64;
-/// Bare names never get shorter than this, whatever the upstream's name.
-const MIN_BARE: usize = 16;
-
-/// What an import did, for the operator.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct ImportReport {
-    /// The spec's version family (`2.0`, `3.0`, `3.1`).
-    pub spec_version: String,
-    pub operations: usize,
-    pub imported: usize,
-    /// Operations left out, each with why.
-    pub skipped: Vec<SkippedOperation>,
-    /// Names cut to the length budget: (full name, name used).
-    pub shortened: Vec<(String, String)>,
-    /// The longest bare name allowed (64 minus the `<upstream>__` prefix).
-    pub name_budget: usize,
-    /// `$ref`s cut while inlining schemas (cycles, depth or size limits).
-    pub cut_references: usize,
-    /// Approximate tokens of the whole tool list (serialized bytes / 4).
-    pub approx_tokens: usize,
-}
-
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct SkippedOperation {
-    /// operationId, or `METHOD /path` when there is none.
-    pub operation: String,
-    pub reason: String,
-}
-
-struct Entry {
-    op: Operation,
-    conv: Converted,
-    base: Result<Url, String>,
-    validator: OnceLock<Result<jsonschema::Validator, String>>,
+/// One tool: its operation, conversion, base URL and (compiled on first use) validator.
+pub(super) struct Entry {
+    pub op: Operation,
+    pub conv: Converted,
+    pub base: Result<Url, String>,
+    pub validator: OnceLock<Result<jsonschema::Validator, String>>,
 }
 
 /// An OpenAPI upstream.
@@ -69,12 +36,28 @@ pub struct OpenApiUpstream {
     config: OpenApiConfig,
     tools: Arc<Vec<ToolDef>>,
     entries: HashMap<String, Entry>,
-    client: reqwest::Client,
+    /// Every request this upstream sends goes through it (SSRF guard, redirects).
+    guard: ssrf::Guard,
     auth: Auth,
     health_base: Option<Url>,
     tools_tx: watch::Sender<u64>,
     last_error: Mutex<Option<String>>,
     closed: std::sync::atomic::AtomicBool,
+    /// Last, so it drops after everything else: then gives the memory back.
+    _release: ReleaseOnDrop,
+}
+
+/// Hands freed memory back to the system when dropped (see [`super::release_memory`]).
+struct ReleaseOnDrop;
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        // Trimming walks the allocator's arenas: not on an async worker thread.
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(super::release_memory)),
+            Err(_) => super::release_memory(),
+        }
+    }
 }
 
 impl std::fmt::Debug for OpenApiUpstream {
@@ -86,34 +69,12 @@ impl std::fmt::Debug for OpenApiUpstream {
     }
 }
 
-fn resolve_base(
-    config: &OpenApiConfig,
-    spec: Option<&Url>,
-    servers: &[String],
-) -> Result<Url, String> {
-    if let Some(b) = &config.base_url {
-        return Url::parse(b).map_err(|e| format!("base_url '{b}' is not a URL: {e}"));
-    }
-    let server = servers.first().map(String::as_str).unwrap_or("/");
-    if let Ok(u) = Url::parse(server) {
-        return Ok(u);
-    }
-    match spec.filter(|s| s.scheme() != "file") {
-        Some(s) => s
-            .join(server)
-            .map_err(|e| format!("server '{server}' cannot be resolved: {e}")),
-        None => Err(format!(
-            "the server URL '{server}' is relative and the spec was read from a file; set base_url"
-        )),
-    }
-}
-
 impl OpenApiUpstream {
     /// Loads the spec and builds the tools. The report lists what was left out and why.
     pub async fn load(
         name: &str,
         config: OpenApiConfig,
-    ) -> Result<(OpenApiUpstream, ImportReport), LoadError> {
+    ) -> Result<(OpenApiUpstream, super::ImportReport), LoadError> {
         if let Some(b) = &config.base_url {
             let url = Url::parse(b)
                 .map_err(|e| LoadError::Config(format!("base_url '{b}' is not a URL: {e}")))?;
@@ -125,84 +86,39 @@ impl OpenApiUpstream {
                 LoadError::Config(format!("forward_headers: '{h}' is not a header name"))
             })?;
         }
-        let client =
-            ssrf::guarded_client(config.allow_private_networks, config.timeout).map_err(|e| {
+        let guard =
+            ssrf::Guard::new(config.allow_private_networks, config.timeout).map_err(|e| {
                 LoadError::Config(format!("cannot build the HTTP client: {}", error_chain(&e)))
             })?;
-        let mut docs = load::load_documents(&config, &client).await?;
-        let spec_url = docs.docs[0].base.clone();
-        let version = normalize::normalize_document(&mut docs.docs[0].root, spec_url.as_ref())?;
-        refs::check_refs(&docs)?;
-        let api = model::build(&docs)?;
-        let root_servers = api.servers.clone();
-        drop(docs);
-        let auth = Auth::new(
-            api.security_schemes.clone(),
-            config.auth.clone(),
-            spec_url.clone(),
-        )?;
-        let operations = api.operations.len() + api.skipped.len();
-        let mut report = ImportReport {
-            spec_version: match version {
-                normalize::Version::Swagger2 => "2.0",
-                normalize::Version::V30 => "3.0",
-                normalize::Version::V31 => "3.1",
+        let docs = match load::load_documents(&config, &guard).await {
+            Ok(docs) => docs,
+            Err(e) => {
+                // a refused document may have been parsed whole before its limits hit
+                tokio::task::spawn_blocking(super::release_memory);
+                return Err(e);
             }
-            .into(),
-            operations,
-            cut_references: api.cuts,
-            skipped: api
-                .skipped
-                .iter()
-                .map(|(o, r)| SkippedOperation {
-                    operation: o.clone(),
-                    reason: r.clone(),
-                })
-                .collect(),
-            ..ImportReport::default()
         };
-        let mut kept = Vec::new();
-        for op in api.operations {
-            match convert::filter(&config.filters, &op) {
-                Ok(()) => kept.push(op),
-                Err(reason) => report.skipped.push(SkippedOperation {
-                    operation: op
-                        .operation_id
-                        .clone()
-                        .unwrap_or_else(|| format!("{} {}", op.method, op.path)),
-                    reason,
-                }),
-            }
-        }
-        let budget = MAX_QUALIFIED.saturating_sub(name.len() + 2).max(MIN_BARE);
-        let (names, shortened) = naming::assign(&kept, budget);
-        report.shortened = shortened;
-        report.name_budget = budget;
-        let mut tools = Vec::with_capacity(kept.len());
-        let mut entries = HashMap::with_capacity(kept.len());
-        let mut bytes = 0;
-        for (op, tool_name) in kept.into_iter().zip(names) {
-            let conv = convert::convert(&op);
-            let raw = convert::tool_json(&tool_name, &op, &conv);
-            bytes += serde_json::to_vec(&raw).map(|v| v.len()).unwrap_or(0);
-            let base = resolve_base(&config, spec_url.as_ref(), &op.servers);
-            tools.push(ToolDef {
-                name: tool_name.clone(),
-                raw,
-            });
-            entries.insert(
-                tool_name,
-                Entry {
-                    op,
-                    conv,
-                    base,
-                    validator: OnceLock::new(),
-                },
-            );
-        }
-        report.imported = tools.len();
-        report.approx_tokens = bytes / 4;
-        let health_base = resolve_base(&config, spec_url.as_ref(), &root_servers).ok();
+        // Normalizing, modelling and converting a large spec is CPU work: off the
+        // async runtime, so health checks and calls keep being served meanwhile.
+        let built = {
+            let (name, config) = (name.to_owned(), config.clone());
+            let built = tokio::task::spawn_blocking(move || {
+                let built = build(&name, &config, docs);
+                // the documents and every intermediate form are gone by now
+                super::release_memory();
+                built
+            })
+            .await
+            .map_err(|e| LoadError::Config(format!("the import stopped: {e}")))?;
+            built?
+        };
+        let Built {
+            tools,
+            entries,
+            auth,
+            health_base,
+            report,
+        } = built;
         let (tools_tx, _) = watch::channel(1);
         tracing::info!(
             upstream = name,
@@ -217,12 +133,13 @@ impl OpenApiUpstream {
                 config,
                 tools: Arc::new(tools),
                 entries,
-                client,
+                guard,
                 auth,
                 health_base,
                 tools_tx,
                 last_error: Mutex::new(None),
                 closed: std::sync::atomic::AtomicBool::new(false),
+                _release: ReleaseOnDrop,
             },
             report,
         ))
@@ -290,7 +207,8 @@ impl OpenApiUpstream {
             .as_ref()
             .map_err(|e| ToolError::Failed(e.clone()))?;
         let prepared = invoke::build(&entry.op, &entry.conv, arguments, base)?;
-        ssrf::check_url(&prepared.url, self.config.allow_private_networks)
+        self.guard
+            .check(&prepared.url)
             .map_err(|e| ToolError::Failed(format!("refused to call {}: {e}", prepared.url)))?;
         let limit = ctx.remaining().min(self.config.timeout);
         let what = format!("{} {}", entry.op.method, entry.op.path);
@@ -301,17 +219,17 @@ impl OpenApiUpstream {
                 let schemes = self.auth.choose(entry.op.security.as_deref());
                 if !schemes.is_empty() {
                     self.auth
-                        .apply(&self.client, &schemes, &mut applied, limit)
+                        .apply(&self.guard, &schemes, &mut applied, limit)
                         .await
                         .map_err(ToolError::Failed)?;
                 }
-                let mut req = self
+                let (client, req) = self
                     .request(&prepared, &applied, incoming)
-                    .build()
-                    .map_err(|e| self.send_error(tool, e, limit))?;
+                    .map_err(|e| ToolError::Failed(format!("refused to call {what}: {e}")))?
+                    .build_split();
+                let mut req = req.map_err(|e| self.send_error(tool, e, limit))?;
                 invoke::put_trace(req.headers_mut(), ctx.trace.as_ref());
-                let resp = self
-                    .client
+                let resp = client
                     .execute(req)
                     .await
                     .map_err(|e| self.send_error(tool, e, limit))?;
@@ -365,7 +283,7 @@ impl OpenApiUpstream {
         p: &invoke::Prepared,
         applied: &Applied,
         incoming: &http::HeaderMap,
-    ) -> reqwest::RequestBuilder {
+    ) -> Result<reqwest::RequestBuilder, String> {
         let mut url = p.url.clone();
         if !applied.query.is_empty() {
             let q = match url.query() {
@@ -374,7 +292,7 @@ impl OpenApiUpstream {
             };
             url.set_query(Some(&q));
         }
-        let mut req = self.client.request(p.method.clone(), url);
+        let mut req = self.guard.request(p.method.clone(), url)?;
         for h in &self.config.forward_headers {
             for v in incoming.get_all(h.as_str()) {
                 req = req.header(h.as_str(), v.clone());
@@ -391,7 +309,7 @@ impl OpenApiUpstream {
         if let Some((ct, bytes)) = &p.body {
             req = req.header("content-type", ct.as_str()).body(bytes.clone());
         }
-        req
+        Ok(req)
     }
 
     fn send_error(&self, tool: &str, e: reqwest::Error, limit: Duration) -> ToolError {
@@ -467,7 +385,11 @@ impl OpenApiUpstream {
                 base.path().trim_end_matches('/'),
                 h.path.trim_start_matches('/')
             ));
-            let resp = tokio::time::timeout(timeout, self.client.get(url).send())
+            let req = self
+                .guard
+                .request(reqwest::Method::GET, url)
+                .map_err(|e| ToolError::unavailable(&self.name, e))?;
+            let resp = tokio::time::timeout(timeout, req.send())
                 .await
                 .map_err(|_| {
                     ToolError::unavailable(

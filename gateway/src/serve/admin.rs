@@ -7,6 +7,11 @@
 //! - `DELETE /admin/upstreams/{name}` removes a registration;
 //! - `POST /admin/upstreams/{name}/refresh` re-fetches the spec.
 //!
+//! A registration reads local files only under `admin.spec_dir` (a `spec_path`
+//! elsewhere, or without it, is a 400 `spec_path_refused`, the same whether the file
+//! exists or not): whoever holds the admin token is not the operator, and a spec's
+//! text ends up in every tenant's tool list.
+//!
 //! Every request needs `Authorization: Bearer <admin.token>`. A bad spec is a 422
 //! naming the error and where in the document it is, and changes nothing. Errors are
 //! JSON: `{"error": {"code", "message"}}`.
@@ -146,17 +151,6 @@ async fn register(
     if let Err(message) = check_name(&registration.name) {
         return error(StatusCode::BAD_REQUEST, "invalid_name", message);
     }
-    if let Some(path) = &registration.openapi.spec_path
-        && std::path::Path::new(path).is_relative()
-    {
-        // A relative path would depend on the gateway's working directory, which can
-        // differ after a restart.
-        return error(
-            StatusCode::BAD_REQUEST,
-            "relative_spec_path",
-            format!("spec_path '{path}' is relative: give an absolute path (or use spec_url)"),
-        );
-    }
     let _serial = admin.changes.lock().await;
     if admin.gateway.upstreams().contains_key(&registration.name) {
         return error(
@@ -208,8 +202,16 @@ async fn refresh(
 
 /// Imports (replacing any upstream of that name only on success) and stores it when
 /// it is a runtime registration.
-async fn apply(admin: &Admin, registration: Registration, status: StatusCode) -> Response {
+async fn apply(admin: &Admin, mut registration: Registration, status: StatusCode) -> Response {
     let name = registration.name.clone();
+    let config = admin.gateway.config();
+    if !config.upstreams.contains_key(&name) {
+        let spec_dir = config.admin.as_ref().and_then(|a| a.spec_dir.as_deref());
+        if let Err(refused) = registry::confine_spec_path(spec_dir, &mut registration.openapi).await
+        {
+            return error(StatusCode::BAD_REQUEST, "spec_path_refused", refused);
+        }
+    }
     let report = match registry::import(&admin.gateway, &name, registration.openapi.clone()).await {
         Ok(report) => report,
         Err(e) => {

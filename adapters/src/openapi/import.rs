@@ -1,0 +1,303 @@
+//! Importing a spec: the synchronous pipeline from loaded documents to tool definitions
+//! (normalize, check references, model, filter, name, convert), within the import's
+//! limits, with the [`ImportReport`] saying what was left out, shortened or repaired.
+//! Runs on a blocking thread (see [`super::upstream`]).
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use serde::Serialize;
+use url::Url;
+
+use super::auth::Auth;
+use super::config::OpenApiConfig;
+use super::convert;
+use super::load::{self, LoadError};
+use super::model;
+use super::naming;
+use super::normalize;
+use super::refs;
+use super::upstream::Entry;
+use crate::{JsonObject, ToolDef};
+
+/// The gateway names tools `<upstream>__<tool>` within 64 characters.
+const MAX_QUALIFIED: usize = 64;
+/// Bare names never get shorter than this, whatever the upstream's name.
+const MIN_BARE: usize = 16;
+
+/// What an import did, for the operator.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ImportReport {
+    /// The spec's version family (`2.0`, `3.0`, `3.1`).
+    pub spec_version: String,
+    pub operations: usize,
+    pub imported: usize,
+    /// Operations left out, each with why.
+    pub skipped: Vec<SkippedOperation>,
+    /// Operations imported after a keyword their input schema could not use was
+    /// dropped (an invalid `pattern`, a keyword of the wrong type), each with what and why.
+    pub repaired: Vec<SkippedOperation>,
+    /// Names cut to the length budget: (full name, name used).
+    pub shortened: Vec<(String, String)>,
+    /// The longest bare name allowed (64 minus the `<upstream>__` prefix).
+    pub name_budget: usize,
+    /// `$ref`s cut while inlining schemas (cycles, depth or size limits).
+    pub cut_references: usize,
+    /// Approximate tokens of the whole tool list (serialized bytes / 4).
+    pub approx_tokens: usize,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SkippedOperation {
+    /// operationId, or `METHOD /path` when there is none.
+    pub operation: String,
+    pub reason: String,
+}
+
+fn resolve_base(
+    config: &OpenApiConfig,
+    spec: Option<&Url>,
+    servers: &[String],
+) -> Result<Url, String> {
+    if let Some(b) = &config.base_url {
+        return Url::parse(b).map_err(|e| format!("base_url '{b}' is not a URL: {e}"));
+    }
+    let server = servers.first().map(String::as_str).unwrap_or("/");
+    if let Ok(u) = Url::parse(server) {
+        return Ok(u);
+    }
+    match spec.filter(|s| s.scheme() != "file") {
+        Some(s) => s
+            .join(server)
+            .map_err(|e| format!("server '{server}' cannot be resolved: {e}")),
+        None => Err(format!(
+            "the server URL '{server}' is relative and the spec was read from a file; set base_url"
+        )),
+    }
+}
+
+/// The JSON nodes of a tool definition (iteratively: depth is the spec's choice).
+fn json_nodes(tool: &JsonObject) -> usize {
+    let mut count = 1;
+    let mut stack: Vec<&serde_json::Value> = tool.values().collect();
+    while let Some(v) = stack.pop() {
+        count += 1;
+        match v {
+            serde_json::Value::Array(a) => stack.extend(a),
+            serde_json::Value::Object(m) => stack.extend(m.values()),
+            _ => {}
+        }
+    }
+    count
+}
+
+/// Most keywords dropped from one input schema before the operation is skipped instead.
+const MAX_REPAIRS: usize = 16;
+
+/// Makes `schema` one the call-time validator can compile: a keyword it refuses (an
+/// invalid `pattern` for its regex engine, `minLength: "three"`) would otherwise fail
+/// every call of the tool. Each such keyword is dropped; the answer says which and why
+/// (for the import report), or why the schema is beyond repair.
+fn repair_schema(schema: &mut serde_json::Value) -> Result<Vec<String>, String> {
+    let mut dropped = Vec::new();
+    loop {
+        let (at, why) = match jsonschema::validator_for(schema) {
+            Ok(_) => return Ok(dropped),
+            Err(e) => (e.instance_path().to_string(), e.to_string()),
+        };
+        if dropped.len() >= MAX_REPAIRS || !remove_at(schema, &at) {
+            return Err(format!(
+                "its input schema cannot be used for validation ({why} at '{at}')"
+            ));
+        }
+        dropped.push(format!("input schema keyword '{at}' dropped: {why}"));
+    }
+}
+
+/// Removes the member or element `pointer` names; `false` when there is none (or it
+/// is the root).
+fn remove_at(root: &mut serde_json::Value, pointer: &str) -> bool {
+    let Some((parent, last)) = pointer.rsplit_once('/') else {
+        return false;
+    };
+    let last = last.replace("~1", "/").replace("~0", "~");
+    match root.pointer_mut(parent) {
+        Some(serde_json::Value::Object(m)) => m.remove(&last).is_some(),
+        Some(serde_json::Value::Array(a)) => match last.parse::<usize>() {
+            Ok(i) if i < a.len() => {
+                a.remove(i);
+                true
+            }
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// What [`build`] makes of the loaded documents.
+pub(super) struct Built {
+    pub tools: Vec<ToolDef>,
+    pub entries: HashMap<String, Entry>,
+    pub auth: Auth,
+    pub health_base: Option<Url>,
+    pub report: ImportReport,
+}
+
+/// The synchronous part of an import: normalize, check references, model, convert.
+pub(super) fn build(
+    name: &str,
+    config: &OpenApiConfig,
+    mut docs: load::Documents,
+) -> Result<Built, LoadError> {
+    let spec_url = docs.docs[0].base.clone();
+    let version = normalize::normalize_document(&mut docs.docs[0].root, spec_url.as_ref())?;
+    refs::check_refs(&docs)?;
+    let api = model::build(&docs)?;
+    let root_servers = api.servers.clone();
+    drop(docs);
+    let auth = Auth::new(
+        api.security_schemes.clone(),
+        config.auth.clone(),
+        spec_url.clone(),
+    )?;
+    let operations = api.operations.len() + api.skipped.len();
+    let mut report = ImportReport {
+        spec_version: match version {
+            normalize::Version::Swagger2 => "2.0",
+            normalize::Version::V30 => "3.0",
+            normalize::Version::V31 => "3.1",
+        }
+        .into(),
+        operations,
+        cut_references: api.cuts,
+        skipped: api
+            .skipped
+            .iter()
+            .map(|(o, r)| SkippedOperation {
+                operation: o.clone(),
+                reason: r.clone(),
+            })
+            .collect(),
+        ..ImportReport::default()
+    };
+    let mut kept = Vec::new();
+    for op in api.operations {
+        match convert::filter(&config.filters, &op) {
+            Ok(()) => kept.push(op),
+            Err(reason) => report.skipped.push(SkippedOperation {
+                operation: op
+                    .operation_id
+                    .clone()
+                    .unwrap_or_else(|| format!("{} {}", op.method, op.path)),
+                reason,
+            }),
+        }
+    }
+    let budget = MAX_QUALIFIED.saturating_sub(name.len() + 2).max(MIN_BARE);
+    let (names, shortened) = naming::assign(&kept, budget);
+    report.shortened = shortened;
+    report.name_budget = budget;
+    let mut tools = Vec::with_capacity(kept.len());
+    let mut entries = HashMap::with_capacity(kept.len());
+    let mut bytes = 0;
+    let mut nodes = 0;
+    for (op, tool_name) in kept.into_iter().zip(names) {
+        let mut conv = convert::convert(&op);
+        let label = op
+            .operation_id
+            .clone()
+            .unwrap_or_else(|| format!("{} {}", op.method, op.path));
+        match repair_schema(&mut conv.input_schema) {
+            Ok(dropped) => {
+                report
+                    .repaired
+                    .extend(dropped.into_iter().map(|reason| SkippedOperation {
+                        operation: label.clone(),
+                        reason,
+                    }))
+            }
+            Err(reason) => {
+                report.skipped.push(SkippedOperation {
+                    operation: label,
+                    reason,
+                });
+                continue;
+            }
+        }
+        let raw = convert::tool_json(&tool_name, &op, &conv);
+        // A schema is copied into every tool that uses it: a spec small enough to
+        // load could still make tools without end.
+        nodes += json_nodes(&raw);
+        if nodes > config.max_schema_nodes {
+            return Err(LoadError::Invalid {
+                pointer: format!("operation {label}"),
+                detail: format!(
+                    "the tools made from this spec hold more JSON nodes than \
+                     max_schema_nodes allows ({}): schemas used by many operations are \
+                     copied into each; raise max_schema_nodes if this spec is trusted",
+                    config.max_schema_nodes
+                ),
+            });
+        }
+        bytes += serde_json::to_vec(&raw).map(|v| v.len()).unwrap_or(0);
+        let base = resolve_base(config, spec_url.as_ref(), &op.servers);
+        tools.push(ToolDef {
+            name: tool_name.clone(),
+            raw,
+        });
+        entries.insert(
+            tool_name,
+            Entry {
+                op,
+                conv,
+                base,
+                validator: OnceLock::new(),
+            },
+        );
+    }
+    report.imported = tools.len();
+    report.approx_tokens = bytes / 4;
+    let health_base = resolve_base(config, spec_url.as_ref(), &root_servers).ok();
+    Ok(Built {
+        tools,
+        entries,
+        auth,
+        health_base,
+        report,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn unusable_keywords_are_dropped_and_named() {
+        let mut schema = json!({"type": "object", "properties": {
+            "q": {"type": "string", "pattern": "(?<!x"},
+            "n": {"type": "string", "minLength": "three"},
+            "a/b": {"type": "string", "pattern": "["},
+            "ok": {"type": "string", "pattern": "^[a-z]+$"}
+        }, "required": ["q"]});
+        let dropped = repair_schema(&mut schema).unwrap();
+        assert_eq!(dropped.len(), 3, "{dropped:?}");
+        assert!(dropped.iter().any(|d| d.contains("/properties/q/pattern")));
+        assert!(
+            dropped
+                .iter()
+                .any(|d| d.contains("/properties/n/minLength"))
+        );
+        assert!(schema["properties"]["a/b"].get("pattern").is_none());
+        assert_eq!(schema["properties"]["ok"]["pattern"], "^[a-z]+$");
+        assert_eq!(schema["required"], json!(["q"]));
+        let mut fine = json!({"type": "object"});
+        assert_eq!(repair_schema(&mut fine).unwrap(), Vec::<String>::new());
+        let mut typed = json!({"type": 5});
+        assert_eq!(repair_schema(&mut typed).unwrap().len(), 1);
+        assert_eq!(typed, json!({}));
+        // beyond repair: the root itself
+        let e = repair_schema(&mut json!(5)).unwrap_err();
+        assert!(e.contains("cannot be used for validation"), "{e}");
+    }
+}
