@@ -544,22 +544,16 @@ impl Gateway {
         let arguments_for_audit = mounted
             .audit_arguments
             .then(|| serde_json::Value::Object(arguments.clone()).to_string());
-        let permit = match mounted.concurrency.clone().try_acquire_owned() {
-            Ok(permit) => Ok(permit),
-            Err(_) => tokio::time::timeout(
-                Duration::from_secs(2).min(ctx.remaining()),
-                mounted.concurrency.clone().acquire_owned(),
-            )
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .ok_or_else(|| ToolError::RateLimited {
-                message: format!(
-                    "upstream '{}' is running as many calls as it is allowed to; retry in a moment",
-                    entry.upstream
-                ),
-                retry_after: Some(Duration::from_secs(1)),
-            }),
+        // Checked as a `Value` that owns the arguments (no copy of them).
+        let instance = serde_json::Value::Object(arguments);
+        let checked = entry.validator.check(name, &entry.definition, &instance);
+        let arguments = match instance {
+            serde_json::Value::Object(arguments) => arguments,
+            _ => JsonObject::new(), // never: built from an object just above
+        };
+        let permit = match checked {
+            Err(error) => Err(error),
+            Ok(()) => admit(mounted, &entry.upstream, &ctx).await,
         };
         let outcome = match permit.as_ref().map(|_| mounted.upstream.connection()) {
             Err(error) => Err(error.clone()),
@@ -818,6 +812,30 @@ impl Gateway {
             mounted.upstream.shutdown().await;
         }
     }
+}
+
+/// Waits (briefly) for one of `mounted`'s call slots; `RateLimited` when none frees up.
+async fn admit(
+    mounted: &Mounted,
+    upstream: &str,
+    ctx: &CallContext,
+) -> Result<tokio::sync::OwnedSemaphorePermit, ToolError> {
+    if let Ok(permit) = mounted.concurrency.clone().try_acquire_owned() {
+        return Ok(permit);
+    }
+    tokio::time::timeout(
+        Duration::from_secs(2).min(ctx.remaining()),
+        mounted.concurrency.clone().acquire_owned(),
+    )
+    .await
+    .ok()
+    .and_then(Result::ok)
+    .ok_or_else(|| ToolError::RateLimited {
+        message: format!(
+            "upstream '{upstream}' is running as many calls as it is allowed to; retry in a moment"
+        ),
+        retry_after: Some(Duration::from_secs(1)),
+    })
 }
 
 /// Starts upstream `name` of `config` when it needs no import first: an MCP upstream

@@ -27,3 +27,4 @@ pub mod session;
 pub mod state;
 pub mod summary;
 pub mod truncate;
+pub mod validate;

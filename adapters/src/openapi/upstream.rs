@@ -1,11 +1,10 @@
 //! [`OpenApiUpstream`]: an OpenAPI description behind the same [`Upstream`] contract as
 //! an MCP server. Loading runs the whole pipeline once (fetch, normalize, check refs,
-//! model, convert); calls validate arguments against the tool's input schema (the
-//! validator is compiled on first use), build the request, apply auth and map the
-//! response. One pooled reqwest client per upstream, guarded against SSRF.
+//! model, convert); calls build the request from arguments the gateway already checked
+//! against the tool's input schema, apply auth and map the response. One pooled reqwest client per upstream, guarded against SSRF.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -60,7 +59,6 @@ struct Entry {
     op: Operation,
     conv: Converted,
     base: Result<Url, String>,
-    validator: OnceLock<Result<jsonschema::Validator, String>>,
 }
 
 /// An OpenAPI upstream.
@@ -190,15 +188,7 @@ impl OpenApiUpstream {
                 name: tool_name.clone(),
                 raw,
             });
-            entries.insert(
-                tool_name,
-                Entry {
-                    op,
-                    conv,
-                    base,
-                    validator: OnceLock::new(),
-                },
-            );
+            entries.insert(tool_name, Entry { op, conv, base });
         }
         report.imported = tools.len();
         report.approx_tokens = bytes / 4;
@@ -228,42 +218,6 @@ impl OpenApiUpstream {
         ))
     }
 
-    fn validate(
-        &self,
-        tool: &str,
-        entry: &Entry,
-        instance: &serde_json::Value,
-    ) -> Result<(), ToolError> {
-        let validator = entry.validator.get_or_init(|| {
-            jsonschema::validator_for(&entry.conv.input_schema).map_err(|e| e.to_string())
-        });
-        let validator = validator.as_ref().map_err(|e| {
-            ToolError::Failed(format!(
-                "the input schema of '{tool}' cannot be compiled: {e}"
-            ))
-        })?;
-        let problems: Vec<String> = validator
-            .iter_errors(instance)
-            .take(20)
-            .map(|e| {
-                let at = e.instance_path().to_string();
-                let at = if at.is_empty() {
-                    "(arguments)".to_owned()
-                } else {
-                    at
-                };
-                format!("- {at}: {e}")
-            })
-            .collect();
-        if problems.is_empty() {
-            return Ok(());
-        }
-        Err(ToolError::InvalidArgs(format!(
-            "arguments for '{tool}' do not match its input schema:\n{}\nfix these and call again",
-            problems.join("\n")
-        )))
-    }
-
     /// Like [`Upstream::call`], also forwarding those of `incoming` headers that the
     /// config lists in `forward_headers`.
     pub async fn call_with_headers(
@@ -279,12 +233,9 @@ impl OpenApiUpstream {
         let entry = self.entries.get(tool).ok_or_else(|| {
             ToolError::NotFound(format!("upstream '{}' has no tool '{tool}'", self.name))
         })?;
-        // Validated as a `Value` that owns the arguments (no copy of them).
-        let instance = serde_json::Value::Object(arguments);
-        self.validate(tool, entry, &instance)?;
-        let no_arguments = JsonObject::new();
-        // Always an object: it was built from one just above.
-        let arguments = instance.as_object().unwrap_or(&no_arguments);
+        // The gateway checked the arguments against the advertised input schema
+        // (`toolgate::validate`) before the call reached this adapter.
+        let arguments = &arguments;
         let base = entry
             .base
             .as_ref()

@@ -1,0 +1,177 @@
+//! The call contract a caller relies on, against a real MCP server in this process
+//! (an rmcp server that records what reached it):
+//! - arguments are checked against the advertised `inputSchema` for MCP tools too: an
+//!   invalid call is an `invalid_args` result naming each failing field, and the
+//!   upstream never sees it;
+//! - a REST caller that hangs up cancels the upstream call, and the abandoned call is
+//!   counted (audit line, metric).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use rmcp::{
+    ErrorData as McpError, RoleServer, ServerHandler,
+    model::{
+        CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult,
+        PaginatedRequestParams, ServerConfig,
+    },
+    service::RequestContext,
+    transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    },
+};
+use serde_json::json;
+use tokio::sync::Notify;
+use toolgate_e2e::{Gateway, McpSession, first_text, heavy_lock};
+
+/// A real MCP server that validates nothing and counts every call that reaches it.
+#[derive(Clone, Default)]
+struct Recorder {
+    calls: Arc<AtomicUsize>,
+    started: Arc<Notify>,
+    cancelled: Arc<Notify>,
+}
+
+impl ServerHandler for Recorder {
+    fn get_info(&self) -> ServerConfig {
+        serde_json::from_value(json!({
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "recorder", "version": "1"}
+        }))
+        .unwrap()
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(serde_json::from_value(json!({"tools": [
+            {"name": "count", "description": "Counts to `count`",
+             "inputSchema": {"type": "object",
+                "properties": {"count": {"type": "integer", "minimum": 1},
+                               "label": {"type": "string"}},
+                "required": ["count"]}},
+            {"name": "wait", "description": "Blocks until cancelled (60 s at most)",
+             "inputSchema": {"type": "object", "properties": {}}}
+        ]}))
+        .unwrap())
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let text = match request.name.as_ref() {
+            "wait" => {
+                self.started.notify_one();
+                tokio::select! {
+                    _ = cx.ct.cancelled() => {
+                        self.cancelled.notify_one();
+                        "cancelled".to_owned()
+                    }
+                    _ = tokio::time::sleep(Duration::from_secs(60)) => "ran to completion".to_owned(),
+                }
+            }
+            _ => format!("counted {}", json!(request.arguments)),
+        };
+        let r: CallToolResult =
+            serde_json::from_value(json!({"content": [{"type": "text", "text": text}]})).unwrap();
+        Ok(r.into())
+    }
+}
+
+async fn start_recorder(recorder: Recorder) -> String {
+    let service: StreamableHttpService<Recorder, LocalSessionManager> = StreamableHttpService::new(
+        move || Ok(recorder.clone()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let router = axum::Router::new().nest_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    format!("http://{addr}/mcp")
+}
+
+async fn recorder_gateway() -> (Recorder, Gateway) {
+    let recorder = Recorder::default();
+    let url = start_recorder(recorder.clone()).await;
+    let gateway = Gateway::start(json!({
+        "upstreams": {"rec": {"streamable_http": {"url": url, "headers": {}}}}
+    }))
+    .await;
+    (recorder, gateway)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_arguments_to_an_mcp_tool_never_reach_the_upstream() {
+    let _serial = heavy_lock().await;
+    let (recorder, mut gateway) = recorder_gateway().await;
+    let session = McpSession::connect(&gateway.mcp_url())
+        .await
+        .expect("initialize");
+
+    let ex = session
+        .call_tool("rec__count", json!({"count": 3}))
+        .await
+        .expect("valid call");
+    assert_eq!(first_text(ex.result()), r#"counted {"count":3}"#);
+    assert_eq!(recorder.calls.load(Ordering::SeqCst), 1);
+
+    for (arguments, pointers) in [
+        (json!({"count": "three"}), vec!["/count"]),
+        (json!({"count": 0, "label": 7}), vec!["/count", "/label"]),
+        (json!({}), vec!["/:"]),
+    ] {
+        let ex = session
+            .call_tool("rec__count", arguments.clone())
+            .await
+            .expect("invalid call");
+        let result = ex.result();
+        assert_eq!(result["isError"], true, "{arguments}: {result:#}");
+        assert_eq!(
+            result["_meta"]["toolgate/error"], "invalid_args",
+            "{result:#}"
+        );
+        let text = first_text(result);
+        assert!(
+            text.contains("'rec__count'"),
+            "names the tool called: {text}"
+        );
+        for pointer in pointers {
+            assert!(
+                text.contains(pointer),
+                "{arguments}: names {pointer}: {text}"
+            );
+        }
+    }
+    // The same over REST: 400 invalid_args.
+    let (status, body) = toolgate_e2e::rest_post(
+        &gateway,
+        "/v1/tools/rec__count/call",
+        None,
+        json!({"arguments": {"count": "three"}}),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], "invalid_args", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("/count")),
+        "{body}"
+    );
+    assert_eq!(
+        recorder.calls.load(Ordering::SeqCst),
+        1,
+        "no invalid call reached the upstream"
+    );
+    gateway.assert_alive();
+}
