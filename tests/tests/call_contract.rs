@@ -175,3 +175,94 @@ async fn invalid_arguments_to_an_mcp_tool_never_reach_the_upstream() {
     );
     gateway.assert_alive();
 }
+
+/// The count of `rec__wait` calls with outcome `cancelled` in `/metrics`.
+async fn cancelled_calls(gateway: &Gateway) -> u64 {
+    let prefix =
+        r#"toolgate_tool_calls_total{tool="rec__wait",upstream="rec",outcome="cancelled"} "#;
+    toolgate_e2e::http()
+        .get(gateway.url("/metrics"))
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("metrics text")
+        .lines()
+        .find_map(|line| line.strip_prefix(prefix))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rest_caller_that_hangs_up_cancels_the_upstream_call() {
+    let _serial = heavy_lock().await;
+    let (recorder, mut gateway) = recorder_gateway().await;
+    let cases: [(&str, &str, Option<&str>, serde_json::Value); 4] = [
+        (
+            "plain",
+            "/v1/tools/rec__wait/call",
+            None,
+            json!({"arguments": {}}),
+        ),
+        (
+            "SSE",
+            "/v1/tools/rec__wait/call",
+            Some("text/event-stream"),
+            json!({"arguments": {}}),
+        ),
+        (
+            "NDJSON",
+            "/v1/tools/rec__wait/call",
+            Some("application/x-ndjson"),
+            json!({"arguments": {}}),
+        ),
+        (
+            "tool_calls batch",
+            "/v1/tool_calls",
+            None,
+            json!({"tool_calls": [{"id": "c1", "type": "function",
+                "function": {"name": "rec__wait", "arguments": "{}"}}]}),
+        ),
+    ];
+    for (round, (what, path, accept, body)) in cases.into_iter().enumerate() {
+        let mut request = toolgate_e2e::http().post(gateway.url(path)).json(&body);
+        if let Some(accept) = accept {
+            request = request.header("accept", accept);
+        }
+        let call = tokio::spawn(async move {
+            // Streams answer their headers at once: read the body until hung up.
+            if let Ok(response) = request.send().await {
+                let _ = response.bytes().await;
+            }
+        });
+        tokio::time::timeout(Duration::from_secs(30), recorder.started.notified())
+            .await
+            .unwrap_or_else(|_| panic!("{what}: the upstream never received the call"));
+        // Hang up: the request (and its connection) is dropped mid-call.
+        call.abort();
+        let _ = call.await;
+        tokio::time::timeout(Duration::from_secs(15), recorder.cancelled.notified())
+            .await
+            .unwrap_or_else(|_| panic!("{what}: hanging up did not cancel the upstream call"));
+        let counted = round as u64 + 1;
+        toolgate_e2e::wait_for(
+            &format!("{what}: the abandoned call counted as cancelled"),
+            Duration::from_secs(15),
+            || async { (cancelled_calls(&gateway).await >= counted).then_some(()) },
+        )
+        .await;
+    }
+    let logs = gateway.proc.logs();
+    assert!(
+        logs.lines()
+            .filter(|l| l.contains("tool call")
+                && l.contains("rec__wait")
+                && l.contains("cancelled"))
+            .count()
+            >= 4,
+        "an audit line per abandoned call: {logs}"
+    );
+    gateway.assert_alive();
+}

@@ -293,7 +293,14 @@ async fn one(
     }
     let mut ctx = CallContext::new(call_timeout, request.id.clone());
     ctx.request_headers = request_headers;
-    call::execute(&door.gateway, caller, &request.name, arguments, ctx).await
+    call::execute_cancellable(
+        door.gateway.clone(),
+        caller.clone(),
+        request.name.clone(),
+        arguments,
+        ctx,
+    )
+    .await
 }
 
 /// A call that was never made: the model's request itself was wrong.

@@ -217,7 +217,7 @@ async fn call_tool(
         return stream::respond(door.clone(), caller, name, arguments, ctx, format);
     }
     ctx.request_headers = Arc::new(headers);
-    let finished = call::execute(gateway, &caller, &name, arguments, ctx).await;
+    let finished = call::execute_cancellable(gateway.clone(), caller, name, arguments, ctx).await;
     match (finished.answer(), &finished.outcome) {
         (Some(answer), _) => Json(answer).into_response(),
         (None, Err(e)) => tool_error(e),
