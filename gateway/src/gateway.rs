@@ -564,6 +564,14 @@ impl Gateway {
                         ctx.deadline = deadline;
                     }
                     let timeout = ctx.remaining();
+                    // Errors say the limit as it was configured (`2s`): the upstream's
+                    // `call_timeout` when it is the one that applies (the caller's
+                    // deadline is usually the same setting, measured a moment earlier).
+                    let limit = if timeout + Duration::from_millis(500) >= mounted.call_timeout {
+                        mounted.call_timeout
+                    } else {
+                        timeout
+                    };
                     let cancel = ctx.cancel.clone();
                     match tokio::time::timeout(
                         timeout + Duration::from_millis(250),
@@ -571,13 +579,15 @@ impl Gateway {
                     )
                     .await
                     {
-                        Ok(result) => result,
-                        Err(_) => {
+                        Ok(Err(ToolError::Timeout(_))) | Err(_) => {
                             // The adapter should have timed out itself; make sure the
                             // upstream hears about it anyway.
                             cancel.cancel();
-                            Err(ToolError::timeout(&entry.upstream, name, timeout))
+                            Err(ToolError::timeout(&entry.upstream, name, limit))
                         }
+                        // Adapters name the upstream's own tool; the caller knows it by
+                        // the catalog name.
+                        Ok(result) => result.map_err(|e| e.naming(&entry.original, name)),
                     }
                 }
                 Connection::Connecting => {

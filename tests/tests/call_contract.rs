@@ -21,7 +21,7 @@ use rmcp::{
         StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
     },
 };
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::sync::Notify;
 use toolgate_e2e::{Gateway, McpSession, first_text, heavy_lock};
 
@@ -55,6 +55,10 @@ impl ServerHandler for Recorder {
                                "label": {"type": "string"}},
                 "required": ["count"]}},
             {"name": "wait", "description": "Blocks until cancelled (60 s at most)",
+             "inputSchema": {"type": "object", "properties": {}}},
+            {"name": "fail0", "description": "Fails with JSON-RPC error code 0",
+             "inputSchema": {"type": "object", "properties": {}}},
+            {"name": "limited", "description": "Answers a JSON-RPC rate-limit error",
              "inputSchema": {"type": "object", "properties": {}}}
         ]}))
         .unwrap())
@@ -76,6 +80,20 @@ impl ServerHandler for Recorder {
                     }
                     _ = tokio::time::sleep(Duration::from_secs(60)) => "ran to completion".to_owned(),
                 }
+            }
+            "fail0" => {
+                return Err(McpError::new(
+                    rmcp::model::ErrorCode(0),
+                    "the widget broke",
+                    None,
+                ));
+            }
+            "limited" => {
+                return Err(McpError::new(
+                    rmcp::model::ErrorCode(-32029),
+                    "rate limit exceeded",
+                    Some(json!({"retryAfter": 3})),
+                ));
             }
             _ => format!("counted {}", json!(request.arguments)),
         };
@@ -101,12 +119,18 @@ async fn start_recorder(recorder: Recorder) -> String {
 }
 
 async fn recorder_gateway() -> (Recorder, Gateway) {
+    recorder_gateway_with(json!({})).await
+}
+
+/// A gateway in front of a fresh recorder, `settings` merged into its upstream config.
+async fn recorder_gateway_with(settings: Value) -> (Recorder, Gateway) {
     let recorder = Recorder::default();
     let url = start_recorder(recorder.clone()).await;
-    let gateway = Gateway::start(json!({
-        "upstreams": {"rec": {"streamable_http": {"url": url, "headers": {}}}}
-    }))
-    .await;
+    let mut upstream = json!({"streamable_http": {"url": url, "headers": {}}});
+    if let (Some(upstream), Some(settings)) = (upstream.as_object_mut(), settings.as_object()) {
+        upstream.extend(settings.clone());
+    }
+    let gateway = Gateway::start(json!({"upstreams": {"rec": upstream}})).await;
     (recorder, gateway)
 }
 
@@ -263,6 +287,200 @@ async fn a_rest_caller_that_hangs_up_cancels_the_upstream_call() {
             .count()
             >= 4,
         "an audit line per abandoned call: {logs}"
+    );
+    gateway.assert_alive();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_name_the_called_tool_and_configured_durations() {
+    let _serial = heavy_lock().await;
+    let (_recorder, mut gateway) = recorder_gateway_with(json!({"call_timeout": "2s"})).await;
+    let session = McpSession::connect(&gateway.mcp_url())
+        .await
+        .expect("initialize");
+
+    let result = session
+        .call_tool("rec__wait", json!({}))
+        .await
+        .expect("call that times out");
+    let result = result.result();
+    assert_eq!(result["_meta"]["toolgate/error"], "timeout", "{result:#}");
+    let text = first_text(result);
+    assert!(
+        text.contains("'rec__wait'"),
+        "names what was called: {text}"
+    );
+    assert!(
+        !text.contains("'wait'"),
+        "not the upstream's own name: {text}"
+    );
+    assert!(
+        text.contains("within 2s"),
+        "the duration as configured: {text}"
+    );
+
+    let ex = session
+        .call_tool("rec__fail0", json!({}))
+        .await
+        .expect("fail0");
+    let text = first_text(ex.result());
+    assert!(text.contains("the widget broke"), "{text}");
+    assert!(text.contains("'rec__fail0'"), "{text}");
+    assert!(!text.contains("code 0"), "no meaningless code: {text}");
+
+    // A JSON-RPC rate-limit error is `rate_limited`, with the upstream's hint.
+    let ex = session
+        .call_tool("rec__limited", json!({}))
+        .await
+        .expect("limited");
+    let result = ex.result();
+    assert_eq!(
+        result["_meta"]["toolgate/error"], "rate_limited",
+        "{result:#}"
+    );
+    assert_eq!(result["_meta"]["toolgate/retryAfterMs"], 3000, "{result:#}");
+    let response = toolgate_e2e::http()
+        .post(gateway.url("/v1/tools/rec__limited/call"))
+        .json(&json!({"arguments": {}}))
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await
+        .expect("REST call");
+    assert_eq!(response.status(), 429);
+    assert_eq!(
+        response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok()),
+        Some("3")
+    );
+    gateway.assert_alive();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_mcp_request_gets_no_response() {
+    let _serial = heavy_lock().await;
+    let (recorder, mut gateway) = recorder_gateway().await;
+    let session = McpSession::connect(&gateway.mcp_url())
+        .await
+        .expect("initialize");
+    let call = tokio::spawn({
+        let session = session.clone();
+        async move {
+            session
+                .request_with_id(
+                    json!(31),
+                    "tools/call",
+                    json!({"name": "rec__wait", "arguments": {}}),
+                    None,
+                    Duration::from_secs(60),
+                )
+                .await
+        }
+    });
+    tokio::time::timeout(Duration::from_secs(30), recorder.started.notified())
+        .await
+        .expect("the upstream never received the call");
+    session
+        .notify(
+            "notifications/cancelled",
+            Some(json!({"requestId": 31, "reason": "the user changed their mind"})),
+        )
+        .await
+        .expect("send notifications/cancelled");
+    tokio::time::timeout(Duration::from_secs(15), recorder.cancelled.notified())
+        .await
+        .expect("the upstream call was not cancelled");
+    let ex = tokio::time::timeout(Duration::from_secs(30), call)
+        .await
+        .expect("the call's stream did not end")
+        .expect("join")
+        .expect("the POST itself succeeds");
+    assert!(
+        ex.response.is_none(),
+        "a cancelled request is not answered: {:?}",
+        ex.response
+    );
+    gateway.assert_alive();
+}
+
+/// An API whose one operation always answers 429 with `Retry-After: 7`.
+async fn start_limited_api() -> String {
+    let router = axum::Router::new().route(
+        "/things",
+        axum::routing::get(|| async {
+            (
+                axum::http::StatusCode::TOO_MANY_REQUESTS,
+                [("retry-after", "7")],
+                "slow down",
+            )
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    format!("http://{addr}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_apis_429_is_rate_limited_with_its_retry_hint() {
+    let _serial = heavy_lock().await;
+    let base_url = start_limited_api().await;
+    let dir = toolgate_e2e::TempDir::new("limited-spec");
+    let spec = dir.path().join("limited.json");
+    std::fs::write(
+        &spec,
+        json!({
+            "openapi": "3.0.3",
+            "info": {"title": "limited", "version": "1"},
+            "paths": {"/things": {"get": {
+                "operationId": "listThings",
+                "responses": {"200": {"description": "ok"}}
+            }}}
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let mut gateway = Gateway::start(json!({"upstreams": {"lim": {"openapi": {
+        "spec_path": spec,
+        "base_url": base_url,
+        "allow_private_networks": true
+    }}}}))
+    .await;
+    let session = McpSession::connect(&gateway.mcp_url())
+        .await
+        .expect("initialize");
+    let ex = session
+        .call_tool("lim__listThings", json!({}))
+        .await
+        .expect("call");
+    let result = ex.result();
+    assert_eq!(
+        result["_meta"]["toolgate/error"], "rate_limited",
+        "{result:#}"
+    );
+    assert_eq!(result["_meta"]["toolgate/retryAfterMs"], 7000, "{result:#}");
+    let text = first_text(result);
+    assert!(
+        text.contains("'lim__listThings'") && text.contains("7s"),
+        "{text}"
+    );
+    let response = toolgate_e2e::http()
+        .post(gateway.url("/v1/tools/lim__listThings/call"))
+        .json(&json!({"arguments": {}}))
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await
+        .expect("REST call");
+    assert_eq!(response.status(), 429);
+    assert_eq!(
+        response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok()),
+        Some("7")
     );
     gateway.assert_alive();
 }

@@ -272,6 +272,26 @@ impl OpenApiUpstream {
                     continue;
                 }
                 let status = resp.status();
+                if status == reqwest::StatusCode::TOO_MANY_REQUESTS {
+                    // The caller can act on this (wait, then retry): a kind of its own,
+                    // with the API's hint, not an HTTP error result.
+                    let retry_after = resp
+                        .headers()
+                        .get(reqwest::header::RETRY_AFTER)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(crate::error::retry_after_header);
+                    return Err(ToolError::RateLimited {
+                        message: format!(
+                            "the API behind '{tool}' is rate limiting calls ({what} answered \
+                             HTTP 429); retry {}",
+                            match retry_after {
+                                Some(after) => format!("in {}", crate::error::duration_text(after)),
+                                None => "in a moment".to_owned(),
+                            }
+                        ),
+                        retry_after,
+                    });
+                }
                 let ct = resp
                     .headers()
                     .get(reqwest::header::CONTENT_TYPE)
