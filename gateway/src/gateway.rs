@@ -611,7 +611,10 @@ impl Gateway {
                     mounted.namespace,
                     &entry.upstream,
                 );
-                let (output, tokens) = self.fit_to_budget(name, mounted, output).await;
+                let output_schema = entry.definition.get("outputSchema").cloned();
+                let (output, tokens) = self
+                    .fit_to_budget(name, mounted, output, output_schema)
+                    .await;
                 (Ok(output), Some(tokens))
             }
             Err(error) => (Err(error), None),
@@ -666,6 +669,7 @@ impl Gateway {
         name: &str,
         mounted: &Mounted,
         output: CallOutput,
+        output_schema: Option<serde_json::Value>,
     ) -> (CallOutput, (usize, usize, bool)) {
         let config = self.config();
         let mut budget = config.results.clone();
@@ -688,11 +692,18 @@ impl Gateway {
                     .map(str::len)
                     .sum::<usize>()
                     > 64 * 1024
+            })
+            || output.raw.get("structuredContent").is_some_and(|s| {
+                s.as_array().is_some_and(|a| a.len() > 256)
+                    || s.as_object().is_some_and(|o| {
+                        o.values()
+                            .any(|v| v.as_array().is_some_and(|a| a.len() > 256))
+                    })
             });
         let fitted = if large {
             let raw = output.raw;
             match tokio::task::spawn_blocking(move || {
-                crate::truncate::truncate_result(raw, &budget)
+                crate::truncate::truncate_result_for(raw, &budget, output_schema.as_ref())
             })
             .await
             {
@@ -709,8 +720,24 @@ impl Gateway {
                 }
             }
         } else {
-            crate::truncate::truncate_result(output.raw, &budget)
+            crate::truncate::truncate_result_for(output.raw, &budget, output_schema.as_ref())
         };
+        if let Some(reason) = &fitted.unfit {
+            // A result the client would reject (its structured part missing or not
+            // matching the output schema) is worse than an error the model can act on.
+            let message = format!(
+                "the result of '{name}' is too large for its token budget ({} tokens) and \
+                 cannot be shortened: {reason}; call it again asking for less (a filter, a \
+                 smaller page or limit)",
+                fitted.original_tokens
+            );
+            return (
+                CallOutput {
+                    raw: crate::errors::error_result(&ToolError::Failed(message)),
+                },
+                (fitted.original_tokens, 0, true),
+            );
+        }
         (
             CallOutput { raw: fitted.raw },
             (

@@ -97,6 +97,7 @@ pub use toolgate_adapters::JsonObject;
 
 mod json;
 mod memo;
+mod structured;
 mod text;
 
 use memo::{PieceCounter, Progress};
@@ -166,6 +167,10 @@ pub struct Truncated {
     pub result_tokens: usize,
     /// Whether anything was cut, removed or replaced.
     pub truncated: bool,
+    /// Set when the result cannot be made to fit and still match the tool's
+    /// `outputSchema` (why not): the caller answers an error result instead, since a
+    /// client would reject this one.
+    pub unfit: Option<String>,
 }
 
 /// Counts the tokens of `text`. Counts of repeated short pieces are remembered (see
@@ -288,7 +293,8 @@ fn base64_decoded_len(data: &str) -> usize {
 struct Survey {
     texts: Vec<TextAt>,
     oversized: Vec<Oversized>,
-    structured_bytes: Option<usize>,
+    /// `structuredContent` as compact JSON (what the model receives of it).
+    structured: Option<String>,
 }
 
 fn survey(raw: &JsonObject, budget: &Budget) -> Survey {
@@ -340,13 +346,13 @@ fn survey(raw: &JsonObject, budget: &Budget) -> Survey {
             }
         }
     }
-    let structured_bytes = raw
+    let structured = raw
         .get("structuredContent")
-        .and_then(|v| json_len_over(v, budget.structured_max_bytes));
+        .and_then(|v| serde_json::to_string(v).ok());
     Survey {
         texts,
         oversized,
-        structured_bytes,
+        structured,
     }
 }
 
@@ -357,37 +363,33 @@ fn mime_of(obj: &Map<String, Value>) -> String {
         .to_owned()
 }
 
-/// Serialized length of `v` when it exceeds `limit` (stops writing shortly after).
-fn json_len_over(v: &Value, limit: usize) -> Option<usize> {
-    struct Counter {
-        n: usize,
-    }
-    impl std::io::Write for Counter {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.n += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut c = Counter { n: 0 };
-    let _ = serde_json::to_writer(&mut c, v);
-    (c.n > limit).then_some(c.n)
-}
-
 // ---------------------------------------------------------------------------------
 // The entry point.
 
-/// Fits a raw `CallToolResult` into `budget` (see the module docs for the rules).
+/// Fits a raw `CallToolResult` into `budget` (see the module docs for the rules), for
+/// a tool without an `outputSchema`.
 pub fn truncate_result(raw: JsonObject, budget: &Budget) -> Truncated {
+    truncate_result_for(raw, budget, None)
+}
+
+/// [`truncate_result`] for a tool whose `outputSchema` is `output_schema`: a shrunk
+/// `structuredContent` still matches it (or [`Truncated::unfit`] says why it cannot).
+pub fn truncate_result_for(
+    raw: JsonObject,
+    budget: &Budget,
+    output_schema: Option<&Value>,
+) -> Truncated {
     let enc = budget.encoding;
     let max_tokens = budget.max_tokens.max(MIN_TOKENS);
     let survey = survey(&raw, budget);
+    let structured_over_bytes = survey
+        .structured
+        .as_ref()
+        .is_some_and(|s| s.len() > budget.structured_max_bytes);
 
     // Cheap check first: early-exit counts against what is left of the budget. How far
     // each count got is kept: the exact counts below go on from there.
-    let mut under = survey.oversized.is_empty() && survey.structured_bytes.is_none();
+    let mut under = survey.oversized.is_empty() && !structured_over_bytes;
     let mut seen = 0usize;
     let mut checked = vec![Progress::default(); survey.texts.len()];
     if under {
@@ -404,27 +406,25 @@ pub fn truncate_result(raw: JsonObject, budget: &Budget) -> Truncated {
             }
         }
     }
+    if under && let Some(structured) = &survey.structured {
+        match count_till_limit(structured, enc, max_tokens - seen) {
+            Some(n) => seen += n,
+            None => under = false,
+        }
+    }
     if under {
         return Truncated {
             raw,
             original_tokens: seen,
             result_tokens: seen,
             truncated: false,
+            unfit: None,
         };
     }
 
     let mut raw = raw;
     let mut dropped: Vec<Value> = Vec::new();
-
-    // structuredContent: whole or gone.
-    if let Some(bytes) = survey.structured_bytes {
-        raw.remove("structuredContent");
-        dropped.push(serde_json::json!({
-            "what": "structuredContent",
-            "bytes": bytes,
-            "limit": budget.structured_max_bytes,
-        }));
-    }
+    let structured_tokens = survey.structured.as_deref().map(|s| count(s, enc));
 
     // Exact counts of every text part (needed for the totals and the markers).
     let totals: Vec<usize> = {
@@ -436,7 +436,7 @@ pub fn truncate_result(raw: JsonObject, budget: &Budget) -> Truncated {
             .map(|(&at, &progress)| count_rest(text_at(content, at).unwrap_or(""), enc, progress))
             .collect()
     };
-    let original_tokens: usize = totals.iter().sum();
+    let original_tokens: usize = totals.iter().sum::<usize>() + structured_tokens.unwrap_or(0);
 
     // Oversized binaries become notices (which count against the budget).
     let mut notice_tokens = 0usize;
@@ -480,9 +480,53 @@ pub fn truncate_result(raw: JsonObject, budget: &Budget) -> Truncated {
         }
     }
 
-    // Texts share what is left.
+    // Texts and structuredContent share what is left.
     let available = max_tokens.saturating_sub(notice_tokens);
-    let shares = water_fill(&totals, available);
+    let mut parts = totals.clone();
+    parts.extend(structured_tokens);
+    let mut shares = water_fill(&parts, available);
+    let structured_share = structured_tokens.and_then(|_| shares.pop());
+    let mut unfit = None;
+    let mut structured_cut = false;
+    if let (Some(share), Some(tokens), Some(text)) =
+        (structured_share, structured_tokens, &survey.structured)
+        && (tokens > share || structured_over_bytes)
+    {
+        let value = raw.get("structuredContent").cloned().unwrap_or_default();
+        let shrunk = catch_unwind(AssertUnwindSafe(|| {
+            structured::shrink(
+                &value,
+                output_schema,
+                budget.structured_max_bytes,
+                share,
+                enc,
+            )
+        }))
+        .unwrap_or_else(|_| Err("shortening it failed".to_owned()));
+        match shrunk {
+            Ok(shrunk) => {
+                raw.insert("structuredContent".into(), shrunk.value);
+                if let Value::Object(meta) = raw
+                    .entry("_meta")
+                    .or_insert_with(|| Value::Object(Map::new()))
+                {
+                    meta.insert("toolgate/structuredCuts".into(), Value::Array(shrunk.cuts));
+                }
+                structured_cut = true;
+            }
+            Err(reason) if output_schema.is_some() => unfit = Some(reason),
+            Err(reason) => {
+                // No schema asks for it: the part that cannot fit goes, flagged.
+                raw.remove("structuredContent");
+                dropped.push(serde_json::json!({
+                    "what": "structuredContent",
+                    "bytes": text.len(),
+                    "limit": budget.structured_max_bytes,
+                    "reason": reason,
+                }));
+            }
+        }
+    }
     let mut cut_any = false;
     if let Some(Value::Array(content)) = raw.get_mut("content") {
         for ((&at, &total), &share) in survey.texts.iter().zip(&totals).zip(&shares) {
@@ -523,7 +567,12 @@ pub fn truncate_result(raw: JsonObject, budget: &Budget) -> Truncated {
             }
     };
 
-    let truncated = cut_any || !dropped.is_empty();
+    let result_tokens = result_tokens
+        + raw
+            .get("structuredContent")
+            .and_then(|v| serde_json::to_string(v).ok())
+            .map_or(0, |s| count(&s, enc));
+    let truncated = cut_any || structured_cut || !dropped.is_empty();
     let meta = raw
         .entry("_meta")
         .or_insert_with(|| Value::Object(Map::new()));
@@ -543,6 +592,7 @@ pub fn truncate_result(raw: JsonObject, budget: &Budget) -> Truncated {
         original_tokens,
         result_tokens,
         truncated,
+        unfit,
     }
 }
 

@@ -192,7 +192,13 @@ fn check(raw: JsonObject, budget: &Budget) -> Truncated {
     let limit = budget.max_tokens.max(MIN_TOKENS);
     let before = serde_json::to_string(&raw).unwrap();
     let original_texts = text_parts(&raw);
-    let original_tokens: usize = original_texts.iter().map(|t| count(t, enc)).sum();
+    // What the model receives: text parts and structuredContent (as compact JSON).
+    let structured_tokens = |raw: &JsonObject| {
+        raw.get("structuredContent")
+            .map_or(0, |s| count(&serde_json::to_string(s).unwrap(), enc))
+    };
+    let original_tokens: usize =
+        original_texts.iter().map(|t| count(t, enc)).sum::<usize>() + structured_tokens(&raw);
     let original_blocks: Vec<Value> = match raw.get("content") {
         Some(Value::Array(a)) => a.clone(),
         _ => Vec::new(),
@@ -201,7 +207,8 @@ fn check(raw: JsonObject, budget: &Budget) -> Truncated {
 
     let t = truncate_result(raw, budget);
     let after_texts = text_parts(&t.raw);
-    let result_tokens: usize = after_texts.iter().map(|t| count(t, enc)).sum();
+    let result_tokens: usize =
+        after_texts.iter().map(|t| count(t, enc)).sum::<usize>() + structured_tokens(&t.raw);
 
     // Never over budget; counts are the real counts.
     assert!(
@@ -236,8 +243,19 @@ fn check(raw: JsonObject, budget: &Budget) -> Truncated {
         );
     }
 
-    // structuredContent: whole, or absent and flagged.
+    // structuredContent: whole, shortened (arrays keep their element type; the cuts
+    // listed in `_meta`), or absent and flagged.
     match (&structured, t.raw.get("structuredContent")) {
+        (Some(s), Some(kept)) if s != kept => {
+            let cuts = meta["toolgate/structuredCuts"]
+                .as_array()
+                .expect("cuts listed");
+            assert!(!cuts.is_empty());
+            assert!(
+                serde_json::to_string(kept).unwrap().len() <= budget.structured_max_bytes,
+                "within structured_max_bytes"
+            );
+        }
         (Some(s), Some(kept)) => assert_eq!(s, kept),
         (Some(_), None) => {
             let dropped = meta["toolgate/dropped"].as_array().expect("dropped list");

@@ -23,7 +23,7 @@ use rmcp::{
 };
 use serde_json::{Value, json};
 use tokio::sync::Notify;
-use toolgate_e2e::{Gateway, McpSession, first_text, heavy_lock};
+use toolgate_e2e::{Gateway, McpSession, first_text, heavy_lock, python, require, run_python};
 
 /// A real MCP server that validates nothing and counts every call that reaches it.
 #[derive(Clone, Default)]
@@ -59,7 +59,13 @@ impl ServerHandler for Recorder {
             {"name": "fail0", "description": "Fails with JSON-RPC error code 0",
              "inputSchema": {"type": "object", "properties": {}}},
             {"name": "limited", "description": "Answers a JSON-RPC rate-limit error",
-             "inputSchema": {"type": "object", "properties": {}}}
+             "inputSchema": {"type": "object", "properties": {}}},
+            {"name": "rows", "description": "3000 rows, structured",
+             "inputSchema": {"type": "object", "properties": {}},
+             "outputSchema": rows_schema(0)},
+            {"name": "unfit", "description": "3000 rows that must all be there",
+             "inputSchema": {"type": "object", "properties": {}},
+             "outputSchema": rows_schema(3000)}
         ]}))
         .unwrap())
     }
@@ -95,12 +101,40 @@ impl ServerHandler for Recorder {
                     Some(json!({"retryAfter": 3})),
                 ));
             }
+            "rows" | "unfit" => {
+                let rows: Vec<Value> = (0..3000)
+                    .map(|i| json!({"id": i, "name": format!("row number {i}")}))
+                    .collect();
+                let r: CallToolResult = serde_json::from_value(json!({
+                    "content": [{"type": "text", "text": "3000 rows"}],
+                    "structuredContent": {"rows": rows, "total": 3000},
+                }))
+                .unwrap();
+                return Ok(r.into());
+            }
             _ => format!("counted {}", json!(request.arguments)),
         };
         let r: CallToolResult =
             serde_json::from_value(json!({"content": [{"type": "text", "text": text}]})).unwrap();
         Ok(r.into())
     }
+}
+
+/// The output schema of `rows` (and, with `min_items` 3000, of `unfit`).
+fn rows_schema(min_items: usize) -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "rows": {"type": "array", "minItems": min_items, "items": {
+                "type": "object",
+                "properties": {"id": {"type": "integer"}, "name": {"type": "string"}},
+                "required": ["id", "name"],
+                "additionalProperties": false
+            }},
+            "total": {"type": "integer"}
+        },
+        "required": ["rows", "total"]
+    })
 }
 
 async fn start_recorder(recorder: Recorder) -> String {
@@ -481,6 +515,58 @@ async fn an_apis_429_is_rate_limited_with_its_retry_hint() {
             .get("retry-after")
             .and_then(|v| v.to_str().ok()),
         Some("7")
+    );
+    gateway.assert_alive();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shortened_structured_result_still_satisfies_the_python_sdk() {
+    let python = require!(python());
+    let _serial = heavy_lock().await;
+    let (_recorder, mut gateway) = recorder_gateway().await;
+    let url = gateway.mcp_url();
+    let out = tokio::task::spawn_blocking(move || {
+        run_python(
+            &python,
+            "structured_truncation.py",
+            &[&url, "rec__rows,rec__unfit"],
+            Duration::from_secs(120),
+        )
+    })
+    .await
+    .expect("python run");
+
+    // Over the budget (3000 rows ≈ 40k tokens): shorter, still valid, cuts in _meta.
+    let rows = &out["rec__rows"];
+    assert_eq!(rows["raised"], false, "{out:#}");
+    assert_eq!(rows["is_error"], false, "{out:#}");
+    assert_eq!(rows["valid"], true, "{out:#}");
+    let kept = rows["rows"].as_u64().unwrap_or(0);
+    assert!(kept > 0 && kept < 3000, "{out:#}");
+    let meta = &rows["meta"];
+    assert_eq!(meta["toolgate/truncated"], true, "{meta:#}");
+    let result_tokens = meta["toolgate/resultTokens"].as_u64().unwrap_or(u64::MAX);
+    assert!(
+        result_tokens <= 12_000,
+        "the budget bounds structuredContent too: {meta:#}"
+    );
+    assert!(
+        meta["toolgate/structuredCuts"]
+            .as_array()
+            .is_some_and(|cuts| cuts
+                .iter()
+                .any(|c| c["path"] == "/rows" && c["kept"] == kept && c["of"] == 3000)),
+        "{meta:#}"
+    );
+
+    // No valid shortening (every row required): an error result, never an exception.
+    let unfit = &out["rec__unfit"];
+    assert_eq!(unfit["raised"], false, "{out:#}");
+    assert_eq!(unfit["is_error"], true, "{out:#}");
+    let text = unfit["text"][0].as_str().unwrap_or_default();
+    assert!(
+        text.contains("'rec__unfit'") && text.contains("asking for less"),
+        "{text}"
     );
     gateway.assert_alive();
 }
