@@ -226,11 +226,15 @@ pub enum AuthError {
     /// A JWT whose signature verifies but whose claims do not fit: `iss`, `aud`, or
     /// the tenant claim.
     InvalidClaims(String),
+    /// A valid token (or key) naming a tenant that this gateway does not have. Said
+    /// apart from missing credentials, since a token was sent; no tenant is named.
+    UnknownTenant,
 }
 
 impl AuthError {
     /// A stable, machine-readable code: `missing_credentials`, `unsupported_scheme`,
-    /// `invalid_credentials`, `expired`, `not_yet_valid`, `invalid_claims`.
+    /// `invalid_credentials`, `expired`, `not_yet_valid`, `invalid_claims`,
+    /// `unknown_tenant`.
     pub fn code(&self) -> &'static str {
         match self {
             AuthError::MissingCredentials => "missing_credentials",
@@ -239,6 +243,7 @@ impl AuthError {
             AuthError::Expired => "expired",
             AuthError::NotYetValid => "not_yet_valid",
             AuthError::InvalidClaims(_) => "invalid_claims",
+            AuthError::UnknownTenant => "unknown_tenant",
         }
     }
 
@@ -279,6 +284,11 @@ impl fmt::Display for AuthError {
                 "the token is not valid yet (`nbf` is in the future): check the issuer's clock",
             ),
             AuthError::InvalidClaims(reason) => write!(f, "the token is not accepted: {reason}"),
+            AuthError::UnknownTenant => f.write_str(
+                "unknown tenant: the token verifies, but the tenant it names is not configured \
+                 on this gateway; ask its issuer for a token naming a tenant you belong to, or \
+                 ask the gateway's operator to add the tenant",
+            ),
         }
     }
 }

@@ -570,3 +570,38 @@ async fn a_shortened_structured_result_still_satisfies_the_python_sdk() {
     );
     gateway.assert_alive();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_valid_token_naming_an_unknown_tenant_is_told_so() {
+    const SECRET: &str = "an-hs256-secret-of-at-least-32-bytes!";
+    let _serial = heavy_lock().await;
+    let mut gateway = Gateway::start(json!({
+        "jwt": {"hs256_secret": SECRET},
+        "tenants": {"acme": {"allow": ["*"]}}
+    }))
+    .await;
+    let token = |tenant: &str| {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        jsonwebtoken::encode(
+            &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+            &json!({"tenant": tenant, "iat": now, "exp": now + 300}),
+            &jsonwebtoken::EncodingKey::from_secret(SECRET.as_bytes()),
+        )
+        .unwrap()
+    };
+    let (status, body) = toolgate_e2e::rest_get(&gateway, "/v1/tools", Some(&token("acme"))).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = toolgate_e2e::rest_get(&gateway, "/v1/tools", Some(&token("ghost"))).await;
+    assert_eq!(status, 401, "{body}");
+    assert_eq!(body["error"]["code"], "unknown_tenant", "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("unknown tenant"), "{message}");
+    assert!(
+        !message.contains("acme") && !message.contains("ghost"),
+        "names no tenant: {message}"
+    );
+    gateway.assert_alive();
+}

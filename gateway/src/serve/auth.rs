@@ -52,6 +52,18 @@ impl FrontDoor {
             None
         } else {
             match self.authenticator.authenticate(authorization).await {
+                // A verified token naming no configured tenant: said as such, not as
+                // missing credentials (a token was sent).
+                Ok(Some(name)) if policy.tenant(&name).is_none() => {
+                    let error = crate::credentials::AuthError::UnknownTenant;
+                    return Err(refusal(
+                        shape,
+                        StatusCode::UNAUTHORIZED,
+                        error.code(),
+                        &error.to_string(),
+                        Some(("www-authenticate", error.www_authenticate())),
+                    ));
+                }
                 Ok(tenant) => tenant,
                 Err(error) => {
                     return Err(refusal(

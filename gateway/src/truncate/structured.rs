@@ -76,7 +76,7 @@ pub(super) fn shrink(
             let (mut candidate, mut cuts) = walk.shorten(value, Some(schema_root), 0.0, "", 0);
             let mut optional = Vec::new();
             walk.optional_properties(&candidate, Some(schema_root), "", 0, &mut optional);
-            optional.sort_by(|a, b| b.1.cmp(&a.1));
+            optional.sort_by_key(|o| std::cmp::Reverse(o.1));
             let mut fitted = false;
             for (pointer, _) in optional {
                 if remove_at(&mut candidate, &pointer) {
@@ -167,10 +167,12 @@ impl<'a> Walk<'a> {
 
     fn item(&self, schema: Option<&'a Value>, index: usize) -> Option<&'a Value> {
         let schema = self.resolve(schema)?;
-        if let Some(prefix) = schema.get("prefixItems").and_then(Value::as_array) {
-            if let Some(item) = prefix.get(index) {
-                return Some(item);
-            }
+        if let Some(item) = schema
+            .get("prefixItems")
+            .and_then(Value::as_array)
+            .and_then(|prefix| prefix.get(index))
+        {
+            return Some(item);
         }
         schema.get("items").filter(|i| i.is_object())
     }

@@ -90,13 +90,7 @@ async fn caller(
                 .sessions
                 .get_owned(id, &tenant.name)
                 .await
-                .map_err(|e| {
-                    error(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "state_unavailable",
-                        e.to_string(),
-                    )
-                })?
+                .map_err(|e| super::auth::state_unavailable(Shape::Rest, &e.to_string()))?
                 .ok_or_else(|| {
                     error(
                         StatusCode::NOT_FOUND,
@@ -250,13 +244,8 @@ async fn create_session(State(door): State<Arc<FrontDoor>>, headers: HeaderMap) 
     };
     let session = match door.gateway.sessions.create(&tenant.name).await {
         Ok(session) => session,
-        Err(e) => {
-            return error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "state_unavailable",
-                e.to_string(),
-            );
-        }
+        // With `Retry-After`, as `/mcp` answers it.
+        Err(e) => return super::auth::state_unavailable(Shape::Rest, &e.to_string()),
     };
     let caller = Caller {
         tenant,
