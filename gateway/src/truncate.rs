@@ -52,11 +52,12 @@
 //!
 //! # What is counted
 //!
-//! The tokens of a result are the tokens of its text-bearing content: `text` blocks and
-//! the `text` of embedded `resource` blocks, each counted on its own and summed
-//! ([`count`] of each). `structuredContent` is bounded in bytes
-//! ([`Budget::structured_max_bytes`]), images, audio and embedded blobs in bytes
-//! ([`Budget::binary_max_bytes`], decoded size). Everything else passes through.
+//! The tokens of a result are the tokens of everything the model receives as text:
+//! `text` blocks, the `text` of embedded `resource` blocks and `structuredContent` (as
+//! compact JSON), each counted on its own and summed ([`count`] of each).
+//! `structuredContent` is also bounded in bytes ([`Budget::structured_max_bytes`]),
+//! images, audio and embedded blobs in bytes ([`Budget::binary_max_bytes`], decoded
+//! size). Everything else passes through.
 //!
 //! # Rules
 //!
@@ -67,7 +68,9 @@
 //!   smaller than an equal share stay whole, the remaining budget is split equally
 //!   among the larger ones, which are shrunk to their share.
 //!   * A part that parses as a JSON object or array stays valid JSON: arrays keep their
-//!     first items followed by a note element (`"… kept 20 of 4812 items"`), objects keep
+//!     first items and their element type (the note, `/items: kept 20 of 4812 items`,
+//!     goes to `_meta["toolgate/jsonCuts"]` and one text block appended after the
+//!     content, within the budget), objects keep
 //!     their keys (small values whole, large ones shrunk) with a `"_truncated"` key when
 //!     keys had to go, long strings are cut with an `… [N chars truncated]` note, nesting
 //!     deeper than [`MAX_JSON_DEPTH`] is replaced by a note.
@@ -76,8 +79,12 @@
 //!     one marker line `[… N tokens truncated …]`.
 //!   * Every shrunk part is counted again; the whole result, markers included, ends
 //!     within budget.
-//! * `structuredContent` is never cut: kept whole when its JSON is at most
-//!   `structured_max_bytes`, otherwise removed (and flagged in `_meta`).
+//! * `structuredContent` shares the budget with the texts and must fit
+//!   `structured_max_bytes`; over either it is shortened (see `structured`) so it
+//!   still validates against the tool's `outputSchema`, the cuts listed in
+//!   `_meta["toolgate/structuredCuts"]`. When no valid shortening fits,
+//!   [`Truncated::unfit`] says why (the gateway answers an error result); a tool
+//!   without an `outputSchema` loses it instead (flagged in `_meta`).
 //! * Image/audio blocks (and embedded `blob` resources) whose decoded size exceeds
 //!   `binary_max_bytes` are replaced by a text block naming what was dropped.
 //! * A changed result gets `_meta` keys `toolgate/originalTokens`,
@@ -101,7 +108,7 @@ mod structured;
 mod text;
 
 use memo::{PieceCounter, Progress};
-use text::{fallback_marker, shrink_text};
+use text::{fallback_marker, shrink_text_noted};
 
 /// The smallest budget honoured; smaller ones are raised to it.
 pub const MIN_TOKENS: usize = 64;
@@ -481,7 +488,20 @@ pub fn truncate_result_for(
     }
 
     // Texts and structuredContent share what is left.
-    let available = max_tokens.saturating_sub(notice_tokens);
+    // Room for the block that says what was cut from JSON arrays (see below).
+    let json_like = {
+        let content = content_slice(&raw);
+        survey
+            .texts
+            .iter()
+            .any(|&at| text_at(content, at).is_some_and(|t| t.trim_start().starts_with(['[', '{'])))
+    };
+    let note_reserve = if json_like {
+        JSON_NOTE_TOKENS.min(max_tokens / 4)
+    } else {
+        0
+    };
+    let available = max_tokens.saturating_sub(notice_tokens + note_reserve);
     let mut parts = totals.clone();
     parts.extend(structured_tokens);
     let mut shares = water_fill(&parts, available);
@@ -528,6 +548,7 @@ pub fn truncate_result_for(
         }
     }
     let mut cut_any = false;
+    let mut json_cuts: Vec<String> = Vec::new();
     if let Some(Value::Array(content)) = raw.get_mut("content") {
         for ((&at, &total), &share) in survey.texts.iter().zip(&totals).zip(&shares) {
             if total <= share {
@@ -538,14 +559,29 @@ pub fn truncate_result_for(
             };
             let Value::String(text) = slot else { continue };
             let original = std::mem::take(text);
-            let shrunk = catch_unwind(AssertUnwindSafe(|| {
-                shrink_text(&original, total, share, enc)
+            let (shrunk, notes) = catch_unwind(AssertUnwindSafe(|| {
+                shrink_text_noted(&original, total, share, enc)
             }))
-            .unwrap_or_else(|_| fallback_marker(total, share, enc));
+            .unwrap_or_else(|_| (fallback_marker(total, share, enc), Vec::new()));
             *text = shrunk;
+            json_cuts.extend(notes);
             cut_any = true;
         }
+        // Shortened JSON arrays keep their element type: the "kept N of M" notes go
+        // in a text block of their own (and `_meta`), not into the arrays.
+        let note = json_cut_note(&json_cuts, note_reserve, enc);
+        if !note.is_empty() {
+            content.push(serde_json::json!({"type": "text", "text": note}));
+        }
     }
+    let note_tokens = match content_slice(&raw).last() {
+        Some(block) if !json_cuts.is_empty() => block
+            .get("text")
+            .and_then(Value::as_str)
+            .filter(|t| t.starts_with(JSON_NOTE_PREFIX))
+            .map_or(0, |t| count(t, enc)),
+        _ => 0,
+    };
 
     let result_tokens: usize = {
         let content = content_slice(&raw);
@@ -568,6 +604,7 @@ pub fn truncate_result_for(
     };
 
     let result_tokens = result_tokens
+        + note_tokens
         + raw
             .get("structuredContent")
             .and_then(|v| serde_json::to_string(v).ok())
@@ -586,6 +623,12 @@ pub fn truncate_result_for(
         if !dropped.is_empty() {
             meta.insert("toolgate/dropped".into(), Value::Array(dropped));
         }
+        if !json_cuts.is_empty() {
+            meta.insert(
+                "toolgate/jsonCuts".into(),
+                json_cuts.iter().map(|n| Value::String(n.clone())).collect(),
+            );
+        }
     }
     Truncated {
         raw,
@@ -593,6 +636,35 @@ pub fn truncate_result_for(
         result_tokens,
         truncated,
         unfit,
+    }
+}
+
+/// Tokens set aside for the note on shortened JSON arrays.
+const JSON_NOTE_TOKENS: usize = 48;
+const JSON_NOTE_PREFIX: &str = "[toolgate: JSON shortened";
+
+/// The text block naming what was cut from JSON arrays, within `limit` tokens (as many
+/// notes as fit; all of them are in `_meta`).
+fn json_cut_note(notes: &[String], limit: usize, enc: Encoding) -> String {
+    if notes.is_empty() {
+        return String::new();
+    }
+    for shown in (1..=notes.len()).rev() {
+        let more = if shown < notes.len() {
+            format!("; {} more in _meta toolgate/jsonCuts", notes.len() - shown)
+        } else {
+            String::new()
+        };
+        let text = format!("{JSON_NOTE_PREFIX}: {}{more}]", notes[..shown].join("; "));
+        if count_till_limit(&text, enc, limit).is_some() {
+            return text;
+        }
+    }
+    let short = format!("{JSON_NOTE_PREFIX}, see _meta toolgate/jsonCuts]");
+    if count_till_limit(&short, enc, limit).is_some() {
+        short
+    } else {
+        String::new()
     }
 }
 
