@@ -534,11 +534,13 @@ impl Gateway {
         mut ctx: CallContext,
     ) -> Result<(CallOutput, ResultUsage), ToolError> {
         let catalog = self.catalog();
-        let entry = catalog.get(name).ok_or_else(|| unknown_tool(name))?.clone();
+        let Some(entry) = catalog.get(name).cloned() else {
+            return Err(self.refused(caller, name, None, unknown_tool(name)));
+        };
         let upstreams = self.upstreams();
-        let mounted = upstreams
-            .get(&entry.upstream)
-            .ok_or_else(|| unknown_tool(name))?;
+        let Some(mounted) = upstreams.get(&entry.upstream) else {
+            return Err(self.refused(caller, name, None, unknown_tool(name)));
+        };
         let started = Instant::now();
         let correlation_id = ctx.correlation_id.clone();
         let arguments_for_audit = mounted
@@ -659,6 +661,36 @@ impl Gateway {
             };
             (output, usage)
         })
+    }
+
+    /// Audits and counts a call refused before it reached its upstream, and answers
+    /// its error. `visible` is the tool's upstream when the caller may see the tool (its
+    /// name may then label the metric); otherwise both labels are `<unknown>`. The
+    /// audit line names what was asked for (cut to 128 characters).
+    pub fn refused(
+        &self,
+        caller: &crate::access::Caller,
+        name: &str,
+        visible: Option<&str>,
+        error: ToolError,
+    ) -> ToolError {
+        let (tool_label, upstream_label) = match visible {
+            Some(upstream) => (name, upstream),
+            None => (crate::metrics::UNKNOWN, crate::metrics::UNKNOWN),
+        };
+        self.metrics
+            .record_refused_call(tool_label, upstream_label, error.code());
+        let asked: String = name.chars().take(128).collect();
+        tracing::info!(
+            target: crate::logging::AUDIT_TARGET,
+            tenant = %caller.tenant.name,
+            session = caller.session_id().unwrap_or("-"),
+            tool = %asked,
+            upstream = upstream_label,
+            outcome = error.code(),
+            "tool call refused"
+        );
+        error
     }
 
     /// Fits a result to the tool's token budget. Large results are cut on the blocking

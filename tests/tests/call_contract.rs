@@ -605,3 +605,138 @@ async fn a_valid_token_naming_an_unknown_tenant_is_told_so() {
     );
     gateway.assert_alive();
 }
+
+/// The value of the `/metrics` sample starting with `prefix` (0 when absent), and the
+/// whole text.
+async fn metric(gateway: &Gateway, prefix: &str) -> (u64, String) {
+    let text = toolgate_e2e::http()
+        .get(gateway.url("/metrics"))
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("metrics text");
+    let value = text
+        .lines()
+        .find_map(|line| line.strip_prefix(prefix))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    (value, text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_calls_are_audited_and_counted_without_leaking_names() {
+    const KEY: &str = "call-contract-tenant-key-0123456789";
+    let _serial = heavy_lock().await;
+    let recorder = Recorder::default();
+    let url = start_recorder(recorder.clone()).await;
+    let mut gateway = Gateway::start(json!({
+        "upstreams": {"rec": {"streamable_http": {"url": url, "headers": {}}}},
+        "tenants": {"t": {"api_keys": [toolgate_e2e::hash_key(KEY)], "allow": ["rec__count"]}}
+    }))
+    .await;
+    // Unknown, and hidden from this tenant: both refused as not found.
+    for name in ["rec__made_up_name", "rec__wait"] {
+        let (status, body) = toolgate_e2e::rest_post(
+            &gateway,
+            &format!("/v1/tools/{name}/call"),
+            Some(KEY),
+            json!({"arguments": {}}),
+        )
+        .await;
+        assert_eq!(status, 404, "{body}");
+    }
+    // A wrong key: refused at the door.
+    let (status, _) = toolgate_e2e::rest_post(
+        &gateway,
+        "/v1/tools/rec__count/call",
+        Some("not-the-key-at-all-0123456789"),
+        json!({"arguments": {"count": 1}}),
+    )
+    .await;
+    assert_eq!(status, 401);
+
+    let (refused, text) = metric(
+        &gateway,
+        r#"toolgate_tool_calls_total{tool="<unknown>",upstream="<unknown>",outcome="not_found"} "#,
+    )
+    .await;
+    assert_eq!(refused, 2, "{text}");
+    assert!(
+        !text.contains("rec__made_up_name") && !text.contains("rec__wait"),
+        "no label carries a name the tenant may not see: {text}"
+    );
+    let (unauthorized, text) = metric(
+        &gateway,
+        r#"toolgate_refusals_total{outcome="invalid_credentials"} "#,
+    )
+    .await;
+    assert_eq!(unauthorized, 1, "{text}");
+    let logs = gateway.proc.logs();
+    for name in ["rec__made_up_name", "rec__wait"] {
+        assert!(
+            logs.lines()
+                .any(|l| l.contains("tool call refused") && l.contains(name)),
+            "an audit line for {name}: {logs}"
+        );
+    }
+    assert!(logs.contains("request refused"), "{logs}");
+    assert_eq!(recorder.calls.load(Ordering::SeqCst), 0);
+    gateway.assert_alive();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_call_of_a_batch_costs_one_rate_limit_unit() {
+    const KEY: &str = "call-contract-batch-key-0123456789";
+    let _serial = heavy_lock().await;
+    let recorder = Recorder::default();
+    let url = start_recorder(recorder.clone()).await;
+    let mut gateway = Gateway::start(json!({
+        "upstreams": {"rec": {"streamable_http": {"url": url, "headers": {}}}},
+        "tenants": {"t": {
+            "api_keys": [toolgate_e2e::hash_key(KEY)],
+            "allow": ["rec__count"],
+            "rate_limit": {"per_second": 1, "burst": 3}
+        }}
+    }))
+    .await;
+    let calls: Vec<Value> = (0..10)
+        .map(|i| {
+            json!({"id": format!("c{i}"), "type": "function",
+                   "function": {"name": "rec__count", "arguments": format!("{{\"count\": {}}}", i + 1)}})
+        })
+        .collect();
+    let (status, body) = toolgate_e2e::rest_post(
+        &gateway,
+        "/v1/tool_calls",
+        Some(KEY),
+        json!({"role": "assistant", "tool_calls": calls}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let messages = body["messages"].as_array().expect("messages");
+    assert_eq!(messages.len(), 10, "{body}");
+    let limited = messages
+        .iter()
+        .filter(|m| {
+            m["content"]
+                .as_str()
+                .is_some_and(|c| c.contains("rate_limited"))
+        })
+        .count();
+    // A burst of 3: the request and two more calls pass, the rest are over the limit
+    // (a slow run lets one more through per second it takes).
+    assert!(
+        (4..=7).contains(&limited),
+        "{limited} rate-limited: {body:#}"
+    );
+    let reached = recorder.calls.load(Ordering::SeqCst);
+    assert_eq!(
+        reached,
+        10 - limited,
+        "only admitted calls reach the upstream"
+    );
+    gateway.assert_alive();
+}

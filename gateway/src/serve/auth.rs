@@ -56,6 +56,7 @@ impl FrontDoor {
                 // missing credentials (a token was sent).
                 Ok(Some(name)) if policy.tenant(&name).is_none() => {
                     let error = crate::credentials::AuthError::UnknownTenant;
+                    self.audit_refusal(error.code());
                     return Err(refusal(
                         shape,
                         StatusCode::UNAUTHORIZED,
@@ -66,6 +67,7 @@ impl FrontDoor {
                 }
                 Ok(tenant) => tenant,
                 Err(error) => {
+                    self.audit_refusal(error.code());
                     return Err(refusal(
                         shape,
                         StatusCode::UNAUTHORIZED,
@@ -86,7 +88,22 @@ impl FrontDoor {
         Ok(tenant)
     }
 
+    /// Counts and audits a request refused at the door (`code` from a fixed set).
+    fn audit_refusal(&self, code: &'static str) {
+        self.gateway.metrics.record_refusal(code);
+        tracing::info!(
+            target: crate::logging::AUDIT_TARGET,
+            outcome = code,
+            "request refused"
+        );
+    }
+
     fn refuse(&self, refusal_reason: Refusal, shape: Shape) -> Response {
+        self.audit_refusal(match &refusal_reason {
+            Refusal::Unauthenticated => "missing_credentials",
+            Refusal::RateLimited { .. } => "rate_limited",
+            Refusal::LimiterUnavailable { .. } => "state_unavailable",
+        });
         match refusal_reason {
             Refusal::Unauthenticated => refusal(
                 shape,
