@@ -740,3 +740,54 @@ async fn every_call_of_a_batch_costs_one_rate_limit_unit() {
     );
     gateway.assert_alive();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn function_calling_callers_are_pointed_to_what_they_can_call() {
+    let _serial = heavy_lock().await;
+    let (_recorder, mut gateway) = recorder_gateway().await;
+    // strict=true is OpenAI's: asked of another format it is refused, not ignored.
+    for format in ["anthropic", "gemini", "mcp"] {
+        let (status, body) = toolgate_e2e::rest_get(
+            &gateway,
+            &format!("/v1/tools?format={format}&strict=true"),
+            None,
+        )
+        .await;
+        assert_eq!(status, 400, "{format}: {body}");
+        assert_eq!(body["error"]["code"], "invalid_strict", "{body}");
+    }
+    let (status, _) =
+        toolgate_e2e::rest_get(&gateway, "/v1/tools?format=openai&strict=true", None).await;
+    assert_eq!(status, 200);
+
+    // An unknown tool points to tool_search (callable on every surface), never to an
+    // MCP method a function-calling model cannot send.
+    let (status, body) = toolgate_e2e::rest_post(
+        &gateway,
+        "/v1/tools/rec__nope/call",
+        None,
+        json!({"arguments": {}}),
+    )
+    .await;
+    assert_eq!(status, 404, "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("tool_search") && !message.contains("tools/list"),
+        "{message}"
+    );
+    let (status, body) = toolgate_e2e::rest_post(
+        &gateway,
+        "/v1/tool_calls",
+        None,
+        json!({"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
+            "function": {"name": "rec__nope", "arguments": "{}"}}]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let content = body["messages"][0]["content"].as_str().unwrap_or_default();
+    assert!(
+        content.contains("tool_search") && !content.contains("tools/list"),
+        "{content}"
+    );
+    gateway.assert_alive();
+}
