@@ -146,8 +146,8 @@ fn default_data_dir() -> std::path::PathBuf {
 pub struct AdminConfig {
     /// The bearer token admin requests must carry (`Authorization: Bearer <token>`);
     /// put it in the environment: `token: ${TOOLGATE_ADMIN_TOKEN}`. At least 16
-    /// characters.
-    pub token: String,
+    /// characters. Held as a [`Secret`](toolgate_adapters::Secret): never printed.
+    pub token: toolgate_adapters::Secret,
 }
 
 fn default_listen() -> String {
@@ -624,7 +624,7 @@ impl Config {
             }
         }
         if let Some(admin) = &self.admin
-            && admin.token.len() < 16
+            && admin.token.expose().len() < 16
         {
             return Err(invalid(
                 "admin.token".into(),
