@@ -63,17 +63,142 @@ impl ToolError {
         ))
     }
 
-    /// The standard timeout error.
+    /// The standard timeout error. `after` is written as durations are configured
+    /// (`2s`, `1m 30s`, `250ms`).
     pub fn timeout(upstream: &str, tool: &str, after: Duration) -> Self {
         ToolError::Timeout(format!(
-            "tool '{tool}' on upstream '{upstream}' did not answer within {} ms; \
+            "tool '{tool}' on upstream '{upstream}' did not answer within {}; \
              retry, or ask for less work in one call",
-            after.as_millis()
+            duration_text(after)
         ))
+    }
+
+    /// This error with every quoted mention of the upstream's own tool name
+    /// (`'hang'`) replaced by the name the caller used (`'h__hang'`): a model can only
+    /// act on names it can call.
+    pub fn naming(self, original: &str, called: &str) -> Self {
+        if original == called {
+            return self;
+        }
+        let from = format!("'{original}'");
+        let to = format!("'{called}'");
+        let rename = |message: String| message.replace(&from, &to);
+        match self {
+            ToolError::NotFound(m) => ToolError::NotFound(rename(m)),
+            ToolError::InvalidArgs(m) => ToolError::InvalidArgs(rename(m)),
+            ToolError::Failed(m) => ToolError::Failed(rename(m)),
+            ToolError::Cancelled(m) => ToolError::Cancelled(rename(m)),
+            ToolError::Unavailable(m) => ToolError::Unavailable(rename(m)),
+            ToolError::Timeout(m) => ToolError::Timeout(rename(m)),
+            ToolError::RateLimited {
+                message,
+                retry_after,
+            } => ToolError::RateLimited {
+                message: rename(message),
+                retry_after,
+            },
+            ToolError::NotSelected(m) => ToolError::NotSelected(rename(m)),
+        }
     }
 
     /// The standard cancellation error.
     pub fn cancelled(tool: &str) -> Self {
         ToolError::Cancelled(format!("call to '{tool}' was cancelled by the caller"))
+    }
+}
+
+/// A duration as configs write it: `2s`, `1m 30s`, `250ms` (whole milliseconds; the
+/// microseconds a deadline measured at run time carries are noise to a reader).
+pub fn duration_text(duration: Duration) -> String {
+    let millis = Duration::from_millis(duration.as_millis().min(u64::MAX as u128) as u64);
+    if millis.is_zero() {
+        return "0s".to_owned();
+    }
+    humantime_serde::re::humantime::format_duration(millis).to_string()
+}
+
+/// A JSON-RPC error code as a suffix for a message: ` (code -32001)`, or nothing for
+/// `0`, which servers send when they have no code to give.
+pub fn rpc_code_note(code: i64) -> String {
+    if code == 0 {
+        String::new()
+    } else {
+        format!(" (code {code})")
+    }
+}
+
+/// Whether a JSON-RPC error from an upstream says "rate limited": the code some servers
+/// use for it (HTTP's 429, or -32029) or a message that says so.
+pub fn is_rate_limit(code: i64, message: &str) -> bool {
+    let message = message.to_ascii_lowercase();
+    code == 429
+        || code == -32029
+        || message.contains("rate limit")
+        || message.contains("rate-limit")
+        || message.contains("too many requests")
+}
+
+/// The retry hint of a JSON-RPC error's `data` (`retryAfter`, `retry_after` or
+/// `retryAfterMs`; seconds unless the name says milliseconds).
+pub fn retry_hint(data: Option<&serde_json::Value>) -> Option<Duration> {
+    let data = data?;
+    let seconds = |key: &str| data.get(key).and_then(serde_json::Value::as_f64);
+    let hint = match seconds("retryAfterMs") {
+        Some(ms) => ms / 1000.0,
+        None => seconds("retryAfter").or_else(|| seconds("retry_after"))?,
+    };
+    (hint.is_finite() && hint >= 0.0).then(|| Duration::from_secs_f64(hint.min(86_400.0)))
+}
+
+/// The retry hint of an HTTP `Retry-After` value: delay-seconds or an HTTP date.
+pub fn retry_after_header(value: &str) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds.min(86_400)));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(
+        at.duration_since(std::time::SystemTime::now())
+            .unwrap_or_default()
+            .min(Duration::from_secs(86_400)),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_configured() {
+        assert_eq!(duration_text(Duration::from_secs(2)), "2s");
+        assert_eq!(duration_text(Duration::from_millis(250)), "250ms");
+        assert_eq!(duration_text(Duration::from_secs(90)), "1m 30s");
+        assert_eq!(duration_text(Duration::from_micros(1_999_400)), "1s 999ms");
+    }
+
+    #[test]
+    fn errors_name_what_was_called() {
+        let error =
+            ToolError::timeout("h", "hang", Duration::from_secs(2)).naming("hang", "h__hang");
+        let text = error.to_string();
+        assert!(
+            text.contains("'h__hang'") && text.contains("within 2s"),
+            "{text}"
+        );
+        assert!(!text.contains("'hang'"), "{text}");
+    }
+
+    #[test]
+    fn rate_limits_and_their_hints() {
+        assert!(is_rate_limit(-32029, "slow down"));
+        assert!(is_rate_limit(-32000, "Rate limit exceeded"));
+        assert!(!is_rate_limit(-32000, "boom"));
+        assert_eq!(
+            retry_hint(Some(&serde_json::json!({"retryAfter": 3}))),
+            Some(Duration::from_secs(3))
+        );
+        assert_eq!(retry_after_header("7"), Some(Duration::from_secs(7)));
+        assert_eq!(rpc_code_note(0), "");
+        assert_eq!(rpc_code_note(-32001), " (code -32001)");
     }
 }

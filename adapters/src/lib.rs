@@ -16,6 +16,7 @@ pub mod error;
 pub mod mcp;
 pub mod openapi;
 pub mod redirect;
+pub mod secret;
 pub mod skills;
 
 use std::sync::Arc;
@@ -27,6 +28,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 pub use error::ToolError;
+pub use secret::Secret;
 
 /// A JSON object as it travels on the wire.
 pub type JsonObject = Map<String, Value>;

@@ -523,26 +523,8 @@ async fn responses_errors_timeouts_and_validation() {
     assert!(matches!(err, ToolError::Timeout(_)), "{err:?}");
     assert!(started.elapsed() < Duration::from_secs(2));
 
-    let before = api.seen.lock().unwrap().len();
-    let err = up
-        .call(
-            "getItem",
-            args(json!({"id": 5, "limit": 500, "q": "", "bogus": true})),
-            ctx(),
-        )
-        .await
-        .unwrap_err();
-    let ToolError::InvalidArgs(msg) = err else {
-        panic!("{err:?}")
-    };
-    for part in ["/id", "/limit", "/q", "bogus"] {
-        assert!(msg.contains(part), "{part} missing from: {msg}");
-    }
-    assert_eq!(
-        api.seen.lock().unwrap().len(),
-        before,
-        "no request after invalid arguments"
-    );
+    // Arguments are checked against the input schema by the gateway, for every kind of
+    // tool, before the call reaches an adapter (see toolgate's `validate`).
 
     let err = up
         .call("noSuchTool", args(json!({})), ctx())

@@ -108,8 +108,11 @@ pub async fn call_counted(
     );
     drop(span);
     match access {
-        Access::Hidden => Err(unknown_tool(name)),
-        _ if !callable => Err(not_selected(name)),
+        Access::Hidden => Err(gateway.refused(caller, name, None, unknown_tool(name))),
+        _ if !callable => {
+            let upstream = view.catalog.get(name).map(|e| e.upstream.clone());
+            Err(gateway.refused(caller, name, upstream.as_deref(), not_selected(name)))
+        }
         _ => {
             tracing::debug!(tenant = %caller.tenant.name, session = ?caller.session_id(), tool = name, "call admitted");
             gateway.call_counted(caller, name, arguments, ctx).await

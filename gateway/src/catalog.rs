@@ -45,6 +45,8 @@ pub struct Entry {
     /// `definition` serialized once at build time: `tools/list` splices it in as is
     /// instead of re-serializing thousands of definitions per request.
     pub definition_json: Arc<str>,
+    /// The compiled `inputSchema`, built on first call and kept for this snapshot.
+    pub validator: crate::validate::ArgsValidator,
 }
 
 /// One upstream's contribution to a catalog build.
@@ -164,6 +166,7 @@ impl Catalog {
                 name: name.clone(),
                 upstream: candidate.upstream.to_owned(),
                 original: candidate.tool.name.clone(),
+                validator: Default::default(),
             };
             catalog.by_name.insert(name, catalog.entries.len());
             catalog.entries.push(Arc::new(entry));

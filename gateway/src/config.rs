@@ -166,8 +166,8 @@ fn default_data_dir() -> std::path::PathBuf {
 pub struct AdminConfig {
     /// The bearer token admin requests must carry (`Authorization: Bearer <token>`);
     /// put it in the environment: `token: ${TOOLGATE_ADMIN_TOKEN}`. At least 16
-    /// characters.
-    pub token: String,
+    /// characters. Held as a [`Secret`](toolgate_adapters::Secret): never printed.
+    pub token: toolgate_adapters::Secret,
     /// The only directory runtime registrations may read specs from (`spec_path`, a
     /// relative one taken under it); without it they accept `spec_url` only. A
     /// relative `spec_dir` is resolved against the config file's directory.
@@ -661,7 +661,7 @@ impl Config {
             }
         }
         if let Some(admin) = &self.admin
-            && admin.token.len() < 16
+            && admin.token.expose().len() < 16
         {
             return Err(invalid(
                 "admin.token".into(),

@@ -38,7 +38,7 @@ pub struct JwtConfig {
     /// Shared secret for HS256 tokens, at least 32 bytes; put it in the environment:
     /// `hs256_secret: ${TOOLGATE_JWT_SECRET}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hs256_secret: Option<String>,
+    pub hs256_secret: Option<toolgate_adapters::Secret>,
     /// A JWKS document (the issuer's public keys: RS256, ES256, …) on disk. A relative
     /// path is resolved against the config file's directory. Re-read every
     /// `jwks_refresh`.
@@ -144,7 +144,7 @@ impl JwtConfig {
             ));
         }
         if let Some(secret) = &self.hs256_secret
-            && secret.len() < 32
+            && secret.expose().len() < 32
         {
             return Err(
                 "`hs256_secret` must be at least 32 bytes long (e.g. `openssl rand -hex 32`)"
@@ -236,11 +236,15 @@ pub enum AuthError {
     /// A JWT whose signature verifies but whose claims do not fit: `iss`, `aud`, or
     /// the tenant claim.
     InvalidClaims(String),
+    /// A valid token (or key) naming a tenant that this gateway does not have. Said
+    /// apart from missing credentials, since a token was sent; no tenant is named.
+    UnknownTenant,
 }
 
 impl AuthError {
     /// A stable, machine-readable code: `missing_credentials`, `unsupported_scheme`,
-    /// `invalid_credentials`, `expired`, `not_yet_valid`, `invalid_claims`.
+    /// `invalid_credentials`, `expired`, `not_yet_valid`, `invalid_claims`,
+    /// `unknown_tenant`.
     pub fn code(&self) -> &'static str {
         match self {
             AuthError::MissingCredentials => "missing_credentials",
@@ -249,6 +253,7 @@ impl AuthError {
             AuthError::Expired => "expired",
             AuthError::NotYetValid => "not_yet_valid",
             AuthError::InvalidClaims(_) => "invalid_claims",
+            AuthError::UnknownTenant => "unknown_tenant",
         }
     }
 
@@ -289,6 +294,11 @@ impl fmt::Display for AuthError {
                 "the token is not valid yet (`nbf` is in the future): check the issuer's clock",
             ),
             AuthError::InvalidClaims(reason) => write!(f, "the token is not accepted: {reason}"),
+            AuthError::UnknownTenant => f.write_str(
+                "unknown tenant: the token verifies, but the tenant it names is not configured \
+                 on this gateway; ask its issuer for a token naming a tenant you belong to, or \
+                 ask the gateway's operator to add the tenant",
+            ),
         }
     }
 }
@@ -558,7 +568,7 @@ mod tests {
         let none = JwtConfig::default();
         assert!(none.validate().unwrap_err().contains("found 0"));
         let two = JwtConfig {
-            hs256_secret: Some("x".repeat(32)),
+            hs256_secret: Some("x".repeat(32).into()),
             jwks_url: Some("https://x".into()),
             ..JwtConfig::default()
         };
@@ -575,11 +585,26 @@ mod tests {
         };
         assert!(url.validate().unwrap_err().contains("jwks_url"));
         let claim = JwtConfig {
-            hs256_secret: Some("x".repeat(32)),
+            hs256_secret: Some("x".repeat(32).into()),
             tenant_claim: " ".into(),
             ..JwtConfig::default()
         };
         assert!(claim.validate().unwrap_err().contains("tenant_claim"));
+    }
+
+    #[test]
+    fn every_credential_in_the_config_is_one_redacted_secret_type() {
+        let admin = crate::config::AdminConfig {
+            token: "admin-token-admin-token-0123".into(),
+        };
+        assert!(!format!("{admin:?}").contains("admin-token"), "{admin:?}");
+        let jwt = JwtConfig {
+            hs256_secret: Some("jwt-secret-jwt-secret-jwt-secret-0123".into()),
+            ..JwtConfig::default()
+        };
+        let secret: &toolgate_adapters::Secret = jwt.hs256_secret.as_ref().unwrap();
+        assert_eq!(format!("{secret}"), "***");
+        assert!(secret.matches("jwt-secret-jwt-secret-jwt-secret-0123"));
     }
 
     #[test]

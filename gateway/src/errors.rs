@@ -68,11 +68,14 @@ pub fn http_status(error: &ToolError) -> http::StatusCode {
     }
 }
 
-/// The error for a name that is not in the catalog.
+/// The error for a name that is not in the catalog. It points to what every caller
+/// can call — the `tool_search` tool, on every surface — not to a protocol method a
+/// function-calling model has no way to send.
 pub fn unknown_tool(name: &str) -> ToolError {
     ToolError::NotFound(format!(
-        "unknown tool '{name}': no tool of that name is available here; call tools/list \
-         to see the available tools and use one of those names exactly"
+        "unknown tool '{name}': no tool of that name is available here; find the right \
+         one with the {} tool and call it by the exact name it returns",
+        crate::protocol_tools::SEARCH
     ))
 }
 
@@ -99,6 +102,13 @@ mod tests {
             assert_eq!(result["_meta"]["toolgate/error"], error.code());
             assert_eq!(result["content"][0]["text"], error.to_string());
         }
+    }
+
+    #[test]
+    fn unknown_tools_point_to_what_any_caller_can_call() {
+        let text = unknown_tool("x").to_string();
+        assert!(text.contains("tool_search"), "{text}");
+        assert!(!text.contains("tools/list"), "{text}");
     }
 
     #[test]

@@ -535,11 +535,13 @@ impl Gateway {
         mut ctx: CallContext,
     ) -> Result<(CallOutput, ResultUsage), ToolError> {
         let catalog = self.catalog();
-        let entry = catalog.get(name).ok_or_else(|| unknown_tool(name))?.clone();
+        let Some(entry) = catalog.get(name).cloned() else {
+            return Err(self.refused(caller, name, None, unknown_tool(name)));
+        };
         let upstreams = self.upstreams();
-        let mounted = upstreams
-            .get(&entry.upstream)
-            .ok_or_else(|| unknown_tool(name))?;
+        let Some(mounted) = upstreams.get(&entry.upstream) else {
+            return Err(self.refused(caller, name, None, unknown_tool(name)));
+        };
         let started = Instant::now();
         // The upstream call's span: the parent the upstream hears of (telemetry.rs).
         let span = tracing::info_span!(
@@ -558,22 +560,16 @@ impl Gateway {
         let arguments_for_audit = mounted
             .audit_arguments
             .then(|| serde_json::Value::Object(arguments.clone()).to_string());
-        let permit = match mounted.concurrency.clone().try_acquire_owned() {
-            Ok(permit) => Ok(permit),
-            Err(_) => tokio::time::timeout(
-                Duration::from_secs(2).min(ctx.remaining()),
-                mounted.concurrency.clone().acquire_owned(),
-            )
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .ok_or_else(|| ToolError::RateLimited {
-                message: format!(
-                    "upstream '{}' is running as many calls as it is allowed to; retry in a moment",
-                    entry.upstream
-                ),
-                retry_after: Some(Duration::from_secs(1)),
-            }),
+        // Checked as a `Value` that owns the arguments (no copy of them).
+        let instance = serde_json::Value::Object(arguments);
+        let checked = entry.validator.check(name, &entry.definition, &instance);
+        let arguments = match instance {
+            serde_json::Value::Object(arguments) => arguments,
+            _ => JsonObject::new(), // never: built from an object just above
+        };
+        let permit = match checked {
+            Err(error) => Err(error),
+            Ok(()) => admit(mounted, &entry.upstream, &ctx).await,
         };
         let outcome = match permit.as_ref().map(|_| mounted.upstream.connection()) {
             Err(error) => Err(error.clone()),
@@ -584,6 +580,14 @@ impl Gateway {
                         ctx.deadline = deadline;
                     }
                     let timeout = ctx.remaining();
+                    // Errors say the limit as it was configured (`2s`): the upstream's
+                    // `call_timeout` when it is the one that applies (the caller's
+                    // deadline is usually the same setting, measured a moment earlier).
+                    let limit = if timeout + Duration::from_millis(500) >= mounted.call_timeout {
+                        mounted.call_timeout
+                    } else {
+                        timeout
+                    };
                     let cancel = ctx.cancel.clone();
                     match tokio::time::timeout(
                         timeout + Duration::from_millis(250),
@@ -594,13 +598,15 @@ impl Gateway {
                     )
                     .await
                     {
-                        Ok(result) => result,
-                        Err(_) => {
+                        Ok(Err(ToolError::Timeout(_))) | Err(_) => {
                             // The adapter should have timed out itself; make sure the
                             // upstream hears about it anyway.
                             cancel.cancel();
-                            Err(ToolError::timeout(&entry.upstream, name, timeout))
+                            Err(ToolError::timeout(&entry.upstream, name, limit))
                         }
+                        // Adapters name the upstream's own tool; the caller knows it by
+                        // the catalog name.
+                        Ok(result) => result.map_err(|e| e.naming(&entry.original, name)),
                     }
                 }
                 Connection::Connecting => {
@@ -624,7 +630,10 @@ impl Gateway {
                     mounted.namespace,
                     &entry.upstream,
                 );
-                let (output, tokens) = self.fit_to_budget(name, mounted, output).await;
+                let output_schema = entry.definition.get("outputSchema").cloned();
+                let (output, tokens) = self
+                    .fit_to_budget(name, mounted, output, output_schema)
+                    .await;
                 (Ok(output), Some(tokens))
             }
             Err(error) => (Err(error), None),
@@ -675,6 +684,36 @@ impl Gateway {
         })
     }
 
+    /// Audits and counts a call refused before it reached its upstream, and answers
+    /// its error. `visible` is the tool's upstream when the caller may see the tool (its
+    /// name may then label the metric); otherwise both labels are `<unknown>`. The
+    /// audit line names what was asked for (cut to 128 characters).
+    pub fn refused(
+        &self,
+        caller: &crate::access::Caller,
+        name: &str,
+        visible: Option<&str>,
+        error: ToolError,
+    ) -> ToolError {
+        let (tool_label, upstream_label) = match visible {
+            Some(upstream) => (name, upstream),
+            None => (crate::metrics::UNKNOWN, crate::metrics::UNKNOWN),
+        };
+        self.metrics
+            .record_refused_call(tool_label, upstream_label, error.code());
+        let asked: String = name.chars().take(128).collect();
+        tracing::info!(
+            target: crate::logging::AUDIT_TARGET,
+            tenant = %caller.tenant.name,
+            session = caller.session_id().unwrap_or("-"),
+            tool = %asked,
+            upstream = upstream_label,
+            outcome = error.code(),
+            "tool call refused"
+        );
+        error
+    }
+
     /// Fits a result to the tool's token budget. Large results are cut on the blocking
     /// pool: tokenizing a megabyte takes tens of milliseconds. Returns the result and
     /// `(original tokens, returned tokens, truncated)`.
@@ -683,6 +722,7 @@ impl Gateway {
         name: &str,
         mounted: &Mounted,
         output: CallOutput,
+        output_schema: Option<serde_json::Value>,
     ) -> (CallOutput, (usize, usize, bool)) {
         let config = self.config();
         let mut budget = config.results.clone();
@@ -705,11 +745,18 @@ impl Gateway {
                     .map(str::len)
                     .sum::<usize>()
                     > 64 * 1024
+            })
+            || output.raw.get("structuredContent").is_some_and(|s| {
+                s.as_array().is_some_and(|a| a.len() > 256)
+                    || s.as_object().is_some_and(|o| {
+                        o.values()
+                            .any(|v| v.as_array().is_some_and(|a| a.len() > 256))
+                    })
             });
         let fitted = if large {
             let raw = output.raw;
             match tokio::task::spawn_blocking(move || {
-                crate::truncate::truncate_result(raw, &budget)
+                crate::truncate::truncate_result_for(raw, &budget, output_schema.as_ref())
             })
             .await
             {
@@ -726,8 +773,24 @@ impl Gateway {
                 }
             }
         } else {
-            crate::truncate::truncate_result(output.raw, &budget)
+            crate::truncate::truncate_result_for(output.raw, &budget, output_schema.as_ref())
         };
+        if let Some(reason) = &fitted.unfit {
+            // A result the client would reject (its structured part missing or not
+            // matching the output schema) is worse than an error the model can act on.
+            let message = format!(
+                "the result of '{name}' is too large for its token budget ({} tokens) and \
+                 cannot be shortened: {reason}; call it again asking for less (a filter, a \
+                 smaller page or limit)",
+                fitted.original_tokens
+            );
+            return (
+                CallOutput {
+                    raw: crate::errors::error_result(&ToolError::Failed(message)),
+                },
+                (fitted.original_tokens, 0, true),
+            );
+        }
         (
             CallOutput { raw: fitted.raw },
             (
@@ -839,6 +902,30 @@ impl Gateway {
             mounted.upstream.shutdown().await;
         }
     }
+}
+
+/// Waits (briefly) for one of `mounted`'s call slots; `RateLimited` when none frees up.
+async fn admit(
+    mounted: &Mounted,
+    upstream: &str,
+    ctx: &CallContext,
+) -> Result<tokio::sync::OwnedSemaphorePermit, ToolError> {
+    if let Ok(permit) = mounted.concurrency.clone().try_acquire_owned() {
+        return Ok(permit);
+    }
+    tokio::time::timeout(
+        Duration::from_secs(2).min(ctx.remaining()),
+        mounted.concurrency.clone().acquire_owned(),
+    )
+    .await
+    .ok()
+    .and_then(Result::ok)
+    .ok_or_else(|| ToolError::RateLimited {
+        message: format!(
+            "upstream '{upstream}' is running as many calls as it is allowed to; retry in a moment"
+        ),
+        retry_after: Some(Duration::from_secs(1)),
+    })
 }
 
 /// Starts upstream `name` of `config` when it needs no import first: an MCP upstream

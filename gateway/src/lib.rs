@@ -28,3 +28,4 @@ pub mod state;
 pub mod summary;
 pub mod telemetry;
 pub mod truncate;
+pub mod validate;

@@ -10,6 +10,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+/// The `tool` and `upstream` label of a call to a name the caller may not see.
+pub const UNKNOWN: &str = "<unknown>";
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CallLabels {
     tool: String,
@@ -43,6 +46,7 @@ pub struct Metrics {
     original_tokens: Family<ToolLabels, Counter>,
     result_tokens: Family<ToolLabels, Counter>,
     config_reloads: Family<OutcomeLabels, Counter>,
+    refusals: Family<OutcomeLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -101,9 +105,18 @@ impl Metrics {
             "Config file reloads by outcome: ok (applied) or rejected (invalid; the running config was kept)",
             config_reloads.clone(),
         );
+        let refusals = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "refusals",
+            "Requests refused before reaching a tool, by outcome: an authentication error code \
+             (missing_credentials, invalid_credentials, unknown_tenant, …), rate_limited or \
+             state_unavailable",
+            refusals.clone(),
+        );
         Self {
             registry,
             config_reloads,
+            refusals,
             calls,
             latency,
             health,
@@ -131,6 +144,29 @@ impl Metrics {
         self.result_tokens
             .get_or_create(&labels)
             .inc_by(returned as u64);
+    }
+
+    /// Records a request refused before it reached a tool (`outcome` is a code from a
+    /// fixed set, never anything the caller chose).
+    pub fn record_refusal(&self, outcome: &'static str) {
+        self.refusals
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts a call refused before it reached its upstream (unknown or hidden tool,
+    /// not selected). `tool` and `upstream` are [`UNKNOWN`] unless the caller may see
+    /// the tool: labels never carry a name the tenant may not see, nor one it made up.
+    pub fn record_refused_call(&self, tool: &str, upstream: &str, outcome: &str) {
+        self.calls
+            .get_or_create(&CallLabels {
+                tool: tool.to_owned(),
+                upstream: upstream.to_owned(),
+                outcome: outcome.to_owned(),
+            })
+            .inc();
     }
 
     /// Records one finished call.

@@ -52,11 +52,12 @@
 //!
 //! # What is counted
 //!
-//! The tokens of a result are the tokens of its text-bearing content: `text` blocks and
-//! the `text` of embedded `resource` blocks, each counted on its own and summed
-//! ([`count`] of each). `structuredContent` is bounded in bytes
-//! ([`Budget::structured_max_bytes`]), images, audio and embedded blobs in bytes
-//! ([`Budget::binary_max_bytes`], decoded size). Everything else passes through.
+//! The tokens of a result are the tokens of everything the model receives as text:
+//! `text` blocks, the `text` of embedded `resource` blocks and `structuredContent` (as
+//! compact JSON), each counted on its own and summed ([`count`] of each).
+//! `structuredContent` is also bounded in bytes ([`Budget::structured_max_bytes`]),
+//! images, audio and embedded blobs in bytes ([`Budget::binary_max_bytes`], decoded
+//! size). Everything else passes through.
 //!
 //! # Rules
 //!
@@ -67,7 +68,9 @@
 //!   smaller than an equal share stay whole, the remaining budget is split equally
 //!   among the larger ones, which are shrunk to their share.
 //!   * A part that parses as a JSON object or array stays valid JSON: arrays keep their
-//!     first items followed by a note element (`"… kept 20 of 4812 items"`), objects keep
+//!     first items and their element type (the note, `/items: kept 20 of 4812 items`,
+//!     goes to `_meta["toolgate/jsonCuts"]` and one text block appended after the
+//!     content, within the budget), objects keep
 //!     their keys (small values whole, large ones shrunk) with a `"_truncated"` key when
 //!     keys had to go, long strings are cut with an `… [N chars truncated]` note, nesting
 //!     deeper than [`MAX_JSON_DEPTH`] is replaced by a note.
@@ -76,8 +79,12 @@
 //!     one marker line `[… N tokens truncated …]`.
 //!   * Every shrunk part is counted again; the whole result, markers included, ends
 //!     within budget.
-//! * `structuredContent` is never cut: kept whole when its JSON is at most
-//!   `structured_max_bytes`, otherwise removed (and flagged in `_meta`).
+//! * `structuredContent` shares the budget with the texts and must fit
+//!   `structured_max_bytes`; over either it is shortened (see `structured`) so it
+//!   still validates against the tool's `outputSchema`, the cuts listed in
+//!   `_meta["toolgate/structuredCuts"]`. When no valid shortening fits,
+//!   [`Truncated::unfit`] says why (the gateway answers an error result); a tool
+//!   without an `outputSchema` loses it instead (flagged in `_meta`).
 //! * Image/audio blocks (and embedded `blob` resources) whose decoded size exceeds
 //!   `binary_max_bytes` are replaced by a text block naming what was dropped.
 //! * A changed result gets `_meta` keys `toolgate/originalTokens`,
@@ -97,10 +104,11 @@ pub use toolgate_adapters::JsonObject;
 
 mod json;
 mod memo;
+mod structured;
 mod text;
 
 use memo::{PieceCounter, Progress};
-use text::{fallback_marker, shrink_text};
+use text::{fallback_marker, shrink_text_noted};
 
 /// The smallest budget honoured; smaller ones are raised to it.
 pub const MIN_TOKENS: usize = 64;
@@ -166,6 +174,10 @@ pub struct Truncated {
     pub result_tokens: usize,
     /// Whether anything was cut, removed or replaced.
     pub truncated: bool,
+    /// Set when the result cannot be made to fit and still match the tool's
+    /// `outputSchema` (why not): the caller answers an error result instead, since a
+    /// client would reject this one.
+    pub unfit: Option<String>,
 }
 
 /// Counts the tokens of `text`. Counts of repeated short pieces are remembered (see
@@ -288,7 +300,8 @@ fn base64_decoded_len(data: &str) -> usize {
 struct Survey {
     texts: Vec<TextAt>,
     oversized: Vec<Oversized>,
-    structured_bytes: Option<usize>,
+    /// `structuredContent` as compact JSON (what the model receives of it).
+    structured: Option<String>,
 }
 
 fn survey(raw: &JsonObject, budget: &Budget) -> Survey {
@@ -340,13 +353,13 @@ fn survey(raw: &JsonObject, budget: &Budget) -> Survey {
             }
         }
     }
-    let structured_bytes = raw
+    let structured = raw
         .get("structuredContent")
-        .and_then(|v| json_len_over(v, budget.structured_max_bytes));
+        .and_then(|v| serde_json::to_string(v).ok());
     Survey {
         texts,
         oversized,
-        structured_bytes,
+        structured,
     }
 }
 
@@ -357,37 +370,33 @@ fn mime_of(obj: &Map<String, Value>) -> String {
         .to_owned()
 }
 
-/// Serialized length of `v` when it exceeds `limit` (stops writing shortly after).
-fn json_len_over(v: &Value, limit: usize) -> Option<usize> {
-    struct Counter {
-        n: usize,
-    }
-    impl std::io::Write for Counter {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.n += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut c = Counter { n: 0 };
-    let _ = serde_json::to_writer(&mut c, v);
-    (c.n > limit).then_some(c.n)
-}
-
 // ---------------------------------------------------------------------------------
 // The entry point.
 
-/// Fits a raw `CallToolResult` into `budget` (see the module docs for the rules).
+/// Fits a raw `CallToolResult` into `budget` (see the module docs for the rules), for
+/// a tool without an `outputSchema`.
 pub fn truncate_result(raw: JsonObject, budget: &Budget) -> Truncated {
+    truncate_result_for(raw, budget, None)
+}
+
+/// [`truncate_result`] for a tool whose `outputSchema` is `output_schema`: a shrunk
+/// `structuredContent` still matches it (or [`Truncated::unfit`] says why it cannot).
+pub fn truncate_result_for(
+    raw: JsonObject,
+    budget: &Budget,
+    output_schema: Option<&Value>,
+) -> Truncated {
     let enc = budget.encoding;
     let max_tokens = budget.max_tokens.max(MIN_TOKENS);
     let survey = survey(&raw, budget);
+    let structured_over_bytes = survey
+        .structured
+        .as_ref()
+        .is_some_and(|s| s.len() > budget.structured_max_bytes);
 
     // Cheap check first: early-exit counts against what is left of the budget. How far
     // each count got is kept: the exact counts below go on from there.
-    let mut under = survey.oversized.is_empty() && survey.structured_bytes.is_none();
+    let mut under = survey.oversized.is_empty() && !structured_over_bytes;
     let mut seen = 0usize;
     let mut checked = vec![Progress::default(); survey.texts.len()];
     if under {
@@ -404,27 +413,25 @@ pub fn truncate_result(raw: JsonObject, budget: &Budget) -> Truncated {
             }
         }
     }
+    if under && let Some(structured) = &survey.structured {
+        match count_till_limit(structured, enc, max_tokens - seen) {
+            Some(n) => seen += n,
+            None => under = false,
+        }
+    }
     if under {
         return Truncated {
             raw,
             original_tokens: seen,
             result_tokens: seen,
             truncated: false,
+            unfit: None,
         };
     }
 
     let mut raw = raw;
     let mut dropped: Vec<Value> = Vec::new();
-
-    // structuredContent: whole or gone.
-    if let Some(bytes) = survey.structured_bytes {
-        raw.remove("structuredContent");
-        dropped.push(serde_json::json!({
-            "what": "structuredContent",
-            "bytes": bytes,
-            "limit": budget.structured_max_bytes,
-        }));
-    }
+    let structured_tokens = survey.structured.as_deref().map(|s| count(s, enc));
 
     // Exact counts of every text part (needed for the totals and the markers).
     let totals: Vec<usize> = {
@@ -436,7 +443,7 @@ pub fn truncate_result(raw: JsonObject, budget: &Budget) -> Truncated {
             .map(|(&at, &progress)| count_rest(text_at(content, at).unwrap_or(""), enc, progress))
             .collect()
     };
-    let original_tokens: usize = totals.iter().sum();
+    let original_tokens: usize = totals.iter().sum::<usize>() + structured_tokens.unwrap_or(0);
 
     // Oversized binaries become notices (which count against the budget).
     let mut notice_tokens = 0usize;
@@ -480,10 +487,68 @@ pub fn truncate_result(raw: JsonObject, budget: &Budget) -> Truncated {
         }
     }
 
-    // Texts share what is left.
-    let available = max_tokens.saturating_sub(notice_tokens);
-    let shares = water_fill(&totals, available);
+    // Texts and structuredContent share what is left.
+    // Room for the block that says what was cut from JSON arrays (see below).
+    let json_like = {
+        let content = content_slice(&raw);
+        survey
+            .texts
+            .iter()
+            .any(|&at| text_at(content, at).is_some_and(|t| t.trim_start().starts_with(['[', '{'])))
+    };
+    let note_reserve = if json_like {
+        JSON_NOTE_TOKENS.min(max_tokens / 4)
+    } else {
+        0
+    };
+    let available = max_tokens.saturating_sub(notice_tokens + note_reserve);
+    let mut parts = totals.clone();
+    parts.extend(structured_tokens);
+    let mut shares = water_fill(&parts, available);
+    let structured_share = structured_tokens.and_then(|_| shares.pop());
+    let mut unfit = None;
+    let mut structured_cut = false;
+    if let (Some(share), Some(tokens), Some(text)) =
+        (structured_share, structured_tokens, &survey.structured)
+        && (tokens > share || structured_over_bytes)
+    {
+        let value = raw.get("structuredContent").cloned().unwrap_or_default();
+        let shrunk = catch_unwind(AssertUnwindSafe(|| {
+            structured::shrink(
+                &value,
+                output_schema,
+                budget.structured_max_bytes,
+                share,
+                enc,
+            )
+        }))
+        .unwrap_or_else(|_| Err("shortening it failed".to_owned()));
+        match shrunk {
+            Ok(shrunk) => {
+                raw.insert("structuredContent".into(), shrunk.value);
+                if let Value::Object(meta) = raw
+                    .entry("_meta")
+                    .or_insert_with(|| Value::Object(Map::new()))
+                {
+                    meta.insert("toolgate/structuredCuts".into(), Value::Array(shrunk.cuts));
+                }
+                structured_cut = true;
+            }
+            Err(reason) if output_schema.is_some() => unfit = Some(reason),
+            Err(reason) => {
+                // No schema asks for it: the part that cannot fit goes, flagged.
+                raw.remove("structuredContent");
+                dropped.push(serde_json::json!({
+                    "what": "structuredContent",
+                    "bytes": text.len(),
+                    "limit": budget.structured_max_bytes,
+                    "reason": reason,
+                }));
+            }
+        }
+    }
     let mut cut_any = false;
+    let mut json_cuts: Vec<String> = Vec::new();
     if let Some(Value::Array(content)) = raw.get_mut("content") {
         for ((&at, &total), &share) in survey.texts.iter().zip(&totals).zip(&shares) {
             if total <= share {
@@ -494,14 +559,29 @@ pub fn truncate_result(raw: JsonObject, budget: &Budget) -> Truncated {
             };
             let Value::String(text) = slot else { continue };
             let original = std::mem::take(text);
-            let shrunk = catch_unwind(AssertUnwindSafe(|| {
-                shrink_text(&original, total, share, enc)
+            let (shrunk, notes) = catch_unwind(AssertUnwindSafe(|| {
+                shrink_text_noted(&original, total, share, enc)
             }))
-            .unwrap_or_else(|_| fallback_marker(total, share, enc));
+            .unwrap_or_else(|_| (fallback_marker(total, share, enc), Vec::new()));
             *text = shrunk;
+            json_cuts.extend(notes);
             cut_any = true;
         }
+        // Shortened JSON arrays keep their element type: the "kept N of M" notes go
+        // in a text block of their own (and `_meta`), not into the arrays.
+        let note = json_cut_note(&json_cuts, note_reserve, enc);
+        if !note.is_empty() {
+            content.push(serde_json::json!({"type": "text", "text": note}));
+        }
     }
+    let note_tokens = match content_slice(&raw).last() {
+        Some(block) if !json_cuts.is_empty() => block
+            .get("text")
+            .and_then(Value::as_str)
+            .filter(|t| t.starts_with(JSON_NOTE_PREFIX))
+            .map_or(0, |t| count(t, enc)),
+        _ => 0,
+    };
 
     let result_tokens: usize = {
         let content = content_slice(&raw);
@@ -523,7 +603,13 @@ pub fn truncate_result(raw: JsonObject, budget: &Budget) -> Truncated {
             }
     };
 
-    let truncated = cut_any || !dropped.is_empty();
+    let result_tokens = result_tokens
+        + note_tokens
+        + raw
+            .get("structuredContent")
+            .and_then(|v| serde_json::to_string(v).ok())
+            .map_or(0, |s| count(&s, enc));
+    let truncated = cut_any || structured_cut || !dropped.is_empty();
     let meta = raw
         .entry("_meta")
         .or_insert_with(|| Value::Object(Map::new()));
@@ -537,12 +623,48 @@ pub fn truncate_result(raw: JsonObject, budget: &Budget) -> Truncated {
         if !dropped.is_empty() {
             meta.insert("toolgate/dropped".into(), Value::Array(dropped));
         }
+        if !json_cuts.is_empty() {
+            meta.insert(
+                "toolgate/jsonCuts".into(),
+                json_cuts.iter().map(|n| Value::String(n.clone())).collect(),
+            );
+        }
     }
     Truncated {
         raw,
         original_tokens,
         result_tokens,
         truncated,
+        unfit,
+    }
+}
+
+/// Tokens set aside for the note on shortened JSON arrays.
+const JSON_NOTE_TOKENS: usize = 48;
+const JSON_NOTE_PREFIX: &str = "[toolgate: JSON shortened";
+
+/// The text block naming what was cut from JSON arrays, within `limit` tokens (as many
+/// notes as fit; all of them are in `_meta`).
+fn json_cut_note(notes: &[String], limit: usize, enc: Encoding) -> String {
+    if notes.is_empty() {
+        return String::new();
+    }
+    for shown in (1..=notes.len()).rev() {
+        let more = if shown < notes.len() {
+            format!("; {} more in _meta toolgate/jsonCuts", notes.len() - shown)
+        } else {
+            String::new()
+        };
+        let text = format!("{JSON_NOTE_PREFIX}: {}{more}]", notes[..shown].join("; "));
+        if count_till_limit(&text, enc, limit).is_some() {
+            return text;
+        }
+    }
+    let short = format!("{JSON_NOTE_PREFIX}, see _meta toolgate/jsonCuts]");
+    if count_till_limit(&short, enc, limit).is_some() {
+        short
+    } else {
+        String::new()
     }
 }
 

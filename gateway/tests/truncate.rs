@@ -192,7 +192,13 @@ fn check(raw: JsonObject, budget: &Budget) -> Truncated {
     let limit = budget.max_tokens.max(MIN_TOKENS);
     let before = serde_json::to_string(&raw).unwrap();
     let original_texts = text_parts(&raw);
-    let original_tokens: usize = original_texts.iter().map(|t| count(t, enc)).sum();
+    // What the model receives: text parts and structuredContent (as compact JSON).
+    let structured_tokens = |raw: &JsonObject| {
+        raw.get("structuredContent")
+            .map_or(0, |s| count(&serde_json::to_string(s).unwrap(), enc))
+    };
+    let original_tokens: usize =
+        original_texts.iter().map(|t| count(t, enc)).sum::<usize>() + structured_tokens(&raw);
     let original_blocks: Vec<Value> = match raw.get("content") {
         Some(Value::Array(a)) => a.clone(),
         _ => Vec::new(),
@@ -201,7 +207,8 @@ fn check(raw: JsonObject, budget: &Budget) -> Truncated {
 
     let t = truncate_result(raw, budget);
     let after_texts = text_parts(&t.raw);
-    let result_tokens: usize = after_texts.iter().map(|t| count(t, enc)).sum();
+    let result_tokens: usize =
+        after_texts.iter().map(|t| count(t, enc)).sum::<usize>() + structured_tokens(&t.raw);
 
     // Never over budget; counts are the real counts.
     assert!(
@@ -228,7 +235,15 @@ fn check(raw: JsonObject, budget: &Budget) -> Truncated {
         .as_array()
         .map(Vec::as_slice)
         .unwrap_or(&[]);
-    assert_eq!(blocks.len(), original_blocks.len());
+    // What was cut from JSON arrays may come as one more text block at the end.
+    let noted = blocks.len() == original_blocks.len() + 1;
+    if noted {
+        let note = blocks[blocks.len() - 1]["text"].as_str().unwrap_or("");
+        assert!(note.starts_with("[toolgate: JSON shortened"), "{note}");
+        assert!(meta["toolgate/jsonCuts"].is_array(), "{meta:?}");
+    } else {
+        assert_eq!(blocks.len(), original_blocks.len());
+    }
     for b in blocks {
         assert!(
             b.get("type").and_then(Value::as_str).is_some(),
@@ -236,8 +251,19 @@ fn check(raw: JsonObject, budget: &Budget) -> Truncated {
         );
     }
 
-    // structuredContent: whole, or absent and flagged.
+    // structuredContent: whole, shortened (arrays keep their element type; the cuts
+    // listed in `_meta`), or absent and flagged.
     match (&structured, t.raw.get("structuredContent")) {
+        (Some(s), Some(kept)) if s != kept => {
+            let cuts = meta["toolgate/structuredCuts"]
+                .as_array()
+                .expect("cuts listed");
+            assert!(!cuts.is_empty());
+            assert!(
+                serde_json::to_string(kept).unwrap().len() <= budget.structured_max_bytes,
+                "within structured_max_bytes"
+            );
+        }
         (Some(s), Some(kept)) => assert_eq!(s, kept),
         (Some(_), None) => {
             let dropped = meta["toolgate/dropped"].as_array().expect("dropped list");
@@ -276,7 +302,11 @@ fn check(raw: JsonObject, budget: &Budget) -> Truncated {
                 slice(b, 300)
             );
             if a != b {
-                assert!(b.contains("truncated") || b.contains("… kept ") || b.is_empty());
+                assert!(
+                    b.contains("truncated")
+                        || meta.contains_key("toolgate/jsonCuts")
+                        || b.is_empty()
+                );
             }
         } else {
             let markers = b
@@ -402,8 +432,19 @@ fn large_json_array_of_objects() {
         let t = check(text_result(&[&text]), &budget);
         let out: Value = serde_json::from_str(&text_parts(&t.raw)[0]).unwrap();
         let items = out.as_array().unwrap();
-        let note = items.last().unwrap().as_str().unwrap();
-        assert!(note.starts_with("… kept "), "{note}");
+        // The array keeps its element type; the note is in _meta and a block of its own.
+        assert!(
+            items.iter().all(Value::is_object),
+            "no note element in the array"
+        );
+        let cuts = t.raw["_meta"]["toolgate/jsonCuts"]
+            .as_array()
+            .expect("jsonCuts");
+        assert!(
+            cuts.iter()
+                .any(|c| c.as_str().is_some_and(|c| c.starts_with("/: kept "))),
+            "{cuts:?}"
+        );
         assert!(items.len() >= 2 || budget.max_tokens < 200);
         if budget.max_tokens == 12_000 {
             // The budget is used, not wasted.

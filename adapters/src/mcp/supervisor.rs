@@ -401,7 +401,9 @@ pub(crate) async fn list_tools(
 /// A protocol failure as text for `last_error` and logs.
 pub(crate) fn describe(f: &RpcFailure) -> String {
     match f {
-        RpcFailure::Error { code, message, .. } => format!("{message} (code {code})"),
+        RpcFailure::Error { code, message, .. } => {
+            format!("{message}{}", crate::error::rpc_code_note(*code))
+        }
         RpcFailure::Closed(r) | RpcFailure::Transport(r) => r.clone(),
         RpcFailure::Cancelled => "cancelled".into(),
         RpcFailure::Timeout => "timed out".into(),

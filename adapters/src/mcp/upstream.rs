@@ -199,14 +199,34 @@ impl Upstream for McpUpstream {
             ))),
             Err(RpcFailure::Error { code, message, .. }) if code == INVALID_PARAMS => {
                 Err(ToolError::InvalidArgs(format!(
-                    "upstream '{}' rejected the call to '{tool}': {message} (code {code}); \
+                    "upstream '{}' rejected the call to '{tool}': {message}{}; \
                      check the arguments against the tool's input schema",
-                    self.name
+                    self.name,
+                    crate::error::rpc_code_note(code)
                 )))
             }
+            Err(RpcFailure::Error {
+                code,
+                message,
+                data,
+            }) if crate::error::is_rate_limit(code, &message) => {
+                let retry_after = crate::error::retry_hint(data.as_ref());
+                Err(ToolError::RateLimited {
+                    message: format!(
+                        "upstream '{}' is rate limiting calls to '{tool}': {message}; retry {}",
+                        self.name,
+                        match retry_after {
+                            Some(after) => format!("in {}", crate::error::duration_text(after)),
+                            None => "in a moment".to_owned(),
+                        }
+                    ),
+                    retry_after,
+                })
+            }
             Err(RpcFailure::Error { code, message, .. }) => Err(ToolError::Failed(format!(
-                "tool '{tool}' on upstream '{}' failed: {message} (code {code})",
-                self.name
+                "tool '{tool}' on upstream '{}' failed: {message}{}",
+                self.name,
+                crate::error::rpc_code_note(code)
             ))),
             Err(RpcFailure::Transport(detail)) => Err(ToolError::Failed(format!(
                 "tool '{tool}' on upstream '{}' failed: {detail}",

@@ -5,7 +5,6 @@
 //! Credentials are wrapped in [`Secret`], whose `Debug` output never shows the value.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::time::Duration;
 
 use schemars::JsonSchema;
@@ -187,25 +186,5 @@ pub enum Credential {
     },
 }
 
-/// A secret string: serialized as is, never shown by `Debug` or `Display`.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(transparent)]
-pub struct Secret(pub String);
-
-impl Secret {
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(***)")
-    }
-}
-
-impl From<&str> for Secret {
-    fn from(s: &str) -> Self {
-        Secret(s.to_owned())
-    }
-}
+/// Credentials are held in the one [`Secret`] type (see `crate::secret`).
+pub use crate::secret::Secret;

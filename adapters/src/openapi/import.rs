@@ -4,7 +4,6 @@
 //! Runs on a blocking thread (see [`super::upstream`]).
 
 use std::collections::HashMap;
-use std::sync::OnceLock;
 
 use serde::Serialize;
 use url::Url;
@@ -245,15 +244,7 @@ pub(super) fn build(
             name: tool_name.clone(),
             raw,
         });
-        entries.insert(
-            tool_name,
-            Entry {
-                op,
-                conv,
-                base,
-                validator: OnceLock::new(),
-            },
-        );
+        entries.insert(tool_name, Entry { op, conv, base });
     }
     report.imported = tools.len();
     report.approx_tokens = bytes / 4;

@@ -1,11 +1,12 @@
 //! [`OpenApiUpstream`]: an OpenAPI description behind the same [`Upstream`] contract as
 //! an MCP server. Loading runs the whole pipeline once (fetch, then normalize, check
-//! refs, model, convert in [`super::import`] on a blocking thread); calls validate arguments against the tool's input schema (the
-//! validator is compiled on first use), build the request, apply auth and map the
-//! response. One pooled reqwest client per upstream, guarded against SSRF.
+//! refs, model, convert in [`super::import`] on a blocking thread); calls build the
+//! request from arguments the gateway already checked against the tool's input schema,
+//! apply auth and map the response. One pooled reqwest client per upstream, guarded
+//! against SSRF.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -22,12 +23,11 @@ use super::model::Operation;
 use super::ssrf;
 use crate::{CallContext, CallOutput, Connection, JsonObject, ToolDef, ToolError, Upstream};
 
-/// One tool: its operation, conversion, base URL and (compiled on first use) validator.
+/// One tool: its operation, conversion and base URL.
 pub(super) struct Entry {
     pub op: Operation,
     pub conv: Converted,
     pub base: Result<Url, String>,
-    pub validator: OnceLock<Result<jsonschema::Validator, String>>,
 }
 
 /// An OpenAPI upstream.
@@ -145,42 +145,6 @@ impl OpenApiUpstream {
         ))
     }
 
-    fn validate(
-        &self,
-        tool: &str,
-        entry: &Entry,
-        instance: &serde_json::Value,
-    ) -> Result<(), ToolError> {
-        let validator = entry.validator.get_or_init(|| {
-            jsonschema::validator_for(&entry.conv.input_schema).map_err(|e| e.to_string())
-        });
-        let validator = validator.as_ref().map_err(|e| {
-            ToolError::Failed(format!(
-                "the input schema of '{tool}' cannot be compiled: {e}"
-            ))
-        })?;
-        let problems: Vec<String> = validator
-            .iter_errors(instance)
-            .take(20)
-            .map(|e| {
-                let at = e.instance_path().to_string();
-                let at = if at.is_empty() {
-                    "(arguments)".to_owned()
-                } else {
-                    at
-                };
-                format!("- {at}: {e}")
-            })
-            .collect();
-        if problems.is_empty() {
-            return Ok(());
-        }
-        Err(ToolError::InvalidArgs(format!(
-            "arguments for '{tool}' do not match its input schema:\n{}\nfix these and call again",
-            problems.join("\n")
-        )))
-    }
-
     /// Like [`Upstream::call`], also forwarding those of `incoming` headers that the
     /// config lists in `forward_headers`.
     pub async fn call_with_headers(
@@ -196,12 +160,9 @@ impl OpenApiUpstream {
         let entry = self.entries.get(tool).ok_or_else(|| {
             ToolError::NotFound(format!("upstream '{}' has no tool '{tool}'", self.name))
         })?;
-        // Validated as a `Value` that owns the arguments (no copy of them).
-        let instance = serde_json::Value::Object(arguments);
-        self.validate(tool, entry, &instance)?;
-        let no_arguments = JsonObject::new();
-        // Always an object: it was built from one just above.
-        let arguments = instance.as_object().unwrap_or(&no_arguments);
+        // The gateway checked the arguments against the advertised input schema
+        // (`toolgate::validate`) before the call reached this adapter.
+        let arguments = &arguments;
         let base = entry
             .base
             .as_ref()
@@ -244,6 +205,26 @@ impl OpenApiUpstream {
                     continue;
                 }
                 let status = resp.status();
+                if status == reqwest::StatusCode::TOO_MANY_REQUESTS {
+                    // The caller can act on this (wait, then retry): a kind of its own,
+                    // with the API's hint, not an HTTP error result.
+                    let retry_after = resp
+                        .headers()
+                        .get(reqwest::header::RETRY_AFTER)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(crate::error::retry_after_header);
+                    return Err(ToolError::RateLimited {
+                        message: format!(
+                            "the API behind '{tool}' is rate limiting calls ({what} answered \
+                             HTTP 429); retry {}",
+                            match retry_after {
+                                Some(after) => format!("in {}", crate::error::duration_text(after)),
+                                None => "in a moment".to_owned(),
+                            }
+                        ),
+                        retry_after,
+                    });
+                }
                 let ct = resp
                     .headers()
                     .get(reqwest::header::CONTENT_TYPE)

@@ -74,7 +74,7 @@ impl JwtVerifier {
     pub(super) async fn new(config: JwtConfig) -> Result<JwtVerifier, String> {
         let (keys, reloader) = if let Some(secret) = &config.hs256_secret {
             (
-                Keys::Secret(DecodingKey::from_secret(secret.as_bytes())),
+                Keys::Secret(DecodingKey::from_secret(secret.expose().as_bytes())),
                 None,
             )
         } else {

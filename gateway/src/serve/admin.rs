@@ -44,7 +44,7 @@ pub fn router(gateway: Arc<Gateway>, store: Arc<dyn RegistrationStore>) -> Route
         .config()
         .admin
         .as_ref()
-        .map(|admin| digest(admin.token.as_bytes()));
+        .map(|admin| digest(admin.token.expose().as_bytes()));
     let admin = Arc::new(Admin {
         gateway,
         store,

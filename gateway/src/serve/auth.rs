@@ -52,8 +52,25 @@ impl FrontDoor {
             None
         } else {
             match self.authenticator.authenticate(authorization).await {
+                // A verified token naming no configured tenant: said as such, not as
+                // missing credentials (a token was sent).
+                Ok(Some(name)) if policy.tenant(&name).is_none() => {
+                    let error = crate::credentials::AuthError::UnknownTenant;
+                    self.audit_refusal(error.code());
+                    return Err(refusal(
+                        shape,
+                        StatusCode::UNAUTHORIZED,
+                        error.code(),
+                        &error.to_string(),
+                        Some((
+                            "www-authenticate",
+                            with_resource_metadata(error.www_authenticate(), &self.gateway, headers),
+                        )),
+                    ));
+                }
                 Ok(tenant) => tenant,
                 Err(error) => {
+                    self.audit_refusal(error.code());
                     let challenge =
                         with_resource_metadata(error.www_authenticate(), &self.gateway, headers);
                     return Err(refusal(
@@ -76,7 +93,22 @@ impl FrontDoor {
         Ok(tenant)
     }
 
+    /// Counts and audits a request refused at the door (`code` from a fixed set).
+    fn audit_refusal(&self, code: &'static str) {
+        self.gateway.metrics.record_refusal(code);
+        tracing::info!(
+            target: crate::logging::AUDIT_TARGET,
+            outcome = code,
+            "request refused"
+        );
+    }
+
     fn refuse(&self, refusal_reason: Refusal, shape: Shape, headers: &http::HeaderMap) -> Response {
+        self.audit_refusal(match &refusal_reason {
+            Refusal::Unauthenticated => "missing_credentials",
+            Refusal::RateLimited { .. } => "rate_limited",
+            Refusal::LimiterUnavailable { .. } => "state_unavailable",
+        });
         match refusal_reason {
             Refusal::Unauthenticated => refusal(
                 shape,

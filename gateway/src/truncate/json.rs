@@ -4,23 +4,28 @@ use super::text::floor_char;
 use super::*;
 
 /// Shrinks a JSON text to `share` tokens, staying valid JSON; `None` when no pruning
-/// fits (the caller falls back to head and tail).
+/// fits (the caller falls back to head and tail). Arrays keep their element type: what
+/// was cut from them is said in the notes returned (`/items: kept 20 of 4812 items`),
+/// for the result's `_meta` and a text block of their own, never inside the array.
 pub(super) fn shrink_json(
     value: &Value,
     text: &str,
     total: usize,
     share: usize,
     enc: Encoding,
-) -> Option<String> {
+) -> Option<(String, Vec<String>)> {
     let pretty = text.trim().contains('\n');
     let bytes_per_token = (text.len() as f64 / total.max(1) as f64).clamp(1.0, 16.0);
     let mut bytes = (share as f64 * bytes_per_token * 0.9) as usize;
-    let mut best: Option<String> = None;
+    let mut best: Option<(String, Vec<String>)> = None;
     for _ in 0..8 {
-        let mut p = Pruner { cut: false };
-        let mut pruned = p.prune(value, bytes, 0);
+        let mut p = Pruner {
+            cut: false,
+            notes: Vec::new(),
+        };
+        let mut pruned = p.prune(value, bytes, 0, "");
         if p.cut {
-            mark_root(&mut pruned, total);
+            mark_root(&mut pruned, total, &mut p.notes);
         }
         let out = if pretty {
             serde_json::to_string_pretty(&pruned)
@@ -31,7 +36,7 @@ pub(super) fn shrink_json(
         match count_till_limit(&out, enc, share) {
             Some(n) => {
                 let good = n * 10 >= share * 8;
-                best = Some(out);
+                best = Some((out, p.notes));
                 if good {
                     break;
                 }
@@ -51,18 +56,26 @@ pub(super) fn shrink_json(
         }
     }
     best.or_else(|| {
-        let minimal = if value.is_array() {
-            serde_json::json!([format!("… {total} tokens truncated")])
-        } else {
-            serde_json::json!({ "_truncated": format!("… {total} tokens truncated") })
+        let (minimal, notes) = match value {
+            Value::Array(items) => (
+                serde_json::json!([]),
+                vec![format!(
+                    "/: kept 0 of {} items ({total} tokens)",
+                    items.len()
+                )],
+            ),
+            _ => (
+                serde_json::json!({ "_truncated": format!("… {total} tokens truncated") }),
+                Vec::new(),
+            ),
         };
         let out = serde_json::to_string(&minimal).ok()?;
-        count_till_limit(&out, enc, share).map(|_| out)
+        count_till_limit(&out, enc, share).map(|_| (out, notes))
     })
 }
 
-/// Makes sure a cut shows at the root (a note element or a `_truncated` key).
-pub(super) fn mark_root(v: &mut Value, total: usize) {
+/// Makes sure a cut shows at the root (a note, or a `_truncated` key in an object).
+pub(super) fn mark_root(v: &mut Value, total: usize, notes: &mut Vec<String>) {
     match v {
         Value::Object(m) if !m.contains_key("_truncated") => {
             m.insert(
@@ -70,14 +83,8 @@ pub(super) fn mark_root(v: &mut Value, total: usize) {
                 Value::String(format!("shortened from {total} tokens")),
             );
         }
-        Value::Array(a) => {
-            let noted = a
-                .last()
-                .and_then(Value::as_str)
-                .is_some_and(|s| s.starts_with("… kept "));
-            if !noted {
-                a.push(Value::String(format!("… shortened from {total} tokens")));
-            }
+        Value::Array(_) if !notes.iter().any(|n| n.starts_with("/:")) => {
+            notes.push(format!("/: shortened from {total} tokens"));
         }
         _ => {}
     }
@@ -133,6 +140,15 @@ pub(super) fn size_capped(v: &Value, cap: usize, depth: usize) -> usize {
 
 pub(super) struct Pruner {
     cut: bool,
+    /// What was cut from arrays, by JSON pointer.
+    notes: Vec<String>,
+}
+
+/// The most array notes kept from one text (the rest are counted in the last one).
+const MAX_NOTES: usize = 50;
+
+fn pointer_or_root(path: &str) -> &str {
+    if path.is_empty() { "/" } else { path }
 }
 
 /// Bytes reserved for a note (`"… kept 20 of 4812 items"`, `"_truncated": …`).
@@ -142,7 +158,7 @@ pub(super) const MIN_MEMBER: usize = 256;
 
 impl Pruner {
     /// A copy of `v` whose compact serialization is about `budget` bytes at most.
-    fn prune(&mut self, v: &Value, budget: usize, depth: usize) -> Value {
+    fn prune(&mut self, v: &Value, budget: usize, depth: usize, path: &str) -> Value {
         match v {
             Value::String(s) => {
                 let size = s.len() + 2;
@@ -173,7 +189,8 @@ impl Pruner {
                     } else if left < 16 || !out.is_empty() && left < 64 {
                         break;
                     } else {
-                        self.prune(item, left, depth + 1)
+                        let at = format!("{path}/{}", out.len());
+                        self.prune(item, left, depth + 1, &at)
                     };
                     let s = size_capped(&item, usize::MAX, depth + 1);
                     if used + s + 1 > room && !out.is_empty() {
@@ -184,11 +201,14 @@ impl Pruner {
                 }
                 if out.len() < a.len() {
                     self.cut = true;
-                    out.push(Value::String(format!(
-                        "… kept {} of {} items",
-                        out.len(),
-                        a.len()
-                    )));
+                    if self.notes.len() < MAX_NOTES {
+                        self.notes.push(format!(
+                            "{}: kept {} of {} items",
+                            pointer_or_root(path),
+                            out.len(),
+                            a.len()
+                        ));
+                    }
                 }
                 Value::Array(out)
             }
@@ -230,7 +250,8 @@ impl Pruner {
                         self.cut = true;
                         continue;
                     }
-                    out.insert(k.clone(), self.prune(item, inner, depth + 1));
+                    let at = format!("{path}/{}", k.replace('~', "~0").replace('/', "~1"));
+                    out.insert(k.clone(), self.prune(item, inner, depth + 1, &at));
                     kept += 1;
                 }
                 if kept < m.len() {

@@ -17,7 +17,19 @@ pub(super) fn fallback_marker(total: usize, share: usize, enc: Encoding) -> Stri
 }
 
 /// Shrinks `text` (of `total` tokens) to at most `share` tokens.
+#[cfg(test)]
 pub(super) fn shrink_text(text: &str, total: usize, share: usize, enc: Encoding) -> String {
+    shrink_text_noted(text, total, share, enc).0
+}
+
+/// [`shrink_text`], also answering what was cut from JSON arrays (see
+/// [`shrink_json`]); plain text carries its marker inline and has no notes.
+pub(super) fn shrink_text_noted(
+    text: &str,
+    total: usize,
+    share: usize,
+    enc: Encoding,
+) -> (String, Vec<String>) {
     let trimmed = text.trim_start();
     if (trimmed.starts_with('{') || trimmed.starts_with('['))
         && let Ok(value) = serde_json::from_str::<Value>(text)
@@ -27,18 +39,17 @@ pub(super) fn shrink_text(text: &str, total: usize, share: usize, enc: Encoding)
             return out;
         }
         // Not even a note fits: the smallest JSON that still says so, or nothing.
-        let tiny = if value.is_array() {
-            "[\"…truncated\"]"
-        } else {
-            "{\"_truncated\":true}"
+        let (tiny, notes) = match &value {
+            Value::Array(items) => ("[]", vec![format!("/: kept 0 of {} items", items.len())]),
+            _ => ("{\"_truncated\":true}", Vec::new()),
         };
         return if count(tiny, enc) <= share {
-            tiny.to_owned()
+            (tiny.to_owned(), notes)
         } else {
-            String::new()
+            (String::new(), notes)
         };
     }
-    shrink_plain(text, total, share, enc)
+    (shrink_plain(text, total, share, enc), Vec::new())
 }
 
 /// Head and tail joined by one marker line; verified to fit.

@@ -172,14 +172,9 @@ async fn serve(mut call: CallStream) -> Response {
             return wire::json_response(message);
         }
         Some((message, false)) => wire::sse_frame(&message),
-        // Unreachable: the stream always ends with the result.
-        None => {
-            return wire::refusal(
-                http::StatusCode::INTERNAL_SERVER_ERROR,
-                -32603,
-                "the call ended without a result",
-            );
-        }
+        // The caller cancelled the call before anything was sent: no response, an
+        // event stream that ends empty.
+        None => return wire::sse_response(Body::empty()),
     };
     let stream = futures::stream::unfold((Some(first), Some(call)), |(first, call)| async move {
         if let Some(frame) = first {
@@ -467,6 +462,11 @@ impl CallStream {
         }
         let outcome = self.outcome.take()?;
         self.done = true;
+        if matches!(outcome, Err(ToolError::Cancelled(_))) && self.cancel.is_cancelled() {
+            // The caller cancelled (`notifications/cancelled`): the spec says the
+            // receiver SHOULD NOT answer a cancelled request, so its stream ends bare.
+            return None;
+        }
         Some((self.result(outcome), true))
     }
 

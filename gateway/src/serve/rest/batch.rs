@@ -264,7 +264,8 @@ async fn run(
     let request_headers = Arc::new(headers.clone());
     let calls: Vec<_> = requests
         .iter()
-        .map(|request| {
+        .enumerate()
+        .map(|(index, request)| {
             one(
                 door,
                 trace,
@@ -272,6 +273,9 @@ async fn run(
                 request,
                 request_headers.clone(),
                 config.call_timeout,
+                // The request itself was admitted as the first call; each further call
+                // costs one more unit of the tenant's rate limit.
+                index > 0,
             )
         })
         .collect();
@@ -289,7 +293,16 @@ async fn one(
     request: &Request,
     request_headers: Arc<HeaderMap>,
     call_timeout: std::time::Duration,
+    admit: bool,
 ) -> Finished {
+    if admit
+        && let Err(refusal) = door
+            .gateway
+            .admit(&door.gateway.policy(), &caller.tenant)
+            .await
+    {
+        return over_limit(door, request, refusal);
+    }
     let arguments = match &request.arguments {
         Ok(arguments) => arguments.clone(),
         Err(problem) => return not_called(request, problem),
@@ -300,7 +313,47 @@ async fn one(
     // The batch's calls share the request's trace (and so its correlation id).
     let mut ctx = trace.call_context(call_timeout);
     ctx.request_headers = request_headers;
-    call::execute(&door.gateway, caller, &request.name, arguments, ctx).await
+    call::execute_cancellable(
+        door.gateway.clone(),
+        caller.clone(),
+        request.name.clone(),
+        arguments,
+        ctx,
+    )
+    .await
+}
+
+/// A call of a batch refused by the tenant's rate limit (each call costs one unit).
+fn over_limit(door: &FrontDoor, request: &Request, refusal: crate::policy::Refusal) -> Finished {
+    use crate::policy::Refusal;
+    door.gateway.metrics.record_refusal(match &refusal {
+        Refusal::RateLimited { .. } => "rate_limited",
+        Refusal::LimiterUnavailable { .. } => "state_unavailable",
+        Refusal::Unauthenticated => "missing_credentials",
+    });
+    let error = match refusal {
+        Refusal::RateLimited { retry_after } => ToolError::RateLimited {
+            message: format!(
+                "this call is over the tenant's rate limit (every call of a batch counts); \
+                 retry '{}' in {}",
+                request.name,
+                toolgate_adapters::error::duration_text(
+                    retry_after.max(std::time::Duration::from_millis(1))
+                )
+            ),
+            retry_after: Some(retry_after),
+        },
+        Refusal::LimiterUnavailable { message } => ToolError::Unavailable(message),
+        Refusal::Unauthenticated => ToolError::Unavailable(
+            "the tenant's credentials are no longer accepted; authenticate again".into(),
+        ),
+    };
+    Finished {
+        summary: crate::summary::failed(&request.name, &error),
+        outcome: Err(error),
+        usage: None,
+        duration: std::time::Duration::ZERO,
+    }
 }
 
 /// A call that was never made: the model's request itself was wrong.

@@ -2,6 +2,7 @@
 //! streamed) and the batch endpoints: name resolution, argument clean-up for
 //! function-calling clients, the policy-checked call, and the answer with its summary.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -194,5 +195,39 @@ pub async fn execute(
         usage,
         summary,
         duration: started.elapsed(),
+    }
+}
+
+/// [`execute`] in a task of its own, for a caller that may hang up: dropping the
+/// returned future (the client went away, so the request handler was dropped) cancels
+/// the call instead of abandoning it. The task runs on until the upstream has been told
+/// (`notifications/cancelled`, or the request aborted) and the call path has written
+/// its audit line and metric with outcome `cancelled`.
+pub async fn execute_cancellable(
+    gateway: Arc<Gateway>,
+    caller: Caller,
+    name: String,
+    arguments: JsonObject,
+    ctx: CallContext,
+) -> Finished {
+    let _cancel_on_drop = ctx.cancel.clone().drop_guard();
+    let started = Instant::now();
+    let task = tokio::spawn({
+        let name = name.clone();
+        async move { execute(&gateway, &caller, &name, arguments, ctx).await }
+    });
+    match task.await {
+        Ok(finished) => finished,
+        Err(_) => {
+            let error = ToolError::Failed(format!(
+                "the call to '{name}' stopped unexpectedly inside the gateway; retry it"
+            ));
+            Finished {
+                summary: summary::failed(&name, &error),
+                outcome: Err(error),
+                usage: None,
+                duration: started.elapsed(),
+            }
+        }
     }
 }

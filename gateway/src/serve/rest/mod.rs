@@ -146,6 +146,18 @@ async fn list_tools(
             );
         }
     };
+    if strict && !matches!(format, Format::OpenAi | Format::Responses) {
+        // Said, not ignored: a caller asking for strict schemas must not get loose ones.
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_strict",
+            format!(
+                "strict=true applies to format=openai and format=responses (OpenAI strict \
+                 mode); it is not offered for format={}: leave strict out",
+                format.as_str()
+            ),
+        );
+    }
     let options = ExportOptions { strict };
     let caller = match caller(&door, &headers, query.get("session").map(String::as_str)).await {
         Ok(caller) => caller,
@@ -223,7 +235,7 @@ async fn call_tool(
         return stream::respond(door.clone(), caller, name, arguments, ctx, format);
     }
     ctx.request_headers = Arc::new(headers);
-    let finished = call::execute(gateway, &caller, &name, arguments, ctx).await;
+    let finished = call::execute_cancellable(gateway.clone(), caller, name, arguments, ctx).await;
     match (finished.answer(), &finished.outcome) {
         (Some(answer), _) => Json(answer).into_response(),
         (None, Err(e)) => tool_error(e),

@@ -145,25 +145,36 @@ impl Run {
             window: config.rest.coalesce_window,
             max_bytes: config.rest.coalesce_max_bytes,
         });
+        // A client that hangs up cancels the call, which then runs to its end here (the
+        // upstream told, the audit line and metric written with outcome `cancelled`).
+        let cancel = ctx.cancel.clone();
+        let mut hung_up = false;
         let execution = call::execute(gateway, caller, &name, arguments, ctx);
         tokio::pin!(execution);
         let finished = loop {
             let deadline = coalescer.next_deadline();
             tokio::select! {
                 biased;
-                update = inbox.next() => {
+                update = inbox.next(), if !hung_up => {
                     if let Some(update) = update {
                         let due = coalescer.push(update, Instant::now());
-                        self.progress(due).await.ok()?;
+                        hung_up = self.progress(due).await.is_err();
                     }
                 }
-                _ = sleep_until(deadline), if deadline.is_some() => {
+                _ = sleep_until(deadline), if deadline.is_some() && !hung_up => {
                     let due = coalescer.due(Instant::now());
-                    self.progress(due).await.ok()?;
+                    hung_up = self.progress(due).await.is_err();
                 }
+                _ = self.events.closed(), if !hung_up => hung_up = true,
                 finished = &mut execution => break finished,
             }
+            if hung_up {
+                cancel.cancel();
+            }
         };
+        if hung_up {
+            return None;
+        }
         // Updates sent just before the result are still queued: they come first.
         for update in inbox.drain() {
             let due = coalescer.push(update, Instant::now());
