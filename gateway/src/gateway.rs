@@ -526,7 +526,8 @@ impl Gateway {
     }
 
     /// [`Gateway::call`], also answering the result's token counts (a result under
-    /// its budget carries none in `_meta`: it passes byte-identical).
+    /// its budget carries none in `_meta`: it passes as the upstream sent it, but for
+    /// the correlation id the MCP surface adds).
     pub async fn call_counted(
         &self,
         caller: &crate::access::Caller,
