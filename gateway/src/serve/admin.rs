@@ -24,7 +24,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 use tokio::sync::Mutex;
 
 use crate::gateway::Gateway;
@@ -34,21 +33,17 @@ use crate::registry::{self, Registration, RegistrationStore};
 pub struct Admin {
     gateway: Arc<Gateway>,
     store: Arc<dyn RegistrationStore>,
-    token_digest: Option<[u8; 32]>,
+    token: Option<toolgate_adapters::Secret>,
     /// One change at a time: the stored set is read, changed and written whole.
     changes: Mutex<()>,
 }
 
 pub fn router(gateway: Arc<Gateway>, store: Arc<dyn RegistrationStore>) -> Router {
-    let token_digest = gateway
-        .config()
-        .admin
-        .as_ref()
-        .map(|admin| digest(admin.token.expose().as_bytes()));
+    let token = gateway.config().admin.as_ref().map(|a| a.token.clone());
     let admin = Arc::new(Admin {
         gateway,
         store,
-        token_digest,
+        token,
         changes: Mutex::new(()),
     });
     Router::new()
@@ -59,10 +54,6 @@ pub fn router(gateway: Arc<Gateway>, store: Arc<dyn RegistrationStore>) -> Route
         .with_state(admin)
 }
 
-fn digest(bytes: &[u8]) -> [u8; 32] {
-    Sha256::digest(bytes).into()
-}
-
 fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
     (
         status,
@@ -71,29 +62,17 @@ fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response
         .into_response()
 }
 
-/// Checks the bearer token in constant time (comparing digests, so neither the
-/// token's length nor its prefix leaks through timing).
+/// Checks the bearer token (in constant time, as every credential is).
 /// `Some(response)` when the request must be refused.
 fn refuse(admin: &Admin, headers: &HeaderMap) -> Option<Response> {
-    let Some(expected) = admin.token_digest else {
+    let Some(expected) = &admin.token else {
         return Some(error(
             StatusCode::NOT_FOUND,
             "admin_disabled",
             "the admin API is disabled: set `admin.token` in the gateway config",
         ));
     };
-    let presented = headers
-        .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(|token| digest(token.trim().as_bytes()));
-    let matches = presented.is_some_and(|p| {
-        p.iter()
-            .zip(expected.iter())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0
-    });
-    (!matches).then(|| {
+    (!super::auth::bearer_is_one_of(headers, &[Some(expected)])).then(|| {
         error(
             StatusCode::UNAUTHORIZED,
             "unauthorized",

@@ -64,7 +64,11 @@ impl FrontDoor {
                         &error.to_string(),
                         Some((
                             "www-authenticate",
-                            with_resource_metadata(error.www_authenticate(), &self.gateway, headers),
+                            with_resource_metadata(
+                                error.www_authenticate(),
+                                &self.gateway,
+                                headers,
+                            ),
                         )),
                     ));
                 }
@@ -167,27 +171,26 @@ fn with_resource_metadata(
 }
 
 /// Whether the request's bearer token is one of `secrets` (absent ones match
-/// nothing). Compared as digests, so neither a token's length nor its prefix leaks
-/// through timing.
-pub fn bearer_is_one_of(headers: &http::HeaderMap, secrets: &[Option<&str>]) -> bool {
-    use sha2::{Digest, Sha256};
+/// nothing), each compared in constant time ([`Secret::matches`]).
+///
+/// [`Secret::matches`]: toolgate_adapters::Secret::matches
+pub fn bearer_is_one_of(
+    headers: &http::HeaderMap,
+    secrets: &[Option<&toolgate_adapters::Secret>],
+) -> bool {
     let Some(presented) = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .map(|token| Sha256::digest(token.trim().as_bytes()))
+        .map(str::trim)
     else {
         return false;
     };
-    secrets.iter().flatten().fold(false, |found, secret| {
-        let expected = Sha256::digest(secret.as_bytes());
-        let same = presented
-            .iter()
-            .zip(expected.iter())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0;
-        found | same
-    })
+    // Every secret is compared, whichever matches: the time says nothing about which.
+    secrets
+        .iter()
+        .flatten()
+        .fold(false, |found, secret| found | secret.matches(presented))
 }
 
 /// 503 for a shared state store that cannot be reached: retry shortly.

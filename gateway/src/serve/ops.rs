@@ -33,7 +33,7 @@ pub struct MetricsConfig {
     /// token; put it in the environment: `token: ${TOOLGATE_METRICS_TOKEN}`. At least
     /// 16 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token: Option<String>,
+    pub token: Option<toolgate_adapters::Secret>,
     /// Serve `/metrics` on this address instead of the main listener (e.g.
     /// `0.0.0.0:9090` for a Prometheus that scrapes pods); there it needs no token and
     /// no allowed `Host`, so keep the address off public networks. Read at startup.
@@ -44,7 +44,7 @@ pub struct MetricsConfig {
 impl MetricsConfig {
     pub fn validate(&self) -> Result<(), (String, String)> {
         if let Some(token) = &self.token
-            && token.len() < 16
+            && token.expose().len() < 16
         {
             return Err((
                 "metrics.token".into(),
@@ -100,7 +100,7 @@ fn has_credentials(gateway: &Gateway) -> bool {
     !gateway.policy().is_open() || config.admin.is_some() || config.metrics.token.is_some()
 }
 
-fn admin_token(gateway: &Gateway) -> Option<String> {
+fn admin_token(gateway: &Gateway) -> Option<toolgate_adapters::Secret> {
     gateway.config().admin.as_ref().map(|a| a.token.clone())
 }
 
@@ -153,7 +153,7 @@ async fn upstreams(State(door): State<Arc<FrontDoor>>, headers: HeaderMap) -> Re
     let gateway = &door.gateway;
     let statuses = gateway.statuses();
     let admin = admin_token(gateway);
-    if gateway.policy().is_open() || bearer_is_one_of(&headers, &[admin.as_deref()]) {
+    if gateway.policy().is_open() || bearer_is_one_of(&headers, &[admin.as_ref()]) {
         return Json(statuses).into_response();
     }
     let tenant = match door.admit_as(&headers, Shape::Rest).await {
@@ -176,7 +176,8 @@ async fn guarded_metrics(State(door): State<Arc<FrontDoor>>, headers: HeaderMap)
     if has_credentials(gateway) {
         let config = gateway.config();
         let tokens = [admin_token(gateway), config.metrics.token.clone()];
-        let tokens: Vec<Option<&str>> = tokens.iter().map(Option::as_deref).collect();
+        let tokens: Vec<Option<&toolgate_adapters::Secret>> =
+            tokens.iter().map(Option::as_ref).collect();
         if !bearer_is_one_of(&headers, &tokens) {
             let message = if tokens.iter().all(Option::is_none) {
                 "/metrics needs a credential on a gateway with tenants: set `metrics.token` \

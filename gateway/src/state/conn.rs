@@ -34,7 +34,8 @@ impl RedisConn {
     pub fn new(config: &StateConfig) -> Result<Arc<RedisConn>, String> {
         let url = config
             .url
-            .as_deref()
+            .as_ref()
+            .map(toolgate_adapters::Secret::expose)
             .ok_or("`state.url` is required for `backend: redis`")?;
         let client = client(url, config.tls_ca_file.as_deref())?;
         let address = match client.get_connection_info().addr() {

@@ -41,7 +41,7 @@ pub struct StateConfig {
     /// `redis+unix:///path`), required for `backend: redis`. It may carry a password:
     /// write `url: ${REDIS_URL}`; it is never logged (only host and port are).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub url: Option<String>,
+    pub url: Option<toolgate_adapters::Secret>,
     /// For `rediss://`: a PEM file of the CA certificates that sign the server's
     /// certificate (a managed Redis's CA, a private CA), trusted instead of the
     /// system's roots. Without it the system's trust store decides.
@@ -138,6 +138,7 @@ impl StateConfig {
                 "`backend: redis` needs `url` (e.g. `url: ${REDIS_URL}`)".into(),
             )),
             (StateBackend::Redis, Some(url)) => {
+                let url = url.expose();
                 if self.tls_ca_file.is_some() && !url.starts_with("rediss://") {
                     return Err((
                         "tls_ca_file".into(),
@@ -145,7 +146,7 @@ impl StateConfig {
                     ));
                 }
                 // The parser's own message may echo the URL (and its password).
-                redis::Client::open(url.as_str()).map(|_| ()).map_err(|_| {
+                redis::Client::open(url).map(|_| ()).map_err(|_| {
                     (
                         "url".into(),
                         "not a valid Redis URL: expected `redis://[user:password@]host:port[/db]`, \

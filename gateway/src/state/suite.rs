@@ -279,7 +279,7 @@ pub fn test_state(url: &str) -> StateConfig {
         .unwrap_or(0);
     let mut state = StateConfig {
         backend: crate::config::StateBackend::Redis,
-        url: Some(url.to_owned()),
+        url: Some(url.into()),
         ..StateConfig::default()
     };
     state.key_prefix = format!(
@@ -323,7 +323,11 @@ pub fn limited_config(state: &StateConfig, rate_limit: &str, on_unavailable: &st
         "state: {{backend: redis, url: '{}', replicas: 2, on_unavailable: {on_unavailable}, \
          key_prefix: '{}', command_timeout: 300ms, connect_timeout: 300ms}}\n\
          tenants:\n  t:\n    rate_limit: {rate_limit}\n",
-        state.url.as_deref().unwrap_or_default(),
+        state
+            .url
+            .as_ref()
+            .map(toolgate_adapters::Secret::expose)
+            .unwrap_or_default(),
         state.key_prefix
     );
     Config::parse(&yaml, &|_| None).expect("test config")
