@@ -596,6 +596,7 @@ mod tests {
     fn every_credential_in_the_config_is_one_redacted_secret_type() {
         let admin = crate::config::AdminConfig {
             token: "admin-token-admin-token-0123".into(),
+            spec_dir: None,
         };
         assert!(!format!("{admin:?}").contains("admin-token"), "{admin:?}");
         let jwt = JwtConfig {
