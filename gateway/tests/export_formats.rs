@@ -29,7 +29,7 @@ mod random;
 #[path = "export_formats/rules.rs"]
 mod rules;
 
-use harness::{Tally, VARIANTS, label, print, run};
+use harness::{Tally, VARIANTS, print, run};
 
 #[tokio::test]
 async fn every_corpus_tool_exports_within_each_formats_rules() {
@@ -60,19 +60,14 @@ async fn every_corpus_tool_exports_within_each_formats_rules() {
         "{} rule violations",
         tally.violations.len()
     );
+    // A value only a JSON string could carry, where an alternative also takes any
+    // string (GitHub's deployment `payload`), is refused with its reason; nothing else.
+    harness::assert_only_json_string_refusals(&tally, total);
     assert!(
-        tally.export_errors.is_empty(),
-        "export errors: {:?}",
-        tally.export_errors
+        tally.export_errors.len() <= 3 * 3,
+        "{} refusals",
+        tally.export_errors.len()
     );
-    for (f, s) in VARIANTS {
-        assert_eq!(
-            tally.ok.get(&label(f, s)).copied().unwrap_or(0),
-            total,
-            "{}",
-            label(f, s)
-        );
-    }
 }
 
 #[test]
@@ -351,9 +346,5 @@ fn random_schemas_export_within_each_formats_rules() {
         "{} rule violations",
         tally.violations.len()
     );
-    assert!(
-        tally.export_errors.is_empty(),
-        "export errors: {:?}",
-        tally.export_errors
-    );
+    harness::assert_only_json_string_refusals(&tally, defs.len());
 }

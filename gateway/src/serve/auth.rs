@@ -64,7 +64,11 @@ impl FrontDoor {
                         &error.to_string(),
                         Some((
                             "www-authenticate",
-                            with_resource_metadata(error.www_authenticate(), &self.gateway, headers),
+                            with_resource_metadata(
+                                error.www_authenticate(),
+                                &self.gateway,
+                                headers,
+                            ),
                         )),
                     ));
                 }

@@ -101,7 +101,11 @@ fn has_credentials(gateway: &Gateway) -> bool {
 }
 
 fn admin_token(gateway: &Gateway) -> Option<String> {
-    gateway.config().admin.as_ref().map(|a| a.token.expose().to_owned())
+    gateway
+        .config()
+        .admin
+        .as_ref()
+        .map(|a| a.token.expose().to_owned())
 }
 
 async fn readyz(State(door): State<Arc<FrontDoor>>) -> Response {
