@@ -9,6 +9,11 @@ use toolgate_adapters::JsonObject;
 
 use super::rules;
 
+/// A definition written as JSON.
+pub fn definition(v: Value) -> JsonObject {
+    v.as_object().cloned().expect("a definition is an object")
+}
+
 /// Checks one exported tool against its format's rules; the problems found.
 pub fn check(definition: &JsonObject, format: Format, strict: bool, out: &Value) -> Vec<String> {
     let mut errs = Vec::new();
