@@ -12,7 +12,7 @@
 //!
 //! The rule is a function of the tool's input schema alone, so the call path needs
 //! nothing from the export and works whichever format the model saw. An argument's
-//! *path* is its chain of property names and array positions (`/a/[]/b`); the schemas
+//! *path* is its chain of property names and array positions (`/a/~/b`); the schemas
 //! *reachable* at a path are those met walking the input schema down `properties` and
 //! `items` (every alternative of an `anyOf`/`oneOf` taken, `allOf` merged, the
 //! keywords beside alternatives applied to each). A *JSON-string slot* is a reachable
@@ -45,6 +45,15 @@ use super::{refs, root};
 const MAX_DEPTH: usize = 48;
 /// Most schema nodes one walk visits (alternatives multiply paths).
 const MAX_VISITS: usize = 50_000;
+
+/// The path segment of any array position: `~` alone is never an escaped name.
+const ITEMS: &str = "/~";
+
+/// `path` extended by the property `name`, escaped as in a JSON pointer, so that no
+/// name can pass for another path.
+fn child(path: &str, name: &str) -> String {
+    format!("{path}/{}", name.replace('~', "~0").replace('/', "~1"))
+}
 
 /// What a JSON-string slot holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -208,10 +217,10 @@ fn reach(root: &Value) -> BTreeMap<String, At> {
         }
         if let Some(Value::Object(props)) = m.get("properties") {
             for (name, p) in props {
-                walk(p, &format!("{path}/{name}"), depth + 1, visits, out);
+                walk(p, &child(path, name), depth + 1, visits, out);
             }
         }
-        let items = format!("{path}/[]");
+        let items = format!("{path}{ITEMS}");
         match m.get("items") {
             Some(i @ Value::Object(_)) => walk(i, &items, depth + 1, visits, out),
             Some(Value::Array(list)) => {
@@ -304,6 +313,11 @@ fn rewrite(
         } else {
             "a free-form object"
         };
+        let path: Vec<&str> = path
+            .split('/')
+            .map(|segment| if segment == "~" { "[]" } else { segment })
+            .collect();
+        let path = path.join("/");
         return Err(format!(
             "the argument at {path} may be {what}, which {consumer} cannot describe, and \
              it also takes any string, so it cannot be sent as a JSON string either; use \
@@ -314,7 +328,7 @@ fn rewrite(
     if let Some(Value::Object(props)) = m.get("properties") {
         let mut converted = Map::new();
         for (name, p) in props {
-            let at = format!("{path}/{name}");
+            let at = child(path, name);
             converted.insert(
                 name.clone(),
                 rewrite(p, &at, depth + 1, paths, visits, consumer)?,
@@ -322,7 +336,7 @@ fn rewrite(
         }
         out.insert("properties".into(), Value::Object(converted));
     }
-    let items = format!("{path}/[]");
+    let items = format!("{path}{ITEMS}");
     for k in ["items", "prefixItems"] {
         match m.get(k) {
             Some(i @ Value::Object(_)) => {
@@ -412,11 +426,13 @@ pub fn decode(definition: &JsonObject, arguments: &mut JsonObject) {
     if !holds_string(arguments) {
         return;
     }
-    let schema = definition
-        .get("inputSchema")
-        .map(refs::inline)
-        .unwrap_or(Value::Null);
-    let Ok(fixed) = root::object_root(&schema) else {
+    let Some(source) = definition.get("inputSchema") else {
+        return;
+    };
+    if !may_hold_slots(source) {
+        return;
+    }
+    let Ok(fixed) = root::object_root(&refs::inline(source)) else {
         return;
     };
     let paths = reach(&fixed.schema);
@@ -424,8 +440,28 @@ pub fn decode(definition: &JsonObject, arguments: &mut JsonObject) {
         return;
     }
     for (name, value) in arguments.iter_mut() {
-        decode_value(&paths, &format!("/{name}"), value, 1);
+        decode_value(&paths, &child("", name), value, 1);
     }
+}
+
+/// Whether `schema` may hold a slot at all: a reference (a cut comes from one) or an
+/// object without declared properties somewhere. Most tools have neither, and are
+/// spared inlining their schema on every call.
+fn may_hold_slots(schema: &Value) -> bool {
+    let mut pending = vec![schema];
+    while let Some(value) = pending.pop() {
+        match value {
+            Value::Object(m) => {
+                if m.contains_key("$ref") || slot_kind(m).is_some() {
+                    return true;
+                }
+                pending.extend(m.values());
+            }
+            Value::Array(items) => pending.extend(items),
+            _ => {}
+        }
+    }
+    false
 }
 
 fn holds_string(arguments: &JsonObject) -> bool {
@@ -469,11 +505,11 @@ fn decode_value(paths: &BTreeMap<String, At>, path: &str, value: &mut Value, dep
         }
         Value::Object(o) => {
             for (name, v) in o.iter_mut() {
-                decode_value(paths, &format!("{path}/{name}"), v, depth + 1);
+                decode_value(paths, &child(path, name), v, depth + 1);
             }
         }
         Value::Array(items) => {
-            let at = format!("{path}/[]");
+            let at = format!("{path}{ITEMS}");
             for v in items {
                 decode_value(paths, &at, v, depth + 1);
             }
@@ -545,6 +581,20 @@ mod tests {
                 "name": "{\"stays\": \"a string\"}",
                 "closed": {"a": "{}"}
             })
+        );
+    }
+
+    #[test]
+    fn a_name_with_a_slash_is_not_another_path() {
+        let def = definition(json!({"type": "object", "properties": {
+            "a/b": {"type": "string"},
+            "a": {"type": "object", "properties": {"b": {"type": "object"}}}
+        }}));
+        let mut args = object(json!({"a/b": "{\"x\": 1}", "a": {"b": "{\"y\": 2}"}}));
+        decode(&def, &mut args);
+        assert_eq!(
+            Value::Object(args),
+            json!({"a/b": "{\"x\": 1}", "a": {"b": {"y": 2}}})
         );
     }
 
