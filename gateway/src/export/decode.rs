@@ -585,6 +585,20 @@ mod tests {
     }
 
     #[test]
+    fn an_untyped_recursive_node_is_cut_as_an_object_and_decoded() {
+        let schema = json!({"type": "object", "properties": {"root": {"$ref": "#/$defs/node"}},
+            "$defs": {"node": {"properties": {"name": {"type": "string"},
+                "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}}}});
+        let out = stringify(&refs::inline(&schema), "strict mode").unwrap();
+        let kids = &out["properties"]["root"]["properties"]["kids"]["items"];
+        assert_eq!(kids["type"], "string", "{kids}");
+        assert!(kids["description"].as_str().unwrap().contains("recursive"));
+        let mut args = object(json!({"root": {"name": "a", "kids": ["{\"name\": \"b\"}"]}}));
+        decode(&definition(schema), &mut args);
+        assert_eq!(args["root"]["kids"][0], json!({"name": "b"}));
+    }
+
+    #[test]
     fn a_name_with_a_slash_is_not_another_path() {
         let def = definition(json!({"type": "object", "properties": {
             "a/b": {"type": "string"},
