@@ -45,22 +45,31 @@
 //!   description as short notes (`(format: uri; max length: 2048)`).
 //! - **What strict mode or Gemini cannot say** is narrowed to something they can that
 //!   the source also accepts: an untyped value becomes string/number/boolean/null
-//!   (strict) or a string (Gemini); an untyped array gets such items; a free-form
-//!   object (undeclared keys) is closed with its declared properties (strict, said so)
-//!   or loses `additionalProperties` (Gemini, said so).
+//!   (strict) or a string (Gemini); an untyped array gets such items; an object with
+//!   declared properties that also takes other keys is closed with its declared
+//!   properties (strict, said so) or loses `additionalProperties` (Gemini, said so).
+//! - **Values they cannot describe at all** ([`decode`]) — a free-form map (`metadata`,
+//!   labels, `tool_invoke`'s `arguments`) or a recursive sub-schema whose expansion was
+//!   cut — are declared as a **string** holding the JSON value, described as such; the
+//!   REST call path decodes it back ([`prepare_call_arguments`]). Where decoding could
+//!   not find such a value again (inside one of several alternatives), or the root
+//!   itself takes free-form keys, the tool is an [`ExportError`] instead.
 //! - **Descriptions** are capped at [`MAX_DESCRIPTION`] characters (at a word boundary,
 //!   ending with `…`) and never empty: a missing one is the title, the annotations'
 //!   title, or generated from the name (`Calls the tool 'x' of 'upstream'.`).
 //!
 //! [`ExportError`] (the REST endpoint skips the tool and says why): a name outside
 //! `^[a-zA-Z0-9_-]{1,64}$` (catalog names never are), a root that is not an object,
-//! and — strict mode only — a schema over OpenAI's documented size limits (10 levels of
-//! object nesting, 5,000 properties, 1,000 enum values, 120,000 characters of property
-//! names and enum values).
+//! a value only a JSON string could carry where decoding would not find it (strict
+//! and Gemini), and — strict mode only — a schema over OpenAI's documented size limits
+//! (10 levels of object nesting, 5,000 properties, 1,000 enum values, 120,000
+//! characters of property names and enum values).
 //!
 //! Under OpenAI strict mode the model sends `null` for an argument that was optional;
 //! [`strip_strict_nulls`] removes those before the call goes upstream.
+//! [`prepare_call_arguments`] does that and the decoding above, in one step.
 
+pub mod decode;
 mod gemini;
 mod merge;
 mod notes;
@@ -205,7 +214,8 @@ pub fn export(
         Format::OpenAi | Format::Responses if options.strict => {
             let inlined = refs::inline(&schema);
             let fixed = root::object_root(&inlined).map_err(&fail)?;
-            let parameters = strict::convert_root(&fixed.schema);
+            let staged = decode::stringify(&fixed.schema, "OpenAI strict mode").map_err(&fail)?;
+            let parameters = strict::convert_root(&staged);
             strict::check_limits(&parameters).map_err(&fail)?;
             function_tool(format, name, description(fixed.note), parameters, true)
         }
@@ -224,7 +234,8 @@ pub fn export(
         Format::Gemini => {
             let inlined = refs::inline(&schema);
             let fixed = root::object_root(&inlined).map_err(&fail)?;
-            let parameters = gemini::convert_root(&fixed.schema);
+            let staged = decode::stringify(&fixed.schema, "Gemini").map_err(&fail)?;
+            let parameters = gemini::convert_root(&staged);
             let mut out = json!({"name": name, "description": description(fixed.note)});
             // Gemini rejects an OBJECT with empty `properties`; a tool without
             // arguments is declared without `parameters`.
@@ -337,6 +348,16 @@ pub(crate) fn cap_to(text: &str, max: usize) -> String {
         .find(|(_, c)| c.is_whitespace())
         .map_or(cut.len(), |(i, _)| i);
     format!("{}…", cut[..at].trim_end())
+}
+
+/// Turns a function-calling model's `arguments` into what `definition`'s own input
+/// schema expects: each JSON string sent for a value the strict and Gemini exports
+/// declare as a string is decoded ([`decode`]), then strict mode's `null`s for
+/// optional arguments are removed ([`strip_strict_nulls`]). Both only change values the
+/// source schema would reject, so a call that was already valid passes unchanged.
+pub fn prepare_call_arguments(definition: &JsonObject, arguments: &mut JsonObject) {
+    decode::decode(definition, arguments);
+    strip_strict_nulls(definition, arguments);
 }
 
 /// Removes the `null` arguments an OpenAI strict-mode call sends for properties that

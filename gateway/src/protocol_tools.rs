@@ -87,6 +87,16 @@ pub fn definitions() -> Vec<JsonObject> {
         .collect()
 }
 
+/// The MCP definition of the protocol tool `name`, if it is one.
+pub fn definition(name: &str) -> Option<JsonObject> {
+    if !is_protocol_tool(name) {
+        return None;
+    }
+    definitions()
+        .into_iter()
+        .find(|d| d.get("name").and_then(Value::as_str) == Some(name))
+}
+
 /// Runs a protocol tool. `Ok(None)` when `name` is not one; the `bool` says whether
 /// the caller's visible set changed (the surface then announces `list_changed`).
 pub async fn call(
@@ -276,7 +286,7 @@ async fn invoke(
             "{INVOKE} calls catalog tools; call '{name}' directly"
         )));
     }
-    let tool_arguments = match arguments.get("arguments") {
+    let mut tool_arguments = match arguments.get("arguments") {
         None | Some(Value::Null) => JsonObject::new(),
         Some(Value::Object(object)) => object.clone(),
         Some(_) => {
@@ -285,6 +295,11 @@ async fn invoke(
             )));
         }
     };
+    // A model that read the tool's strict or Gemini export may send the values it
+    // declares as JSON strings that way here too.
+    if let Some(entry) = gateway.catalog().get(&name) {
+        crate::export::decode::decode(&entry.definition, &mut tool_arguments);
+    }
     access::call(gateway, caller, &name, tool_arguments, ctx).await
 }
 

@@ -220,12 +220,12 @@ fn hex(c: u8) -> Option<u8> {
     (c as char).to_digit(16).map(|d| d as u8)
 }
 
-/// The stand-in for a reference that is not expanded: the target's declared type (so
-/// the shape stays right) and a description saying why.
+/// The stand-in for a reference that is not expanded: the target's type (declared or
+/// implied, so the shape stays right) and a description saying why.
 fn cut(target: Option<&Value>, why: &str) -> Map<String, Value> {
     let mut out = Map::new();
-    if let Some(t) = target.and_then(|t| t.get("type")) {
-        out.insert("type".into(), t.clone());
+    if let Some(t) = target.and_then(shape_of) {
+        out.insert("type".into(), t);
     }
     let base = target
         .and_then(|t| t.get("description"))
@@ -238,6 +238,57 @@ fn cut(target: Option<&Value>, why: &str) -> Map<String, Value> {
     };
     out.insert("description".into(), json!(super::cap_to(&text, 512)));
     out
+}
+
+/// The type a cut stands for: the target's declared type, or the one its keywords
+/// imply (properties: an object; items: an array; alternatives that all agree).
+fn shape_of(target: &Value) -> Option<Value> {
+    if let Some(t) = target.get("type") {
+        return Some(t.clone());
+    }
+    let m = target.as_object()?;
+    if [
+        "properties",
+        "additionalProperties",
+        "patternProperties",
+        "required",
+    ]
+    .iter()
+    .any(|k| m.contains_key(*k))
+    {
+        return Some(json!("object"));
+    }
+    if m.contains_key("items") || m.contains_key("prefixItems") {
+        return Some(json!("array"));
+    }
+    // allOf: every branch applies; a referenced branch adds constraints, not a type.
+    if let Some(Value::Array(all)) = m.get("allOf") {
+        let shapes: Vec<Value> = all
+            .iter()
+            .filter(|a| a.get("$ref").is_none())
+            .filter_map(shape_of)
+            .collect();
+        return shapes.first().cloned();
+    }
+    // anyOf/oneOf: one shape when every alternative but `null` has the same one.
+    let alternatives: Vec<&Value> = ["anyOf", "oneOf"]
+        .iter()
+        .filter_map(|k| m.get(*k).and_then(Value::as_array))
+        .flatten()
+        .collect();
+    let (nulls, values): (Vec<&Value>, Vec<&Value>) = alternatives
+        .into_iter()
+        .partition(|a| a.get("type") == Some(&json!("null")));
+    let mut shapes = values.iter().map(|a| shape_of(a));
+    let first = shapes.next()??;
+    if !first.is_string() || !shapes.all(|s| s.as_ref() == Some(&first)) {
+        return None;
+    }
+    Some(if nulls.is_empty() {
+        first
+    } else {
+        json!([first, "null"])
+    })
 }
 
 /// [`cut`], marked for the converters (which never copy the mark to an output): a

@@ -358,3 +358,33 @@ pub fn gemini(s: &Value, errs: &mut Vec<String>) {
         }
     });
 }
+
+/// Whether the source declares an object that takes no keys at all (no properties,
+/// `additionalProperties: false`) anywhere: its exports may then hold one too.
+pub fn declares_closed_empty_object(source: &Value) -> bool {
+    let mut found = false;
+    walk(source, "#", 0, &mut |m, _| {
+        found |= m.get("additionalProperties") == Some(&json!(false))
+            && m.get("properties")
+                .and_then(Value::as_object)
+                .is_none_or(|p| p.is_empty());
+    });
+    found
+}
+
+/// Strict mode and Gemini: no object below the root that accepts nothing (no
+/// properties). A free-form map or a cut recursive value is a JSON string there
+/// instead (or the tool is refused with a reason).
+pub fn no_empty_objects(s: &Value, errs: &mut Vec<String>) {
+    walk(s, "#", 0, &mut |m, path| {
+        if path == "#" || !types(m).contains(&"object") {
+            return;
+        }
+        if m.get("properties")
+            .and_then(Value::as_object)
+            .is_none_or(|p| p.is_empty())
+        {
+            errs.push(format!("{path}: an object that accepts no keys"));
+        }
+    });
+}

@@ -167,10 +167,13 @@ pub async fn execute(
 ) -> Finished {
     let started = Instant::now();
     let name = resolve_name(gateway, name);
-    // OpenAI strict mode makes every property required and sends `null` for the
-    // optional ones it leaves out; the upstream's own schema would reject those.
+    // The strict and Gemini exports ask for some values as JSON strings, and OpenAI
+    // strict mode sends `null` for the optional arguments it leaves out; the tool's
+    // own schema would reject both, so they are turned back here, for every format.
     if let Some(entry) = gateway.catalog().get(&name) {
-        export::strip_strict_nulls(&entry.definition, &mut arguments);
+        export::prepare_call_arguments(&entry.definition, &mut arguments);
+    } else if let Some(definition) = protocol_tools::definition(&name) {
+        export::prepare_call_arguments(&definition, &mut arguments);
     }
     let outcome = if protocol_tools::is_protocol_tool(&name) {
         protocol_tools::call(gateway, caller, &name, arguments, ctx)
