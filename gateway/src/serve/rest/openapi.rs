@@ -217,9 +217,17 @@ fn build() -> Value {
     let tool_results = generator.subschema_for::<ToolResults>().to_value();
     let components = generator.take_definitions(true);
 
+    // Every route may meet the front door's refusals (a Host or Origin not allowed);
+    // every route that takes a body, its content-type rule.
     let errors = |codes: &[&str]| -> Map<String, Value> {
+        let front_door: &[&str] = if codes.contains(&"400") {
+            &["403", "415"]
+        } else {
+            &["403"]
+        };
         codes
             .iter()
+            .chain(front_door)
             .map(|code| {
                 (
                     (*code).to_owned(),
@@ -293,7 +301,7 @@ fn build() -> Value {
             "/v1/sessions": {"post": {
                 "operationId": "createSession",
                 "summary": "Start a session with the tenant's initial visible set",
-                "responses": with(ok("201", "The new session", &session_created), errors(&["401", "429"])),
+                "responses": with(ok("201", "The new session", &session_created), errors(&["401", "415", "429"])),
             }},
             "/v1/sessions/{id}/tools": {"get": {
                 "operationId": "sessionTools",
@@ -338,6 +346,8 @@ fn describe(status: &str) -> &'static str {
     match status {
         "400" => "The request is malformed or the arguments do not match the input schema",
         "401" => "Credentials missing or not accepted",
+        "403" => "The Host or Origin header is not allowed (allowed_hosts, cors.allowed_origins)",
+        "415" => "The body is not JSON: send Content-Type: application/json",
         "404" => "No such tool or session for these credentials",
         "409" => "The tool is allowed but not selected in this session: expand first",
         "413" => "Too many calls in one batch",
