@@ -238,19 +238,7 @@ async fn invalid_arguments_to_an_mcp_tool_never_reach_the_upstream() {
 async fn cancelled_calls(gateway: &Gateway) -> u64 {
     let prefix =
         r#"toolgate_tool_calls_total{tool="rec__wait",upstream="rec",outcome="cancelled"} "#;
-    toolgate_e2e::http()
-        .get(gateway.url("/metrics"))
-        .timeout(Duration::from_secs(10))
-        .send()
-        .await
-        .expect("GET /metrics")
-        .text()
-        .await
-        .expect("metrics text")
-        .lines()
-        .find_map(|line| line.strip_prefix(prefix))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
+    metric(gateway, prefix).await.0
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -606,11 +594,15 @@ async fn a_valid_token_naming_an_unknown_tenant_is_told_so() {
     gateway.assert_alive();
 }
 
+/// The metrics token of the tests that scrape a gateway with tenants.
+const METRICS_TOKEN: &str = "call-contract-metrics-token-0123456789";
+
 /// The value of the `/metrics` sample starting with `prefix` (0 when absent), and the
 /// whole text.
 async fn metric(gateway: &Gateway, prefix: &str) -> (u64, String) {
     let text = toolgate_e2e::http()
         .get(gateway.url("/metrics"))
+        .bearer_auth(METRICS_TOKEN)
         .timeout(Duration::from_secs(10))
         .send()
         .await
@@ -634,7 +626,8 @@ async fn refused_calls_are_audited_and_counted_without_leaking_names() {
     let url = start_recorder(recorder.clone()).await;
     let mut gateway = Gateway::start(json!({
         "upstreams": {"rec": {"streamable_http": {"url": url, "headers": {}}}},
-        "tenants": {"t": {"api_keys": [toolgate_e2e::hash_key(KEY)], "allow": ["rec__count"]}}
+        "tenants": {"t": {"api_keys": [toolgate_e2e::hash_key(KEY)], "allow": ["rec__count"]}},
+        "metrics": {"token": METRICS_TOKEN}
     }))
     .await;
     // Unknown, and hidden from this tenant: both refused as not found.

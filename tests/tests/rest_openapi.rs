@@ -29,7 +29,7 @@ async fn schemathesis_finds_the_running_rest_api_true_to_its_document() {
         "upstreams": {"everything": everything_stdio_upstream(&deps, &unique_marker("rest-openapi"))},
         "tenants": {"t": {
             "api_keys": [hash_key(KEY)],
-            "allow": ["everything__echo", "everything__get-sum"],
+            "allow": ["everything__echo", "everything__get-sum", "everything__get-tiny-image"],
             "initial": ["everything__echo"]
         }}
     }))
@@ -58,12 +58,19 @@ async fn schemathesis_finds_the_running_rest_api_true_to_its_document() {
         ]
     );
 
-    // A real tool name for `{name}`, so calls reach the upstream instead of 404.
+    // A real tool name for `{name}`, so calls reach the upstream instead of 404: one
+    // whose input schema takes any object, as the document's generic `arguments` does
+    // (a call's arguments are checked against its own tool's schema, which one
+    // document for every tool cannot state). Likewise `strict` goes with the formats
+    // that offer it (openai, responses; others answer 400), a rule across two query
+    // parameters that OpenAPI cannot state: generated with `strict` off.
     let dir = TempDir::new("schemathesis");
     let config = dir.path().join("schemathesis.toml");
     std::fs::write(
         &config,
-        "[parameters]\n\"path.name\" = \"everything__echo\"\n",
+        "[parameters]\n\"path.name\" = \"everything__get-tiny-image\"\n\n\
+         [[operations]]\ninclude-name = \"GET /v1/tools\"\n\
+         parameters = { \"query.strict\" = \"false\" }\n",
     )
     .expect("write the schemathesis config");
     let mut command = std::process::Command::new(&schemathesis);
