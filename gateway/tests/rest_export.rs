@@ -2,7 +2,8 @@
 //! `GET /v1/tools?format=…[&strict=true]`, checked against each format's rules with the
 //! same rule-based validator as `export_formats.rs` (written from the consumers' rules,
 //! not from the converter). This covers what the endpoint adds on top of the export
-//! module: the catalog's namespaced names, the protocol tools, and nothing skipped.
+//! module: the catalog's namespaced names, the protocol tools, and nothing skipped but
+//! the refusals `export_formats.rs` allows.
 //!
 //! The corpus lives in `$TOOLGATE_SHARED/specs` (default `../shared/specs` beside the
 //! workspace root); without it the test prints a notice and passes, except under
@@ -115,16 +116,25 @@ async fn every_corpus_tool_served_by_get_v1_tools_keeps_each_formats_rules() {
         let body: Value = response.json().await.expect("a JSON body");
         assert_eq!(body["format"], format.as_str());
         let skipped = body["skipped"].as_array().expect("a skipped list");
+        // Only what export_formats.rs allows: in strict and Gemini exports, a value
+        // only a JSON string could carry where an alternative also takes any string
+        // (GitHub's deployment `payload`), listed with its reason.
+        let json_string_refusal = |s: &Value| {
+            let reason = s["reason"].as_str().unwrap_or_default();
+            (strict || format == Format::Gemini)
+                && reason.contains("cannot describe")
+                && (reason.contains("free-form") || reason.contains("recursive"))
+        };
         assert!(
-            skipped.is_empty(),
+            skipped.len() <= 3 && skipped.iter().all(json_string_refusal),
             "{}: skipped {skipped:?}",
             label(format, strict)
         );
         let tools = body["tools"].as_array().expect("a tools list");
         assert_eq!(
-            tools.len(),
+            tools.len() + skipped.len(),
             definitions.len(),
-            "{}: every tool is served",
+            "{}: every tool is served or skipped with its reason",
             label(format, strict)
         );
         let mut seen = std::collections::HashSet::new();
