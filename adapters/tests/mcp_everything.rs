@@ -40,7 +40,7 @@ fn stdio(entry: &Path) -> McpTransport {
 fn http(url: String) -> HttpConfig {
     HttpConfig {
         url,
-        headers: [("X-Test-Secret".to_owned(), "not-logged".to_owned())].into(),
+        headers: [("X-Test-Secret".to_owned(), "not-logged".into())].into(),
         timeout: Duration::from_secs(10),
     }
 }

@@ -176,13 +176,13 @@ fn upstream_with_options(
     extra_env: &[(&str, &str)],
     options: McpOptions,
 ) -> std::sync::Arc<McpUpstream> {
-    let mut env: std::collections::BTreeMap<String, String> = extra_env
+    let mut env: std::collections::BTreeMap<String, toolgate_adapters::Secret> = extra_env
         .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .map(|(k, v)| (k.to_string(), v.to_string().into()))
         .collect();
-    env.insert("SCRIPTED_TOKEN".to_owned(), SECRET.to_owned());
+    env.insert("SCRIPTED_TOKEN".to_owned(), SECRET.into());
     if let Some(v) = version {
-        env.insert("SCRIPTED_VERSION".to_owned(), v.to_owned());
+        env.insert("SCRIPTED_VERSION".to_owned(), v.into());
     }
     spawn(
         "scripted".into(),

@@ -99,7 +99,7 @@ impl HttpClient {
         for (key, value) in &cfg.headers {
             let name = HeaderName::from_bytes(key.as_bytes())
                 .map_err(|_| format!("invalid header name '{key}'"))?;
-            let mut value = HeaderValue::from_str(value)
+            let mut value = HeaderValue::from_str(value.expose())
                 .map_err(|_| format!("header '{key}' has an invalid value"))?;
             value.set_sensitive(true);
             headers.insert(name, value);
@@ -330,7 +330,7 @@ mod tests {
     fn config_debug_output_hides_header_values() {
         let cfg = HttpConfig {
             url: "http://127.0.0.1:1/mcp".into(),
-            headers: [("Authorization".to_owned(), "Bearer s3cret".to_owned())].into(),
+            headers: [("Authorization".to_owned(), "Bearer s3cret".into())].into(),
             timeout: Duration::from_secs(1),
         };
         let shown = format!("{cfg:?}");
@@ -370,7 +370,7 @@ mod tests {
     fn invalid_header_values_are_reported_without_the_value() {
         let cfg = HttpConfig {
             url: "http://127.0.0.1:1/mcp".into(),
-            headers: [("X-Key".to_owned(), "bad\nvalue".to_owned())].into(),
+            headers: [("X-Key".to_owned(), "bad\nvalue".into())].into(),
             timeout: Duration::from_secs(1),
         };
         let err = HttpClient::new(&cfg).err().expect("an error");

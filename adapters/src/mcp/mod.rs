@@ -83,7 +83,7 @@ pub struct StdioConfig {
     pub args: Vec<String>,
     /// Environment variables set for the process (on top of what it inherits).
     #[serde(default)]
-    pub env: BTreeMap<String, String>,
+    pub env: BTreeMap<String, crate::Secret>,
     /// Which of the gateway's own environment variables the process inherits besides
     /// the baseline ([`BASELINE_ENV`]: `PATH`, `HOME`, locale, `TZ`, `TMPDIR`): a list
     /// of names, or `all` for the whole environment. Default: none — the gateway's
@@ -207,7 +207,7 @@ pub struct HttpConfig {
     /// Headers sent with every request (e.g. `Authorization: Bearer ${TOKEN}`). Their
     /// values are never logged.
     #[serde(default)]
-    pub headers: BTreeMap<String, String>,
+    pub headers: BTreeMap<String, crate::Secret>,
     /// Connect and per-request timeout for protocol requests (not tool calls).
     #[serde(default = "default_request_timeout", with = "humantime_serde")]
     #[schemars(with = "String")]
@@ -215,7 +215,7 @@ pub struct HttpConfig {
 }
 
 /// Redacts a map's values for `Debug`.
-struct Redacted<'a>(&'a BTreeMap<String, String>);
+struct Redacted<'a>(&'a BTreeMap<String, crate::Secret>);
 
 impl std::fmt::Debug for Redacted<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -45,7 +45,7 @@ pub(crate) fn connect(upstream: Arc<str>, cfg: &StdioConfig) -> Result<Connected
             name.to_str()
                 .is_some_and(|name| cfg.inherit_env.passes(name))
         }))
-        .envs(&cfg.env)
+        .envs(cfg.env.iter().map(|(k, v)| (k, v.expose())))
         .args(&cfg.args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

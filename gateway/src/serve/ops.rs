@@ -206,22 +206,8 @@ async fn guarded_metrics(State(door): State<Arc<FrontDoor>>, headers: HeaderMap)
 fn metrics(gateway: &Gateway, headers: &HeaderMap) -> Response {
     // Refresh the health gauges at scrape time.
     let _ = gateway.statuses();
-    let wants_openmetrics = headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|range| {
-            let mut parts = range.split(';');
-            let essence = parts.next().unwrap_or("").trim();
-            essence.eq_ignore_ascii_case(crate::metrics::OPENMETRICS)
-                && !parts.any(|p| {
-                    p.trim()
-                        .strip_prefix("q=")
-                        .and_then(|q| q.trim().parse::<f32>().ok())
-                        .is_some_and(|q| q <= 0.0)
-                })
-        });
+    let wants_openmetrics =
+        crate::serve::mcp_http::wire::accept_lists(headers, &[crate::metrics::OPENMETRICS]);
     let (content_type, body) = if wants_openmetrics {
         (
             "application/openmetrics-text; version=1.0.0; charset=utf-8",

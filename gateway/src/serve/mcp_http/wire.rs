@@ -196,8 +196,15 @@ pub fn sse_response(body: Body) -> Response {
 }
 
 /// Whether the `Accept` header lists `media` (or `*/*`), parameters ignored; a range
-/// weighted `q=0` means "not acceptable". Read in place: this runs on every request.
+/// weighted `q=0` means "not acceptable".
 fn accepts(headers: &HeaderMap, media: &str) -> bool {
+    accept_lists(headers, &[media, "*/*"])
+}
+
+/// Whether the `Accept` header lists one of `media` (exactly: a wildcard counts only
+/// when given), parameters ignored, with a weight above 0. Read in place: this runs on
+/// every request.
+pub(crate) fn accept_lists(headers: &HeaderMap, media: &[&str]) -> bool {
     headers
         .get_all(header::ACCEPT)
         .iter()
@@ -206,8 +213,7 @@ fn accepts(headers: &HeaderMap, media: &str) -> bool {
         .any(|range| {
             let mut parts = range.split(';');
             let essence = parts.next().unwrap_or("").trim();
-            let matches = essence.eq_ignore_ascii_case(media) || essence == "*/*";
-            matches
+            media.iter().any(|m| essence.eq_ignore_ascii_case(m))
                 && !parts.any(|p| {
                     p.trim()
                         .strip_prefix("q=")
