@@ -160,30 +160,29 @@ impl Metrics {
     /// not selected). `tool` and `upstream` are [`UNKNOWN`] unless the caller may see
     /// the tool: labels never carry a name the tenant may not see, nor one it made up.
     pub fn record_refused_call(&self, tool: &str, upstream: &str, outcome: &str) {
-        self.calls
-            .get_or_create(&CallLabels {
-                tool: tool.to_owned(),
-                upstream: upstream.to_owned(),
-                outcome: outcome.to_owned(),
-            })
-            .inc();
+        self.count_call(tool, upstream, outcome);
     }
 
     /// Records one finished call.
     pub fn record_call(&self, tool: &str, upstream: &str, outcome: &str, seconds: f64) {
-        self.calls
-            .get_or_create(&CallLabels {
-                tool: tool.to_owned(),
-                upstream: upstream.to_owned(),
-                outcome: outcome.to_owned(),
-            })
-            .inc();
+        self.count_call(tool, upstream, outcome);
         self.latency
             .get_or_create(&ToolLabels {
                 tool: tool.to_owned(),
                 upstream: upstream.to_owned(),
             })
             .observe(seconds);
+    }
+
+    /// One more call in `toolgate_tool_calls_total`, whatever became of it.
+    fn count_call(&self, tool: &str, upstream: &str, outcome: &str) {
+        self.calls
+            .get_or_create(&CallLabels {
+                tool: tool.to_owned(),
+                upstream: upstream.to_owned(),
+                outcome: outcome.to_owned(),
+            })
+            .inc();
     }
 
     pub fn set_health(&self, upstream: &str, value: i64) {
