@@ -304,6 +304,24 @@ pub fn hash_key(key: &str) -> String {
     hash
 }
 
+/// The gateway's `/metrics` text (bearer `token` when given: a gateway with credentials
+/// needs the admin or metrics token; an open one ignores it).
+pub async fn scrape_metrics(gateway: &Gateway, token: Option<&str>) -> String {
+    let mut request = http()
+        .get(gateway.url("/metrics"))
+        .timeout(Duration::from_secs(10));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    request
+        .send()
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("the metrics text")
+}
+
 /// `GET path` on the gateway's REST surface (bearer `key` when given): status and JSON
 /// body (`null` when the body is not JSON).
 pub async fn rest_get(gateway: &Gateway, path: &str, key: Option<&str>) -> (u16, Value) {

@@ -600,16 +600,7 @@ const METRICS_TOKEN: &str = "call-contract-metrics-token-0123456789";
 /// The value of the `/metrics` sample starting with `prefix` (0 when absent), and the
 /// whole text.
 async fn metric(gateway: &Gateway, prefix: &str) -> (u64, String) {
-    let text = toolgate_e2e::http()
-        .get(gateway.url("/metrics"))
-        .bearer_auth(METRICS_TOKEN)
-        .timeout(Duration::from_secs(10))
-        .send()
-        .await
-        .expect("GET /metrics")
-        .text()
-        .await
-        .expect("metrics text");
+    let text = toolgate_e2e::scrape_metrics(gateway, Some(METRICS_TOKEN)).await;
     let value = text
         .lines()
         .find_map(|line| line.strip_prefix(prefix))

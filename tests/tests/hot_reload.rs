@@ -104,16 +104,7 @@ async fn rest_call(gateway: &Gateway, name: &str, key: &str) -> (u16, Value) {
 /// Scrapes `/metrics` with the tenant configs' metrics token (the file may hold a
 /// broken edit; an open gateway ignores the token).
 async fn metrics(gateway: &Gateway) -> String {
-    http()
-        .get(gateway.url("/metrics"))
-        .bearer_auth(METRICS_TOKEN)
-        .timeout(Duration::from_secs(10))
-        .send()
-        .await
-        .expect("GET /metrics")
-        .text()
-        .await
-        .expect("metrics text")
+    toolgate_e2e::scrape_metrics(gateway, Some(METRICS_TOKEN)).await
 }
 
 /// The value of `toolgate_config_reloads_total{outcome=…}` (0 when absent).

@@ -165,14 +165,7 @@ async fn python_client_legacy_and_auto_see_one_prefixed_catalog() {
         listed, total,
         "/v1/upstreams tool counts vs the catalog: {ups}"
     );
-    let metrics = toolgate_e2e::http()
-        .get(env.gateway.url("/metrics"))
-        .send()
-        .await
-        .expect("GET /metrics")
-        .text()
-        .await
-        .unwrap();
+    let metrics = toolgate_e2e::scrape_metrics(&env.gateway, None).await;
     assert!(
         metrics
             .lines()

@@ -3,8 +3,8 @@
 
 use serde_json::json;
 use toolgate_e2e::{
-    Gateway, McpSession, NodeDeps, everything_stdio_upstream, first_text, heavy_lock, http,
-    require, unique_marker,
+    Gateway, McpSession, NodeDeps, everything_stdio_upstream, first_text, heavy_lock, require,
+    unique_marker,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -54,14 +54,7 @@ async fn results_over_budget_are_cut_and_flagged_small_ones_untouched() {
         .unwrap_or_default();
     assert_eq!(meta_keys, ["toolgate/correlationId"], "{:#}", echo.result());
 
-    let metrics = http()
-        .get(gateway.url("/metrics"))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("metrics body");
+    let metrics = toolgate_e2e::scrape_metrics(&gateway, None).await;
     assert!(
         metrics.contains(
             r#"toolgate_tool_result_original_tokens_total{tool="tight__get-env",upstream="tight"}"#
