@@ -2,7 +2,9 @@
 through the gateway, with the PyPI `mcp` client (which validates structuredContent
 against the tool's outputSchema and raises when it is missing or does not match).
 
-Usage: structured_truncation.py URL TOOL[,TOOL...]
+Usage: structured_truncation.py URL TOOL[,TOOL...] MODE
+
+MODE: "legacy" (initialize handshake, a session) or "auto" (2026-07-28 when offered).
 
 Prints one JSON object on the last stdout line: per tool, whether the call raised,
 whether the result is an error, whether its structuredContent validates against the
@@ -17,9 +19,9 @@ import jsonschema
 from mcp import Client
 
 
-async def main(url: str, tools: list[str]) -> dict:
+async def main(url: str, tools: list[str], mode: str) -> dict:
     out: dict = {}
-    async with Client(url, mode="legacy", read_timeout_seconds=60) as client:
+    async with Client(url, mode=mode, read_timeout_seconds=60) as client:
         listed = await client.list_tools()
         schemas = {t.name: t.output_schema for t in listed.tools}
         for name in tools:
@@ -48,4 +50,4 @@ async def main(url: str, tools: list[str]) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(asyncio.run(main(sys.argv[1], sys.argv[2].split(","))), default=str))
+    print(json.dumps(asyncio.run(main(sys.argv[1], sys.argv[2].split(","), sys.argv[3])), default=str))

@@ -512,31 +512,39 @@ async fn a_shortened_structured_result_still_satisfies_the_python_sdk() {
     let python = require!(python());
     let _serial = heavy_lock().await;
     let (_recorder, mut gateway) = recorder_gateway().await;
-    let url = gateway.mcp_url();
-    let out = tokio::task::spawn_blocking(move || {
-        run_python(
-            &python,
-            "structured_truncation.py",
-            &[&url, "rec__rows,rec__unfit"],
-            Duration::from_secs(120),
-        )
-    })
-    .await
-    .expect("python run");
+    // Both of the client's modes: a session (legacy) and 2026-07-28 (auto).
+    for mode in ["legacy", "auto"] {
+        let (python, url) = (python.clone(), gateway.mcp_url());
+        let out = tokio::task::spawn_blocking(move || {
+            run_python(
+                &python,
+                "structured_truncation.py",
+                &[&url, "rec__rows,rec__unfit", mode],
+                Duration::from_secs(120),
+            )
+        })
+        .await
+        .expect("python run");
+        check_structured_truncation(mode, &out);
+    }
+    gateway.assert_alive();
+}
 
+/// What the Python client got in `mode` for a shortened and an unfit structured result.
+fn check_structured_truncation(mode: &str, out: &serde_json::Value) {
     // Over the budget (3000 rows ≈ 40k tokens): shorter, still valid, cuts in _meta.
     let rows = &out["rec__rows"];
-    assert_eq!(rows["raised"], false, "{out:#}");
-    assert_eq!(rows["is_error"], false, "{out:#}");
-    assert_eq!(rows["valid"], true, "{out:#}");
+    assert_eq!(rows["raised"], false, "{mode}: {out:#}");
+    assert_eq!(rows["is_error"], false, "{mode}: {out:#}");
+    assert_eq!(rows["valid"], true, "{mode}: {out:#}");
     let kept = rows["rows"].as_u64().unwrap_or(0);
-    assert!(kept > 0 && kept < 3000, "{out:#}");
+    assert!(kept > 0 && kept < 3000, "{mode}: {out:#}");
     let meta = &rows["meta"];
-    assert_eq!(meta["toolgate/truncated"], true, "{meta:#}");
+    assert_eq!(meta["toolgate/truncated"], true, "{mode}: {meta:#}");
     let result_tokens = meta["toolgate/resultTokens"].as_u64().unwrap_or(u64::MAX);
     assert!(
         result_tokens <= 12_000,
-        "the budget bounds structuredContent too: {meta:#}"
+        "{mode}: the budget bounds structuredContent too: {meta:#}"
     );
     assert!(
         meta["toolgate/structuredCuts"]
@@ -544,19 +552,18 @@ async fn a_shortened_structured_result_still_satisfies_the_python_sdk() {
             .is_some_and(|cuts| cuts
                 .iter()
                 .any(|c| c["path"] == "/rows" && c["kept"] == kept && c["of"] == 3000)),
-        "{meta:#}"
+        "{mode}: {meta:#}"
     );
 
     // No valid shortening (every row required): an error result, never an exception.
     let unfit = &out["rec__unfit"];
-    assert_eq!(unfit["raised"], false, "{out:#}");
-    assert_eq!(unfit["is_error"], true, "{out:#}");
+    assert_eq!(unfit["raised"], false, "{mode}: {out:#}");
+    assert_eq!(unfit["is_error"], true, "{mode}: {out:#}");
     let text = unfit["text"][0].as_str().unwrap_or_default();
     assert!(
         text.contains("'rec__unfit'") && text.contains("asking for less"),
-        "{text}"
+        "{mode}: {text}"
     );
-    gateway.assert_alive();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
