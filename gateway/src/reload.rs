@@ -35,7 +35,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, UpstreamChanges, changed_tenants};
-use crate::credentials::Authenticator;
+use crate::credentials::{Authenticator, api_keys};
 use crate::gateway::Gateway;
 use crate::policy::Policy;
 use crate::registry::{self, Origin};
@@ -175,7 +175,7 @@ impl Reloader {
             || config.jwt != running.jwt
             || config.public_url != running.public_url;
         let authenticator = if credentials {
-            Some(Authenticator::new(api_keys(&config), crate::serve::jwt_settings(&config)).await?)
+            Some(Authenticator::for_config(&config).await?)
         } else {
             None
         };
@@ -294,15 +294,6 @@ impl Reloader {
             }
         });
     }
-}
-
-/// `(tenant, key hash)` pairs, as the authenticator takes them.
-fn api_keys(config: &Config) -> Vec<(String, String)> {
-    config
-        .tenants
-        .iter()
-        .flat_map(|(tenant, t)| t.api_keys.iter().map(|k| (tenant.clone(), k.clone())))
-        .collect()
 }
 
 fn log_applied(trigger: Trigger, summary: &Summary) {
