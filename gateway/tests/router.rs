@@ -1133,32 +1133,9 @@ struct Case {
     reaches_upstream: bool,
 }
 
-#[tokio::test]
-async fn each_failure_kind_reaches_mcp_and_rest_as_documented() {
-    let app = app(&config_yaml()).await;
-    let session = app.initialize(KEY_A).await;
-
-    // A call that works, for contrast: no isError, a correlation id, 200 on REST.
-    let ok = app
-        .call_tool(KEY_A, &session, "up__echo", json!({"message": "hi"}))
-        .await;
-    assert_eq!(ok.status, StatusCode::OK);
-    let result = ok.result();
-    assert_eq!(first_text(&result), "Echo: hi", "{result}");
-    assert_ne!(result["isError"], true, "{result}");
-    assert!(
-        result["_meta"]["toolgate/correlationId"].is_string(),
-        "{result}"
-    );
-    let rest = app
-        .rest_call(KEY_A, "up__echo", json!({"arguments": {"message": "hi"}}))
-        .await;
-    assert_eq!(rest.status, StatusCode::OK, "{}", rest.text());
-    assert_eq!(rest.json()["is_error"], false);
-    assert_eq!(rest.json()["content"][0]["text"], "Echo: hi");
-    assert_eq!(app.calls(), 2);
-
-    let cases = [
+/// Every way a call can fail that the test upstreams produce (the unknown tool aside).
+fn failure_cases() -> Vec<Case> {
+    vec![
         Case {
             tool: "up__echo",
             arguments: json!({"message": 5}),
@@ -1209,7 +1186,35 @@ async fn each_failure_kind_reaches_mcp_and_rest_as_documented() {
             says: &["'up__limited' is busy"],
             reaches_upstream: true,
         },
-    ];
+    ]
+}
+
+#[tokio::test]
+async fn each_failure_kind_reaches_mcp_and_rest_as_documented() {
+    let app = app(&config_yaml()).await;
+    let session = app.initialize(KEY_A).await;
+
+    // A call that works, for contrast: no isError, a correlation id, 200 on REST.
+    let ok = app
+        .call_tool(KEY_A, &session, "up__echo", json!({"message": "hi"}))
+        .await;
+    assert_eq!(ok.status, StatusCode::OK);
+    let result = ok.result();
+    assert_eq!(first_text(&result), "Echo: hi", "{result}");
+    assert_ne!(result["isError"], true, "{result}");
+    assert!(
+        result["_meta"]["toolgate/correlationId"].is_string(),
+        "{result}"
+    );
+    let rest = app
+        .rest_call(KEY_A, "up__echo", json!({"arguments": {"message": "hi"}}))
+        .await;
+    assert_eq!(rest.status, StatusCode::OK, "{}", rest.text());
+    assert_eq!(rest.json()["is_error"], false);
+    assert_eq!(rest.json()["content"][0]["text"], "Echo: hi");
+    assert_eq!(app.calls(), 2);
+
+    let cases = failure_cases();
     for case in &cases {
         let tool = case.tool;
         let before = app.calls();
@@ -1386,6 +1391,108 @@ async fn a_tool_the_tenant_may_not_use_is_answered_like_one_that_does_not_exist(
     let reply = app.call_tool(KEY_A, &session, hidden, json!({})).await;
     assert_eq!(first_text(&reply.result()), "the secret is 42");
     assert_eq!(app.calls(), 1);
+}
+
+#[tokio::test]
+async fn batches_hand_every_failure_back_to_the_model_as_a_result() {
+    let app = app(&config_yaml()).await;
+    let cases = failure_cases();
+    // The calls as a model asked for them, the unknown tool last.
+    let mut asked: Vec<(&str, Value)> = cases
+        .iter()
+        .map(|case| (case.tool, case.arguments.clone()))
+        .collect();
+    asked.push(("up__nowhere", json!({})));
+    let tool_calls: Vec<Value> = asked
+        .iter()
+        .enumerate()
+        .map(|(i, (name, arguments))| {
+            json!({"id": format!("call_{i}"), "type": "function",
+                   "function": {"name": name, "arguments": arguments.to_string()}})
+        })
+        .collect();
+    let tool_use: Vec<Value> = asked
+        .iter()
+        .enumerate()
+        .map(|(i, (name, arguments))| {
+            json!({"type": "tool_use", "id": format!("toolu_{i}"), "name": name, "input": arguments})
+        })
+        .collect();
+
+    // OpenAI: one `tool` message per call, in order; a failure is its text.
+    let request = to(Method::POST, "/v1/tool_calls", Some(KEY_A));
+    let reply = app
+        .send(with_json(
+            request,
+            &json!({"role": "assistant", "tool_calls": tool_calls}),
+        ))
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let openai = reply.json()["messages"].clone();
+    // Anthropic: one `tool_result` per call, in order, failures marked `is_error`.
+    let request = to(Method::POST, "/v1/tool_use", Some(KEY_A));
+    let reply = app
+        .send(with_json(
+            request,
+            &json!({"role": "assistant", "content": tool_use}),
+        ))
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let anthropic = reply.json()["content"].clone();
+
+    let expected = cases
+        .iter()
+        .map(|case| (case.tool, case.rest.1, case.says))
+        .chain(std::iter::once((
+            "up__nowhere",
+            Some("not_found"),
+            &["unknown tool 'up__nowhere'", "tool_search"][..],
+        )));
+    for (i, (tool, code, says)) in expected.enumerate() {
+        let message = &openai[i];
+        assert_eq!(message["role"], "tool", "{message}");
+        assert_eq!(message["tool_call_id"], format!("call_{i}"), "{message}");
+        let result = &anthropic[i];
+        assert_eq!(result["type"], "tool_result", "{result}");
+        assert_eq!(result["tool_use_id"], format!("toolu_{i}"), "{result}");
+        assert_eq!(result["is_error"], true, "{tool}: {result}");
+        for text in [&message["content"], &result["content"][0]["text"]] {
+            let text = text.as_str().unwrap_or_default();
+            if let Some(code) = code {
+                let kind = format!("Error ({code}): ");
+                assert!(text.starts_with(&kind), "{tool}: {text}");
+            }
+            for said in says {
+                assert!(text.contains(said), "{tool}: lacks {said:?}: {text}");
+            }
+        }
+    }
+    assert_eq!(openai.as_array().map(Vec::len), Some(cases.len() + 1));
+    assert_eq!(anthropic.as_array().map(Vec::len), Some(cases.len() + 1));
+
+    // A tool b may not use reads in a batch exactly like one that does not exist.
+    let batch = |name: &str| {
+        json!([{"id": "call_0", "type": "function",
+                "function": {"name": name, "arguments": "{}"}}])
+    };
+    let denied = app
+        .send(with_json(
+            to(Method::POST, "/v1/tool_calls", Some(KEY_B)),
+            &batch("up__secret"),
+        ))
+        .await;
+    let unknown = app
+        .send(with_json(
+            to(Method::POST, "/v1/tool_calls", Some(KEY_B)),
+            &batch("up__nowhere"),
+        ))
+        .await;
+    assert_eq!(unknown.status, StatusCode::OK);
+    assert_eq!(denied.status, unknown.status);
+    assert_eq!(
+        normalized(&denied.json(), "up__secret"),
+        normalized(&unknown.json(), "up__nowhere")
+    );
 }
 
 // ---------------------------------------------------------------------------------
