@@ -16,10 +16,10 @@ use http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
-use toolgate::config::{Config, Namespace};
+use toolgate::app::App;
+use toolgate::config::Config;
 use toolgate::credentials::{Authenticator, hash_key};
-use toolgate::gateway::{Gateway, Mounted};
+use toolgate::gateway::Mounted;
 use toolgate_adapters::{
     CallContext, CallOutput, Connection, JsonObject, ToolDef, ToolError, Upstream,
 };
@@ -82,36 +82,24 @@ async fn app(yaml: &str) -> TestApp {
         std::process::id(),
         toolgate::session::new_session_id()
     ));
-    let gateway = Gateway::start(config).expect("the gateway starts");
+    let app = App::start(config).await.expect("toolgate starts");
+    let gateway = &app.gateway;
     let calls = Arc::new(AtomicUsize::new(0));
-    let health = gateway.config().health.clone();
     for (name, connection, call_timeout) in [
         ("up", Connection::Connected, Duration::from_secs(10)),
         ("down", Connection::Reconnecting, Duration::from_secs(10)),
         ("slow", Connection::Connected, Duration::from_millis(50)),
     ] {
         let upstream = Arc::new(TestUpstream::new(name, connection, calls.clone()));
-        let mounted = Mounted::new(
-            upstream,
-            "test",
-            Namespace::Prefix,
-            call_timeout,
-            health.clone(),
-        );
+        let mut mounted = Mounted::configured(&gateway.config(), name, upstream, "test");
+        mounted.call_timeout = call_timeout;
         gateway.mount(name.to_owned(), mounted).await;
     }
     gateway.wait_for_upstreams(Duration::ZERO).await;
-    let config = gateway.config();
-    let api_keys = config
-        .tenants
-        .iter()
-        .flat_map(|(tenant, t)| t.api_keys.iter().map(|k| (tenant.clone(), k.clone())))
-        .collect();
-    let authenticator = Authenticator::new(api_keys, toolgate::serve::jwt_settings(&config))
+    let authenticator = Authenticator::for_config(&gateway.config())
         .await
         .expect("the authenticator builds");
-    let store = toolgate::registry::store_for(&gateway);
-    let router = toolgate::serve::router(gateway, store, authenticator, CancellationToken::new());
+    let router = app.router(authenticator);
     TestApp { router, calls }
 }
 
