@@ -164,6 +164,36 @@ pub fn retry_after_header(value: &str) -> Option<Duration> {
     )
 }
 
+/// An error and its sources in one line, each once ("error sending request: client
+/// error (Connect): tcp connect error: Connection refused"): reqwest and hyper keep the
+/// useful part in the sources. Strip URLs first where they may carry credentials.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// What kind of JSON value this is, for messages ("expected an object, got an array").
+pub fn json_kind(value: &serde_json::Value) -> &'static str {
+    use serde_json::Value;
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -74,7 +74,7 @@ impl Reply {
             Reply::Direct(resp) => loop {
                 match resp.body_mut().frame().await {
                     None => return Ok(None),
-                    Some(Err(e)) => return Err(source_chain(&e)),
+                    Some(Err(e)) => return Err(crate::error::error_chain(&e)),
                     Some(Ok(frame)) => {
                         // Trailers carry nothing for us.
                         if let Ok(data) = frame.into_data() {
@@ -168,7 +168,7 @@ impl HttpClient {
             .map(Reply::Direct)
             .map_err(|e| SendError {
                 is_connect: e.is_connect(),
-                detail: source_chain(&e),
+                detail: crate::error::error_chain(&e),
             })
     }
 }
@@ -288,23 +288,7 @@ pub(crate) async fn read_sse(
 /// A reqwest error with its sources ("error sending request: … connection refused"),
 /// without the URL: a URL can carry credentials in its query string.
 pub(crate) fn error_chain(e: reqwest::Error) -> String {
-    source_chain(&e.without_url())
-}
-
-/// An error and its sources, each once ("client error (Connect): tcp connect error:
-/// Connection refused").
-fn source_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(cause) = src {
-        let c = cause.to_string();
-        if !s.contains(&c) {
-            s.push_str(": ");
-            s.push_str(&c);
-        }
-        src = cause.source();
-    }
-    s
+    crate::error::error_chain(&e.without_url())
 }
 
 #[cfg(test)]

@@ -72,8 +72,8 @@ use serde::{Deserialize, Serialize};
 
 /// A stdio MCP server: a child process speaking newline-delimited JSON-RPC.
 ///
-/// Its `Debug` output shows the env variable names but not their values (secrets).
-#[derive(Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+/// Env values are [`crate::Secret`]s: `Debug` shows the names, never the values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StdioConfig {
     /// The program to run (looked up on `PATH`).
@@ -198,8 +198,8 @@ impl InheritEnv {
 
 /// An MCP server reached over HTTP (streamable HTTP, or legacy HTTP+SSE).
 ///
-/// Its `Debug` output shows the header names but not their values (secrets).
-#[derive(Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+/// Header values are [`crate::Secret`]s: `Debug` shows the names, never the values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HttpConfig {
     /// The endpoint: `/mcp` for streamable HTTP, the SSE stream (`/sse`) for legacy.
@@ -212,40 +212,6 @@ pub struct HttpConfig {
     #[serde(default = "default_request_timeout", with = "humantime_serde")]
     #[schemars(with = "String")]
     pub timeout: Duration,
-}
-
-/// Redacts a map's values for `Debug`.
-struct Redacted<'a>(&'a BTreeMap<String, crate::Secret>);
-
-impl std::fmt::Debug for Redacted<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_map()
-            .entries(self.0.keys().map(|k| (k, "<redacted>")))
-            .finish()
-    }
-}
-
-impl std::fmt::Debug for StdioConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StdioConfig")
-            .field("command", &self.command)
-            .field("args", &self.args)
-            .field("env", &Redacted(&self.env))
-            .field("inherit_env", &self.inherit_env)
-            .field("cwd", &self.cwd)
-            .field("max_line_bytes", &self.max_line_bytes)
-            .finish()
-    }
-}
-
-impl std::fmt::Debug for HttpConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HttpConfig")
-            .field("url", &self.url)
-            .field("headers", &Redacted(&self.headers))
-            .field("timeout", &self.timeout)
-            .finish()
-    }
 }
 
 fn default_request_timeout() -> Duration {

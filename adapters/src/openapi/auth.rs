@@ -13,9 +13,10 @@ use url::Url;
 
 use super::config::Credential;
 use super::encode::enc;
-use super::load::{LoadError, error_chain};
+use super::load::LoadError;
 use super::model::{Location, SecurityScheme};
 use super::ssrf::Guard;
+use crate::error::error_chain;
 
 /// Refresh a token this long before it expires.
 const REFRESH_MARGIN: Duration = Duration::from_secs(30);

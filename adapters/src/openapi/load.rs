@@ -8,6 +8,7 @@
 //! not fit 64 bits (the OpenAI spec has some) become floats instead of failing the load,
 //! and non-string mapping keys (`200:` response codes) become strings.
 
+use crate::error::error_chain;
 use std::collections::HashMap;
 use std::fmt;
 
@@ -392,21 +393,6 @@ async fn fetch(
     tokio::time::timeout(config.timeout, work)
         .await
         .map_err(|_| fail(format!("no complete answer within {:?}", config.timeout)))?
-}
-
-/// The error and its sources in one line (reqwest hides the useful part in sources).
-pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let cs = c.to_string();
-        if !s.contains(&cs) {
-            s.push_str(": ");
-            s.push_str(&cs);
-        }
-        cur = c.source();
-    }
-    s
 }
 
 /// Parses JSON (when the text starts like JSON) or YAML.

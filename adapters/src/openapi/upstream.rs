@@ -18,9 +18,10 @@ use super::config::OpenApiConfig;
 use super::convert::Converted;
 use super::import::{Built, build};
 use super::invoke;
-use super::load::{self, LoadError, error_chain};
+use super::load::{self, LoadError};
 use super::model::Operation;
 use super::ssrf;
+use crate::error::error_chain;
 use crate::{CallContext, CallOutput, Connection, JsonObject, ToolDef, ToolError, Upstream};
 
 /// One tool: its operation, conversion and base URL.

@@ -354,7 +354,12 @@ impl JwksStore {
 }
 
 async fn fetch(client: &reqwest::Client, url: &str) -> Result<Vec<u8>, String> {
-    let failed = |e: reqwest::Error| format!("cannot fetch the JWKS from {url}: {}", chain(&e));
+    let failed = |e: reqwest::Error| {
+        format!(
+            "cannot fetch the JWKS from {url}: {}",
+            toolgate_adapters::error::error_chain(&e)
+        )
+    };
     let mut response = client
         .get(url)
         .header(http::header::ACCEPT, "application/json")
@@ -377,21 +382,6 @@ async fn fetch(client: &reqwest::Client, url: &str) -> Result<Vec<u8>, String> {
         body.extend_from_slice(&chunk);
     }
     Ok(body)
-}
-
-/// An error with its sources (reqwest's own message hides the cause: refused, DNS…).
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 /// The usable signing keys of a JWKS document. Keys of other kinds (encryption keys,

@@ -32,7 +32,7 @@ pub enum FailPolicy {
 /// Where shared state lives. Sessions (and their expanded tools), MCP transport
 /// sessions, tenant rate limits and runtime registrations are kept here; with
 /// `backend: redis` every replica sees the same ones, so no sticky routing is needed.
-#[derive(Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StateConfig {
     #[serde(default)]
@@ -67,22 +67,6 @@ pub struct StateConfig {
     #[serde(default = "default_command_timeout", with = "humantime_serde")]
     #[schemars(with = "String")]
     pub command_timeout: Duration,
-}
-
-// The URL can hold a password: never print it.
-impl std::fmt::Debug for StateConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StateConfig")
-            .field("backend", &self.backend)
-            .field("url", &self.url.as_ref().map(|_| "<redacted>"))
-            .field("tls_ca_file", &self.tls_ca_file)
-            .field("key_prefix", &self.key_prefix)
-            .field("replicas", &self.replicas)
-            .field("on_unavailable", &self.on_unavailable)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("command_timeout", &self.command_timeout)
-            .finish()
-    }
 }
 
 fn default_key_prefix() -> String {

@@ -412,7 +412,7 @@ impl Rpc {
             }
             Value::Object(obj) => self.dispatch_object(obj, related),
             other => {
-                tracing::warn!(upstream = %self.upstream, kind = json_kind(&other), "ignoring a JSON-RPC message that is not an object");
+                tracing::warn!(upstream = %self.upstream, kind = crate::error::json_kind(&other), "ignoring a JSON-RPC message that is not an object");
             }
         }
     }
@@ -532,17 +532,6 @@ fn id_of(v: &Value) -> Option<u64> {
         Value::Number(n) => n.as_u64(),
         Value::String(s) => s.parse().ok(),
         _ => None,
-    }
-}
-
-fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
     }
 }
 

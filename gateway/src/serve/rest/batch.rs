@@ -187,7 +187,7 @@ fn openai_request(item: &Value) -> Result<Request, String> {
             Ok(Value::Object(arguments)) => Ok(arguments),
             Ok(other) => Err(format!(
                 "the arguments must be a JSON object, got {}",
-                json_kind(&other)
+                toolgate_adapters::error::json_kind(&other)
             )),
             Err(e) => Err(format!("the arguments are not valid JSON ({e})")),
         },
@@ -195,7 +195,7 @@ fn openai_request(item: &Value) -> Result<Request, String> {
         None | Some(Value::Null) => Ok(JsonObject::new()),
         Some(other) => Err(format!(
             "the arguments must be a JSON object encoded as a string, got {}",
-            json_kind(other)
+            toolgate_adapters::error::json_kind(other)
         )),
     };
     Ok(Request {
@@ -219,7 +219,7 @@ fn anthropic_request(block: &Value) -> Result<Request, String> {
         None | Some(Value::Null) => Ok(JsonObject::new()),
         Some(other) => Err(format!(
             "the input must be a JSON object, got {}",
-            json_kind(other)
+            toolgate_adapters::error::json_kind(other)
         )),
     };
     Ok(Request {
@@ -227,17 +227,6 @@ fn anthropic_request(block: &Value) -> Result<Request, String> {
         name: name.to_owned(),
         arguments,
     })
-}
-
-fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// Runs the calls, at most `rest.batch_concurrency` at once, answers in request order.
