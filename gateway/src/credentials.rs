@@ -616,7 +616,10 @@ mod tests {
             ..JwtConfig::default()
         };
         let printed = format!("{config:?}");
-        assert!(!printed.contains("s3cret") && printed.contains("***"), "{printed}");
+        assert!(
+            !printed.contains("s3cret") && printed.contains("***"),
+            "{printed}"
+        );
     }
 
     #[test]

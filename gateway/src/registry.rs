@@ -34,16 +34,31 @@ pub struct Registration {
     pub openapi: OpenApiConfig,
 }
 
+/// Why the registration store could not be read or changed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The shared store (Redis) does not answer: retry later.
+    #[error(transparent)]
+    Unavailable(#[from] crate::state::Unavailable),
+    /// The file could not be read or written.
+    #[error("{0}")]
+    Io(String),
+    /// What is stored cannot be read back (not a registration file, or an entry that
+    /// is not a registration).
+    #[error("{0}")]
+    Corrupt(String),
+}
+
 /// Where registrations are kept between restarts.
 #[async_trait]
 pub trait RegistrationStore: Send + Sync {
-    async fn load(&self) -> Result<Vec<Registration>, String>;
+    async fn load(&self) -> Result<Vec<Registration>, StoreError>;
     /// Adds or replaces one registration.
-    async fn put(&self, registration: &Registration) -> Result<(), String>;
+    async fn put(&self, registration: &Registration) -> Result<(), StoreError>;
     /// Removes one registration; `false` when there was none of that name.
-    async fn remove(&self, name: &str) -> Result<bool, String>;
+    async fn remove(&self, name: &str) -> Result<bool, StoreError>;
     /// Tells other replicas sharing this store that `name`'s spec was re-fetched.
-    async fn announce_refresh(&self, _name: &str) -> Result<(), String> {
+    async fn announce_refresh(&self, _name: &str) -> Result<(), StoreError> {
         Ok(())
     }
 }
@@ -71,32 +86,36 @@ impl FileStore {
         }
     }
 
-    async fn save(&self, all: &[Registration]) -> Result<(), String> {
-        let bytes = serde_json::to_vec_pretty(all).map_err(|e| e.to_string())?;
+    async fn save(&self, all: &[Registration]) -> Result<(), StoreError> {
+        let bytes = serde_json::to_vec_pretty(all).map_err(|e| StoreError::Io(e.to_string()))?;
         let path = self.path.clone();
         // Blocking file I/O (fsync) off the runtime.
         tokio::task::spawn_blocking(move || write_atomically(&path, &bytes))
             .await
-            .map_err(|e| e.to_string())?
+            .map_err(|e| StoreError::Io(e.to_string()))?
+            .map_err(StoreError::Io)
     }
 }
 
 #[async_trait]
 impl RegistrationStore for FileStore {
-    async fn load(&self) -> Result<Vec<Registration>, String> {
+    async fn load(&self) -> Result<Vec<Registration>, StoreError> {
         match tokio::fs::read(&self.path).await {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-                format!(
+                StoreError::Corrupt(format!(
                     "{} is not a valid registration file: {e}",
                     self.path.display()
-                )
+                ))
             }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-            Err(e) => Err(format!("cannot read {}: {e}", self.path.display())),
+            Err(e) => Err(StoreError::Io(format!(
+                "cannot read {}: {e}",
+                self.path.display()
+            ))),
         }
     }
 
-    async fn put(&self, registration: &Registration) -> Result<(), String> {
+    async fn put(&self, registration: &Registration) -> Result<(), StoreError> {
         let _serial = self.changes.lock().await;
         let mut all = self.load().await?;
         all.retain(|r| r.name != registration.name);
@@ -105,7 +124,7 @@ impl RegistrationStore for FileStore {
         self.save(&all).await
     }
 
-    async fn remove(&self, name: &str) -> Result<bool, String> {
+    async fn remove(&self, name: &str) -> Result<bool, StoreError> {
         let _serial = self.changes.lock().await;
         let mut all = self.load().await?;
         let before = all.len();
@@ -529,6 +548,7 @@ mod tests {
                 .load()
                 .await
                 .unwrap_err()
+                .to_string()
                 .contains("not a valid registration file")
         );
         let _ = std::fs::remove_dir_all(&dir);

@@ -152,7 +152,7 @@ impl Gateway {
 
     /// Why this replica cannot serve right now: the shared state store does not answer.
     /// `Ok` with the memory backend.
-    pub async fn shared_state_ready(&self) -> Result<(), String> {
+    pub async fn shared_state_ready(&self) -> Result<(), crate::state::Unavailable> {
         match &self.shared {
             Some(shared) => shared.conn.ready().await,
             None => Ok(()),

@@ -87,7 +87,7 @@ async fn list(State(admin): State<Arc<Admin>>, headers: HeaderMap) -> Response {
     }
     let stored: Vec<String> = match admin.store.load().await {
         Ok(stored) => stored.into_iter().map(|r| r.name).collect(),
-        Err(e) => return store_unavailable(&e),
+        Err(e) => return store_unavailable(&e.to_string()),
     };
     let upstreams: Vec<Value> = admin
         .gateway
@@ -155,7 +155,7 @@ async fn refresh(
     let _serial = admin.changes.lock().await;
     let stored = match admin.store.load().await {
         Ok(stored) => stored,
-        Err(e) => return store_unavailable(&e),
+        Err(e) => return store_unavailable(&e.to_string()),
     };
     let config = stored
         .into_iter()

@@ -129,7 +129,7 @@ async fn readyz(State(door): State<Arc<FrontDoor>>) -> Response {
             .into_response();
     };
     if let Err(reason) = gateway.shared_state_ready().await {
-        return not_ready(reason);
+        return not_ready(reason.to_string());
     }
     let startup_ended = if startup.unanswered.is_empty() {
         "every upstream answered".to_owned()

@@ -26,7 +26,7 @@ pub struct RedisConn {
     /// Whether the last command got an answer: state changes are logged once, not
     /// on every failing request.
     up: AtomicBool,
-    ready: std::sync::Mutex<Option<(Instant, Result<(), String>)>>,
+    ready: std::sync::Mutex<Option<(Instant, Result<(), Unavailable>)>>,
 }
 
 impl RedisConn {
@@ -123,7 +123,7 @@ impl RedisConn {
     }
 
     /// `Ok` when Redis answers a PING; the answer is reused for about a second.
-    pub async fn ready(&self) -> Result<(), String> {
+    pub async fn ready(&self) -> Result<(), Unavailable> {
         if let Some((at, answer)) = self
             .ready
             .lock()
@@ -138,8 +138,7 @@ impl RedisConn {
                 redis::cmd("PING").query_async::<String>(&mut c).await
             })
             .await
-            .map(drop)
-            .map_err(|e| e.0);
+            .map(drop);
         *self.ready.lock().unwrap_or_else(|e| e.into_inner()) =
             Some((Instant::now(), answer.clone()));
         answer

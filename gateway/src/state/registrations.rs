@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::conn::RedisConn;
 use crate::gateway::Gateway;
+use crate::registry::StoreError;
 use crate::registry::{self, Registration, RegistrationStore};
 
 /// How often the follower re-reads the whole set and checks its subscription.
@@ -62,13 +63,13 @@ impl RedisRegistrations {
         }
     }
 
-    async fn announce(&self, op: Op, name: &str) -> Result<(), String> {
+    async fn announce(&self, op: Op, name: &str) -> Result<(), StoreError> {
         let message = serde_json::to_string(&Announcement {
             op,
             name: name.to_owned(),
             origin: self.origin.clone(),
         })
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| StoreError::Io(e.to_string()))?;
         let channel = self.channel.clone();
         self.conn
             .run("announce registration", |mut c| async move {
@@ -80,11 +81,11 @@ impl RedisRegistrations {
             })
             .await
             .map(drop)
-            .map_err(|e| e.0)
+            .map_err(StoreError::from)
     }
 
     /// One registration, if stored.
-    async fn get(&self, name: &str) -> Result<Option<Registration>, String> {
+    async fn get(&self, name: &str) -> Result<Option<Registration>, StoreError> {
         let hash = self.hash.clone();
         let json: Option<String> = self
             .conn
@@ -95,11 +96,11 @@ impl RedisRegistrations {
                     .query_async(&mut c)
                     .await
             })
-            .await
-            .map_err(|e| e.0)?;
+            .await?;
         json.map(|json| {
-            serde_json::from_str(&json)
-                .map_err(|e| format!("stored registration '{name}' is not valid: {e}"))
+            serde_json::from_str(&json).map_err(|e| {
+                StoreError::Corrupt(format!("stored registration '{name}' is not valid: {e}"))
+            })
         })
         .transpose()
     }
@@ -107,15 +108,14 @@ impl RedisRegistrations {
 
 #[async_trait]
 impl RegistrationStore for RedisRegistrations {
-    async fn load(&self) -> Result<Vec<Registration>, String> {
+    async fn load(&self) -> Result<Vec<Registration>, StoreError> {
         let hash = self.hash.clone();
         let all: Vec<(String, String)> = self
             .conn
             .run("read registrations", |mut c| async move {
                 redis::cmd("HGETALL").arg(&hash).query_async(&mut c).await
             })
-            .await
-            .map_err(|e| e.0)?;
+            .await?;
         let mut registrations = Vec::new();
         for (name, json) in all {
             match serde_json::from_str::<Registration>(&json) {
@@ -129,8 +129,9 @@ impl RegistrationStore for RedisRegistrations {
         Ok(registrations)
     }
 
-    async fn put(&self, registration: &Registration) -> Result<(), String> {
-        let json = serde_json::to_string(registration).map_err(|e| e.to_string())?;
+    async fn put(&self, registration: &Registration) -> Result<(), StoreError> {
+        let json =
+            serde_json::to_string(registration).map_err(|e| StoreError::Io(e.to_string()))?;
         let hash = self.hash.clone();
         let name = registration.name.clone();
         self.conn
@@ -142,12 +143,11 @@ impl RegistrationStore for RedisRegistrations {
                     .query_async::<i64>(&mut c)
                     .await
             })
-            .await
-            .map_err(|e| e.0)?;
+            .await?;
         self.announce(Op::Put, &registration.name).await
     }
 
-    async fn remove(&self, name: &str) -> Result<bool, String> {
+    async fn remove(&self, name: &str) -> Result<bool, StoreError> {
         let hash = self.hash.clone();
         let removed: i64 = self
             .conn
@@ -158,13 +158,12 @@ impl RegistrationStore for RedisRegistrations {
                     .query_async(&mut c)
                     .await
             })
-            .await
-            .map_err(|e| e.0)?;
+            .await?;
         self.announce(Op::Remove, name).await?;
         Ok(removed > 0)
     }
 
-    async fn announce_refresh(&self, name: &str) -> Result<(), String> {
+    async fn announce_refresh(&self, name: &str) -> Result<(), StoreError> {
         self.announce(Op::Refresh, name).await
     }
 }
