@@ -11,6 +11,14 @@
 //! schema grows every few months, and a gateway that parsed them into typed structs
 //! would silently drop every field it does not know yet (see the field notes on rmcp's
 //! typed `Tool` losing `execution`).
+//!
+//! Modules, one line each:
+//! - [`error`]: the one error taxonomy of a tool call, and the error helpers.
+//! - [`mcp`]: MCP servers over stdio, streamable HTTP and legacy HTTP+SSE.
+//! - [`openapi`]: HTTP APIs described by OpenAPI 3.x or Swagger 2.0, one tool per operation.
+//! - [`redirect`]: the one redirect policy of clients that carry credentials.
+//! - [`secret`]: [`Secret`], the one type every credential is held in.
+//! - [`skills`]: skill packages (`SKILL.md` directories) as prompts, tools and resources.
 
 pub mod error;
 pub mod mcp;

@@ -1,9 +1,36 @@
-//! toolgate: one MCP endpoint over many tool upstreams.
+//! toolgate: one MCP and HTTP endpoint over many tool upstreams.
 //!
-//! Rooms: [`config`] (the file model), [`catalog`] (names), [`gateway`] (the core and
-//! the one call path), [`errors`] (the one error mapping), [`health`], [`metrics`],
-//! [`reload`] (config hot reload), [`state`] (what replicas share: Redis) and [`serve`]
-//! (the thin surfaces); [`telemetry`] traces the call path across processes. The binary (`main.rs`) is only the command line.
+//! The one call path runs `surface → access → gateway → upstream`: a surface in
+//! [`serve`] admits the caller, [`access`] applies the tenant's policy, [`gateway`]
+//! resolves, validates, calls and records. The binary (`main.rs`) is only the command
+//! line; [`app::App`] is how it (and in-process tests) start toolgate.
+//!
+//! Modules, one line each:
+//! - [`access`]: who is asking (tenant, session) and what they may list and call.
+//! - [`app`]: toolgate assembled from a config: core, registration store, router.
+//! - [`catalog`]: the namespaced catalog, every upstream's tools under one set of names.
+//! - [`coalesce`]: progress output coalesced for the tool-call event stream.
+//! - [`config`]: the config file model, its validation and its diffs.
+//! - [`credentials`]: API keys and JWTs: how an `Authorization` header becomes a tenant.
+//! - [`errors`]: the one place a `ToolError` becomes what a surface sends.
+//! - [`export`]: tool definitions as OpenAI, Anthropic and Gemini function schemas.
+//! - [`gateway`]: the core: upstream lifecycle, catalog rebuild, the call path.
+//! - [`health`]: periodic upstream checks and the state every status surface reports.
+//! - [`logging`]: log output, with the audit line of every call written directly.
+//! - [`metrics`]: Prometheus metrics of calls, refusals, results and health.
+//! - [`offerings`]: prompts, resources and templates under catalog names and URIs.
+//! - [`policy`]: tenants and the one decision function.
+//! - [`protocol_tools`]: the gateway's own tools (`tool_search`, `tool_expand_tools`, …).
+//! - [`registry`]: OpenAPI imports and runtime registrations, and where they are kept.
+//! - [`reload`]: config hot reload without a restart or dropped sessions.
+//! - [`search`]: the engine behind `tool_search`.
+//! - [`serve`]: the thin surfaces: `/mcp`, stdio, REST, ops and admin endpoints.
+//! - [`session`]: sessions and the tools each has expanded.
+//! - [`state`]: what replicas share through Redis (sessions, limits, registrations).
+//! - [`summary`]: one-line human summaries of a call's start and end.
+//! - [`telemetry`]: W3C trace context in and out, spans exported over OTLP.
+//! - [`truncate`]: token budgets for tool results.
+//! - [`validate`]: arguments checked against each tool's `inputSchema`.
 
 pub mod access;
 pub mod app;

@@ -3,8 +3,8 @@
 //!
 //! The audit line is on the call path of every call. The generic formatter writes each
 //! field through `fmt::write`, wraps names in (disabled) styling and formats the
-//! timestamp field by field: about 17k instructions per line, 8% of a whole MCP call
-//! through the gateway (bench/README.md). [`LineFormat`] writes the same bytes directly
+//! timestamp field by field: a visible share of a whole MCP call through the gateway
+//! (bench/README.md, "Where the time and memory go"). [`LineFormat`] writes the same bytes directly
 //! when it can vouch for them — an event on [`AUDIT_TARGET`], no colours, no span
 //! around it — and hands every other event to the generic formatter. A unit test
 //! checks the two agree byte for byte.

@@ -6,49 +6,30 @@
 //!
 //! # Tokenizer: `bpe-openai` (not `tiktoken-rs`)
 //!
-//! Both crates build offline here (crates.io only; the vocabularies ship inside the
-//! crates) and give the **same counts** on every payload measured. Measured with
-//! `cargo run --release -p toolgate --example truncate_bench -- --compare` on this
-//! 2-core machine (o200k_base, median of 5 runs, ms):
-//!
-//! | payload                         | bytes     | tokens  | bpe-openai | tiktoken-rs |
-//! |---------------------------------|-----------|---------|------------|-------------|
-//! | GitHub spec JSON, first 45 KB   | 46,080    | 10,070  | 0.80       | 2.43        |
-//! | GitHub spec JSON, first 1 MB    | 1,048,576 | 222,771 | 31.4       | 46.7        |
-//! | Stripe spec YAML, first 1 MB    | 1,048,576 | 212,447 | 32.9       | 34.7        |
-//! | records JSON (generated), 1 MB  | 1,048,953 | 289,024 | 17.4       | 30.6        |
-//! | prose, 200 KB                   | 204,800   | 39,758  | 2.70       | 4.24        |
-//! | base64, 1 MB, one line          | 1,048,576 | 715,696 | 66.9       | 127         |
-//! | UUID lines, 200 KB              | 204,800   | 120,006 | 16.8       | 20.4        |
-//! | one letter repeated, 20 KB      | 20,480    | 2,560   | 0.15       | 4.10        |
-//!
-//! That is 7–17 M tokens/s for `bpe-openai` against 0.6–9.5 M for `tiktoken-rs`; the
-//! counts were identical on every row, for cl100k_base as well.
-//!
+//! Both crates build offline and give the same counts on every payload measured;
 //! `bpe-openai` is faster on every payload and, above all, has no bad worst case
 //! (tiktoken's byte-pair merge is quadratic in the length of one pre-token, which is
 //! what base64 and long runs without spaces are), and it offers an early-exit count
 //! (`count_till_limit`), which makes the common "is this result under budget?" question
 //! cost O(budget) instead of O(result). The price is binary size (~33 MB of
-//! vocabularies, per the field notes), which a gateway can afford.
+//! vocabularies, per the field notes), which a gateway can afford. The comparison, and
+//! what each part of a cut costs, are in `bench/README.md` ("Token counting and
+//! truncation").
 //!
 //! # Cost
 //!
-//! Under budget: one early-exit pass (a 4 KB result: 0.03 ms). Over budget: one full
-//! count of each oversized part (for `original_tokens` and the marker; it goes on from
-//! where the early-exit pass stopped) plus work bounded by the budget (JSON is parsed
-//! once, then pruned and re-counted against the budget a few times; plain text is
-//! tokenized only around the head and tail cuts).
+//! Under budget: one early-exit pass. Over budget: one full count of each oversized
+//! part (for `original_tokens` and the marker; it goes on from where the early-exit
+//! pass stopped) plus work bounded by the budget (JSON is parsed once, then pruned and
+//! re-counted against the budget a few times; plain text is tokenized only around the
+//! head and tail cuts).
 //!
 //! Counting skips most of the tokenizer's work on repetitive text (see `memo`): the
 //! text is cut at places where a pre-tokenizer piece always ends, and the count of each
 //! short stretch between them (`","name`, ` the`) and of each short piece is
 //! remembered, so the regex pre-tokenizer and BPE run once per distinct stretch; memos
 //! that do not pay (base64, hashes) are bypassed. Texts over 512 KB are also counted on
-//! both cores. Measured with the same example (median of 7 runs, release, 12,000
-//! tokens, before → after the memos): 1 MB JSON array of records 24.0 → 12.5 ms, the
-//! 1.2 MB Discord spec as one JSON object 30.3 → 16.8 ms, 200 KB prose 8.9 → 3.3 ms,
-//! one 500 KB base64 line 38 → 38 ms.
+//! both cores.
 //!
 //! # What is counted
 //!

@@ -5,8 +5,8 @@
 //! Requests to the endpoint itself ([`HttpClient::send`]) go through hyper's pooled
 //! client directly when the endpoint is plain `http://` and no proxy setting in the
 //! environment covers it. reqwest wraps every request in layers a JSON-RPC POST does
-//! not need (redirects, retries, the URL parsed twice more per request): about a
-//! quarter of the instructions of a whole call through the gateway (bench/README.md).
+//! not need (redirects, retries, the URL parsed twice more per request): a large share
+//! of the instructions of a whole call through the gateway (bench/README.md).
 //! reqwest carries everything else: `https://` (TLS), proxies, and the legacy SSE
 //! transport's requests.
 

@@ -46,7 +46,7 @@ struct Finished<'a> {
 impl Gateway {
     /// The one call path: resolve the name, validate the arguments, take one of the
     /// upstream's call slots, call it within its timeout, fit the result to its token
-    /// budget, and record the call ([`Gateway::record`]). Also answers the result's
+    /// budget, and record the call (one record for audit and metrics). Also answers the result's
     /// token counts (a result under its budget carries none in `_meta`: it passes as
     /// the upstream sent it, but for the correlation id the MCP surface adds).
     ///

@@ -1,9 +1,9 @@
 //! The core every surface calls: the upstreams mounted, the catalog built from them,
 //! and the one call path. By concern:
-//! - [`upstreams`]: the upstream lifecycle (mount, unmount, apply a config, watch tools);
-//! - [`factory`]: the one way from an upstream's config to a mounted upstream;
-//! - [`rebuild`]: the catalog rebuilt from the upstreams' tools and offerings;
-//! - [`call`]: the call path (admission, budget, and one record for audit and metrics).
+//! - `upstreams`: the upstream lifecycle (mount, unmount, apply a config, watch tools);
+//! - `factory`: the one way from an upstream's config to a mounted upstream;
+//! - `rebuild`: the catalog rebuilt from the upstreams' tools and offerings;
+//! - `call`: the call path (admission, budget, and one record for audit and metrics).
 //!
 //! Surfaces (MCP over HTTP and stdio, REST, the ops endpoints) hold an `Arc<Gateway>`
 //! and translate their protocol onto [`Gateway::call_counted`] and [`Gateway::catalog`].

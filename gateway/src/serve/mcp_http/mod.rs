@@ -5,9 +5,9 @@
 //! answered without a per-session task or channel.
 //!
 //! Sessionless (2026-07-28) `tools/call` requests are served here too (see
-//! [`sessionless`]); the version's other requests (`server/discover`, lists, and
+//! `sessionless`); the version's other requests (`server/discover`, lists, and
 //! anything whose protocol signals do not check out) still go to rmcp's transport,
-//! which `router` mounts behind this one; see [`route`].
+//! which `router` mounts behind this one; see `route`.
 //!
 //! What a session's POST may carry: a request (answered as JSON, or as an SSE stream
 //! when the call sends something before its result: see [`call`]), a notification
