@@ -68,7 +68,7 @@ impl Mounted {
     }
 
     /// Applies the config's per-upstream limits and audit setting.
-    pub fn with_settings(mut self, settings: Option<&crate::config::UpstreamConfig>) -> Self {
+    pub fn with_settings(mut self, settings: Option<&crate::config::ResolvedSettings>) -> Self {
         if let Some(settings) = settings {
             self.concurrency = Arc::new(tokio::sync::Semaphore::new(
                 settings.max_concurrent_calls.max(1),
@@ -934,13 +934,9 @@ async fn admit(
 /// background); `None` for an OpenAPI upstream or a name not in the config.
 fn local_mounted(config: &Config, name: &str) -> Option<Mounted> {
     let upstream_config = config.upstreams.get(name)?;
-    let health = upstream_config
-        .health
-        .clone()
-        .unwrap_or_else(|| config.health.clone());
-    let call_timeout = upstream_config.call_timeout.unwrap_or(config.call_timeout);
+    let settings = config.resolve(&upstream_config.settings);
     let (upstream, kind): (DynUpstream, &'static str) =
-        match (&upstream_config.skills, upstream_config.transport()) {
+        match (upstream_config.skills(), upstream_config.transport()) {
             (Some(skills), _) => (SkillsUpstream::spawn(name, skills), "skills"),
             (None, Some(transport)) => {
                 let kind = transport.kind();
@@ -952,11 +948,11 @@ fn local_mounted(config: &Config, name: &str) -> Option<Mounted> {
         Mounted::new(
             upstream,
             kind,
-            upstream_config.namespace,
-            call_timeout,
-            health,
+            settings.namespace,
+            settings.call_timeout,
+            settings.health.clone(),
         )
-        .with_settings(Some(upstream_config)),
+        .with_settings(Some(&settings)),
     )
 }
 

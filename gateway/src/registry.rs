@@ -179,19 +179,18 @@ pub async fn import(
 
 pub(crate) fn openapi_mounted(gateway: &Gateway, upstream: Arc<dyn Upstream>) -> Mounted {
     let config = gateway.config();
-    let settings = config.upstreams.get(upstream.name());
+    let settings = config.upstream_settings(upstream.name());
+    let resolved = settings
+        .clone()
+        .unwrap_or_else(|| config.resolve(&Default::default()));
     Mounted::new(
         upstream,
         "openapi",
         Namespace::Prefix,
-        settings
-            .and_then(|s| s.call_timeout)
-            .unwrap_or(config.call_timeout),
-        settings
-            .and_then(|s| s.health.clone())
-            .unwrap_or_else(|| config.health.clone()),
+        resolved.call_timeout,
+        resolved.health,
     )
-    .with_settings(settings)
+    .with_settings(settings.as_ref())
 }
 
 /// Holds a runtime registration's `spec_path` to `admin.spec_dir`: a registration is
@@ -282,7 +281,7 @@ pub async fn start_imports(gateway: &Arc<Gateway>, store: &dyn RegistrationStore
         .config()
         .upstreams
         .iter()
-        .filter_map(|(name, u)| u.openapi.clone().map(|o| (name.clone(), o, false)))
+        .filter_map(|(name, u)| u.openapi().cloned().map(|o| (name.clone(), o, false)))
         .collect();
     match store.load().await {
         Ok(registrations) => {
