@@ -19,7 +19,7 @@ pub struct RestartOnly {
 /// comparison and its copy are derived from that path, so the three cannot disagree.
 macro_rules! restart_only {
     ($($first:ident $(. $rest:ident)*),* $(,)?) => {
-        /// Every restart-only setting, in the order the docs list them.
+        /// Every restart-only setting, in the order reloads report them.
         pub const RESTART_ONLY: &[RestartOnly] = &[$(
             RestartOnly {
                 name: concat!(stringify!($first) $(, ".", stringify!($rest))*),
