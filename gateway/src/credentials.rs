@@ -45,15 +45,20 @@ pub enum JwtKeys {
 
 /// JWT authentication: where the keys come from and what tokens must carry. Written in
 /// the file as exactly one of `hs256_secret`, `jwks_file`, `jwks_url` beside the other
-/// settings (see [`JwtFile`] for each field's meaning).
+/// settings (the JSON Schema, `toolgate config-schema`, describes each field).
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "JwtFile", into = "JwtFile")]
 pub struct JwtConfig {
     pub keys: JwtKeys,
+    /// A top-level claim name, or a JSON Pointer (`/org/tenant`).
     pub tenant_claim: String,
+    /// The `iss` tokens must carry, when set.
     pub issuer: Option<String>,
+    /// The value tokens must carry in `aud`, when set.
     pub audience: Option<String>,
+    /// Clock skew tolerated on `exp` and `nbf`.
     pub leeway: Duration,
+    /// How often a JWKS is reloaded.
     pub jwks_refresh: Duration,
 }
 
@@ -142,7 +147,7 @@ impl From<JwtConfig> for JwtFile {
     }
 }
 
-/// The schema is the file's shape ([`JwtFile`]), under the name it always had.
+/// The schema is the file's shape (`JwtFile`), under the name it always had.
 impl JsonSchema for JwtConfig {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         JwtFile::schema_name()

@@ -1,15 +1,16 @@
 //! The config file model.
 //!
 //! YAML, with `${VAR}` / `${VAR:-default}` substituted from the environment before
-//! parsing ([`env`]); every struct rejects unknown fields; errors name the exact path
-//! (`upstreams.everything.stdio.comand: unknown field …`). The JSON Schema printed by
-//! `toolgate config-schema` is generated from these types, so the two cannot drift.
+//! parsing ([`env`](mod@env)); every struct rejects unknown fields; errors name the exact
+//! path (`upstreams.everything.stdio.comand: unknown field …`). The JSON Schema printed
+//! by `toolgate config-schema` is generated from these types, so the two cannot drift.
 //!
-//! "Exactly one of" groups are typed ([`UpstreamKind`], [`RateWindow`]) and checked
-//! while parsing; the checks serde cannot make ([`validate`]) report every problem at
-//! once. Rooms: this file (the top-level struct, load and parse), [`upstream`] (an
-//! upstream's kind and settings, the upstream-name rule), [`rate_limit`], [`validate`],
-//! [`diff`] (what changed between two configs, the restart-only settings), [`env`].
+//! "Exactly one of" groups are typed ([`UpstreamKind`], [`RateWindow`],
+//! [`JwtKeys`](crate::credentials::JwtKeys)) and checked while parsing, the file keeping
+//! its shape; the checks serde cannot make ([`validate`]) report every problem at once.
+//! Rooms: this file (the top-level struct, load and parse), [`upstream`] (an upstream's
+//! kind and settings, the upstream-name rule), [`rate_limit`], [`validate`], [`diff`]
+//! (what changed between two configs, the restart-only settings), [`env`](mod@env).
 
 use std::collections::BTreeMap;
 use std::path::Path;

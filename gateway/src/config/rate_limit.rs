@@ -153,7 +153,7 @@ impl From<RateLimitConfig> for RateLimitFile {
     }
 }
 
-/// The schema is the file's shape ([`RateLimitFile`]), under the name it always had.
+/// The schema is the file's shape (`RateLimitFile`), under the name it always had.
 impl JsonSchema for RateLimitConfig {
     fn schema_name() -> Cow<'static, str> {
         RateLimitFile::schema_name()

@@ -2,7 +2,7 @@
 //! the settings every kind shares, plus the one rule for upstream names.
 //!
 //! The file keeps its flat shape (`{stdio: {...}, namespace: prefix, call_timeout: 5s}`):
-//! [`UpstreamFile`] is that shape, with `deny_unknown_fields`, and [`UpstreamConfig`]
+//! `UpstreamFile` (private) is that shape, with `deny_unknown_fields`, and [`UpstreamConfig`]
 //! converts from and into it, so an upstream with no kind or two kinds is a parse error
 //! at its path (`upstreams.x`), and the JSON Schema still describes the file.
 
@@ -287,7 +287,7 @@ impl From<UpstreamConfig> for UpstreamFile {
     }
 }
 
-/// The schema is the file's shape ([`UpstreamFile`]), under the name it always had.
+/// The schema is the file's shape (`UpstreamFile`), under the name it always had.
 impl JsonSchema for UpstreamConfig {
     fn schema_name() -> Cow<'static, str> {
         UpstreamFile::schema_name()
