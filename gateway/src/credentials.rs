@@ -410,6 +410,13 @@ impl fmt::Debug for Authenticator {
 }
 
 impl Authenticator {
+    /// The authenticator a config describes: its tenants' API keys and its JWT
+    /// settings, with the audience defaulted to `public_url` (see
+    /// [`JwtConfig::for_resource`]). Used at startup and on every reload.
+    pub async fn for_config(config: &crate::config::Config) -> Result<Authenticator, String> {
+        Authenticator::new(api_keys(config), jwt_settings(config)).await
+    }
+
     /// Builds the authenticator from `(tenant, "sha256:…")` pairs and the JWT settings.
     /// Refuses malformed hashes (naming the tenant), one hash shared by two tenants,
     /// an invalid [`JwtConfig`], and a JWKS that cannot be read or fetched (10 s
@@ -548,6 +555,24 @@ impl Inner {
         }
         found
     }
+}
+
+/// `(tenant, key hash)` pairs of a config, as the authenticator takes them.
+pub fn api_keys(config: &crate::config::Config) -> Vec<(String, String)> {
+    config
+        .tenants
+        .iter()
+        .flat_map(|(tenant, t)| t.api_keys.iter().map(|k| (tenant.clone(), k.clone())))
+        .collect()
+}
+
+/// The JWT settings the authenticator runs on: the file's, with the audience defaulted
+/// to `public_url` (see [`JwtConfig::for_resource`]).
+pub fn jwt_settings(config: &crate::config::Config) -> Option<JwtConfig> {
+    config
+        .jwt
+        .clone()
+        .map(|jwt| jwt.for_resource(config.public_url.as_deref()))
 }
 
 #[cfg(test)]

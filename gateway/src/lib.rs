@@ -6,6 +6,7 @@
 //! (the thin surfaces); [`telemetry`] traces the call path across processes. The binary (`main.rs`) is only the command line.
 
 pub mod access;
+pub mod app;
 pub mod catalog;
 pub mod coalesce;
 pub mod config;

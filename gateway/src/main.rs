@@ -7,11 +7,9 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
+use toolgate::app::{App, StartError};
 use toolgate::config::Config;
 use toolgate::credentials::Authenticator;
-use toolgate::gateway::Gateway;
-use toolgate::registry::{self, RegistrationStore};
 use toolgate::reload::Reloader;
 use toolgate::serve;
 
@@ -165,42 +163,17 @@ async fn logged(
     code
 }
 
-/// Starts the gateway and waits for the upstreams' first lists.
-async fn start(config: Config) -> Result<Arc<Gateway>, ExitCode> {
-    let gateway = Gateway::start(config).map_err(|error| {
-        eprintln!("toolgate: {error}");
-        ExitCode::from(2)
-    })?;
-    let store = registry::store_for(&gateway);
-    registry::start_imports(&gateway, store.as_ref()).await;
-    finish_startup(&gateway).await?;
-    Ok(gateway)
+/// Starts toolgate and waits for the upstreams' first lists.
+async fn start(config: Config) -> Result<App, ExitCode> {
+    let app = App::start(config).await.map_err(exit)?;
+    app.finish_startup().await.map_err(exit)?;
+    Ok(app)
 }
 
-/// Waits for the upstreams' first lists (bounded by `startup_timeout`); fails on a
-/// passthrough name collision.
-async fn finish_startup(gateway: &Arc<Gateway>) -> Result<(), ExitCode> {
-    let pending = gateway
-        .wait_for_upstreams(gateway.config().startup_timeout)
-        .await;
-    for name in &pending {
-        tracing::warn!(upstream = %name, "not connected yet; its tools join the catalog when it connects");
-    }
-    let collisions = gateway.rebuild_catalog();
-    if let Some(collision) = collisions.iter().find(|c| c.involves_passthrough) {
-        eprintln!(
-            "toolgate: tool name '{}' is claimed by {:?}; an upstream with `namespace: none` \
-             must not collide with another tool — give it a prefix (remove `namespace: none`)",
-            collision.name, collision.claimants
-        );
-        gateway.shutdown().await;
-        return Err(ExitCode::from(2));
-    }
-    for (tenant, pattern) in gateway.policy().unmatched_patterns(&gateway.catalog()) {
-        tracing::warn!(%tenant, %pattern, "tenant pattern matches no tool in the catalog");
-    }
-    tracing::info!(tools = gateway.catalog().len(), "catalog ready");
-    Ok(())
+/// Prints why toolgate could not start; exit code 2 (a config problem).
+fn exit(error: StartError) -> ExitCode {
+    eprintln!("toolgate: {error}");
+    ExitCode::from(2)
 }
 
 async fn serve_http(
@@ -217,18 +190,17 @@ async fn serve_http(
             return ExitCode::from(2);
         }
     };
-    let gateway = match Gateway::start(config) {
-        Ok(gateway) => gateway,
-        Err(error) => {
-            eprintln!("toolgate: {error}");
-            return ExitCode::from(2);
-        }
+    let app = match App::start(config).await {
+        Ok(app) => app,
+        Err(error) => return exit(error),
     };
-    let store: Arc<dyn RegistrationStore> = registry::store_for(&gateway);
-    let stop = CancellationToken::new();
+    let gateway = app.gateway.clone();
     let authenticator = match authenticator(&gateway.config()).await {
         Ok(authenticator) => authenticator,
-        Err(code) => return code,
+        Err(code) => {
+            app.shutdown().await;
+            return code;
+        }
     };
     // Reloads swap config, policy, upstreams and credentials in place: the router,
     // the sessions and the connections stay.
@@ -236,20 +208,14 @@ async fn serve_http(
     if let Some(path) = path {
         let reloader = Arc::new(Reloader::new(gateway.clone(), path, authenticator.clone()));
         #[cfg(unix)]
-        if let Err(error) = reloader.reload_on_sighup(stop.child_token()) {
+        if let Err(error) = reloader.reload_on_sighup(app.stop.child_token()) {
             tracing::warn!(%error, "SIGHUP will not reload the config");
         }
         if watch {
-            reloader.watch(stop.child_token());
+            reloader.watch(app.stop.child_token());
         }
     }
-    let app = serve::router(
-        gateway.clone(),
-        store.clone(),
-        authenticator,
-        stop.child_token(),
-    );
-    registry::start_imports(&gateway, store.as_ref()).await;
+    let router = app.router(authenticator);
     tracing::info!(%address, "listening (MCP at /mcp)");
     let metrics_listener = match &gateway.config().metrics.listen {
         None => None,
@@ -257,6 +223,7 @@ async fn serve_http(
             Ok(listener) => Some(listener),
             Err(error) => {
                 eprintln!("toolgate: cannot listen on {address} (metrics.listen): {error}");
+                app.shutdown().await;
                 return ExitCode::from(2);
             }
         },
@@ -269,28 +236,33 @@ async fn serve_http(
             listener,
             metrics,
             limits.clone(),
-            stop.clone(),
+            app.stop.clone(),
         ));
     }
-    let server = tokio::spawn(serve::listener::serve(listener, app, limits, stop.clone()));
+    let server = tokio::spawn(serve::listener::serve(
+        listener,
+        router,
+        limits,
+        app.stop.clone(),
+    ));
     // Serve /healthz at once; /readyz turns ready after the first lists.
-    if let Err(code) = finish_startup(&gateway).await {
-        stop.cancel();
-        return code;
+    if let Err(error) = app.finish_startup().await {
+        return exit(error);
     }
     shutdown_signal().await;
     tracing::info!("shutting down");
-    stop.cancel();
+    app.stop.cancel();
     let _ = tokio::time::timeout(std::time::Duration::from_secs(10), server).await;
-    gateway.shutdown().await;
+    app.shutdown().await;
     ExitCode::SUCCESS
 }
 
 async fn serve_stdio(config: Config, tenant: Option<String>) -> ExitCode {
-    let gateway = match start(config).await {
-        Ok(gateway) => gateway,
+    let app = match start(config).await {
+        Ok(app) => app,
         Err(code) => return code,
     };
+    let gateway = &app.gateway;
     let tenant = match tenant {
         Some(name) => gateway.policy().tenant(&name),
         None => gateway.policy().resolve(None).ok(),
@@ -300,11 +272,11 @@ async fn serve_stdio(config: Config, tenant: Option<String>) -> ExitCode {
             "toolgate: no tenant for this stdio process: pass --tenant NAME (one of the \
              configured tenants) or configure `anonymous_tenant`"
         );
-        gateway.shutdown().await;
+        app.shutdown().await;
         return ExitCode::from(2);
     };
     let outcome = serve::stdio::run(gateway.clone(), tenant).await;
-    gateway.shutdown().await;
+    app.shutdown().await;
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
@@ -315,10 +287,11 @@ async fn serve_stdio(config: Config, tenant: Option<String>) -> ExitCode {
 }
 
 async fn check(config: Config) -> ExitCode {
-    let gateway = match start(config).await {
-        Ok(gateway) => gateway,
+    let app = match start(config).await {
+        Ok(app) => app,
         Err(code) => return code,
     };
+    let gateway = &app.gateway;
     // Connected is not the whole story (a skills path may be unreadable, a server may
     // not answer ping): check every connected upstream once, now, as the health loop
     // would at its next tick.
@@ -353,7 +326,7 @@ async fn check(config: Config) -> ExitCode {
     for (tenant, pattern) in gateway.policy().unmatched_patterns(&gateway.catalog()) {
         println!("warning: tenant '{tenant}': pattern '{pattern}' matches no tool");
     }
-    gateway.shutdown().await;
+    app.shutdown().await;
     if failed {
         ExitCode::FAILURE
     } else {
@@ -362,10 +335,11 @@ async fn check(config: Config) -> ExitCode {
 }
 
 async fn tools(config: Config, format: Format) -> ExitCode {
-    let gateway = match start(config).await {
-        Ok(gateway) => gateway,
+    let app = match start(config).await {
+        Ok(app) => app,
         Err(code) => return code,
     };
+    let gateway = &app.gateway;
     let catalog = gateway.catalog();
     match format {
         Format::Json => {
@@ -388,23 +362,16 @@ async fn tools(config: Config, format: Format) -> ExitCode {
             }
         }
     }
-    gateway.shutdown().await;
+    app.shutdown().await;
     ExitCode::SUCCESS
 }
 
 /// Builds the authenticator from the tenants' API keys and the JWT settings.
 async fn authenticator(config: &Config) -> Result<Authenticator, ExitCode> {
-    let api_keys = config
-        .tenants
-        .iter()
-        .flat_map(|(tenant, t)| t.api_keys.iter().map(|k| (tenant.clone(), k.clone())))
-        .collect();
-    Authenticator::new(api_keys, serve::jwt_settings(config))
-        .await
-        .map_err(|error| {
-            eprintln!("toolgate: {error}");
-            ExitCode::from(2)
-        })
+    Authenticator::for_config(config).await.map_err(|error| {
+        eprintln!("toolgate: {error}");
+        ExitCode::from(2)
+    })
 }
 
 fn hash_key(key: Option<String>) -> ExitCode {

@@ -1,14 +1,17 @@
 //! OpenAPI upstreams: imported from the config file at startup and registered at run
 //! time through the admin API; runtime registrations survive restarts.
 //!
-//! An import runs in the background at startup: until it finishes, a [`Placeholder`]
-//! stands in (state `starting`); a failed import leaves a placeholder that reports the
-//! error (state `down`), so `/v1/upstreams` and `toolgate check` show what went wrong.
+//! Every import runs through [`import`] (a spec loaded, then mounted only if still
+//! wanted); [`import_in_background`] is its one background lifecycle. Until the spec
+//! is in, a [`Placeholder`] stands in (state `starting`); a failed import leaves a
+//! placeholder that reports the error (state `down`), so `/v1/upstreams` and
+//! `toolgate check` show what went wrong.
 //! Registrations are kept by a [`RegistrationStore`]; the embedded default is a JSON
 //! file in the data directory, replaced atomically (write, fsync, rename). With
 //! `state.backend: redis` they live in Redis and every replica follows them (see
 //! [`crate::state::registrations`]).
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,7 +24,6 @@ use toolgate_adapters::{
     CallContext, CallOutput, Connection, JsonObject, ToolDef, ToolError, Upstream,
 };
 
-use crate::config::Namespace;
 use crate::gateway::{Gateway, Mounted};
 
 /// One upstream registered through the admin API, as stored.
@@ -149,13 +151,102 @@ fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<(), String> 
     Ok(())
 }
 
-/// Imports an OpenAPI upstream and mounts it under `name`.
+/// The runtime registrations mounted in this process, with the config each came from.
+#[derive(Default)]
+pub struct Registrations {
+    mounted: std::sync::Mutex<BTreeMap<String, OpenApiConfig>>,
+}
+
+impl Registrations {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, OpenApiConfig>> {
+        self.mounted.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Notes that registration `name` is mounted here from `config`.
+    pub fn note(&self, name: &str, config: OpenApiConfig) {
+        self.lock().insert(name.to_owned(), config);
+    }
+
+    /// Forgets registration `name` (it was removed).
+    pub fn forget(&self, name: &str) {
+        self.lock().remove(name);
+    }
+
+    /// The config registration `name` was mounted from here, if any.
+    pub fn get(&self, name: &str) -> Option<OpenApiConfig> {
+        self.lock().get(name).cloned()
+    }
+
+    /// The registrations mounted here.
+    pub fn names(&self) -> Vec<String> {
+        self.lock().keys().cloned().collect()
+    }
+}
+
+/// Why an OpenAPI upstream is imported; it decides whether the import is still wanted
+/// once its spec is in (a reload or a removal meanwhile wins over an import).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// An upstream of the config file: wanted while the running config has it, with
+    /// the same settings.
+    Config,
+    /// A stored runtime registration (at startup, or announced by another replica):
+    /// wanted while it is this process's registration with the same settings, and the
+    /// config file does not name that upstream.
+    Stored,
+    /// An admin API request being answered (the admin API serializes its changes):
+    /// wanted unless the config file now names that upstream with other settings.
+    Request,
+}
+
+impl Origin {
+    fn still_wanted(self, gateway: &Gateway, name: &str, openapi: &OpenApiConfig) -> bool {
+        let config = gateway.config();
+        let in_config = config.upstreams.get(name);
+        match self {
+            Origin::Config => in_config.and_then(|u| u.openapi()) == Some(openapi),
+            Origin::Stored => {
+                in_config.is_none() && gateway.registrations.get(name).as_ref() == Some(openapi)
+            }
+            Origin::Request => in_config.is_none_or(|u| u.openapi() == Some(openapi)),
+        }
+    }
+}
+
+/// Why an import mounted nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// A stored registration's `spec_path` is outside `admin.spec_dir`.
+    #[error("{0}")]
+    Refused(String),
+    #[error("the import of '{0}' was made obsolete by a change while it ran")]
+    Obsolete(String),
+}
+
+/// Imports an OpenAPI upstream and mounts it under `name`, unless it stopped being
+/// wanted while its spec loaded (see [`Origin`]).
 pub async fn import(
     gateway: &Arc<Gateway>,
     name: &str,
     config: OpenApiConfig,
-) -> Result<ImportReport, LoadError> {
-    let (upstream, report) = OpenApiUpstream::load(name, config).await?;
+    origin: Origin,
+) -> Result<ImportReport, ImportError> {
+    let (upstream, report) = OpenApiUpstream::load(name, config.clone()).await?;
+    let mounted = Mounted::configured(&gateway.config(), name, Arc::new(upstream), "openapi");
+    let wanted = gateway
+        .mount_if(name.to_owned(), mounted, |gateway| {
+            origin.still_wanted(gateway, name, &config)
+        })
+        .await;
+    if !wanted {
+        tracing::debug!(
+            upstream = name,
+            "import made obsolete by a later change; dropped"
+        );
+        return Err(ImportError::Obsolete(name.to_owned()));
+    }
     tracing::info!(
         upstream = name,
         imported = report.imported,
@@ -168,29 +259,66 @@ pub async fn import(
     for repaired in &report.repaired {
         tracing::warn!(upstream = name, operation = %repaired.operation, reason = %repaired.reason, "operation repaired");
     }
-    gateway
-        .mount(
-            name.to_owned(),
-            openapi_mounted(gateway, Arc::new(upstream)),
-        )
-        .await;
     Ok(report)
 }
 
-pub(crate) fn openapi_mounted(gateway: &Gateway, upstream: Arc<dyn Upstream>) -> Mounted {
-    let config = gateway.config();
-    let settings = config.upstream_settings(upstream.name());
-    let resolved = settings
-        .clone()
-        .unwrap_or_else(|| config.resolve(&Default::default()));
-    Mounted::new(
-        upstream,
-        "openapi",
-        Namespace::Prefix,
-        resolved.call_timeout,
-        resolved.health,
-    )
-    .with_settings(settings.as_ref())
+/// Imports an OpenAPI upstream in the background: the one import lifecycle of the
+/// config file's upstreams (at startup and on reload) and of stored registrations.
+/// Until the spec is in, an upstream of that name that is serving keeps serving (and
+/// keeps its previous spec if the new import fails); otherwise a [`Placeholder`]
+/// stands in (state `starting`, then `down` with the error if the import fails).
+pub async fn import_in_background(
+    gateway: &Arc<Gateway>,
+    name: String,
+    mut openapi: OpenApiConfig,
+    origin: Origin,
+) {
+    let serving = gateway
+        .upstreams()
+        .get(&name)
+        .is_some_and(|m| m.upstream.connection() == Connection::Connected);
+    let placeholder = if serving {
+        None
+    } else {
+        let placeholder = Arc::new(Placeholder::new(name.clone()));
+        let mounted = Mounted::configured(&gateway.config(), &name, placeholder.clone(), "openapi");
+        let wanted = gateway
+            .mount_if(name.clone(), mounted, |gateway| {
+                origin.still_wanted(gateway, &name, &openapi)
+            })
+            .await;
+        if !wanted {
+            return;
+        }
+        Some(placeholder)
+    };
+    let gateway = gateway.clone();
+    tokio::spawn(async move {
+        if origin == Origin::Stored
+            && let Err(refused) =
+                confine_spec_path(spec_dir(&gateway).as_deref(), &mut openapi).await
+        {
+            tracing::error!(upstream = %name, error = %refused, "stored registration refused");
+            if let Some(placeholder) = placeholder {
+                placeholder.fail(refused);
+            }
+            return;
+        }
+        match import(&gateway, &name, openapi, origin).await {
+            Ok(_) | Err(ImportError::Obsolete(_)) => {}
+            Err(error) => match placeholder {
+                Some(placeholder) => {
+                    tracing::error!(upstream = %name, %error, "OpenAPI upstream could not be imported");
+                    placeholder.fail(error.to_string());
+                }
+                None => tracing::error!(
+                    upstream = %name,
+                    %error,
+                    "OpenAPI upstream could not be re-imported; it keeps serving its previous spec"
+                ),
+            },
+        }
+    });
 }
 
 /// Holds a runtime registration's `spec_path` to `admin.spec_dir`: a registration is
@@ -241,34 +369,17 @@ fn spec_dir(gateway: &Gateway) -> Option<std::path::PathBuf> {
         .and_then(|a| a.spec_dir.clone())
 }
 
-/// Imports a runtime registration (announced by another replica, or found stored) and
-/// notes it as this process's. A failed import leaves the upstream that was there, or
-/// a placeholder reporting the error.
+/// Imports a runtime registration (announced by another replica, or found stored) in
+/// the background and notes it as this process's.
 pub async fn import_registration(gateway: &Arc<Gateway>, registration: Registration) {
-    let Registration { name, mut openapi } = registration;
-    gateway.note_registration(&name, openapi.clone());
-    let confined = confine_spec_path(spec_dir(gateway).as_deref(), &mut openapi).await;
-    let imported = match confined {
-        Ok(()) => import(gateway, &name, openapi)
-            .await
-            .map_err(|e| e.to_string()),
-        Err(refused) => Err(refused),
-    };
-    if let Err(error) = imported {
-        tracing::error!(upstream = %name, %error, "registered OpenAPI upstream could not be imported");
-        if !gateway.upstreams().contains_key(&name) {
-            let placeholder = Arc::new(Placeholder::new(name.clone()));
-            placeholder.fail(error);
-            gateway
-                .mount(name.clone(), openapi_mounted(gateway, placeholder))
-                .await;
-        }
-    }
+    let Registration { name, openapi } = registration;
+    gateway.registrations.note(&name, openapi.clone());
+    import_in_background(gateway, name, openapi, Origin::Stored).await;
 }
 
 /// Removes a runtime registration from this process.
 pub async fn unmount_registration(gateway: &Gateway, name: &str) -> bool {
-    gateway.forget_registration(name);
+    gateway.registrations.forget(name);
     gateway.unmount(name).await
 }
 
@@ -276,46 +387,23 @@ pub async fn unmount_registration(gateway: &Gateway, name: &str) -> bool {
 /// registration, each in the background behind a placeholder. With a shared state
 /// backend, also starts following the other replicas' registrations.
 pub async fn start_imports(gateway: &Arc<Gateway>, store: &dyn RegistrationStore) {
-    // (name, config, registered at run time rather than in the config file)
-    let mut wanted: Vec<(String, OpenApiConfig, bool)> = gateway
-        .config()
-        .upstreams
-        .iter()
-        .filter_map(|(name, u)| u.openapi().cloned().map(|o| (name.clone(), o, false)))
-        .collect();
+    let config = gateway.config();
+    for (name, upstream) in &config.upstreams {
+        if let Some(openapi) = upstream.openapi() {
+            import_in_background(gateway, name.clone(), openapi.clone(), Origin::Config).await;
+        }
+    }
     match store.load().await {
         Ok(registrations) => {
             for registration in registrations {
-                if gateway.config().upstreams.contains_key(&registration.name) {
+                if config.upstreams.contains_key(&registration.name) {
                     tracing::warn!(upstream = %registration.name, "stored registration ignored: the config file defines an upstream of that name");
                     continue;
                 }
-                gateway.note_registration(&registration.name, registration.openapi.clone());
-                wanted.push((registration.name, registration.openapi, true));
+                import_registration(gateway, registration).await;
             }
         }
         Err(error) => tracing::error!(%error, "stored registrations could not be read"),
-    }
-    for (name, mut config, registered) in wanted {
-        let placeholder = Arc::new(Placeholder::new(name.clone()));
-        gateway
-            .mount(name.clone(), openapi_mounted(gateway, placeholder.clone()))
-            .await;
-        let gateway = gateway.clone();
-        tokio::spawn(async move {
-            if registered
-                && let Err(refused) =
-                    confine_spec_path(spec_dir(&gateway).as_deref(), &mut config).await
-            {
-                tracing::error!(upstream = %name, error = %refused, "stored registration refused");
-                placeholder.fail(refused);
-                return;
-            }
-            if let Err(error) = import(&gateway, &name, config).await {
-                tracing::error!(upstream = %name, %error, "OpenAPI upstream could not be imported");
-                placeholder.fail(error.to_string());
-            }
-        });
     }
     // Started after the stored set was noted, so its first reconcile finds those
     // registrations already underway.

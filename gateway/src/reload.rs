@@ -34,14 +34,12 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use toolgate_adapters::openapi::{OpenApiConfig, OpenApiUpstream};
-use toolgate_adapters::{Connection, Upstream};
 
 use crate::config::{Config, UpstreamChanges, changed_tenants};
-use crate::credentials::Authenticator;
+use crate::credentials::{Authenticator, api_keys};
 use crate::gateway::Gateway;
 use crate::policy::Policy;
-use crate::registry::{Placeholder, openapi_mounted};
+use crate::registry::{self, Origin};
 
 /// Quiet time after the last file event before the file is read: one save or one
 /// ConfigMap update is a burst of events within a few milliseconds.
@@ -178,7 +176,7 @@ impl Reloader {
             || config.jwt != running.jwt
             || config.public_url != running.public_url;
         let authenticator = if credentials {
-            Some(Authenticator::new(api_keys(&config), crate::serve::jwt_settings(&config)).await?)
+            Some(Authenticator::for_config(&config).await?)
         } else {
             None
         };
@@ -200,7 +198,16 @@ impl Reloader {
                 .get(name)
                 .and_then(|u| u.openapi().cloned())
             {
-                import_openapi(&self.gateway, name.clone(), openapi).await;
+                // A new one (or one whose last import failed) stands as a placeholder
+                // meanwhile; a changed one keeps serving its previous spec until the new
+                // one is in. An import a later reload made obsolete is dropped.
+                registry::import_in_background(
+                    &self.gateway,
+                    name.clone(),
+                    openapi,
+                    Origin::Config,
+                )
+                .await;
             }
         }
         if !tenants.is_empty() && upstreams.is_empty() {
@@ -294,15 +301,6 @@ impl Reloader {
     }
 }
 
-/// `(tenant, key hash)` pairs, as the authenticator takes them.
-fn api_keys(config: &Config) -> Vec<(String, String)> {
-    config
-        .tenants
-        .iter()
-        .flat_map(|(tenant, t)| t.api_keys.iter().map(|k| (tenant.clone(), k.clone())))
-        .collect()
-}
-
 fn log_applied(trigger: Trigger, summary: &Summary) {
     if !summary.restart_needed.is_empty() {
         tracing::warn!(
@@ -327,68 +325,6 @@ fn log_applied(trigger: Trigger, summary: &Summary) {
         credentials_changed = summary.credentials,
         "config reloaded"
     );
-}
-
-/// Imports an OpenAPI upstream added or changed by a reload, in the background. A new
-/// one (or one whose last import failed) stands as a placeholder meanwhile; a changed
-/// one keeps serving its previous spec until the new one is in, and keeps it if the
-/// new import fails. An import a later reload made obsolete is dropped.
-async fn import_openapi(gateway: &Arc<Gateway>, name: String, openapi: OpenApiConfig) {
-    let serving = gateway
-        .upstreams()
-        .get(&name)
-        .is_some_and(|m| m.upstream.connection() == Connection::Connected);
-    let placeholder = if serving {
-        None
-    } else {
-        let placeholder = Arc::new(Placeholder::new(name.clone()));
-        gateway
-            .mount(name.clone(), openapi_mounted(gateway, placeholder.clone()))
-            .await;
-        Some(placeholder)
-    };
-    let gateway = gateway.clone();
-    tokio::spawn(async move {
-        let loaded = OpenApiUpstream::load(&name, openapi.clone()).await;
-        let wanted = gateway
-            .config()
-            .upstreams
-            .get(&name)
-            .and_then(|u| u.openapi())
-            == Some(&openapi);
-        if !wanted {
-            tracing::debug!(upstream = %name, "import made obsolete by a later reload; dropped");
-            return;
-        }
-        match loaded {
-            Ok((upstream, report)) => {
-                tracing::info!(
-                    upstream = %name,
-                    imported = report.imported,
-                    skipped = report.skipped.len(),
-                    "OpenAPI upstream imported"
-                );
-                for skipped in &report.skipped {
-                    tracing::warn!(upstream = %name, operation = %skipped.operation, reason = %skipped.reason, "operation skipped");
-                }
-                let upstream: Arc<dyn Upstream> = Arc::new(upstream);
-                gateway
-                    .mount(name, openapi_mounted(&gateway, upstream))
-                    .await;
-            }
-            Err(error) => match placeholder {
-                Some(placeholder) => {
-                    tracing::error!(upstream = %name, %error, "OpenAPI upstream could not be imported");
-                    placeholder.fail(error.to_string());
-                }
-                None => tracing::error!(
-                    upstream = %name,
-                    %error,
-                    "OpenAPI upstream could not be re-imported; it keeps serving its previous spec"
-                ),
-            },
-        }
-    });
 }
 
 /// Starts the native watcher on the config file's directory and, when the path leads

@@ -138,6 +138,28 @@ pub struct SearchIndex {
     offsets: Vec<u32>,
 }
 
+/// The index of the newest catalog snapshot searched, built on the first search of
+/// each snapshot (catalogs change rarely, searches often).
+#[derive(Default)]
+pub struct SearchCache {
+    newest: std::sync::Mutex<Option<(std::sync::Arc<Catalog>, std::sync::Arc<SearchIndex>)>>,
+}
+
+impl SearchCache {
+    /// The index of `catalog`, built now unless it is the one cached.
+    pub fn index_for(&self, catalog: &std::sync::Arc<Catalog>) -> std::sync::Arc<SearchIndex> {
+        let mut newest = self.newest.lock().unwrap_or_else(|e| e.into_inner());
+        match newest.as_ref() {
+            Some((source, index)) if std::sync::Arc::ptr_eq(source, catalog) => index.clone(),
+            _ => {
+                let index = std::sync::Arc::new(SearchIndex::build(catalog));
+                *newest = Some((catalog.clone(), index.clone()));
+                index
+            }
+        }
+    }
+}
+
 impl std::fmt::Debug for SearchIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SearchIndex")

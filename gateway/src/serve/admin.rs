@@ -191,8 +191,26 @@ async fn apply(admin: &Admin, mut registration: Registration, status: StatusCode
             return error(StatusCode::BAD_REQUEST, "spec_path_refused", refused);
         }
     }
-    let report = match registry::import(&admin.gateway, &name, registration.openapi.clone()).await {
+    let imported = registry::import(
+        &admin.gateway,
+        &name,
+        registration.openapi.clone(),
+        registry::Origin::Request,
+    )
+    .await;
+    let report = match imported {
         Ok(report) => report,
+        // The only change that makes a request's import obsolete: a reload meanwhile.
+        Err(registry::ImportError::Obsolete(_)) => {
+            return error(
+                StatusCode::CONFLICT,
+                "defined_in_config",
+                format!(
+                    "'{name}' was defined in the config file while its spec was imported; \
+                     change it there"
+                ),
+            );
+        }
         Err(e) => {
             return error(
                 StatusCode::UNPROCESSABLE_ENTITY,
@@ -204,7 +222,8 @@ async fn apply(admin: &Admin, mut registration: Registration, status: StatusCode
     if !admin.gateway.config().upstreams.contains_key(&name) {
         admin
             .gateway
-            .note_registration(&name, registration.openapi.clone());
+            .registrations
+            .note(&name, registration.openapi.clone());
         let stored = match admin.store.put(&registration).await {
             Ok(()) if status == StatusCode::OK => admin.store.announce_refresh(&name).await,
             other => other,

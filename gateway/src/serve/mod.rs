@@ -53,15 +53,6 @@ pub fn router(
         .layer(axum::middleware::from_fn_with_state(gateway, guard::check))
 }
 
-/// The JWT settings the authenticator runs on: the file's, with the audience defaulted
-/// to `public_url` (see [`crate::credentials::JwtConfig::for_resource`]).
-pub fn jwt_settings(config: &crate::config::Config) -> Option<crate::credentials::JwtConfig> {
-    config
-        .jwt
-        .clone()
-        .map(|jwt| jwt.for_resource(config.public_url.as_deref()))
-}
-
 /// Checks the front door's settings (`server`, `cors`, `metrics`, `public_url`):
 /// `(path, message)` for the first that cannot work.
 pub fn front_door_settings_valid(config: &crate::config::Config) -> Result<(), (String, String)> {

@@ -278,14 +278,14 @@ async fn apply(gateway: &Arc<Gateway>, store: &RedisRegistrations, op: Op, name:
     }
     match store.get(name).await {
         Ok(Some(registration)) => {
-            let current = gateway.registration(name);
+            let current = gateway.registrations.get(name);
             if op == Op::Refresh || current.as_ref() != Some(&registration.openapi) {
                 tracing::info!(upstream = %name, "importing a registration made on another replica");
                 registry::import_registration(gateway, registration).await;
             }
         }
         Ok(None) => {
-            if gateway.registration(name).is_some() {
+            if gateway.registrations.get(name).is_some() {
                 tracing::info!(upstream = %name, "removing a registration removed on another replica");
                 registry::unmount_registration(gateway, name).await;
             }
@@ -314,12 +314,12 @@ async fn reconcile(gateway: &Weak<Gateway>, store: &RedisRegistrations) -> bool 
         if config.upstreams.contains_key(&registration.name) {
             continue;
         }
-        if gateway.registration(&registration.name).as_ref() != Some(&registration.openapi) {
+        if gateway.registrations.get(&registration.name).as_ref() != Some(&registration.openapi) {
             tracing::info!(upstream = %registration.name, "importing a stored registration");
             registry::import_registration(&gateway, registration.clone()).await;
         }
     }
-    for name in gateway.registration_names() {
+    for name in gateway.registrations.names() {
         if !stored.iter().any(|r| r.name == name) {
             tracing::info!(upstream = %name, "removing a registration no longer stored");
             registry::unmount_registration(&gateway, &name).await;

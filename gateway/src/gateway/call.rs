@@ -1,0 +1,428 @@
+//! The call path: from a resolved, allowed tool name to the upstream's answer fitted
+//! to its token budget, with one record of every call — finished or refused — that
+//! writes both the audit line and the metrics.
+
+use std::time::{Duration, Instant};
+
+use toolgate_adapters::{CallContext, CallOutput, Connection, JsonObject, ToolError};
+use tracing::Instrument;
+
+use super::{Gateway, Mounted};
+use crate::access::Caller;
+use crate::errors::unknown_tool;
+
+/// A result's size in tokens before and after fitting it to its budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ResultUsage {
+    pub original_tokens: usize,
+    pub result_tokens: usize,
+    pub truncated: bool,
+}
+
+/// One call as the audit log and the metrics see it.
+struct CallRecord<'a> {
+    caller: &'a Caller,
+    /// The name asked for (a refused one may be anything the caller sent).
+    tool: &'a str,
+    /// The upstream label: the tool's upstream, or `<unknown>` for a name the caller
+    /// may not see.
+    upstream: &'a str,
+    /// `ok`, `tool_error` or the error code.
+    outcome: &'a str,
+    /// `None` for a call refused before it reached its upstream.
+    finished: Option<Finished<'a>>,
+}
+
+/// What a call that reached its upstream adds to its record.
+struct Finished<'a> {
+    elapsed: Duration,
+    /// `(original, returned, truncated)` when there was a result to count.
+    tokens: Option<(usize, usize, bool)>,
+    correlation_id: &'a str,
+    /// The arguments as JSON, when the upstream's `audit_arguments` is on.
+    arguments: Option<&'a str>,
+}
+
+impl Gateway {
+    /// The one call path: resolve the name, validate the arguments, take one of the
+    /// upstream's call slots, call it within its timeout, fit the result to its token
+    /// budget, and record the call ([`Gateway::record`]). Also answers the result's
+    /// token counts (a result under its budget carries none in `_meta`: it passes as
+    /// the upstream sent it, but for the correlation id the MCP surface adds).
+    ///
+    /// The policy check happens before, in [`crate::access::call`]; `caller` only
+    /// names the tenant and session in the audit line.
+    pub async fn call_counted(
+        &self,
+        caller: &Caller,
+        name: &str,
+        arguments: JsonObject,
+        mut ctx: CallContext,
+    ) -> Result<(CallOutput, ResultUsage), ToolError> {
+        let catalog = self.catalog();
+        let Some(entry) = catalog.get(name).cloned() else {
+            return Err(self.refused(caller, name, None, unknown_tool(name)));
+        };
+        let upstreams = self.upstreams();
+        let Some(mounted) = upstreams.get(&entry.upstream) else {
+            return Err(self.refused(caller, name, None, unknown_tool(name)));
+        };
+        let started = Instant::now();
+        // The upstream call's span: the parent the upstream hears of (telemetry.rs).
+        let span = tracing::info_span!(
+            target: crate::telemetry::SPAN_TARGET,
+            "toolgate.upstream",
+            otel.kind = "client",
+            otel.status_code = tracing::field::Empty,
+            tool = name,
+            upstream = %entry.upstream,
+            outcome = tracing::field::Empty,
+        );
+        if let Some(trace) = crate::telemetry::child_of(&span, &ctx) {
+            ctx.trace = Some(trace);
+        }
+        let correlation_id = ctx.correlation_id.clone();
+        let arguments_for_audit = mounted
+            .audit_arguments
+            .then(|| serde_json::Value::Object(arguments.clone()).to_string());
+        // Checked as a `Value` that owns the arguments (no copy of them).
+        let instance = serde_json::Value::Object(arguments);
+        let checked = entry.validator.check(name, &entry.definition, &instance);
+        let arguments = match instance {
+            serde_json::Value::Object(arguments) => arguments,
+            _ => JsonObject::new(), // never: built from an object just above
+        };
+        let permit = match checked {
+            Err(error) => Err(error),
+            Ok(()) => admit(mounted, &entry.upstream, &ctx).await,
+        };
+        let outcome = match permit.as_ref().map(|_| mounted.upstream.connection()) {
+            Err(error) => Err(error.clone()),
+            Ok(connection) => match connection {
+                Connection::Connected => {
+                    let deadline = started + mounted.call_timeout;
+                    if deadline < ctx.deadline {
+                        ctx.deadline = deadline;
+                    }
+                    let timeout = ctx.remaining();
+                    // Errors say the limit as it was configured (`2s`): the upstream's
+                    // `call_timeout` when it is the one that applies (the caller's
+                    // deadline is usually the same setting, measured a moment earlier).
+                    let limit = if timeout + Duration::from_millis(500) >= mounted.call_timeout {
+                        mounted.call_timeout
+                    } else {
+                        timeout
+                    };
+                    let cancel = ctx.cancel.clone();
+                    match tokio::time::timeout(
+                        timeout + Duration::from_millis(250),
+                        mounted
+                            .upstream
+                            .call(&entry.original, arguments, ctx)
+                            .instrument(span.clone()),
+                    )
+                    .await
+                    {
+                        Ok(Err(ToolError::Timeout(_))) | Err(_) => {
+                            // The adapter should have timed out itself; make sure the
+                            // upstream hears about it anyway.
+                            cancel.cancel();
+                            Err(ToolError::timeout(&entry.upstream, name, limit))
+                        }
+                        // Adapters name the upstream's own tool; the caller knows it by
+                        // the catalog name.
+                        Ok(result) => result.map_err(|e| e.naming(&entry.original, name)),
+                    }
+                }
+                Connection::Connecting => {
+                    Err(ToolError::unavailable(&entry.upstream, "still starting up"))
+                }
+                Connection::Reconnecting | Connection::Closed => Err(ToolError::unavailable(
+                    &entry.upstream,
+                    mounted
+                        .upstream
+                        .last_error()
+                        .unwrap_or_else(|| "connection lost".into()),
+                )),
+            },
+        };
+        drop(permit);
+        let (outcome, tokens) = match outcome {
+            Ok(mut output) => {
+                // Links to the upstream's resources, in the form clients read them back.
+                crate::offerings::rewrite_tool_result(
+                    &mut output.raw,
+                    mounted.namespace,
+                    &entry.upstream,
+                );
+                let output_schema = entry.definition.get("outputSchema").cloned();
+                let (output, tokens) = self
+                    .fit_to_budget(name, mounted, output, output_schema)
+                    .await;
+                (Ok(output), Some(tokens))
+            }
+            Err(error) => (Err(error), None),
+        };
+        let elapsed = started.elapsed();
+        let outcome_label = match &outcome {
+            Ok(output) if output.is_error() => "tool_error",
+            Ok(_) => "ok",
+            Err(error) => error.code(),
+        };
+        span.record("outcome", outcome_label);
+        if outcome_label != "ok" {
+            span.record("otel.status_code", "ERROR");
+        }
+        let (original_tokens, result_tokens, truncated) = tokens.unwrap_or((0, 0, false));
+        self.record(CallRecord {
+            caller,
+            tool: name,
+            upstream: &entry.upstream,
+            outcome: outcome_label,
+            finished: Some(Finished {
+                elapsed,
+                tokens,
+                correlation_id: &correlation_id,
+                arguments: arguments_for_audit.as_deref(),
+            }),
+        });
+        outcome.map(|output| {
+            let usage = ResultUsage {
+                original_tokens,
+                result_tokens,
+                truncated,
+            };
+            (output, usage)
+        })
+    }
+
+    /// Audits and counts a call refused before it reached its upstream, and answers
+    /// its error. `visible` is the tool's upstream when the caller may see the tool (its
+    /// name may then label the metric); otherwise both labels are `<unknown>`. The
+    /// audit line names what was asked for (cut to 128 characters).
+    pub fn refused(
+        &self,
+        caller: &Caller,
+        name: &str,
+        visible: Option<&str>,
+        error: ToolError,
+    ) -> ToolError {
+        let asked: String = name.chars().take(128).collect();
+        let (tool, upstream) = match visible {
+            Some(upstream) => (asked.as_str(), upstream),
+            None => (asked.as_str(), crate::metrics::UNKNOWN),
+        };
+        self.record(CallRecord {
+            caller,
+            tool,
+            upstream,
+            outcome: error.code(),
+            finished: None,
+        });
+        error
+    }
+
+    /// Writes a call's audit line and counts it: the one place both happen, so the log
+    /// and the metrics never disagree about what was called.
+    fn record(&self, record: CallRecord<'_>) {
+        let CallRecord {
+            caller,
+            tool,
+            upstream,
+            outcome,
+            finished,
+        } = record;
+        let session = caller.session_id().unwrap_or("-");
+        let Some(finished) = finished else {
+            // A refused name labels the metric only when the caller may see it: the
+            // metric must not reveal which hidden names exist.
+            let tool_label = if upstream == crate::metrics::UNKNOWN {
+                crate::metrics::UNKNOWN
+            } else {
+                tool
+            };
+            self.metrics
+                .record_refused_call(tool_label, upstream, outcome);
+            tracing::info!(
+                target: crate::logging::AUDIT_TARGET,
+                tenant = %caller.tenant.name,
+                session,
+                tool = %tool,
+                upstream,
+                outcome,
+                "tool call refused"
+            );
+            return;
+        };
+        self.metrics
+            .record_call(tool, upstream, outcome, finished.elapsed.as_secs_f64());
+        if let Some((original, returned, _)) = finished.tokens {
+            self.metrics
+                .record_result_tokens(tool, upstream, original, returned);
+        }
+        let (original_tokens, result_tokens, truncated) = finished.tokens.unwrap_or((0, 0, false));
+        tracing::info!(
+            target: crate::logging::AUDIT_TARGET,
+            tenant = %caller.tenant.name,
+            session,
+            result_tokens,
+            original_tokens,
+            truncated,
+            tool,
+            upstream = %upstream,
+            correlation_id = %finished.correlation_id,
+            latency_us = finished.elapsed.as_micros() as u64,
+            arguments = finished.arguments.unwrap_or("-"),
+            outcome,
+            "tool call"
+        );
+    }
+
+    /// Fits a result to the tool's token budget. Large results are cut on the blocking
+    /// pool: tokenizing a megabyte takes tens of milliseconds. Returns the result and
+    /// `(original tokens, returned tokens, truncated)`.
+    async fn fit_to_budget(
+        &self,
+        name: &str,
+        mounted: &Mounted,
+        output: CallOutput,
+        output_schema: Option<serde_json::Value>,
+    ) -> (CallOutput, (usize, usize, bool)) {
+        let config = self.config();
+        let mut budget = config.results.clone();
+        if let Some(max) = config
+            .tool_result_max_tokens
+            .get(name)
+            .copied()
+            .or(mounted.result_max_tokens)
+        {
+            budget.max_tokens = max;
+        }
+        let large = output
+            .raw
+            .get("content")
+            .and_then(serde_json::Value::as_array)
+            .is_some_and(|blocks| {
+                blocks
+                    .iter()
+                    .filter_map(|b| b.get("text").and_then(serde_json::Value::as_str))
+                    .map(str::len)
+                    .sum::<usize>()
+                    > 64 * 1024
+            })
+            || output.raw.get("structuredContent").is_some_and(|s| {
+                s.as_array().is_some_and(|a| a.len() > 256)
+                    || s.as_object().is_some_and(|o| {
+                        o.values()
+                            .any(|v| v.as_array().is_some_and(|a| a.len() > 256))
+                    })
+            });
+        let fitted = if large {
+            let raw = output.raw;
+            match tokio::task::spawn_blocking(move || {
+                crate::truncate::truncate_result_for(raw, &budget, output_schema.as_ref())
+            })
+            .await
+            {
+                Ok(fitted) => fitted,
+                Err(_) => {
+                    let message =
+                        format!("the result of '{name}' could not be fitted to its token budget");
+                    return (
+                        CallOutput {
+                            raw: crate::errors::error_result(&ToolError::Failed(message)),
+                        },
+                        (0, 0, true),
+                    );
+                }
+            }
+        } else {
+            crate::truncate::truncate_result_for(output.raw, &budget, output_schema.as_ref())
+        };
+        if let Some(reason) = &fitted.unfit {
+            // A result the client would reject (its structured part missing or not
+            // matching the output schema) is worse than an error the model can act on.
+            let message = format!(
+                "the result of '{name}' is too large for its token budget ({} tokens) and \
+                 cannot be shortened: {reason}; call it again asking for less (a filter, a \
+                 smaller page or limit)",
+                fitted.original_tokens
+            );
+            return (
+                CallOutput {
+                    raw: crate::errors::error_result(&ToolError::Failed(message)),
+                },
+                (fitted.original_tokens, 0, true),
+            );
+        }
+        (
+            CallOutput { raw: fitted.raw },
+            (
+                fitted.original_tokens,
+                fitted.result_tokens,
+                fitted.truncated,
+            ),
+        )
+    }
+
+    /// Sends a request about prompts, resources or completion to `upstream`, with the
+    /// upstream's own names and URIs in `params` (see [`crate::serve::features`]).
+    pub async fn forward_to(
+        &self,
+        upstream: &str,
+        method: &str,
+        params: serde_json::Value,
+        ctx: CallContext,
+    ) -> Result<Result<serde_json::Value, toolgate_adapters::RpcError>, ToolError> {
+        let upstreams = self.upstreams();
+        let Some(mounted) = upstreams.get(upstream) else {
+            return Err(ToolError::unavailable(
+                upstream,
+                "it is not mounted any more",
+            ));
+        };
+        if mounted.upstream.connection() != Connection::Connected {
+            return Err(ToolError::unavailable(
+                upstream,
+                mounted
+                    .upstream
+                    .last_error()
+                    .unwrap_or_else(|| "not connected".into()),
+            ));
+        }
+        let timeout = ctx.remaining();
+        match tokio::time::timeout(
+            timeout + Duration::from_millis(250),
+            mounted.upstream.forward(method, Some(params), ctx),
+        )
+        .await
+        {
+            Ok(result) => result,
+            Err(_) => Err(ToolError::timeout(upstream, method, timeout)),
+        }
+    }
+}
+
+/// Waits (briefly) for one of `mounted`'s call slots; `RateLimited` when none frees up.
+async fn admit(
+    mounted: &Mounted,
+    upstream: &str,
+    ctx: &CallContext,
+) -> Result<tokio::sync::OwnedSemaphorePermit, ToolError> {
+    if let Ok(permit) = mounted.concurrency.clone().try_acquire_owned() {
+        return Ok(permit);
+    }
+    tokio::time::timeout(
+        Duration::from_secs(2).min(ctx.remaining()),
+        mounted.concurrency.clone().acquire_owned(),
+    )
+    .await
+    .ok()
+    .and_then(Result::ok)
+    .ok_or_else(|| ToolError::RateLimited {
+        message: format!(
+            "upstream '{upstream}' is running as many calls as it is allowed to; retry in a moment"
+        ),
+        retry_after: Some(Duration::from_secs(1)),
+    })
+}

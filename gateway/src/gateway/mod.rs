@@ -1,0 +1,206 @@
+//! The core every surface calls: the upstreams mounted, the catalog built from them,
+//! and the one call path. By concern:
+//! - [`upstreams`]: the upstream lifecycle (mount, unmount, apply a config, watch tools);
+//! - [`factory`]: the one way from an upstream's config to a mounted upstream;
+//! - [`rebuild`]: the catalog rebuilt from the upstreams' tools and offerings;
+//! - [`call`]: the call path (admission, budget, and one record for audit and metrics).
+//!
+//! Surfaces (MCP over HTTP and stdio, REST, the ops endpoints) hold an `Arc<Gateway>`
+//! and translate their protocol onto [`Gateway::call_counted`] and [`Gateway::catalog`].
+//! What changes at run time (config and policy, upstreams, catalog) is held in
+//! [`ArcSwap`]s: a reader takes a snapshot without a lock and keeps it for its request.
+
+mod call;
+mod factory;
+mod rebuild;
+mod upstreams;
+
+pub use call::ResultUsage;
+pub use upstreams::{Mounted, UpstreamStatus};
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::catalog::Catalog;
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::policy::{Policy, Refusal, Tenant};
+use crate::registry::Registrations;
+use crate::search::SearchCache;
+use crate::session::{MemoryStore, SessionStore};
+use crate::state::Shared;
+use upstreams::UpstreamMap;
+
+pub struct Gateway {
+    /// The running config and the policy built from it, swapped together on reload.
+    running: ArcSwap<Running>,
+    upstreams: ArcSwap<UpstreamMap>,
+    /// Serializes changes of the upstream map and config swaps (see [`upstreams`]).
+    lifecycle: std::sync::Mutex<()>,
+    catalog: ArcSwap<Catalog>,
+    /// One catalog rebuild at a time (see [`Gateway::rebuild_catalog`]).
+    rebuild_lock: std::sync::Mutex<()>,
+    logged_collisions: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// The search index of the newest catalog snapshot, built on first search.
+    search: SearchCache,
+    /// Bumped on every catalog change; MCP sessions watch it to send `list_changed`.
+    catalog_version: watch::Sender<u64>,
+    pub metrics: Metrics,
+    /// Sessions and their expanded tools.
+    pub sessions: Arc<dyn SessionStore>,
+    /// The Redis-backed shared state (`state.backend: redis`); `None` in memory.
+    pub shared: Option<Arc<Shared>>,
+    /// Runtime registrations mounted in this process.
+    pub registrations: Registrations,
+    stop: CancellationToken,
+    /// Set once, when startup stopped waiting for the upstreams' first answers.
+    startup: std::sync::OnceLock<Startup>,
+}
+
+/// A config and the policy built from it.
+struct Running {
+    config: Arc<Config>,
+    policy: Arc<Policy>,
+}
+
+/// How startup ended: every upstream answered, or `startup_timeout` passed first.
+#[derive(Debug, Clone)]
+pub struct Startup {
+    /// The upstreams that had not connected when startup stopped waiting (empty when
+    /// every one answered); they join the catalog whenever they connect.
+    pub unanswered: Vec<String>,
+    pub startup_timeout: Duration,
+}
+
+impl Gateway {
+    /// Starts every upstream that needs no import (in the background) and the tasks
+    /// that keep the catalog and health current. Returns at once; OpenAPI upstreams
+    /// are imported by `registry::start_imports`, and
+    /// [`Gateway::wait_for_upstreams`] waits for the first answers.
+    pub fn start(config: Config) -> Result<Arc<Gateway>, String> {
+        let policy = Policy::from_config(&config)?;
+        let shared = Shared::from_config(&config)?;
+        let sessions: Arc<dyn SessionStore> = match &shared {
+            Some(shared) => shared.sessions.clone(),
+            None => Arc::new(MemoryStore::new(
+                config.sessions.idle_ttl,
+                crate::session::Limits::from_config(&config.sessions),
+            )),
+        };
+        let gateway = Arc::new(Gateway {
+            running: ArcSwap::from_pointee(Running {
+                config: Arc::new(config),
+                policy: Arc::new(policy),
+            }),
+            sessions,
+            shared,
+            registrations: Registrations::default(),
+            upstreams: ArcSwap::default(),
+            lifecycle: std::sync::Mutex::new(()),
+            catalog: ArcSwap::default(),
+            rebuild_lock: std::sync::Mutex::new(()),
+            logged_collisions: std::sync::Mutex::default(),
+            search: SearchCache::default(),
+            catalog_version: watch::channel(0).0,
+            metrics: Metrics::new(),
+            stop: CancellationToken::new(),
+            startup: std::sync::OnceLock::new(),
+        });
+        let config = gateway.config();
+        {
+            let held = gateway.lifecycle();
+            for name in config.upstreams.keys() {
+                if let Some(mounted) = factory::start_local(&config, name) {
+                    gateway.install(&held, name.clone(), mounted);
+                }
+            }
+        }
+        gateway.rebuild_catalog();
+        Ok(gateway)
+    }
+
+    /// The running config. A snapshot: a reload swaps in a new one, so read what a
+    /// request needs from one snapshot.
+    pub fn config(&self) -> Arc<Config> {
+        self.running.load().config.clone()
+    }
+
+    /// Tenants and the decision function, as of now.
+    pub fn policy(&self) -> Arc<Policy> {
+        self.running.load().policy.clone()
+    }
+
+    /// Swaps in a new config and the policy built from it, together. Upstreams are not
+    /// touched here (see [`Gateway::apply_config`]).
+    pub fn replace_config(&self, config: Config, policy: Policy) {
+        self.running.store(Arc::new(Running {
+            config: Arc::new(config),
+            policy: Arc::new(policy),
+        }));
+        self.tell_upstreams_their_tenants();
+    }
+
+    /// How startup ended, once the catalog was built after the upstreams' first
+    /// answers (or the startup wait ran out); `None` while it waits.
+    pub fn startup(&self) -> Option<&Startup> {
+        self.startup.get()
+    }
+
+    /// Why this replica cannot serve right now: the shared state store does not answer.
+    /// `Ok` with the memory backend.
+    pub async fn shared_state_ready(&self) -> Result<(), String> {
+        match &self.shared {
+            Some(shared) => shared.conn.ready().await,
+            None => Ok(()),
+        }
+    }
+
+    /// Counts one request of `tenant` against its rate limit: shared between replicas
+    /// with the Redis backend, in process otherwise.
+    pub async fn admit(&self, policy: &Policy, tenant: &Tenant) -> Result<(), Refusal> {
+        match &self.shared {
+            Some(shared) => shared.limiter.admit(policy, tenant).await,
+            None => policy.admit(tenant),
+        }
+    }
+
+    /// Cancelled when the gateway shuts down (for background tasks).
+    pub fn stop_token(&self) -> CancellationToken {
+        self.stop.clone()
+    }
+
+    /// The current catalog snapshot.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog.load_full()
+    }
+
+    /// Receives a new value every time the catalog changes.
+    pub fn catalog_changes(&self) -> watch::Receiver<u64> {
+        self.catalog_version.subscribe()
+    }
+
+    /// Ranked tools for `query` among the view's allowed names (`tool_search`).
+    pub fn search(
+        &self,
+        view: &crate::access::View,
+        query: &str,
+        limit: usize,
+    ) -> Vec<serde_json::Value> {
+        self.search
+            .index_for(&view.catalog)
+            .search(query, limit, |name| view.allowed.names.contains(name))
+            .into_iter()
+            .map(|hit| {
+                serde_json::json!({
+                    "name": hit.name,
+                    "description": hit.description,
+                    "upstream": hit.upstream,
+                })
+            })
+            .collect()
+    }
+}
