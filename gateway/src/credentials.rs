@@ -31,42 +31,131 @@ use sha2::{Digest, Sha256};
 /// Longest bearer token looked at; longer ones are refused before any work.
 const MAX_TOKEN_LEN: usize = 16 * 1024;
 
+/// Where JWT verification keys come from: exactly one source, by construction.
+/// (`Debug` is safe: a [`Secret`](toolgate_adapters::Secret) prints as `***`.)
+#[derive(Debug, Clone, PartialEq)]
+pub enum JwtKeys {
+    /// A shared secret for HS256 tokens (`hs256_secret`).
+    Hs256Secret(toolgate_adapters::Secret),
+    /// A JWKS document on disk (`jwks_file`).
+    JwksFile(PathBuf),
+    /// The issuer's JWKS URL (`jwks_url`).
+    JwksUrl(String),
+}
+
+/// JWT authentication: where the keys come from and what tokens must carry. Written in
+/// the file as exactly one of `hs256_secret`, `jwks_file`, `jwks_url` beside the other
+/// settings (the JSON Schema, `toolgate config-schema`, describes each field).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "JwtFile", into = "JwtFile")]
+pub struct JwtConfig {
+    pub keys: JwtKeys,
+    /// A top-level claim name, or a JSON Pointer (`/org/tenant`).
+    pub tenant_claim: String,
+    /// The `iss` tokens must carry, when set.
+    pub issuer: Option<String>,
+    /// The value tokens must carry in `aud`, when set.
+    pub audience: Option<String>,
+    /// Clock skew tolerated on `exp` and `nbf`.
+    pub leeway: Duration,
+    /// How often a JWKS is reloaded.
+    pub jwks_refresh: Duration,
+}
+
 /// JWT authentication. Set exactly one of `hs256_secret`, `jwks_file`, `jwks_url`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct JwtConfig {
+#[schemars(rename = "JwtConfig")]
+struct JwtFile {
     /// Shared secret for HS256 tokens, at least 32 bytes; put it in the environment:
     /// `hs256_secret: ${TOOLGATE_JWT_SECRET}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hs256_secret: Option<toolgate_adapters::Secret>,
+    hs256_secret: Option<toolgate_adapters::Secret>,
     /// A JWKS document (the issuer's public keys: RS256, ES256, …) on disk. A relative
     /// path is resolved against the config file's directory. Re-read every
     /// `jwks_refresh`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub jwks_file: Option<PathBuf>,
+    jwks_file: Option<PathBuf>,
     /// URL of the issuer's JWKS (e.g. `https://issuer.example.com/.well-known/jwks.json`),
     /// fetched at startup (failing startup if it cannot be), every `jwks_refresh`, and
     /// when a token names an unknown key id (at most every 30 s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub jwks_url: Option<String>,
+    jwks_url: Option<String>,
     /// The claim naming the tenant: a top-level claim name, or a JSON Pointer such as
     /// `/org/tenant` for a nested one. Its value must be a non-empty string.
     #[serde(default = "default_tenant_claim")]
-    pub tenant_claim: String,
+    tenant_claim: String,
     /// When set, tokens must carry this `iss`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub issuer: Option<String>,
+    issuer: Option<String>,
     /// When set, tokens must carry this value in `aud`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub audience: Option<String>,
+    audience: Option<String>,
     /// Clock skew tolerated on `exp` and `nbf`.
     #[serde(default = "default_leeway", with = "humantime_serde")]
     #[schemars(with = "String")]
-    pub leeway: Duration,
+    leeway: Duration,
     /// How often the JWKS is reloaded.
     #[serde(default = "default_jwks_refresh", with = "humantime_serde")]
     #[schemars(with = "String")]
-    pub jwks_refresh: Duration,
+    jwks_refresh: Duration,
+}
+
+impl TryFrom<JwtFile> for JwtConfig {
+    type Error = String;
+
+    fn try_from(file: JwtFile) -> Result<Self, String> {
+        let mut sources = Vec::with_capacity(1);
+        sources.extend(file.hs256_secret.map(JwtKeys::Hs256Secret));
+        sources.extend(file.jwks_file.map(JwtKeys::JwksFile));
+        sources.extend(file.jwks_url.map(JwtKeys::JwksUrl));
+        let found = sources.len();
+        let (Some(keys), 1) = (sources.pop(), found) else {
+            return Err(format!(
+                "set exactly one of `hs256_secret`, `jwks_file`, `jwks_url` (found {found})"
+            ));
+        };
+        Ok(JwtConfig {
+            keys,
+            tenant_claim: file.tenant_claim,
+            issuer: file.issuer,
+            audience: file.audience,
+            leeway: file.leeway,
+            jwks_refresh: file.jwks_refresh,
+        })
+    }
+}
+
+impl From<JwtConfig> for JwtFile {
+    fn from(config: JwtConfig) -> Self {
+        let mut file = JwtFile {
+            hs256_secret: None,
+            jwks_file: None,
+            jwks_url: None,
+            tenant_claim: config.tenant_claim,
+            issuer: config.issuer,
+            audience: config.audience,
+            leeway: config.leeway,
+            jwks_refresh: config.jwks_refresh,
+        };
+        match config.keys {
+            JwtKeys::Hs256Secret(secret) => file.hs256_secret = Some(secret),
+            JwtKeys::JwksFile(path) => file.jwks_file = Some(path),
+            JwtKeys::JwksUrl(url) => file.jwks_url = Some(url),
+        }
+        file
+    }
+}
+
+/// The schema is the file's shape (`JwtFile`), under the name it always had.
+impl JsonSchema for JwtConfig {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        JwtFile::schema_name()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        JwtFile::json_schema(generator)
+    }
 }
 
 fn default_tenant_claim() -> String {
@@ -81,12 +170,11 @@ fn default_jwks_refresh() -> Duration {
     Duration::from_secs(600)
 }
 
-impl Default for JwtConfig {
-    fn default() -> Self {
-        Self {
-            hs256_secret: None,
-            jwks_file: None,
-            jwks_url: None,
+impl JwtConfig {
+    /// Keys from `keys`, every other setting at its default.
+    pub fn new(keys: JwtKeys) -> JwtConfig {
+        JwtConfig {
+            keys,
             tenant_claim: default_tenant_claim(),
             issuer: None,
             audience: None,
@@ -94,9 +182,7 @@ impl Default for JwtConfig {
             jwks_refresh: default_jwks_refresh(),
         }
     }
-}
 
-impl JwtConfig {
     /// These settings for a gateway whose resource identifier is `public_url`: tokens
     /// must then name it in `aud` (RFC 8707) unless `audience` says otherwise, so a
     /// token issued for another resource is refused here.
@@ -107,37 +193,25 @@ impl JwtConfig {
         self
     }
 
-    /// Checks what serde cannot: exactly one key source, a long enough secret, an
-    /// http(s) JWKS URL, a tenant claim, a non-zero refresh interval. The message names
-    /// the field (relative to this section).
+    /// Checks what serde cannot (the key source is one by construction): a long enough
+    /// secret, an http(s) JWKS URL, a tenant claim, a non-zero refresh interval. The
+    /// message names the field (relative to this section).
     pub fn validate(&self) -> Result<(), String> {
-        let sources = [
-            self.hs256_secret.is_some(),
-            self.jwks_file.is_some(),
-            self.jwks_url.is_some(),
-        ]
-        .iter()
-        .filter(|set| **set)
-        .count();
-        if sources != 1 {
-            return Err(format!(
-                "set exactly one of `hs256_secret`, `jwks_file`, `jwks_url` (found {sources})"
-            ));
-        }
-        if let Some(secret) = &self.hs256_secret
-            && secret.expose().len() < 32
-        {
-            return Err(
-                "`hs256_secret` must be at least 32 bytes long (e.g. `openssl rand -hex 32`)"
-                    .into(),
-            );
-        }
-        if let Some(url) = &self.jwks_url
-            && !(url.starts_with("http://") || url.starts_with("https://"))
-        {
-            return Err(format!(
-                "`jwks_url`: '{url}' is not an http:// or https:// URL"
-            ));
+        match &self.keys {
+            JwtKeys::Hs256Secret(secret) if secret.expose().len() < 32 => {
+                return Err(
+                    "`hs256_secret` must be at least 32 bytes long (e.g. `openssl rand -hex 32`)"
+                        .into(),
+                );
+            }
+            JwtKeys::JwksUrl(url)
+                if !(url.starts_with("http://") || url.starts_with("https://")) =>
+            {
+                return Err(format!(
+                    "`jwks_url`: '{url}' is not an http:// or https:// URL"
+                ));
+            }
+            _ => {}
         }
         if self.tenant_claim.trim().is_empty() {
             return Err("`tenant_claim` must name a claim".into());
@@ -156,10 +230,10 @@ impl JwtConfig {
 
     /// Resolves a relative `jwks_file` against `dir` (the config file's directory).
     pub fn resolve_relative_paths(&mut self, dir: &Path) {
-        if let Some(file) = &self.jwks_file
+        if let JwtKeys::JwksFile(file) = &mut self.keys
             && file.is_relative()
         {
-            self.jwks_file = Some(dir.join(file));
+            *file = dir.join(&*file);
         }
     }
 }
@@ -553,8 +627,8 @@ mod tests {
         let mut resolved = config.clone();
         resolved.resolve_relative_paths(Path::new("/etc/toolgate"));
         assert_eq!(
-            resolved.jwks_file.as_deref(),
-            Some(Path::new("/etc/toolgate/keys.json"))
+            resolved.keys,
+            JwtKeys::JwksFile("/etc/toolgate/keys.json".into())
         );
     }
 
@@ -566,29 +640,23 @@ mod tests {
 
     #[test]
     fn validate_requires_one_source_and_a_long_secret() {
-        let none = JwtConfig::default();
-        assert!(none.validate().unwrap_err().contains("found 0"));
-        let two = JwtConfig {
-            hs256_secret: Some("x".repeat(32).into()),
-            jwks_url: Some("https://x".into()),
-            ..JwtConfig::default()
-        };
-        assert!(two.validate().unwrap_err().contains("found 2"));
-        let short = JwtConfig {
-            hs256_secret: Some("short".into()),
-            ..JwtConfig::default()
-        };
+        // One key source is a matter of parsing: the type holds exactly one.
+        let none = parse("tenant_claim: t\n").unwrap_err();
+        assert!(none.contains("found 0"), "{none}");
+        let two = parse(&format!(
+            "hs256_secret: {}\njwks_url: https://x\n",
+            "x".repeat(32)
+        ))
+        .unwrap_err();
+        assert!(two.contains("found 2"), "{two}");
+        let short = JwtConfig::new(JwtKeys::Hs256Secret("short".into()));
         let err = short.validate().unwrap_err();
         assert!(err.contains("32 bytes") && !err.contains("short"), "{err}");
-        let url = JwtConfig {
-            jwks_url: Some("ftp://x".into()),
-            ..JwtConfig::default()
-        };
+        let url = JwtConfig::new(JwtKeys::JwksUrl("ftp://x".into()));
         assert!(url.validate().unwrap_err().contains("jwks_url"));
         let claim = JwtConfig {
-            hs256_secret: Some("x".repeat(32).into()),
             tenant_claim: " ".into(),
-            ..JwtConfig::default()
+            ..JwtConfig::new(JwtKeys::Hs256Secret("x".repeat(32).into()))
         };
         assert!(claim.validate().unwrap_err().contains("tenant_claim"));
     }
@@ -600,21 +668,22 @@ mod tests {
             spec_dir: None,
         };
         assert!(!format!("{admin:?}").contains("admin-token"), "{admin:?}");
-        let jwt = JwtConfig {
-            hs256_secret: Some("jwt-secret-jwt-secret-jwt-secret-0123".into()),
-            ..JwtConfig::default()
+        let jwt = JwtConfig::new(JwtKeys::Hs256Secret(
+            "jwt-secret-jwt-secret-jwt-secret-0123".into(),
+        ));
+        let JwtKeys::Hs256Secret(secret) = &jwt.keys else {
+            panic!("an HS256 config: {jwt:?}");
         };
-        let secret: &toolgate_adapters::Secret = jwt.hs256_secret.as_ref().unwrap();
+        let secret: &toolgate_adapters::Secret = secret;
         assert_eq!(format!("{secret}"), "***");
         assert!(secret.matches("jwt-secret-jwt-secret-jwt-secret-0123"));
     }
 
     #[test]
     fn debug_hides_the_secret() {
-        let config = JwtConfig {
-            hs256_secret: Some("s3cret-s3cret-s3cret-s3cret-s3cret".into()),
-            ..JwtConfig::default()
-        };
+        let config = JwtConfig::new(JwtKeys::Hs256Secret(
+            "s3cret-s3cret-s3cret-s3cret-s3cret".into(),
+        ));
         let printed = format!("{config:?}");
         assert!(
             !printed.contains("s3cret") && printed.contains("***"),

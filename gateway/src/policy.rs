@@ -414,14 +414,7 @@ fn compile(name: &str, config: &TenantConfig, share: u32) -> Result<Tenant, Stri
         }
         None => None,
     };
-    let rate = match &config.rate_limit {
-        Some(limit) => Some(
-            limit
-                .rate()
-                .map_err(|e| format!("tenants.{name}.rate_limit: {e}"))?,
-        ),
-        None => None,
-    };
+    let rate = config.rate_limit.as_ref().map(|limit| limit.rate());
     let limiter = rate.map(|rate| {
         let local = rate.divided(share);
         let burst = NonZeroU32::new(local.burst).unwrap_or(NonZeroU32::MIN);

@@ -223,11 +223,11 @@ impl Origin {
         let config = gateway.config();
         let in_config = config.upstreams.get(name);
         match self {
-            Origin::Config => in_config.and_then(|u| u.openapi.as_ref()) == Some(openapi),
+            Origin::Config => in_config.and_then(|u| u.openapi()) == Some(openapi),
             Origin::Stored => {
                 in_config.is_none() && gateway.registrations.get(name).as_ref() == Some(openapi)
             }
-            Origin::Request => in_config.is_none_or(|u| u.openapi.as_ref() == Some(openapi)),
+            Origin::Request => in_config.is_none_or(|u| u.openapi() == Some(openapi)),
         }
     }
 }
@@ -408,7 +408,7 @@ pub async fn unmount_registration(gateway: &Gateway, name: &str) -> bool {
 pub async fn start_imports(gateway: &Arc<Gateway>, store: &dyn RegistrationStore) {
     let config = gateway.config();
     for (name, upstream) in &config.upstreams {
-        if let Some(openapi) = &upstream.openapi {
+        if let Some(openapi) = upstream.openapi() {
             import_in_background(gateway, name.clone(), openapi.clone(), Origin::Config).await;
         }
     }

@@ -20,9 +20,10 @@
 //! removed upstreams, starts added and changed ones and leaves the others running;
 //! OpenAPI upstreams are imported in the background as at startup. API keys and JWT
 //! settings are swapped in the running authenticator. Settings read once at startup
-//! ([`Config::restart_only_changes`]: listen address, allowed hosts, body limit, data
-//! directory, admin token, session store size and idle TTL) keep their running values,
-//! with a warning that they need a restart.
+//! ([`crate::config::RESTART_ONLY`]: listen address, allowed hosts, listener limits,
+//! metrics listener, body limit, data directory, admin settings, session store size and
+//! idle TTL, shared state, telemetry) keep their running values, with a warning that
+//! they need a restart.
 //!
 //! Outcomes are counted in `toolgate_config_reloads_total{outcome="ok"|"rejected"}`.
 
@@ -192,7 +193,11 @@ impl Reloader {
         }
         let current = self.gateway.config();
         for name in upstreams.added.iter().chain(&upstreams.changed) {
-            if let Some(openapi) = current.upstreams.get(name).and_then(|u| u.openapi.clone()) {
+            if let Some(openapi) = current
+                .upstreams
+                .get(name)
+                .and_then(|u| u.openapi().cloned())
+            {
                 // A new one (or one whose last import failed) stands as a placeholder
                 // meanwhile; a changed one keeps serving its previous spec until the new
                 // one is in. An import a later reload made obsolete is dropped.

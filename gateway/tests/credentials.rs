@@ -11,7 +11,7 @@ use base64::Engine;
 use jsonwebtoken::jwk::{Jwk, JwkSet};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::{Value, json};
-use toolgate::credentials::{AuthError, Authenticator, JwtConfig, hash_key};
+use toolgate::credentials::{AuthError, Authenticator, JwtConfig, JwtKeys, hash_key};
 
 const SECRET: &str = "an-hs256-secret-of-at-least-32-bytes!";
 
@@ -116,10 +116,7 @@ fn jwks_file(document: &Value) -> std::path::PathBuf {
 }
 
 fn jwks_file_config(document: &Value) -> JwtConfig {
-    JwtConfig {
-        jwks_file: Some(jwks_file(document)),
-        ..JwtConfig::default()
-    }
+    JwtConfig::new(JwtKeys::JwksFile(jwks_file(document)))
 }
 
 /// Expects a refusal with `code` whose message gives away neither the token nor
@@ -185,10 +182,7 @@ async fn valid_rs256_and_es256_tokens_map_to_their_tenant() {
 async fn valid_hs256_token_maps_to_its_tenant_and_others_are_refused() {
     let auth = Authenticator::new(
         vec![],
-        Some(JwtConfig {
-            hs256_secret: Some(SECRET.into()),
-            ..JwtConfig::default()
-        }),
+        Some(JwtConfig::new(JwtKeys::Hs256Secret(SECRET.into()))),
     )
     .await
     .unwrap();
@@ -460,10 +454,7 @@ async fn api_keys_map_to_their_tenant() {
 async fn api_keys_and_jwts_work_side_by_side() {
     let auth = Authenticator::new(
         vec![("acme".into(), hash_key("tg_acme_0123456789abcdef"))],
-        Some(JwtConfig {
-            hs256_secret: Some(SECRET.into()),
-            ..JwtConfig::default()
-        }),
+        Some(JwtConfig::new(JwtKeys::Hs256Secret(SECRET.into()))),
     )
     .await
     .unwrap();
@@ -481,10 +472,7 @@ async fn api_keys_and_jwts_work_side_by_side() {
     // A dotted API key that is not a JWT is still looked up as a key.
     let auth = Authenticator::new(
         vec![("acme".into(), hash_key("part.two.three"))],
-        Some(JwtConfig {
-            hs256_secret: Some(SECRET.into()),
-            ..JwtConfig::default()
-        }),
+        Some(JwtConfig::new(JwtKeys::Hs256Secret(SECRET.into()))),
     )
     .await
     .unwrap();
@@ -544,10 +532,7 @@ async fn malformed_api_key_hashes_are_build_errors_naming_the_tenant() {
     assert!(err.contains("acme") && err.contains("globex"), "{err}");
     let err = Authenticator::new(
         vec![],
-        Some(JwtConfig {
-            hs256_secret: Some("too-short".into()),
-            ..JwtConfig::default()
-        }),
+        Some(JwtConfig::new(JwtKeys::Hs256Secret("too-short".into()))),
     )
     .await
     .unwrap_err();
@@ -600,10 +585,7 @@ impl JwksServer {
     }
 
     fn config(&self) -> JwtConfig {
-        JwtConfig {
-            jwks_url: Some(self.url.clone()),
-            ..JwtConfig::default()
-        }
+        JwtConfig::new(JwtKeys::JwksUrl(self.url.clone()))
     }
 }
 
@@ -699,10 +681,7 @@ async fn an_unreachable_or_broken_jwks_url_fails_startup_clearly() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/jwks.json", listener.local_addr().unwrap());
     drop(listener);
-    let config = JwtConfig {
-        jwks_url: Some(url.clone()),
-        ..JwtConfig::default()
-    };
+    let config = JwtConfig::new(JwtKeys::JwksUrl(url.clone()));
     let err = Authenticator::new(vec![], Some(config)).await.unwrap_err();
     assert!(
         err.contains("cannot fetch the JWKS") && err.contains(&url),
@@ -715,17 +694,13 @@ async fn an_unreachable_or_broken_jwks_url_fails_startup_clearly() {
         .unwrap_err();
     assert!(err.contains("no usable signing key"), "{err}");
 
-    let missing = JwtConfig {
-        jwks_url: Some(server.url.replace("jwks.json", "nothing-here")),
-        ..JwtConfig::default()
-    };
+    let missing = JwtConfig::new(JwtKeys::JwksUrl(
+        server.url.replace("jwks.json", "nothing-here"),
+    ));
     let err = Authenticator::new(vec![], Some(missing)).await.unwrap_err();
     assert!(err.contains("404"), "{err}");
 
-    let no_file = JwtConfig {
-        jwks_file: Some("/nonexistent/toolgate/jwks.json".into()),
-        ..JwtConfig::default()
-    };
+    let no_file = JwtConfig::new(JwtKeys::JwksFile("/nonexistent/toolgate/jwks.json".into()));
     let err = Authenticator::new(vec![], Some(no_file)).await.unwrap_err();
     assert!(err.contains("cannot read the JWKS file"), "{err}");
 }
@@ -734,10 +709,7 @@ async fn an_unreachable_or_broken_jwks_url_fails_startup_clearly() {
 async fn a_jwks_file_is_reread_when_a_token_names_a_new_key() {
     let old = rsa_key("old");
     let path = jwks_file(&jwks(&[&old]));
-    let config = JwtConfig {
-        jwks_file: Some(path.clone()),
-        ..JwtConfig::default()
-    };
+    let config = JwtConfig::new(JwtKeys::JwksFile(path.clone()));
     let auth = Authenticator::new(vec![], Some(config)).await.unwrap();
     let new = ec_key("new");
     std::fs::write(&path, jwks(&[&old, &new]).to_string()).unwrap();

@@ -18,7 +18,7 @@ use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, PublicKeyUse};
 use jsonwebtoken::{Algorithm, AlgorithmFamily, DecodingKey, Validation};
 use serde_json::Value;
 
-use super::{AuthError, JwtConfig};
+use super::{AuthError, JwtConfig, JwtKeys};
 
 /// Timeout of one JWKS fetch.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
@@ -68,46 +68,50 @@ enum Keys {
     Jwks(Arc<JwksStore>),
 }
 
+/// Loads a JWKS from `origin` now and starts its reload every `refresh`.
+async fn jwks_keys(
+    origin: JwksOrigin,
+    refresh: std::time::Duration,
+) -> Result<(Keys, Option<AbortOnDrop>), String> {
+    let store = Arc::new(JwksStore {
+        origin,
+        keys: RwLock::new(Arc::new(Vec::new())),
+        last_on_demand: tokio::sync::Mutex::new(None),
+    });
+    let keys = store.load().await.map_err(|e| format!("jwt: {e}"))?;
+    tracing::info!(
+        keys = keys.len(),
+        source = %store.origin,
+        "JWKS loaded"
+    );
+    store.replace(keys);
+    let reloader = spawn_reloader(Arc::downgrade(&store), refresh);
+    Ok((Keys::Jwks(store), Some(reloader)))
+}
+
 impl JwtVerifier {
     /// Expects a validated config. Loads the JWKS (file or URL) now and starts its
     /// periodic reload.
     pub(super) async fn new(config: JwtConfig) -> Result<JwtVerifier, String> {
-        let (keys, reloader) = if let Some(secret) = &config.hs256_secret {
-            (
+        let (keys, reloader) = match &config.keys {
+            JwtKeys::Hs256Secret(secret) => (
                 Keys::Secret(DecodingKey::from_secret(secret.expose().as_bytes())),
                 None,
-            )
-        } else {
-            let origin = if let Some(path) = &config.jwks_file {
-                JwksOrigin::File(path.clone())
-            } else if let Some(url) = &config.jwks_url {
+            ),
+            JwtKeys::JwksFile(path) => {
+                jwks_keys(JwksOrigin::File(path.clone()), config.jwks_refresh).await?
+            }
+            JwtKeys::JwksUrl(url) => {
                 let client = reqwest::Client::builder()
                     .timeout(FETCH_TIMEOUT)
                     .build()
                     .map_err(|e| format!("jwt: cannot build an HTTP client: {e}"))?;
-                JwksOrigin::Url {
+                let origin = JwksOrigin::Url {
                     url: url.clone(),
                     client,
-                }
-            } else {
-                return Err(
-                    "jwt: set exactly one of `hs256_secret`, `jwks_file`, `jwks_url`".into(),
-                );
-            };
-            let store = Arc::new(JwksStore {
-                origin,
-                keys: RwLock::new(Arc::new(Vec::new())),
-                last_on_demand: tokio::sync::Mutex::new(None),
-            });
-            let keys = store.load().await.map_err(|e| format!("jwt: {e}"))?;
-            tracing::info!(
-                keys = keys.len(),
-                source = %store.origin,
-                "JWKS loaded"
-            );
-            store.replace(keys);
-            let reloader = spawn_reloader(Arc::downgrade(&store), config.jwks_refresh);
-            (Keys::Jwks(store), Some(reloader))
+                };
+                jwks_keys(origin, config.jwks_refresh).await?
+            }
         };
         Ok(JwtVerifier {
             keys,

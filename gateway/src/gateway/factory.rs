@@ -10,7 +10,7 @@ use toolgate_adapters::mcp::{self, McpOptions};
 use toolgate_adapters::skills::SkillsUpstream;
 
 use super::Mounted;
-use crate::config::{Config, Namespace};
+use crate::config::{Config, UpstreamSettings};
 
 impl Mounted {
     /// Wraps `upstream` with the settings `config` gives upstream `name`: its own where
@@ -22,24 +22,16 @@ impl Mounted {
         upstream: DynUpstream,
         kind: &'static str,
     ) -> Mounted {
-        let Some(settings) = config.upstreams.get(name) else {
-            return Mounted::new(
-                upstream,
-                kind,
-                Namespace::Prefix,
-                config.call_timeout,
-                config.health.clone(),
-            );
-        };
+        // A registration not in the config: the global settings, nothing of its own.
+        let settings = config
+            .upstream_settings(name)
+            .unwrap_or_else(|| config.resolve(&UpstreamSettings::default()));
         let mut mounted = Mounted::new(
             upstream,
             kind,
             settings.namespace,
-            settings.call_timeout.unwrap_or(config.call_timeout),
-            settings
-                .health
-                .clone()
-                .unwrap_or_else(|| config.health.clone()),
+            settings.call_timeout,
+            settings.health,
         );
         mounted.concurrency = Arc::new(tokio::sync::Semaphore::new(
             settings.max_concurrent_calls.max(1),
@@ -57,7 +49,7 @@ impl Mounted {
 pub(super) fn start_local(config: &Config, name: &str) -> Option<Mounted> {
     let upstream_config = config.upstreams.get(name)?;
     let (upstream, kind): (DynUpstream, &'static str) =
-        match (&upstream_config.skills, upstream_config.transport()) {
+        match (upstream_config.skills(), upstream_config.transport()) {
             (Some(skills), _) => (SkillsUpstream::spawn(name, skills), "skills"),
             (None, Some(transport)) => {
                 let kind = transport.kind();

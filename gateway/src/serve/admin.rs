@@ -127,7 +127,7 @@ async fn register(
             );
         }
     };
-    if let Err(message) = check_name(&registration.name) {
+    if let Err(message) = crate::config::check_upstream_name(&registration.name) {
         return error(StatusCode::BAD_REQUEST, "invalid_name", message);
     }
     let _serial = admin.changes.lock().await;
@@ -167,7 +167,7 @@ async fn refresh(
                 .config()
                 .upstreams
                 .get(&name)
-                .and_then(|u| u.openapi.clone())
+                .and_then(|u| u.openapi().cloned())
         });
     let Some(openapi) = config else {
         return error(
@@ -312,20 +312,4 @@ fn store_unavailable(detail: &str) -> Response {
         super::auth::Shape::Rest,
         &format!("the registrations could not be read: {detail}"),
     )
-}
-
-fn check_name(name: &str) -> Result<(), String> {
-    let legal = !name.is_empty()
-        && name.len() <= 32
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        && !name.contains("__");
-    if legal {
-        Ok(())
-    } else {
-        Err(format!(
-            "'{name}' is not a valid upstream name: 1–32 letters, digits, '_' or '-', without '__'"
-        ))
-    }
 }

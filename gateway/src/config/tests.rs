@@ -1,0 +1,178 @@
+//! Parsing the file: paths in errors, the typed "exactly one of" groups, defaults, and
+//! the settings fallback.
+
+use std::time::Duration;
+
+use super::*;
+
+fn no_env(_: &str) -> Option<String> {
+    None
+}
+
+#[test]
+fn unknown_fields_are_rejected_with_their_path() {
+    let text = "upstreams:\n  ev:\n    stdio:\n      comand: node\n";
+    let err = Config::parse(text, &no_env).unwrap_err().to_string();
+    assert!(err.contains("upstreams.ev.stdio"), "{err}");
+    assert!(err.contains("comand"), "{err}");
+    let beside = "upstreams:\n  ev:\n    stdio: {command: x}\n    namespce: none\n";
+    let err = Config::parse(beside, &no_env).unwrap_err().to_string();
+    assert!(
+        err.contains("upstreams.ev") && err.contains("namespce"),
+        "{err}"
+    );
+}
+
+#[test]
+fn exactly_one_transport() {
+    let text = "upstreams:\n  ev:\n    namespace: none\n";
+    let err = Config::parse(text, &no_env).unwrap_err().to_string();
+    assert!(
+        err.contains("upstreams.ev") && err.contains("exactly one"),
+        "{err}"
+    );
+    let two = "upstreams:\n  ev:\n    stdio: {command: x}\n    sse: {url: 'http://a'}\n";
+    assert!(Config::parse(two, &no_env).is_err());
+}
+
+#[test]
+fn skills_upstreams_are_checked_and_resolved() {
+    let err = |text: &str| Config::parse(text, &no_env).unwrap_err().to_string();
+    let empty = err("upstreams:\n  sk:\n    skills: {paths: []}\n");
+    assert!(
+        empty.contains("upstreams.sk.skills.paths") && empty.contains("at least one"),
+        "{empty}"
+    );
+    let blank = err("upstreams:\n  sk:\n    skills: {paths: [' ']}\n");
+    assert!(blank.contains("upstreams.sk.skills.paths[0]"), "{blank}");
+    let typo = err("upstreams:\n  sk:\n    skills: {path: [a]}\n");
+    assert!(
+        typo.contains("upstreams.sk.skills") && typo.contains("path"),
+        "{typo}"
+    );
+    let both = err("upstreams:\n  sk:\n    skills: {paths: [a]}\n    stdio: {command: x}\n");
+    assert!(both.contains("`skills` (found 2)"), "{both}");
+    let dir = std::env::temp_dir().join("toolgate-config-skills-test");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("toolgate.yaml");
+    let text = "upstreams:\n  sk:\n    skills: {paths: [skills, /abs/skills]}\n";
+    let config = Config::load_text(&file, text).unwrap();
+    let paths = &config.upstreams["sk"].skills().unwrap().paths;
+    assert_eq!(
+        paths,
+        &[
+            dir.join("skills").display().to_string(),
+            "/abs/skills".into()
+        ]
+    );
+}
+
+#[test]
+fn defaults_fill_in() {
+    let config = Config::parse("{}", &no_env).unwrap();
+    assert_eq!(config.listen, "127.0.0.1:8080");
+    assert_eq!(config.call_timeout, Duration::from_secs(120));
+    assert!(config.allowed_hosts.contains(&"localhost".to_owned()));
+}
+
+#[test]
+fn durations_are_human() {
+    let text = "call_timeout: 2m\nhealth: {interval: 500ms}\n";
+    let config = Config::parse(text, &no_env).unwrap();
+    assert_eq!(config.call_timeout, Duration::from_secs(120));
+    assert_eq!(config.health.interval, Duration::from_millis(500));
+}
+
+#[test]
+fn upstream_settings_fall_back_to_the_global_ones() {
+    let config = Config::parse(
+        "call_timeout: 7s\nhealth: {interval: 1s}\nupstreams:\n  \
+         a: {stdio: {command: x}}\n  \
+         b: {openapi: {spec_url: 'http://127.0.0.1:1/o.json'}, call_timeout: 2s, \
+         health: {interval: 3s}, max_concurrent_calls: 4, audit_arguments: true, \
+         result_max_tokens: 100, namespace: none}\n",
+        &no_env,
+    )
+    .unwrap();
+    let a = config.upstream_settings("a").unwrap();
+    assert_eq!(a.call_timeout, Duration::from_secs(7));
+    assert_eq!(a.health.interval, Duration::from_secs(1));
+    assert_eq!(a.max_concurrent_calls, 64);
+    assert!(!a.audit_arguments);
+    let b = config.upstream_settings("b").unwrap();
+    assert_eq!(b.call_timeout, Duration::from_secs(2));
+    assert_eq!(b.health.interval, Duration::from_secs(3));
+    assert_eq!(
+        (
+            b.max_concurrent_calls,
+            b.audit_arguments,
+            b.result_max_tokens
+        ),
+        (4, true, Some(100))
+    );
+    assert_eq!(b.namespace, Namespace::None);
+    assert_eq!(config.upstreams["b"].kind_name(), "openapi");
+    assert!(config.upstream_settings("c").is_none());
+    assert_eq!(
+        config.resolve(&UpstreamSettings::default()),
+        config.upstream_settings("a").unwrap()
+    );
+}
+
+#[test]
+fn rate_limits_take_one_window() {
+    let rate = |limit: &str| {
+        Config::parse(
+            &format!("tenants:\n  t:\n    rate_limit: {limit}\n"),
+            &no_env,
+        )
+        .map(|c| c.tenants["t"].rate_limit.as_ref().unwrap().rate())
+        .map_err(|e| e.to_string())
+    };
+    let old = rate("{per_second: 10, burst: 20}").unwrap();
+    assert_eq!(
+        (old.count, old.window, old.burst),
+        (10, Duration::from_secs(1), 20)
+    );
+    let hourly = rate("{per_hour: 20}").unwrap();
+    assert_eq!(hourly.emission_interval(), Duration::from_secs(180));
+    assert_eq!(hourly.burst, 20);
+    assert_eq!(hourly.divided(3).burst, 7);
+    assert_eq!(
+        rate("{per_minute: 6}").unwrap().window,
+        Duration::from_secs(60)
+    );
+    let both = rate("{per_second: 1, per_minute: 2}").unwrap_err();
+    assert!(
+        both.contains("tenants.t.rate_limit") && both.contains("exactly one"),
+        "{both}"
+    );
+    assert!(rate("{burst: 2}").unwrap_err().contains("exactly one"));
+    assert!(rate("{per_second: 0}").unwrap_err().contains("at least 1"));
+    assert!(
+        rate("{per_second: 1, burst: 0}")
+            .unwrap_err()
+            .contains("`burst` must be at least 1")
+    );
+    let typo = rate("{per_secnd: 1}").unwrap_err();
+    assert!(
+        typo.contains("tenants.t.rate_limit") && typo.contains("per_secnd"),
+        "{typo}"
+    );
+}
+
+#[test]
+fn schema_is_generated() {
+    let schema = Config::json_schema();
+    assert!(schema["properties"]["upstreams"].is_object(), "{schema}");
+    // The typed groups are described in the file's shape.
+    let upstream = &schema["$defs"]["UpstreamConfig"];
+    assert!(upstream["properties"]["stdio"].is_object(), "{upstream}");
+    assert!(
+        upstream["properties"]["namespace"].is_object(),
+        "{upstream}"
+    );
+    assert_eq!(upstream["additionalProperties"], false, "{upstream}");
+    let limit = &schema["$defs"]["RateLimitConfig"];
+    assert!(limit["properties"]["per_hour"].is_object(), "{limit}");
+}

@@ -1,0 +1,335 @@
+//! One upstream in the config: its kind (a tagged enum, exactly one by construction) and
+//! the settings every kind shares, plus the one rule for upstream names.
+//!
+//! The file keeps its flat shape (`{stdio: {...}, namespace: prefix, call_timeout: 5s}`):
+//! `UpstreamFile` (private) is that shape, with `deny_unknown_fields`, and [`UpstreamConfig`]
+//! converts from and into it, so an upstream with no kind or two kinds is a parse error
+//! at its path (`upstreams.x`), and the JSON Schema still describes the file.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use toolgate_adapters::mcp::{HttpConfig, McpTransport, StdioConfig};
+use toolgate_adapters::openapi::OpenApiConfig;
+use toolgate_adapters::skills::SkillsConfig;
+
+use super::HealthConfig;
+
+/// Longest upstream name: it prefixes every tool name (`<upstream>__<tool>`, at most 64
+/// characters on every surface), so a long one leaves little room for the tool's own.
+pub const MAX_UPSTREAM_NAME: usize = 32;
+
+/// The one rule for upstream names, in the config file and in the admin API: 1–32
+/// letters, digits, `_` or `-`, without `__` (it separates the upstream from the tool
+/// in catalog names). The message says what to change.
+pub fn check_upstream_name(name: &str) -> Result<(), String> {
+    let legal = !name.is_empty()
+        && name.len() <= MAX_UPSTREAM_NAME
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        && !name.contains("__");
+    if legal {
+        Ok(())
+    } else {
+        Err(format!(
+            "'{name}' is not a valid upstream name: use 1–{MAX_UPSTREAM_NAME} letters, digits, \
+             '_' or '-', without '__' (it separates the upstream from the tool in catalog names)"
+        ))
+    }
+}
+
+/// How the upstream's tools are named in the catalog.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Namespace {
+    /// `<upstream>__<tool>` (default).
+    #[default]
+    Prefix,
+    /// The upstream's own tool names, unprefixed: for a single-upstream passthrough.
+    /// A name that collides with another tool is a startup error.
+    None,
+}
+
+/// One upstream: what it is and how the gateway treats it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "UpstreamFile", into = "UpstreamFile")]
+pub struct UpstreamConfig {
+    pub kind: UpstreamKind,
+    pub settings: UpstreamSettings,
+}
+
+/// Where an upstream's capabilities come from.
+// One value per configured upstream, read when it is mounted: the size of the OpenAPI
+// variant costs nothing worth a `Box` at every construction and match.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
+pub enum UpstreamKind {
+    /// An MCP server run as a child process.
+    Stdio(StdioConfig),
+    /// A legacy HTTP+SSE MCP server (protocol 2024-11-05).
+    Sse(HttpConfig),
+    /// A streamable HTTP MCP server.
+    StreamableHttp(HttpConfig),
+    /// An HTTP API described by an OpenAPI or Swagger document.
+    Openapi(OpenApiConfig),
+    /// Skill packages (directories holding a `SKILL.md`).
+    Skills(SkillsConfig),
+}
+
+impl UpstreamKind {
+    /// The kind's key in the file: `stdio`, `sse`, `streamable_http`, `openapi` or
+    /// `skills`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            UpstreamKind::Stdio(_) => "stdio",
+            UpstreamKind::Sse(_) => "sse",
+            UpstreamKind::StreamableHttp(_) => "streamable_http",
+            UpstreamKind::Openapi(_) => "openapi",
+            UpstreamKind::Skills(_) => "skills",
+        }
+    }
+}
+
+/// The settings every kind of upstream shares, as written (unset ones fall back to the
+/// global values: see [`Config::resolve`](super::Config::resolve)).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpstreamSettings {
+    pub namespace: Namespace,
+    /// Overrides the global `call_timeout`.
+    pub call_timeout: Option<Duration>,
+    /// Overrides the global `health` settings.
+    pub health: Option<HealthConfig>,
+    pub max_concurrent_calls: usize,
+    pub audit_arguments: bool,
+    pub result_max_tokens: Option<usize>,
+}
+
+impl Default for UpstreamSettings {
+    fn default() -> Self {
+        Self {
+            namespace: Namespace::default(),
+            call_timeout: None,
+            health: None,
+            max_concurrent_calls: default_max_concurrent_calls(),
+            audit_arguments: false,
+            result_max_tokens: None,
+        }
+    }
+}
+
+/// An upstream's settings with the global fallbacks applied: what it runs with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedSettings {
+    pub namespace: Namespace,
+    pub call_timeout: Duration,
+    pub health: HealthConfig,
+    pub max_concurrent_calls: usize,
+    pub audit_arguments: bool,
+    pub result_max_tokens: Option<usize>,
+}
+
+impl UpstreamConfig {
+    /// `stdio`, `sse`, `streamable_http`, `openapi` or `skills`.
+    pub fn kind_name(&self) -> &'static str {
+        self.kind.name()
+    }
+
+    /// The MCP transport, for the three MCP kinds.
+    pub fn transport(&self) -> Option<McpTransport> {
+        match &self.kind {
+            UpstreamKind::Stdio(s) => Some(McpTransport::Stdio(s.clone())),
+            UpstreamKind::Sse(h) => Some(McpTransport::Sse(h.clone())),
+            UpstreamKind::StreamableHttp(h) => Some(McpTransport::StreamableHttp(h.clone())),
+            UpstreamKind::Openapi(_) | UpstreamKind::Skills(_) => None,
+        }
+    }
+
+    pub fn stdio(&self) -> Option<&StdioConfig> {
+        match &self.kind {
+            UpstreamKind::Stdio(stdio) => Some(stdio),
+            _ => None,
+        }
+    }
+
+    pub fn openapi(&self) -> Option<&OpenApiConfig> {
+        match &self.kind {
+            UpstreamKind::Openapi(openapi) => Some(openapi),
+            _ => None,
+        }
+    }
+
+    pub fn skills(&self) -> Option<&SkillsConfig> {
+        match &self.kind {
+            UpstreamKind::Skills(skills) => Some(skills),
+            _ => None,
+        }
+    }
+}
+
+fn default_max_concurrent_calls() -> usize {
+    64
+}
+
+/// One upstream. Set exactly one of `stdio`, `sse`, `streamable_http`, `openapi`,
+/// `skills`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(rename = "UpstreamConfig")]
+struct UpstreamFile {
+    /// An HTTP API described by an OpenAPI (3.0, 3.1) or Swagger 2.0 document: every
+    /// operation becomes a tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    openapi: Option<OpenApiConfig>,
+    /// An MCP server run as a child process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    stdio: Option<StdioConfig>,
+    /// A legacy HTTP+SSE MCP server (protocol 2024-11-05): `url` is its SSE endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sse: Option<HttpConfig>,
+    /// A streamable HTTP MCP server: `url` is its MCP endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    streamable_http: Option<HttpConfig>,
+    /// Skill packages (directories holding a `SKILL.md`): each skill becomes a prompt,
+    /// a tool, and a resource per file; the directories are watched for changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    skills: Option<SkillsConfig>,
+    #[serde(default)]
+    namespace: Namespace,
+    /// Overrides the global `call_timeout` for this upstream's tools.
+    #[serde(
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<String>")]
+    call_timeout: Option<Duration>,
+    /// Overrides the global `health` settings for this upstream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    health: Option<HealthConfig>,
+    /// Calls running at once on this upstream; more wait up to 2 s, then fail with a
+    /// RateLimited error.
+    #[serde(default = "default_max_concurrent_calls")]
+    max_concurrent_calls: usize,
+    /// Log argument values in the audit line of each call (off: they may hold
+    /// personal data or secrets).
+    #[serde(default)]
+    audit_arguments: bool,
+    /// Token budget of this upstream's results (overrides `results.max_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    result_max_tokens: Option<usize>,
+}
+
+impl TryFrom<UpstreamFile> for UpstreamConfig {
+    type Error = String;
+
+    fn try_from(file: UpstreamFile) -> Result<Self, String> {
+        let mut kinds = Vec::with_capacity(1);
+        kinds.extend(file.stdio.map(UpstreamKind::Stdio));
+        kinds.extend(file.sse.map(UpstreamKind::Sse));
+        kinds.extend(file.streamable_http.map(UpstreamKind::StreamableHttp));
+        kinds.extend(file.openapi.map(UpstreamKind::Openapi));
+        kinds.extend(file.skills.map(UpstreamKind::Skills));
+        let found = kinds.len();
+        let (Some(kind), 1) = (kinds.pop(), found) else {
+            return Err(format!(
+                "set exactly one of `stdio`, `sse`, `streamable_http`, `openapi`, `skills` \
+                 (found {found})"
+            ));
+        };
+        Ok(UpstreamConfig {
+            kind,
+            settings: UpstreamSettings {
+                namespace: file.namespace,
+                call_timeout: file.call_timeout,
+                health: file.health,
+                max_concurrent_calls: file.max_concurrent_calls,
+                audit_arguments: file.audit_arguments,
+                result_max_tokens: file.result_max_tokens,
+            },
+        })
+    }
+}
+
+impl From<UpstreamConfig> for UpstreamFile {
+    fn from(upstream: UpstreamConfig) -> Self {
+        let UpstreamSettings {
+            namespace,
+            call_timeout,
+            health,
+            max_concurrent_calls,
+            audit_arguments,
+            result_max_tokens,
+        } = upstream.settings;
+        let mut file = UpstreamFile {
+            openapi: None,
+            stdio: None,
+            sse: None,
+            streamable_http: None,
+            skills: None,
+            namespace,
+            call_timeout,
+            health,
+            max_concurrent_calls,
+            audit_arguments,
+            result_max_tokens,
+        };
+        match upstream.kind {
+            UpstreamKind::Stdio(stdio) => file.stdio = Some(stdio),
+            UpstreamKind::Sse(http) => file.sse = Some(http),
+            UpstreamKind::StreamableHttp(http) => file.streamable_http = Some(http),
+            UpstreamKind::Openapi(openapi) => file.openapi = Some(openapi),
+            UpstreamKind::Skills(skills) => file.skills = Some(skills),
+        }
+        file
+    }
+}
+
+/// The schema is the file's shape (`UpstreamFile`), under the name it always had.
+impl JsonSchema for UpstreamConfig {
+    fn schema_name() -> Cow<'static, str> {
+        UpstreamFile::schema_name()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        UpstreamFile::json_schema(generator)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_name_rule() {
+        for good in [
+            "a",
+            "everything",
+            "my-api_2",
+            &"x".repeat(MAX_UPSTREAM_NAME),
+        ] {
+            assert!(check_upstream_name(good).is_ok(), "{good}");
+        }
+        let long = "x".repeat(MAX_UPSTREAM_NAME + 1);
+        for bad in ["", "a__b", "a.b", "a b", "é", long.as_str()] {
+            let message = check_upstream_name(bad).unwrap_err();
+            assert!(message.contains("1–32 letters"), "{message}");
+        }
+    }
+
+    #[test]
+    fn kinds_round_trip_through_the_file_shape() {
+        let text = "stdio: {command: x}\nnamespace: none\ncall_timeout: 5s\n";
+        let upstream: UpstreamConfig = serde_norway::from_str(text).unwrap();
+        assert_eq!(upstream.kind_name(), "stdio");
+        assert_eq!(upstream.stdio().unwrap().command, "x");
+        assert!(upstream.openapi().is_none() && upstream.skills().is_none());
+        assert_eq!(upstream.settings.namespace, Namespace::None);
+        assert_eq!(upstream.settings.call_timeout, Some(Duration::from_secs(5)));
+        let back: UpstreamConfig =
+            serde_norway::from_str(&serde_norway::to_string(&upstream).unwrap()).unwrap();
+        assert_eq!(back, upstream);
+    }
+}

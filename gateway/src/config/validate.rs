@@ -1,0 +1,168 @@
+//! The checks serde cannot make (names, cross-references, lengths, URLs), run after a
+//! successful parse. Every problem is collected with its path, so one round of edits
+//! can fix them all.
+
+use std::fmt;
+
+use super::{Config, UpstreamKind, check_upstream_name};
+
+/// One problem in a config file: where, and what to do about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The path inside the document (`upstreams.x.stdio`, `(document)`).
+    pub path: String,
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "config error at {}: {}", self.path, self.message)
+    }
+}
+
+/// Every problem found, in document order of the checks; displayed one per line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problems(pub Vec<Problem>);
+
+impl fmt::Display for Problems {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (index, problem) in self.0.iter().enumerate() {
+            if index > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{problem}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Config {
+    /// Every semantic problem of this (parsed) config; empty when it is valid.
+    pub fn problems(&self) -> Vec<Problem> {
+        let mut problems = Vec::new();
+        let mut invalid = |path: String, message: String| problems.push(Problem { path, message });
+        for (name, upstream) in &self.upstreams {
+            let path = format!("upstreams.{name}");
+            if let Err(message) = check_upstream_name(name) {
+                invalid(path.clone(), message);
+            }
+            match &upstream.kind {
+                UpstreamKind::Skills(skills) => {
+                    if let Err((field, message)) = skills.validate() {
+                        invalid(format!("{path}.skills.{field}"), message);
+                    }
+                }
+                UpstreamKind::Sse(http) | UpstreamKind::StreamableHttp(http)
+                    if !(http.url.starts_with("http://") || http.url.starts_with("https://")) =>
+                {
+                    invalid(
+                        format!("{path}.{}.url", upstream.kind_name()),
+                        format!("'{}' is not an http:// or https:// URL", http.url),
+                    );
+                }
+                _ => {}
+            }
+        }
+        if let Some(admin) = &self.admin
+            && admin.token.expose().len() < 16
+        {
+            invalid(
+                "admin.token".into(),
+                "use a token of at least 16 characters (e.g. `openssl rand -hex 32`)".into(),
+            );
+        }
+        if let Some(anonymous) = &self.anonymous_tenant
+            && !self.tenants.contains_key(anonymous)
+        {
+            invalid(
+                "anonymous_tenant".into(),
+                format!("'{anonymous}' is not one of the tenants"),
+            );
+        }
+        for (name, tenant) in &self.tenants {
+            for (index, key) in tenant.api_keys.iter().enumerate() {
+                let hex = key.strip_prefix("sha256:").unwrap_or("");
+                if hex.len() != 64 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+                    invalid(
+                        format!("tenants.{name}.api_keys[{index}]"),
+                        "expected `sha256:` and 64 hex digits (print one with `toolgate hash-key KEY`)".into(),
+                    );
+                }
+            }
+        }
+        if let Some(jwt) = &self.jwt
+            && let Err(message) = jwt.validate()
+        {
+            invalid("jwt".into(), message);
+        }
+        if let Err((path, message)) = crate::serve::front_door_settings_valid(self) {
+            invalid(path, message);
+        }
+        if self.jwt.is_some() && self.tenants.is_empty() {
+            invalid(
+                "jwt".into(),
+                "JWTs name tenants: configure `tenants` too".into(),
+            );
+        }
+        if let Err(message) = crate::policy::Policy::from_config(self) {
+            invalid("tenants".into(), message);
+        }
+        if let Err((field, message)) = self.state.validate() {
+            invalid(format!("state.{field}"), message);
+        }
+        if self.sessions.max_sessions == 0 || self.sessions.max_per_tenant == Some(0) {
+            invalid(
+                "sessions".into(),
+                "`max_sessions` and `max_per_tenant` must be at least 1".into(),
+            );
+        }
+        if self.health.interval.is_zero() {
+            invalid("health.interval".into(), "must be greater than zero".into());
+        }
+        problems
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::ConfigError;
+    use super::*;
+
+    #[test]
+    fn every_problem_is_reported_with_its_path() {
+        let text = "upstreams:\n  a__b: {stdio: {command: x}}\n  \
+                    web: {sse: {url: 'ftp://x'}}\n\
+                    anonymous_tenant: nobody\n\
+                    health: {interval: 0s}\n";
+        let err = Config::parse(text, &|_| None).unwrap_err();
+        let ConfigError::Invalid(problems) = &err else {
+            panic!("not a validation error: {err}");
+        };
+        let paths: Vec<&str> = problems.0.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "upstreams.a__b",
+                "upstreams.web.sse.url",
+                "anonymous_tenant",
+                "health.interval"
+            ]
+        );
+        let lines: Vec<String> = err.to_string().lines().map(str::to_owned).collect();
+        assert_eq!(lines.len(), 4, "{err}");
+        assert!(
+            lines[2].starts_with("config error at anonymous_tenant: 'nobody'"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn bad_upstream_names_are_rejected() {
+        let long = "x".repeat(33);
+        for name in ["a__b", "a.b", "a b", long.as_str()] {
+            let text = format!("upstreams:\n  '{name}':\n    stdio: {{command: x}}\n");
+            let err = Config::parse(&text, &|_| None).unwrap_err().to_string();
+            assert!(err.contains(&format!("upstreams.{name}")), "{err}");
+        }
+    }
+}
