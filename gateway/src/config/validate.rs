@@ -95,7 +95,7 @@ impl Config {
         {
             invalid("jwt".into(), message);
         }
-        if let Err((path, message)) = crate::serve::front_door_settings_valid(self) {
+        for (path, message) in crate::serve::front_door_problems(self) {
             invalid(path, message);
         }
         if self.jwt.is_some() && self.tenants.is_empty() {
