@@ -71,8 +71,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A stdio MCP server: a child process speaking newline-delimited JSON-RPC.
-///
-/// Env values are [`crate::Secret`]s: `Debug` shows the names, never the values.
+// Env values are `Secret`s: `Debug` shows the names, never the values.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StdioConfig {
@@ -197,8 +196,7 @@ impl InheritEnv {
 }
 
 /// An MCP server reached over HTTP (streamable HTTP, or legacy HTTP+SSE).
-///
-/// Header values are [`crate::Secret`]s: `Debug` shows the names, never the values.
+// Header values are `Secret`s: `Debug` shows the names, never the values.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HttpConfig {
