@@ -104,3 +104,21 @@ pub fn python() -> Option<PathBuf> {
         None
     }
 }
+
+/// The shared corpus of real OpenAPI specs, `$TOOLGATE_SHARED/specs` (default
+/// `../shared/specs` beside the workspace root), when it holds every file of
+/// `required`; otherwise `None` after a notice, or a failure under `CI=true`.
+pub fn specs_dir(required: &[&str]) -> Option<PathBuf> {
+    let shared = std::env::var_os("TOOLGATE_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("../shared"));
+    let specs = shared.join("specs");
+    if specs.is_dir() && required.iter().all(|f| specs.join(f).is_file()) {
+        return Some(specs);
+    }
+    missing(
+        &format!("the shared spec corpus at {}", specs.display()),
+        "set TOOLGATE_SHARED",
+    );
+    None
+}

@@ -23,7 +23,7 @@ pub mod process;
 pub mod text;
 
 pub use assert::{assert_tool_error, first_text};
-pub use deps::{NodeDeps, missing, python, under_ci, workspace_root};
+pub use deps::{NodeDeps, missing, python, specs_dir, under_ci, workspace_root};
 pub use mcp_http::{McpSession, RpcExchange, RpcExchangeWithHeaders};
 pub use mock_api::{MockApi, Recorded};
 pub use process::{

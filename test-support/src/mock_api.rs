@@ -55,7 +55,11 @@ impl Recorded {
     #[track_caller]
     pub fn expect_query(&self, method: &str, path: &str, query: Option<&str>) -> &Recorded {
         assert_eq!(
-            (self.method.as_str(), self.path.as_str(), self.query.as_deref()),
+            (
+                self.method.as_str(),
+                self.path.as_str(),
+                self.query.as_deref()
+            ),
             (method, path, query),
             "{self:#?}"
         );
