@@ -125,16 +125,20 @@ pub fn prose(words: &[&str], n: usize, seed: u64) -> String {
     slice(&out, n).to_owned()
 }
 
-/// A JSON array of list-API records (ids, numbers, labels, prose), about `bytes` long.
-pub fn json_records(bytes: usize, seed: u64) -> String {
+/// A JSON array of list-API records (ids, numbers, labels, prose from `words`), about
+/// `bytes` long.
+pub fn json_records(bytes: usize, words: &[&str], seed: u64) -> String {
     let mut rng = Rng(seed);
     let mut items = Vec::new();
     let mut size = 2;
     let mut i = 0u64;
     while size < bytes {
-        let words = 20 + (rng.next() % 30) as usize;
-        let body: Vec<&str> = (0..words)
-            .map(|_| WORDS[(rng.next() % WORDS.len() as u64) as usize])
+        let count = 20 + (rng.next() % 30) as usize;
+        let body: Vec<&str> = (0..count)
+            .map(|_| {
+                let i = (rng.next() % (words.len() as u64).max(1)) as usize;
+                words.get(i).copied().unwrap_or_default()
+            })
             .collect();
         let item = json!({
             "id": format!("{:016x}-{:08x}", rng.next(), rng.next() as u32),
@@ -175,13 +179,28 @@ mod tests {
 
     #[test]
     fn generators_are_deterministic_and_sized() {
-        assert_eq!(json_records(10_000, 17), json_records(10_000, 17));
-        assert_ne!(json_records(10_000, 17), json_records(10_000, 18));
+        assert_eq!(
+            json_records(10_000, WORDS, 17),
+            json_records(10_000, WORDS, 17)
+        );
+        assert_ne!(
+            json_records(10_000, WORDS, 17),
+            json_records(10_000, WORDS, 18)
+        );
         let p = prose(MIXED_WORDS, 5_000, 1);
         assert!(p.len() <= 5_000 && p.len() > 4_900, "{}", p.len());
         assert_eq!(prose(WORDS, 0, 1), "");
         assert!(uuid_lines(1_000, 13).len() <= 1_000);
         assert_eq!(base64_of(3, 2).len(), 4);
+    }
+
+    #[test]
+    fn the_benchmark_payload_stays_the_same() {
+        // The bench's truncation rows are compared across runs: its payload
+        // (`json_records(_, WORDS, 17)`) must not drift when this module changes.
+        let text = json_records(65_536, WORDS, 17);
+        assert_eq!(text.len(), 65_755);
+        assert!(text.starts_with(r#"[{"id":""#), "{}", &text[..40]);
     }
 
     #[test]

@@ -1,5 +1,10 @@
 //! Shared helpers for toolgate's end-to-end tests.
 //!
+//! What every crate's tests share (dependency lookup, ports, processes, the raw MCP
+//! client, the recording mock API, text generators, tool-error assertions) lives in
+//! `toolgate-test-support` and is re-exported here; this crate adds the gateway as a
+//! process and what only the end-to-end tests use.
+//!
 //! The tests run the real `toolgate` binary against real upstreams (npm
 //! `@modelcontextprotocol/server-everything`, the conformance fixture) and real clients
 //! (PyPI `mcp`, the conformance suite, raw HTTP). This crate finds those parts, starts

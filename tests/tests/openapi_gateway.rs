@@ -216,6 +216,16 @@ fn bearer() -> String {
     format!("Bearer {ADMIN_TOKEN}")
 }
 
+/// [`admin`] with the admin token.
+async fn as_admin(
+    gw: &Gateway,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    admin(gw, method, path, Some(&bearer()), body).await
+}
+
 /// `tools/call` of `tool`: the call's result (a panic when the answer has none).
 async fn call(session: &McpSession, tool: &str, arguments: Value) -> Value {
     let ex = session
@@ -637,11 +647,10 @@ async fn runtime_registration_survives_restarts() {
 
     // register: 201 with the import report
     while rx.try_recv().is_ok() {}
-    let (st, body) = admin(
+    let (st, body) = as_admin(
         &gw,
         reqwest::Method::POST,
         "/admin/upstreams",
-        Some(&bearer()),
         Some(registration.clone()),
     )
     .await;
@@ -675,23 +684,15 @@ async fn runtime_registration_survives_restarts() {
     assert_get_pet_works(&session, &api).await;
 
     // registering the same name again is a conflict
-    let (st, body) = admin(
+    let (st, body) = as_admin(
         &gw,
         reqwest::Method::POST,
         "/admin/upstreams",
-        Some(&bearer()),
         Some(registration.clone()),
     )
     .await;
     assert_eq!(st, 409, "{body}");
-    let (st, body) = admin(
-        &gw,
-        reqwest::Method::GET,
-        "/admin/upstreams",
-        Some(&bearer()),
-        None,
-    )
-    .await;
+    let (st, body) = as_admin(&gw, reqwest::Method::GET, "/admin/upstreams", None).await;
     assert_eq!(st, 200);
     let pets = body["upstreams"]
         .as_array()
@@ -724,14 +725,7 @@ async fn runtime_registration_survives_restarts() {
     assert_eq!(status, 200, "standalone GET stream after restart");
     tokio::time::sleep(Duration::from_millis(200)).await;
     while rx.try_recv().is_ok() {}
-    let (st, body) = admin(
-        &gw,
-        reqwest::Method::DELETE,
-        "/admin/upstreams/pets",
-        Some(&bearer()),
-        None,
-    )
-    .await;
+    let (st, body) = as_admin(&gw, reqwest::Method::DELETE, "/admin/upstreams/pets", None).await;
     assert_eq!(st, 204, "{body}");
     assert!(
         wait_list_changed(&mut rx, Duration::from_secs(15)).await,
@@ -739,14 +733,7 @@ async fn runtime_registration_survives_restarts() {
     );
     stream.abort();
     assert!(pet_tool_names(&session).await.is_empty(), "tools gone");
-    let (st, body) = admin(
-        &gw,
-        reqwest::Method::DELETE,
-        "/admin/upstreams/pets",
-        Some(&bearer()),
-        None,
-    )
-    .await;
+    let (st, body) = as_admin(&gw, reqwest::Method::DELETE, "/admin/upstreams/pets", None).await;
     assert_eq!(st, 404, "{body}");
     let ex = session
         .call_tool("pets__getPetById", json!({"petId": 1}))
@@ -767,14 +754,7 @@ async fn runtime_registration_survives_restarts() {
     // give a (wrongly) persisted import the time to finish before looking
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(pet_tool_names(&session).await.is_empty(), "still gone");
-    let (st, body) = admin(
-        &gw,
-        reqwest::Method::GET,
-        "/admin/upstreams",
-        Some(&bearer()),
-        None,
-    )
-    .await;
+    let (st, body) = as_admin(&gw, reqwest::Method::GET, "/admin/upstreams", None).await;
     assert_eq!(st, 200);
     assert_eq!(body["upstreams"], json!([]), "{body:#}");
 }
@@ -811,11 +791,10 @@ async fn bad_specs_leave_the_catalog_untouched() {
         .await
         .expect("initialize");
     // one more, registered at run time
-    let (st, body) = admin(
+    let (st, body) = as_admin(
         &gw,
         reqwest::Method::POST,
         "/admin/upstreams",
-        Some(&bearer()),
         Some(json!({"name": "pets2", "openapi": petstore_openapi(&specs, &api)})),
     )
     .await;
@@ -826,14 +805,7 @@ async fn bad_specs_leave_the_catalog_untouched() {
         tool_names(&serde_json::from_slice::<Value>(&before).unwrap()["result"]).len(),
         2 * PETSTORE_OPERATIONS
     );
-    let (_, admin_before) = admin(
-        &gw,
-        reqwest::Method::GET,
-        "/admin/upstreams",
-        Some(&bearer()),
-        None,
-    )
-    .await;
+    let (_, admin_before) = as_admin(&gw, reqwest::Method::GET, "/admin/upstreams", None).await;
     let names_of = |v: &Value| -> Vec<String> {
         v["upstreams"]
             .as_array()
@@ -882,11 +854,10 @@ async fn bad_specs_leave_the_catalog_untouched() {
         let name = format!("bad-{case}");
         let requests_before = api.count();
         let started = Instant::now();
-        let (st, body) = admin(
+        let (st, body) = as_admin(
             &gw,
             reqwest::Method::POST,
             "/admin/upstreams",
-            Some(&bearer()),
             Some(json!({"name": name, "openapi": openapi})),
         )
         .await;
@@ -933,14 +904,7 @@ async fn bad_specs_leave_the_catalog_untouched() {
                 .take(300)
                 .collect::<String>()
         );
-        let (_, admin_after) = admin(
-            &gw,
-            reqwest::Method::GET,
-            "/admin/upstreams",
-            Some(&bearer()),
-            None,
-        )
-        .await;
+        let (_, admin_after) = as_admin(&gw, reqwest::Method::GET, "/admin/upstreams", None).await;
         assert_eq!(names_of(&admin_after), names_of(&admin_before), "{case}");
         assert_eq!(
             std::fs::read(&registrations).expect("registrations.json"),
@@ -952,11 +916,8 @@ async fn bad_specs_leave_the_catalog_untouched() {
 
     // still serving: both upstreams answer
     assert_get_pet_works(&session, &api).await;
-    let ex = session
-        .call_tool("pets2__getPetById", json!({"petId": 1}))
-        .await
-        .expect("call pets2");
-    assert_eq!(ex.result()["structuredContent"], pet_one());
+    let result = call(&session, "pets2__getPetById", json!({"petId": 1})).await;
+    assert_eq!(result["structuredContent"], pet_one());
     let r = http().get(gw.url("/readyz")).send().await.expect("readyz");
     assert_eq!(r.status(), 200);
     gw.assert_alive();

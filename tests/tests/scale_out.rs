@@ -283,7 +283,10 @@ async fn two_replicas_share_sessions_limits_and_registrations() {
     let sum = on_b.call("api__add", json!({"a": 2, "b": 3})).await;
     assert!(text_of(&sum).contains('5'), "{sum:#?}");
     // The session stays its tenant's on every replica.
-    let stolen = on_b.with_key(Some(OTHER_KEY)).rpc("tools/list", json!({})).await;
+    let stolen = on_b
+        .with_key(Some(OTHER_KEY))
+        .rpc("tools/list", json!({}))
+        .await;
     assert_eq!(stolen.status, 404, "another tenant on B: {stolen:#?}");
 
     // REST sessions are shared too.
