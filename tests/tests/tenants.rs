@@ -51,7 +51,7 @@ const NOWHERE: &str = "everything__no-such-tool";
 struct Conn;
 
 impl Conn {
-    fn new(url: &str, key: Option<&str>, protocol: &'static str) -> McpSession {
+    fn bare(url: &str, key: Option<&str>, protocol: &'static str) -> McpSession {
         let mut c = McpSession::bare(url)
             .with_key(key)
             .with_client_name("toolgate-e2e-tenants")
@@ -63,12 +63,12 @@ impl Conn {
 
     /// A sessionless 2026-07-28 connection (nothing to open).
     fn modern(url: &str, key: Option<&str>) -> McpSession {
-        Conn::new(url, key, MODERN)
+        Conn::bare(url, key, MODERN)
     }
 
     /// A 2025-11-25 session: `initialize` + `notifications/initialized`.
     async fn legacy(url: &str, key: Option<&str>) -> McpSession {
-        let mut c = Conn::new(url, key, LEGACY);
+        let mut c = Conn::bare(url, key, LEGACY);
         let (init, initialized) = c
             .handshake(json!({}))
             .await
@@ -956,7 +956,7 @@ async fn front_door_401_and_429() {
 
     // 401 without credentials, with a wrong key and with another scheme; both eras.
     for (label, key) in [("no credentials", None), ("wrong key", Some(KEY_WRONG))] {
-        let legacy = Conn::new(&url, key, LEGACY)
+        let legacy = Conn::bare(&url, key, LEGACY)
             .rpc(
                 "initialize",
                 json!({"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "x", "version": "0"}}),
