@@ -1,10 +1,10 @@
 //! The MCP upstreams against the real reference server
 //! (`@modelcontextprotocol/server-everything`, pinned in the workspace's package.json),
-//! over all three transports. Every test is bounded in time.
+//! over all three transports. A scenario that applies to several transports is written
+//! once and run for each (see `per_transport!`). Every test is bounded in time.
 
 mod common;
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,6 +14,7 @@ use toolgate_adapters::mcp::{
     HttpConfig, McpOptions, McpTransport, McpUpstream, StdioConfig, spawn,
 };
 use toolgate_adapters::{CallContext, Connection, JsonObject, ToolError, Upstream};
+use toolgate_test_support::{Everything, NodeDeps};
 
 const LONG_OP: &str = "trigger-long-running-operation";
 
@@ -26,10 +27,13 @@ fn options() -> McpOptions {
     }
 }
 
-fn stdio(entry: &Path) -> McpTransport {
+fn stdio(deps: &NodeDeps) -> McpTransport {
     McpTransport::Stdio(StdioConfig {
-        command: "node".into(),
-        args: vec![entry.display().to_string(), "stdio".into()],
+        command: deps.node().display().to_string(),
+        args: vec![
+            deps.everything_entry().display().to_string(),
+            "stdio".into(),
+        ],
         env: Default::default(),
         inherit_env: Default::default(),
         cwd: None,
@@ -43,6 +47,76 @@ fn http(url: String) -> HttpConfig {
         headers: [("X-Test-Secret".to_owned(), "not-logged".into())].into(),
         timeout: Duration::from_secs(10),
     }
+}
+
+/// The ways to reach server-everything.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Transport {
+    Stdio,
+    StreamableHttp,
+    Sse,
+}
+
+impl Transport {
+    /// server-everything's command-line mode.
+    fn server_mode(self) -> &'static str {
+        match self {
+            Transport::Stdio => "stdio",
+            Transport::StreamableHttp => "streamableHttp",
+            Transport::Sse => "sse",
+        }
+    }
+}
+
+/// An upstream on server-everything over `transport`, and the HTTP server it talks to
+/// (on a free port; `None` over stdio, where the server is the upstream's own child).
+async fn mount(
+    deps: &NodeDeps,
+    transport: Transport,
+    options: McpOptions,
+) -> (Arc<McpUpstream>, Option<Everything>) {
+    let (config, server) = match transport {
+        Transport::Stdio => (stdio(deps), None),
+        Transport::StreamableHttp | Transport::Sse => {
+            let server = Everything::start(deps, transport.server_mode()).await;
+            let config = http(server.url.clone());
+            let config = if transport == Transport::Sse {
+                McpTransport::Sse(config)
+            } else {
+                McpTransport::StreamableHttp(config)
+            };
+            (config, Some(server))
+        }
+    };
+    (spawn("everything".into(), config, options), server)
+}
+
+/// One `#[tokio::test]` per listed name, each running a scenario over one transport.
+macro_rules! per_transport {
+    ($($name:ident => $scenario:ident($transport:ident);)*) => {$(
+        #[tokio::test]
+        async fn $name() {
+            common::init_tracing();
+            $scenario(Transport::$transport).await;
+        }
+    )*};
+}
+
+per_transport! {
+    stdio_lists_calls_reports_progress_and_cancels =>
+        lists_calls_reports_progress_and_cancels(Stdio);
+    streamable_http_lists_calls_reports_progress_and_cancels =>
+        lists_calls_reports_progress_and_cancels(StreamableHttp);
+    legacy_sse_lists_calls_reports_progress_and_cancels =>
+        lists_calls_reports_progress_and_cancels(Sse);
+    streamable_http_reconnects_after_a_server_restart =>
+        reconnects_after_a_server_restart(StreamableHttp);
+    legacy_sse_reconnects_after_a_server_restart =>
+        reconnects_after_a_server_restart(Sse);
+    stdio_sampling_reaches_the_callers_client =>
+        sampling_reaches_the_callers_client(Stdio);
+    streamable_http_sampling_reaches_the_callers_client =>
+        sampling_reaches_the_callers_client(StreamableHttp);
 }
 
 fn args(v: Value) -> JsonObject {
@@ -197,48 +271,12 @@ async fn bounded<F: std::future::Future<Output = ()>>(secs: u64, f: F) {
         .unwrap_or_else(|_| panic!("test did not finish within {secs} s"));
 }
 
-#[tokio::test]
-async fn stdio_lists_calls_reports_progress_and_cancels() {
-    common::init_tracing();
-    let Some(entry) = common::everything_entry() else {
-        return;
-    };
-    bounded(
-        60,
-        exercise(spawn("everything".into(), stdio(&entry), options())),
-    )
-    .await;
-}
-
-#[tokio::test]
-async fn streamable_http_lists_calls_reports_progress_and_cancels() {
-    common::init_tracing();
-    let Some(entry) = common::everything_entry() else {
+async fn lists_calls_reports_progress_and_cancels(transport: Transport) {
+    let Some(deps) = NodeDeps::everything() else {
         return;
     };
     bounded(60, async {
-        let server = common::HttpServer::start(&entry, "streamableHttp").await;
-        let url = format!("http://127.0.0.1:{}/mcp", server.port);
-        let up = spawn(
-            "everything".into(),
-            McpTransport::StreamableHttp(http(url)),
-            options(),
-        );
-        exercise(up).await;
-    })
-    .await;
-}
-
-#[tokio::test]
-async fn legacy_sse_lists_calls_reports_progress_and_cancels() {
-    common::init_tracing();
-    let Some(entry) = common::everything_entry() else {
-        return;
-    };
-    bounded(60, async {
-        let server = common::HttpServer::start(&entry, "sse").await;
-        let url = format!("http://127.0.0.1:{}/sse", server.port);
-        let up = spawn("everything".into(), McpTransport::Sse(http(url)), options());
+        let (up, _server) = mount(&deps, transport, options()).await;
         exercise(up).await;
     })
     .await;
@@ -247,11 +285,11 @@ async fn legacy_sse_lists_calls_reports_progress_and_cancels() {
 #[tokio::test]
 async fn progress_is_never_lost_over_200_stdio_calls() {
     common::init_tracing();
-    let Some(entry) = common::everything_entry() else {
+    let Some(deps) = NodeDeps::everything() else {
         return;
     };
     bounded(60, async {
-        let up = spawn("everything".into(), stdio(&entry), options());
+        let up = spawn("everything".into(), stdio(&deps), options());
         connected(&up).await;
         // Some calls run concurrently: progress must still reach the right sink.
         futures::stream::iter(0..200)
@@ -267,11 +305,11 @@ async fn progress_is_never_lost_over_200_stdio_calls() {
 #[tokio::test]
 async fn killed_stdio_child_fails_pending_calls_and_restarts() {
     common::init_tracing();
-    let Some(entry) = common::everything_entry() else {
+    let Some(deps) = NodeDeps::everything() else {
         return;
     };
     bounded(60, async {
-        let up = spawn("everything".into(), stdio(&entry), options());
+        let up = spawn("everything".into(), stdio(&deps), options());
         connected(&up).await;
         let pid = up.child_pid().expect("child pid");
 
@@ -339,11 +377,11 @@ async fn killed_stdio_child_fails_pending_calls_and_restarts() {
 #[tokio::test]
 async fn tool_definitions_keep_every_field_the_server_sent() {
     common::init_tracing();
-    let Some(entry) = common::everything_entry() else {
+    let Some(deps) = NodeDeps::everything() else {
         return;
     };
     bounded(30, async {
-        let up = spawn("everything".into(), stdio(&entry), options());
+        let up = spawn("everything".into(), stdio(&deps), options());
         connected(&up).await;
         // The task-based tool is registered after initialization (then list_changed).
         let mut changed = up.tools_changed();
@@ -395,11 +433,11 @@ async fn tool_definitions_keep_every_field_the_server_sent() {
 #[tokio::test]
 async fn list_changed_from_the_server_bumps_tools_changed() {
     common::init_tracing();
-    let Some(entry) = common::everything_entry() else {
+    let Some(deps) = NodeDeps::everything() else {
         return;
     };
     bounded(30, async {
-        let up = spawn("everything".into(), stdio(&entry), options());
+        let up = spawn("everything".into(), stdio(&deps), options());
         connected(&up).await;
         let pid = up.child_pid();
         // The first listing (after connecting) bumps to 1; server-everything then sends
@@ -425,11 +463,11 @@ async fn list_changed_from_the_server_bumps_tools_changed() {
 #[tokio::test]
 async fn upstream_errors_map_to_the_taxonomy() {
     common::init_tracing();
-    let Some(entry) = common::everything_entry() else {
+    let Some(deps) = NodeDeps::everything() else {
         return;
     };
     bounded(30, async {
-        let up = spawn("everything".into(), stdio(&entry), options());
+        let up = spawn("everything".into(), stdio(&deps), options());
         connected(&up).await;
         // Invalid arguments: the SDK answers either with a JSON-RPC -32602 or with a
         // tool-level error result; both are legitimate, neither may be a panic or a
@@ -463,23 +501,21 @@ async fn upstream_errors_map_to_the_taxonomy() {
 
 /// Restarts the HTTP server under a connected upstream: the upstream notices, goes
 /// Reconnecting, initializes a new session on the new server and works again.
-async fn survives_server_restart(mode: &str, path: &str, sse: bool) {
-    let Some(entry) = common::everything_entry() else {
+async fn reconnects_after_a_server_restart(transport: Transport) {
+    bounded(60, survives_server_restart(transport)).await;
+}
+
+async fn survives_server_restart(transport: Transport) {
+    let Some(deps) = NodeDeps::everything() else {
         return;
     };
-    let server = common::HttpServer::start(&entry, mode).await;
+    let (up, server) = mount(&deps, transport, options()).await;
+    let server = server.expect("a transport over HTTP");
     let port = server.port;
-    let url = format!("http://127.0.0.1:{port}{path}");
-    let transport = if sse {
-        McpTransport::Sse(http(url))
-    } else {
-        McpTransport::StreamableHttp(http(url))
-    };
-    let up = spawn("everything".into(), transport, options());
     connected(&up).await;
     let mut conn = up.connection_changes();
 
-    server.stop().await;
+    server.stop();
     tokio::time::timeout(
         Duration::from_secs(10),
         conn.wait_for(|c| *c == Connection::Reconnecting),
@@ -496,7 +532,7 @@ async fn survives_server_restart(mode: &str, path: &str, sse: bool) {
         .await;
     assert!(matches!(r, Err(ToolError::Unavailable(_))), "{r:?}");
 
-    let _server = common::HttpServer::start_on(&entry, mode, port).await;
+    let _server = Everything::start_on(&deps, transport.server_mode(), port).await;
     connected(&up).await;
     let out = up
         .call(
@@ -508,18 +544,6 @@ async fn survives_server_restart(mode: &str, path: &str, sse: bool) {
         .expect("echo after the restart");
     assert_eq!(text_of(&out), "Echo: again");
     up.shutdown().await;
-}
-
-#[tokio::test]
-async fn streamable_http_reconnects_after_a_server_restart() {
-    common::init_tracing();
-    bounded(60, survives_server_restart("streamableHttp", "/mcp", false)).await;
-}
-
-#[tokio::test]
-async fn legacy_sse_reconnects_after_a_server_restart() {
-    common::init_tracing();
-    bounded(60, survives_server_restart("sse", "/sse", true)).await;
 }
 
 /// A server->client request made during a call reaches that call's downstream client,
@@ -587,33 +611,18 @@ fn with_sampling() -> McpOptions {
     }
 }
 
-#[tokio::test]
-async fn stdio_sampling_reaches_the_callers_client() {
-    common::init_tracing();
-    let Some(entry) = common::everything_entry() else {
-        return;
-    };
-    let up = spawn("everything".into(), stdio(&entry), with_sampling());
-    // Over stdio the request names no call: it may go to the one call in flight only
-    // because every caller is one tenant (the gateway says so from its policy).
-    up.set_one_tenant(true);
-    bounded(30, sampling_through_the_callers_client(up)).await;
-}
-
-#[tokio::test]
-async fn streamable_http_sampling_reaches_the_callers_client() {
-    common::init_tracing();
-    let Some(entry) = common::everything_entry() else {
+async fn sampling_reaches_the_callers_client(transport: Transport) {
+    let Some(deps) = NodeDeps::everything() else {
         return;
     };
     bounded(30, async {
-        let server = common::HttpServer::start(&entry, "streamableHttp").await;
-        let url = format!("http://127.0.0.1:{}/mcp", server.port);
-        let up = spawn(
-            "everything".into(),
-            McpTransport::StreamableHttp(http(url)),
-            with_sampling(),
-        );
+        let (up, _server) = mount(&deps, transport, with_sampling()).await;
+        if transport == Transport::Stdio {
+            // Over stdio the request names no call: it may go to the one call in flight
+            // only because every caller is one tenant (the gateway says so from its
+            // policy).
+            up.set_one_tenant(true);
+        }
         sampling_through_the_callers_client(up).await;
     })
     .await;
@@ -622,11 +631,11 @@ async fn streamable_http_sampling_reaches_the_callers_client() {
 #[tokio::test]
 async fn forwards_other_requests_and_broadcasts_notifications_outside_calls() {
     common::init_tracing();
-    let Some(entry) = common::everything_entry() else {
+    let Some(deps) = NodeDeps::everything() else {
         return;
     };
     bounded(30, async {
-        let up = spawn("everything".into(), stdio(&entry), options());
+        let up = spawn("everything".into(), stdio(&deps), options());
         connected(&up).await;
         let info = up.server_info().expect("initialize result");
         assert_eq!(info["serverInfo"]["name"], "mcp-servers/everything");

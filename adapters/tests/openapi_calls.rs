@@ -9,78 +9,58 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use serde_json::{Value, json};
 use toolgate_adapters::openapi::{Credential, OpenApiConfig, OpenApiUpstream};
 use toolgate_adapters::{CallContext, CallOutput, JsonObject, ToolError, Upstream};
+use toolgate_test_support::{MockApi, Recorded, assert_tool_error};
 
 const PNG: &[u8] = b"\x89PNG\r\n\x1a\nfake-png-bytes";
 
-#[derive(Debug, Clone)]
-struct Seen {
-    method: String,
-    path: String,
-    query: Option<String>,
-    headers: HeaderMap,
-    body: Vec<u8>,
+/// The OAuth2 token endpoint's state.
+#[derive(Default)]
+struct Tokens {
+    issued: AtomicUsize,
+    reject_first: AtomicBool,
 }
 
-impl Seen {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
+/// The recording API and its token endpoint's state.
+struct Api {
+    mock: MockApi,
+    tokens: Arc<Tokens>,
+}
+
+impl std::ops::Deref for Api {
+    type Target = MockApi;
+    fn deref(&self) -> &MockApi {
+        &self.mock
     }
 }
 
-#[derive(Default)]
-struct Api {
-    seen: Mutex<Vec<Seen>>,
-    tokens_issued: AtomicUsize,
-    reject_first_token: AtomicBool,
-}
-
-async fn handle(
-    State(api): State<Arc<Api>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let seen = Seen {
-        method: method.to_string(),
-        path: uri.path().to_owned(),
-        query: uri.query().map(str::to_owned),
-        headers: headers.clone(),
-        body: body.to_vec(),
-    };
-    api.seen.lock().unwrap().push(seen);
+async fn handle(tokens: Arc<Tokens>, seen: Recorded) -> Response {
     let json_ok =
         |v: Value| ([("content-type", "application/json")], v.to_string()).into_response();
-    match uri.path() {
+    match seen.path.as_str() {
         "/oauth/token" => {
-            let n = api.tokens_issued.fetch_add(1, Ordering::SeqCst) + 1;
+            let n = tokens.issued.fetch_add(1, Ordering::SeqCst) + 1;
             json_ok(
                 json!({"access_token": format!("tok-oauth-{n}"), "token_type": "Bearer", "expires_in": 3600}),
             )
         }
         "/v1/blobs" => {
-            let auth = headers
-                .get("authorization")
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("");
-            if auth == "Bearer tok-oauth-1" && api.reject_first_token.load(Ordering::SeqCst) {
+            let auth = seen.header("authorization").unwrap_or("");
+            if auth == "Bearer tok-oauth-1" && tokens.reject_first.load(Ordering::SeqCst) {
                 return (StatusCode::UNAUTHORIZED, "token revoked").into_response();
             }
-            json_ok(json!({"stored": body.len()}))
+            json_ok(json!({"stored": seen.body.len()}))
         }
-        p if p.starts_with("/v1/items/") && method == Method::DELETE => {
+        p if p.starts_with("/v1/items/") && seen.method == "DELETE" => {
             StatusCode::NO_CONTENT.into_response()
         }
         "/v1/items/a%20b%2Fc" => json_ok(json!({"id": "a b/c"})),
@@ -96,21 +76,24 @@ async fn handle(
             tokio::time::sleep(Duration::from_secs(3)).await;
             json_ok(json!({}))
         }
-        "/api/v3/pet/7" if method == Method::GET => {
+        "/api/v3/pet/7" if seen.method == "GET" => {
             json_ok(json!({"id": 7, "name": "doggie", "status": "available"}))
         }
         _ => json_ok(json!({"ok": true})),
     }
 }
 
-async fn serve() -> (Arc<Api>, u16) {
-    let api = Arc::new(Api::default());
-    let app = axum::Router::new().fallback(handle).with_state(api.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        axum::serve(listener, app).await.unwrap();
-    });
+/// The API with `routes` of its own besides the recorded ones.
+async fn serve_with(routes: axum::Router) -> Api {
+    let tokens = Arc::new(Tokens::default());
+    let state = tokens.clone();
+    let mock = MockApi::start_with_routes(routes, move |seen| handle(state.clone(), seen)).await;
+    Api { mock, tokens }
+}
+
+async fn serve() -> (Api, u16) {
+    let api = serve_with(axum::Router::new()).await;
+    let port = api.port;
     (api, port)
 }
 
@@ -184,13 +167,11 @@ async fn calls_upstream(port: u16) -> OpenApiUpstream {
     up
 }
 
-fn last(api: &Api) -> Seen {
-    api.seen
-        .lock()
-        .unwrap()
-        .last()
-        .cloned()
-        .expect("a request was recorded")
+/// Calls `tool` with `arguments` (an object); panics when the call fails.
+async fn call(up: &OpenApiUpstream, tool: &str, arguments: Value) -> CallOutput {
+    up.call(tool, args(arguments), ctx())
+        .await
+        .unwrap_or_else(|e| panic!("{tool}: {e:?}"))
 }
 
 fn text_of(out: &CallOutput) -> String {
@@ -204,29 +185,26 @@ fn text_of(out: &CallOutput) -> String {
 async fn parameters_in_every_location_and_style() {
     let (api, port) = serve().await;
     let up = calls_upstream(port).await;
-    let out = up
-        .call(
-            "getItem",
-            args(json!({
-                "id": "a b/c",
-                "tags": ["a", "b c"],
-                "ids": [1, 2],
-                "words": ["x", "y"],
-                "pipes": ["p", "q"],
-                "filter": {"color": "red", "size": 2},
-                "point": {"x": 1, "y": 2},
-                "q": "hello world&more",
-                "X-Trace-Id": "t-1",
-                "session": "s1",
-                "limit": 10
-            })),
-            ctx(),
-        )
-        .await
-        .unwrap();
-    let seen = last(&api);
-    assert_eq!(seen.method, "GET");
-    assert_eq!(seen.path, "/v1/items/a%20b%2Fc");
+    let out = call(
+        &up,
+        "getItem",
+        json!({
+            "id": "a b/c",
+            "tags": ["a", "b c"],
+            "ids": [1, 2],
+            "words": ["x", "y"],
+            "pipes": ["p", "q"],
+            "filter": {"color": "red", "size": 2},
+            "point": {"x": 1, "y": 2},
+            "q": "hello world&more",
+            "X-Trace-Id": "t-1",
+            "session": "s1",
+            "limit": 10
+        }),
+    )
+    .await;
+    let seen = api.last();
+    seen.expect("GET", "/v1/items/a%20b%2Fc");
     assert_eq!(
         seen.query.as_deref(),
         Some(
@@ -241,14 +219,13 @@ async fn parameters_in_every_location_and_style() {
     assert_eq!(out.raw["structuredContent"], json!({"id": "a b/c"}));
     assert_eq!(text_of(&out), r#"{"id":"a b/c"}"#);
 
-    up.call(
+    call(
+        &up,
         "styledPath",
-        args(json!({"coords": [1, 2], "parts": ["a", "b"]})),
-        ctx(),
+        json!({"coords": [1, 2], "parts": ["a", "b"]}),
     )
-    .await
-    .unwrap();
-    let seen = last(&api);
+    .await;
+    let seen = api.last();
     assert_eq!(seen.path, "/v1/matrix/;coords=1;coords=2/label/.a,b");
     assert_eq!(seen.query, None);
 }
@@ -272,18 +249,14 @@ async fn json_bodies_and_name_collisions() {
     );
     assert_eq!(tool.raw["annotations"]["idempotentHint"], true);
 
-    up.call(
+    call(
+        &up,
         "replaceItem",
-        args(json!({"id": "b1", "id__query": "q1", "name": "n", "count": null, "id__path": "i1"})),
-        ctx(),
+        json!({"id": "b1", "id__query": "q1", "name": "n", "count": null, "id__path": "i1"}),
     )
-    .await
-    .unwrap();
-    let seen = last(&api);
-    assert_eq!(
-        (seen.method.as_str(), seen.path.as_str()),
-        ("PUT", "/v1/items/i1")
-    );
+    .await;
+    let seen = api.last();
+    seen.expect("PUT", "/v1/items/i1");
     assert_eq!(seen.query.as_deref(), Some("id=q1"));
     assert_eq!(seen.header("content-type"), Some("application/json"));
     assert_eq!(seen.body, br#"{"id":"b1","name":"n","count":null}"#);
@@ -300,20 +273,15 @@ async fn json_bodies_and_name_collisions() {
     )
     .await
     .unwrap();
-    let seen = last(&api);
+    let seen = api.last();
     assert_eq!(seen.header("x-request-id"), Some("req-42"));
     assert_eq!(seen.header("x-other"), None);
     assert_eq!(seen.body, br#"{"name":"m"}"#);
 
     // a non-object body travels under `body`
-    up.call("batch", args(json!({"body": [1, 2, 3]})), ctx())
-        .await
-        .unwrap();
-    let seen = last(&api);
-    assert_eq!(
-        (seen.method.as_str(), seen.path.as_str()),
-        ("POST", "/v1/batch")
-    );
+    call(&up, "batch", json!({"body": [1, 2, 3]})).await;
+    let seen = api.last();
+    seen.expect("POST", "/v1/batch");
     assert_eq!(seen.body, b"[1,2,3]");
 }
 
@@ -322,24 +290,20 @@ async fn form_multipart_text_and_binary_bodies_with_auth() {
     let (api, port) = serve().await;
     let up = calls_upstream(port).await;
 
-    up.call(
+    call(
+        &up,
         "createCharge",
-        args(json!({
+        json!({
             "amount": 2000,
             "currency": "usd",
             "metadata": {"order_id": "6735"},
             "expand": ["customer", "balance_transaction"],
             "shipping": {"name": "Jo Ann", "address": {"city": "Zürich"}}
-        })),
-        ctx(),
+        }),
     )
-    .await
-    .unwrap();
-    let seen = last(&api);
-    assert_eq!(
-        (seen.method.as_str(), seen.path.as_str()),
-        ("POST", "/v1/charges")
-    );
+    .await;
+    let seen = api.last();
+    seen.expect("POST", "/v1/charges");
     assert_eq!(
         seen.header("content-type"),
         Some("application/x-www-form-urlencoded")
@@ -355,14 +319,13 @@ async fn form_multipart_text_and_binary_bodies_with_auth() {
     );
 
     let file_b64 = base64::engine::general_purpose::STANDARD.encode(PNG);
-    up.call(
+    call(
+        &up,
         "uploadDocument",
-        args(json!({"title": "T", "file": file_b64, "meta": {"a": 1}})),
-        ctx(),
+        json!({"title": "T", "file": file_b64, "meta": {"a": 1}}),
     )
-    .await
-    .unwrap();
-    let seen = last(&api);
+    .await;
+    let seen = api.last();
     assert_eq!(seen.path, "/v1/upload");
     assert_eq!(seen.query.as_deref(), Some("api_key=key%20q"));
     assert_eq!(seen.header("authorization"), None);
@@ -390,30 +353,18 @@ async fn form_multipart_text_and_binary_bodies_with_auth() {
     );
     assert_eq!(seen.body, expected);
 
-    let out = up
-        .call("addNote", args(json!({"body": "hello note"})), ctx())
-        .await
-        .unwrap();
-    let seen = last(&api);
-    assert_eq!(
-        (seen.method.as_str(), seen.path.as_str()),
-        ("POST", "/v1/notes")
-    );
+    let out = call(&up, "addNote", json!({"body": "hello note"})).await;
+    let seen = api.last();
+    seen.expect("POST", "/v1/notes");
     assert_eq!(seen.header("content-type"), Some("text/plain"));
     assert_eq!(seen.header("cookie"), Some("auth_token=key-c"));
     assert_eq!(seen.body, b"hello note");
     assert_eq!(text_of(&out), "noted");
     assert!(out.raw.get("structuredContent").is_none());
 
-    let out = up
-        .call("deleteItem", args(json!({"id": "i9"})), ctx())
-        .await
-        .unwrap();
-    let seen = last(&api);
-    assert_eq!(
-        (seen.method.as_str(), seen.path.as_str()),
-        ("DELETE", "/v1/items/i9")
-    );
+    let out = call(&up, "deleteItem", json!({"id": "i9"})).await;
+    let seen = api.last();
+    seen.expect("DELETE", "/v1/items/i9");
     assert_eq!(seen.header("x-api-key"), Some("key-h"));
     assert_eq!(seen.header("authorization"), None);
     assert!(!out.is_error());
@@ -425,17 +376,12 @@ async fn oauth2_client_credentials_token_is_fetched_cached_and_refreshed() {
     let (api, port) = serve().await;
     let up = calls_upstream(port).await;
     let blob = base64::engine::general_purpose::STANDARD.encode([0u8, 1, 2, 255]);
-    up.call("putBlob", args(json!({"body": blob})), ctx())
-        .await
-        .unwrap();
+    call(&up, "putBlob", json!({"body": blob})).await;
     {
-        let seen = api.seen.lock().unwrap().clone();
+        let seen = api.requests();
         assert_eq!(seen.len(), 2, "token request, then the call");
         let token = &seen[0];
-        assert_eq!(
-            (token.method.as_str(), token.path.as_str()),
-            ("POST", "/oauth/token")
-        );
+        token.expect("POST", "/oauth/token");
         let basic = base64::engine::general_purpose::STANDARD.encode("cid:csecret");
         assert_eq!(
             token.header("authorization"),
@@ -450,10 +396,7 @@ async fn oauth2_client_credentials_token_is_fetched_cached_and_refreshed() {
             b"grant_type=client_credentials&scope=blobs%3Awrite"
         );
         let call = &seen[1];
-        assert_eq!(
-            (call.method.as_str(), call.path.as_str()),
-            ("PUT", "/v1/blobs")
-        );
+        call.expect("PUT", "/v1/blobs");
         assert_eq!(call.header("authorization"), Some("Bearer tok-oauth-1"));
         assert_eq!(
             call.header("content-type"),
@@ -462,20 +405,15 @@ async fn oauth2_client_credentials_token_is_fetched_cached_and_refreshed() {
         assert_eq!(call.body, [0u8, 1, 2, 255]);
     }
     // cached: no second token request
-    up.call("putBlob", args(json!({"body": blob})), ctx())
-        .await
-        .unwrap();
-    assert_eq!(api.tokens_issued.load(Ordering::SeqCst), 1);
+    call(&up, "putBlob", json!({"body": blob})).await;
+    assert_eq!(api.tokens.issued.load(Ordering::SeqCst), 1);
     // a 401 drops the token; the call is retried once with a fresh one
-    api.reject_first_token.store(true, Ordering::SeqCst);
-    let out = up
-        .call("putBlob", args(json!({"body": blob})), ctx())
-        .await
-        .unwrap();
+    api.tokens.reject_first.store(true, Ordering::SeqCst);
+    let out = call(&up, "putBlob", json!({"body": blob})).await;
     assert!(!out.is_error(), "{:?}", out.raw);
-    assert_eq!(api.tokens_issued.load(Ordering::SeqCst), 2);
+    assert_eq!(api.tokens.issued.load(Ordering::SeqCst), 2);
     assert_eq!(
-        last(&api).header("authorization"),
+        api.last().header("authorization"),
         Some("Bearer tok-oauth-2")
     );
 }
@@ -485,9 +423,9 @@ async fn responses_errors_timeouts_and_validation() {
     let (api, port) = serve().await;
     let up = calls_upstream(port).await;
 
-    let out = up.call("getImage", args(json!({})), ctx()).await.unwrap();
+    let out = call(&up, "getImage", json!({})).await;
     assert_eq!(
-        last(&api).header("authorization"),
+        api.last().header("authorization"),
         None,
         "security: [] means no auth"
     );
@@ -500,16 +438,9 @@ async fn responses_errors_timeouts_and_validation() {
             .as_str()
     );
 
-    let out = up
-        .call("alwaysFails", args(json!({})), ctx())
-        .await
-        .unwrap();
-    assert!(out.is_error());
-    let text = text_of(&out);
-    assert!(
-        text.contains("HTTP 404") && text.contains("no such thing"),
-        "{text}"
-    );
+    let out = call(&up, "alwaysFails", json!({})).await;
+    let text = assert_tool_error(&out.raw, "HTTP 404");
+    assert!(text.contains("no such thing"), "{text}");
 
     let started = std::time::Instant::now();
     let err = up
@@ -564,15 +495,9 @@ async fn swagger_petstore_v3_calls() {
     config.auth = BTreeMap::from([("api_key".into(), Credential::ApiKey { value: "pk".into() })]);
     let (up, _) = OpenApiUpstream::load("petstore", config).await.unwrap();
 
-    let out = up
-        .call("getPetById", args(json!({"petId": 7})), ctx())
-        .await
-        .unwrap();
-    let seen = last(&api);
-    assert_eq!(
-        (seen.method.as_str(), seen.path.as_str()),
-        ("GET", "/api/v3/pet/7")
-    );
+    let out = call(&up, "getPetById", json!({"petId": 7})).await;
+    let seen = api.last();
+    seen.expect("GET", "/api/v3/pet/7");
     assert_eq!(seen.header("api_key"), Some("pk"));
     assert_eq!(out.raw["structuredContent"]["name"], "doggie");
     // clients validate structured results against the output schema: the lenient
@@ -590,37 +515,30 @@ async fn swagger_petstore_v3_calls() {
         &out.raw["structuredContent"]
     ));
 
-    up.call("findPetsByTags", args(json!({"tags": ["x", "y"]})), ctx())
-        .await
-        .unwrap();
-    let seen = last(&api);
+    call(&up, "findPetsByTags", json!({"tags": ["x", "y"]})).await;
+    let seen = api.last();
     assert_eq!(seen.path, "/api/v3/pet/findByTags");
     assert_eq!(seen.query.as_deref(), Some("tags=x&tags=y"));
 
-    up.call(
+    call(
+        &up,
         "updatePetWithForm",
-        args(json!({"petId": 7, "name": "Rex", "status": "sold"})),
-        ctx(),
+        json!({"petId": 7, "name": "Rex", "status": "sold"}),
     )
-    .await
-    .unwrap();
-    let seen = last(&api);
-    assert_eq!(
-        (seen.method.as_str(), seen.path.as_str()),
-        ("POST", "/api/v3/pet/7")
-    );
+    .await;
+    let seen = api.last();
+    seen.expect("POST", "/api/v3/pet/7");
     assert_eq!(seen.query.as_deref(), Some("name=Rex&status=sold"));
     assert!(seen.body.is_empty());
 
     let b64 = base64::engine::general_purpose::STANDARD.encode("abc");
-    up.call(
+    call(
+        &up,
         "uploadFile",
-        args(json!({"petId": 7, "additionalMetadata": "m", "body": b64})),
-        ctx(),
+        json!({"petId": 7, "additionalMetadata": "m", "body": b64}),
     )
-    .await
-    .unwrap();
-    let seen = last(&api);
+    .await;
+    let seen = api.last();
     assert_eq!(seen.path, "/api/v3/pet/7/uploadImage");
     assert_eq!(seen.query.as_deref(), Some("additionalMetadata=m"));
     assert_eq!(
@@ -629,56 +547,38 @@ async fn swagger_petstore_v3_calls() {
     );
     assert_eq!(seen.body, b"abc");
 
-    up.call(
-        "addPet",
-        args(json!({"name": "doggie", "photoUrls": ["u"]})),
-        ctx(),
-    )
-    .await
-    .unwrap();
-    let seen = last(&api);
-    assert_eq!(
-        (seen.method.as_str(), seen.path.as_str()),
-        ("POST", "/api/v3/pet")
-    );
+    call(&up, "addPet", json!({"name": "doggie", "photoUrls": ["u"]})).await;
+    let seen = api.last();
+    seen.expect("POST", "/api/v3/pet");
     assert_eq!(seen.header("content-type"), Some("application/json"));
     assert_eq!(seen.body, br#"{"name":"doggie","photoUrls":["u"]}"#);
 
     // the spec's parameter/body collision: path `username` vs body `username`
-    up.call(
+    call(
+        &up,
         "updateUser",
-        args(json!({"username__path": "bob", "username": "bobby", "email": "b@x"})),
-        ctx(),
+        json!({"username__path": "bob", "username": "bobby", "email": "b@x"}),
     )
-    .await
-    .unwrap();
-    let seen = last(&api);
-    assert_eq!(
-        (seen.method.as_str(), seen.path.as_str()),
-        ("PUT", "/api/v3/user/bob")
-    );
+    .await;
+    let seen = api.last();
+    seen.expect("PUT", "/api/v3/user/bob");
     assert_eq!(seen.body, br#"{"username":"bobby","email":"b@x"}"#);
 
-    up.call(
+    call(
+        &up,
         "deletePet",
-        args(json!({"petId": 7, "api_key": "header-param"})),
-        ctx(),
+        json!({"petId": 7, "api_key": "header-param"}),
     )
-    .await
-    .unwrap();
-    let seen = last(&api);
-    assert_eq!(
-        (seen.method.as_str(), seen.path.as_str()),
-        ("DELETE", "/api/v3/pet/7")
-    );
+    .await;
+    let seen = api.last();
+    seen.expect("DELETE", "/api/v3/pet/7");
     assert_eq!(seen.header("api_key"), Some("header-param"));
 }
 
 #[tokio::test]
 async fn spec_from_url_with_relative_server_and_health() {
-    let (api, port) = serve().await;
-    // The app answers every path with `{"ok": true}`: a tiny spec would not parse from
-    // that, so serve one from a second app instead.
+    // The API answers every other path with `{"ok": true}`: a tiny spec would not parse
+    // from that, so the spec is a route of its own.
     let spec = json!({
         "openapi": "3.0.3",
         "info": {"title": "rel", "version": "1"},
@@ -687,17 +587,12 @@ async fn spec_from_url_with_relative_server_and_health() {
         // schemes defined, but no `security` anywhere: configured credentials are sent anyway
         "components": {"securitySchemes": {"key": {"type": "apiKey", "in": "header", "name": "X-Key"}}}
     });
-    let app = axum::Router::new()
-        .route(
-            "/specs/rel.json",
-            axum::routing::get(move || async move { axum::Json(spec) }),
-        )
-        .fallback(handle)
-        .with_state(api.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port2 = listener.local_addr().unwrap().port();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    let _ = port;
+    let routes = axum::Router::new().route(
+        "/specs/rel.json",
+        axum::routing::get(move || async move { axum::Json(spec) }),
+    );
+    let api = serve_with(routes).await;
+    let port2 = api.port;
 
     let mut config = OpenApiConfig::from_url(format!("http://127.0.0.1:{port2}/specs/rel.json"));
     config.allow_private_networks = true;
@@ -706,14 +601,14 @@ async fn spec_from_url_with_relative_server_and_health() {
     });
     config.auth = BTreeMap::from([("key".into(), Credential::ApiKey { value: "k1".into() })]);
     let (up, _) = OpenApiUpstream::load("rel", config.clone()).await.unwrap();
-    up.call("ping", args(json!({})), ctx()).await.unwrap();
-    let seen = last(&api);
+    call(&up, "ping", json!({})).await;
+    let seen = api.last();
     assert_eq!(seen.path, "/rel-api/ping");
     assert_eq!(seen.query.as_deref(), Some("tenant=7"));
     assert_eq!(seen.header("x-key"), Some("k1"));
 
     up.check(Duration::from_secs(2)).await.unwrap();
-    assert_eq!(last(&api).path, "/rel-api/healthz");
+    assert_eq!(api.last().path, "/rel-api/healthz");
 
     // without a health path: a TCP connect to the API's host
     config.health = None;

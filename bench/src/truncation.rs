@@ -12,76 +12,11 @@ use crate::Settings;
 use crate::load::median_duration;
 use crate::report::Report;
 
-/// A fixed-seed PRNG (xorshift64*): every run sees the same payload.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-}
-
-const WORDS: &[&str] = &[
-    "the",
-    "gateway",
-    "serves",
-    "tools",
-    "to",
-    "agents",
-    "and",
-    "every",
-    "result",
-    "must",
-    "fit",
-    "a",
-    "budget",
-    "counted",
-    "with",
-    "real",
-    "tokenizer",
-    "because",
-    "models",
-    "read",
-    "tokens",
-    "not",
-    "characters",
-    "which",
-    "is",
-    "why",
-    "we",
-    "measure",
-    "carefully,",
-    "then",
-];
-
-/// A JSON array of list-API records (ids, numbers, labels, prose), about `bytes` long.
+/// A JSON array of list-API records (ids, numbers, labels, prose), about `bytes` long:
+/// the shared generator with a fixed seed, so every run sees the same payload.
 pub fn json_records(bytes: usize) -> String {
-    let mut rng = Rng(17);
-    let mut items = Vec::new();
-    let mut size = 2;
-    let mut i = 0u64;
-    while size < bytes {
-        let words = 20 + (rng.next() % 30) as usize;
-        let body: Vec<&str> = (0..words)
-            .map(|_| WORDS[(rng.next() % WORDS.len() as u64) as usize])
-            .collect();
-        let item = json!({
-            "id": format!("{:016x}-{:08x}", rng.next(), rng.next() as u32),
-            "number": i,
-            "name": format!("record-{i}"),
-            "state": if rng.next().is_multiple_of(3) { "closed" } else { "open" },
-            "score": (rng.next() % 10_000) as f64 / 100.0,
-            "labels": ["bug", "p2", format!("team-{}", rng.next() % 9)],
-            "body": body.join(" "),
-        });
-        size += item.to_string().len() + 1;
-        items.push(item);
-        i += 1;
-    }
-    Value::Array(items).to_string()
+    use toolgate_test_support::text;
+    text::json_records(bytes, text::WORDS, 17)
 }
 
 fn timed<T>(runs: usize, mut f: impl FnMut() -> T) -> (Duration, T) {

@@ -6,14 +6,15 @@
 //! real payloads: time per count, tokens per second, and whether the counts agree.
 //!
 //! Payloads come from the shared specs (`TOOLGATE_SHARED`, default `../shared` next to
-//! the workspace) when present, and from fixed-seed generators otherwise.
+//! the workspace) when present, and from the shared fixed-seed generator
+//! (`toolgate_test_support::text`) otherwise.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use base64::Engine;
 use serde_json::{Value, json};
 use toolgate::truncate::{Budget, Encoding, count, truncate_result};
+use toolgate_test_support::text;
 
 const RUNS: usize = 7;
 
@@ -24,124 +25,26 @@ fn shared_dir() -> PathBuf {
     }
 }
 
-/// A small fixed-seed PRNG (xorshift64*), so every run sees the same data.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn uuid(&mut self) -> String {
-        let a = self.next();
-        let b = self.next();
-        format!(
-            "{:08x}-{:04x}-4{:03x}-a{:03x}-{:012x}",
-            a >> 32,
-            (a >> 16) & 0xffff,
-            a & 0xfff,
-            b >> 52,
-            b & 0xffff_ffff_ffff
-        )
-    }
-}
-
 fn slice(s: &str, n: usize) -> String {
-    let mut end = n.min(s.len());
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].to_owned()
+    text::slice(s, n).to_owned()
 }
 
 fn prose(n: usize) -> String {
-    let words = [
-        "the",
-        "gateway",
-        "serves",
-        "tools",
-        "to",
-        "agents",
-        "and",
-        "every",
-        "result",
-        "must",
-        "fit",
-        "a",
-        "budget",
-        "counted",
-        "with",
-        "real",
-        "tokenizer",
-        "because",
-        "models",
-        "read",
-        "tokens",
-        "not",
-        "characters",
-        "; ",
-        "which",
-        "is",
-        "why",
-        "we",
-        "measure",
-        "carefully,",
-        "then",
-        "decide.",
-    ];
-    let mut rng = Rng(7);
-    let mut out = String::new();
-    let mut sentence = 0;
-    while out.len() < n {
-        let w = words[(rng.next() % words.len() as u64) as usize];
-        out.push_str(w);
-        sentence += 1;
-        if sentence % 14 == 0 {
-            out.push_str(".\n");
-        } else {
-            out.push(' ');
-        }
-    }
-    slice(&out, n)
+    text::prose(text::WORDS, n, 7)
 }
 
 fn base64_blob(n: usize) -> String {
-    let mut rng = Rng(11);
-    let bytes: Vec<u8> = (0..n * 3 / 4).map(|_| rng.next() as u8).collect();
-    base64::engine::general_purpose::STANDARD.encode(bytes)
+    text::base64_of(n * 3 / 4, 11)
 }
 
 fn uuids(n: usize) -> String {
-    let mut rng = Rng(13);
-    let mut out = String::new();
-    while out.len() < n {
-        out.push_str(&format!("id={} parent={}\n", rng.uuid(), rng.uuid()));
-    }
-    slice(&out, n)
+    text::uuid_lines(n, 13)
 }
 
-/// A 1 MB list response: an array of records.
+/// A 1 MB list response: an array of records (the payload of the bench's truncation
+/// rows).
 pub fn json_records(n: usize) -> String {
-    let mut rng = Rng(17);
-    let mut items = Vec::new();
-    let mut size = 0;
-    let mut i = 0;
-    while size < n {
-        let item = json!({
-            "id": rng.uuid(),
-            "number": i,
-            "name": format!("record-{i}"),
-            "state": if rng.next().is_multiple_of(3) { "closed" } else { "open" },
-            "score": (rng.next() % 10_000) as f64 / 100.0,
-            "labels": ["bug", "p2", format!("team-{}", rng.next() % 9)],
-            "body": prose(120 + (rng.next() % 200) as usize),
-        });
-        size += serde_json::to_string(&item).unwrap().len() + 1;
-        items.push(item);
-        i += 1;
-    }
-    serde_json::to_string(&Value::Array(items)).unwrap()
+    text::json_records(n, text::WORDS, 17)
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {

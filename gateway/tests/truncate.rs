@@ -3,15 +3,16 @@
 //! Real payloads are slices of the shared specs, found through `TOOLGATE_SHARED`
 //! (default `../shared` next to the workspace root); when they are missing the tests
 //! that need them print a notice and pass, except under `CI=true`, where that fails.
-//! Generated payloads use a fixed seed.
+//! Generated payloads come from the shared generator (`toolgate_test_support::text`)
+//! with fixed seeds.
 
 use std::path::PathBuf;
 
-use base64::Engine;
 use serde_json::{Map, Value, json};
 use toolgate::truncate::{
     Budget, Encoding, MIN_TOKENS, Truncated, count, count_whole, truncate_result,
 };
+use toolgate_test_support::text::{self, Rng, base64_of, slice};
 
 type JsonObject = Map<String, Value>;
 
@@ -46,96 +47,14 @@ fn spec(dir: &std::path::Path, name: &str) -> String {
         .unwrap_or_else(|e| panic!("reading {name}: {e}"))
 }
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-    fn uuid(&mut self) -> String {
-        let a = self.next();
-        let b = self.next();
-        format!("{:016x}-{:016x}", a, b)
-    }
-}
-
-fn slice(s: &str, n: usize) -> &str {
-    let mut end = n.min(s.len());
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
-
+/// Prose with multi-byte words, `n` bytes at most.
 fn prose(n: usize, seed: u64) -> String {
-    let words = [
-        "the",
-        "gateway",
-        "serves",
-        "tools",
-        "to",
-        "agents",
-        "and",
-        "every",
-        "result",
-        "must",
-        "fit",
-        "a",
-        "budget",
-        "counted",
-        "with",
-        "a",
-        "real",
-        "tokenizer,",
-        "Überprüfung",
-        "données",
-        "日本語の文章",
-        "emoji 🚀",
-        "because",
-        "models",
-        "read",
-        "tokens.",
-    ];
-    let mut rng = Rng(seed);
-    let mut out = String::with_capacity(n + 32);
-    let mut w = 0;
-    while out.len() < n {
-        out.push_str(words[rng.below(words.len() as u64) as usize]);
-        w += 1;
-        out.push(if w % 13 == 0 { '\n' } else { ' ' });
-    }
-    slice(&out, n).to_owned()
+    text::prose(text::MIXED_WORDS, n, seed)
 }
 
+/// A JSON array of records with multi-byte prose, about `n` bytes.
 fn json_records(n: usize, seed: u64) -> String {
-    let mut rng = Rng(seed);
-    let mut items = Vec::new();
-    let mut size = 0;
-    let mut i = 0u64;
-    while size < n {
-        let item = json!({
-            "id": rng.uuid(),
-            "number": i,
-            "state": if rng.below(3) == 0 { "closed" } else { "open" },
-            "labels": ["bug", format!("team-{}", rng.below(9))],
-            "body": prose(80 + rng.below(300) as usize, i),
-        });
-        size += item.to_string().len() + 1;
-        items.push(item);
-        i += 1;
-    }
-    Value::Array(items).to_string()
-}
-
-fn base64_of(n: usize, seed: u64) -> String {
-    let mut rng = Rng(seed);
-    let bytes: Vec<u8> = (0..n).map(|_| rng.next() as u8).collect();
-    base64::engine::general_purpose::STANDARD.encode(bytes)
+    text::json_records(n, text::MIXED_WORDS, seed)
 }
 
 fn text_result(texts: &[&str]) -> JsonObject {

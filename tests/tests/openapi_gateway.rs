@@ -20,17 +20,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use toolgate_e2e::{
-    Gateway, McpSession, START_TIMEOUT, TempDir, first_text, heavy_lock, http, tool_names,
-    toolgate_bin, wait_for, workspace_root,
+    Gateway, McpSession, MockApi, Recorded, START_TIMEOUT, TempDir, assert_tool_error, first_text,
+    heavy_lock, http, tool_names, toolgate_bin, wait_for, workspace_root,
 };
 
 const PETSTORE: &str = "swagger-petstore3-openapi.yaml";
@@ -54,29 +53,10 @@ const ADMIN_TOKEN: &str = "admin-token-for-e2e-tests-0123456789";
 // ---------------------------------------------------------------------------------
 // The shared corpus
 
-fn under_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
-}
-
-/// `$TOOLGATE_SHARED/specs` (default `<workspace>/../shared/specs`); `None` after a
-/// notice when missing, a panic under `CI=true`.
+/// `$TOOLGATE_SHARED/specs` (default `<workspace>/../shared/specs`) when it holds the
+/// Petstore spec; `None` after a notice when missing, a panic under `CI=true`.
 fn specs_dir() -> Option<PathBuf> {
-    let shared = std::env::var_os("TOOLGATE_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("../shared"));
-    let specs = shared.join("specs");
-    if specs.join(PETSTORE).is_file() {
-        return Some(specs);
-    }
-    let msg = format!(
-        "the shared spec corpus is missing at {} (set TOOLGATE_SHARED)",
-        specs.display()
-    );
-    if under_ci() {
-        panic!("CI=true: {msg}");
-    }
-    eprintln!("NOTICE: skipping test: {msg}");
-    None
+    toolgate_e2e::specs_dir(&[PETSTORE])
 }
 
 fn fixture(name: &str) -> String {
@@ -90,40 +70,14 @@ fn fixture(name: &str) -> String {
 // ---------------------------------------------------------------------------------
 // The Petstore API
 
-/// One request as the API received it.
-#[derive(Clone, Debug)]
-struct Seen {
-    method: String,
-    path: String,
-    query: Option<String>,
-    headers: HeaderMap,
-    body: Vec<u8>,
-}
-
-impl Seen {
-    fn header(&self, name: &str) -> Option<String> {
-        let all: Vec<String> = self
-            .headers
-            .get_all(name)
-            .iter()
-            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-            .collect();
-        assert!(
-            all.len() <= 1,
-            "header {name} sent {} times: {all:?}",
-            all.len()
-        );
-        all.into_iter().next()
-    }
-}
-
-type Log = Arc<Mutex<Vec<Seen>>>;
-
 /// The Petstore API on 127.0.0.1:<free port>, recording every request.
-struct PetApi {
-    port: u16,
-    seen: Log,
-    task: tokio::task::JoinHandle<()>,
+struct PetApi(MockApi);
+
+impl std::ops::Deref for PetApi {
+    type Target = MockApi;
+    fn deref(&self) -> &MockApi {
+        &self.0
+    }
 }
 
 /// The pet the API knows (id 1).
@@ -137,46 +91,12 @@ const BIG_SPEC_BYTES: usize = 50 * 1024 * 1024;
 
 impl PetApi {
     async fn start() -> PetApi {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind the Petstore API on 127.0.0.1");
-        let port = listener.local_addr().unwrap().port();
-        let seen: Log = Arc::default();
-        let app = axum::Router::new()
-            .fallback(answer)
-            .with_state(seen.clone());
-        let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
-        PetApi { port, seen, task }
+        PetApi(MockApi::start(answer).await)
     }
 
     /// What a gateway config uses as `base_url`.
     fn base_url(&self) -> String {
-        format!("http://127.0.0.1:{}/api/v3", self.port)
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
-    }
-
-    fn requests(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
-    }
-
-    /// The requests received since `before` requests had been seen.
-    fn since(&self, before: usize) -> Vec<Seen> {
-        self.requests().split_off(before)
-    }
-
-    fn count(&self) -> usize {
-        self.seen.lock().unwrap().len()
-    }
-}
-
-impl Drop for PetApi {
-    fn drop(&mut self) {
-        self.task.abort();
+        self.url("/api/v3")
     }
 }
 
@@ -189,31 +109,14 @@ fn json_response(status: StatusCode, v: Value) -> Response {
         .into_response()
 }
 
-async fn answer(
-    axum::extract::State(seen): axum::extract::State<Log>,
-    req: axum::extract::Request,
-) -> Response {
-    let (parts, body) = req.into_parts();
-    let body = axum::body::to_bytes(body, 4 * 1024 * 1024)
-        .await
-        .map(|b| b.to_vec())
-        .unwrap_or_default();
-    let path = parts.uri.path().to_string();
-    let method = parts.method.as_str().to_string();
-    seen.lock().unwrap().push(Seen {
-        method: method.clone(),
-        path: path.clone(),
-        query: parts.uri.query().map(String::from),
-        headers: parts.headers.clone(),
-        body: body.clone(),
-    });
-    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    match (method.as_str(), segments.as_slice()) {
+async fn answer(seen: Recorded) -> Response {
+    let segments: Vec<&str> = seen.path.trim_start_matches('/').split('/').collect();
+    match (seen.method.as_str(), segments.as_slice()) {
         ("GET", ["big-spec.json"]) => big_spec(),
         ("GET", ["api", "v3", "pet", "findByStatus"]) => {
-            let status = parts
-                .uri
-                .query()
+            let status = seen
+                .query
+                .as_deref()
                 .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("status=")))
                 .unwrap_or("available")
                 .to_string();
@@ -233,7 +136,7 @@ async fn answer(
                 )
             }
         }
-        ("POST", ["api", "v3", "pet"]) => match serde_json::from_slice::<Value>(&body) {
+        ("POST", ["api", "v3", "pet"]) => match serde_json::from_slice::<Value>(&seen.body) {
             Ok(pet) => json_response(StatusCode::OK, pet),
             Err(e) => json_response(
                 StatusCode::BAD_REQUEST,
@@ -313,6 +216,32 @@ fn bearer() -> String {
     format!("Bearer {ADMIN_TOKEN}")
 }
 
+/// [`admin`] with the admin token.
+async fn as_admin(
+    gw: &Gateway,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    admin(gw, method, path, Some(&bearer()), body).await
+}
+
+/// `tools/call` of `tool`: the call's result (a panic when the answer has none).
+async fn call(session: &McpSession, tool: &str, arguments: Value) -> Value {
+    let ex = session
+        .call_tool(tool, arguments)
+        .await
+        .unwrap_or_else(|e| panic!("tools/call {tool}: {e:#}"));
+    ex.result().clone()
+}
+
+/// [`call`] of a tool that must succeed (`isError` is not true).
+async fn call_ok(session: &McpSession, tool: &str, arguments: Value) -> Value {
+    let result = call(session, tool, arguments).await;
+    assert_ne!(result["isError"], true, "{tool} failed: {result:#}");
+    result
+}
+
 /// The tool definitions named `<upstream>__*`, by name.
 fn tools_of(list: &Value, upstream: &str) -> BTreeMap<String, Value> {
     let prefix = format!("{upstream}__");
@@ -364,20 +293,11 @@ async fn pet_tool_names(session: &McpSession) -> BTreeSet<String> {
 /// `pets__getPetById {petId: 1}` answers the pet, and the API saw exactly that call.
 async fn assert_get_pet_works(session: &McpSession, api: &PetApi) {
     let before = api.count();
-    let ex = session
-        .call_tool("pets__getPetById", json!({"petId": 1}))
-        .await
-        .expect("tools/call pets__getPetById");
-    let result = ex.result();
-    assert_ne!(result["isError"], true, "getPetById failed: {result:#}");
+    let result = call_ok(session, "pets__getPetById", json!({"petId": 1})).await;
     assert_eq!(result["structuredContent"], pet_one(), "{result:#}");
-    let seen = api.since(before);
-    assert_eq!(seen.len(), 1, "one API request expected: {seen:#?}");
-    assert_eq!(
-        (seen[0].method.as_str(), seen[0].path.as_str()),
-        ("GET", "/api/v3/pet/1")
-    );
-    assert_eq!(seen[0].header("api_key").as_deref(), Some(API_KEY));
+    let seen = api.one_since(before);
+    seen.expect("GET", "/api/v3/pet/1");
+    assert_eq!(seen.single_header("api_key").as_deref(), Some(API_KEY));
 }
 
 /// Sends SIGTERM to the gateway and waits (bounded) for it to exit.
@@ -535,14 +455,9 @@ async fn petstore_calls_reach_the_api_exactly() {
     assert!(api.requests().is_empty(), "listing tools calls nothing");
 
     // GET with a path parameter and the api_key credential; JSON object answer
-    let ex = session
-        .call_tool("pets__getPetById", json!({"petId": 1}))
-        .await
-        .expect("call getPetById");
-    let result = ex.result();
-    assert_ne!(result["isError"], true, "{result:#}");
+    let result = call_ok(&session, "pets__getPetById", json!({"petId": 1})).await;
     assert_eq!(result["structuredContent"], pet_one(), "{result:#}");
-    let text: Value = serde_json::from_str(&first_text(result))
+    let text: Value = serde_json::from_str(&first_text(&result))
         .unwrap_or_else(|e| panic!("text is the JSON answer ({e}): {result:#}"));
     assert_eq!(text, pet_one());
     let seen = api.requests();
@@ -551,53 +466,42 @@ async fn petstore_calls_reach_the_api_exactly() {
     assert_eq!(r.method, "GET");
     assert_eq!(r.path, "/api/v3/pet/1");
     assert_eq!(r.query, None);
-    assert_eq!(r.header("api_key").as_deref(), Some(API_KEY));
-    assert_eq!(r.header("authorization"), None);
-    assert_eq!(r.header("cookie"), None);
-    assert_eq!(r.header("content-type"), None);
+    assert_eq!(r.single_header("api_key").as_deref(), Some(API_KEY));
+    assert_eq!(r.single_header("authorization"), None);
+    assert_eq!(r.single_header("cookie"), None);
+    assert_eq!(r.single_header("content-type"), None);
     assert!(r.body.is_empty(), "GET without a body");
 
     // GET with a query parameter; the operation's security (OAuth2) has no credential
     // here, so the api key is not sent
     let before = api.count();
-    let ex = session
-        .call_tool("pets__findPetsByStatus", json!({"status": "available"}))
-        .await
-        .expect("call findPetsByStatus");
-    let result = ex.result();
-    assert_ne!(result["isError"], true, "{result:#}");
-    let text: Value = serde_json::from_str(&first_text(result)).expect("JSON text");
+    let result = call_ok(
+        &session,
+        "pets__findPetsByStatus",
+        json!({"status": "available"}),
+    )
+    .await;
+    let text: Value = serde_json::from_str(&first_text(&result)).expect("JSON text");
     assert_eq!(text, json!([pet_one()]));
-    let seen = api.since(before);
-    assert_eq!(seen.len(), 1, "{seen:#?}");
-    let r = &seen[0];
+    let r = api.one_since(before);
+    r.expect_query("GET", "/api/v3/pet/findByStatus", Some("status=available"));
     assert_eq!(
-        (r.method.as_str(), r.path.as_str(), r.query.as_deref()),
-        ("GET", "/api/v3/pet/findByStatus", Some("status=available"))
+        r.single_header("api_key"),
+        None,
+        "no credential for petstore_auth"
     );
-    assert_eq!(r.header("api_key"), None, "no credential for petstore_auth");
     assert!(r.body.is_empty());
 
     // POST with a JSON body built from the flattened arguments
     let before = api.count();
     let new_pet = json!({"id": 7, "name": "Rex", "photoUrls": ["https://img.example/rex.png"],
                          "status": "pending"});
-    let ex = session
-        .call_tool("pets__addPet", new_pet.clone())
-        .await
-        .expect("call addPet");
-    let result = ex.result();
-    assert_ne!(result["isError"], true, "{result:#}");
+    let result = call_ok(&session, "pets__addPet", new_pet.clone()).await;
     assert_eq!(result["structuredContent"], new_pet, "{result:#}");
-    let seen = api.since(before);
-    assert_eq!(seen.len(), 1, "{seen:#?}");
-    let r = &seen[0];
+    let r = api.one_since(before);
+    r.expect_query("POST", "/api/v3/pet", None);
     assert_eq!(
-        (r.method.as_str(), r.path.as_str(), r.query.as_deref()),
-        ("POST", "/api/v3/pet", None)
-    );
-    assert_eq!(
-        r.header("content-type").as_deref(),
+        r.single_header("content-type").as_deref(),
         Some("application/json")
     );
     assert_eq!(
@@ -605,44 +509,31 @@ async fn petstore_calls_reach_the_api_exactly() {
         r#"{"id":7,"name":"Rex","photoUrls":["https://img.example/rex.png"],"status":"pending"}"#,
         "exact body bytes"
     );
-    assert_eq!(r.header("api_key"), None);
+    assert_eq!(r.single_header("api_key"), None);
 
     // DELETE with the api_key header parameter given by the caller; empty 200 answer
     let before = api.count();
-    let ex = session
-        .call_tool(
-            "pets__deletePet",
-            json!({"petId": 7, "api_key": "caller-key-7"}),
-        )
-        .await
-        .expect("call deletePet");
-    let result = ex.result();
-    assert_ne!(result["isError"], true, "{result:#}");
+    let result = call_ok(
+        &session,
+        "pets__deletePet",
+        json!({"petId": 7, "api_key": "caller-key-7"}),
+    )
+    .await;
     assert!(
-        first_text(result).contains("200"),
+        first_text(&result).contains("200"),
         "empty 2xx answer is described: {result:#}"
     );
-    let seen = api.since(before);
-    assert_eq!(seen.len(), 1, "{seen:#?}");
-    let r = &seen[0];
-    assert_eq!(
-        (r.method.as_str(), r.path.as_str(), r.query.as_deref()),
-        ("DELETE", "/api/v3/pet/7", None)
-    );
-    assert_eq!(r.header("api_key").as_deref(), Some("caller-key-7"));
+    let r = api.one_since(before);
+    r.expect_query("DELETE", "/api/v3/pet/7", None);
+    assert_eq!(r.single_header("api_key").as_deref(), Some("caller-key-7"));
     assert!(r.body.is_empty());
-    assert_eq!(r.header("content-type"), None);
+    assert_eq!(r.single_header("content-type"), None);
 
     // a 404 answer is a tool error naming the status (and quoting the body)
     let before = api.count();
-    let ex = session
-        .call_tool("pets__getPetById", json!({"petId": 404}))
-        .await
-        .expect("call getPetById 404");
-    let result = ex.result();
-    assert_eq!(result["isError"], true, "{result:#}");
-    let text = first_text(result);
-    assert!(text.contains("404"), "status in the text: {text}");
+    let result = call(&session, "pets__getPetById", json!({"petId": 404})).await;
+    // the status in the text
+    let text = assert_tool_error(&result, "404");
     assert!(
         text.contains("Pet 404 not found"),
         "body in the text: {text}"
@@ -654,45 +545,33 @@ async fn petstore_calls_reach_the_api_exactly() {
 
     // invalid arguments: a tool error listing each violation; the API sees nothing
     let before = api.count();
-    let ex = session
-        .call_tool("pets__getPetById", json!({"petId": "one"}))
-        .await
-        .expect("call getPetById with a string id");
-    let result = ex.result();
-    assert_eq!(result["isError"], true, "{result:#}");
+    let result = call(&session, "pets__getPetById", json!({"petId": "one"})).await;
+    // names the argument and the expected type
+    let text = assert_tool_error(&result, "/petId");
     assert_eq!(
         result["_meta"]["toolgate/error"], "invalid_args",
         "{result:#}"
     );
-    let text = first_text(result);
     assert!(
-        text.contains("/petId") && text.contains("integer"),
+        text.contains("integer"),
         "names the argument and the expected type: {text}"
     );
-    let ex = session
-        .call_tool(
-            "pets__addPet",
-            json!({"name": 5, "photoUrls": "not-a-list", "status": "lost"}),
-        )
-        .await
-        .expect("call addPet with bad types");
-    let result = ex.result();
-    assert_eq!(result["isError"], true, "{result:#}");
+    let result = call(
+        &session,
+        "pets__addPet",
+        json!({"name": 5, "photoUrls": "not-a-list", "status": "lost"}),
+    )
+    .await;
     assert_eq!(
         result["_meta"]["toolgate/error"], "invalid_args",
         "{result:#}"
     );
-    let text = first_text(result);
     for at in ["/name", "/photoUrls", "/status"] {
-        assert!(text.contains(at), "lists the violation at {at}: {text}");
+        // lists the violation at each place
+        assert_tool_error(&result, at);
     }
-    let ex = session
-        .call_tool("pets__getPetById", json!({}))
-        .await
-        .expect("call getPetById without petId");
-    let result = ex.result();
-    assert_eq!(result["isError"], true, "{result:#}");
-    assert!(first_text(result).contains("petId"), "{result:#}");
+    let result = call(&session, "pets__getPetById", json!({})).await;
+    assert_tool_error(&result, "petId");
     // a short grace period: a request sent anyway would arrive by now
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
@@ -768,11 +647,10 @@ async fn runtime_registration_survives_restarts() {
 
     // register: 201 with the import report
     while rx.try_recv().is_ok() {}
-    let (st, body) = admin(
+    let (st, body) = as_admin(
         &gw,
         reqwest::Method::POST,
         "/admin/upstreams",
-        Some(&bearer()),
         Some(registration.clone()),
     )
     .await;
@@ -806,23 +684,15 @@ async fn runtime_registration_survives_restarts() {
     assert_get_pet_works(&session, &api).await;
 
     // registering the same name again is a conflict
-    let (st, body) = admin(
+    let (st, body) = as_admin(
         &gw,
         reqwest::Method::POST,
         "/admin/upstreams",
-        Some(&bearer()),
         Some(registration.clone()),
     )
     .await;
     assert_eq!(st, 409, "{body}");
-    let (st, body) = admin(
-        &gw,
-        reqwest::Method::GET,
-        "/admin/upstreams",
-        Some(&bearer()),
-        None,
-    )
-    .await;
+    let (st, body) = as_admin(&gw, reqwest::Method::GET, "/admin/upstreams", None).await;
     assert_eq!(st, 200);
     let pets = body["upstreams"]
         .as_array()
@@ -855,14 +725,7 @@ async fn runtime_registration_survives_restarts() {
     assert_eq!(status, 200, "standalone GET stream after restart");
     tokio::time::sleep(Duration::from_millis(200)).await;
     while rx.try_recv().is_ok() {}
-    let (st, body) = admin(
-        &gw,
-        reqwest::Method::DELETE,
-        "/admin/upstreams/pets",
-        Some(&bearer()),
-        None,
-    )
-    .await;
+    let (st, body) = as_admin(&gw, reqwest::Method::DELETE, "/admin/upstreams/pets", None).await;
     assert_eq!(st, 204, "{body}");
     assert!(
         wait_list_changed(&mut rx, Duration::from_secs(15)).await,
@@ -870,14 +733,7 @@ async fn runtime_registration_survives_restarts() {
     );
     stream.abort();
     assert!(pet_tool_names(&session).await.is_empty(), "tools gone");
-    let (st, body) = admin(
-        &gw,
-        reqwest::Method::DELETE,
-        "/admin/upstreams/pets",
-        Some(&bearer()),
-        None,
-    )
-    .await;
+    let (st, body) = as_admin(&gw, reqwest::Method::DELETE, "/admin/upstreams/pets", None).await;
     assert_eq!(st, 404, "{body}");
     let ex = session
         .call_tool("pets__getPetById", json!({"petId": 1}))
@@ -898,14 +754,7 @@ async fn runtime_registration_survives_restarts() {
     // give a (wrongly) persisted import the time to finish before looking
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(pet_tool_names(&session).await.is_empty(), "still gone");
-    let (st, body) = admin(
-        &gw,
-        reqwest::Method::GET,
-        "/admin/upstreams",
-        Some(&bearer()),
-        None,
-    )
-    .await;
+    let (st, body) = as_admin(&gw, reqwest::Method::GET, "/admin/upstreams", None).await;
     assert_eq!(st, 200);
     assert_eq!(body["upstreams"], json!([]), "{body:#}");
 }
@@ -942,11 +791,10 @@ async fn bad_specs_leave_the_catalog_untouched() {
         .await
         .expect("initialize");
     // one more, registered at run time
-    let (st, body) = admin(
+    let (st, body) = as_admin(
         &gw,
         reqwest::Method::POST,
         "/admin/upstreams",
-        Some(&bearer()),
         Some(json!({"name": "pets2", "openapi": petstore_openapi(&specs, &api)})),
     )
     .await;
@@ -957,14 +805,7 @@ async fn bad_specs_leave_the_catalog_untouched() {
         tool_names(&serde_json::from_slice::<Value>(&before).unwrap()["result"]).len(),
         2 * PETSTORE_OPERATIONS
     );
-    let (_, admin_before) = admin(
-        &gw,
-        reqwest::Method::GET,
-        "/admin/upstreams",
-        Some(&bearer()),
-        None,
-    )
-    .await;
+    let (_, admin_before) = as_admin(&gw, reqwest::Method::GET, "/admin/upstreams", None).await;
     let names_of = |v: &Value| -> Vec<String> {
         v["upstreams"]
             .as_array()
@@ -1013,11 +854,10 @@ async fn bad_specs_leave_the_catalog_untouched() {
         let name = format!("bad-{case}");
         let requests_before = api.count();
         let started = Instant::now();
-        let (st, body) = admin(
+        let (st, body) = as_admin(
             &gw,
             reqwest::Method::POST,
             "/admin/upstreams",
-            Some(&bearer()),
             Some(json!({"name": name, "openapi": openapi})),
         )
         .await;
@@ -1064,14 +904,7 @@ async fn bad_specs_leave_the_catalog_untouched() {
                 .take(300)
                 .collect::<String>()
         );
-        let (_, admin_after) = admin(
-            &gw,
-            reqwest::Method::GET,
-            "/admin/upstreams",
-            Some(&bearer()),
-            None,
-        )
-        .await;
+        let (_, admin_after) = as_admin(&gw, reqwest::Method::GET, "/admin/upstreams", None).await;
         assert_eq!(names_of(&admin_after), names_of(&admin_before), "{case}");
         assert_eq!(
             std::fs::read(&registrations).expect("registrations.json"),
@@ -1083,11 +916,8 @@ async fn bad_specs_leave_the_catalog_untouched() {
 
     // still serving: both upstreams answer
     assert_get_pet_works(&session, &api).await;
-    let ex = session
-        .call_tool("pets2__getPetById", json!({"petId": 1}))
-        .await
-        .expect("call pets2");
-    assert_eq!(ex.result()["structuredContent"], pet_one());
+    let result = call(&session, "pets2__getPetById", json!({"petId": 1})).await;
+    assert_eq!(result["structuredContent"], pet_one());
     let r = http().get(gw.url("/readyz")).send().await.expect("readyz");
     assert_eq!(r.status(), 200);
     gw.assert_alive();

@@ -11,8 +11,6 @@
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Json;
@@ -20,14 +18,16 @@ use axum::extract::{Path, Query};
 use axum::routing::get;
 use serde_json::{Value, json};
 use toolgate_e2e::redis::{RedisServer, delete_prefix, shared_redis, unique_prefix};
-use toolgate_e2e::{Gateway, hash_key, heavy_lock, http, require, wait_for};
+use toolgate_e2e::{
+    Gateway, McpSession, RpcExchange, RpcExchangeWithHeaders, hash_key, heavy_lock, http, require,
+    wait_for,
+};
 
 const KEY: &str = "scale-out-tenant-key-0123456789";
 const OTHER_KEY: &str = "scale-out-other-key-0123456789";
 const LIMITED_KEY: &str = "scale-out-limited-key-0123456789";
 const OPEN_KEY: &str = "scale-out-open-key-0123456789";
 const ADMIN_TOKEN: &str = "scale-out-admin-token-0123456789";
-const LEGACY: &str = "2025-11-25";
 
 /// A small HTTP API with its OpenAPI documents: `/openapi.json` (echo, add, t0..t4)
 /// and `/pets.json` (listPets), served on a free loopback port.
@@ -161,151 +161,37 @@ fn replica_config(api: &Api, redis_url: &str, prefix: &str, state: Value) -> Val
     })
 }
 
-/// One MCP 2025-11-25 session, pointed at any replica.
-#[derive(Clone)]
-struct Conn {
-    url: String,
-    key: String,
-    session: Option<String>,
-    next_id: Arc<AtomicI64>,
-}
-
-#[derive(Debug)]
-struct Reply {
-    status: u16,
-    session_header: Option<String>,
-    response: Option<Value>,
-    body: String,
-}
-
-impl Reply {
-    fn result(&self) -> &Value {
-        self.response
-            .as_ref()
-            .and_then(|r| r.get("result"))
-            .unwrap_or_else(|| panic!("no result: {self:#?}"))
-    }
-}
-
-fn sse_messages(text: &str) -> Vec<Value> {
-    text.split("\n\n")
-        .filter_map(|event| {
-            let data: Vec<&str> = event
-                .lines()
-                .filter_map(|l| l.strip_prefix("data:"))
-                .map(str::trim_start)
-                .collect();
-            serde_json::from_str(&data.join("\n")).ok()
-        })
-        .collect()
-}
+/// One MCP 2025-11-25 session, pointed at any replica: the shared raw client, each
+/// answer read to its end (bounded: 30 s).
+struct Conn;
 
 impl Conn {
-    async fn legacy(url: &str, key: &str) -> Conn {
-        let mut conn = Conn {
-            url: url.to_owned(),
-            key: key.to_owned(),
-            session: None,
-            next_id: Arc::new(AtomicI64::new(1)),
-        };
-        let init = conn
-            .rpc(
-                "initialize",
-                json!({
-                    "protocolVersion": LEGACY,
-                    "capabilities": {},
-                    "clientInfo": {"name": "toolgate-e2e-scale-out", "version": "0.1.0"}
-                }),
-            )
-            .await;
+    async fn legacy(url: &str, key: &str) -> McpSession {
+        let mut conn = McpSession::bare(url)
+            .with_bearer(key)
+            .with_client_name("toolgate-e2e-scale-out")
+            .with_timeout(Duration::from_secs(30))
+            .reading_to_end();
+        let (init, initialized) = conn
+            .handshake(json!({}))
+            .await
+            .unwrap_or_else(|e| panic!("initialize: {e:#}"));
         assert_eq!(init.status, 200, "initialize: {init:#?}");
-        conn.session = Some(init.session_header.clone().expect("Mcp-Session-Id"));
-        let status = conn.notify("notifications/initialized").await;
+        assert!(conn.session_id.is_some(), "Mcp-Session-Id: {init:#?}");
+        let status = initialized.expect("initialized sent after a result");
         assert!((200..300).contains(&status), "initialized: {status}");
         conn
     }
+}
 
-    /// The same session, sent to another replica.
-    fn at(&self, url: &str) -> Conn {
-        let mut c = self.clone();
-        c.url = url.to_owned();
-        c
-    }
+/// The calls of this test, on the shared client.
+trait ReplicaCalls {
+    async fn list(&self) -> BTreeSet<String>;
+    async fn call(&self, name: &str, arguments: Value) -> RpcExchangeWithHeaders;
+    async fn expand(&self, names: &[&str]) -> Value;
+}
 
-    fn with_key(&self, key: &str) -> Conn {
-        let mut c = self.clone();
-        c.key = key.to_owned();
-        c
-    }
-
-    fn post(&self) -> reqwest::RequestBuilder {
-        let mut rb = http()
-            .post(&self.url)
-            .header("Content-Type", "application/json")
-            .header("Accept", "application/json, text/event-stream")
-            .header("MCP-Protocol-Version", LEGACY)
-            .bearer_auth(&self.key)
-            .timeout(Duration::from_secs(30));
-        if let Some(session) = &self.session {
-            rb = rb.header("Mcp-Session-Id", session);
-        }
-        rb
-    }
-
-    async fn notify(&self, method: &str) -> u16 {
-        let body = json!({"jsonrpc": "2.0", "method": method});
-        self.post()
-            .body(body.to_string())
-            .send()
-            .await
-            .expect("POST notification")
-            .status()
-            .as_u16()
-    }
-
-    async fn rpc(&self, method: &str, params: Value) -> Reply {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        let response = self
-            .post()
-            .body(body.to_string())
-            .send()
-            .await
-            .expect("POST /mcp");
-        let status = response.status().as_u16();
-        let session_header = response
-            .headers()
-            .get("mcp-session-id")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        let is_sse = response
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|ct| ct.starts_with("text/event-stream"));
-        let body = response.text().await.unwrap_or_default();
-        let frames = if is_sse {
-            sse_messages(&body)
-        } else {
-            serde_json::from_str::<Value>(&body)
-                .map(|v| vec![v])
-                .unwrap_or_default()
-        };
-        let response = frames
-            .iter()
-            .find(|f| {
-                f["id"] == json!(id) && (f.get("result").is_some() || f.get("error").is_some())
-            })
-            .or_else(|| frames.iter().find(|f| f.get("error").is_some()))
-            .cloned();
-        Reply {
-            status,
-            session_header,
-            response,
-            body,
-        }
-    }
-
+impl ReplicaCalls for McpSession {
     async fn list(&self) -> BTreeSet<String> {
         let reply = self.rpc("tools/list", json!({})).await;
         assert_eq!(reply.status, 200, "tools/list at {}: {reply:#?}", self.url);
@@ -319,7 +205,7 @@ impl Conn {
             .collect()
     }
 
-    async fn call(&self, name: &str, arguments: Value) -> Reply {
+    async fn call(&self, name: &str, arguments: Value) -> RpcExchangeWithHeaders {
         self.rpc("tools/call", json!({"name": name, "arguments": arguments}))
             .await
     }
@@ -334,7 +220,7 @@ impl Conn {
     }
 }
 
-fn text_of(reply: &Reply) -> String {
+fn text_of(reply: &RpcExchange) -> String {
     let result = reply.result();
     assert_ne!(result["isError"], json!(true), "tool error: {reply:#?}");
     result["content"][0]["text"]
@@ -397,7 +283,10 @@ async fn two_replicas_share_sessions_limits_and_registrations() {
     let sum = on_b.call("api__add", json!({"a": 2, "b": 3})).await;
     assert!(text_of(&sum).contains('5'), "{sum:#?}");
     // The session stays its tenant's on every replica.
-    let stolen = on_b.with_key(OTHER_KEY).rpc("tools/list", json!({})).await;
+    let stolen = on_b
+        .with_key(Some(OTHER_KEY))
+        .rpc("tools/list", json!({}))
+        .await;
     assert_eq!(stolen.status, 404, "another tenant on B: {stolen:#?}");
 
     // REST sessions are shared too.

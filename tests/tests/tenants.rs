@@ -10,19 +10,18 @@
 //! expiry, concurrent expansions, 401 / 429, the anonymous tenant, and sessions that
 //! belong to the tenant that opened them.
 //!
-//! The test speaks raw JSON-RPC over HTTP (with an `Authorization` header) so it can
-//! compare error objects byte for byte.
+//! The test speaks raw JSON-RPC over HTTP (the shared raw client, with an
+//! `Authorization` header) so it can compare error objects byte for byte.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use toolgate_e2e::{
-    Gateway, NodeDeps, TempDir, everything_stdio_upstream, first_text, hash_key, http, python,
-    require, run_python, toolgate_bin, unique_marker,
+    Gateway, McpSession, NodeDeps, RpcExchange, RpcExchangeWithHeaders, TempDir, assert_tool_error,
+    everything_stdio_upstream, first_text, hash_key, http, python, require, run_python,
+    toolgate_bin, unique_marker,
 };
 
 const LEGACY: &str = "2025-11-25";
@@ -44,220 +43,64 @@ const ENV: &str = "everything__get-env";
 const NOWHERE: &str = "everything__no-such-tool";
 
 // ---------------------------------------------------------------------------------
-// A raw MCP client with credentials.
+// The shared raw MCP client, with credentials.
 // ---------------------------------------------------------------------------------
 
-/// Everything one POST produced.
-#[derive(Debug, Clone)]
-struct Reply {
-    status: u16,
-    headers: reqwest::header::HeaderMap,
-    /// Every JSON-RPC message of the response, in order.
-    frames: Vec<Value>,
-    /// The message carrying the request's id.
-    response: Option<Value>,
-    body: String,
-}
-
-impl Reply {
-    fn result(&self) -> &Value {
-        self.response
-            .as_ref()
-            .and_then(|r| r.get("result"))
-            .unwrap_or_else(|| panic!("no JSON-RPC result: {self:#?}"))
-    }
-
-    fn error(&self) -> &Value {
-        self.response
-            .as_ref()
-            .and_then(|r| r.get("error"))
-            .unwrap_or_else(|| panic!("no JSON-RPC error: {self:#?}"))
-    }
-
-    fn header(&self, name: &str) -> Option<String> {
-        self.headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(String::from)
-    }
-
-    /// The `structuredContent` of a successful protocol-tool result.
-    fn structured(&self) -> &Value {
-        let result = self.result();
-        assert_ne!(
-            result["isError"], true,
-            "tool result is an error: {result:#}"
-        );
-        let sc = &result["structuredContent"];
-        assert!(sc.is_object(), "no structuredContent: {result:#}");
-        // The text block carries the same JSON.
-        let text: Value = serde_json::from_str(&first_text(result))
-            .unwrap_or_else(|e| panic!("text block is not JSON ({e}): {result:#}"));
-        assert_eq!(&text, sc, "text and structuredContent differ");
-        sc
-    }
-}
-
-#[derive(Clone)]
-struct Conn {
-    http: reqwest::Client,
-    url: String,
-    key: Option<String>,
-    protocol: &'static str,
-    session: Option<String>,
-    next_id: Arc<AtomicI64>,
-}
+/// Connections of this test: the shared raw client, reading each answer to its end
+/// (bounded: 60 s) so error objects and whole bodies can be compared.
+struct Conn;
 
 impl Conn {
-    fn new(url: &str, key: Option<&str>, protocol: &'static str) -> Conn {
-        Conn {
-            http: http(),
-            url: url.to_string(),
-            key: key.map(String::from),
-            protocol,
-            session: None,
-            next_id: Arc::new(AtomicI64::new(1)),
-        }
+    fn bare(url: &str, key: Option<&str>, protocol: &'static str) -> McpSession {
+        let mut c = McpSession::bare(url)
+            .with_key(key)
+            .with_client_name("toolgate-e2e-tenants")
+            .with_timeout(Duration::from_secs(60))
+            .reading_to_end();
+        c.protocol = protocol.to_string();
+        c
     }
 
     /// A sessionless 2026-07-28 connection (nothing to open).
-    fn modern(url: &str, key: Option<&str>) -> Conn {
-        Conn::new(url, key, MODERN)
+    fn modern(url: &str, key: Option<&str>) -> McpSession {
+        Conn::bare(url, key, MODERN)
     }
 
     /// A 2025-11-25 session: `initialize` + `notifications/initialized`.
-    async fn legacy(url: &str, key: Option<&str>) -> Conn {
-        let mut c = Conn::new(url, key, LEGACY);
-        let init = c
-            .rpc(
-                "initialize",
-                json!({
-                    "protocolVersion": LEGACY,
-                    "capabilities": {},
-                    "clientInfo": {"name": "toolgate-e2e-tenants", "version": "0.1.0"}
-                }),
-            )
-            .await;
+    async fn legacy(url: &str, key: Option<&str>) -> McpSession {
+        let mut c = Conn::bare(url, key, LEGACY);
+        let (init, initialized) = c
+            .handshake(json!({}))
+            .await
+            .unwrap_or_else(|e| panic!("initialize: {e:#}"));
         assert_eq!(init.status, 200, "initialize: {init:#?}");
         assert_eq!(
             init.result()["protocolVersion"],
             LEGACY,
             "initialize: {init:#?}"
         );
-        c.session = Some(
-            init.header("mcp-session-id")
-                .unwrap_or_else(|| panic!("initialize without Mcp-Session-Id: {init:#?}")),
+        assert!(
+            c.session_id.is_some(),
+            "initialize without Mcp-Session-Id: {init:#?}"
         );
-        let st = c.notify("notifications/initialized").await;
+        let st = initialized.expect("notifications/initialized sent after a result");
         assert!((200..300).contains(&st), "notifications/initialized: {st}");
         c
     }
+}
 
-    /// The same connection presenting other credentials.
-    fn with_key(&self, key: Option<&str>) -> Conn {
-        let mut c = self.clone();
-        c.key = key.map(String::from);
-        c
-    }
+/// The calls of this test, on the shared client.
+trait TenantCalls {
+    async fn list(&self) -> Vec<String>;
+    async fn list_defs(&self) -> Vec<Value>;
+    async fn call(&self, name: &str, arguments: Value) -> RpcExchangeWithHeaders;
+    async fn expand(&self, names: &[&str]) -> RpcExchangeWithHeaders;
+    async fn search(&self, query: &str) -> RpcExchangeWithHeaders;
+    async fn invoke(&self, name: &str, arguments: Value) -> RpcExchangeWithHeaders;
+    async fn get_stream(&self, tap: UnboundedSender<Value>) -> (u16, tokio::task::JoinHandle<()>);
+}
 
-    fn request(&self, rb: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        let mut rb = rb
-            .header("Accept", "application/json, text/event-stream")
-            .header("MCP-Protocol-Version", self.protocol);
-        if let Some(k) = &self.key {
-            rb = rb.header("Authorization", format!("Bearer {k}"));
-        }
-        if let Some(s) = &self.session {
-            rb = rb.header("Mcp-Session-Id", s);
-        }
-        rb
-    }
-
-    async fn notify(&self, method: &str) -> u16 {
-        let body = json!({"jsonrpc": "2.0", "method": method});
-        let r = self
-            .request(self.http.post(&self.url))
-            .header("Content-Type", "application/json")
-            .body(body.to_string())
-            .timeout(Duration::from_secs(30))
-            .send()
-            .await
-            .expect("POST notification");
-        r.status().as_u16()
-    }
-
-    /// One request; the whole response read (bounded: 60 s).
-    async fn rpc(&self, method: &str, params: Value) -> Reply {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let mut params = params;
-        let mut rb = self
-            .request(self.http.post(&self.url))
-            .header("Content-Type", "application/json");
-        if self.protocol == MODERN {
-            let meta = params
-                .as_object_mut()
-                .expect("params object")
-                .entry("_meta")
-                .or_insert_with(|| json!({}));
-            let meta = meta.as_object_mut().expect("_meta object");
-            meta.insert(
-                "io.modelcontextprotocol/protocolVersion".into(),
-                json!(MODERN),
-            );
-            meta.insert(
-                "io.modelcontextprotocol/clientInfo".into(),
-                json!({"name": "toolgate-e2e-tenants", "version": "0.1.0"}),
-            );
-            meta.insert(
-                "io.modelcontextprotocol/clientCapabilities".into(),
-                json!({}),
-            );
-            rb = rb.header("Mcp-Method", method);
-            if let Some(name) = params.get("name").and_then(Value::as_str) {
-                rb = rb.header("Mcp-Name", name);
-            }
-        }
-        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        let fut = async {
-            let resp = rb.body(body.to_string()).send().await.expect("POST /mcp");
-            let status = resp.status().as_u16();
-            let headers = resp.headers().clone();
-            let text = resp.text().await.unwrap_or_default();
-            (status, headers, text)
-        };
-        let (status, headers, text) = tokio::time::timeout(Duration::from_secs(60), fut)
-            .await
-            .unwrap_or_else(|_| panic!("{method}: no complete response within 60 s"));
-        let is_sse = headers
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|ct| ct.starts_with("text/event-stream"));
-        let frames: Vec<Value> = if is_sse {
-            sse_messages(&text)
-        } else {
-            match serde_json::from_str::<Value>(&text) {
-                Ok(Value::Array(a)) => a,
-                Ok(v) => vec![v],
-                Err(_) => Vec::new(),
-            }
-        };
-        let response = frames
-            .iter()
-            .find(|f| {
-                f["id"] == json!(id) && (f.get("result").is_some() || f.get("error").is_some())
-            })
-            .cloned()
-            // Front-door refusals answer with `id: null`.
-            .or_else(|| frames.iter().find(|f| f.get("error").is_some()).cloned());
-        Reply {
-            status,
-            headers,
-            frames,
-            response,
-            body: text,
-        }
-    }
-
+impl TenantCalls for McpSession {
     async fn list(&self) -> Vec<String> {
         let r = self.rpc("tools/list", json!({})).await;
         assert_eq!(r.status, 200, "tools/list: {r:#?}");
@@ -273,75 +116,52 @@ impl Conn {
             .unwrap_or_else(|| panic!("tools/list without tools: {r:#?}"))
     }
 
-    async fn call(&self, name: &str, arguments: Value) -> Reply {
+    async fn call(&self, name: &str, arguments: Value) -> RpcExchangeWithHeaders {
         self.rpc("tools/call", json!({"name": name, "arguments": arguments}))
             .await
     }
 
-    async fn expand(&self, names: &[&str]) -> Reply {
+    async fn expand(&self, names: &[&str]) -> RpcExchangeWithHeaders {
         self.call("tool_expand_tools", json!({"tool_names": names}))
             .await
     }
 
-    async fn search(&self, query: &str) -> Reply {
+    async fn search(&self, query: &str) -> RpcExchangeWithHeaders {
         self.call("tool_search", json!({"query": query, "limit": 50}))
             .await
     }
 
-    async fn invoke(&self, name: &str, arguments: Value) -> Reply {
+    async fn invoke(&self, name: &str, arguments: Value) -> RpcExchangeWithHeaders {
         self.call("tool_invoke", json!({"name": name, "arguments": arguments}))
             .await
     }
 
     /// Opens the session's GET stream; its messages go to `tap`.
     async fn get_stream(&self, tap: UnboundedSender<Value>) -> (u16, tokio::task::JoinHandle<()>) {
-        use futures::StreamExt;
-        let rb = self
-            .request(self.http.get(&self.url))
-            .header("Accept", "text/event-stream")
-            .timeout(Duration::from_secs(600));
-        let resp = tokio::time::timeout(Duration::from_secs(30), rb.send())
-            .await
-            .expect("GET /mcp answered within 30 s")
-            .expect("GET /mcp");
-        let status = resp.status().as_u16();
-        let task = tokio::spawn(async move {
-            let mut stream = resp.bytes_stream();
-            let mut buf = String::new();
-            while let Some(Ok(chunk)) = stream.next().await {
-                buf.push_str(&String::from_utf8_lossy(&chunk));
-                while let Some(end) = buf.find("\n\n") {
-                    let event: String = buf.drain(..end + 2).collect();
-                    for m in sse_messages(&event) {
-                        if tap.send(m).is_err() {
-                            return;
-                        }
-                    }
-                }
-            }
-        });
-        (status, task)
+        self.open_get_stream(tap).await.expect("GET /mcp")
     }
 }
 
-/// The JSON messages in an SSE body (events with empty data are skipped).
-fn sse_messages(text: &str) -> Vec<Value> {
-    let text = text.replace("\r\n", "\n");
-    text.split("\n\n")
-        .filter_map(|event| {
-            let data: Vec<&str> = event
-                .lines()
-                .filter_map(|l| l.strip_prefix("data:"))
-                .map(|d| d.strip_prefix(' ').unwrap_or(d))
-                .collect();
-            let joined = data.join("\n");
-            if joined.trim().is_empty() {
-                None
-            } else {
-                serde_json::from_str(&joined).ok()
-            }
-        })
-        .collect()
+/// The `structuredContent` of a successful protocol-tool result.
+trait Structured {
+    fn structured(&self) -> &Value;
+}
+
+impl Structured for RpcExchange {
+    fn structured(&self) -> &Value {
+        let result = self.result();
+        assert_ne!(
+            result["isError"], true,
+            "tool result is an error: {result:#}"
+        );
+        let sc = &result["structuredContent"];
+        assert!(sc.is_object(), "no structuredContent: {result:#}");
+        // The text block carries the same JSON.
+        let text: Value = serde_json::from_str(&first_text(result))
+            .unwrap_or_else(|e| panic!("text block is not JSON ({e}): {result:#}"));
+        assert_eq!(&text, sc, "text and structuredContent differ");
+        sc
+    }
 }
 
 fn names_of(tools: &Value) -> Vec<String> {
@@ -494,7 +314,12 @@ fn expand_names_out(sc: &Value) -> BTreeSet<String> {
 // ---------------------------------------------------------------------------------
 
 /// Every path for one tenant in one protocol era.
-async fn check_no_leaks(conn: &Conn, label: &str, allowed: &BTreeSet<String>, hidden: &[String]) {
+async fn check_no_leaks(
+    conn: &McpSession,
+    label: &str,
+    allowed: &BTreeSet<String>,
+    hidden: &[String],
+) {
     let protocol = set(PROTOCOL_TOOLS);
 
     // tools/list: the protocol tools and this tenant's initial set (all of it: the
@@ -521,7 +346,7 @@ async fn check_no_leaks(conn: &Conn, label: &str, allowed: &BTreeSet<String>, hi
 
     // tools/call: a hidden name gets exactly the unknown name's error.
     let unknown = conn.call(NOWHERE, json!({})).await;
-    let unknown_error = unknown.error();
+    let unknown_error = unknown.rpc_error();
     assert_eq!(unknown_error["code"], -32602, "{label}: {unknown:#?}");
     assert!(
         unknown_error["message"]
@@ -533,7 +358,7 @@ async fn check_no_leaks(conn: &Conn, label: &str, allowed: &BTreeSet<String>, hi
         let r = conn.call(h, json!({})).await;
         assert_eq!(r.status, unknown.status, "{label}: HTTP status for {h}");
         assert_eq!(
-            normalized(r.error(), h),
+            normalized(r.rpc_error(), h),
             normalized(unknown_error, NOWHERE),
             "{label}: tools/call {h} differs from an unknown tool"
         );
@@ -541,7 +366,7 @@ async fn check_no_leaks(conn: &Conn, label: &str, allowed: &BTreeSet<String>, hi
 
     // tool_invoke: the same.
     let inv_unknown = conn.invoke(NOWHERE, json!({})).await;
-    let inv_unknown_error = normalized(inv_unknown.error(), NOWHERE);
+    let inv_unknown_error = normalized(inv_unknown.rpc_error(), NOWHERE);
     assert_eq!(
         inv_unknown_error,
         normalized(unknown_error, NOWHERE),
@@ -550,7 +375,7 @@ async fn check_no_leaks(conn: &Conn, label: &str, allowed: &BTreeSet<String>, hi
     for h in hidden {
         let r = conn.invoke(h, json!({})).await;
         assert_eq!(
-            normalized(r.error(), h),
+            normalized(r.rpc_error(), h),
             inv_unknown_error,
             "{label}: tool_invoke {h} differs from an unknown tool: {r:#?}"
         );
@@ -747,18 +572,15 @@ async fn partial_success_expansion_and_list_changed() {
     // Allowed but not visible: an isError result naming tool_expand_tools and the tool.
     let r = s.call(ECHO, json!({"message": "too early"})).await;
     let result = r.result();
-    assert_eq!(result["isError"], true, "{r:#?}");
-    let text = first_text(result);
-    assert!(
-        text.contains("tool_expand_tools") && text.contains(ECHO),
-        "the not-selected message must tell the model what to call: {text}"
-    );
+    // The not-selected message must tell the model what to call.
+    assert_tool_error(result, "tool_expand_tools");
+    assert_tool_error(result, ECHO);
     // Hidden: the unknown-tool error.
     let hidden = s.call(ENV, json!({})).await;
     let unknown = s.call(NOWHERE, json!({})).await;
     assert_eq!(
-        normalized(hidden.error(), ENV),
-        normalized(unknown.error(), NOWHERE)
+        normalized(hidden.rpc_error(), ENV),
+        normalized(unknown.rpc_error(), NOWHERE)
     );
 
     while rx.try_recv().is_ok() {}
@@ -808,11 +630,7 @@ async fn partial_success_expansion_and_list_changed() {
     assert_eq!(sc["definitions"], json!([]), "{sc:#}");
     // In a session, tool_invoke of a selectable tool says what to do, like tools/call.
     let r = s.invoke(IMAGE, json!({})).await;
-    assert_eq!(r.result()["isError"], true, "{r:#?}");
-    assert!(
-        first_text(r.result()).contains("tool_expand_tools"),
-        "{r:#?}"
-    );
+    assert_tool_error(r.result(), "tool_expand_tools");
     stream.abort();
 
     // A second session of the same tenant does not see the first one's expansion.
@@ -869,8 +687,8 @@ async fn partial_success_expansion_and_list_changed() {
     let hidden = m.call(ENV, json!({})).await;
     let unknown = m.call(NOWHERE, json!({})).await;
     assert_eq!(
-        normalized(hidden.error(), ENV),
-        normalized(unknown.error(), NOWHERE)
+        normalized(hidden.rpc_error(), ENV),
+        normalized(unknown.rpc_error(), NOWHERE)
     );
     gw.assert_alive();
 }
@@ -1021,8 +839,8 @@ async fn idle_sessions_expire_and_initial_set_rules_and_anonymous_tenant() {
     let hidden = anon.call(IMAGE, json!({})).await;
     let unknown = anon.call(NOWHERE, json!({})).await;
     assert_eq!(
-        normalized(hidden.error(), IMAGE),
-        normalized(unknown.error(), NOWHERE)
+        normalized(hidden.rpc_error(), IMAGE),
+        normalized(unknown.rpc_error(), NOWHERE)
     );
     // A wrong key is not anonymous: still 401.
     let r = Conn::modern(&url, Some(KEY_WRONG))
@@ -1138,7 +956,7 @@ async fn front_door_401_and_429() {
 
     // 401 without credentials, with a wrong key and with another scheme; both eras.
     for (label, key) in [("no credentials", None), ("wrong key", Some(KEY_WRONG))] {
-        let legacy = Conn::new(&url, key, LEGACY)
+        let legacy = Conn::bare(&url, key, LEGACY)
             .rpc(
                 "initialize",
                 json!({"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "x", "version": "0"}}),
@@ -1152,7 +970,10 @@ async fn front_door_401_and_429() {
                 wa.starts_with("Bearer"),
                 "{label} {era}: WWW-Authenticate {wa:?}"
             );
-            assert!(r.error()["message"].is_string(), "{label} {era}: {r:#?}");
+            assert!(
+                r.rpc_error()["message"].is_string(),
+                "{label} {era}: {r:#?}"
+            );
             assert!(
                 !r.body.contains("everything__"),
                 "{label} {era}: 401 body names tools: {}",
@@ -1207,7 +1028,7 @@ async fn front_door_401_and_429() {
         .parse()
         .expect("Retry-After in seconds");
     assert!((1..=2).contains(&retry), "Retry-After {retry}");
-    assert_eq!(r.error()["data"]["code"], "rate_limited", "{r:#?}");
+    assert_eq!(r.rpc_error()["data"]["code"], "rate_limited", "{r:#?}");
     // Other tenants are not limited by it.
     let other = Conn::modern(&url, Some(KEY_B));
     for _ in 0..5 {
@@ -1225,7 +1046,7 @@ async fn front_door_401_and_429() {
 // ---------------------------------------------------------------------------------
 
 /// `b` using `a`'s session must be refused: an error, never a's tools.
-fn assert_refused(r: &Reply, what: &str, a_only: &[String]) {
+fn assert_refused(r: &RpcExchangeWithHeaders, what: &str, a_only: &[String]) {
     let refused = r.status >= 400
         || r.response
             .as_ref()
@@ -1243,7 +1064,7 @@ fn assert_refused(r: &Reply, what: &str, a_only: &[String]) {
     }
 }
 
-async fn session_of_a(url: &str, touch_first: bool) -> (Conn, Vec<String>) {
+async fn session_of_a(url: &str, touch_first: bool) -> (McpSession, Vec<String>) {
     let a = Conn::legacy(url, Some(KEY_A)).await;
     let mut a_only = Vec::new();
     if touch_first {
@@ -1356,12 +1177,7 @@ async fn a_session_stream_and_delete_refuse_another_tenant() {
     };
     task.abort();
     // b must not end a's session.
-    let r = b_on_a
-        .request(b_on_a.http.delete(&b_on_a.url))
-        .send()
-        .await
-        .expect("DELETE /mcp");
-    let del = r.status().as_u16();
+    let del = b_on_a.delete().await.expect("DELETE /mcp");
     let a_after = a.rpc("tools/list", json!({})).await;
     let a_kept = a_after
         .response

@@ -1,103 +1,20 @@
-//! Shared helpers for tests that run real MCP servers from npm.
-//!
-//! The servers come from `node_modules/` at the workspace root (`npm install` there,
-//! pinned in `package.json`), or from the directory in `TOOLGATE_NODE_MODULES`. When
-//! they are missing a test prints a notice and skips, except under `CI=true`, where a
-//! missing dependency is a failure (a CI run that silently skips proves nothing).
+//! Helpers of the MCP tests of this crate: a recording downstream client, log setup,
+//! an rmcp echo server. Finding and starting the npm servers (server-everything from
+//! `node_modules/`, or `TOOLGATE_NODE_MODULES`; a notice and a skip when missing, a
+//! failure under `CI=true`) is `toolgate-test-support`'s, shared with every crate.
 
 #![allow(dead_code)] // each test binary uses a different subset
 
 pub mod echo;
 
 use std::path::PathBuf;
-use std::process::Stdio;
-use std::time::Duration;
 
-use tokio::process::{Child, Command};
-
-/// The `node_modules` directory holding the test servers, if installed.
-pub fn node_modules() -> Option<PathBuf> {
-    let dir = match std::env::var_os("TOOLGATE_NODE_MODULES") {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("..")
-            .join("node_modules"),
-    };
-    dir.is_dir().then_some(dir)
-}
+use toolgate_test_support::NodeDeps;
 
 /// The entry script of `@modelcontextprotocol/server-everything`, or `None` (with a
 /// notice) when it is not installed. Panics under `CI=true` instead of skipping.
 pub fn everything_entry() -> Option<PathBuf> {
-    let entry = node_modules()
-        .map(|d| d.join("@modelcontextprotocol/server-everything/dist/index.js"))
-        .filter(|p| p.is_file());
-    if entry.is_none() {
-        let msg = "npm package @modelcontextprotocol/server-everything not found: run \
-                   `npm install` at the workspace root (or set TOOLGATE_NODE_MODULES)";
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("{msg}");
-        }
-        eprintln!("SKIPPED: {msg}");
-    }
-    entry
-}
-
-/// A port that was free a moment ago on 127.0.0.1.
-pub fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    l.local_addr().expect("local addr").port()
-}
-
-/// A server-everything process serving HTTP (`sse` or `streamableHttp`); killed on drop.
-pub struct HttpServer {
-    pub port: u16,
-    _child: Child,
-}
-
-impl HttpServer {
-    /// Starts `node <entry> <mode>` on a free port and waits (bounded) until it accepts
-    /// connections.
-    pub async fn start(entry: &std::path::Path, mode: &str) -> HttpServer {
-        Self::start_on(entry, mode, free_port()).await
-    }
-
-    /// Like [`HttpServer::start`], on a given port (to restart a server in place).
-    pub async fn start_on(entry: &std::path::Path, mode: &str, port: u16) -> HttpServer {
-        let child = Command::new("node")
-            .arg(entry)
-            .arg(mode)
-            .env("PORT", port.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start node");
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-        loop {
-            if tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .is_ok()
-            {
-                break;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "server-everything ({mode}) did not listen on port {port} within 20 s"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        HttpServer {
-            port,
-            _child: child,
-        }
-    }
-
-    /// Kills the server and waits until it is gone.
-    pub async fn stop(mut self) {
-        let _ = self._child.kill().await;
-    }
+    NodeDeps::everything().map(|deps| deps.everything_entry())
 }
 
 /// Logs to the test output when `RUST_LOG` is set.

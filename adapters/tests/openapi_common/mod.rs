@@ -8,25 +8,7 @@ use std::path::PathBuf;
 /// relative to the workspace root. `None` (after a notice) when it is missing, except
 /// under `CI=true`, where a missing corpus fails the test.
 pub fn specs_dir() -> Option<PathBuf> {
-    let shared = match std::env::var("TOOLGATE_SHARED") {
-        Ok(d) => PathBuf::from(d),
-        Err(_) => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared"),
-    };
-    let specs = shared.join("specs");
-    if specs.is_dir() {
-        return Some(specs);
-    }
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!(
-            "the spec corpus is missing at {} (set TOOLGATE_SHARED)",
-            specs.display()
-        );
-    }
-    eprintln!(
-        "NOTICE: spec corpus not found at {}; skipping",
-        specs.display()
-    );
-    None
+    toolgate_test_support::specs_dir(&[])
 }
 
 /// This crate's own test data.

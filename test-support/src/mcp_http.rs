@@ -1,9 +1,11 @@
 //! A raw MCP streamable-HTTP client for wire-level assertions.
 //!
 //! SDK clients hide exactly what some tests must see: the order of frames on one
-//! response stream, JSON-RPC error codes for malformed input, HTTP statuses. This
-//! client speaks the 2025-11-25 session protocol (initialize, `Mcp-Session-Id`) with
-//! plain reqwest and returns every JSON-RPC message a POST produced, in wire order.
+//! response stream, JSON-RPC error codes for malformed input, HTTP statuses and
+//! headers, byte-for-byte error objects. This client speaks the 2025-11-25 session
+//! protocol (initialize, `Mcp-Session-Id`) and the sessionless 2026-07-28 one with
+//! plain reqwest, optionally as a tenant (`Authorization: Bearer`), and returns every
+//! JSON-RPC message a POST produced, in wire order.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -22,13 +24,16 @@ pub const MODERN_PROTOCOL: &str = "2026-07-28";
 #[derive(Debug, Clone)]
 pub struct RpcExchange {
     pub status: u16,
+    /// The response's headers (`WWW-Authenticate`, `Retry-After`, …).
+    pub headers: reqwest::header::HeaderMap,
     pub content_type: String,
     /// Every JSON-RPC message received on the response, in wire order (SSE priming
     /// events with empty data are skipped).
     pub frames: Vec<Value>,
     /// The response carrying the request's id, when one arrived.
     pub response: Option<Value>,
-    /// The raw body when it was not SSE (or not JSON).
+    /// The raw body when it was not SSE (or not JSON); the whole body, SSE included,
+    /// for a handle made with [`McpSession::reading_to_end`].
     pub body: String,
 }
 
@@ -44,6 +49,20 @@ impl RpcExchange {
     /// The `error` of the response, when it is an error.
     pub fn error(&self) -> Option<&Value> {
         self.response.as_ref().and_then(|r| r.get("error"))
+    }
+
+    /// The `error` of the response; panics with the exchange when there is none.
+    pub fn rpc_error(&self) -> &Value {
+        self.error()
+            .unwrap_or_else(|| panic!("no JSON-RPC error in exchange: {self:#?}"))
+    }
+
+    /// A response header as text.
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(String::from)
     }
 
     /// Notifications (frames with a method and no id) named `method`.
@@ -63,6 +82,14 @@ pub struct McpSession {
     pub session_id: Option<String>,
     pub protocol: String,
     pub init_result: Value,
+    /// Sent as `Authorization: Bearer <key>` with every request.
+    bearer: Option<String>,
+    /// `clientInfo.name` in `initialize` and in the 2026-07-28 `_meta`.
+    client_name: String,
+    /// Bound on one request's answer ([`Self::request`], [`Self::rpc`]).
+    timeout: Duration,
+    /// Read every response body to its end (see [`Self::reading_to_end`]).
+    read_to_end: bool,
     next_id: Arc<AtomicI64>,
 }
 
@@ -75,24 +102,54 @@ impl McpSession {
             session_id: None,
             protocol: SESSION_PROTOCOL.to_string(),
             init_result: Value::Null,
+            bearer: None,
+            client_name: "toolgate-e2e".to_string(),
+            timeout: Duration::from_secs(120),
+            read_to_end: false,
             next_id: Arc::new(AtomicI64::new(1)),
         }
     }
 
     /// The same handle, sending `Authorization: Bearer <key>` with every request.
     pub fn with_bearer(mut self, key: &str) -> McpSession {
-        let mut headers = reqwest::header::HeaderMap::new();
-        headers.insert(
-            reqwest::header::AUTHORIZATION,
-            format!("Bearer {key}").parse().expect("a header value"),
-        );
-        self.client = reqwest::Client::builder()
-            .no_proxy()
-            .connect_timeout(Duration::from_secs(5))
-            .timeout(Duration::from_secs(120))
-            .default_headers(headers)
-            .build()
-            .expect("reqwest client");
+        self.bearer = Some(key.to_string());
+        self
+    }
+
+    /// A copy of this handle (same session, same request ids) presenting other
+    /// credentials, or none.
+    pub fn with_key(&self, key: Option<&str>) -> McpSession {
+        let mut s = self.clone();
+        s.bearer = key.map(String::from);
+        s
+    }
+
+    /// A copy of this handle (same session) sending to another URL, e.g. another
+    /// replica of the gateway.
+    pub fn at(&self, url: &str) -> McpSession {
+        let mut s = self.clone();
+        s.url = url.to_string();
+        s
+    }
+
+    /// The client name this handle announces.
+    pub fn with_client_name(mut self, name: &str) -> McpSession {
+        self.client_name = name.to_string();
+        self
+    }
+
+    /// The bound on each request's answer (default 120 s).
+    pub fn with_timeout(mut self, timeout: Duration) -> McpSession {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Every response is read to its end: [`RpcExchange::body`] holds the whole body
+    /// (SSE too) and [`RpcExchange::frames`] every message in it, including any sent
+    /// after the response. When no message carries the request's id, the first error
+    /// message is the response (front-door refusals answer with `id: null`).
+    pub fn reading_to_end(mut self) -> McpSession {
+        self.read_to_end = true;
         self
     }
 
@@ -135,59 +192,98 @@ impl McpSession {
 
     /// [`Self::initialize`] declaring the client's `capabilities`.
     pub async fn initialize_with(mut self, capabilities: Value) -> anyhow::Result<McpSession> {
-        let s = &mut self;
-        let ex = s
+        let (ex, _) = self.handshake(capabilities).await?;
+        if ex.response.as_ref().and_then(|r| r.get("result")).is_none() {
+            anyhow::bail!("initialize failed: {ex:#?}");
+        }
+        Ok(self)
+    }
+
+    /// `initialize` (2025-11-25) declaring `capabilities`; when it succeeds, adopts the
+    /// answer's protocol version and `Mcp-Session-Id` and sends
+    /// `notifications/initialized`. Returns the `initialize` exchange and the HTTP
+    /// status of the notification (`None` when `initialize` failed), for tests that
+    /// assert on the handshake itself.
+    pub async fn handshake(
+        &mut self,
+        capabilities: Value,
+    ) -> anyhow::Result<(RpcExchangeWithHeaders, Option<u16>)> {
+        let ex = self
             .request(
                 "initialize",
                 json!({
                     "protocolVersion": SESSION_PROTOCOL,
                     "capabilities": capabilities,
-                    "clientInfo": {"name": "toolgate-e2e", "version": "0.1.0"}
+                    "clientInfo": {"name": self.client_name, "version": "0.1.0"}
                 }),
             )
             .await?;
-        let result = ex
-            .response
-            .as_ref()
-            .and_then(|r| r.get("result"))
-            .cloned()
-            .ok_or_else(|| anyhow::anyhow!("initialize failed: {ex:#?}"))?;
-        s.protocol = result["protocolVersion"]
+        let Some(result) = ex.response.as_ref().and_then(|r| r.get("result")).cloned() else {
+            return Ok((ex, None));
+        };
+        self.protocol = result["protocolVersion"]
             .as_str()
             .unwrap_or(SESSION_PROTOCOL)
             .to_string();
-        s.init_result = result;
-        s.session_id = ex.session_id_header;
-        s.notify("notifications/initialized", None).await?;
-        Ok(self)
+        self.init_result = result;
+        self.session_id = ex.session_id_header.clone();
+        let status = self.notify("notifications/initialized", None).await?;
+        Ok((ex, Some(status)))
     }
 
     fn next_id(&self) -> i64 {
         self.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
-    fn post(&self) -> reqwest::RequestBuilder {
-        let mut rb = self
-            .client
-            .post(&self.url)
-            .header("Content-Type", "application/json")
-            .header("Accept", "application/json, text/event-stream")
-            .header("MCP-Protocol-Version", &self.protocol);
+    /// The session's headers: credentials, protocol version, session id.
+    fn session_headers(&self, mut rb: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        rb = rb.header("MCP-Protocol-Version", &self.protocol);
+        if let Some(key) = &self.bearer {
+            rb = rb.bearer_auth(key);
+        }
         if let Some(id) = &self.session_id {
             rb = rb.header("Mcp-Session-Id", id);
         }
         rb
     }
 
-    /// A request with a fresh numeric id; waits for its response (bounded: 120 s).
+    fn post(&self) -> reqwest::RequestBuilder {
+        let rb = self
+            .client
+            .post(&self.url)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream");
+        self.session_headers(rb)
+    }
+
+    /// A request with a fresh numeric id; waits for its response (bounded: 120 s, or
+    /// the handle's [`Self::with_timeout`]).
     pub async fn request(
         &self,
         method: &str,
         params: Value,
     ) -> anyhow::Result<RpcExchangeWithHeaders> {
         let id = json!(self.next_id());
-        self.request_with_id(id, method, params, None, Duration::from_secs(120))
+        self.request_with_id(id, method, params, None, self.timeout)
             .await
+    }
+
+    /// [`Self::request`] for tests: panics (naming the method) when no complete
+    /// answer arrives.
+    pub async fn rpc(&self, method: &str, params: Value) -> RpcExchangeWithHeaders {
+        self.request(method, params)
+            .await
+            .unwrap_or_else(|e| panic!("{method} at {}: {e:#}", self.url))
+    }
+
+    /// `DELETE` of the session (with its credentials); returns the HTTP status.
+    pub async fn delete(&self) -> anyhow::Result<u16> {
+        let rb = self
+            .client
+            .delete(&self.url)
+            .header("Accept", "application/json, text/event-stream")
+            .timeout(Duration::from_secs(30));
+        Ok(self.session_headers(rb).send().await?.status().as_u16())
     }
 
     /// A request with the given id. Each frame is also sent to `tap` as it arrives.
@@ -211,7 +307,7 @@ impl McpSession {
                     );
                     meta.insert(
                         "io.modelcontextprotocol/clientInfo".into(),
-                        json!({"name": "toolgate-e2e", "version": "0.1.0"}),
+                        json!({"name": self.client_name, "version": "0.1.0"}),
                     );
                     meta.insert(
                         "io.modelcontextprotocol/clientCapabilities".into(),
@@ -285,25 +381,52 @@ impl McpSession {
             }
             let resp = rb.body(body).send().await?;
             let status = resp.status().as_u16();
-            let session_id_header = resp
-                .headers()
+            let headers = resp.headers().clone();
+            let session_id_header = headers
                 .get("mcp-session-id")
                 .and_then(|v| v.to_str().ok())
                 .map(String::from);
-            let content_type = resp
-                .headers()
+            let content_type = headers
                 .get("content-type")
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("")
                 .to_string();
             let mut ex = RpcExchange {
                 status,
+                headers,
                 content_type: content_type.clone(),
                 frames: Vec::new(),
                 response: None,
                 body: String::new(),
             };
-            if content_type.starts_with("text/event-stream") {
+            let sse = content_type.starts_with("text/event-stream");
+            if sse && self.read_to_end {
+                ex.body = resp.text().await?;
+                let mut buf = ex.body.clone().into_bytes();
+                // The last event may end with the stream instead of a blank line.
+                buf.extend_from_slice(b"\n\n");
+                for _ in 0..1_000_000 {
+                    let Some(event) = take_event(&mut buf) else {
+                        break;
+                    };
+                    if let Some(msg) = event_json(&event) {
+                        if let Some(tap) = &tap {
+                            let _ = tap.send(msg.clone());
+                        }
+                        ex.frames.push(msg);
+                    }
+                }
+                ex.response = ex
+                    .frames
+                    .iter()
+                    .find(|m| {
+                        id.as_ref().is_some_and(|id| m.get("id") == Some(id))
+                            && (m.get("result").is_some() || m.get("error").is_some())
+                    })
+                    // Front-door refusals answer with `id: null`.
+                    .or_else(|| ex.frames.iter().find(|m| m.get("error").is_some()))
+                    .cloned();
+            } else if sse {
                 let mut stream = resp.bytes_stream();
                 let mut buf: Vec<u8> = Vec::new();
                 'outer: while let Some(chunk) = stream.next().await {
@@ -363,16 +486,13 @@ impl McpSession {
         &self,
         tap: UnboundedSender<Value>,
     ) -> anyhow::Result<(u16, tokio::task::JoinHandle<()>)> {
-        let mut rb = self
+        let rb = self
             .client
             .get(&self.url)
             .header("Accept", "text/event-stream")
-            .header("MCP-Protocol-Version", &self.protocol)
             // The stream outlives the client's default request timeout.
             .timeout(Duration::from_secs(3600));
-        if let Some(id) = &self.session_id {
-            rb = rb.header("Mcp-Session-Id", id);
-        }
+        let rb = self.session_headers(rb);
         let resp = tokio::time::timeout(Duration::from_secs(30), rb.send())
             .await
             .map_err(|_| anyhow::anyhow!("GET stream: no answer within 30 s"))??;
