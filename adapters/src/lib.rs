@@ -19,6 +19,7 @@
 //! - [`redirect`]: the one redirect policy of clients that carry credentials.
 //! - [`secret`]: [`Secret`], the one type every credential is held in.
 //! - [`skills`]: skill packages (`SKILL.md` directories) as prompts, tools and resources.
+//! - `sys`: the two libc calls (process-group signals, heap release); the crate's only `unsafe`.
 
 pub mod error;
 pub mod mcp;
@@ -26,6 +27,7 @@ pub mod openapi;
 pub mod redirect;
 pub mod secret;
 pub mod skills;
+mod sys;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

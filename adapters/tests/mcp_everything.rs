@@ -330,8 +330,8 @@ async fn killed_stdio_child_fails_pending_calls_and_restarts() {
 
         let mut conn = up.connection_changes();
         let killed_at = tokio::time::Instant::now();
-        // SAFETY: kill(2) on our own child's pid.
-        assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0);
+        // Our own child.
+        toolgate_test_support::sys::signal(pid, libc::SIGKILL).expect("kill the server");
 
         let r = tokio::time::timeout(Duration::from_secs(3), call)
             .await

@@ -71,7 +71,9 @@ fn requests_go_through_the_proxy_the_environment_names() {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let (proxy_listener, proxy_addr) = runtime.block_on(bind());
     // SAFETY: no other thread of this process reads the environment yet: the runtime's
-    // workers are idle and this binary holds this one test.
+    // workers are idle and this binary holds this one test. (What is under test is
+    // reqwest reading the proxy from the environment, so the environment must change.)
+    #[allow(unsafe_code)]
     unsafe {
         std::env::remove_var("NO_PROXY");
         std::env::remove_var("no_proxy");

@@ -73,10 +73,8 @@ impl Drop for Proc {
         if let Ok(Some(_)) = self.child.try_wait() {
             return;
         }
-        // SAFETY: kill(2) on the pid of a child we spawned and have not reaped.
-        unsafe {
-            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
-        }
+        // A child we spawned and have not reaped.
+        let _ = toolgate_test_support::sys::signal(self.child.id(), libc::SIGTERM);
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
@@ -306,7 +304,7 @@ pub fn cpu_time(pid: u32) -> Option<Duration> {
     let utime: u64 = fields.get(11)?.parse().ok()?;
     let stime: u64 = fields.get(12)?.parse().ok()?;
     // SAFETY: sysconf has no preconditions.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let ticks = toolgate_test_support::sys::clock_ticks_per_second();
     let ticks = if ticks > 0 { ticks as u64 } else { 100 };
     Some(Duration::from_secs_f64(
         (utime + stime) as f64 / ticks as f64,

@@ -11,6 +11,7 @@
 //! - [`text`]: deterministic payloads (prose, JSON records, ids, base64) for the token
 //!   budget's tests and benchmarks.
 //! - [`assert`]: assertions on tool results (a tool error mentioning something).
+//! - [`sys`]: signals, open-file limits and clock ticks: the tests' only `unsafe`.
 //!
 //! Nothing here depends on `toolgate` or `toolgate-adapters`, so any crate of the
 //! workspace can use it. Every wait is bounded in time and in attempts.
@@ -20,6 +21,7 @@ pub mod deps;
 pub mod mcp_http;
 pub mod mock_api;
 pub mod process;
+pub mod sys;
 pub mod text;
 
 pub use assert::{assert_tool_error, first_text};

@@ -120,11 +120,8 @@ impl Proc {
     }
 
     fn kill_group(&mut self) {
-        let pgid = self.child.id() as libc::pid_t;
-        // SAFETY: kill(2) with a negative pid signals the process group we created.
-        unsafe {
-            libc::kill(-pgid, libc::SIGKILL);
-        }
+        // The process group we created (process_group(0)); gone already is fine.
+        let _ = crate::sys::signal_group(self.child.id(), libc::SIGKILL);
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

@@ -32,6 +32,7 @@ pub mod redis;
 // The helpers every crate's tests share live in `toolgate-test-support`; this crate
 // re-exports them so its tests name one place.
 pub use toolgate_test_support::mcp_http;
+pub use toolgate_test_support::sys;
 pub use toolgate_test_support::{
     Everything, McpSession, MockApi, NodeDeps, Proc, Recorded, RpcExchange, RpcExchangeWithHeaders,
     START_TIMEOUT, TempDir, assert_tool_error, first_text, free_port, http, missing, python,

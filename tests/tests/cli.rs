@@ -85,10 +85,8 @@ struct GroupGuard(std::process::Child);
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        // SAFETY: kill(2) with a negative pid signals the process group we created.
-        unsafe {
-            libc::kill(-(self.0.id() as libc::pid_t), libc::SIGKILL);
-        }
+        // The process group we created.
+        let _ = toolgate_e2e::sys::signal_group(self.0.id(), libc::SIGKILL);
         let _ = self.0.kill();
         let _ = self.0.wait();
     }

@@ -436,20 +436,7 @@ async fn slow_idle_and_surplus_clients_are_cut_and_real_requests_still_served() 
 /// Lowers the file-descriptor limit of process `pid` (the gateway, not this test).
 #[cfg(target_os = "linux")]
 fn limit_fds(pid: u32, limit: u64) {
-    let rlimit = libc::rlimit {
-        rlim_cur: limit,
-        rlim_max: limit,
-    };
-    // SAFETY: prlimit reads `rlimit` and writes nothing (old limit pointer is null).
-    let rc = unsafe {
-        libc::prlimit(
-            pid as libc::pid_t,
-            libc::RLIMIT_NOFILE,
-            &rlimit,
-            std::ptr::null_mut(),
-        )
-    };
-    assert_eq!(rc, 0, "prlimit: {}", std::io::Error::last_os_error());
+    toolgate_e2e::sys::limit_open_files(pid, limit).expect("prlimit");
 }
 
 #[cfg(target_os = "linux")]

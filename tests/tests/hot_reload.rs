@@ -257,9 +257,8 @@ async fn sighup_reloads() {
     assert_eq!(listed(&session).await, [SIMPLE]);
 
     let pid = gateway.proc.pid();
-    // SAFETY: kill(2) on the gateway child process this test spawned.
-    let sent = unsafe { libc::kill(pid as libc::pid_t, libc::SIGHUP) };
-    assert_eq!(sent, 0, "kill -HUP");
+    // The gateway child process this test spawned.
+    toolgate_e2e::sys::signal(pid, libc::SIGHUP).expect("kill -HUP");
     wait_for_list(&session, "the image tool listed after SIGHUP", |names| {
         names.iter().any(|n| n == IMAGE)
     })

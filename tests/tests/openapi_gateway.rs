@@ -302,10 +302,8 @@ async fn assert_get_pet_works(session: &McpSession, api: &PetApi) {
 
 /// Sends SIGTERM to the gateway and waits (bounded) for it to exit.
 async fn stop(mut gw: Gateway) {
-    // SAFETY: kill(2) on the pid of a child we spawned and still own.
-    unsafe {
-        libc::kill(gw.proc.pid() as libc::pid_t, libc::SIGTERM);
-    }
+    // A child we spawned and still own.
+    let _ = toolgate_e2e::sys::signal(gw.proc.pid(), libc::SIGTERM);
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if gw.proc.exited().is_some() {

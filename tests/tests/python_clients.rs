@@ -264,10 +264,8 @@ async fn python_client_over_the_stdio_front_door_sees_the_same_catalog() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     for pid in left.iter().skip(1) {
-        // SAFETY: cleanup of a leaked process carrying this test's unique marker.
-        unsafe {
-            libc::kill(*pid as libc::pid_t, libc::SIGKILL);
-        }
+        // Cleanup of a leaked process carrying this test's unique marker.
+        let _ = toolgate_e2e::sys::signal(*pid, libc::SIGKILL);
     }
     assert_eq!(
         left.len(),

@@ -93,10 +93,8 @@ async fn killed_stdio_upstream_fails_the_call_clearly_and_restarts_alone() {
 
     let killed_at = Instant::now();
     for pid in &old_pids {
-        // SAFETY: kill(2) on the pid of the stdio server we found by its unique marker.
-        unsafe {
-            libc::kill(*pid as libc::pid_t, libc::SIGKILL);
-        }
+        // The stdio server we found by its unique marker.
+        let _ = toolgate_e2e::sys::signal(*pid, libc::SIGKILL);
     }
 
     // 1. The call returns a clear error, long before the operation would have finished.

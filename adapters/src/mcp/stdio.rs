@@ -269,7 +269,7 @@ async fn watch_child(
             close_stdin.cancel();
             let mut exited = tokio::time::timeout(GRACE, child.wait()).await.is_ok();
             if !exited {
-                signal_group(pid, Signal::Term);
+                crate::sys::signal_group(pid, crate::sys::Signal::Term);
                 exited = tokio::time::timeout(GRACE, child.wait()).await.is_ok();
             }
             if !exited {
@@ -279,36 +279,9 @@ async fn watch_child(
         }
     }
     // Whatever the child left behind in its group (helpers it spawned) goes with it.
-    signal_group(pid, Signal::Kill);
+    crate::sys::signal_group(pid, crate::sys::Signal::Kill);
     let _ = done.send(true);
 }
-
-enum Signal {
-    Term,
-    Kill,
-}
-
-#[cfg(unix)]
-fn signal_group(pid: Option<u32>, sig: Signal) {
-    let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) else {
-        return;
-    };
-    if pid <= 1 {
-        return; // never signal "every process" or init by accident
-    }
-    let sig = match sig {
-        Signal::Term => libc::SIGTERM,
-        Signal::Kill => libc::SIGKILL,
-    };
-    // SAFETY: kill(2) has no memory-safety preconditions; the child leads its own
-    // group (process_group(0)), so -pid addresses exactly that group.
-    unsafe {
-        libc::kill(-pid, sig);
-    }
-}
-
-#[cfg(not(unix))]
-fn signal_group(_pid: Option<u32>, _sig: Signal) {}
 
 struct StdioLink {
     pid: Option<u32>,

@@ -66,13 +66,4 @@ pub use load::LoadError;
 pub use ssrf::is_forbidden;
 pub use upstream::OpenApiUpstream;
 
-/// Hands memory freed by an import (or by a removed upstream) back to the system.
-/// glibc keeps freed memory in its arenas, those of the blocking threads an import
-/// runs on included: a large spec would otherwise leave its peak behind for good.
-pub fn release_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only returns free memory of the allocator to the system.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
+pub use crate::sys::release_memory;
