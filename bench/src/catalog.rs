@@ -32,7 +32,7 @@ const PROTOCOL_TOOLS: usize = 3;
 
 /// `toolgate-bench import-one SPEC [--runs N]`: imports the spec N times (median time)
 /// and prints one JSON line with the tool count, the median and the process's peak RSS.
-pub fn import_one(args: &[String]) -> Result<()> {
+pub(crate) fn import_one(args: &[String]) -> Result<()> {
     let (spec, runs) = match args {
         [spec] => (spec.clone(), 3),
         [spec, flag, n] if flag == "--runs" => (
@@ -309,7 +309,7 @@ async fn session_memory(
     Ok(())
 }
 
-pub async fn run(settings: &Settings, report: &mut Report) -> Result<()> {
+pub(crate) async fn run(settings: &Settings, report: &mut Report) -> Result<()> {
     if settings.wants("imports") {
         imports(settings, report).await?;
     }

@@ -15,15 +15,15 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use crate::upstreams::MARKER;
 
-pub const PROTOCOL: &str = "2025-11-25";
+pub(crate) const PROTOCOL: &str = "2025-11-25";
 /// The sessionless protocol: no `initialize`, the version and client in each request's
 /// `_meta`, `Mcp-Method`/`Mcp-Name` headers. Python `mcp` picks it by default.
-pub const SESSIONLESS_PROTOCOL: &str = "2026-07-28";
+pub(crate) const SESSIONLESS_PROTOCOL: &str = "2026-07-28";
 /// Bound on every request of the bench.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A client with one keep-alive connection's worth of pool.
-pub fn http_client() -> Result<reqwest::Client> {
+pub(crate) fn http_client() -> Result<reqwest::Client> {
     Ok(reqwest::Client::builder()
         .no_proxy()
         .connect_timeout(Duration::from_secs(5))
@@ -34,7 +34,7 @@ pub fn http_client() -> Result<reqwest::Client> {
 
 /// The JSON-RPC messages of a response body: one JSON document, or the `data:` lines
 /// of SSE events (priming events without data are skipped).
-pub fn messages(content_type: &str, body: &[u8]) -> Vec<Value> {
+pub(crate) fn messages(content_type: &str, body: &[u8]) -> Vec<Value> {
     if content_type.starts_with("text/event-stream") {
         let text = String::from_utf8_lossy(body);
         let mut out = Vec::new();
@@ -61,7 +61,7 @@ pub fn messages(content_type: &str, body: &[u8]) -> Vec<Value> {
 }
 
 /// One MCP session over streamable HTTP.
-pub struct McpHttp {
+pub(crate) struct McpHttp {
     http: reqwest::Client,
     url: String,
     headers: HeaderMap,
@@ -76,7 +76,7 @@ pub struct McpHttp {
 impl McpHttp {
     /// `initialize`, then `notifications/initialized`. [`Self::call`] calls `tool` with
     /// `arguments`; `bearer` is sent as `Authorization: Bearer …` on every request.
-    pub async fn connect(
+    pub(crate) async fn connect(
         url: &str,
         tool: &str,
         arguments: Value,
@@ -86,7 +86,7 @@ impl McpHttp {
     }
 
     /// [`Self::connect`] on a given client (sessions may share its connections).
-    pub async fn connect_with(
+    pub(crate) async fn connect_with(
         http: reqwest::Client,
         url: &str,
         tool: &str,
@@ -159,7 +159,7 @@ impl McpHttp {
 
     /// A sessionless 2026-07-28 client: nothing to open; every call carries the
     /// protocol version, client info and capabilities in `_meta`, and the headers.
-    pub fn sessionless(url: &str, tool: &str, arguments: Value) -> Result<McpHttp> {
+    pub(crate) fn sessionless(url: &str, tool: &str, arguments: Value) -> Result<McpHttp> {
         let mut headers = HeaderMap::new();
         headers.insert(
             "accept",
@@ -209,7 +209,7 @@ impl McpHttp {
     }
 
     /// One `tools/call` of the session's tool; checks the answer carries the marker.
-    pub async fn call(&mut self) -> Result<()> {
+    pub(crate) async fn call(&mut self) -> Result<()> {
         self.next_id += 1;
         let body = format!(
             r#"{{"jsonrpc":"2.0","id":{},"method":"tools/call","params":{{"name":"{}","arguments":{}{}}}}}"#,
@@ -228,7 +228,7 @@ impl McpHttp {
     /// Any request, its answer parsed: the `result` of the response with our id, the
     /// body's size, and the round trip (request sent to last body byte received; the
     /// parsing afterwards is not part of it).
-    pub async fn request(
+    pub(crate) async fn request(
         &mut self,
         method: &str,
         params: Value,
@@ -258,25 +258,25 @@ fn content_type(headers: &HeaderMap) -> String {
         .to_owned()
 }
 
-pub fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+pub(crate) fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 /// `POST /v1/tools/{name}/call` on the gateway.
-pub struct Rest {
+pub(crate) struct Rest {
     http: reqwest::Client,
     url: String,
 }
 
 impl Rest {
-    pub fn new(base: &str, tool: &str) -> Result<Rest> {
+    pub(crate) fn new(base: &str, tool: &str) -> Result<Rest> {
         Ok(Rest {
             http: http_client()?,
             url: format!("{base}/v1/tools/{tool}/call"),
         })
     }
 
-    pub async fn call(&mut self) -> Result<()> {
+    pub(crate) async fn call(&mut self) -> Result<()> {
         let response = self
             .http
             .post(&self.url)
@@ -297,20 +297,20 @@ impl Rest {
 }
 
 /// The HTTP API called directly: `GET /api/items/42`.
-pub struct ApiDirect {
+pub(crate) struct ApiDirect {
     http: reqwest::Client,
     url: String,
 }
 
 impl ApiDirect {
-    pub fn new(url: String) -> Result<ApiDirect> {
+    pub(crate) fn new(url: String) -> Result<ApiDirect> {
         Ok(ApiDirect {
             http: http_client()?,
             url,
         })
     }
 
-    pub async fn call(&mut self) -> Result<()> {
+    pub(crate) async fn call(&mut self) -> Result<()> {
         let response = self.http.get(&self.url).send().await?;
         let status = response.status();
         let body = response.bytes().await?;
@@ -323,7 +323,7 @@ impl ApiDirect {
 
 /// An MCP session with a stdio child (`toolgate-bench stdio-server`), one request at a
 /// time.
-pub struct StdioDirect {
+pub(crate) struct StdioDirect {
     child: tokio::process::Child,
     stdin: tokio::process::ChildStdin,
     stdout: BufReader<tokio::process::ChildStdout>,
@@ -332,7 +332,7 @@ pub struct StdioDirect {
 }
 
 impl StdioDirect {
-    pub async fn start(exe: &std::path::Path) -> Result<StdioDirect> {
+    pub(crate) async fn start(exe: &std::path::Path) -> Result<StdioDirect> {
         let mut child = tokio::process::Command::new(exe)
             .arg("stdio-server")
             .stdin(Stdio::piped())
@@ -379,7 +379,7 @@ impl StdioDirect {
         Ok(())
     }
 
-    pub async fn call(&mut self) -> Result<()> {
+    pub(crate) async fn call(&mut self) -> Result<()> {
         self.next_id += 1;
         let line = format!(
             r#"{{"jsonrpc":"2.0","id":{},"method":"tools/call","params":{{"name":"echo","arguments":{{"message":"hi"}}}}}}"#,

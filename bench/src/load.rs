@@ -9,7 +9,7 @@ use anyhow::{Result, bail};
 use crate::client::{ApiDirect, McpHttp, Rest, StdioDirect};
 
 /// One worker's connection.
-pub enum Conn {
+pub(crate) enum Conn {
     Mcp(Box<McpHttp>),
     Rest(Rest),
     Api(ApiDirect),
@@ -29,7 +29,7 @@ impl Conn {
 
 /// What one round measured.
 #[derive(Clone, Debug)]
-pub struct Round {
+pub(crate) struct Round {
     /// Completed calls per second in the measured window.
     pub throughput: f64,
     pub p50: Duration,
@@ -42,7 +42,7 @@ pub struct Round {
 }
 
 /// The p-th percentile (0..=100) of sorted values (nearest rank).
-pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+pub(crate) fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
     }
@@ -50,7 +50,7 @@ pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-pub fn median_f64(values: &mut [f64]) -> f64 {
+pub(crate) fn median_f64(values: &mut [f64]) -> f64 {
     if values.is_empty() {
         return 0.0;
     }
@@ -58,7 +58,7 @@ pub fn median_f64(values: &mut [f64]) -> f64 {
     values[values.len() / 2]
 }
 
-pub fn median_duration(values: &mut [Duration]) -> Duration {
+pub(crate) fn median_duration(values: &mut [Duration]) -> Duration {
     if values.is_empty() {
         return Duration::ZERO;
     }
@@ -67,7 +67,7 @@ pub fn median_duration(values: &mut [Duration]) -> Duration {
 }
 
 /// Runs one round on `conns` (one task each) and hands them back.
-pub async fn round(
+pub(crate) async fn round(
     conns: Vec<Conn>,
     warmup: Duration,
     measure: Duration,

@@ -51,7 +51,7 @@ impl Target {
 
 /// The gateway config: the three upstreams, health checks out of the way, the call
 /// limiter above the highest concurrency measured.
-pub fn gateway_config(upstreams: &Upstreams, spec_path: &str) -> Result<Value> {
+pub(crate) fn gateway_config(upstreams: &Upstreams, spec_path: &str) -> Result<Value> {
     let exe = self_exe()?;
     Ok(json!({
         "health": {"interval": "60s"},
@@ -111,7 +111,7 @@ async fn connect(
     Ok(conns)
 }
 
-pub async fn run(settings: &Settings, report: &mut Report) -> Result<()> {
+pub(crate) async fn run(settings: &Settings, report: &mut Report) -> Result<()> {
     if !["mcp", "mcp-sessionless", "rest", "api-mcp", "stdio"]
         .iter()
         .any(|p| settings.wants(p))

@@ -12,10 +12,10 @@ use anyhow::{Context, Result, anyhow, bail};
 use serde_json::Value;
 
 /// A temporary directory removed on drop.
-pub struct TempDir(PathBuf);
+pub(crate) struct TempDir(PathBuf);
 
 impl TempDir {
-    pub fn new(label: &str) -> Result<TempDir> {
+    pub(crate) fn new(label: &str) -> Result<TempDir> {
         static N: AtomicU64 = AtomicU64::new(0);
         let path = std::env::temp_dir().join(format!(
             "toolgate-bench-{label}-{}-{}",
@@ -27,7 +27,7 @@ impl TempDir {
         Ok(TempDir(path))
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.0
     }
 }
@@ -40,13 +40,13 @@ impl Drop for TempDir {
 
 /// A child we started: SIGTERM on drop, SIGKILL if it has not exited 10 s later (a
 /// gateway under a profiler needs time to write its profile).
-pub struct Proc {
+pub(crate) struct Proc {
     pub child: Child,
     name: String,
 }
 
 impl Proc {
-    pub fn spawn(name: &str, cmd: &mut Command) -> Result<Proc> {
+    pub(crate) fn spawn(name: &str, cmd: &mut Command) -> Result<Proc> {
         let child = cmd
             .spawn()
             .with_context(|| format!("start {name} ({cmd:?})"))?;
@@ -56,7 +56,7 @@ impl Proc {
         })
     }
 
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
@@ -88,12 +88,12 @@ impl Drop for Proc {
 }
 
 /// A free TCP port on 127.0.0.1 (bound, read, released).
-pub fn free_port() -> Result<u16> {
+pub(crate) fn free_port() -> Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
 /// A field of `/proc/<pid>/status` in kB (`VmRSS`, `VmHWM`).
-pub fn status_kb(pid: u32, field: &str) -> Option<u64> {
+pub(crate) fn status_kb(pid: u32, field: &str) -> Option<u64> {
     let path = if pid == 0 {
         "/proc/self/status".to_owned()
     } else {
@@ -106,7 +106,7 @@ pub fn status_kb(pid: u32, field: &str) -> Option<u64> {
 }
 
 /// This executable (the bench re-runs itself for its child processes).
-pub fn self_exe() -> Result<PathBuf> {
+pub(crate) fn self_exe() -> Result<PathBuf> {
     std::env::current_exe().context("current_exe")
 }
 
@@ -114,7 +114,7 @@ pub fn self_exe() -> Result<PathBuf> {
 /// executable (same target directory and profile), built first with
 /// `cargo build [--release] -p toolgate --bin toolgate` (a no-op when up to date) unless
 /// `TOOLGATE_SKIP_BUILD` is set.
-pub fn toolgate_bin(explicit: Option<&Path>) -> Result<PathBuf> {
+pub(crate) fn toolgate_bin(explicit: Option<&Path>) -> Result<PathBuf> {
     if let Some(path) = explicit {
         return Ok(path.to_path_buf());
     }
@@ -172,14 +172,14 @@ pub fn toolgate_bin(explicit: Option<&Path>) -> Result<PathBuf> {
 
 /// The bench's upstreams (`toolgate-bench upstreams`) in a child process: they run on
 /// their own runtime, so the load generator does not share threads with them.
-pub struct Upstreams {
+pub(crate) struct Upstreams {
     /// Held for its drop (stops the process).
     _proc: Proc,
     pub port: u16,
 }
 
 impl Upstreams {
-    pub fn start(big_tools: usize) -> Result<Upstreams> {
+    pub(crate) fn start(big_tools: usize) -> Result<Upstreams> {
         let mut cmd = Command::new(self_exe()?);
         cmd.args(["upstreams", "--tools", &big_tools.to_string()])
             .stdin(Stdio::piped())
@@ -206,13 +206,13 @@ impl Upstreams {
         Ok(Upstreams { _proc: proc, port })
     }
 
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 }
 
 /// A running `toolgate serve` with its config and logs in a temp dir.
-pub struct Gateway {
+pub(crate) struct Gateway {
     pub proc: Proc,
     pub base: String,
     pub dir: TempDir,
@@ -221,7 +221,7 @@ pub struct Gateway {
 impl Gateway {
     /// Writes `config` (JSON is YAML) and starts the gateway on a free port; returns
     /// once `/readyz` answers 200.
-    pub async fn start(bin: &Path, label: &str, config: &Value) -> Result<Gateway> {
+    pub(crate) async fn start(bin: &Path, label: &str, config: &Value) -> Result<Gateway> {
         let dir = TempDir::new(label)?;
         let port = free_port()?;
         let config_path = dir.path().join("toolgate.yaml");
@@ -270,15 +270,15 @@ impl Gateway {
         }
     }
 
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 
-    pub fn rss_kb(&self) -> Option<u64> {
+    pub(crate) fn rss_kb(&self) -> Option<u64> {
         status_kb(self.proc.pid(), "VmRSS")
     }
 
-    pub fn log_tail(&self) -> String {
+    pub(crate) fn log_tail(&self) -> String {
         let text =
             std::fs::read_to_string(self.dir.path().join("toolgate.log")).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
@@ -288,7 +288,7 @@ impl Gateway {
 
 /// The shared corpus of real OpenAPI specs: `$TOOLGATE_SHARED`, default `../shared`
 /// next to the workspace.
-pub fn shared_dir() -> PathBuf {
+pub(crate) fn shared_dir() -> PathBuf {
     match std::env::var_os("TOOLGATE_SHARED") {
         Some(dir) => PathBuf::from(dir),
         None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared"),
@@ -296,7 +296,7 @@ pub fn shared_dir() -> PathBuf {
 }
 
 /// CPU time (user + system) a process has used so far, from `/proc/<pid>/stat`.
-pub fn cpu_time(pid: u32) -> Option<Duration> {
+pub(crate) fn cpu_time(pid: u32) -> Option<Duration> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command name (which may hold spaces) start at field 3.
     let rest = stat.rsplit_once(')')?.1;

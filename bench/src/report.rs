@@ -9,7 +9,7 @@ use crate::load::{Round, median_duration, median_f64};
 
 /// Medians over the rounds of one path.
 #[derive(Clone, Debug)]
-pub struct Summary {
+pub(crate) struct Summary {
     pub throughput: f64,
     pub p50: Duration,
     pub p99: Duration,
@@ -18,7 +18,7 @@ pub struct Summary {
 }
 
 impl Summary {
-    pub fn of(rounds: &[Round]) -> Summary {
+    pub(crate) fn of(rounds: &[Round]) -> Summary {
         let mut throughput: Vec<f64> = rounds.iter().map(|r| r.throughput).collect();
         let mut p50: Vec<Duration> = rounds.iter().map(|r| r.p50).collect();
         let mut p99: Vec<Duration> = rounds.iter().map(|r| r.p99).collect();
@@ -32,7 +32,7 @@ impl Summary {
     }
 }
 
-pub struct OverheadRow {
+pub(crate) struct OverheadRow {
     pub path: &'static str,
     pub concurrency: usize,
     pub direct: Option<Summary>,
@@ -40,37 +40,37 @@ pub struct OverheadRow {
 }
 
 impl OverheadRow {
-    pub fn ratio(&self) -> Option<f64> {
+    pub(crate) fn ratio(&self) -> Option<f64> {
         let direct = self.direct.as_ref()?;
         (direct.throughput > 0.0).then(|| self.gateway.throughput / direct.throughput)
     }
 
-    pub fn added_p50(&self) -> Option<f64> {
+    pub(crate) fn added_p50(&self) -> Option<f64> {
         let direct = self.direct.as_ref()?;
         Some(micros(self.gateway.p50) - micros(direct.p50))
     }
 }
 
-pub struct Row {
+pub(crate) struct Row {
     pub name: String,
     pub value: String,
 }
 
-pub struct Target {
+pub(crate) struct Target {
     pub what: String,
     pub target: String,
     pub measured: String,
     pub met: bool,
 }
 
-pub struct Report {
+pub(crate) struct Report {
     pub header: String,
     pub overhead: Vec<OverheadRow>,
     pub rows: Vec<Row>,
     pub targets: Vec<Target>,
 }
 
-pub fn micros(d: Duration) -> f64 {
+pub(crate) fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
@@ -79,7 +79,7 @@ fn fmt_us(d: Duration) -> String {
 }
 
 /// What the machine is: cores, CPU model, memory.
-pub fn machine() -> String {
+pub(crate) fn machine() -> String {
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let model = cpuinfo
@@ -105,7 +105,7 @@ pub fn machine() -> String {
 }
 
 impl Report {
-    pub fn new(settings: &Settings) -> Report {
+    pub(crate) fn new(settings: &Settings) -> Report {
         let mode = if settings.smoke {
             "smoke (tiny sizes: proves the bench runs; the numbers mean nothing)".to_owned()
         } else {
@@ -124,14 +124,14 @@ impl Report {
         }
     }
 
-    pub fn row(&mut self, name: impl Into<String>, value: impl Into<String>) {
+    pub(crate) fn row(&mut self, name: impl Into<String>, value: impl Into<String>) {
         self.rows.push(Row {
             name: name.into(),
             value: value.into(),
         });
     }
 
-    pub fn target(&mut self, what: &str, target: &str, measured: String, met: bool) {
+    pub(crate) fn target(&mut self, what: &str, target: &str, measured: String, met: bool) {
         self.targets.push(Target {
             what: what.to_owned(),
             target: target.to_owned(),
@@ -140,7 +140,7 @@ impl Report {
         });
     }
 
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "# toolgate bench\n\n{}\n", self.header);
         if !self.overhead.is_empty() {

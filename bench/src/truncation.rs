@@ -14,7 +14,7 @@ use crate::report::Report;
 
 /// A JSON array of list-API records (ids, numbers, labels, prose), about `bytes` long:
 /// the shared generator with a fixed seed, so every run sees the same payload.
-pub fn json_records(bytes: usize) -> String {
+pub(crate) fn json_records(bytes: usize) -> String {
     use toolgate_test_support::text;
     text::json_records(bytes, text::WORDS, 17)
 }
@@ -32,7 +32,7 @@ fn timed<T>(runs: usize, mut f: impl FnMut() -> T) -> (Duration, T) {
     (median_duration(&mut times), out)
 }
 
-pub fn run(settings: &Settings, report: &mut Report) -> Result<()> {
+pub(crate) fn run(settings: &Settings, report: &mut Report) -> Result<()> {
     let runs = if settings.smoke { 2 } else { 9 };
     let text = json_records(settings.truncate_bytes);
     let size = if settings.truncate_bytes >= 1024 * 1024 {

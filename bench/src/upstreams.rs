@@ -27,11 +27,11 @@ use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
 
 /// Text every tool result carries (the clients check for it).
-pub const MARKER: &str = "bench-ok";
+pub(crate) const MARKER: &str = "bench-ok";
 /// The one tool of the small MCP servers.
-pub const FAST_TOOL: &str = "echo";
+pub(crate) const FAST_TOOL: &str = "echo";
 /// The HTTP API's operation (`GET /api/items/{id}`).
-pub const API_OPERATION: &str = "getItem";
+pub(crate) const API_OPERATION: &str = "getItem";
 /// The upstreams process lives at most this long (a bound if its parent vanishes
 /// without closing our stdin).
 const MAX_LIFETIME: Duration = Duration::from_secs(4 * 3600);
@@ -134,7 +134,7 @@ fn fast_tools() -> Vec<Value> {
 }
 
 /// `n` tools with realistic definitions: half named `a_NNNN`, half `b_NNNN`.
-pub fn big_tools(n: usize) -> Vec<Value> {
+pub(crate) fn big_tools(n: usize) -> Vec<Value> {
     (0..n)
         .map(|i| {
             let group = if i % 2 == 0 { "a" } else { "b" };
@@ -160,7 +160,7 @@ pub fn big_tools(n: usize) -> Vec<Value> {
 
 /// An OpenAPI 3.0 document for the bench API: `getItem` plus `extra` generated
 /// operations (for import timings of a given size).
-pub fn openapi_spec(base_url: &str, extra: usize) -> Value {
+pub(crate) fn openapi_spec(base_url: &str, extra: usize) -> Value {
     let item_op = |operation_id: String| {
         json!({"get": {
             "operationId": operation_id,
@@ -259,7 +259,7 @@ async fn proxy_post(State(proxy): State<Arc<Proxy>>, headers: HeaderMap, body: B
 /// `toolgate-bench upstreams [--tools N]`: serves `/mcp` (fast), `/big/mcp` (N tools)
 /// and `/api/items/{id}` on one loopback port, prints `READY <port>`, and exits when
 /// stdin closes.
-pub fn main(args: &[String]) -> Result<()> {
+pub(crate) fn main(args: &[String]) -> Result<()> {
     let tools = match args {
         [] => 5_000,
         [flag, n] if flag == "--tools" => n.parse().context("--tools N")?,
@@ -311,7 +311,7 @@ pub fn main(args: &[String]) -> Result<()> {
 
 /// `toolgate-bench stdio-server`: the fast MCP server on stdin/stdout
 /// (newline-delimited JSON-RPC) until stdin closes.
-pub fn stdio_server() -> Result<()> {
+pub(crate) fn stdio_server() -> Result<()> {
     let server = McpServer::new("pipe", fast_tools());
     let stdin = std::io::stdin();
     let mut stdout = std::io::stdout().lock();

@@ -312,11 +312,6 @@ impl AuthError {
         }
     }
 
-    /// Every refusal is a 401.
-    pub fn status(&self) -> http::StatusCode {
-        http::StatusCode::UNAUTHORIZED
-    }
-
     /// A `WWW-Authenticate` value for the 401 (RFC 6750): `Bearer realm="toolgate"`,
     /// plus `error="invalid_token"` and a description when a token was presented.
     pub fn www_authenticate(&self) -> String {

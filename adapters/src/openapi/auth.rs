@@ -23,7 +23,7 @@ const REFRESH_MARGIN: Duration = Duration::from_secs(30);
 
 /// What the chosen security requirement adds to a request.
 #[derive(Debug, Default)]
-pub struct Applied {
+pub(super) struct Applied {
     pub headers: Vec<(String, String)>,
     /// Encoded `key=value` query pairs.
     pub query: Vec<String>,
@@ -40,7 +40,7 @@ struct Token {
 
 /// The schemes of a spec with their configured credentials.
 #[derive(Debug)]
-pub struct Auth {
+pub(super) struct Auth {
     schemes: BTreeMap<String, SecurityScheme>,
     creds: BTreeMap<String, Credential>,
     tokens: Mutex<HashMap<String, Token>>,
@@ -51,7 +51,7 @@ pub struct Auth {
 impl Auth {
     /// Pairs credentials with schemes; a credential for a scheme the spec does not
     /// define, or of the wrong kind, is a config error.
-    pub fn new(
+    pub(super) fn new(
         schemes: BTreeMap<String, SecurityScheme>,
         creds: BTreeMap<String, Credential>,
         base: Option<Url>,
@@ -104,7 +104,7 @@ impl Auth {
     /// (an empty alternative means "no auth needed"), or, when the spec declares no
     /// security for the operation at all, every configured credential (specs often
     /// define schemes but forget to require them). Empty when nothing fits.
-    pub fn choose(&self, security: Option<&[Vec<String>]>) -> Vec<String> {
+    pub(super) fn choose(&self, security: Option<&[Vec<String>]>) -> Vec<String> {
         match security {
             None => self.creds.keys().cloned().collect(),
             Some(alts) => alts
@@ -116,7 +116,7 @@ impl Auth {
     }
 
     /// Adds the credentials of `schemes` to `out`.
-    pub async fn apply(
+    pub(super) async fn apply(
         &self,
         guard: &Guard,
         schemes: &[String],
@@ -191,7 +191,7 @@ impl Auth {
     }
 
     /// Forgets a cached token (after the API answered 401 with it).
-    pub async fn invalidate(&self, scheme: &str) {
+    pub(super) async fn invalidate(&self, scheme: &str) {
         self.tokens.lock().await.remove(scheme);
     }
 

@@ -13,7 +13,7 @@ use crate::JsonObject;
 
 /// Where one argument goes in the request.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Target {
+pub(super) enum Target {
     /// The operation's parameter at this index.
     Param(usize),
     /// A property of the (object) body, by its name in the spec.
@@ -24,14 +24,14 @@ pub enum Target {
 
 /// One argument and its destination.
 #[derive(Debug, Clone)]
-pub struct Binding {
+pub(super) struct Binding {
     pub arg: String,
     pub target: Target,
 }
 
 /// What a tool needs at call time besides its operation.
 #[derive(Debug, Clone)]
-pub struct Converted {
+pub(super) struct Converted {
     pub input_schema: Value,
     pub bindings: Vec<Binding>,
     /// The body accepts properties beyond the declared ones; extra arguments go there.
@@ -82,7 +82,7 @@ fn object_parts(schema: &Value) -> Option<ObjectParts> {
 }
 
 /// Builds the flat input schema and the argument bindings of `op`.
-pub fn convert(op: &Operation) -> Converted {
+pub(super) fn convert(op: &Operation) -> Converted {
     // (wanted name, target, schema, required)
     let mut entries: Vec<(String, Option<Location>, Target, Value, bool)> = Vec::new();
     for (i, p) in op.parameters.iter().enumerate() {
@@ -200,7 +200,7 @@ fn cap(s: &str, max: usize) -> String {
 
 /// Summary, then description (without repeating the summary), capped; a method and
 /// path sentence when the spec has neither.
-pub fn description(op: &Operation) -> String {
+pub(super) fn description(op: &Operation) -> String {
     let summary = op
         .summary
         .as_deref()
@@ -265,7 +265,7 @@ fn humanize(id: &str) -> String {
 }
 
 /// The MCP tool definition.
-pub fn tool_json(name: &str, op: &Operation, conv: &Converted) -> JsonObject {
+pub(super) fn tool_json(name: &str, op: &Operation, conv: &Converted) -> JsonObject {
     let mut t = Map::new();
     t.insert("name".into(), json!(name));
     if let Some(s) = op
@@ -297,7 +297,7 @@ pub fn tool_json(name: &str, op: &Operation, conv: &Converted) -> JsonObject {
 }
 
 /// `*` matches any run, `?` one character.
-pub fn glob(pattern: &str, text: &str) -> bool {
+pub(super) fn glob(pattern: &str, text: &str) -> bool {
     let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
     let (mut pi, mut ti, mut star, mut mark) = (0, 0, None, 0);
     while ti < t.len() {
@@ -357,7 +357,7 @@ fn matches(set: &FilterSet, op: &Operation) -> Vec<(&'static str, bool, String)>
 }
 
 /// `Err(reason)` when the filters leave `op` out.
-pub fn filter(filters: &Filters, op: &Operation) -> Result<(), String> {
+pub(super) fn filter(filters: &Filters, op: &Operation) -> Result<(), String> {
     for (kind, hit, _) in matches(&filters.include, op) {
         if !hit {
             return Err(format!("not matched by filters.include.{kind}"));

@@ -42,7 +42,7 @@ const RESERVED_OK: &AsciiSet = &STRICT
     .remove(b'=');
 
 /// A scalar as text (`null` as the empty string; nested values as JSON).
-pub fn scalar(v: &Value) -> String {
+pub(super) fn scalar(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         Value::Null => String::new(),
@@ -57,7 +57,7 @@ pub(crate) fn enc(s: &str, reserved_ok: bool) -> String {
 }
 
 /// The text replacing `{name}` in the path.
-pub fn path_value(p: &Parameter, v: &Value) -> String {
+pub(super) fn path_value(p: &Parameter, v: &Value) -> String {
     let e = |s: &str| enc(s, p.allow_reserved);
     let name = &p.name;
     match (p.style, v) {
@@ -108,7 +108,7 @@ fn object_parts(m: &Map<String, Value>, explode: bool, e: &dyn Fn(&str) -> Strin
 }
 
 /// Appends the `key=value` pairs (already encoded) of one query parameter.
-pub fn query_pairs(p: &Parameter, v: &Value, out: &mut Vec<String>) {
+pub(super) fn query_pairs(p: &Parameter, v: &Value, out: &mut Vec<String>) {
     let e = |s: &str| enc(s, p.allow_reserved);
     let name = enc(&p.name, false);
     if p.json_content {
@@ -172,7 +172,7 @@ fn brackets(prefix: &str, v: &Value, out: &mut Vec<(String, String)>) {
 }
 
 /// A header value (simple style). Fails on characters a header cannot carry.
-pub fn header_value(p: &Parameter, v: &Value) -> Result<String, String> {
+pub(super) fn header_value(p: &Parameter, v: &Value) -> Result<String, String> {
     let s = match v {
         Value::Array(a) => a.iter().map(scalar).collect::<Vec<_>>().join(","),
         Value::Object(m) => object_parts(m, p.explode, &|s: &str| s.to_owned()).join(","),
@@ -190,7 +190,7 @@ pub fn header_value(p: &Parameter, v: &Value) -> Result<String, String> {
 }
 
 /// A `name=value` cookie pair (form style).
-pub fn cookie_pair(p: &Parameter, v: &Value) -> String {
+pub(super) fn cookie_pair(p: &Parameter, v: &Value) -> String {
     let value = match v {
         Value::Array(a) => a
             .iter()
@@ -204,7 +204,10 @@ pub fn cookie_pair(p: &Parameter, v: &Value) -> String {
 }
 
 /// An `application/x-www-form-urlencoded` body.
-pub fn form_body(props: &[(String, Value)], encoding: &BTreeMap<String, PropEncoding>) -> String {
+pub(super) fn form_body(
+    props: &[(String, Value)],
+    encoding: &BTreeMap<String, PropEncoding>,
+) -> String {
     let mut ser = url::form_urlencoded::Serializer::new(String::new());
     for (k, v) in props {
         let e = encoding.get(k);
@@ -260,7 +263,7 @@ fn is_file(schema: Option<&Value>) -> bool {
 
 /// A `multipart/form-data` body and its boundary. `schemas` are the body's property
 /// schemas (file properties carry base64 text, decoded here).
-pub fn multipart_body(
+pub(super) fn multipart_body(
     props: &[(String, Value)],
     encoding: &BTreeMap<String, PropEncoding>,
     schemas: &Map<String, Value>,

@@ -13,7 +13,7 @@ use crate::{CallOutput, JsonObject, ToolError};
 
 /// A request ready to send.
 #[derive(Debug, Clone)]
-pub struct Prepared {
+pub(super) struct Prepared {
     pub method: reqwest::Method,
     pub url: Url,
     pub headers: Vec<(String, String)>,
@@ -22,7 +22,7 @@ pub struct Prepared {
 }
 
 /// Builds the request for `op` from validated `args`.
-pub fn build(
+pub(super) fn build(
     op: &Operation,
     conv: &Converted,
     args: &JsonObject,
@@ -180,7 +180,10 @@ fn one_block(block: Value) -> Value {
 /// Puts the call's trace context on a request as `traceparent` and `tracestate`, in
 /// place of any such header a parameter or `forward_headers` put there: the API's
 /// parent is the gateway's span, not the caller's.
-pub fn put_trace(headers: &mut reqwest::header::HeaderMap, trace: Option<&crate::TraceContext>) {
+pub(super) fn put_trace(
+    headers: &mut reqwest::header::HeaderMap,
+    trace: Option<&crate::TraceContext>,
+) {
     let Some(trace) = trace else {
         return;
     };
@@ -193,7 +196,7 @@ pub fn put_trace(headers: &mut reqwest::header::HeaderMap, trace: Option<&crate:
 }
 
 /// Reads at most `max` bytes of the body; `true` when it was cut.
-pub async fn read_capped(
+pub(super) async fn read_capped(
     resp: reqwest::Response,
     max: u64,
 ) -> Result<(Vec<u8>, bool), reqwest::Error> {
@@ -220,7 +223,7 @@ fn excerpt(s: &str, max: usize) -> String {
 }
 
 /// Maps a response to a `CallToolResult`.
-pub fn map_response(
+pub(super) fn map_response(
     status: reqwest::StatusCode,
     content_type: Option<&str>,
     body: Vec<u8>,

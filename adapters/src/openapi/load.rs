@@ -49,14 +49,14 @@ impl LoadError {
 
 /// One parsed document and the base its relative references resolve against.
 #[derive(Debug)]
-pub struct Document {
+pub(super) struct Document {
     pub base: Option<Url>,
     pub root: Value,
 }
 
 /// The root document (index 0) and every document reachable through `$ref`s.
 #[derive(Debug, Default)]
-pub struct Documents {
+pub(super) struct Documents {
     pub docs: Vec<Document>,
     by_url: HashMap<String, usize>,
 }
@@ -66,7 +66,7 @@ const MAX_DOCUMENTS: usize = 64;
 
 impl Documents {
     /// The document a reference string points into, seen from document `from`.
-    pub fn doc_for(&self, from: usize, reference: &str) -> Result<usize, String> {
+    pub(super) fn doc_for(&self, from: usize, reference: &str) -> Result<usize, String> {
         let doc_part = reference.split('#').next().unwrap_or("");
         if doc_part.is_empty() {
             return Ok(from);
@@ -105,7 +105,7 @@ fn join(base: Option<&Url>, rel: &str) -> Result<Url, String> {
 }
 
 /// Loads the spec named by `config` and every document it references.
-pub async fn load_documents(
+pub(super) async fn load_documents(
     config: &OpenApiConfig,
     guard: &ssrf::Guard,
 ) -> Result<Documents, LoadError> {
@@ -396,7 +396,7 @@ async fn fetch(
 }
 
 /// Parses JSON (when the text starts like JSON) or YAML.
-pub fn parse(bytes: &[u8], location: &str) -> Result<Value, LoadError> {
+pub(super) fn parse(bytes: &[u8], location: &str) -> Result<Value, LoadError> {
     let text = std::str::from_utf8(bytes).map_err(|e| LoadError::Parse {
         location: location.into(),
         detail: format!("not UTF-8 text: {e}"),

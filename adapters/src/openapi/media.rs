@@ -12,7 +12,7 @@ use super::refs::{Inliner, Refs};
 /// Output schemas larger than this (serialized) after pruning are left out.
 const OUTPUT_MAX_BYTES: usize = 6000;
 
-pub fn body_kind(mt: &str) -> Option<BodyKind> {
+pub(super) fn body_kind(mt: &str) -> Option<BodyKind> {
     let mt = mt
         .split(';')
         .next()
@@ -42,7 +42,7 @@ pub fn body_kind(mt: &str) -> Option<BodyKind> {
     )
 }
 
-pub fn request_body<'a>(
+pub(super) fn request_body<'a>(
     refs: &Refs<'a>,
     doc: usize,
     b: &'a Value,
@@ -109,7 +109,7 @@ pub fn request_body<'a>(
     }))
 }
 
-pub fn output_schema<'a>(
+pub(super) fn output_schema<'a>(
     refs: &Refs<'a>,
     doc: usize,
     responses: &'a Value,

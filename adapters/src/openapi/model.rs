@@ -15,13 +15,13 @@ use super::media::{output_schema, request_body};
 use super::refs::{Direction, Inliner, Refs};
 
 /// Methods an OpenAPI path item may hold, in a fixed order.
-pub const METHODS: [&str; 8] = [
+pub(super) const METHODS: [&str; 8] = [
     "get", "put", "post", "delete", "options", "head", "patch", "trace",
 ];
 
 /// Where a parameter goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Location {
+pub(super) enum Location {
     Path,
     Query,
     Header,
@@ -29,7 +29,7 @@ pub enum Location {
 }
 
 impl Location {
-    pub fn as_str(self) -> &'static str {
+    pub(super) fn as_str(self) -> &'static str {
         match self {
             Location::Path => "path",
             Location::Query => "query",
@@ -41,7 +41,7 @@ impl Location {
 
 /// Serialization styles (OpenAPI `style`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Style {
+pub(super) enum Style {
     Simple,
     Label,
     Matrix,
@@ -52,7 +52,7 @@ pub enum Style {
 }
 
 impl Style {
-    pub fn parse(s: &str) -> Option<Style> {
+    pub(super) fn parse(s: &str) -> Option<Style> {
         Some(match s {
             "simple" => Style::Simple,
             "label" => Style::Label,
@@ -68,7 +68,7 @@ impl Style {
 
 /// One parameter of an operation.
 #[derive(Debug, Clone)]
-pub struct Parameter {
+pub(super) struct Parameter {
     pub name: String,
     pub location: Location,
     pub required: bool,
@@ -82,7 +82,7 @@ pub struct Parameter {
 
 /// How a request body is encoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BodyKind {
+pub(super) enum BodyKind {
     Json,
     Form,
     Multipart,
@@ -92,7 +92,7 @@ pub enum BodyKind {
 
 /// Per-property encoding of form and multipart bodies.
 #[derive(Debug, Clone, Default)]
-pub struct PropEncoding {
+pub(super) struct PropEncoding {
     pub content_type: Option<String>,
     pub style: Option<Style>,
     pub explode: Option<bool>,
@@ -100,7 +100,7 @@ pub struct PropEncoding {
 
 /// The request body chosen for an operation.
 #[derive(Debug, Clone)]
-pub struct Body {
+pub(super) struct Body {
     pub media_type: String,
     pub kind: BodyKind,
     pub required: bool,
@@ -111,7 +111,7 @@ pub struct Body {
 
 /// One operation (path + method).
 #[derive(Debug, Clone)]
-pub struct Operation {
+pub(super) struct Operation {
     pub method: String,
     pub path: String,
     pub operation_id: Option<String>,
@@ -131,7 +131,7 @@ pub struct Operation {
 
 /// A security scheme.
 #[derive(Debug, Clone, PartialEq)]
-pub enum SecurityScheme {
+pub(super) enum SecurityScheme {
     ApiKey { name: String, location: Location },
     Http { scheme: String },
     OAuth2 { token_url: Option<String> },
@@ -140,7 +140,7 @@ pub enum SecurityScheme {
 
 /// The operations of an API and what the skipped ones lacked.
 #[derive(Debug, Default)]
-pub struct Api {
+pub(super) struct Api {
     /// Root-level server URLs (variables filled with defaults).
     pub servers: Vec<String>,
     pub operations: Vec<Operation>,
@@ -166,7 +166,7 @@ fn escape(seg: &str) -> String {
 }
 
 /// Builds the model from the (normalized) root document.
-pub fn build(docs: &Documents) -> Result<Api, LoadError> {
+pub(super) fn build(docs: &Documents) -> Result<Api, LoadError> {
     let refs = Refs { docs };
     let root = docs.docs[0]
         .root
@@ -477,7 +477,7 @@ fn operation<'a>(
 }
 
 /// The `{name}` variables of a path template.
-pub fn template_vars(path: &str) -> Vec<&str> {
+pub(super) fn template_vars(path: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let mut rest = path;
     while let Some(start) = rest.find('{') {

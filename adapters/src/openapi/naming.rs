@@ -20,7 +20,7 @@ fn hex(input: &str, len: usize) -> String {
 
 /// Maps every character outside `[A-Za-z0-9_-]` to `_`, collapses runs of `_` (so a
 /// name never contains the gateway's `__` separator) and trims `_`/`-` at both ends.
-pub fn sanitize(raw: &str) -> String {
+pub(super) fn sanitize(raw: &str) -> String {
     let mut out = String::with_capacity(raw.len());
     for c in raw.chars() {
         let c = if c.is_ascii_alphanumeric() || c == '-' {
@@ -37,7 +37,7 @@ pub fn sanitize(raw: &str) -> String {
 }
 
 /// `name` cut to `max` characters with an 8-hex hash of the whole name at the end.
-pub fn shorten(name: &str, max: usize) -> String {
+pub(super) fn shorten(name: &str, max: usize) -> String {
     if name.len() <= max {
         return name.to_owned();
     }
@@ -61,7 +61,7 @@ fn candidate(op: &Operation) -> String {
 
 /// Names for `ops` (same order) of at most `max` characters, and the list of
 /// `(original, shortened)` pairs for names that had to be cut.
-pub fn assign(ops: &[Operation], max: usize) -> (Vec<String>, Vec<(String, String)>) {
+pub(super) fn assign(ops: &[Operation], max: usize) -> (Vec<String>, Vec<(String, String)>) {
     let mut shortened = Vec::new();
     let mut names: Vec<String> = ops
         .iter()
@@ -108,7 +108,7 @@ pub fn assign(ops: &[Operation], max: usize) -> (Vec<String>, Vec<(String, Strin
 
 /// An argument (property) name acceptable to every consumer: `[A-Za-z0-9_.-]{1,64}`.
 /// `<` and `>` (Twilio's `StartTime<`) become `_lt` and `_gt` to stay readable.
-pub fn arg_name(raw: &str) -> String {
+pub(super) fn arg_name(raw: &str) -> String {
     let mut out = String::with_capacity(raw.len());
     for c in raw.chars() {
         match c {

@@ -12,14 +12,14 @@ use super::load::LoadError;
 
 /// Which version family a document belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Version {
+pub(super) enum Version {
     Swagger2,
     V30,
     V31,
 }
 
 /// Detects the version and rewrites a 2.0 document into 3.0 shape in place.
-pub fn normalize_document(
+pub(super) fn normalize_document(
     root: &mut Value,
     spec_url: Option<&url::Url>,
 ) -> Result<Version, LoadError> {
@@ -369,7 +369,7 @@ const TYPES: [&str; 7] = [
 
 /// Rewrites one schema node's own keywords (not its children) into 2020-12 form.
 /// `input` marks schemas of tool arguments: binary strings become base64 text.
-pub fn normalize_schema_node(m: &mut Map<String, Value>, input: bool) {
+pub(super) fn normalize_schema_node(m: &mut Map<String, Value>, input: bool) {
     // type: file (2.0) and invalid type names
     match m.get("type") {
         Some(Value::String(t)) if t == "file" => {

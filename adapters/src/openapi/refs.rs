@@ -20,7 +20,7 @@ const MAX_CHAIN: usize = 32;
 const MAX_NESTING: usize = 64;
 
 /// Reference lookups over a set of documents.
-pub struct Refs<'a> {
+pub(super) struct Refs<'a> {
     pub docs: &'a Documents,
 }
 
@@ -32,7 +32,7 @@ fn decode_fragment(frag: &str) -> String {
 
 impl<'a> Refs<'a> {
     /// The target of `reference` seen from document `doc`, and the document it is in.
-    pub fn lookup(&self, doc: usize, reference: &str) -> Result<(usize, &'a Value), String> {
+    pub(super) fn lookup(&self, doc: usize, reference: &str) -> Result<(usize, &'a Value), String> {
         let target = self.docs.doc_for(doc, reference)?;
         let frag = reference.split_once('#').map(|(_, f)| f).unwrap_or("");
         let frag = decode_fragment(frag);
@@ -48,7 +48,7 @@ impl<'a> Refs<'a> {
     }
 
     /// Follows `$ref`s until a non-reference object.
-    pub fn deref(&self, doc: usize, v: &'a Value) -> Result<(usize, &'a Value), String> {
+    pub(super) fn deref(&self, doc: usize, v: &'a Value) -> Result<(usize, &'a Value), String> {
         let (mut doc, mut cur) = (doc, v);
         for _ in 0..MAX_CHAIN {
             match cur.get("$ref").and_then(Value::as_str) {
@@ -61,7 +61,7 @@ impl<'a> Refs<'a> {
 }
 
 /// Checks that every `$ref` in every document resolves.
-pub fn check_refs(docs: &Documents) -> Result<(), LoadError> {
+pub(super) fn check_refs(docs: &Documents) -> Result<(), LoadError> {
     let refs = Refs { docs };
     let mut path = Vec::new();
     for (i, d) in docs.docs.iter().enumerate() {
@@ -137,7 +137,7 @@ fn walk_refs(
 
 /// Whether key `k` (under `path`) holds example or literal data, where a `$ref` is
 /// just a value (GitHub's SCIM examples carry `"$ref": "https://..."` members).
-pub fn is_data(path: &[String], k: &str, x: &Value) -> bool {
+pub(super) fn is_data(path: &[String], k: &str, x: &Value) -> bool {
     let parent = path.last().map(String::as_str);
     if matches!(parent, Some("properties" | "patternProperties")) {
         return false;
@@ -153,13 +153,13 @@ pub fn is_data(path: &[String], k: &str, x: &Value) -> bool {
 /// Whether schemas are for arguments (input) or results (output): `readOnly` properties
 /// are dropped from input schemas, `writeOnly` ones from output schemas.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Direction {
+pub(super) enum Direction {
     Input,
     Output,
 }
 
 /// Builds self-contained, normalized schemas.
-pub struct Inliner<'a> {
+pub(super) struct Inliner<'a> {
     refs: Refs<'a>,
     direction: Direction,
     max_ref_depth: usize,
@@ -173,7 +173,7 @@ pub struct Inliner<'a> {
 impl<'a> Inliner<'a> {
     /// `max_ref_depth` bounds nested references; `budget` bounds the schema's size in
     /// JSON nodes (references past it are cut).
-    pub fn new(
+    pub(super) fn new(
         docs: &'a Documents,
         direction: Direction,
         max_ref_depth: usize,
@@ -191,7 +191,7 @@ impl<'a> Inliner<'a> {
     }
 
     /// The inlined, normalized form of schema `v` found in document `doc`.
-    pub fn schema(&mut self, doc: usize, v: &'a Value) -> Result<Value, String> {
+    pub(super) fn schema(&mut self, doc: usize, v: &'a Value) -> Result<Value, String> {
         self.used = 0;
         self.stack.clear();
         self.node(doc, v, 0)

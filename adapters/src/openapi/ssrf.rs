@@ -89,7 +89,7 @@ fn forbidden_v4(ip: Ipv4Addr) -> bool {
 
 /// Refuses a URL whose scheme is not http(s) or whose host is a forbidden IP literal.
 /// Names are checked later, when they resolve.
-pub fn check_url(url: &url::Url, allow_private: bool) -> Result<(), String> {
+pub(super) fn check_url(url: &url::Url, allow_private: bool) -> Result<(), String> {
     match url.scheme() {
         "http" | "https" => {}
         other => {
@@ -125,7 +125,7 @@ pub fn check_url(url: &url::Url, allow_private: bool) -> Result<(), String> {
 
 /// A resolver that drops forbidden addresses and fails when none is left.
 #[derive(Debug, Clone)]
-pub struct GuardedResolver {
+pub(super) struct GuardedResolver {
     allow_private: bool,
     timeout: Duration,
 }
@@ -164,13 +164,13 @@ impl Resolve for GuardedResolver {
 }
 
 /// Redirects followed at most.
-pub const MAX_REDIRECTS: usize = 5;
+pub(super) const MAX_REDIRECTS: usize = 5;
 
 /// The only way to fetch what a spec names: every request URL and every redirect hop
 /// is checked, names resolve through [`GuardedResolver`], no proxies (a proxy would
 /// resolve names where the guard cannot see them), and timeouts.
 #[derive(Debug, Clone)]
-pub struct Guard {
+pub(super) struct Guard {
     /// For API calls and token requests, which carry credentials and configured
     /// headers: redirects stay within the origin (see [`crate::redirect`]).
     calls: reqwest::Client,
@@ -181,7 +181,7 @@ pub struct Guard {
 }
 
 impl Guard {
-    pub fn new(allow_private: bool, timeout: Duration) -> reqwest::Result<Guard> {
+    pub(super) fn new(allow_private: bool, timeout: Duration) -> reqwest::Result<Guard> {
         let build = |cross_origin: bool| {
             reqwest::Client::builder()
                 .dns_resolver(Arc::new(GuardedResolver {
@@ -207,12 +207,12 @@ impl Guard {
     }
 
     /// Checks `url` as [`check_url`] does with this upstream's allowance.
-    pub fn check(&self, url: &url::Url) -> Result<(), String> {
+    pub(super) fn check(&self, url: &url::Url) -> Result<(), String> {
         check_url(url, self.allow_private)
     }
 
     /// A request to an API (or its token endpoint), once `url` passed the guard.
-    pub fn request(
+    pub(super) fn request(
         &self,
         method: reqwest::Method,
         url: url::Url,
@@ -222,7 +222,7 @@ impl Guard {
     }
 
     /// A GET for a spec or referenced document, once `url` passed the guard.
-    pub fn document(&self, url: url::Url) -> Result<reqwest::RequestBuilder, String> {
+    pub(super) fn document(&self, url: url::Url) -> Result<reqwest::RequestBuilder, String> {
         self.check(&url)?;
         Ok(self.documents.get(url))
     }

@@ -33,7 +33,7 @@ const SEGMENT: &AsciiSet = &CONTROLS
 
 /// Dot-files and dot-directories (`.git`, editors' swap files) are neither listed nor
 /// read: they are tooling, not part of the skill, and change constantly.
-pub fn is_hidden(name: &str) -> bool {
+pub(super) fn is_hidden(name: &str) -> bool {
     name.starts_with('.')
 }
 
@@ -77,7 +77,7 @@ pub fn parse_uri(uri: &str) -> Option<(String, Vec<String>)> {
 
 /// The file at `parts` inside `root` (a canonical directory), when it is a regular
 /// file that stays inside `root` once every symlink is resolved.
-pub fn resolve(root: &Path, parts: &[String]) -> Option<PathBuf> {
+pub(super) fn resolve(root: &Path, parts: &[String]) -> Option<PathBuf> {
     let mut path = root.to_path_buf();
     for part in parts {
         // Each part is one plain name: no root, prefix or parent component can slip in.
@@ -94,7 +94,7 @@ pub fn resolve(root: &Path, parts: &[String]) -> Option<PathBuf> {
 /// Reads the file at `path` (from [`resolve`]) when it is at most `max` bytes and the
 /// file actually opened is inside `root`: a directory on the way swapped for a link
 /// between [`resolve`] and the open cannot lead the read elsewhere.
-pub fn read_inside(root: &Path, path: &Path, max: u64) -> Option<Vec<u8>> {
+pub(super) fn read_inside(root: &Path, path: &Path, max: u64) -> Option<Vec<u8>> {
     let file = std::fs::File::open(path).ok()?;
     if !opened_inside(&file, root, path) {
         tracing::warn!(path = %path.display(), "a skill file changed into a link leading out of its skill while being opened; not read");
@@ -138,7 +138,7 @@ fn opened_inside(file: &std::fs::File, root: &Path, path: &Path) -> bool {
 /// A `resources/read` content entry for the file at `path` inside `root`: `text` when
 /// it is UTF-8, base64 `blob` otherwise. `Err` when it cannot be read or is larger
 /// than `max`.
-pub fn read_content(root: &Path, path: &Path, uri: &str, max: u64) -> Result<Value, String> {
+pub(super) fn read_content(root: &Path, path: &Path, uri: &str, max: u64) -> Result<Value, String> {
     let size = std::fs::metadata(path).map_err(|e| e.to_string())?.len();
     if size > max {
         return Err(format!("the file is larger than {max} bytes"));

@@ -15,7 +15,7 @@ fn object(value: Value) -> JsonObject {
 }
 
 /// The tools: one per skill, named like it, without arguments.
-pub fn tools(scan: &Scan) -> Vec<ToolDef> {
+pub(super) fn tools(scan: &Scan) -> Vec<ToolDef> {
     scan.skills
         .values()
         .map(|skill| {
@@ -51,7 +51,7 @@ fn sentence(text: &str) -> String {
 }
 
 /// Prompts (one per skill) and resources (one per file of every skill).
-pub fn offerings(scan: &Scan) -> Offerings {
+pub(super) fn offerings(scan: &Scan) -> Offerings {
     let prompts = scan
         .skills
         .values()
@@ -94,7 +94,7 @@ pub fn offerings(scan: &Scan) -> Offerings {
 }
 
 /// A `prompts/get` result: SKILL.md as one user message.
-pub fn prompt_result(skill: &Skill, skill_md: String) -> Value {
+pub(super) fn prompt_result(skill: &Skill, skill_md: String) -> Value {
     json!({
         "description": skill.description,
         "messages": [{"role": "user", "content": {"type": "text", "text": skill_md}}],
@@ -103,7 +103,7 @@ pub fn prompt_result(skill: &Skill, skill_md: String) -> Value {
 
 /// A tool result: SKILL.md as text, then one `resource_link` per file (the gateway
 /// rewrites their URIs to the ones clients read through it).
-pub fn tool_result(skill: &Skill, skill_md: String) -> JsonObject {
+pub(super) fn tool_result(skill: &Skill, skill_md: String) -> JsonObject {
     let mut content = vec![json!({"type": "text", "text": skill_md})];
     content.extend(skill.files.iter().map(|file| {
         json!({

@@ -43,7 +43,7 @@ const MAX_METADATA_BYTES: u64 = 64 * 1024;
 
 /// One file of a skill.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileEntry {
+pub(super) struct FileEntry {
     /// The path inside the skill directory, `/`-separated.
     pub rel: String,
     pub size: u64,
@@ -52,7 +52,7 @@ pub struct FileEntry {
 
 /// One skill.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Skill {
+pub(super) struct Skill {
     /// The directory's name.
     pub name: String,
     /// The skill directory, canonical (symlinks resolved): reads never leave it.
@@ -66,7 +66,7 @@ pub struct Skill {
 
 /// The result of one scan of every configured path.
 #[derive(Debug, Clone, Default)]
-pub struct Scan {
+pub(super) struct Scan {
     pub skills: BTreeMap<String, Skill>,
     /// Paths that could not be read (the upstream's `last_error`).
     pub errors: Vec<String>,
@@ -88,7 +88,7 @@ impl PartialEq for Scan {
 }
 
 /// Scans every path. Never fails: unreadable paths land in [`Scan::errors`].
-pub fn scan(paths: &[PathBuf], limits: &Limits) -> Scan {
+pub(super) fn scan(paths: &[PathBuf], limits: &Limits) -> Scan {
     let mut out = Scan::default();
     let mut total_files = 0usize;
     for path in paths {
@@ -153,7 +153,7 @@ fn skill_dirs(path: &Path) -> std::io::Result<Vec<PathBuf>> {
 }
 
 /// A skill name: what the URI, the prompt and the tool are named by.
-pub fn valid_name(name: &str) -> bool {
+pub(super) fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64
         && !name.starts_with('.')
@@ -264,7 +264,7 @@ fn read_metadata(dir: &Path, problems: &mut Vec<String>) -> Metadata {
 
 /// The file `name` directly in the skill directory `dir` (canonical), when it is a
 /// regular file that stays inside it once links are resolved.
-pub fn inside(dir: &Path, name: &str) -> Option<PathBuf> {
+pub(super) fn inside(dir: &Path, name: &str) -> Option<PathBuf> {
     super::files::resolve(dir, &[name.to_owned()])
 }
 
@@ -289,7 +289,7 @@ fn frontmatter_description(markdown: &str) -> Option<String> {
 }
 
 /// The text of the first Markdown ATX heading (`# Title`).
-pub fn first_heading(markdown: &str) -> Option<String> {
+pub(super) fn first_heading(markdown: &str) -> Option<String> {
     markdown.lines().find_map(|line| {
         let line = line.trim_start();
         let text = line.trim_start_matches('#');

@@ -17,10 +17,10 @@ use notify::Watcher;
 use tokio::sync::mpsc;
 
 /// Rescan period when some directory cannot be watched.
-pub const POLL_EVERY: Duration = Duration::from_secs(2);
+pub(super) const POLL_EVERY: Duration = Duration::from_secs(2);
 
 /// The directories being watched.
-pub struct Watch {
+pub(super) struct Watch {
     watcher: Option<notify::RecommendedWatcher>,
     watched: BTreeSet<PathBuf>,
     /// Some wanted directory is not watched: rescan every [`POLL_EVERY`].
@@ -30,7 +30,7 @@ pub struct Watch {
 impl Watch {
     /// A watcher that wakes `wake` on changes (none, and polling, where the platform
     /// has no native watcher).
-    pub fn new(upstream: &str, wake: mpsc::Sender<()>) -> Watch {
+    pub(super) fn new(upstream: &str, wake: mpsc::Sender<()>) -> Watch {
         use notify::EventKind;
         use notify::event::{AccessKind, AccessMode};
         let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
@@ -69,7 +69,7 @@ impl Watch {
     /// Watches exactly `dirs`. Returns whether a directory was added (the caller
     /// rescans once more: files written into a new directory before its watch began
     /// would otherwise wait for the next event).
-    pub fn set(&mut self, dirs: &[PathBuf]) -> bool {
+    pub(super) fn set(&mut self, dirs: &[PathBuf]) -> bool {
         let Some(watcher) = &mut self.watcher else {
             return false;
         };

@@ -12,7 +12,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::json;
 
 #[derive(Clone)]
-pub struct Echo;
+pub(crate) struct Echo;
 
 impl ServerHandler for Echo {
     fn get_info(&self) -> ServerConfig {

@@ -5,7 +5,7 @@
 
 #![allow(dead_code)] // each test binary uses a different subset
 
-pub mod echo;
+pub(crate) mod echo;
 
 use std::path::PathBuf;
 
@@ -13,12 +13,12 @@ use toolgate_test_support::NodeDeps;
 
 /// The entry script of `@modelcontextprotocol/server-everything`, or `None` (with a
 /// notice) when it is not installed. Panics under `CI=true` instead of skipping.
-pub fn everything_entry() -> Option<PathBuf> {
+pub(crate) fn everything_entry() -> Option<PathBuf> {
     NodeDeps::everything().map(|deps| deps.everything_entry())
 }
 
 /// Logs to the test output when `RUST_LOG` is set.
-pub fn init_tracing() {
+pub(crate) fn init_tracing() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
@@ -30,7 +30,7 @@ pub fn init_tracing() {
 /// A downstream client for tests: records what the upstream sent it during a call and
 /// answers requests with canned results.
 #[derive(Default)]
-pub struct RecordingClient {
+pub(crate) struct RecordingClient {
     pub seen: std::sync::Mutex<Vec<(String, serde_json::Value)>>,
 }
 

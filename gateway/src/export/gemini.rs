@@ -26,7 +26,7 @@ use super::notes::{Notes, render};
 const MAX_DEPTH: usize = 48;
 
 /// Converts an object root (refs already inlined).
-pub fn convert_root(root: &Value) -> Value {
+pub(super) fn convert_root(root: &Value) -> Value {
     let mut out = node(root, 0);
     if let Value::Object(m) = &mut out {
         m.insert("type".into(), json!("object"));

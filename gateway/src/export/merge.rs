@@ -5,7 +5,7 @@ use serde_json::{Map, Value, json};
 
 /// The JSON types a schema declares (`type` string or array, plus `null` for an
 /// OpenAPI 3.0 `nullable: true`), in the order written.
-pub fn types_of(s: &Value) -> Vec<String> {
+pub(super) fn types_of(s: &Value) -> Vec<String> {
     let mut out: Vec<String> = match s.get("type") {
         Some(Value::String(t)) => vec![t.clone()],
         Some(Value::Array(ts)) => ts
@@ -22,7 +22,7 @@ pub fn types_of(s: &Value) -> Vec<String> {
 }
 
 /// True when the schema accepts `null` by its own declaration.
-pub fn admits_null(s: &Value) -> bool {
+pub(super) fn admits_null(s: &Value) -> bool {
     types_of(s).iter().any(|t| t == "null")
         || s.get("enum")
             .and_then(Value::as_array)
@@ -36,7 +36,7 @@ pub fn admits_null(s: &Value) -> bool {
 }
 
 /// True for a schema that only says "null".
-pub fn is_null_only(s: &Value) -> bool {
+pub(super) fn is_null_only(s: &Value) -> bool {
     let ts = types_of(s);
     (ts.len() == 1 && ts[0] == "null")
         || s.get("const") == Some(&Value::Null)
@@ -46,7 +46,7 @@ pub fn is_null_only(s: &Value) -> bool {
 }
 
 /// True for a schema describing objects (declared so, or with `properties`).
-pub fn is_object(s: &Value) -> bool {
+pub(super) fn is_object(s: &Value) -> bool {
     let ts = types_of(s);
     ts.iter().any(|t| t == "object")
         || (ts.is_empty() && (s.get("properties").is_some() || s.get("required").is_some()))
@@ -68,7 +68,7 @@ fn required_of(s: &Value) -> Vec<String> {
 /// `required` are united (a property in several branches gets their merge), the
 /// declared types intersected, and for any other keyword the first branch that has it
 /// wins. Nested `allOf`s are flattened first.
-pub fn merge_all_of(branches: &[Value]) -> Value {
+pub(super) fn merge_all_of(branches: &[Value]) -> Value {
     let mut flat = Vec::new();
     flatten(branches, &mut flat, 0);
     let mut out = Map::new();
@@ -141,7 +141,7 @@ fn flatten(branches: &[Value], out: &mut Vec<Value>, depth: usize) {
 }
 
 /// Writes `types` as a `type` keyword (a string when there is one).
-pub fn set_types(m: &mut Map<String, Value>, types: &[String]) {
+pub(super) fn set_types(m: &mut Map<String, Value>, types: &[String]) {
     m.remove("nullable");
     match types {
         [] => {
@@ -160,7 +160,7 @@ pub fn set_types(m: &mut Map<String, Value>, types: &[String]) {
 /// branch's properties (a property whose branches disagree becomes their `anyOf`),
 /// requiring only what every branch requires. Also returns a sentence describing the
 /// alternatives by their required properties.
-pub fn merge_alternatives(branches: &[Value]) -> (Value, String) {
+pub(super) fn merge_alternatives(branches: &[Value]) -> (Value, String) {
     let branches: Vec<Value> = branches
         .iter()
         .map(|b| {
@@ -231,7 +231,7 @@ pub fn merge_alternatives(branches: &[Value]) -> (Value, String) {
 /// type, title, description and format beside it) as one schema: `base` plus the
 /// united `enum`, a common type when the alternatives agree on one, and a description
 /// naming each value with its title and description. `None` for other alternatives.
-pub fn enum_alternatives(base: &Map<String, Value>, branches: &[Value]) -> Option<Value> {
+pub(super) fn enum_alternatives(base: &Map<String, Value>, branches: &[Value]) -> Option<Value> {
     const ALLOWED: &[&str] = &[
         "const",
         "enum",

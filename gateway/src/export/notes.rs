@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 /// Longest rendering of one keyword's value in a note.
 const MAX_NOTE_VALUE: usize = 160;
 /// Longest description of a schema node after notes were added.
-pub const MAX_NODE_DESCRIPTION: usize = 1024;
+pub(super) const MAX_NODE_DESCRIPTION: usize = 1024;
 
 /// Keywords worth telling the model about when they have to go, with their label.
 const USEFUL: &[(&str, &str)] = &[
@@ -37,14 +37,14 @@ const USEFUL: &[(&str, &str)] = &[
 /// Collects notes for the keywords of `schema` that are not in `kept`, then renders
 /// them into a description.
 #[derive(Default)]
-pub struct Notes(Vec<String>);
+pub(super) struct Notes(Vec<String>);
 
 impl Notes {
-    pub fn new() -> Self {
+    pub(super) fn new() -> Self {
         Self::default()
     }
 
-    pub fn push(&mut self, note: impl Into<String>) {
+    pub(super) fn push(&mut self, note: impl Into<String>) {
         let n = note.into();
         if !n.is_empty() && !self.0.contains(&n) {
             self.0.push(n);
@@ -52,7 +52,7 @@ impl Notes {
     }
 
     /// Adds a note for each useful keyword of `schema` for which `dropped` says yes.
-    pub fn dropped_keywords(
+    pub(super) fn dropped_keywords(
         &mut self,
         schema: &Map<String, Value>,
         dropped: impl Fn(&str) -> bool,
@@ -67,7 +67,7 @@ impl Notes {
     }
 
     /// `description` with the notes appended, `None` when both are empty.
-    pub fn describe(&self, description: Option<&str>) -> Option<String> {
+    pub(super) fn describe(&self, description: Option<&str>) -> Option<String> {
         let base = description.map(str::trim).filter(|d| !d.is_empty());
         let text = match (base, self.0.is_empty()) {
             (None, true) => return None,
@@ -80,7 +80,7 @@ impl Notes {
 }
 
 /// A value as a short note: strings bare, the rest as compact JSON, both capped.
-pub fn render(v: &Value) -> String {
+pub(super) fn render(v: &Value) -> String {
     let s = match v {
         Value::String(s) => s.clone(),
         other => other.to_string(),

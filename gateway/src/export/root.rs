@@ -6,7 +6,7 @@ use super::merge::{self, is_null_only, is_object, types_of};
 
 /// A root made into a plain object schema, and a sentence for the tool description
 /// when alternatives were merged.
-pub struct Fixed {
+pub(super) struct Fixed {
     pub schema: Value,
     pub note: Option<String>,
 }
@@ -17,7 +17,7 @@ pub struct Fixed {
 /// - root `allOf` -> its branches merged into the root;
 /// - root `anyOf`/`oneOf` -> the object branches merged (`null` branches dropped);
 /// - a root declared as anything but an object -> an error.
-pub fn object_root(schema: &Value) -> Result<Fixed, String> {
+pub(super) fn object_root(schema: &Value) -> Result<Fixed, String> {
     let mut root = match schema {
         Value::Object(m) => m.clone(),
         Value::Null | Value::Bool(true) => Map::new(),

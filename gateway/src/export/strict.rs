@@ -22,7 +22,7 @@ use super::merge::{self, admits_null, types_of};
 use super::notes::Notes;
 
 /// String formats strict mode supports.
-pub const FORMATS: &[&str] = &[
+pub(super) const FORMATS: &[&str] = &[
     "date-time",
     "time",
     "date",
@@ -38,14 +38,14 @@ const MAX_DEPTH: usize = 48;
 
 /// Size limits OpenAI documents for one strict schema: object nesting levels, object
 /// properties, enum values, and characters of property names plus enum values.
-pub const MAX_NESTING: usize = 10;
-pub const MAX_PROPERTIES: usize = 5000;
-pub const MAX_ENUM_VALUES: usize = 1000;
-pub const MAX_STRING_CHARS: usize = 120_000;
+pub(super) const MAX_NESTING: usize = 10;
+pub(super) const MAX_PROPERTIES: usize = 5000;
+pub(super) const MAX_ENUM_VALUES: usize = 1000;
+pub(super) const MAX_STRING_CHARS: usize = 120_000;
 
 /// Checks a converted schema against OpenAI's size limits for strict mode; a schema
 /// over one of them would make OpenAI reject the whole request.
-pub fn check_limits(schema: &Value) -> Result<(), String> {
+pub(super) fn check_limits(schema: &Value) -> Result<(), String> {
     #[derive(Default)]
     struct Count {
         nesting: usize,
@@ -111,7 +111,7 @@ pub fn check_limits(schema: &Value) -> Result<(), String> {
 }
 
 /// Converts an object root (refs already inlined) into a strict-mode schema.
-pub fn convert_root(root: &Value) -> Value {
+pub(super) fn convert_root(root: &Value) -> Value {
     let mut out = node(root, 0);
     if let Value::Object(m) = &mut out {
         // The root is an object by construction; never nullable.
@@ -427,7 +427,7 @@ fn value_has_type(v: &Value, t: &str) -> bool {
 }
 
 /// Lets a converted schema also accept `null`.
-pub fn make_nullable(v: &mut Value) {
+pub(super) fn make_nullable(v: &mut Value) {
     if admits_null(v) {
         return;
     }

@@ -17,18 +17,18 @@ use crate::session::{Limits, Refused, SessionStore};
 use crate::state::conn::RedisConn;
 use crate::state::redis_sessions::RedisSessionStore;
 
-pub type Factory =
+pub(crate) type Factory =
     dyn Fn(Duration, Limits) -> Pin<Box<dyn Future<Output = Option<Arc<dyn SessionStore>>> + Send>>;
 
 /// Limits no suite test reaches but the quota one.
-pub const LIMITS: Limits = Limits {
+pub(crate) const LIMITS: Limits = Limits {
     max_sessions: 1000,
     max_per_tenant: None,
 };
 
 /// Runs every store test with stores made by `factory` (given the idle TTL and the
 /// limits); returns early when the factory has no store (a skipped backend).
-pub async fn run_all(factory: &Factory) {
+pub(crate) async fn run_all(factory: &Factory) {
     let Some(store) = factory(Duration::from_secs(60), LIMITS).await else {
         return;
     };
@@ -266,12 +266,12 @@ fn under_ci() -> bool {
 }
 
 /// `REDIS_URL` or the local default.
-pub fn redis_url() -> String {
+pub(crate) fn redis_url() -> String {
     std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
 }
 
 /// A state config on the test Redis under a prefix of its own.
-pub fn test_state(url: &str) -> StateConfig {
+pub(crate) fn test_state(url: &str) -> StateConfig {
     static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -292,7 +292,7 @@ pub fn test_state(url: &str) -> StateConfig {
 
 /// A connection to the test Redis, or `None` (with a notice) when it does not answer;
 /// under `CI=true` an unreachable Redis fails the test instead.
-pub async fn redis_conn(state: &StateConfig) -> Option<Arc<RedisConn>> {
+pub(crate) async fn redis_conn(state: &StateConfig) -> Option<Arc<RedisConn>> {
     let conn = RedisConn::new(state).expect("valid Redis URL");
     match conn.ready().await {
         Ok(()) => Some(conn),
@@ -311,14 +311,18 @@ pub async fn redis_conn(state: &StateConfig) -> Option<Arc<RedisConn>> {
 }
 
 /// A Redis session store with `ttl` and `limits` under a fresh prefix.
-pub async fn redis_store(ttl: Duration, limits: Limits) -> Option<Arc<dyn SessionStore>> {
+pub(crate) async fn redis_store(ttl: Duration, limits: Limits) -> Option<Arc<dyn SessionStore>> {
     let conn = redis_conn(&test_state(&redis_url())).await?;
     let store: Arc<dyn SessionStore> = Arc::new(RedisSessionStore::new(conn, ttl, limits));
     Some(store)
 }
 
 /// A config with a tenant `t` limited by `rate_limit` (YAML flow map).
-pub fn limited_config(state: &StateConfig, rate_limit: &str, on_unavailable: &str) -> Config {
+pub(crate) fn limited_config(
+    state: &StateConfig,
+    rate_limit: &str,
+    on_unavailable: &str,
+) -> Config {
     let yaml = format!(
         "state: {{backend: redis, url: '{}', replicas: 2, on_unavailable: {on_unavailable}, \
          key_prefix: '{}', command_timeout: 300ms, connect_timeout: 300ms}}\n\

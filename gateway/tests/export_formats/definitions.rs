@@ -11,7 +11,7 @@ fn def(v: Value) -> JsonObject {
 const DRAFT7: &str = "http://json-schema.org/draft-07/schema#";
 
 /// server-everything's tools (names as the catalog prefixes them).
-pub fn everything() -> Vec<JsonObject> {
+pub(crate) fn everything() -> Vec<JsonObject> {
     vec![
         def(
             json!({"name": "everything__echo", "description": "Echoes back the input",
@@ -77,7 +77,7 @@ pub fn everything() -> Vec<JsonObject> {
 }
 
 /// Definitions whose schemas use every construct the formats disagree on.
-pub fn awkward() -> Vec<JsonObject> {
+pub(crate) fn awkward() -> Vec<JsonObject> {
     let deep3 = nested(3);
     vec![
         def(
@@ -160,7 +160,7 @@ pub fn awkward() -> Vec<JsonObject> {
 }
 
 /// An object nested `levels` deep.
-pub fn nested(levels: usize) -> Value {
+pub(crate) fn nested(levels: usize) -> Value {
     let mut deep = json!({"type": "string"});
     for i in 0..levels {
         deep = json!({"type": "object", "properties": {format!("level{i}"): deep}});
@@ -170,7 +170,7 @@ pub fn nested(levels: usize) -> Value {
 
 /// Definitions over OpenAI's strict-mode size limits (every other format takes them),
 /// and why.
-pub fn over_strict_limits() -> Vec<(JsonObject, &'static str)> {
+pub(crate) fn over_strict_limits() -> Vec<(JsonObject, &'static str)> {
     let values: Vec<String> = (0..1500).map(|i| format!("v{i}")).collect();
     vec![
         (
@@ -191,7 +191,7 @@ pub fn over_strict_limits() -> Vec<(JsonObject, &'static str)> {
 }
 
 /// Definitions no format but MCP can carry, and why.
-pub fn inexpressible() -> Vec<(JsonObject, &'static str)> {
+pub(crate) fn inexpressible() -> Vec<(JsonObject, &'static str)> {
     vec![
         (
             def(

@@ -10,12 +10,17 @@ use toolgate_adapters::JsonObject;
 use super::rules;
 
 /// A definition written as JSON.
-pub fn definition(v: Value) -> JsonObject {
+pub(crate) fn definition(v: Value) -> JsonObject {
     v.as_object().cloned().expect("a definition is an object")
 }
 
 /// Checks one exported tool against its format's rules; the problems found.
-pub fn check(definition: &JsonObject, format: Format, strict: bool, out: &Value) -> Vec<String> {
+pub(crate) fn check(
+    definition: &JsonObject,
+    format: Format,
+    strict: bool,
+    out: &Value,
+) -> Vec<String> {
     let mut errs = Vec::new();
     let source_root = definition.get("inputSchema").cloned().unwrap_or(json!({}));
     let schema = match format {
@@ -106,7 +111,7 @@ pub fn check(definition: &JsonObject, format: Format, strict: bool, out: &Value)
     errs
 }
 
-pub const VARIANTS: [(Format, bool); 7] = [
+pub(crate) const VARIANTS: [(Format, bool); 7] = [
     (Format::OpenAi, false),
     (Format::OpenAi, true),
     (Format::Responses, false),
@@ -116,7 +121,7 @@ pub const VARIANTS: [(Format, bool); 7] = [
     (Format::Mcp, false),
 ];
 
-pub fn label(format: Format, strict: bool) -> String {
+pub(crate) fn label(format: Format, strict: bool) -> String {
     if strict {
         format!("{format}+strict")
     } else {
@@ -125,13 +130,13 @@ pub fn label(format: Format, strict: bool) -> String {
 }
 
 #[derive(Default)]
-pub struct Tally {
+pub(crate) struct Tally {
     pub ok: BTreeMap<String, usize>,
     pub export_errors: Vec<ExportError>,
     pub violations: Vec<String>,
 }
 
-pub fn run(tally: &mut Tally, definitions: &[JsonObject]) {
+pub(crate) fn run(tally: &mut Tally, definitions: &[JsonObject]) {
     for d in definitions {
         for (format, strict) in VARIANTS {
             match export(d, format, &ExportOptions { strict }) {
@@ -157,7 +162,7 @@ pub fn run(tally: &mut Tally, definitions: &[JsonObject]) {
 /// Whether `e` is strict mode or Gemini refusing a value only a JSON string could
 /// carry where the gateway could not tell it from a plain string (the documented
 /// refusal: the tool is listed under `skipped` with this reason).
-pub fn json_string_refusal(e: &ExportError) -> bool {
+pub(crate) fn json_string_refusal(e: &ExportError) -> bool {
     (e.strict || e.format == Format::Gemini)
         && e.reason.contains("cannot describe")
         && (e.reason.contains("free-form") || e.reason.contains("recursive"))
@@ -165,7 +170,7 @@ pub fn json_string_refusal(e: &ExportError) -> bool {
 
 /// Asserts every export error is a [`json_string_refusal`] and every other export
 /// passed its rules: `total` definitions per variant, less those refused in it.
-pub fn assert_only_json_string_refusals(tally: &Tally, total: usize) {
+pub(crate) fn assert_only_json_string_refusals(tally: &Tally, total: usize) {
     let others: Vec<&ExportError> = tally
         .export_errors
         .iter()
@@ -187,7 +192,7 @@ pub fn assert_only_json_string_refusals(tally: &Tally, total: usize) {
     }
 }
 
-pub fn print(title: &str, tally: &Tally) {
+pub(crate) fn print(title: &str, tally: &Tally) {
     println!("{title}: exported and checked per format:");
     for (f, n) in &tally.ok {
         println!("  {f:<18} {n}");
@@ -203,7 +208,7 @@ pub fn print(title: &str, tally: &Tally) {
 /// The spec files of the shared corpus (`$TOOLGATE_SHARED/specs`, default
 /// `../shared/specs` beside the workspace), sorted. Without the corpus: a notice and
 /// `None`, except under `CI=true`, where that fails.
-pub fn corpus_specs() -> Option<Vec<PathBuf>> {
+pub(crate) fn corpus_specs() -> Option<Vec<PathBuf>> {
     let shared = match std::env::var("TOOLGATE_SHARED") {
         Ok(d) => PathBuf::from(d),
         Err(_) => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared"),
@@ -237,7 +242,7 @@ pub fn corpus_specs() -> Option<Vec<PathBuf>> {
 }
 
 /// An upstream name for a spec file: its stem, letters and digits kept, 20 at most.
-pub fn upstream_name(path: &Path) -> String {
+pub(crate) fn upstream_name(path: &Path) -> String {
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("spec");
     stem.chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })

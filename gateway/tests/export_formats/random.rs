@@ -5,10 +5,10 @@ use serde_json::{Map, Value, json};
 use toolgate_adapters::JsonObject;
 
 /// A small deterministic generator (xorshift64*).
-pub struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
-    pub fn new(seed: u64) -> Self {
+    pub(crate) fn new(seed: u64) -> Self {
         Self(seed.max(1))
     }
     fn next(&mut self) -> u64 {
@@ -140,7 +140,7 @@ fn object(rng: &mut Rng, depth: usize) -> Value {
 
 /// `count` definitions with random input schemas (roots mostly objects, sometimes
 /// alternatives, `allOf` or a `$ref`).
-pub fn definitions(count: usize, seed: u64) -> Vec<JsonObject> {
+pub(crate) fn definitions(count: usize, seed: u64) -> Vec<JsonObject> {
     let mut rng = Rng::new(seed);
     (0..count)
         .map(|i| {

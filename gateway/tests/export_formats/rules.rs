@@ -3,7 +3,7 @@
 use serde_json::{Map, Value, json};
 use toolgate::export::MAX_DESCRIPTION;
 
-pub const STRICT_KEYS: &[&str] = &[
+pub(crate) const STRICT_KEYS: &[&str] = &[
     "type",
     "description",
     "properties",
@@ -14,7 +14,7 @@ pub const STRICT_KEYS: &[&str] = &[
     "anyOf",
     "format",
 ];
-pub const STRICT_FORMATS: &[&str] = &[
+pub(crate) const STRICT_FORMATS: &[&str] = &[
     "date-time",
     "time",
     "date",
@@ -25,7 +25,7 @@ pub const STRICT_FORMATS: &[&str] = &[
     "ipv6",
     "uuid",
 ];
-pub const GEMINI_KEYS: &[&str] = &[
+pub(crate) const GEMINI_KEYS: &[&str] = &[
     "type",
     "format",
     "description",
@@ -39,7 +39,8 @@ pub const GEMINI_KEYS: &[&str] = &[
     "minimum",
     "maximum",
 ];
-pub const JSON_TYPES: &[&str] = &["string", "number", "integer", "boolean", "array", "object"];
+pub(crate) const JSON_TYPES: &[&str] =
+    &["string", "number", "integer", "boolean", "array", "object"];
 const SCHEMA_MAPS: &[&str] = &[
     "properties",
     "patternProperties",
@@ -62,7 +63,12 @@ const SCHEMA_ONE: &[&str] = &[
 const SCHEMA_LISTS: &[&str] = &["anyOf", "oneOf", "allOf", "prefixItems"];
 
 /// Calls `f` on every schema node (objects only) with its path; bounded depth.
-pub fn walk(s: &Value, path: &str, depth: usize, f: &mut dyn FnMut(&Map<String, Value>, &str)) {
+pub(crate) fn walk(
+    s: &Value,
+    path: &str,
+    depth: usize,
+    f: &mut dyn FnMut(&Map<String, Value>, &str),
+) {
     assert!(depth < 200, "{path}: schema nested over 200 levels");
     let Some(m) = s.as_object() else { return };
     f(m, path);
@@ -82,7 +88,7 @@ pub fn walk(s: &Value, path: &str, depth: usize, f: &mut dyn FnMut(&Map<String, 
     }
 }
 
-pub fn name_ok(name: &str, gemini: bool) -> bool {
+pub(crate) fn name_ok(name: &str, gemini: bool) -> bool {
     (1..=64).contains(&name.len())
         && name
             .bytes()
@@ -98,7 +104,7 @@ fn types(m: &Map<String, Value>) -> Vec<&str> {
     }
 }
 
-pub fn admits_null(v: &Value) -> bool {
+pub(crate) fn admits_null(v: &Value) -> bool {
     let Some(m) = v.as_object() else { return false };
     types(m).contains(&"null")
         || m.get("anyOf")
@@ -107,7 +113,7 @@ pub fn admits_null(v: &Value) -> bool {
 }
 
 /// Problems with a function's name and description.
-pub fn header(
+pub(crate) fn header(
     name: Option<&Value>,
     description: Option<&Value>,
     gemini: bool,
@@ -127,7 +133,7 @@ pub fn header(
 }
 
 /// Object root without combinators there (OpenAI, Anthropic).
-pub fn object_root(s: &Value, errs: &mut Vec<String>) {
+pub(crate) fn object_root(s: &Value, errs: &mut Vec<String>) {
     if s.get("type") != Some(&json!("object")) {
         errs.push(format!("root type is {:?}, not \"object\"", s.get("type")));
     }
@@ -139,7 +145,7 @@ pub fn object_root(s: &Value, errs: &mut Vec<String>) {
 }
 
 /// Every `$ref` points at something in the document.
-pub fn refs_resolve(s: &Value, errs: &mut Vec<String>) {
+pub(crate) fn refs_resolve(s: &Value, errs: &mut Vec<String>) {
     walk(s, "#", 0, &mut |m, path| {
         if let Some(r) = m.get("$ref").and_then(Value::as_str) {
             let ok = r == "#" || r.strip_prefix('#').is_some_and(|p| s.pointer(p).is_some());
@@ -151,7 +157,7 @@ pub fn refs_resolve(s: &Value, errs: &mut Vec<String>) {
 }
 
 /// OpenAI structured outputs rules, node by node.
-pub fn strict(s: &Value, source_root: &Value, errs: &mut Vec<String>) {
+pub(crate) fn strict(s: &Value, source_root: &Value, errs: &mut Vec<String>) {
     object_root(s, errs);
     walk(s, "#", 0, &mut |m, path| {
         for k in m.keys() {
@@ -294,7 +300,7 @@ fn source_rejects_null(s: &Value) -> bool {
 }
 
 /// Gemini's OpenAPI 3.0 subset, node by node.
-pub fn gemini(s: &Value, errs: &mut Vec<String>) {
+pub(crate) fn gemini(s: &Value, errs: &mut Vec<String>) {
     if s.get("type") != Some(&json!("object")) {
         errs.push("root is not an object".into());
     }
@@ -361,7 +367,7 @@ pub fn gemini(s: &Value, errs: &mut Vec<String>) {
 
 /// Whether the source declares an object that takes no keys at all (no properties,
 /// `additionalProperties: false`) anywhere: its exports may then hold one too.
-pub fn declares_closed_empty_object(source: &Value) -> bool {
+pub(crate) fn declares_closed_empty_object(source: &Value) -> bool {
     let mut found = false;
     walk(source, "#", 0, &mut |m, _| {
         found |= m.get("additionalProperties") == Some(&json!(false))
@@ -375,7 +381,7 @@ pub fn declares_closed_empty_object(source: &Value) -> bool {
 /// Strict mode and Gemini: no object below the root that accepts nothing (no
 /// properties). A free-form map or a cut recursive value is a JSON string there
 /// instead (or the tool is refused with a reason).
-pub fn no_empty_objects(s: &Value, errs: &mut Vec<String>) {
+pub(crate) fn no_empty_objects(s: &Value, errs: &mut Vec<String>) {
     walk(s, "#", 0, &mut |m, path| {
         if path == "#" || !types(m).contains(&"object") {
             return;

@@ -32,7 +32,7 @@ use crate::serve::bridge::{BridgeEvent, QueueBridge};
 use crate::telemetry::CallTrace;
 
 #[derive(Deserialize)]
-pub struct CallParams {
+pub(super) struct CallParams {
     name: String,
     #[serde(default)]
     arguments: Option<Map<String, Value>>,
@@ -48,13 +48,13 @@ pub struct CallParams {
 
 impl CallParams {
     /// The state a 2026-07-28 retry echoes, when this is one.
-    pub fn request_state(&self) -> Option<&str> {
+    pub(super) fn request_state(&self) -> Option<&str> {
         self.request_state.as_deref()
     }
 }
 
 /// Whose call it is.
-pub enum Scope {
+pub(super) enum Scope {
     /// A session's (its id).
     Session(String),
     /// A sessionless 2026-07-28 request's, with the log level it asked for.
@@ -84,7 +84,7 @@ impl Scope {
 /// their type: only a sessionless call (see [`super::sessionless`]) checks the
 /// version's own keys, and a session's call ignores them.
 #[derive(Deserialize)]
-pub struct CallMeta {
+pub(super) struct CallMeta {
     #[serde(default, rename = "progressToken")]
     progress_token: Option<Value>,
     #[serde(default, rename = "io.modelcontextprotocol/protocolVersion")]
@@ -116,7 +116,7 @@ impl CallMeta {
 type Outcome = Result<(CallOutput, bool), ToolError>;
 
 /// Everything one call needs, owned, so it can live in the answer's body.
-pub struct CallRequest {
+pub(super) struct CallRequest {
     pub gateway: Arc<Gateway>,
     pub live: Arc<Live>,
     pub caller: Caller,
@@ -129,13 +129,13 @@ pub struct CallRequest {
 
 /// Answers one `tools/call`. A client that hangs up drops this future or the stream
 /// it answers with (the server notices the closed connection), which cancels the call.
-pub async fn answer(request: CallRequest) -> Response {
+pub(super) async fn answer(request: CallRequest) -> Response {
     serve(CallStream::start(request)).await
 }
 
 /// Answers a 2026-07-28 retry that carries `requestState`: the parked call it names
 /// gets the client's answers and goes on, or the retry is told to start over.
-pub async fn resume(
+pub(super) async fn resume(
     live: &Arc<Live>,
     tenant: &str,
     id: String,
@@ -163,7 +163,7 @@ pub async fn resume(
 }
 
 /// How long a call that asked a 2026-07-28 client for input waits for the retry.
-pub const PARK_TTL: std::time::Duration = std::time::Duration::from_secs(300);
+pub(super) const PARK_TTL: std::time::Duration = std::time::Duration::from_secs(300);
 
 async fn serve(mut call: CallStream) -> Response {
     let first = match call.next().await {
@@ -194,7 +194,7 @@ async fn serve(mut call: CallStream) -> Response {
 }
 
 /// One call and what it sends on its way; dropping it cancels the call.
-pub struct CallStream {
+pub(super) struct CallStream {
     call: Option<Pin<Box<dyn Future<Output = Outcome> + Send>>>,
     updates: mpsc::Receiver<Progress>,
     events: mpsc::Receiver<BridgeEvent>,
@@ -231,7 +231,7 @@ pub struct CallStream {
 
 /// Whether `update` advances past `last` (and records it when it does): MCP progress
 /// values must increase, whatever an upstream sends.
-pub fn advances(last: &mut Option<f64>, update: &Progress) -> bool {
+pub(super) fn advances(last: &mut Option<f64>, update: &Progress) -> bool {
     if last.is_some_and(|last| update.progress <= last) {
         return false;
     }
@@ -240,7 +240,7 @@ pub fn advances(last: &mut Option<f64>, update: &Progress) -> bool {
 }
 
 /// `notifications/progress` for the caller's `token`.
-pub fn progress_notification(token: &Value, tool: &str, update: Progress) -> Vec<u8> {
+pub(super) fn progress_notification(token: &Value, tool: &str, update: Progress) -> Vec<u8> {
     let mut params = json!({
         "progressToken": token,
         "progress": update.progress,

@@ -28,13 +28,13 @@ use crate::gateway::Gateway;
 /// How many messages a GET stream may fall behind before it is dropped.
 const STREAM_BUFFER: usize = 256;
 
-pub type Answer = oneshot::Sender<Result<Value, RpcError>>;
+pub(super) type Answer = oneshot::Sender<Result<Value, RpcError>>;
 
 /// Calls waiting for a 2026-07-28 client's retry, at most this many per replica.
 const MAX_PARKED: usize = 4096;
 
 #[derive(Default)]
-pub struct Live {
+pub(super) struct Live {
     /// Open GET streams by session id.
     streams: Mutex<HashMap<String, Vec<mpsc::Sender<Bytes>>>>,
     /// Calls in flight by (session id, raw JSON-RPC request id).
@@ -77,7 +77,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Live {
     /// Starts the background work: the `list_changed` notifications to every open
     /// stream when the catalog changes.
-    pub fn start(gateway: &Arc<Gateway>) -> Arc<Live> {
+    pub(super) fn start(gateway: &Arc<Gateway>) -> Arc<Live> {
         let live = Arc::new(Live::default());
         tokio::spawn(announce_changes(
             Arc::downgrade(&live),
@@ -88,7 +88,7 @@ impl Live {
     }
 
     /// Opens a GET stream for `session`.
-    pub fn open_stream(&self, session: &str) -> mpsc::Receiver<Bytes> {
+    pub(super) fn open_stream(&self, session: &str) -> mpsc::Receiver<Bytes> {
         let (sender, receiver) = mpsc::channel(STREAM_BUFFER);
         let mut streams = lock(&self.streams);
         let list = streams.entry(session.to_owned()).or_default();
@@ -98,7 +98,7 @@ impl Live {
     }
 
     /// Sends `message` on `session`'s GET streams; false when none took it.
-    pub fn send_to_session(&self, session: &str, message: &[u8]) -> bool {
+    pub(super) fn send_to_session(&self, session: &str, message: &[u8]) -> bool {
         let frame = wire::sse_frame(message);
         let mut streams = lock(&self.streams);
         let Some(list) = streams.get_mut(session) else {
@@ -123,7 +123,7 @@ impl Live {
     }
 
     /// Ends a session's streams, pending requests, level and subscriptions (DELETE).
-    pub fn end_session(&self, session: &str) {
+    pub(super) fn end_session(&self, session: &str) {
         lock(&self.streams).remove(session);
         lock(&self.log_levels).remove(session);
         if let Some(stop) = lock(&self.lingering).remove(session) {
@@ -144,7 +144,7 @@ impl Live {
     }
 
     /// Registers a call in flight; dropping the guard forgets it.
-    pub fn call_started(
+    pub(super) fn call_started(
         self: &Arc<Self>,
         session: &str,
         request_id: &str,
@@ -159,7 +159,7 @@ impl Live {
     }
 
     /// `notifications/cancelled`: stops the session's call with that request id.
-    pub fn cancel(&self, session: &str, request_id: &str) -> bool {
+    pub(super) fn cancel(&self, session: &str, request_id: &str) -> bool {
         let key = (session.to_owned(), request_id.to_owned());
         match lock(&self.calls).get(&key) {
             Some(token) => {
@@ -171,7 +171,7 @@ impl Live {
     }
 
     /// Registers a request to the client; its id and where the answer goes.
-    pub fn request_sent(&self, session: &str, answer: Answer) -> String {
+    pub(super) fn request_sent(&self, session: &str, answer: Answer) -> String {
         let id = format!(
             "toolgate-{}",
             self.next_request.fetch_add(1, Ordering::Relaxed)
@@ -181,13 +181,13 @@ impl Live {
     }
 
     /// Forgets a request the client will not answer any more (its call ended).
-    pub fn request_abandoned(&self, id: &str) {
+    pub(super) fn request_abandoned(&self, id: &str) {
         lock(&self.pending).remove(id);
     }
 
     /// The client's answer to one of the gateway's requests. Answers for another
     /// session's request, or for none, are ignored.
-    pub fn answer(&self, session: &str, id: &str, answer: Result<Value, RpcError>) {
+    pub(super) fn answer(&self, session: &str, id: &str, answer: Result<Value, RpcError>) {
         let Ok(id) = serde_json::from_str::<String>(id) else {
             return;
         };
@@ -201,7 +201,13 @@ impl Live {
 
     /// Keeps a call that asked a 2026-07-28 client for input until its retry, at
     /// most [`PARK_TTL`]; dropping it (expiry, a full table) cancels the call.
-    pub fn park(self: &Arc<Self>, token: String, tenant: String, tool: String, call: CallStream) {
+    pub(super) fn park(
+        self: &Arc<Self>,
+        token: String,
+        tenant: String,
+        tool: String,
+        call: CallStream,
+    ) {
         {
             let mut parked = lock(&self.parked);
             if parked.len() >= MAX_PARKED {
@@ -225,7 +231,7 @@ impl Live {
     }
 
     /// The parked call `token` names, when it is `tenant`'s call of `tool`.
-    pub fn unpark(&self, token: &str, tenant: &str, tool: &str) -> Option<CallStream> {
+    pub(super) fn unpark(&self, token: &str, tenant: &str, tool: &str) -> Option<CallStream> {
         let mut parked = lock(&self.parked);
         match parked.get(token) {
             Some(p) if p.tenant == tenant && p.tool == tool => {
@@ -240,7 +246,7 @@ impl Live {
     /// `token`, still only forward; until the upstream stops sending (its route is
     /// gone), the session ends, or none arrives for [`LINGER_IDLE`]. A frame no
     /// stream takes is dropped (debug log).
-    pub fn linger(
+    pub(super) fn linger(
         self: Arc<Self>,
         session: String,
         token: Value,
@@ -290,16 +296,16 @@ impl Live {
     }
 
     /// `logging/setLevel`: the lowest level of log lines `session` receives.
-    pub fn set_log_level(&self, session: &str, level: LogLevel) {
+    pub(super) fn set_log_level(&self, session: &str, level: LogLevel) {
         lock(&self.log_levels).insert(session.to_owned(), level);
     }
 
-    pub fn log_level(&self, session: &str) -> Option<LogLevel> {
+    pub(super) fn log_level(&self, session: &str) -> Option<LogLevel> {
         lock(&self.log_levels).get(session).copied()
     }
 
     /// Records `session`'s subscription to `uri` (the client's form).
-    pub fn subscribe(&self, session: &str, uri: &str) {
+    pub(super) fn subscribe(&self, session: &str, uri: &str) {
         lock(&self.subscriptions)
             .entry(uri.to_owned())
             .or_default()
@@ -308,7 +314,7 @@ impl Live {
 
     /// Drops `session`'s subscription to `uri`; true when no session of this replica
     /// is subscribed to it any more (the upstream may be told to stop).
-    pub fn unsubscribe(&self, session: &str, uri: &str) -> bool {
+    pub(super) fn unsubscribe(&self, session: &str, uri: &str) -> bool {
         let mut subscriptions = lock(&self.subscriptions);
         let Some(sessions) = subscriptions.get_mut(uri) else {
             return true;
@@ -322,7 +328,7 @@ impl Live {
     }
 
     /// Makes sure `upstream`'s out-of-call notifications are relayed to subscribers.
-    pub fn relay(self: &Arc<Self>, gateway: &Arc<Gateway>, upstream: &str) {
+    pub(super) fn relay(self: &Arc<Self>, gateway: &Arc<Gateway>, upstream: &str) {
         let Some(mounted) = gateway.upstreams().get(upstream).cloned() else {
             return;
         };
@@ -343,7 +349,7 @@ impl Live {
 }
 
 /// Forgets a call in flight when the call ends, however it ends.
-pub struct InFlight {
+pub(super) struct InFlight {
     live: Weak<Live>,
     key: (String, String),
 }

@@ -17,14 +17,14 @@ use crate::serve::features;
 use toolgate_adapters::CallContext;
 
 #[derive(Deserialize)]
-pub struct InitializeParams<'a> {
+pub(super) struct InitializeParams<'a> {
     #[serde(rename = "protocolVersion", borrow)]
     protocol_version: Option<std::borrow::Cow<'a, str>>,
 }
 
 /// The `initialize` result: the client's version when this gateway speaks it (with
 /// sessions), otherwise the newest version with sessions.
-pub fn initialize_result(gateway: &Gateway, params: &InitializeParams) -> String {
+pub(super) fn initialize_result(gateway: &Gateway, params: &InitializeParams) -> String {
     let version = params
         .protocol_version
         .as_deref()
@@ -41,13 +41,13 @@ pub fn initialize_result(gateway: &Gateway, params: &InitializeParams) -> String
 }
 
 /// What a 2026-07-28 list result adds (see [`crate::serve::features::decorate_for_stateless`]).
-pub const STATELESS_LIST_FIELDS: &str =
+pub(super) const STATELESS_LIST_FIELDS: &str =
     r#","resultType":"complete","ttlMs":0,"cacheScope":"private""#;
 
 /// The `tools/list` result for `caller`: the protocol tools, then the visible catalog
 /// tools as the catalog serialized them (every field the upstream sent), then
 /// `extra` (more result fields, as JSON text starting with a comma, or empty).
-pub fn list_tools(
+pub(super) fn list_tools(
     gateway: &Gateway,
     protocol_tools: &[Arc<str>],
     caller: &Caller,
@@ -88,7 +88,7 @@ pub fn list_tools(
 
 /// The 2026-07-28 `server/discover` result: the versions, capabilities and
 /// instructions `initialize` gives a session.
-pub fn discover_result(gateway: &Gateway) -> String {
+pub(super) fn discover_result(gateway: &Gateway) -> String {
     let mut versions: Vec<&str> = LEGACY_VERSIONS.to_vec();
     versions.extend(super::sessionless::SESSIONLESS_VERSIONS);
     json!({
@@ -113,7 +113,7 @@ fn server_info() -> Value {
 /// Answers a prompts, resources or completion request for `caller` (see
 /// [`features`]); the whole answer message. Sessionless (2026-07-28) answers carry
 /// the version's result fields.
-pub async fn feature(
+pub(super) async fn feature(
     gateway: &Gateway,
     caller: &Caller,
     id: &str,

@@ -28,14 +28,14 @@ use serde_json::{Value, json};
 use super::call::CallMeta;
 use super::wire::{self, Envelope};
 
-pub const VERSION: &str = "2026-07-28";
+pub(super) const VERSION: &str = "2026-07-28";
 /// The versions served without a session.
-pub const SESSIONLESS_VERSIONS: &[&str] = &[VERSION];
+pub(super) const SESSIONLESS_VERSIONS: &[&str] = &[VERSION];
 
 /// The 2026-07-28 codes for a request whose headers and body disagree, and for a
 /// version the server does not speak.
-pub const HEADER_MISMATCH: i64 = -32020;
-pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+pub(super) const HEADER_MISMATCH: i64 = -32020;
+pub(super) const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 
 const METHOD_HEADER: &str = "mcp-method";
 const NAME_HEADER: &str = "mcp-name";
@@ -44,7 +44,7 @@ const PROTOCOL_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
 /// A rung of the ladder the request did not pass: the HTTP status, the JSON-RPC
 /// code, a message saying what to fix, and data.
 #[derive(Debug)]
-pub struct Refused {
+pub(super) struct Refused {
     pub status: StatusCode,
     pub code: i64,
     pub message: String,
@@ -54,7 +54,7 @@ pub struct Refused {
 /// Syslog severities as MCP names them, least severe first.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum LogLevel {
+pub(super) enum LogLevel {
     Debug,
     Info,
     Notice,
@@ -68,7 +68,7 @@ pub enum LogLevel {
 impl LogLevel {
     /// The level of a `notifications/message`'s params; unknown levels count as
     /// `info` (the level the gateway's own progress lines use).
-    pub fn of_message(params: &Value) -> LogLevel {
+    pub(super) fn of_message(params: &Value) -> LogLevel {
         params
             .get("level")
             .and_then(|level| LogLevel::deserialize(level).ok())
@@ -79,7 +79,7 @@ impl LogLevel {
 /// Whether a request without a session is meant as a sessionless one: it says
 /// so in the version header or in its `_meta` (the ladder then tells it what is
 /// missing); otherwise it is a session request that forgot its session.
-pub fn is_sessionless(headers: &HeaderMap, envelope: &Envelope<'_>) -> bool {
+pub(super) fn is_sessionless(headers: &HeaderMap, envelope: &Envelope<'_>) -> bool {
     if headers.contains_key(wire::VERSION_HEADER) {
         return headers
             .get(wire::VERSION_HEADER)
@@ -93,7 +93,7 @@ pub fn is_sessionless(headers: &HeaderMap, envelope: &Envelope<'_>) -> bool {
 
 /// The ladder for request `method` (see the module docs): the log level the
 /// request asked for, or the rung it failed.
-pub fn check(
+pub(super) fn check(
     headers: &HeaderMap,
     envelope: &Envelope<'_>,
     method: &str,

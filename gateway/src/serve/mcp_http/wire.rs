@@ -14,21 +14,21 @@ use serde_json::{Value, json};
 
 use super::SUPPORTED_VERSIONS;
 
-pub const JSON: &str = "application/json";
-pub const EVENT_STREAM: &str = "text/event-stream";
-pub const SESSION_HEADER: &str = "mcp-session-id";
-pub const VERSION_HEADER: &str = "mcp-protocol-version";
+pub(crate) const JSON: &str = "application/json";
+pub(crate) const EVENT_STREAM: &str = "text/event-stream";
+pub(crate) const SESSION_HEADER: &str = "mcp-session-id";
+pub(crate) const VERSION_HEADER: &str = "mcp-protocol-version";
 
 /// JSON-RPC 2.0 codes.
-pub const PARSE_ERROR: i64 = -32700;
-pub const INVALID_REQUEST: i64 = -32600;
-pub const METHOD_NOT_FOUND: i64 = -32601;
-pub const INVALID_PARAMS: i64 = -32602;
+pub(crate) const PARSE_ERROR: i64 = -32700;
+pub(crate) const INVALID_REQUEST: i64 = -32600;
+pub(crate) const METHOD_NOT_FOUND: i64 = -32601;
+pub(crate) const INVALID_PARAMS: i64 = -32602;
 
 /// One incoming JSON-RPC message, its parts as raw JSON slices of the body: the
 /// `params` of a call are parsed once, by the method that reads them.
 #[derive(Deserialize)]
-pub struct Envelope<'a> {
+pub(crate) struct Envelope<'a> {
     #[serde(borrow, default)]
     jsonrpc: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
@@ -44,7 +44,7 @@ pub struct Envelope<'a> {
 }
 
 /// What a message is.
-pub enum Kind<'a> {
+pub(crate) enum Kind<'a> {
     Request {
         id: &'a RawValue,
         method: &'a str,
@@ -60,7 +60,7 @@ pub enum Kind<'a> {
 }
 
 impl<'a> Envelope<'a> {
-    pub fn parse(body: &'a [u8]) -> Result<Self, String> {
+    pub(crate) fn parse(body: &'a [u8]) -> Result<Self, String> {
         match body.iter().find(|b| !b.is_ascii_whitespace()) {
             Some(b'{') => serde_json::from_slice(body).map_err(|e| e.to_string()),
             Some(b'[') => Err(
@@ -72,7 +72,7 @@ impl<'a> Envelope<'a> {
         }
     }
 
-    pub fn kind(&'a self) -> Kind<'a> {
+    pub(crate) fn kind(&'a self) -> Kind<'a> {
         if self.jsonrpc.as_deref() != Some("2.0") {
             return Kind::Invalid;
         }
@@ -87,7 +87,7 @@ impl<'a> Envelope<'a> {
     }
 
     /// The id of an `initialize` request; `None` for any other message.
-    pub fn initialize_id(&'a self) -> Option<&'a RawValue> {
+    pub(crate) fn initialize_id(&'a self) -> Option<&'a RawValue> {
         match self.kind() {
             Kind::Request {
                 id,
@@ -98,7 +98,7 @@ impl<'a> Envelope<'a> {
     }
 
     /// `params` parsed as `T`; an absent `params` is parsed from `{}`.
-    pub fn params<T: Deserialize<'a>>(&'a self) -> Result<T, String> {
+    pub(crate) fn params<T: Deserialize<'a>>(&'a self) -> Result<T, String> {
         let text = self.params.map_or("{}", RawValue::get);
         serde_json::from_str(text).map_err(|e| format!("invalid params: {e}"))
     }
@@ -110,7 +110,7 @@ fn is_valid_id(id: &RawValue) -> bool {
 }
 
 /// `{"jsonrpc":"2.0","id":<id>,"result":<result>}` with the result already JSON text.
-pub fn result_message(id: &str, result: &str) -> Vec<u8> {
+pub(crate) fn result_message(id: &str, result: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(result.len() + id.len() + 32);
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
     out.extend_from_slice(id.as_bytes());
@@ -121,7 +121,7 @@ pub fn result_message(id: &str, result: &str) -> Vec<u8> {
 }
 
 /// A JSON-RPC error message for request `id` (raw JSON; `null` when unknown).
-pub fn error_message(id: &str, code: i64, message: &str, data: Option<Value>) -> Vec<u8> {
+pub(crate) fn error_message(id: &str, code: i64, message: &str, data: Option<Value>) -> Vec<u8> {
     let mut error = json!({"code": code, "message": message});
     if let Some(data) = data {
         error["data"] = data;
@@ -134,23 +134,23 @@ pub fn error_message(id: &str, code: i64, message: &str, data: Option<Value>) ->
 }
 
 /// A notification message.
-pub fn notification(method: &str, params: &Value) -> Vec<u8> {
+pub(crate) fn notification(method: &str, params: &Value) -> Vec<u8> {
     serde_json::to_vec(&json!({"jsonrpc": "2.0", "method": method, "params": params}))
         .unwrap_or_default()
 }
 
 /// A request the gateway sends to the client.
-pub fn request(id: &str, method: &str, params: &Value) -> Vec<u8> {
+pub(crate) fn request(id: &str, method: &str, params: &Value) -> Vec<u8> {
     serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
         .unwrap_or_default()
 }
 
 /// A `200` answer carrying one JSON message.
-pub fn json_response(message: Vec<u8>) -> Response {
+pub(crate) fn json_response(message: Vec<u8>) -> Response {
     json_with_status(StatusCode::OK, message)
 }
 
-pub fn json_with_status(status: StatusCode, message: Vec<u8>) -> Response {
+pub(crate) fn json_with_status(status: StatusCode, message: Vec<u8>) -> Response {
     let mut response = Response::new(Body::from(message));
     *response.status_mut() = status;
     response
@@ -160,25 +160,25 @@ pub fn json_with_status(status: StatusCode, message: Vec<u8>) -> Response {
 }
 
 /// A transport-level refusal: an HTTP error status with a JSON-RPC error body.
-pub fn refusal(status: StatusCode, code: i64, message: &str) -> Response {
+pub(crate) fn refusal(status: StatusCode, code: i64, message: &str) -> Response {
     json_with_status(status, error_message("null", code, message, None))
 }
 
 /// `202 Accepted`: a notification or an answer was taken.
-pub fn accepted() -> Response {
+pub(crate) fn accepted() -> Response {
     let mut response = Response::new(Body::empty());
     *response.status_mut() = StatusCode::ACCEPTED;
     response
 }
 
 /// `200 OK` with no body: a session ended by DELETE.
-pub fn ended() -> Response {
+pub(crate) fn ended() -> Response {
     Response::new(Body::empty())
 }
 
 /// One SSE event carrying `message` (the frame rmcp and every client reads: `data:`
 /// lines only, the default event type being `message`).
-pub fn sse_frame(message: &[u8]) -> Bytes {
+pub(crate) fn sse_frame(message: &[u8]) -> Bytes {
     let mut out = Vec::with_capacity(message.len() + 8);
     out.extend_from_slice(b"data: ");
     out.extend_from_slice(message);
@@ -187,7 +187,7 @@ pub fn sse_frame(message: &[u8]) -> Bytes {
 }
 
 /// The answer headers of an SSE stream.
-pub fn sse_response(body: Body) -> Response {
+pub(crate) fn sse_response(body: Body) -> Response {
     let mut response = Response::new(body);
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(EVENT_STREAM));
@@ -225,7 +225,7 @@ pub(crate) fn accept_lists(headers: &HeaderMap, media: &[&str]) -> bool {
 
 /// The checks of a POST: the client accepts both answer forms, sends JSON, and names
 /// a protocol version this gateway speaks (when it names one).
-pub fn refuse_post(headers: &HeaderMap) -> Option<Response> {
+pub(crate) fn refuse_post(headers: &HeaderMap) -> Option<Response> {
     if !accepts(headers, JSON) || !accepts(headers, EVENT_STREAM) {
         return Some(refusal(
             StatusCode::NOT_ACCEPTABLE,
@@ -251,7 +251,7 @@ pub fn refuse_post(headers: &HeaderMap) -> Option<Response> {
 }
 
 /// A GET opens a stream: the client must accept one.
-pub fn refuse_get(headers: &HeaderMap) -> Option<Response> {
+pub(crate) fn refuse_get(headers: &HeaderMap) -> Option<Response> {
     if !accepts(headers, EVENT_STREAM) {
         return Some(refusal(
             StatusCode::NOT_ACCEPTABLE,
@@ -262,7 +262,7 @@ pub fn refuse_get(headers: &HeaderMap) -> Option<Response> {
     refuse_version(headers)
 }
 
-pub fn refuse_version(headers: &HeaderMap) -> Option<Response> {
+pub(crate) fn refuse_version(headers: &HeaderMap) -> Option<Response> {
     let value = headers.get(VERSION_HEADER)?;
     let known = value
         .to_str()

@@ -37,7 +37,7 @@ struct Request {
     arguments: Result<JsonObject, String>,
 }
 
-pub async fn openai(
+pub(super) async fn openai(
     State(door): State<Arc<FrontDoor>>,
     Extension(trace): Extension<CallTrace>,
     headers: HeaderMap,
@@ -74,7 +74,7 @@ pub async fn openai(
     axum::Json(json!({"messages": messages})).into_response()
 }
 
-pub async fn anthropic(
+pub(super) async fn anthropic(
     State(door): State<Arc<FrontDoor>>,
     Extension(trace): Extension<CallTrace>,
     headers: HeaderMap,

@@ -18,7 +18,7 @@ static EMPTY_CONTENT: Value = Value::Array(Vec::new());
 
 /// The answer of one call over HTTP (field order is the wire order).
 #[derive(serde::Serialize)]
-pub struct Answer<'a> {
+pub(super) struct Answer<'a> {
     content: &'a Value,
     is_error: bool,
     summary: &'a str,
@@ -35,7 +35,7 @@ struct AnswerUsage {
 }
 
 /// A finished call: its result or the error that stopped it, and the summary line.
-pub struct Finished {
+pub(super) struct Finished {
     pub outcome: Result<JsonObject, ToolError>,
     /// Token counts of the result (none for protocol tools and failed calls).
     pub usage: Option<ResultUsage>,
@@ -44,7 +44,7 @@ pub struct Finished {
 }
 
 impl Finished {
-    pub fn is_error(&self) -> bool {
+    pub(super) fn is_error(&self) -> bool {
         match &self.outcome {
             Ok(raw) => raw.get("isError").and_then(Value::as_bool).unwrap_or(false),
             Err(_) => true,
@@ -52,14 +52,14 @@ impl Finished {
     }
 
     /// Tokens of the returned result (none when no result came back from a tool).
-    pub fn result_tokens(&self) -> Option<usize> {
+    pub(super) fn result_tokens(&self) -> Option<usize> {
         self.usage.map(|u| u.result_tokens)
     }
 
     /// The answer of `POST /v1/tools/{name}/call`: `{content, is_error, summary,
     /// usage, structured_content?}`, borrowing the result (it is serialized once,
     /// never copied into a tree). `None` for a call that failed (an HTTP error).
-    pub fn answer(&self) -> Option<Answer<'_>> {
+    pub(super) fn answer(&self) -> Option<Answer<'_>> {
         let raw = self.outcome.as_ref().ok()?;
         Some(Answer {
             content: raw.get("content").unwrap_or(&EMPTY_CONTENT),
@@ -76,7 +76,7 @@ impl Finished {
 
     /// The text a model reads back: the result's text blocks (other blocks described
     /// in a line each), or the error with its kind and what to do about it.
-    pub fn text_for_model(&self) -> String {
+    pub(super) fn text_for_model(&self) -> String {
         match &self.outcome {
             Err(error) => format!("Error ({}): {error}", error.code()),
             Ok(raw) => {
@@ -96,7 +96,7 @@ impl Finished {
 }
 
 /// A content block as text: text as it is, anything else as a one-line description.
-pub fn block_as_text(block: &Value) -> String {
+pub(super) fn block_as_text(block: &Value) -> String {
     let kind = block.get("type").and_then(Value::as_str).unwrap_or("");
     match kind {
         "text" => block
@@ -141,7 +141,7 @@ pub fn block_as_text(block: &Value) -> String {
 
 /// The catalog name a function-calling client means: the name itself, or, for a name
 /// that Gemini's rules made us rename (a leading `_`), the tool it was made from.
-pub fn resolve_name(gateway: &Gateway, name: &str) -> String {
+pub(super) fn resolve_name(gateway: &Gateway, name: &str) -> String {
     if protocol_tools::is_protocol_tool(name) {
         return name.to_owned();
     }
@@ -158,7 +158,7 @@ pub fn resolve_name(gateway: &Gateway, name: &str) -> String {
 }
 
 /// Runs one call through the policy and the one call path, and summarizes it.
-pub async fn execute(
+pub(super) async fn execute(
     gateway: &Gateway,
     caller: &Caller,
     name: &str,
@@ -206,7 +206,7 @@ pub async fn execute(
 /// the call instead of abandoning it. The task runs on until the upstream has been told
 /// (`notifications/cancelled`, or the request aborted) and the call path has written
 /// its audit line and metric with outcome `cancelled`.
-pub async fn execute_cancellable(
+pub(super) async fn execute_cancellable(
     gateway: Arc<Gateway>,
     caller: Caller,
     name: String,

@@ -193,7 +193,7 @@ struct ToolResultBlock {
     is_error: Option<bool>,
 }
 
-pub async fn document() -> Response {
+pub(super) async fn document() -> Response {
     static DOCUMENT: OnceLock<Value> = OnceLock::new();
     Json(DOCUMENT.get_or_init(build).clone()).into_response()
 }

@@ -39,13 +39,13 @@ const MAX_ECHOED_INPUT_BYTES: usize = 512 * 1024;
 const MAX_LOG_LINE_BYTES: usize = 16 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Framing {
+pub(super) enum Framing {
     Sse,
     Ndjson,
 }
 
 /// The framing the request's `Accept` header asks for, if it asks for a stream.
-pub fn wanted(headers: &HeaderMap) -> Option<Framing> {
+pub(super) fn wanted(headers: &HeaderMap) -> Option<Framing> {
     let accept = headers.get(header::ACCEPT)?.to_str().ok()?;
     accept
         .split(',')
@@ -58,7 +58,7 @@ pub fn wanted(headers: &HeaderMap) -> Option<Framing> {
 }
 
 /// Starts the call and answers with its event stream.
-pub fn respond(
+pub(super) fn respond(
     door: Arc<FrontDoor>,
     caller: Caller,
     tool: String,
