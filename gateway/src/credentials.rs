@@ -105,16 +105,14 @@ impl TryFrom<JwtFile> for JwtConfig {
     type Error = String;
 
     fn try_from(file: JwtFile) -> Result<Self, String> {
-        let mut sources = Vec::with_capacity(1);
-        sources.extend(file.hs256_secret.map(JwtKeys::Hs256Secret));
-        sources.extend(file.jwks_file.map(JwtKeys::JwksFile));
-        sources.extend(file.jwks_url.map(JwtKeys::JwksUrl));
-        let found = sources.len();
-        let (Some(keys), 1) = (sources.pop(), found) else {
-            return Err(format!(
-                "set exactly one of `hs256_secret`, `jwks_file`, `jwks_url` (found {found})"
-            ));
-        };
+        let keys = crate::config::one_of::exactly_one(
+            [
+                file.hs256_secret.map(JwtKeys::Hs256Secret),
+                file.jwks_file.map(JwtKeys::JwksFile),
+                file.jwks_url.map(JwtKeys::JwksUrl),
+            ],
+            &["hs256_secret", "jwks_file", "jwks_url"],
+        )?;
         Ok(JwtConfig {
             keys,
             tenant_claim: file.tenant_claim,
@@ -147,16 +145,7 @@ impl From<JwtConfig> for JwtFile {
     }
 }
 
-/// The schema is the file's shape (`JwtFile`), under the name it always had.
-impl JsonSchema for JwtConfig {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        JwtFile::schema_name()
-    }
-
-    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        JwtFile::json_schema(generator)
-    }
-}
+crate::config::one_of::schema_of_file_shape!(JwtConfig, JwtFile);
 
 fn default_tenant_claim() -> String {
     "tenant".to_owned()

@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod diff;
 pub mod env;
+pub(crate) mod one_of;
 pub mod rate_limit;
 pub mod upstream;
 pub mod validate;

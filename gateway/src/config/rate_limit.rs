@@ -1,7 +1,6 @@
 //! A tenant's rate limit: one window (second, minute or hour) by construction, checked
 //! while the file is parsed, so the rate is known to be valid wherever it is read.
 
-use std::borrow::Cow;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
@@ -104,20 +103,14 @@ impl TryFrom<RateLimitFile> for RateLimitConfig {
     type Error = String;
 
     fn try_from(file: RateLimitFile) -> Result<Self, String> {
-        let set: Vec<(u32, RateWindow)> = [
-            (file.per_second, RateWindow::Second),
-            (file.per_minute, RateWindow::Minute),
-            (file.per_hour, RateWindow::Hour),
-        ]
-        .into_iter()
-        .filter_map(|(count, window)| count.map(|c| (c, window)))
-        .collect();
-        let [(count, window)] = set[..] else {
-            return Err(format!(
-                "set exactly one of `per_second`, `per_minute`, `per_hour` (found {})",
-                set.len()
-            ));
-        };
+        let (count, window) = super::one_of::exactly_one(
+            [
+                file.per_second.map(|c| (c, RateWindow::Second)),
+                file.per_minute.map(|c| (c, RateWindow::Minute)),
+                file.per_hour.map(|c| (c, RateWindow::Hour)),
+            ],
+            &["per_second", "per_minute", "per_hour"],
+        )?;
         let Some(count) = NonZeroU32::new(count) else {
             return Err(format!("`{}` must be at least 1", window.field()));
         };
@@ -153,13 +146,4 @@ impl From<RateLimitConfig> for RateLimitFile {
     }
 }
 
-/// The schema is the file's shape (`RateLimitFile`), under the name it always had.
-impl JsonSchema for RateLimitConfig {
-    fn schema_name() -> Cow<'static, str> {
-        RateLimitFile::schema_name()
-    }
-
-    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        RateLimitFile::json_schema(generator)
-    }
-}
+super::one_of::schema_of_file_shape!(RateLimitConfig, RateLimitFile);

@@ -6,7 +6,6 @@
 //! converts from and into it, so an upstream with no kind or two kinds is a parse error
 //! at its path (`upstreams.x`), and the JSON Schema still describes the file.
 
-use std::borrow::Cow;
 use std::time::Duration;
 
 use schemars::JsonSchema;
@@ -226,19 +225,16 @@ impl TryFrom<UpstreamFile> for UpstreamConfig {
     type Error = String;
 
     fn try_from(file: UpstreamFile) -> Result<Self, String> {
-        let mut kinds = Vec::with_capacity(1);
-        kinds.extend(file.stdio.map(UpstreamKind::Stdio));
-        kinds.extend(file.sse.map(UpstreamKind::Sse));
-        kinds.extend(file.streamable_http.map(UpstreamKind::StreamableHttp));
-        kinds.extend(file.openapi.map(UpstreamKind::Openapi));
-        kinds.extend(file.skills.map(UpstreamKind::Skills));
-        let found = kinds.len();
-        let (Some(kind), 1) = (kinds.pop(), found) else {
-            return Err(format!(
-                "set exactly one of `stdio`, `sse`, `streamable_http`, `openapi`, `skills` \
-                 (found {found})"
-            ));
-        };
+        let kind = super::one_of::exactly_one(
+            [
+                file.stdio.map(UpstreamKind::Stdio),
+                file.sse.map(UpstreamKind::Sse),
+                file.streamable_http.map(UpstreamKind::StreamableHttp),
+                file.openapi.map(UpstreamKind::Openapi),
+                file.skills.map(UpstreamKind::Skills),
+            ],
+            &["stdio", "sse", "streamable_http", "openapi", "skills"],
+        )?;
         Ok(UpstreamConfig {
             kind,
             settings: UpstreamSettings {
@@ -287,16 +283,7 @@ impl From<UpstreamConfig> for UpstreamFile {
     }
 }
 
-/// The schema is the file's shape (`UpstreamFile`), under the name it always had.
-impl JsonSchema for UpstreamConfig {
-    fn schema_name() -> Cow<'static, str> {
-        UpstreamFile::schema_name()
-    }
-
-    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        UpstreamFile::json_schema(generator)
-    }
-}
+super::one_of::schema_of_file_shape!(UpstreamConfig, UpstreamFile);
 
 #[cfg(test)]
 mod tests {
