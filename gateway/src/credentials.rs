@@ -359,7 +359,7 @@ struct Inner {
 /// settings of every clone at once ([`Authenticator::replace`]).
 #[derive(Clone)]
 pub struct Authenticator {
-    inner: Arc<std::sync::RwLock<Arc<Inner>>>,
+    inner: Arc<arc_swap::ArcSwap<Inner>>,
 }
 
 impl fmt::Debug for Authenticator {
@@ -420,16 +420,16 @@ impl Authenticator {
             None => None,
         };
         Ok(Authenticator {
-            inner: Arc::new(std::sync::RwLock::new(Arc::new(Inner {
+            inner: Arc::new(arc_swap::ArcSwap::from_pointee(Inner {
                 api_keys: keys,
                 jwt,
-            }))),
+            })),
         })
     }
 
     /// The keys and JWT settings as of now; a request uses one snapshot throughout.
     fn current(&self) -> Arc<Inner> {
-        self.inner.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.inner.load_full()
     }
 
     /// Swaps in the keys and JWT settings of `next` for this authenticator and every
@@ -437,7 +437,7 @@ impl Authenticator {
     /// the old ones; the old JWKS refresh task stops once they are done.
     pub fn replace(&self, next: Authenticator) {
         let next = next.current();
-        *self.inner.write().unwrap_or_else(|e| e.into_inner()) = next;
+        self.inner.store(next);
     }
 
     /// Whether any credential is configured (API keys or JWT). With none, every bearer

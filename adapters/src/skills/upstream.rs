@@ -5,7 +5,7 @@
 //! the current content.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -40,7 +40,7 @@ pub struct SkillsUpstream {
     name: String,
     paths: Vec<PathBuf>,
     limits: Limits,
-    listing: RwLock<Arc<Listing>>,
+    listing: arc_swap::ArcSwap<Listing>,
     tools_tx: watch::Sender<u64>,
     scanned: std::sync::atomic::AtomicBool,
     closed: std::sync::atomic::AtomicBool,
@@ -66,7 +66,7 @@ impl SkillsUpstream {
             name: name.into(),
             paths: config.paths.iter().map(PathBuf::from).collect(),
             limits,
-            listing: RwLock::default(),
+            listing: arc_swap::ArcSwap::default(),
             tools_tx: watch::channel(0).0,
             scanned: Default::default(),
             closed: Default::default(),
@@ -78,10 +78,7 @@ impl SkillsUpstream {
     }
 
     fn listing(&self) -> Arc<Listing> {
-        self.listing
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.listing.load_full()
     }
 
     fn skill(&self, name: &str) -> Option<Skill> {
@@ -127,7 +124,7 @@ impl SkillsUpstream {
             offerings: Arc::new(listing::offerings(&scan)),
             scan,
         };
-        *self.listing.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(listing);
+        self.listing.store(Arc::new(listing));
         self.scanned
             .store(true, std::sync::atomic::Ordering::Release);
         self.tools_tx.send_modify(|v| *v += 1);

@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 use std::str::FromStr;
-use std::sync::{Arc, RwLock, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -75,7 +75,7 @@ async fn jwks_keys(
 ) -> Result<(Keys, Option<AbortOnDrop>), String> {
     let store = Arc::new(JwksStore {
         origin,
-        keys: RwLock::new(Arc::new(Vec::new())),
+        keys: arc_swap::ArcSwap::from_pointee(Vec::new()),
         last_on_demand: tokio::sync::Mutex::new(None),
     });
     let keys = store.load().await.map_err(|e| format!("jwt: {e}"))?;
@@ -298,7 +298,7 @@ impl std::fmt::Display for JwksOrigin {
 
 struct JwksStore {
     origin: JwksOrigin,
-    keys: RwLock<Arc<Vec<VerificationKey>>>,
+    keys: arc_swap::ArcSwap<Vec<VerificationKey>>,
     /// When an unknown key id last caused a reload; held during that reload, so
     /// concurrent requests wait for one fetch instead of starting their own.
     last_on_demand: tokio::sync::Mutex<Option<Instant>>,
@@ -306,18 +306,11 @@ struct JwksStore {
 
 impl JwksStore {
     fn current(&self) -> Arc<Vec<VerificationKey>> {
-        match self.keys.read() {
-            Ok(keys) => keys.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
+        self.keys.load_full()
     }
 
     fn replace(&self, keys: Vec<VerificationKey>) {
-        let keys = Arc::new(keys);
-        match self.keys.write() {
-            Ok(mut slot) => *slot = keys,
-            Err(poisoned) => *poisoned.into_inner() = keys,
-        }
+        self.keys.store(Arc::new(keys));
     }
 
     /// The keys, reloaded first if none has id `kid` and no such reload happened in
