@@ -14,19 +14,20 @@ pub struct SkillsConfig {
 }
 
 impl SkillsConfig {
-    /// What is wrong with the settings, if anything (relative to `skills`).
-    pub fn validate(&self) -> Result<(), (String, String)> {
+    /// Every problem of the settings, each naming its field (relative to `skills`).
+    pub fn problems(&self) -> Vec<(String, String)> {
+        let mut problems = Vec::new();
         if self.paths.is_empty() {
-            return Err((
+            problems.push((
                 "paths".into(),
                 "list at least one directory of skills".into(),
             ));
         }
         for (index, path) in self.paths.iter().enumerate() {
             if path.trim().is_empty() {
-                return Err((format!("paths[{index}]"), "the path is empty".into()));
+                problems.push((format!("paths[{index}]"), "the path is empty".into()));
             }
         }
-        Ok(())
+        problems
     }
 }

@@ -48,7 +48,7 @@ impl Config {
             }
             match &upstream.kind {
                 UpstreamKind::Skills(skills) => {
-                    if let Err((field, message)) = skills.validate() {
+                    for (field, message) in skills.problems() {
                         invalid(format!("{path}.skills.{field}"), message);
                     }
                 }
@@ -107,7 +107,7 @@ impl Config {
         if let Err(message) = crate::policy::Policy::from_config(self) {
             invalid("tenants".into(), message);
         }
-        if let Err((field, message)) = self.state.validate() {
+        for (field, message) in self.state.problems() {
             invalid(format!("state.{field}"), message);
         }
         if self.sessions.max_sessions == 0 || self.sessions.max_per_tenant == Some(0) {
@@ -154,6 +154,28 @@ mod tests {
             lines[2].starts_with("config error at anonymous_tenant: 'nobody'"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn every_problem_inside_one_section_is_reported_too() {
+        let text = "state: {replicas: 0, key_prefix: ''}\n\
+                    upstreams:\n  s: {skills: {paths: ['', ' ']}}\n";
+        let err = Config::parse(text, &|_| None).unwrap_err();
+        let ConfigError::Invalid(problems) = &err else {
+            panic!("not a validation error: {err}");
+        };
+        let paths: Vec<&str> = problems.0.iter().map(|p| p.path.as_str()).collect();
+        for expected in [
+            "upstreams.s.skills.paths[0]",
+            "upstreams.s.skills.paths[1]",
+            "state.replicas",
+            "state.key_prefix",
+        ] {
+            assert!(
+                paths.contains(&expected),
+                "{expected} missing from {paths:?}"
+            );
+        }
     }
 
     #[test]

@@ -101,45 +101,47 @@ impl Default for StateConfig {
 }
 
 impl StateConfig {
-    /// Checks the fields together; messages name the field (relative to `state`).
-    pub(crate) fn validate(&self) -> Result<(), (String, String)> {
+    /// Every problem of the fields, each naming its field (relative to `state`).
+    pub(crate) fn problems(&self) -> Vec<(String, String)> {
+        let mut problems: Vec<(String, String)> = Vec::new();
         if self.replicas == 0 {
-            return Err(("replicas".into(), "must be at least 1".into()));
+            problems.push(("replicas".into(), "must be at least 1".into()));
         }
         if self.connect_timeout.is_zero() || self.command_timeout.is_zero() {
-            return Err((
+            problems.push((
                 "command_timeout".into(),
                 "`connect_timeout` and `command_timeout` must be greater than zero".into(),
             ));
         }
         if self.key_prefix.is_empty() || self.key_prefix.len() > 64 {
-            return Err(("key_prefix".into(), "use 1 to 64 characters".into()));
+            problems.push(("key_prefix".into(), "use 1 to 64 characters".into()));
         }
         match (self.backend, &self.url) {
-            (StateBackend::Memory, _) => Ok(()),
-            (StateBackend::Redis, None) => Err((
+            (StateBackend::Memory, _) => {}
+            (StateBackend::Redis, None) => problems.push((
                 "url".into(),
                 "`backend: redis` needs `url` (e.g. `url: ${REDIS_URL}`)".into(),
             )),
             (StateBackend::Redis, Some(url)) => {
                 let url = url.expose();
                 if self.tls_ca_file.is_some() && !url.starts_with("rediss://") {
-                    return Err((
+                    problems.push((
                         "tls_ca_file".into(),
                         "a CA file is for TLS: use a `rediss://` URL with it".into(),
                     ));
                 }
                 // The parser's own message may echo the URL (and its password).
-                redis::Client::open(url).map(|_| ()).map_err(|_| {
-                    (
+                if redis::Client::open(url).is_err() {
+                    problems.push((
                         "url".into(),
                         "not a valid Redis URL: expected `redis://[user:password@]host:port[/db]`, \
                          `rediss://…` (TLS) or `redis+unix:///path/to/socket`"
                             .into(),
-                    )
-                })
+                    ));
+                }
             }
         }
+        problems
     }
 }
 
