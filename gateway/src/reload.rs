@@ -36,7 +36,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, UpstreamChanges, changed_tenants};
-use crate::credentials::{Authenticator, api_keys};
+use crate::credentials::Authenticator;
 use crate::gateway::Gateway;
 use crate::policy::Policy;
 use crate::registry::{self, Origin};
@@ -172,7 +172,7 @@ impl Reloader {
         let running = self.gateway.config();
         let restart_needed = config.restart_only_changes(&running);
         config.keep_restart_only(&running);
-        let credentials = api_keys(&config) != api_keys(&running)
+        let credentials = config.api_keys() != running.api_keys()
             || config.jwt != running.jwt
             || config.public_url != running.public_url;
         let authenticator = if credentials {
@@ -424,7 +424,7 @@ mod tests {
         let path = dir.join("toolgate.yaml");
         std::fs::write(&path, text).unwrap();
         let config = Config::load(&path).unwrap();
-        let authenticator = Authenticator::new(api_keys(&config), None).await.unwrap();
+        let authenticator = Authenticator::new(config.api_keys(), None).await.unwrap();
         let gateway = Gateway::start(config).unwrap();
         let reloader = Arc::new(Reloader::new(gateway.clone(), path, authenticator.clone()));
         Setup {

@@ -6,7 +6,7 @@
 //! by `toolgate config-schema` is generated from these types, so the two cannot drift.
 //!
 //! "Exactly one of" groups are typed ([`UpstreamKind`], [`RateWindow`],
-//! [`JwtKeys`](crate::credentials::JwtKeys)) and checked while parsing, the file keeping
+//! [`JwtKeys`](jwt::JwtKeys)) and checked while parsing, the file keeping
 //! its shape; the checks serde cannot make ([`validate`]) report every problem at once.
 //! Rooms: this file (the top-level struct, load and parse), [`upstream`] (an upstream's
 //! kind and settings, the upstream-name rule), [`rate_limit`], [`validate`], [`diff`]
@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod diff;
 pub mod env;
+pub mod jwt;
 pub(crate) mod one_of;
 pub mod rate_limit;
 pub mod upstream;
@@ -108,7 +109,7 @@ pub struct Config {
     pub anonymous_tenant: Option<String>,
     /// JWT bearer tokens: the configured claim names the tenant.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub jwt: Option<crate::credentials::JwtConfig>,
+    pub jwt: Option<jwt::JwtConfig>,
     /// Per-session state: the visible tool set that `tool_expand_tools` grows.
     #[serde(default)]
     pub sessions: SessionsConfig,
@@ -354,6 +355,23 @@ pub enum ConfigError {
 }
 
 impl Config {
+    /// `(tenant, key hash)` pairs of the tenants' API keys, as the authenticator
+    /// takes them.
+    pub fn api_keys(&self) -> Vec<(String, String)> {
+        self.tenants
+            .iter()
+            .flat_map(|(tenant, t)| t.api_keys.iter().map(|k| (tenant.clone(), k.clone())))
+            .collect()
+    }
+
+    /// The JWT settings the authenticator runs on: the file's, with the audience
+    /// defaulted to `public_url` (see [`jwt::JwtConfig::for_resource`]).
+    pub fn jwt_settings(&self) -> Option<jwt::JwtConfig> {
+        self.jwt
+            .clone()
+            .map(|jwt| jwt.for_resource(self.public_url.as_deref()))
+    }
+
     /// Reads, substitutes and validates a config file. Relative paths in it (the data
     /// directory, OpenAPI `spec_path`s, skills `paths`) are resolved against the file's directory.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
