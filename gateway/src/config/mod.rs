@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod diff;
 pub mod env;
+pub mod front_door;
 pub mod jwt;
 pub(crate) mod one_of;
 pub mod rate_limit;
@@ -52,13 +53,13 @@ pub struct Config {
     pub allowed_hosts: Vec<String>,
     /// The HTTP listener's limits: header, body and idle timeouts, and a connection cap.
     #[serde(default)]
-    pub server: crate::serve::listener::ServerConfig,
+    pub server: front_door::ServerConfig,
     /// Cross-origin access from browsers: off unless origins are listed.
     #[serde(default)]
-    pub cors: crate::serve::guard::CorsConfig,
+    pub cors: front_door::CorsConfig,
     /// Who may scrape `GET /metrics`, and where it is served.
     #[serde(default)]
-    pub metrics: crate::serve::ops::MetricsConfig,
+    pub metrics: front_door::MetricsConfig,
     /// The gateway's public base URL (e.g. `https://tools.example.com`): the `resource`
     /// named in `/.well-known/oauth-protected-resource`, and the JWT audience required
     /// when `jwt.audience` is not set. Default: derived from the request's (allowed)

@@ -95,7 +95,7 @@ impl Config {
         {
             invalid("jwt".into(), message);
         }
-        for (path, message) in crate::serve::front_door_problems(self) {
+        for (path, message) in super::front_door::problems(self) {
             invalid(path, message);
         }
         if self.jwt.is_some() && self.tenants.is_empty() {

@@ -25,41 +25,14 @@ use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use crate::config::front_door::{CorsConfig, parse_origin, split_authority};
 use crate::gateway::Gateway;
 
-/// Cross-origin access from browsers (`cors:` in the config).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CorsConfig {
-    /// Origins (`https://app.example.com`: scheme, host and port, no path) whose web
-    /// pages may call the gateway: their `Origin` header is accepted on `/mcp`, `/v1`
-    /// and `/admin`, preflights are answered, and answers carry CORS headers. Default:
-    /// none — browsers may use the gateway only from its own origin.
-    #[serde(default)]
-    pub allowed_origins: Vec<String>,
-}
-
 impl CorsConfig {
-    pub fn validate(&self) -> Result<(), (String, String)> {
-        for (index, origin) in self.allowed_origins.iter().enumerate() {
-            if parse_origin(origin).is_none() {
-                return Err((
-                    format!("cors.allowed_origins[{index}]"),
-                    format!(
-                        "'{origin}' is not an origin: write scheme://host[:port] \
-                         (e.g. https://app.example.com), without a path"
-                    ),
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    fn allows(&self, origin: &str) -> bool {
+    /// Whether a page on `origin` may call the gateway.
+    pub(crate) fn allows(&self, origin: &str) -> bool {
         let origin = origin.trim().trim_end_matches('/');
         self.allowed_origins
             .iter()
@@ -294,46 +267,6 @@ fn refuse_host(
         "host_not_allowed",
         "Forbidden: Host header is not allowed (add this host to allowed_hosts in the gateway config)",
     ))
-}
-
-/// `host[:port]`, an IPv6 host in brackets or bare (then without a port), read in
-/// place: this runs on every request.
-fn split_authority(text: &str) -> Option<(&str, Option<u16>)> {
-    let text = text.trim();
-    if let Some(rest) = text.strip_prefix('[') {
-        let (host, after) = rest.split_once(']')?;
-        return match after.strip_prefix(':') {
-            Some(port) => Some((host, Some(port.parse().ok()?))),
-            None if after.is_empty() => Some((host, None)),
-            None => None,
-        };
-    }
-    match text.split_once(':') {
-        Some((host, port)) if !port.contains(':') && !host.is_empty() => {
-            Some((host, Some(port.parse().ok()?)))
-        }
-        // A bare IPv6 address.
-        Some(_) => Some((text, None)),
-        None if text.is_empty() => None,
-        None => Some((text, None)),
-    }
-}
-
-/// `(scheme, host, port)` of an origin (`scheme://host[:port]`), the port defaulted
-/// from the scheme; `None` for `null` and anything else.
-fn parse_origin(origin: &str) -> Option<(&str, &str, u16)> {
-    let (scheme, rest) = origin.trim().split_once("://")?;
-    let rest = rest.strip_suffix('/').unwrap_or(rest);
-    if rest.contains(['/', '?', '#', '@']) {
-        return None;
-    }
-    let (host, port) = split_authority(rest)?;
-    let default = match scheme.to_ascii_lowercase().as_str() {
-        "http" => 80,
-        "https" => 443,
-        _ => return None,
-    };
-    Some((scheme, host, port.unwrap_or(default)))
 }
 
 /// Whether `origin` is the gateway's own: the host (and port) the request was sent to.

@@ -30,8 +30,6 @@ use bytes::Bytes;
 use http_body::Frame;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
@@ -39,79 +37,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tower_service::Service;
 
-/// The listener's limits (`server:` in the config; read at startup).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ServerConfig {
-    /// A request's headers must have arrived this long after the connection opened
-    /// (or after the first byte of a later request on the same connection).
-    #[serde(default = "default_header_timeout", with = "humantime_serde")]
-    #[schemars(with = "String")]
-    pub header_timeout: Duration,
-    /// A request's whole body must have arrived this long after its headers.
-    #[serde(default = "default_body_timeout", with = "humantime_serde")]
-    #[schemars(with = "String")]
-    pub body_timeout: Duration,
-    /// A kept-alive connection with no request in flight is closed after this.
-    #[serde(default = "default_idle_timeout", with = "humantime_serde")]
-    #[schemars(with = "String")]
-    pub idle_timeout: Duration,
-    /// Most connections served at once; further ones wait to be accepted.
-    #[serde(default = "default_max_connections")]
-    pub max_connections: usize,
-}
-
-fn default_header_timeout() -> Duration {
-    Duration::from_secs(10)
-}
-
-fn default_body_timeout() -> Duration {
-    Duration::from_secs(30)
-}
-
-fn default_idle_timeout() -> Duration {
-    Duration::from_secs(120)
-}
-
-fn default_max_connections() -> usize {
-    4096
-}
-
-impl Default for ServerConfig {
-    fn default() -> Self {
-        Self {
-            header_timeout: default_header_timeout(),
-            body_timeout: default_body_timeout(),
-            idle_timeout: default_idle_timeout(),
-            max_connections: default_max_connections(),
-        }
-    }
-}
-
-impl ServerConfig {
-    /// `(field, message)` for a setting that cannot work.
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
-        for (field, value) in [
-            ("header_timeout", self.header_timeout),
-            ("body_timeout", self.body_timeout),
-            ("idle_timeout", self.idle_timeout),
-        ] {
-            if value.is_zero() {
-                return Err((field, "must be longer than 0s".into()));
-            }
-        }
-        if !(1..=MAX_CONNECTIONS).contains(&self.max_connections) {
-            return Err((
-                "max_connections",
-                format!("must be between 1 and {MAX_CONNECTIONS}"),
-            ));
-        }
-        Ok(())
-    }
-}
-
-/// The largest `max_connections` (far beyond any process's file descriptors).
-const MAX_CONNECTIONS: usize = 1 << 20;
+use crate::config::front_door::{MAX_CONNECTIONS, ServerConfig};
 
 /// The shortest and longest pause after a failed `accept`.
 const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);

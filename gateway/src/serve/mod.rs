@@ -53,34 +53,6 @@ pub fn router(
         .layer(axum::middleware::from_fn_with_state(gateway, guard::check))
 }
 
-/// Checks the front door's settings (`server`, `cors`, `metrics`, `public_url`), each
-/// on its own: `(path, message)` for every one that cannot work.
-pub fn front_door_problems(config: &crate::config::Config) -> Vec<(String, String)> {
-    let mut problems = Vec::new();
-    if let Err((field, message)) = config.server.validate() {
-        problems.push((format!("server.{field}"), message));
-    }
-    problems.extend(config.cors.validate().err());
-    problems.extend(config.metrics.validate().err());
-    if let Some(url) = &config.public_url {
-        let scheme_ok = url.starts_with("http://") || url.starts_with("https://");
-        let bare = url
-            .split_once("://")
-            .map(|(_, rest)| rest.trim_end_matches('/'))
-            .is_some_and(|rest| !rest.is_empty() && !rest.contains(['?', '#']));
-        if !(scheme_ok && bare) {
-            problems.push((
-                "public_url".into(),
-                format!(
-                    "'{url}' is not a base URL: write http(s)://host[:port][/path] \
-                     (e.g. https://tools.example.com), without query or fragment"
-                ),
-            ));
-        }
-    }
-    problems
-}
-
 /// What `/mcp` needs.
 struct McpFront {
     door: Arc<auth::FrontDoor>,

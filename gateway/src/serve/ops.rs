@@ -18,42 +18,10 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::auth::{FrontDoor, Shape, bearer_is_one_of};
 use crate::gateway::Gateway;
-
-/// Who may scrape `/metrics`, and where (`metrics:` in the config).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct MetricsConfig {
-    /// A bearer token for scrapers (`Authorization: Bearer <token>`), besides the admin
-    /// token; put it in the environment: `token: ${TOOLGATE_METRICS_TOKEN}`. At least
-    /// 16 characters.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token: Option<toolgate_adapters::Secret>,
-    /// Serve `/metrics` on this address instead of the main listener (e.g.
-    /// `0.0.0.0:9090` for a Prometheus that scrapes pods); there it needs no token and
-    /// no allowed `Host`, so keep the address off public networks. Read at startup.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub listen: Option<String>,
-}
-
-impl MetricsConfig {
-    pub fn validate(&self) -> Result<(), (String, String)> {
-        if let Some(token) = &self.token
-            && token.expose().len() < 16
-        {
-            return Err((
-                "metrics.token".into(),
-                "use a token of at least 16 characters (e.g. `openssl rand -hex 32`)".into(),
-            ));
-        }
-        Ok(())
-    }
-}
 
 /// The ops endpoints of the main listener (`/metrics` only when it has no listener
 /// of its own).
