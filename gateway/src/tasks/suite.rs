@@ -420,7 +420,7 @@ async fn expired_leases_fail_the_task(store: &dyn TaskStore) {
     }
     // 800 ms since `abandoned` was created: its lease ran out; `kept`'s did not.
     let reaped = store.reap_expired_leases().await.unwrap();
-    assert_eq!(reaped, [abandoned.id.clone()]);
+    assert_eq!(reaped, std::slice::from_ref(&abandoned.id));
     let failed = store.get(&owner, &abandoned.id).await.unwrap().unwrap();
     assert_eq!(failed.state, TaskState::Failed);
     assert_eq!(failed.error.as_deref(), Some(LEASE_EXPIRED));
