@@ -22,7 +22,7 @@
 //! the transition check and the write cannot be interleaved with another replica's.
 //! The scripts run on Redis' clock (`TIME`), one clock for every replica's leases.
 //! The transition table in the scripts is generated from
-//! [`check_transition`](super::check_transition), so both stores apply the one rule.
+//! [`check_transition`], so both stores apply the one rule.
 //! Like the session scripts, they name keys computed inside the script: right for one
 //! Redis server, not for Redis Cluster.
 
@@ -537,10 +537,21 @@ mod tests {
     }
 
     async fn redis_store(config: TasksConfig) -> Option<Arc<dyn TaskStore>> {
+        let config = short_lived(config);
         let state = state_suite::test_state(&state_suite::redis_url());
         let conn = state_suite::redis_conn(&state).await?;
         let store: Arc<dyn TaskStore> = Arc::new(RedisTaskStore::new(conn, &config));
         Some(store)
+    }
+
+    /// The suite's config with keys that leave the test Redis within a minute (no
+    /// test waits on `ttl` or `call_timeout` longer than that).
+    fn short_lived(config: TasksConfig) -> TasksConfig {
+        TasksConfig {
+            ttl: config.ttl.min(Duration::from_secs(30)),
+            call_timeout: config.call_timeout.min(Duration::from_secs(30)),
+            ..config
+        }
     }
 
     #[test]
@@ -564,10 +575,10 @@ mod tests {
             return;
         };
         let b = RedisConn::new(&state).unwrap();
-        let config = TasksConfig {
+        let config = short_lived(TasksConfig {
             max_running_per_tenant: 5,
             ..TasksConfig::default()
-        };
+        });
         let a = Arc::new(RedisTaskStore::new(a, &config));
         let b = Arc::new(RedisTaskStore::new(b, &config));
         let owner = Owner::tenant("acme");
