@@ -312,6 +312,19 @@ fn corrupt(id: &TaskId, detail: &str) -> TaskError {
     }
 }
 
+/// Whether a task hash's fields (HGETALL's flat list) name `owner`: checked before a
+/// record is decoded, so another owner's task is "not found" even when unreadable.
+fn owned_by(flat: &[String], owner: &Owner) -> bool {
+    let field = |name: &str| {
+        flat.chunks(2)
+            .find(|pair| pair[0] == name)
+            .and_then(|pair| pair.get(1))
+            .map(String::as_str)
+    };
+    field("tenant") == Some(owner.tenant.as_str())
+        && field("session").unwrap_or("") == owner.session.as_deref().unwrap_or("")
+}
+
 /// A record from a task hash's fields (HGETALL's flat field, value list).
 fn record(id: &TaskId, flat: Vec<String>) -> Result<TaskRecord, TaskError> {
     let mut fields = std::collections::HashMap::new();
@@ -400,7 +413,7 @@ impl TaskStore for RedisTaskStore {
                 redis::cmd("HGETALL").arg(key).query_async(&mut c).await
             })
             .await?;
-        if flat.is_empty() {
+        if !owned_by(&flat, owner) {
             return Ok(None);
         }
         let task = record(id, flat)?;
@@ -428,7 +441,7 @@ impl TaskStore for RedisTaskStore {
             let Some(id) = member.get(16..).and_then(TaskId::parse) else {
                 continue;
             };
-            if fields.is_empty() {
+            if !owned_by(&fields, owner) {
                 continue;
             }
             let task = record(&id, fields)?;
