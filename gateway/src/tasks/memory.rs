@@ -10,8 +10,8 @@ use async_trait::async_trait;
 
 use super::{
     CANCELLED, LEASE_EXPIRED, Lease, NewTask, Outcome, Owner, TaskError, TaskId, TaskPage,
-    TaskRecord, TaskState, TaskStore, TaskUpdate, bounded_result, check_transition, list_position,
-    page_size, parse_cursor,
+    TaskRecord, TaskState, TaskStore, TaskUpdate, bounded_result, check_transition,
+    checked_progress, list_position, page_size, parse_cursor,
 };
 use crate::config::TasksConfig;
 
@@ -182,6 +182,9 @@ impl TaskStore for MemoryTaskStore {
     ) -> Result<TaskRecord, TaskError> {
         if let Some(state) = update.state.filter(|s| s.is_terminal()) {
             return Err(TaskError::NotAnUpdate(state));
+        }
+        if let Some(progress) = &update.progress {
+            checked_progress(progress)?;
         }
         let now = now_ms();
         let mut tasks = self.lock();

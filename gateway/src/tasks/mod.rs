@@ -26,6 +26,7 @@ pub mod redis;
 pub(crate) mod suite;
 
 use std::fmt;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -277,6 +278,9 @@ pub enum TaskError {
     /// [`TaskStore::update`] was asked for a terminal state.
     #[error("use finish or cancel to end a task, not an update to {0}")]
     NotAnUpdate(TaskState),
+    /// A progress with a value that is not a finite number.
+    #[error("progress values must be finite numbers")]
+    InvalidProgress,
     /// A result over `tasks.max_result_bytes`.
     #[error("the task's result is {bytes} bytes, over `tasks.max_result_bytes` ({limit})")]
     ResultTooLarge { bytes: usize, limit: usize },
@@ -345,6 +349,32 @@ pub trait TaskStore: Send + Sync {
     /// [`LEASE_EXPIRED`]; returns their ids (a bounded batch per call: call it
     /// periodically, well within `tasks.lease`).
     async fn reap_expired_leases(&self) -> Result<Vec<TaskId>, TaskError>;
+}
+
+/// The store for a gateway: in Redis when the gateway shares state there (`shared`,
+/// from [`crate::state::Shared::from_config`]), otherwise in this process.
+pub fn store_for(
+    config: &crate::config::Config,
+    shared: Option<&crate::state::Shared>,
+) -> Arc<dyn TaskStore> {
+    match shared {
+        Some(shared) => Arc::new(redis::RedisTaskStore::new(
+            shared.conn.clone(),
+            &config.tasks,
+        )),
+        None => Arc::new(memory::MemoryTaskStore::new(&config.tasks)),
+    }
+}
+
+/// A progress both stores can keep and give back: finite numbers only (JSON has no
+/// NaN; a stored one would make the record unreadable).
+pub(crate) fn checked_progress(progress: &Progress) -> Result<(), TaskError> {
+    let finite = progress.progress.is_finite() && progress.total.is_none_or(f64::is_finite);
+    if finite {
+        Ok(())
+    } else {
+        Err(TaskError::InvalidProgress)
+    }
 }
 
 /// Size of a result as stored, checked against `limit`.
@@ -470,6 +500,47 @@ mod tests {
         }
         assert_eq!(page_size(0), 1);
         assert_eq!(page_size(10_000), MAX_PAGE);
+    }
+
+    #[test]
+    fn the_memory_backend_keeps_tasks_in_process() {
+        let config = crate::config::Config::parse("{}", &|_| None).unwrap();
+        let shared = crate::state::Shared::from_config(&config).unwrap();
+        assert!(shared.is_none());
+        // A memory store: creating works without any server.
+        let store = store_for(&config, shared.as_deref());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let task = runtime
+            .block_on(store.create(NewTask {
+                owner: Owner::tenant("acme"),
+                tool: "t".into(),
+                poll_interval_ms: 1000,
+                replica: "r".into(),
+            }))
+            .unwrap();
+        assert_eq!(task.state, TaskState::Working);
+    }
+
+    #[test]
+    fn progress_must_be_finite() {
+        let progress = |progress, total| Progress {
+            progress,
+            total,
+            message: None,
+        };
+        assert!(checked_progress(&progress(1.0, Some(2.0))).is_ok());
+        assert!(checked_progress(&progress(1.0, None)).is_ok());
+        assert_eq!(
+            checked_progress(&progress(f64::NAN, None)),
+            Err(TaskError::InvalidProgress)
+        );
+        assert_eq!(
+            checked_progress(&progress(1.0, Some(f64::INFINITY))),
+            Err(TaskError::InvalidProgress)
+        );
     }
 
     #[test]

@@ -35,7 +35,7 @@ use redis::{FromRedisValue, Script};
 use super::{
     CANCELLED, LEASE_EXPIRED, Lease, NewTask, Outcome, Owner, Progress, TaskError, TaskId,
     TaskPage, TaskRecord, TaskState, TaskStore, TaskUpdate, bounded_result, check_transition,
-    page_size, parse_cursor,
+    checked_progress, page_size, parse_cursor,
 };
 use crate::config::TasksConfig;
 use crate::state::conn::RedisConn;
@@ -460,6 +460,9 @@ impl TaskStore for RedisTaskStore {
     ) -> Result<TaskRecord, TaskError> {
         if let Some(state) = update.state.filter(|s| s.is_terminal()) {
             return Err(TaskError::NotAnUpdate(state));
+        }
+        if let Some(progress) = &update.progress {
+            checked_progress(progress)?;
         }
         let mut fields = Vec::new();
         if let Some(message) = update.message {

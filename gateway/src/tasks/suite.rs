@@ -37,6 +37,7 @@ pub(crate) async fn run_all(factory: &Factory) {
         return;
     };
     create_and_read(store.as_ref()).await;
+    one_ending_wins(store.clone()).await;
     owners_are_isolated_on_every_method(store.as_ref()).await;
     transitions_and_terminal_states(store.as_ref()).await;
     listing_pages(store.as_ref()).await;
@@ -192,6 +193,18 @@ async fn transitions_and_terminal_states(store: &dyn TaskStore) {
             )
             .await,
         Err(TaskError::NotAnUpdate(TaskState::Completed))
+    );
+    let nan = TaskUpdate {
+        progress: Some(Progress {
+            progress: f64::NAN,
+            total: None,
+            message: None,
+        }),
+        ..TaskUpdate::default()
+    };
+    assert_eq!(
+        store.update(&owner, &task.id, nan).await,
+        Err(TaskError::InvalidProgress)
     );
     let result = json!({"content": [{"type": "text", "text": "done"}], "structuredContent": {"n": [1, 2.5, []]}});
     let done = store
@@ -487,4 +500,47 @@ async fn finished_tasks_expire_after_ttl(store: &dyn TaskStore) {
         TaskState::Working,
         "a running task outlives the ttl"
     );
+}
+
+/// Finishing, failing and cancelling one task at once (as a runner, a caller and a
+/// reaper on different replicas might): exactly one ending wins, and the task keeps it.
+async fn one_ending_wins(store: Arc<dyn TaskStore>) {
+    let owner = Owner::tenant("racer");
+    for _ in 0..5 {
+        let task = store.create(new_task(&owner)).await.unwrap();
+        let mut endings = Vec::new();
+        for i in 0..6 {
+            let store = store.clone();
+            let owner = owner.clone();
+            let id = task.id.clone();
+            endings.push(tokio::spawn(async move {
+                match i % 3 {
+                    0 => {
+                        store
+                            .finish(&owner, &id, Outcome::Completed(json!(i)))
+                            .await
+                    }
+                    1 => {
+                        let failed = Outcome::Failed {
+                            reason: format!("r{i}"),
+                            result: None,
+                        };
+                        store.finish(&owner, &id, failed).await
+                    }
+                    _ => store.cancel(&owner, &id).await,
+                }
+            }));
+        }
+        let mut winners = Vec::new();
+        for ending in endings {
+            match ending.await.unwrap() {
+                Ok(record) => winners.push(record),
+                Err(TaskError::Finished { .. }) => {}
+                Err(other) => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(winners.len(), 1, "exactly one ending wins");
+        let stored = store.get(&owner, &task.id).await.unwrap().unwrap();
+        assert_eq!(stored, winners[0], "and the task keeps it");
+    }
 }
