@@ -109,6 +109,24 @@ mod tests {
 
     use crate::config::Config;
 
+    /// The README's `tasks:` example shows the defaults: it parses to exactly them.
+    #[test]
+    fn the_readme_example_shows_the_defaults() {
+        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+            .expect("README.md is readable");
+        let section = readme
+            .split("### The task store")
+            .nth(1)
+            .expect("the README has a task store section");
+        let block = section
+            .split("```yaml\n")
+            .nth(1)
+            .and_then(|rest| rest.split("```").next())
+            .expect("the section has a YAML example");
+        let example = Config::parse(block, &|_| None).unwrap();
+        assert_eq!(example.tasks, super::TasksConfig::default());
+    }
+
     #[test]
     fn tasks_defaults_and_checks() {
         let config = Config::parse("{}", &|_| None).unwrap();

@@ -630,6 +630,37 @@ mod tests {
             .expect("a finished task frees its place");
     }
 
+    /// Replica A runs a task and stops renewing its lease (it died): replica B's
+    /// reaper fails it with the reason, and A sees the same.
+    #[tokio::test]
+    async fn another_replica_fails_a_task_whose_replica_stopped() {
+        let state = state_suite::test_state(&state_suite::redis_url());
+        let Some(a) = state_suite::redis_conn(&state).await else {
+            return;
+        };
+        let b = RedisConn::new(&state).unwrap();
+        let config = short_lived(TasksConfig {
+            lease: Duration::from_millis(300),
+            ..TasksConfig::default()
+        });
+        let a = RedisTaskStore::new(a, &config);
+        let b = RedisTaskStore::new(b, &config);
+        let owner = Owner::session("acme", "s1");
+        let task = a.create(suite::new_task(&owner)).await.unwrap();
+        assert!(
+            b.reap_expired_leases().await.unwrap().is_empty(),
+            "a live lease is left alone"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(
+            b.reap_expired_leases().await.unwrap(),
+            std::slice::from_ref(&task.id)
+        );
+        let failed = a.get(&owner, &task.id).await.unwrap().unwrap();
+        assert_eq!(failed.state, TaskState::Failed);
+        assert_eq!(failed.error.as_deref(), Some(LEASE_EXPIRED));
+    }
+
     #[tokio::test]
     async fn unreachable_redis_is_unavailable() {
         let mut state = state_suite::test_state("redis://127.0.0.1:1");
