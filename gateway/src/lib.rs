@@ -28,6 +28,7 @@
 //! - [`session`]: sessions and the tools each has expanded.
 //! - [`state`]: what replicas share through Redis (sessions, limits, registrations).
 //! - [`summary`]: one-line human summaries of a call's start and end.
+//! - [`tasks`]: durable records of background calls: state, progress, result, leases.
 //! - [`telemetry`]: W3C trace context in and out, spans exported over OTLP.
 //! - [`truncate`]: token budgets for tool results.
 //! - [`validate`]: arguments checked against each tool's `inputSchema`.
@@ -54,6 +55,7 @@ pub mod serve;
 pub mod session;
 pub mod state;
 pub mod summary;
+pub mod tasks;
 pub mod telemetry;
 pub mod truncate;
 pub mod validate;

@@ -10,7 +10,8 @@
 //! its shape; the checks serde cannot make ([`validate`]) report every problem at once.
 //! Rooms: this file (the top-level struct, load and parse), [`upstream`] (an upstream's
 //! kind and settings, the upstream-name rule), [`rate_limit`], [`validate`], [`diff`]
-//! (what changed between two configs, the restart-only settings), [`env`](mod@env).
+//! (what changed between two configs, the restart-only settings), [`tasks`] (the task
+//! store's limits), [`env`](mod@env).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -25,12 +26,14 @@ pub mod front_door;
 pub mod jwt;
 pub(crate) mod one_of;
 pub mod rate_limit;
+pub mod tasks;
 pub mod upstream;
 pub mod validate;
 
 pub use crate::state::settings::{FailPolicy, StateBackend, StateConfig};
 pub use diff::{RESTART_ONLY, RestartOnly, UpstreamChanges, changed_tenants};
 pub use rate_limit::{Rate, RateLimitConfig, RateWindow};
+pub use tasks::TasksConfig;
 pub use upstream::{
     MAX_UPSTREAM_NAME, Namespace, ResolvedSettings, UpstreamConfig, UpstreamKind, UpstreamSettings,
     check_upstream_name,
@@ -118,6 +121,10 @@ pub struct Config {
     /// `memory` for one process (default), `redis` when several replicas serve together.
     #[serde(default)]
     pub state: StateConfig,
+    /// The task store: records of background calls (their state, progress and result),
+    /// kept where `state.backend` says.
+    #[serde(default)]
+    pub tasks: TasksConfig,
     /// Traces of the call path: W3C trace context is always accepted and passed to
     /// upstreams; spans are exported over OTLP/HTTP when `otlp_endpoint` is set.
     #[serde(default)]

@@ -110,6 +110,9 @@ impl Config {
         for (field, message) in self.state.problems() {
             invalid(format!("state.{field}"), message);
         }
+        for (field, message) in self.tasks.validate() {
+            invalid(format!("tasks.{field}"), message.into());
+        }
         if self.sessions.max_sessions == 0 || self.sessions.max_per_tenant == Some(0) {
             invalid(
                 "sessions".into(),

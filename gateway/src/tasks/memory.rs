@@ -1,0 +1,327 @@
+//! Tasks in this process (`state.backend: memory`): a table bounded by
+//! `tasks.max_stored`. A full table refuses new tasks rather than forget results
+//! not yet fetched; expired tasks (finished ones past `tasks.ttl`) are dropped first.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+
+use super::{
+    CANCELLED, LEASE_EXPIRED, Lease, NewTask, Outcome, Owner, TaskError, TaskId, TaskPage,
+    TaskRecord, TaskState, TaskStore, TaskUpdate, bounded_result, check_transition,
+    checked_progress, list_position, page_size, parse_cursor,
+};
+use crate::config::TasksConfig;
+
+/// Most tasks one reaper pass fails (the Redis store's batch, kept the same here).
+const REAP_BATCH: usize = 100;
+
+pub struct MemoryTaskStore {
+    config: TasksConfig,
+    tasks: Mutex<HashMap<TaskId, TaskRecord>>,
+}
+
+/// Unix ms now.
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn ms(duration: Duration) -> u64 {
+    duration.as_millis().min(u128::from(u64::MAX)) as u64
+}
+
+impl MemoryTaskStore {
+    pub fn new(config: &TasksConfig) -> MemoryTaskStore {
+        MemoryTaskStore {
+            config: config.clone(),
+            tasks: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<TaskId, TaskRecord>> {
+        // A panic elsewhere while holding the lock leaves a consistent map (every
+        // change is one insert or field write): keep using it.
+        self.tasks.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether `task` is past keeping at `now`: a finished task `ttl` after it
+    /// ended; a running one (whose replica never reported, nor a reaper ran) after
+    /// the longest a call may run plus `ttl`, as the Redis store's key expiry does.
+    fn expired(&self, task: &TaskRecord, now: u64) -> bool {
+        let keep = if task.state.is_terminal() {
+            ms(self.config.ttl)
+        } else {
+            ms(self.config.call_timeout).saturating_add(ms(self.config.ttl))
+        };
+        task.updated_ms.saturating_add(keep) <= now
+    }
+
+    /// The owner's live task `id`, for a change.
+    fn owned<'a>(
+        &self,
+        tasks: &'a mut HashMap<TaskId, TaskRecord>,
+        owner: &Owner,
+        id: &TaskId,
+        now: u64,
+    ) -> Result<&'a mut TaskRecord, TaskError> {
+        if tasks.get(id).is_some_and(|task| self.expired(task, now)) {
+            tasks.remove(id);
+        }
+        match tasks.get_mut(id) {
+            Some(task) if task.owner == *owner => Ok(task),
+            _ => Err(TaskError::NotFound),
+        }
+    }
+
+    /// Moves a task to `to` (checked), ending its lease when `to` is terminal.
+    fn transition(task: &mut TaskRecord, to: TaskState, now: u64) -> Result<(), TaskError> {
+        check_transition(task.state, to)?;
+        task.state = to;
+        task.updated_ms = now;
+        if to.is_terminal() {
+            task.lease = None;
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl TaskStore for MemoryTaskStore {
+    async fn create(&self, new: NewTask) -> Result<TaskRecord, TaskError> {
+        let now = now_ms();
+        let mut tasks = self.lock();
+        let running = tasks
+            .values()
+            .filter(|t| {
+                t.owner.tenant == new.owner.tenant
+                    && !t.state.is_terminal()
+                    && !self.expired(t, now)
+            })
+            .count();
+        let limit = self.config.max_running_per_tenant;
+        if running >= limit as usize {
+            return Err(TaskError::TooManyRunning {
+                tenant: new.owner.tenant,
+                limit,
+            });
+        }
+        if tasks.len() >= self.config.max_stored {
+            tasks.retain(|_, task| !self.expired(task, now));
+            if tasks.len() >= self.config.max_stored {
+                return Err(TaskError::StoreFull {
+                    limit: self.config.max_stored,
+                });
+            }
+        }
+        let task = TaskRecord {
+            id: TaskId::new(),
+            owner: new.owner,
+            tool: new.tool,
+            created_ms: now,
+            updated_ms: now,
+            state: TaskState::Working,
+            message: None,
+            poll_interval_ms: new.poll_interval_ms,
+            progress: None,
+            result: None,
+            error: None,
+            lease: Some(Lease {
+                replica: new.replica,
+                expires_ms: now.saturating_add(ms(self.config.lease)),
+            }),
+        };
+        tasks.insert(task.id.clone(), task.clone());
+        Ok(task)
+    }
+
+    async fn get(&self, owner: &Owner, id: &TaskId) -> Result<Option<TaskRecord>, TaskError> {
+        let now = now_ms();
+        let mut tasks = self.lock();
+        match self.owned(&mut tasks, owner, id, now) {
+            Ok(task) => Ok(Some(task.clone())),
+            Err(_) => Ok(None),
+        }
+    }
+
+    async fn list(
+        &self,
+        owner: &Owner,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<TaskPage, TaskError> {
+        let after = cursor.map(parse_cursor).transpose()?;
+        let limit = page_size(limit);
+        let now = now_ms();
+        let mut tasks = self.lock();
+        tasks.retain(|_, task| !self.expired(task, now));
+        let mut mine: Vec<(String, &TaskRecord)> = tasks
+            .values()
+            .filter(|t| t.owner == *owner)
+            .map(|t| (list_position(t.created_ms, &t.id), t))
+            .filter(|(position, _)| after.as_ref().is_none_or(|after| position > after))
+            .collect();
+        mine.sort_by(|a, b| a.0.cmp(&b.0));
+        let more = mine.len() > limit;
+        mine.truncate(limit);
+        let next_cursor = more.then(|| mine.last().map(|(p, _)| p.clone())).flatten();
+        Ok(TaskPage {
+            tasks: mine.into_iter().map(|(_, t)| t.clone()).collect(),
+            next_cursor,
+        })
+    }
+
+    async fn update(
+        &self,
+        owner: &Owner,
+        id: &TaskId,
+        update: TaskUpdate,
+    ) -> Result<TaskRecord, TaskError> {
+        if let Some(state) = update.state.filter(|s| s.is_terminal()) {
+            return Err(TaskError::NotAnUpdate(state));
+        }
+        if let Some(progress) = &update.progress {
+            checked_progress(progress)?;
+        }
+        let now = now_ms();
+        let mut tasks = self.lock();
+        let task = self.owned(&mut tasks, owner, id, now)?;
+        let to = update.state.unwrap_or(task.state);
+        Self::transition(task, to, now)?;
+        if let Some(message) = update.message {
+            task.message = Some(message);
+        }
+        if let Some(progress) = update.progress {
+            task.progress = Some(progress);
+        }
+        Ok(task.clone())
+    }
+
+    async fn finish(
+        &self,
+        owner: &Owner,
+        id: &TaskId,
+        outcome: Outcome,
+    ) -> Result<TaskRecord, TaskError> {
+        let (to, result, error) = match outcome {
+            Outcome::Completed(result) => (TaskState::Completed, Some(result), None),
+            Outcome::Failed { reason, result } => (TaskState::Failed, result, Some(reason)),
+        };
+        if let Some(result) = &result {
+            bounded_result(result, self.config.max_result_bytes)?;
+        }
+        let now = now_ms();
+        let mut tasks = self.lock();
+        let task = self.owned(&mut tasks, owner, id, now)?;
+        Self::transition(task, to, now)?;
+        task.result = result;
+        task.error = error;
+        Ok(task.clone())
+    }
+
+    async fn cancel(&self, owner: &Owner, id: &TaskId) -> Result<TaskRecord, TaskError> {
+        let now = now_ms();
+        let mut tasks = self.lock();
+        let task = self.owned(&mut tasks, owner, id, now)?;
+        Self::transition(task, TaskState::Cancelled, now)?;
+        task.error = Some(CANCELLED.to_owned());
+        Ok(task.clone())
+    }
+
+    async fn renew_lease(
+        &self,
+        owner: &Owner,
+        id: &TaskId,
+        replica: &str,
+    ) -> Result<TaskRecord, TaskError> {
+        let now = now_ms();
+        let mut tasks = self.lock();
+        let task = self.owned(&mut tasks, owner, id, now)?;
+        check_transition(task.state, task.state)?;
+        match &mut task.lease {
+            Some(lease) if lease.replica == replica => {
+                lease.expires_ms = now.saturating_add(ms(self.config.lease));
+            }
+            other => {
+                return Err(TaskError::LeaseLost {
+                    holder: other
+                        .as_ref()
+                        .map(|l| l.replica.clone())
+                        .unwrap_or_default(),
+                });
+            }
+        }
+        Ok(task.clone())
+    }
+
+    async fn reap_expired_leases(&self) -> Result<Vec<TaskId>, TaskError> {
+        let now = now_ms();
+        let mut tasks = self.lock();
+        tasks.retain(|_, task| !self.expired(task, now));
+        let mut reaped = Vec::new();
+        for task in tasks.values_mut() {
+            if reaped.len() >= REAP_BATCH {
+                break;
+            }
+            let lapsed = task.lease.as_ref().is_some_and(|l| l.expires_ms <= now);
+            if lapsed && Self::transition(task, TaskState::Failed, now).is_ok() {
+                task.error = Some(LEASE_EXPIRED.to_owned());
+                reaped.push(task.id.clone());
+            }
+        }
+        Ok(reaped)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tasks::suite;
+
+    #[tokio::test]
+    async fn memory_store_passes_the_task_suite() {
+        suite::run_all(&|config| {
+            let store: std::sync::Arc<dyn TaskStore> =
+                std::sync::Arc::new(MemoryTaskStore::new(&config));
+            Box::pin(async move { Some(store) })
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn a_full_store_refuses_until_finished_tasks_expire() {
+        let config = TasksConfig {
+            max_stored: 3,
+            ttl: Duration::from_millis(300),
+            ..TasksConfig::default()
+        };
+        let store = MemoryTaskStore::new(&config);
+        let owner = Owner::tenant("acme");
+        let mut ids = Vec::new();
+        for _ in 0..3 {
+            ids.push(store.create(suite::new_task(&owner)).await.unwrap().id);
+        }
+        assert_eq!(
+            store.create(suite::new_task(&owner)).await,
+            Err(TaskError::StoreFull { limit: 3 })
+        );
+        store
+            .finish(&owner, &ids[0], Outcome::Completed(serde_json::json!(1)))
+            .await
+            .unwrap();
+        assert!(
+            store.create(suite::new_task(&owner)).await.is_err(),
+            "a finished task is kept for its ttl"
+        );
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        store
+            .create(suite::new_task(&owner))
+            .await
+            .expect("the expired task made room");
+        assert_eq!(store.get(&owner, &ids[0]).await.unwrap(), None);
+        assert!(store.get(&owner, &ids[1]).await.unwrap().is_some());
+    }
+}

@@ -1,0 +1,679 @@
+//! Tasks in Redis, shared by every replica.
+//!
+//! Keys (under `state.key_prefix`; `{id}` is a Redis Cluster hash tag, as for sessions):
+//!
+//! - `task:{ID}` — a hash: `tenant`, `session` (empty for none), `tool`, `created`,
+//!   `updated` (Unix ms), `state`, `poll`, and when set `message`, `progress` (JSON),
+//!   `result` (the raw JSON text, never decoded by Redis), `error`, `lease_replica`,
+//!   `lease_expires`. It expires `tasks.ttl` after the task ends; while it runs, after
+//!   `tasks.call_timeout` plus `tasks.ttl` without an update (a backstop: the reaper
+//!   normally ends it first).
+//! - `tasks:running:TENANT` — a set of the tenant's running task ids: what
+//!   `max_running_per_tenant` counts. A creation first drops ids whose task ended or
+//!   expired, so the set heals whatever way a task went.
+//! - `tasks:leases` — a sorted set of running task ids scored by lease expiry: what
+//!   the reaper scans.
+//! - `tasks:owner:TENANT:SESSION` — the owner's index for listing: members
+//!   `CREATED:ID` (zero-padded, all scored 0, so lexical order is creation order and a
+//!   cursor is a member); members whose task expired are dropped when a listing meets
+//!   them.
+//!
+//! Every change is one Lua script, so it is atomic across replicas: the owner check,
+//! the transition check and the write cannot be interleaved with another replica's.
+//! The scripts run on Redis' clock (`TIME`), one clock for every replica's leases.
+//! The transition table in the scripts is generated from
+//! [`check_transition`], so both stores apply the one rule.
+//! Like the session scripts, they name keys computed inside the script: right for one
+//! Redis server, not for Redis Cluster.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use redis::{FromRedisValue, Script};
+
+use super::{
+    CANCELLED, LEASE_EXPIRED, Lease, NewTask, Outcome, Owner, Progress, TaskError, TaskId,
+    TaskPage, TaskRecord, TaskState, TaskStore, TaskUpdate, bounded_result, check_transition,
+    checked_progress, page_size, parse_cursor,
+};
+use crate::config::TasksConfig;
+use crate::state::conn::RedisConn;
+
+/// Most tasks one reaper pass fails.
+const REAP_BATCH: usize = 100;
+
+/// Shared by every script. ARGV[1..4]: prefix, ttl (ms), how long a running task's
+/// record lives without an update (ms), lease (ms).
+const PRELUDE: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local prefix, ttl, keep_running, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local function task_key(id) return prefix .. 'task:{' .. id .. '}' end
+local function running_key(tenant) return prefix .. 'tasks:running:' .. tenant end
+local leases = prefix .. 'tasks:leases'
+-- Ends a task: its state, no lease, kept `ttl` from now, out of the counts.
+local function settle(key, id, to)
+  local tenant = redis.call('HGET', key, 'tenant')
+  redis.call('HSET', key, 'state', to, 'updated', now)
+  redis.call('HDEL', key, 'lease_replica', 'lease_expires')
+  redis.call('PEXPIRE', key, ttl)
+  redis.call('SREM', running_key(tenant), id)
+  redis.call('ZREM', leases, id)
+end
+-- The owner's task's state, or nil (missing, or another owner's).
+local function owned_state(key, tenant, session)
+  local f = redis.call('HMGET', key, 'tenant', 'session', 'state')
+  if (not f[1]) or f[1] ~= tenant or f[2] ~= session then return nil end
+  return f[3]
+end
+";
+
+/// A new running task unless the tenant is at its limit: `{'ok', fields}` or
+/// `{'full', {}}`. KEYS: task. ARGV[5..]: id, tenant, session, tool, poll (ms),
+/// replica, max running, owner index key.
+const CREATE: &str = r"
+local id, tenant = ARGV[5], ARGV[6]
+local running = running_key(tenant)
+for _, other in ipairs(redis.call('SMEMBERS', running)) do
+  local state = redis.call('HGET', task_key(other), 'state')
+  if not (state and is_running[state]) then redis.call('SREM', running, other) end
+end
+if redis.call('SCARD', running) >= tonumber(ARGV[11]) then return {'full', {}} end
+redis.call('HSET', KEYS[1], 'tenant', tenant, 'session', ARGV[7], 'tool', ARGV[8],
+  'created', now, 'updated', now, 'state', 'working', 'poll', ARGV[9],
+  'lease_replica', ARGV[10], 'lease_expires', now + lease)
+redis.call('PEXPIRE', KEYS[1], keep_running)
+redis.call('SADD', running, id)
+redis.call('PEXPIRE', running, keep_running)
+redis.call('ZADD', leases, now + lease, id)
+redis.call('ZADD', ARGV[12], 0, string.format('%015d', now) .. ':' .. id)
+redis.call('PEXPIRE', ARGV[12], keep_running)
+return {'ok', redis.call('HGETALL', KEYS[1])}
+";
+
+/// Moves the owner's task to a state (checked) and writes fields:
+/// `{'ok', fields}`, `{'missing', {}}` or `{'refused', {current state}}`.
+/// KEYS: task. ARGV[5..]: id, tenant, session, target state ('' keeps the current
+/// one), then field, value pairs.
+const TRANSITION: &str = r"
+local key, id = KEYS[1], ARGV[5]
+local from = owned_state(key, ARGV[6], ARGV[7])
+if not from then return {'missing', {}} end
+local to = ARGV[8]
+if to == '' then to = from end
+if not (allowed[from] and allowed[from][to]) then return {'refused', {from}} end
+for i = 9, #ARGV, 2 do redis.call('HSET', key, ARGV[i], ARGV[i + 1]) end
+if is_running[to] then
+  redis.call('HSET', key, 'state', to, 'updated', now)
+  redis.call('PEXPIRE', key, keep_running)
+else
+  settle(key, id, to)
+end
+return {'ok', redis.call('HGETALL', key)}
+";
+
+/// Extends the lease of the replica's running task: `{'ok', fields}`,
+/// `{'missing', {}}`, `{'refused', {state}}` or `{'lost', {holder}}`.
+/// KEYS: task. ARGV[5..]: id, tenant, session, replica.
+const RENEW: &str = r"
+local key, id = KEYS[1], ARGV[5]
+local state = owned_state(key, ARGV[6], ARGV[7])
+if not state then return {'missing', {}} end
+if not is_running[state] then return {'refused', {state}} end
+local holder = redis.call('HGET', key, 'lease_replica')
+if holder ~= ARGV[8] then return {'lost', {holder or ''}} end
+redis.call('HSET', key, 'lease_expires', now + lease)
+redis.call('ZADD', leases, now + lease, id)
+return {'ok', redis.call('HGETALL', key)}
+";
+
+/// Fails up to ARGV[5] running tasks whose lease ran out, with reason ARGV[6];
+/// returns their ids.
+const REAP: &str = r"
+local due = redis.call('ZRANGEBYSCORE', leases, '-inf', now, 'LIMIT', 0, tonumber(ARGV[5]))
+local reaped = {}
+for _, id in ipairs(due) do
+  local key = task_key(id)
+  local state = redis.call('HGET', key, 'state')
+  if state and allowed[state] and allowed[state]['failed'] then
+    redis.call('HSET', key, 'error', ARGV[6])
+    settle(key, id, 'failed')
+    reaped[#reaped + 1] = id
+  else
+    redis.call('ZREM', leases, id)
+  end
+end
+return reaped
+";
+
+/// Up to ARGV[7] index members from ARGV[6] (a ZRANGEBYLEX bound) with their
+/// task's fields (empty for an expired task, whose member is dropped).
+/// ARGV[5]: the owner index key.
+const LIST: &str = r"
+local members = redis.call('ZRANGEBYLEX', ARGV[5], ARGV[6], '+', 'LIMIT', 0, tonumber(ARGV[7]))
+local out = {}
+for _, member in ipairs(members) do
+  local id = string.sub(member, 17)
+  local fields = redis.call('HGETALL', task_key(id))
+  if #fields == 0 then redis.call('ZREM', ARGV[5], member) end
+  out[#out + 1] = {member, fields}
+end
+return out
+";
+
+/// The transition rule as Lua tables: `allowed[from][to]` and `is_running[state]`,
+/// generated from [`check_transition`] so the scripts cannot disagree with it.
+fn rule_tables() -> String {
+    let mut lua = String::from("local allowed = {}\nlocal is_running = {}\n");
+    for from in TaskState::ALL {
+        let to: Vec<String> = TaskState::ALL
+            .into_iter()
+            .filter(|to| check_transition(from, *to).is_ok())
+            .map(|to| format!("{} = true", to.as_str()))
+            .collect();
+        lua.push_str(&format!(
+            "allowed.{} = {{{}}}\n",
+            from.as_str(),
+            to.join(", ")
+        ));
+        if !from.is_terminal() {
+            lua.push_str(&format!("is_running.{} = true\n", from.as_str()));
+        }
+    }
+    lua
+}
+
+pub struct RedisTaskStore {
+    conn: Arc<RedisConn>,
+    config: TasksConfig,
+    create: Script,
+    transition: Script,
+    renew: Script,
+    reap: Script,
+    list: Script,
+}
+
+fn ms(duration: Duration) -> u64 {
+    duration.as_millis().clamp(1, u128::from(u64::MAX)) as u64
+}
+
+/// A script's answer: an outcome word and its fields (or detail).
+type Answer = (String, Vec<String>);
+
+impl RedisTaskStore {
+    pub fn new(conn: Arc<RedisConn>, config: &TasksConfig) -> RedisTaskStore {
+        let rules = rule_tables();
+        let script = |body: &str| Script::new(&format!("{rules}{PRELUDE}{body}"));
+        RedisTaskStore {
+            conn,
+            config: config.clone(),
+            create: script(CREATE),
+            transition: script(TRANSITION),
+            renew: script(RENEW),
+            reap: script(REAP),
+            list: script(LIST),
+        }
+    }
+
+    fn task_key(&self, id: &TaskId) -> String {
+        self.conn.key(&format!("task:{{{id}}}"))
+    }
+
+    fn index_key(&self, owner: &Owner) -> String {
+        self.conn.key(&format!(
+            "tasks:owner:{}:{}",
+            owner.tenant,
+            owner.session.as_deref().unwrap_or("")
+        ))
+    }
+
+    /// Runs `script` with the shared arguments, then `args`, within `command_timeout`.
+    async fn invoke<T: FromRedisValue>(
+        &self,
+        what: &str,
+        script: &Script,
+        key: Option<String>,
+        args: Vec<String>,
+    ) -> Result<T, TaskError> {
+        let keep_running = ms(self.config.call_timeout).saturating_add(ms(self.config.ttl));
+        let shared = [
+            self.conn.key(""),
+            ms(self.config.ttl).to_string(),
+            keep_running.to_string(),
+            ms(self.config.lease).to_string(),
+        ];
+        let answer = self
+            .conn
+            .run(what, |mut c| async move {
+                let mut invocation = script.prepare_invoke();
+                if let Some(key) = key {
+                    invocation.key(key);
+                }
+                for arg in shared.iter().chain(&args) {
+                    invocation.arg(arg);
+                }
+                invocation.invoke_async(&mut c).await
+            })
+            .await?;
+        Ok(answer)
+    }
+
+    /// Moves the owner's task to `to` (`None`: keeps its state) writing `fields`.
+    async fn change(
+        &self,
+        what: &str,
+        owner: &Owner,
+        id: &TaskId,
+        to: Option<TaskState>,
+        fields: Vec<(&str, String)>,
+    ) -> Result<TaskRecord, TaskError> {
+        let mut args = owner_args(id, owner);
+        args.push(to.map(|s| s.as_str().to_owned()).unwrap_or_default());
+        for (field, value) in fields {
+            args.push(field.to_owned());
+            args.push(value);
+        }
+        let (outcome, detail): Answer = self
+            .invoke(what, &self.transition, Some(self.task_key(id)), args)
+            .await?;
+        match outcome.as_str() {
+            "ok" => record(id, detail),
+            "refused" => Err(refused(id, &detail, to)),
+            _ => Err(TaskError::NotFound),
+        }
+    }
+}
+
+/// Id, tenant and session, as the scripts take them.
+fn owner_args(id: &TaskId, owner: &Owner) -> Vec<String> {
+    vec![
+        id.to_string(),
+        owner.tenant.clone(),
+        owner.session.clone().unwrap_or_default(),
+    ]
+}
+
+/// The error for a refused transition from the state the script reported.
+fn refused(id: &TaskId, detail: &[String], to: Option<TaskState>) -> TaskError {
+    match detail.first().and_then(|s| TaskState::from_name(s)) {
+        Some(state) => TaskError::Finished {
+            state,
+            to: to.unwrap_or(state),
+        },
+        None => corrupt(id, "unknown state"),
+    }
+}
+
+fn corrupt(id: &TaskId, detail: &str) -> TaskError {
+    TaskError::Corrupt {
+        id: id.to_string(),
+        detail: detail.to_owned(),
+    }
+}
+
+/// Whether a task hash's fields (HGETALL's flat list) name `owner`: checked before a
+/// record is decoded, so another owner's task is "not found" even when unreadable.
+fn owned_by(flat: &[String], owner: &Owner) -> bool {
+    let field = |name: &str| {
+        flat.chunks(2)
+            .find(|pair| pair[0] == name)
+            .and_then(|pair| pair.get(1))
+            .map(String::as_str)
+    };
+    field("tenant") == Some(owner.tenant.as_str())
+        && field("session").unwrap_or("") == owner.session.as_deref().unwrap_or("")
+}
+
+/// A record from a task hash's fields (HGETALL's flat field, value list).
+fn record(id: &TaskId, flat: Vec<String>) -> Result<TaskRecord, TaskError> {
+    let mut fields = std::collections::HashMap::new();
+    let mut pairs = flat.into_iter();
+    while let (Some(field), Some(value)) = (pairs.next(), pairs.next()) {
+        fields.insert(field, value);
+    }
+    let text = |name: &str| fields.get(name).cloned();
+    let number = |name: &str| -> Result<u64, TaskError> {
+        fields
+            .get(name)
+            .and_then(|v| v.parse::<u64>().ok())
+            .ok_or_else(|| corrupt(id, &format!("field `{name}`")))
+    };
+    let state = text("state")
+        .and_then(|s| TaskState::from_name(&s))
+        .ok_or_else(|| corrupt(id, "field `state`"))?;
+    let progress = match text("progress") {
+        Some(json) => Some(
+            serde_json::from_str::<Progress>(&json)
+                .map_err(|e| corrupt(id, &format!("progress: {e}")))?,
+        ),
+        None => None,
+    };
+    let result = match text("result") {
+        Some(json) => {
+            Some(serde_json::from_str(&json).map_err(|e| corrupt(id, &format!("result: {e}")))?)
+        }
+        None => None,
+    };
+    let lease = match text("lease_replica") {
+        Some(replica) => Some(Lease {
+            replica,
+            expires_ms: number("lease_expires")?,
+        }),
+        None => None,
+    };
+    Ok(TaskRecord {
+        id: id.clone(),
+        owner: Owner {
+            tenant: text("tenant").ok_or_else(|| corrupt(id, "field `tenant`"))?,
+            session: text("session").filter(|s| !s.is_empty()),
+        },
+        tool: text("tool").unwrap_or_default(),
+        created_ms: number("created")?,
+        updated_ms: number("updated")?,
+        state,
+        message: text("message"),
+        poll_interval_ms: number("poll")?,
+        progress,
+        result,
+        error: text("error"),
+        lease,
+    })
+}
+
+#[async_trait]
+impl TaskStore for RedisTaskStore {
+    async fn create(&self, new: NewTask) -> Result<TaskRecord, TaskError> {
+        let id = TaskId::new();
+        let mut args = owner_args(&id, &new.owner);
+        args.extend([
+            new.tool,
+            new.poll_interval_ms.to_string(),
+            new.replica,
+            self.config.max_running_per_tenant.to_string(),
+            self.index_key(&new.owner),
+        ]);
+        let (outcome, fields): Answer = self
+            .invoke("create task", &self.create, Some(self.task_key(&id)), args)
+            .await?;
+        match outcome.as_str() {
+            "ok" => record(&id, fields),
+            _ => Err(TaskError::TooManyRunning {
+                tenant: new.owner.tenant,
+                limit: self.config.max_running_per_tenant,
+            }),
+        }
+    }
+
+    async fn get(&self, owner: &Owner, id: &TaskId) -> Result<Option<TaskRecord>, TaskError> {
+        let key = self.task_key(id);
+        let flat: Vec<String> = self
+            .conn
+            .run("read task", |mut c| async move {
+                redis::cmd("HGETALL").arg(key).query_async(&mut c).await
+            })
+            .await?;
+        if !owned_by(&flat, owner) {
+            return Ok(None);
+        }
+        let task = record(id, flat)?;
+        Ok((task.owner == *owner).then_some(task))
+    }
+
+    async fn list(
+        &self,
+        owner: &Owner,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<TaskPage, TaskError> {
+        let start = match cursor {
+            Some(cursor) => format!("({}", parse_cursor(cursor)?),
+            None => "-".to_owned(),
+        };
+        let limit = page_size(limit);
+        let args = vec![self.index_key(owner), start, (limit + 1).to_string()];
+        let mut members: Vec<(String, Vec<String>)> =
+            self.invoke("list tasks", &self.list, None, args).await?;
+        let next_cursor = (members.len() > limit).then(|| members[limit - 1].0.clone());
+        members.truncate(limit);
+        let mut tasks = Vec::new();
+        for (member, fields) in members {
+            let Some(id) = member.get(16..).and_then(TaskId::parse) else {
+                continue;
+            };
+            if !owned_by(&fields, owner) {
+                continue;
+            }
+            let task = record(&id, fields)?;
+            if task.owner == *owner {
+                tasks.push(task);
+            }
+        }
+        Ok(TaskPage { tasks, next_cursor })
+    }
+
+    async fn update(
+        &self,
+        owner: &Owner,
+        id: &TaskId,
+        update: TaskUpdate,
+    ) -> Result<TaskRecord, TaskError> {
+        if let Some(state) = update.state.filter(|s| s.is_terminal()) {
+            return Err(TaskError::NotAnUpdate(state));
+        }
+        if let Some(progress) = &update.progress {
+            checked_progress(progress)?;
+        }
+        let mut fields = Vec::new();
+        if let Some(message) = update.message {
+            fields.push(("message", message));
+        }
+        if let Some(progress) = update.progress {
+            let json = serde_json::to_string(&progress).map_err(|e| corrupt(id, &e.to_string()))?;
+            fields.push(("progress", json));
+        }
+        self.change("update task", owner, id, update.state, fields)
+            .await
+    }
+
+    async fn finish(
+        &self,
+        owner: &Owner,
+        id: &TaskId,
+        outcome: Outcome,
+    ) -> Result<TaskRecord, TaskError> {
+        let (to, result, error) = match outcome {
+            Outcome::Completed(result) => (TaskState::Completed, Some(result), None),
+            Outcome::Failed { reason, result } => (TaskState::Failed, result, Some(reason)),
+        };
+        let mut fields = Vec::new();
+        if let Some(result) = &result {
+            fields.push((
+                "result",
+                bounded_result(result, self.config.max_result_bytes)?,
+            ));
+        }
+        if let Some(error) = error {
+            fields.push(("error", error));
+        }
+        self.change("finish task", owner, id, Some(to), fields)
+            .await
+    }
+
+    async fn cancel(&self, owner: &Owner, id: &TaskId) -> Result<TaskRecord, TaskError> {
+        let fields = vec![("error", CANCELLED.to_owned())];
+        self.change("cancel task", owner, id, Some(TaskState::Cancelled), fields)
+            .await
+    }
+
+    async fn renew_lease(
+        &self,
+        owner: &Owner,
+        id: &TaskId,
+        replica: &str,
+    ) -> Result<TaskRecord, TaskError> {
+        let mut args = owner_args(id, owner);
+        args.push(replica.to_owned());
+        let (outcome, detail): Answer = self
+            .invoke(
+                "renew task lease",
+                &self.renew,
+                Some(self.task_key(id)),
+                args,
+            )
+            .await?;
+        match outcome.as_str() {
+            "ok" => record(id, detail),
+            "refused" => Err(refused(id, &detail, None)),
+            "lost" => Err(TaskError::LeaseLost {
+                holder: detail.into_iter().next().unwrap_or_default(),
+            }),
+            _ => Err(TaskError::NotFound),
+        }
+    }
+
+    async fn reap_expired_leases(&self) -> Result<Vec<TaskId>, TaskError> {
+        let args = vec![REAP_BATCH.to_string(), LEASE_EXPIRED.to_owned()];
+        let ids: Vec<String> = self
+            .invoke("reap task leases", &self.reap, None, args)
+            .await?;
+        Ok(ids.iter().filter_map(|id| TaskId::parse(id)).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::suite as state_suite;
+    use crate::tasks::suite;
+
+    #[tokio::test]
+    async fn redis_store_passes_the_task_suite() {
+        suite::run_all(&|config| Box::pin(redis_store(config))).await;
+    }
+
+    async fn redis_store(config: TasksConfig) -> Option<Arc<dyn TaskStore>> {
+        let config = short_lived(config);
+        let state = state_suite::test_state(&state_suite::redis_url());
+        let conn = state_suite::redis_conn(&state).await?;
+        let store: Arc<dyn TaskStore> = Arc::new(RedisTaskStore::new(conn, &config));
+        Some(store)
+    }
+
+    /// The suite's config with keys that leave the test Redis within a minute (no
+    /// test waits on `ttl` or `call_timeout` longer than that).
+    fn short_lived(config: TasksConfig) -> TasksConfig {
+        TasksConfig {
+            ttl: config.ttl.min(Duration::from_secs(30)),
+            call_timeout: config.call_timeout.min(Duration::from_secs(30)),
+            ..config
+        }
+    }
+
+    #[test]
+    fn the_scripts_rule_is_the_transition_function() {
+        let rules = rule_tables();
+        assert!(rules.contains("allowed.working = {working = true, input_required = true, completed = true, failed = true, cancelled = true}"), "{rules}");
+        assert!(rules.contains("allowed.completed = {}"), "{rules}");
+        assert!(
+            rules.contains("is_running.input_required = true"),
+            "{rules}"
+        );
+        assert!(!rules.contains("is_running.failed"), "{rules}");
+    }
+
+    /// Two connections are two replicas: a task created on one is read, renewed and
+    /// finished on the other; concurrent creations never pass the tenant's limit.
+    #[tokio::test]
+    async fn two_replicas_share_tasks_and_the_running_limit() {
+        let state = state_suite::test_state(&state_suite::redis_url());
+        let Some(a) = state_suite::redis_conn(&state).await else {
+            return;
+        };
+        let b = RedisConn::new(&state).unwrap();
+        let config = short_lived(TasksConfig {
+            max_running_per_tenant: 5,
+            ..TasksConfig::default()
+        });
+        let a = Arc::new(RedisTaskStore::new(a, &config));
+        let b = Arc::new(RedisTaskStore::new(b, &config));
+        let owner = Owner::tenant("acme");
+        let mut creations = Vec::new();
+        for i in 0..20 {
+            let store = if i % 2 == 0 { a.clone() } else { b.clone() };
+            let new = suite::new_task(&owner);
+            creations.push(tokio::spawn(async move { store.create(new).await }));
+        }
+        let mut created = Vec::new();
+        for creation in creations {
+            if let Ok(task) = creation.await.unwrap() {
+                created.push(task);
+            }
+        }
+        assert_eq!(created.len(), 5, "exactly the limit was admitted");
+        let task = &created[0];
+        let seen = b.get(&owner, &task.id).await.unwrap().expect("shared");
+        assert_eq!(seen.id, task.id);
+        b.finish(
+            &owner,
+            &task.id,
+            Outcome::Completed(serde_json::json!({"ok": true})),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            a.get(&owner, &task.id).await.unwrap().unwrap().state,
+            TaskState::Completed
+        );
+        a.create(suite::new_task(&owner))
+            .await
+            .expect("a finished task frees its place");
+    }
+
+    /// Replica A runs a task and stops renewing its lease (it died): replica B's
+    /// reaper fails it with the reason, and A sees the same.
+    #[tokio::test]
+    async fn another_replica_fails_a_task_whose_replica_stopped() {
+        let state = state_suite::test_state(&state_suite::redis_url());
+        let Some(a) = state_suite::redis_conn(&state).await else {
+            return;
+        };
+        let b = RedisConn::new(&state).unwrap();
+        let config = short_lived(TasksConfig {
+            lease: Duration::from_millis(300),
+            ..TasksConfig::default()
+        });
+        let a = RedisTaskStore::new(a, &config);
+        let b = RedisTaskStore::new(b, &config);
+        let owner = Owner::session("acme", "s1");
+        let task = a.create(suite::new_task(&owner)).await.unwrap();
+        assert!(
+            b.reap_expired_leases().await.unwrap().is_empty(),
+            "a live lease is left alone"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(
+            b.reap_expired_leases().await.unwrap(),
+            std::slice::from_ref(&task.id)
+        );
+        let failed = a.get(&owner, &task.id).await.unwrap().unwrap();
+        assert_eq!(failed.state, TaskState::Failed);
+        assert_eq!(failed.error.as_deref(), Some(LEASE_EXPIRED));
+    }
+
+    #[tokio::test]
+    async fn unreachable_redis_is_unavailable() {
+        let mut state = state_suite::test_state("redis://127.0.0.1:1");
+        state.connect_timeout = Duration::from_millis(300);
+        state.command_timeout = Duration::from_millis(300);
+        let conn = RedisConn::new(&state).unwrap();
+        let store = RedisTaskStore::new(conn, &TasksConfig::default());
+        let started = std::time::Instant::now();
+        let error = store
+            .get(&Owner::tenant("acme"), &TaskId::new())
+            .await
+            .unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(3), "bounded wait");
+        assert!(matches!(error, TaskError::Unavailable(_)), "{error:?}");
+    }
+}

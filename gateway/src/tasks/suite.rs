@@ -1,0 +1,546 @@
+//! One test suite for every task store: the same async functions run against
+//! [`MemoryTaskStore`](super::memory::MemoryTaskStore) and
+//! [`RedisTaskStore`](super::redis::RedisTaskStore), so both keep the same contract.
+//! Redis is found as in [`crate::state::suite`] (skipped with a notice when it does
+//! not answer, a failure under `CI=true`). Every wait is a bounded sleep.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::{
+    LEASE_EXPIRED, NewTask, Outcome, Owner, Progress, TaskError, TaskId, TaskState, TaskStore,
+    TaskUpdate,
+};
+use crate::config::TasksConfig;
+
+pub(crate) type Factory =
+    dyn Fn(TasksConfig) -> Pin<Box<dyn Future<Output = Option<Arc<dyn TaskStore>>> + Send>>;
+
+/// A task of `owner` run by replica `r1`.
+pub(crate) fn new_task(owner: &Owner) -> NewTask {
+    NewTask {
+        owner: owner.clone(),
+        tool: "docs__search".to_owned(),
+        poll_interval_ms: 500,
+        replica: "r1".to_owned(),
+    }
+}
+
+/// Runs every store test, each with a store made by `factory` for its config;
+/// returns early when the factory has no store (a skipped backend).
+pub(crate) async fn run_all(factory: &Factory) {
+    let Some(store) = factory(TasksConfig::default()).await else {
+        return;
+    };
+    create_and_read(store.as_ref()).await;
+    one_ending_wins(store.clone()).await;
+    owners_are_isolated_on_every_method(store.as_ref()).await;
+    transitions_and_terminal_states(store.as_ref()).await;
+    listing_pages(store.as_ref()).await;
+    let Some(limited) = factory(TasksConfig {
+        max_running_per_tenant: 3,
+        ..TasksConfig::default()
+    })
+    .await
+    else {
+        return;
+    };
+    running_limit_per_tenant(limited.as_ref()).await;
+    let Some(small) = factory(TasksConfig {
+        max_result_bytes: 100,
+        ..TasksConfig::default()
+    })
+    .await
+    else {
+        return;
+    };
+    results_are_bounded(small.as_ref()).await;
+    let Some(leased) = factory(TasksConfig {
+        lease: Duration::from_millis(400),
+        ..TasksConfig::default()
+    })
+    .await
+    else {
+        return;
+    };
+    expired_leases_fail_the_task(leased.as_ref()).await;
+    let Some(short) = factory(TasksConfig {
+        ttl: Duration::from_millis(500),
+        ..TasksConfig::default()
+    })
+    .await
+    else {
+        return;
+    };
+    finished_tasks_expire_after_ttl(short.as_ref()).await;
+}
+
+async fn create_and_read(store: &dyn TaskStore) {
+    let owner = Owner::session("acme", "s1");
+    let task = store.create(new_task(&owner)).await.unwrap();
+    assert_eq!(task.state, TaskState::Working);
+    assert_eq!(task.owner, owner);
+    assert_eq!(task.tool, "docs__search");
+    assert_eq!(task.poll_interval_ms, 500);
+    assert_eq!(task.id.as_str().len(), 22, "128 random bits");
+    assert!(task.created_ms > 1_600_000_000_000, "Unix ms");
+    assert_eq!(task.created_ms, task.updated_ms);
+    let lease = task.lease.clone().expect("a running task is leased");
+    assert_eq!(lease.replica, "r1");
+    assert!(lease.expires_ms >= task.created_ms + 29_000, "{lease:?}");
+    assert_eq!(store.get(&owner, &task.id).await.unwrap(), Some(task));
+    assert_eq!(store.get(&owner, &TaskId::new()).await.unwrap(), None);
+}
+
+/// Another tenant, the same tenant in another session, and the same tenant without
+/// a session all get "not found" from every method, and nothing changes.
+async fn owners_are_isolated_on_every_method(store: &dyn TaskStore) {
+    let owner = Owner::session("acme", "s1");
+    let task = store.create(new_task(&owner)).await.unwrap();
+    let missing = TaskId::new();
+    for other in [
+        Owner::session("other", "s1"),
+        Owner::session("acme", "s2"),
+        Owner::tenant("acme"),
+    ] {
+        for id in [&task.id, &missing] {
+            assert_eq!(store.get(&other, id).await.unwrap(), None, "{other:?}");
+            let update = TaskUpdate {
+                state: Some(TaskState::InputRequired),
+                message: Some("x".into()),
+                progress: None,
+            };
+            assert_eq!(
+                store.update(&other, id, update).await,
+                Err(TaskError::NotFound)
+            );
+            assert_eq!(
+                store
+                    .finish(&other, id, Outcome::Completed(json!("stolen")))
+                    .await,
+                Err(TaskError::NotFound)
+            );
+            assert_eq!(store.cancel(&other, id).await, Err(TaskError::NotFound));
+            assert_eq!(
+                store.renew_lease(&other, id, "r1").await,
+                Err(TaskError::NotFound)
+            );
+        }
+        let page = store.list(&other, None, 100).await.unwrap();
+        assert!(
+            page.tasks.iter().all(|t| t.id != task.id),
+            "another owner's listing never shows it"
+        );
+    }
+    let unchanged = store.get(&owner, &task.id).await.unwrap().unwrap();
+    assert_eq!(unchanged, task, "refused calls changed nothing");
+}
+
+async fn transitions_and_terminal_states(store: &dyn TaskStore) {
+    let owner = Owner::tenant("acme");
+    let task = store.create(new_task(&owner)).await.unwrap();
+    let progress = Progress {
+        progress: 3.0,
+        total: Some(10.0),
+        message: Some("page 3".into()),
+    };
+    let waiting = store
+        .update(
+            &owner,
+            &task.id,
+            TaskUpdate {
+                state: Some(TaskState::InputRequired),
+                message: Some("which repository?".into()),
+                progress: Some(progress.clone()),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(waiting.state, TaskState::InputRequired);
+    assert_eq!(waiting.message.as_deref(), Some("which repository?"));
+    assert_eq!(waiting.progress, Some(progress));
+    assert!(waiting.updated_ms >= task.updated_ms);
+    let working = store
+        .update(
+            &owner,
+            &task.id,
+            TaskUpdate {
+                state: Some(TaskState::Working),
+                ..TaskUpdate::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(working.state, TaskState::Working);
+    assert_eq!(
+        working.message.as_deref(),
+        Some("which repository?"),
+        "fields not named stay"
+    );
+    assert_eq!(
+        store
+            .update(
+                &owner,
+                &task.id,
+                TaskUpdate {
+                    state: Some(TaskState::Completed),
+                    ..TaskUpdate::default()
+                },
+            )
+            .await,
+        Err(TaskError::NotAnUpdate(TaskState::Completed))
+    );
+    let nan = TaskUpdate {
+        progress: Some(Progress {
+            progress: f64::NAN,
+            total: None,
+            message: None,
+        }),
+        ..TaskUpdate::default()
+    };
+    assert_eq!(
+        store.update(&owner, &task.id, nan).await,
+        Err(TaskError::InvalidProgress)
+    );
+    let result = json!({"content": [{"type": "text", "text": "done"}], "structuredContent": {"n": [1, 2.5, []]}});
+    let done = store
+        .finish(&owner, &task.id, Outcome::Completed(result.clone()))
+        .await
+        .unwrap();
+    assert_eq!(done.state, TaskState::Completed);
+    assert_eq!(done.result, Some(result.clone()), "the result as given");
+    assert_eq!(done.lease, None, "a finished task holds no lease");
+    // Terminal stays terminal, whatever is asked.
+    let finished = |to| {
+        Err::<super::TaskRecord, _>(TaskError::Finished {
+            state: TaskState::Completed,
+            to,
+        })
+    };
+    assert_eq!(
+        store.update(&owner, &task.id, TaskUpdate::default()).await,
+        finished(TaskState::Completed)
+    );
+    assert_eq!(
+        store
+            .update(
+                &owner,
+                &task.id,
+                TaskUpdate {
+                    state: Some(TaskState::Working),
+                    ..TaskUpdate::default()
+                }
+            )
+            .await,
+        finished(TaskState::Working)
+    );
+    assert_eq!(
+        store
+            .finish(
+                &owner,
+                &task.id,
+                Outcome::Failed {
+                    reason: "late".into(),
+                    result: None
+                }
+            )
+            .await,
+        finished(TaskState::Failed)
+    );
+    assert_eq!(
+        store.cancel(&owner, &task.id).await,
+        finished(TaskState::Cancelled)
+    );
+    assert!(matches!(
+        store.renew_lease(&owner, &task.id, "r1").await,
+        Err(TaskError::Finished { .. })
+    ));
+    let stored = store.get(&owner, &task.id).await.unwrap().unwrap();
+    assert_eq!(stored.state, TaskState::Completed);
+    assert_eq!(stored.result, Some(result));
+
+    let cancelled = store.create(new_task(&owner)).await.unwrap();
+    let after = store.cancel(&owner, &cancelled.id).await.unwrap();
+    assert_eq!(after.state, TaskState::Cancelled);
+    assert!(after.error.is_some());
+    assert!(matches!(
+        store.cancel(&owner, &cancelled.id).await,
+        Err(TaskError::Finished { .. })
+    ));
+
+    let failing = store.create(new_task(&owner)).await.unwrap();
+    let tool_error = json!({"content": [{"type": "text", "text": "no"}], "isError": true});
+    let failed = store
+        .finish(
+            &owner,
+            &failing.id,
+            Outcome::Failed {
+                reason: "the tool reported an error".into(),
+                result: Some(tool_error.clone()),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(failed.state, TaskState::Failed);
+    assert_eq!(failed.error.as_deref(), Some("the tool reported an error"));
+    assert_eq!(failed.result, Some(tool_error));
+}
+
+/// Pages of 3 over 7 tasks (another owner's interleaved): every task once, in
+/// creation order, and the last page says so.
+async fn listing_pages(store: &dyn TaskStore) {
+    let owner = Owner::session("lister", "s");
+    let other = Owner::session("lister", "t");
+    let mut mine = Vec::new();
+    for _ in 0..7 {
+        let task = store.create(new_task(&owner)).await.unwrap();
+        store
+            .finish(&owner, &task.id, Outcome::Completed(json!(1)))
+            .await
+            .unwrap();
+        mine.push(task.id);
+        let theirs = store.create(new_task(&other)).await.unwrap();
+        store.cancel(&other, &theirs.id).await.unwrap();
+        // Distinct creation times make "creation order" one answer.
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    for _ in 0..10 {
+        let page = store.list(&owner, cursor.as_deref(), 3).await.unwrap();
+        pages += 1;
+        assert!(page.tasks.len() <= 3);
+        seen.extend(page.tasks.iter().map(|t| t.id.clone()));
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(seen, mine, "every task once, oldest first");
+    assert_eq!(pages, 3);
+    assert_eq!(
+        store.list(&owner, Some("not a cursor"), 3).await,
+        Err(TaskError::BadCursor)
+    );
+    let empty = store.list(&Owner::tenant("nobody"), None, 3).await.unwrap();
+    assert!(empty.tasks.is_empty() && empty.next_cursor.is_none());
+}
+
+/// A limit of 3 running per tenant: the fourth is refused, another tenant is not
+/// affected, and a task that ends frees its place.
+async fn running_limit_per_tenant(store: &dyn TaskStore) {
+    let a = Owner::session("a", "s1");
+    let mut running = Vec::new();
+    for session in ["s1", "s2", "s1"] {
+        let owner = Owner::session("a", session);
+        running.push((owner.clone(), store.create(new_task(&owner)).await.unwrap()));
+    }
+    assert_eq!(
+        store.create(new_task(&a)).await,
+        Err(TaskError::TooManyRunning {
+            tenant: "a".into(),
+            limit: 3
+        }),
+        "the limit is the tenant's, across its sessions"
+    );
+    store
+        .create(new_task(&Owner::tenant("b")))
+        .await
+        .expect("another tenant has its own limit");
+    let (owner, first) = &running[0];
+    store
+        .update(
+            owner,
+            &first.id,
+            TaskUpdate {
+                state: Some(TaskState::InputRequired),
+                ..TaskUpdate::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(
+        store.create(new_task(&a)).await.is_err(),
+        "input_required still counts as running"
+    );
+    store.cancel(owner, &first.id).await.unwrap();
+    store
+        .create(new_task(&a))
+        .await
+        .expect("a cancelled task freed its place");
+}
+
+async fn results_are_bounded(store: &dyn TaskStore) {
+    let owner = Owner::tenant("acme");
+    let task = store.create(new_task(&owner)).await.unwrap();
+    let big = json!({"text": "x".repeat(200)});
+    assert!(matches!(
+        store
+            .finish(&owner, &task.id, Outcome::Completed(big.clone()))
+            .await,
+        Err(TaskError::ResultTooLarge { limit: 100, .. })
+    ));
+    assert!(matches!(
+        store
+            .finish(
+                &owner,
+                &task.id,
+                Outcome::Failed {
+                    reason: "r".into(),
+                    result: Some(big)
+                }
+            )
+            .await,
+        Err(TaskError::ResultTooLarge { .. })
+    ));
+    assert_eq!(
+        store.get(&owner, &task.id).await.unwrap().unwrap().state,
+        TaskState::Working,
+        "a refused result leaves the task running"
+    );
+    let small = json!({"text": "fits"});
+    let done = store
+        .finish(&owner, &task.id, Outcome::Completed(small.clone()))
+        .await
+        .unwrap();
+    assert_eq!(done.result, Some(small));
+}
+
+/// A lease of 400 ms: renewed by its holder it holds; another replica cannot renew
+/// it; left alone it runs out and the reaper fails the task with the reason.
+async fn expired_leases_fail_the_task(store: &dyn TaskStore) {
+    let owner = Owner::tenant("acme");
+    let kept = store.create(new_task(&owner)).await.unwrap();
+    let abandoned = store.create(new_task(&owner)).await.unwrap();
+    let finished = store.create(new_task(&owner)).await.unwrap();
+    store
+        .finish(&owner, &finished.id, Outcome::Completed(json!(1)))
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.renew_lease(&owner, &kept.id, "r2").await,
+        Err(TaskError::LeaseLost { holder }) if holder == "r1"
+    ));
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let renewed = store.renew_lease(&owner, &kept.id, "r1").await.unwrap();
+        assert!(renewed.lease.unwrap().expires_ms > kept.lease.clone().unwrap().expires_ms);
+    }
+    // 800 ms since `abandoned` was created: its lease ran out; `kept`'s did not.
+    let reaped = store.reap_expired_leases().await.unwrap();
+    assert_eq!(reaped, std::slice::from_ref(&abandoned.id));
+    let failed = store.get(&owner, &abandoned.id).await.unwrap().unwrap();
+    assert_eq!(failed.state, TaskState::Failed);
+    assert_eq!(failed.error.as_deref(), Some(LEASE_EXPIRED));
+    assert_eq!(failed.lease, None);
+    assert_eq!(
+        store.get(&owner, &kept.id).await.unwrap().unwrap().state,
+        TaskState::Working
+    );
+    assert_eq!(
+        store
+            .get(&owner, &finished.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .state,
+        TaskState::Completed,
+        "a finished task is never reaped"
+    );
+    assert!(
+        store.reap_expired_leases().await.unwrap().is_empty(),
+        "reaped once"
+    );
+    // The replica running `abandoned` comes back too late: the task stays failed.
+    assert!(matches!(
+        store
+            .finish(&owner, &abandoned.id, Outcome::Completed(json!(1)))
+            .await,
+        Err(TaskError::Finished {
+            state: TaskState::Failed,
+            ..
+        })
+    ));
+}
+
+/// A ttl of 500 ms: a finished task is readable until then, gone after; a running
+/// one is not expired by the ttl.
+async fn finished_tasks_expire_after_ttl(store: &dyn TaskStore) {
+    let owner = Owner::tenant("acme");
+    let done = store.create(new_task(&owner)).await.unwrap();
+    let running = store.create(new_task(&owner)).await.unwrap();
+    store
+        .finish(&owner, &done.id, Outcome::Completed(json!("r")))
+        .await
+        .unwrap();
+    assert!(store.get(&owner, &done.id).await.unwrap().is_some());
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    assert_eq!(store.get(&owner, &done.id).await.unwrap(), None, "expired");
+    assert!(
+        store
+            .list(&owner, None, 100)
+            .await
+            .unwrap()
+            .tasks
+            .iter()
+            .all(|t| t.id != done.id),
+        "an expired task leaves the listing"
+    );
+    assert_eq!(
+        store.cancel(&owner, &done.id).await,
+        Err(TaskError::NotFound)
+    );
+    assert_eq!(
+        store.get(&owner, &running.id).await.unwrap().unwrap().state,
+        TaskState::Working,
+        "a running task outlives the ttl"
+    );
+}
+
+/// Finishing, failing and cancelling one task at once (as a runner, a caller and a
+/// reaper on different replicas might): exactly one ending wins, and the task keeps it.
+async fn one_ending_wins(store: Arc<dyn TaskStore>) {
+    let owner = Owner::tenant("racer");
+    for _ in 0..5 {
+        let task = store.create(new_task(&owner)).await.unwrap();
+        let mut endings = Vec::new();
+        for i in 0..6 {
+            let store = store.clone();
+            let owner = owner.clone();
+            let id = task.id.clone();
+            endings.push(tokio::spawn(async move {
+                match i % 3 {
+                    0 => {
+                        store
+                            .finish(&owner, &id, Outcome::Completed(json!(i)))
+                            .await
+                    }
+                    1 => {
+                        let failed = Outcome::Failed {
+                            reason: format!("r{i}"),
+                            result: None,
+                        };
+                        store.finish(&owner, &id, failed).await
+                    }
+                    _ => store.cancel(&owner, &id).await,
+                }
+            }));
+        }
+        let mut winners = Vec::new();
+        for ending in endings {
+            match ending.await.unwrap() {
+                Ok(record) => winners.push(record),
+                Err(TaskError::Finished { .. }) => {}
+                Err(other) => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(winners.len(), 1, "exactly one ending wins");
+        let stored = store.get(&owner, &task.id).await.unwrap().unwrap();
+        assert_eq!(stored, winners[0], "and the task keeps it");
+    }
+}
