@@ -104,8 +104,8 @@ impl Config {
                 "JWTs name tenants: configure `tenants` too".into(),
             );
         }
-        if let Err(message) = crate::policy::Policy::from_config(self) {
-            invalid("tenants".into(), message);
+        for (path, message) in crate::policy::pattern_problems(self) {
+            invalid(path, message);
         }
         for (field, message) in self.state.problems() {
             invalid(format!("state.{field}"), message);
@@ -179,6 +179,25 @@ mod tests {
                 "{expected} missing from {paths:?}"
             );
         }
+    }
+
+    #[test]
+    fn every_bad_tenant_pattern_is_reported() {
+        let text = "tenants:\n  a:\n    allow: ['ok__*', 'a[', '!b[']\n    deny: ['c{']\n";
+        let err = Config::parse(text, &|_| None).unwrap_err();
+        let ConfigError::Invalid(problems) = &err else {
+            panic!("not a validation error: {err}");
+        };
+        let paths: Vec<&str> = problems.0.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "tenants.a.allow[1]",
+                "tenants.a.allow[2]",
+                "tenants.a.deny[0]"
+            ],
+            "{err}"
+        );
     }
 
     #[test]
