@@ -10,8 +10,8 @@ use async_trait::async_trait;
 
 use super::{
     CANCELLED, LEASE_EXPIRED, Lease, NewTask, Outcome, Owner, TaskError, TaskId, TaskPage,
-    TaskRecord, TaskState, TaskStore, TaskUpdate, bounded_result, check_transition,
-    checked_progress, list_position, page_size, parse_cursor,
+    TaskRecord, TaskState, TaskStore, TaskUpdate, bounded_result, check_transition, list_position,
+    page_size, parse_cursor,
 };
 use crate::config::TasksConfig;
 
@@ -180,12 +180,7 @@ impl TaskStore for MemoryTaskStore {
         id: &TaskId,
         update: TaskUpdate,
     ) -> Result<TaskRecord, TaskError> {
-        if let Some(state) = update.state.filter(|s| s.is_terminal()) {
-            return Err(TaskError::NotAnUpdate(state));
-        }
-        if let Some(progress) = &update.progress {
-            checked_progress(progress)?;
-        }
+        super::checked_update(&update)?;
         let now = now_ms();
         let mut tasks = self.lock();
         let task = self.owned(&mut tasks, owner, id, now)?;

@@ -377,6 +377,18 @@ pub(crate) fn checked_progress(progress: &Progress) -> Result<(), TaskError> {
     }
 }
 
+/// What an update may carry, in both stores: no ending (that is `finish` or
+/// `cancel`), and a progress they can keep.
+pub(crate) fn checked_update(update: &TaskUpdate) -> Result<(), TaskError> {
+    if let Some(state) = update.state.filter(|s| s.is_terminal()) {
+        return Err(TaskError::NotAnUpdate(state));
+    }
+    match &update.progress {
+        Some(progress) => checked_progress(progress),
+        None => Ok(()),
+    }
+}
+
 /// Size of a result as stored, checked against `limit`.
 pub(crate) fn bounded_result(
     result: &serde_json::Value,

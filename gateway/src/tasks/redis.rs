@@ -35,7 +35,7 @@ use redis::{FromRedisValue, Script};
 use super::{
     CANCELLED, LEASE_EXPIRED, Lease, NewTask, Outcome, Owner, Progress, TaskError, TaskId,
     TaskPage, TaskRecord, TaskState, TaskStore, TaskUpdate, bounded_result, check_transition,
-    checked_progress, page_size, parse_cursor,
+    page_size, parse_cursor,
 };
 use crate::config::TasksConfig;
 use crate::state::conn::RedisConn;
@@ -458,12 +458,7 @@ impl TaskStore for RedisTaskStore {
         id: &TaskId,
         update: TaskUpdate,
     ) -> Result<TaskRecord, TaskError> {
-        if let Some(state) = update.state.filter(|s| s.is_terminal()) {
-            return Err(TaskError::NotAnUpdate(state));
-        }
-        if let Some(progress) = &update.progress {
-            checked_progress(progress)?;
-        }
+        super::checked_update(&update)?;
         let mut fields = Vec::new();
         if let Some(message) = update.message {
             fields.push(("message", message));
