@@ -201,10 +201,7 @@ impl TaskStore for MemoryTaskStore {
         id: &TaskId,
         outcome: Outcome,
     ) -> Result<TaskRecord, TaskError> {
-        let (to, result, error) = match outcome {
-            Outcome::Completed(result) => (TaskState::Completed, Some(result), None),
-            Outcome::Failed { reason, result } => (TaskState::Failed, result, Some(reason)),
-        };
+        let (to, result, error) = outcome.into_parts();
         if let Some(result) = &result {
             bounded_result(result, self.config.max_result_bytes)?;
         }

@@ -249,6 +249,16 @@ pub enum Outcome {
     },
 }
 
+impl Outcome {
+    /// The state it ends the task in, its result and its error reason.
+    pub(crate) fn into_parts(self) -> (TaskState, Option<serde_json::Value>, Option<String>) {
+        match self {
+            Outcome::Completed(result) => (TaskState::Completed, Some(result), None),
+            Outcome::Failed { reason, result } => (TaskState::Failed, result, Some(reason)),
+        }
+    }
+}
+
 /// One page of an owner's tasks, oldest first.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskPage {

@@ -477,10 +477,7 @@ impl TaskStore for RedisTaskStore {
         id: &TaskId,
         outcome: Outcome,
     ) -> Result<TaskRecord, TaskError> {
-        let (to, result, error) = match outcome {
-            Outcome::Completed(result) => (TaskState::Completed, Some(result), None),
-            Outcome::Failed { reason, result } => (TaskState::Failed, result, Some(reason)),
-        };
+        let (to, result, error) = outcome.into_parts();
         let mut fields = Vec::new();
         if let Some(result) = &result {
             fields.push((
