@@ -177,6 +177,9 @@ pub struct CallContext {
     /// The headers of the downstream HTTP request that started the call (empty on
     /// stdio). Upstreams forward only the ones their config names (`forward_headers`).
     pub request_headers: Arc<http::HeaderMap>,
+    /// The call runs as a background task: its own, longer timeout (already in
+    /// `deadline`) replaces the upstream's `call_timeout`.
+    pub background: bool,
 }
 
 impl std::fmt::Debug for CallContext {
@@ -188,6 +191,7 @@ impl std::fmt::Debug for CallContext {
             .field("correlation_id", &self.correlation_id)
             .field("trace", &self.trace)
             .field("client", &self.client.is_some())
+            .field("background", &self.background)
             .finish()
     }
 }
@@ -203,6 +207,7 @@ impl CallContext {
             trace: None,
             client: None,
             request_headers: Arc::default(),
+            background: false,
         }
     }
 

@@ -87,6 +87,20 @@ pub async fn call_counted(
     arguments: JsonObject,
     ctx: CallContext,
 ) -> Result<(CallOutput, ResultUsage), ToolError> {
+    admit(gateway, caller, name, &ctx)?;
+    gateway.call_counted(caller, name, arguments, ctx).await
+}
+
+/// The policy's word on a call of `name` by `caller`: `Ok` when it may go through;
+/// otherwise the refusal (audited and counted), an unknown tool for a name the caller
+/// may not see. Background tasks ask this before they are created, so a refused call
+/// never becomes a task.
+pub fn admit(
+    gateway: &Gateway,
+    caller: &Caller,
+    name: &str,
+    ctx: &CallContext,
+) -> Result<(), ToolError> {
     let view = View::of(gateway, caller);
     let span = tracing::info_span!(
         target: crate::telemetry::SPAN_TARGET,
@@ -95,7 +109,7 @@ pub async fn call_counted(
         tenant = %caller.tenant.name,
         decision = tracing::field::Empty,
     );
-    crate::telemetry::parent_on(&span, &ctx);
+    crate::telemetry::parent_on(&span, ctx);
     let access = view.access(caller, name);
     let callable = access.callable(caller.scope());
     span.record(
@@ -115,7 +129,7 @@ pub async fn call_counted(
         }
         _ => {
             tracing::debug!(tenant = %caller.tenant.name, session = ?caller.session_id(), tool = name, "call admitted");
-            gateway.call_counted(caller, name, arguments, ctx).await
+            Ok(())
         }
     }
 }

@@ -47,6 +47,8 @@ pub struct Metrics {
     result_tokens: Family<ToolLabels, Counter>,
     config_reloads: Family<OutcomeLabels, Counter>,
     refusals: Family<OutcomeLabels, Counter>,
+    tasks: Family<OutcomeLabels, Counter>,
+    task_duration: Family<OutcomeLabels, Histogram>,
 }
 
 impl Default for Metrics {
@@ -113,8 +115,28 @@ impl Metrics {
              state_unavailable",
             refusals.clone(),
         );
+        let tasks = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "tasks",
+            "Background tasks by event: created, then one ending each: completed, failed, \
+             cancelled, or lost (its replica stopped; counted by the replica that noticed)",
+            tasks.clone(),
+        );
+        // 10 ms .. ~3 h: tasks are the calls too long for a request.
+        let task_duration = Family::<OutcomeLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+                0.01, 4.0, 11,
+            ))
+        });
+        registry.register(
+            "task_duration_seconds",
+            "Background task duration, creation to ending, by how it ended",
+            task_duration.clone(),
+        );
         Self {
             registry,
+            tasks,
+            task_duration,
             config_reloads,
             refusals,
             calls,
@@ -124,6 +146,24 @@ impl Metrics {
             original_tokens,
             result_tokens,
         }
+    }
+
+    /// Counts a task event (`created`, or how it ended).
+    pub fn record_task(&self, event: &str) {
+        self.tasks
+            .get_or_create(&OutcomeLabels {
+                outcome: event.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Records how long a task ran, by how it ended.
+    pub fn record_task_duration(&self, outcome: &str, duration: std::time::Duration) {
+        self.task_duration
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.to_owned(),
+            })
+            .observe(duration.as_secs_f64());
     }
 
     /// Records a result's tokens before and after fitting it to its budget.

@@ -100,16 +100,23 @@ impl Gateway {
             Err(error) => Err(error.clone()),
             Ok(connection) => match connection {
                 Connection::Connected => {
-                    let deadline = started + mounted.call_timeout;
+                    // A background task's deadline is its own `tasks.call_timeout`;
+                    // any other call is also capped by the upstream's.
+                    let configured = if ctx.background {
+                        self.config().tasks.call_timeout
+                    } else {
+                        mounted.call_timeout
+                    };
+                    let deadline = started + configured;
                     if deadline < ctx.deadline {
                         ctx.deadline = deadline;
                     }
                     let timeout = ctx.remaining();
-                    // Errors say the limit as it was configured (`2s`): the upstream's
-                    // `call_timeout` when it is the one that applies (the caller's
-                    // deadline is usually the same setting, measured a moment earlier).
-                    let limit = if timeout + Duration::from_millis(500) >= mounted.call_timeout {
-                        mounted.call_timeout
+                    // Errors say the limit as it was configured (`2s`): the setting
+                    // when it is the one that applies (the caller's deadline is
+                    // usually the same setting, measured a moment earlier).
+                    let limit = if timeout + Duration::from_millis(500) >= configured {
+                        configured
                     } else {
                         timeout
                     };

@@ -56,6 +56,9 @@ pub struct Gateway {
     pub shared: Option<Arc<Shared>>,
     /// Runtime registrations mounted in this process.
     pub registrations: Registrations,
+    /// Background calls: the task store (shared like the sessions) and the calls
+    /// this replica runs.
+    pub tasks: Arc<crate::tasks::Tasks>,
     stop: CancellationToken,
     /// Set once, when startup stopped waiting for the upstreams' first answers.
     startup: std::sync::OnceLock<Startup>,
@@ -91,7 +94,12 @@ impl Gateway {
                 crate::session::Limits::from_config(&config.sessions),
             )),
         };
+        let tasks = crate::tasks::Tasks::new(
+            &config.tasks,
+            crate::tasks::store_for(&config, shared.as_deref()),
+        );
         let gateway = Arc::new(Gateway {
+            tasks,
             running: ArcSwap::from_pointee(Running {
                 config: Arc::new(config),
                 policy: Arc::new(policy),
@@ -120,6 +128,9 @@ impl Gateway {
             }
         }
         gateway.rebuild_catalog();
+        gateway
+            .tasks
+            .spawn_reaper(&gateway, gateway.stop.child_token());
         Ok(gateway)
     }
 

@@ -127,6 +127,7 @@ impl TaskStore for MemoryTaskStore {
             message: None,
             poll_interval_ms: new.poll_interval_ms,
             progress: None,
+            progress_log: Vec::new(),
             result: None,
             error: None,
             lease: Some(Lease {
@@ -190,6 +191,9 @@ impl TaskStore for MemoryTaskStore {
             task.message = Some(message);
         }
         if let Some(progress) = update.progress {
+            if task.progress_log.len() < super::MAX_PROGRESS_LOG {
+                task.progress_log.push(progress.clone());
+            }
             task.progress = Some(progress);
         }
         Ok(task.clone())

@@ -22,6 +22,9 @@
 
 pub mod memory;
 pub mod redis;
+mod runner;
+
+pub use runner::{POLL_INTERVAL, StartRefused, TaskCall, Tasks};
 #[cfg(test)]
 pub(crate) mod suite;
 
@@ -35,6 +38,9 @@ use crate::state::Unavailable;
 
 /// Most tasks in one page of [`TaskStore::list`].
 pub const MAX_PAGE: usize = 100;
+
+/// Most progress updates a task's log keeps (see [`TaskRecord::progress_log`]).
+pub const MAX_PROGRESS_LOG: usize = 100;
 
 /// The reason a task whose lease ran out is failed with.
 pub const LEASE_EXPIRED: &str = "the replica running it stopped (its lease expired)";
@@ -206,6 +212,10 @@ pub struct TaskRecord {
     pub poll_interval_ms: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<Progress>,
+    /// Every progress so far, oldest first, up to [`MAX_PROGRESS_LOG`] (later ones
+    /// change only `progress`): what a task's event stream replays on resume.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub progress_log: Vec<Progress>,
     /// The call's result (raw JSON), once there is one; at most `tasks.max_result_bytes`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<serde_json::Value>,
@@ -434,6 +444,42 @@ pub(crate) fn parse_cursor(cursor: &str) -> Result<String, TaskError> {
 /// A page size within 1 to [`MAX_PAGE`].
 pub(crate) fn page_size(limit: usize) -> usize {
     limit.clamp(1, MAX_PAGE)
+}
+
+/// Whether a tool may run as a task (MCP's `execution.taskSupport`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskSupport {
+    /// Only as a plain call.
+    Forbidden,
+    /// As a plain call or as a task, as the caller asks.
+    Optional,
+    /// Only as a task.
+    Required,
+}
+
+impl TaskSupport {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskSupport::Forbidden => "forbidden",
+            TaskSupport::Optional => "optional",
+            TaskSupport::Required => "required",
+        }
+    }
+
+    /// What a tool definition says (`execution.taskSupport`); MCP's default,
+    /// `forbidden`, when it says nothing or something unknown.
+    pub fn of(definition: &serde_json::Map<String, serde_json::Value>) -> TaskSupport {
+        match definition
+            .get("execution")
+            .and_then(|e| e.get("taskSupport"))
+            .and_then(serde_json::Value::as_str)
+        {
+            Some("optional") => TaskSupport::Optional,
+            Some("required") => TaskSupport::Required,
+            _ => TaskSupport::Forbidden,
+        }
+    }
 }
 
 /// The message a cancelled task carries.

@@ -4,6 +4,8 @@
 //!
 //! - `task:{ID}` — a hash: `tenant`, `session` (empty for none), `tool`, `created`,
 //!   `updated` (Unix ms), `state`, `poll`, and when set `message`, `progress` (JSON),
+//!   `progress_log` (the first `MAX_PROGRESS_LOG` progress JSONs joined by commas) and
+//!   `progress_count`,
 //!   `result` (the raw JSON text, never decoded by Redis), `error`, `lease_replica`,
 //!   `lease_expires`. It expires `tasks.ttl` after the task ends; while it runs, after
 //!   `tasks.call_timeout` plus `tasks.ttl` without an update (a backstop: the reaper
@@ -33,9 +35,9 @@ use async_trait::async_trait;
 use redis::{FromRedisValue, Script};
 
 use super::{
-    CANCELLED, LEASE_EXPIRED, Lease, NewTask, Outcome, Owner, Progress, TaskError, TaskId,
-    TaskPage, TaskRecord, TaskState, TaskStore, TaskUpdate, bounded_result, check_transition,
-    page_size, parse_cursor,
+    CANCELLED, LEASE_EXPIRED, Lease, MAX_PROGRESS_LOG, NewTask, Outcome, Owner, Progress,
+    TaskError, TaskId, TaskPage, TaskRecord, TaskState, TaskStore, TaskUpdate, bounded_result,
+    check_transition, page_size, parse_cursor,
 };
 use crate::config::TasksConfig;
 use crate::state::conn::RedisConn;
@@ -103,7 +105,17 @@ if not from then return {'missing', {}} end
 local to = ARGV[8]
 if to == '' then to = from end
 if not (allowed[from] and allowed[from][to]) then return {'refused', {from}} end
-for i = 9, #ARGV, 2 do redis.call('HSET', key, ARGV[i], ARGV[i + 1]) end
+for i = 9, #ARGV, 2 do
+  redis.call('HSET', key, ARGV[i], ARGV[i + 1])
+  if ARGV[i] == 'progress' then
+    local count = tonumber(redis.call('HGET', key, 'progress_count') or '0')
+    if count < max_progress_log then
+      local log = redis.call('HGET', key, 'progress_log')
+      if log then log = log .. ',' .. ARGV[i + 1] else log = ARGV[i + 1] end
+      redis.call('HSET', key, 'progress_log', log, 'progress_count', count + 1)
+    end
+  end
+end
 if is_running[to] then
   redis.call('HSET', key, 'state', to, 'updated', now)
   redis.call('PEXPIRE', key, keep_running)
@@ -165,7 +177,9 @@ return out
 /// The transition rule as Lua tables: `allowed[from][to]` and `is_running[state]`,
 /// generated from [`check_transition`] so the scripts cannot disagree with it.
 fn rule_tables() -> String {
-    let mut lua = String::from("local allowed = {}\nlocal is_running = {}\n");
+    let mut lua = format!(
+        "local allowed = {{}}\nlocal is_running = {{}}\nlocal max_progress_log = {MAX_PROGRESS_LOG}\n"
+    );
     for from in TaskState::ALL {
         let to: Vec<String> = TaskState::ALL
             .into_iter()
@@ -349,6 +363,12 @@ fn record(id: &TaskId, flat: Vec<String>) -> Result<TaskRecord, TaskError> {
         ),
         None => None,
     };
+    // The log is the progress JSON objects joined by commas (appended by the script).
+    let progress_log = match text("progress_log") {
+        Some(joined) => serde_json::from_str::<Vec<Progress>>(&format!("[{joined}]"))
+            .map_err(|e| corrupt(id, &format!("progress_log: {e}")))?,
+        None => Vec::new(),
+    };
     let result = match text("result") {
         Some(json) => {
             Some(serde_json::from_str(&json).map_err(|e| corrupt(id, &format!("result: {e}")))?)
@@ -375,6 +395,7 @@ fn record(id: &TaskId, flat: Vec<String>) -> Result<TaskRecord, TaskError> {
         message: text("message"),
         poll_interval_ms: number("poll")?,
         progress,
+        progress_log,
         result,
         error: text("error"),
         lease,

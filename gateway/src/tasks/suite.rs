@@ -41,6 +41,7 @@ pub(crate) async fn run_all(factory: &Factory) {
     owners_are_isolated_on_every_method(store.as_ref()).await;
     transitions_and_terminal_states(store.as_ref()).await;
     listing_pages(store.as_ref()).await;
+    progress_is_logged_up_to_its_bound(store.as_ref()).await;
     let Some(limited) = factory(TasksConfig {
         max_running_per_tenant: 3,
         ..TasksConfig::default()
@@ -292,6 +293,37 @@ async fn transitions_and_terminal_states(store: &dyn TaskStore) {
 
 /// Pages of 3 over 7 tasks (another owner's interleaved): every task once, in
 /// creation order, and the last page says so.
+async fn progress_is_logged_up_to_its_bound(store: &dyn TaskStore) {
+    let owner = Owner::tenant("acme");
+    let task = store.create(new_task(&owner)).await.unwrap();
+    let step = |i: usize| Progress {
+        progress: i as f64,
+        total: Some(1000.0),
+        message: (i % 2 == 0).then(|| format!("step {i}")),
+    };
+    let updates = super::MAX_PROGRESS_LOG + 5;
+    for i in 0..updates {
+        let update = TaskUpdate {
+            progress: Some(step(i)),
+            ..TaskUpdate::default()
+        };
+        store.update(&owner, &task.id, update).await.unwrap();
+    }
+    let read = store.get(&owner, &task.id).await.unwrap().unwrap();
+    let expected: Vec<Progress> = (0..super::MAX_PROGRESS_LOG).map(step).collect();
+    assert_eq!(read.progress_log, expected, "the first updates, in order");
+    assert_eq!(
+        read.progress,
+        Some(step(updates - 1)),
+        "the latest progress"
+    );
+    let done = store
+        .finish(&owner, &task.id, Outcome::Completed(json!({"content": []})))
+        .await
+        .unwrap();
+    assert_eq!(done.progress_log.len(), super::MAX_PROGRESS_LOG);
+}
+
 async fn listing_pages(store: &dyn TaskStore) {
     let owner = Owner::session("lister", "s");
     let other = Owner::session("lister", "t");
