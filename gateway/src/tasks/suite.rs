@@ -299,7 +299,7 @@ async fn progress_is_logged_up_to_its_bound(store: &dyn TaskStore) {
     let step = |i: usize| Progress {
         progress: i as f64,
         total: Some(1000.0),
-        message: (i % 2 == 0).then(|| format!("step {i}")),
+        message: i.is_multiple_of(2).then(|| format!("step {i}")),
     };
     let updates = super::MAX_PROGRESS_LOG + 5;
     for i in 0..updates {
