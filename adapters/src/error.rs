@@ -38,6 +38,10 @@ pub enum ToolError {
     /// The tool is allowed but not in the session's visible set yet.
     #[error("{0}")]
     NotSelected(String),
+    /// The tool runs only as a background task and was called plainly, or may not
+    /// run as one and was asked to (its `execution.taskSupport`).
+    #[error("{0}")]
+    ExecutionMode(String),
 }
 
 impl ToolError {
@@ -52,6 +56,7 @@ impl ToolError {
             ToolError::Timeout(_) => "timeout",
             ToolError::RateLimited { .. } => "rate_limited",
             ToolError::NotSelected(_) => "not_selected",
+            ToolError::ExecutionMode(_) => "execution_mode",
         }
     }
 
@@ -98,6 +103,7 @@ impl ToolError {
                 retry_after,
             },
             ToolError::NotSelected(m) => ToolError::NotSelected(rename(m)),
+            ToolError::ExecutionMode(m) => ToolError::ExecutionMode(rename(m)),
         }
     }
 

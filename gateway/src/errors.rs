@@ -24,8 +24,31 @@ pub fn to_mcp(error: &ToolError) -> McpFailure {
             message.clone(),
             Some(json!({"code": error.code()})),
         )),
+        // MCP asks for "method not found" when a tool's taskSupport is not honoured.
+        ToolError::ExecutionMode(message) => McpFailure::Protocol(McpError::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            message.clone(),
+            Some(json!({"code": error.code()})),
+        )),
         _ => McpFailure::ToolResult(error_result(error)),
     }
+}
+
+/// The refusal of a plain call of a tool that runs only as a task.
+pub fn task_required(name: &str) -> ToolError {
+    ToolError::ExecutionMode(format!(
+        "tool '{name}' runs only as a background task: call it as a task (MCP: \
+         `\"task\": {{}}` in tools/call, or the tasks extension; REST: \
+         `\"background\": true`) and poll the task for its result"
+    ))
+}
+
+/// The refusal of a task for a tool that may not run as one.
+pub fn task_forbidden(name: &str) -> ToolError {
+    ToolError::ExecutionMode(format!(
+        "tool '{name}' cannot run as a background task (its taskSupport is forbidden): \
+         call it plainly"
+    ))
 }
 
 /// A raw `CallToolResult` carrying the error's message, with its code in `_meta`.
@@ -65,6 +88,7 @@ pub fn http_status(error: &ToolError) -> http::StatusCode {
         ToolError::Timeout(_) => S::GATEWAY_TIMEOUT,
         ToolError::RateLimited { .. } => S::TOO_MANY_REQUESTS,
         ToolError::NotSelected(_) => S::CONFLICT,
+        ToolError::ExecutionMode(_) => S::BAD_REQUEST,
     }
 }
 

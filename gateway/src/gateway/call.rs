@@ -67,6 +67,13 @@ impl Gateway {
         let Some(mounted) = upstreams.get(&entry.upstream) else {
             return Err(self.refused(caller, name, None, unknown_tool(name)));
         };
+        if !ctx.background
+            && crate::tasks::TaskSupport::of(&entry.definition)
+                == crate::tasks::TaskSupport::Required
+        {
+            let refusal = crate::errors::task_required(name);
+            return Err(self.refused(caller, name, Some(&entry.upstream), refusal));
+        }
         let started = Instant::now();
         // The upstream call's span: the parent the upstream hears of (telemetry.rs).
         let span = tracing::info_span!(

@@ -106,6 +106,14 @@ impl Tasks {
             crate::telemetry::new_correlation_id(),
         );
         access::admit(gateway, &call.caller, &call.tool, &ctx).map_err(StartRefused::Tool)?;
+        let support = gateway
+            .catalog()
+            .get(&call.tool)
+            .map(|entry| super::TaskSupport::of(&entry.definition));
+        if support.is_none_or(|s| s == super::TaskSupport::Forbidden) {
+            let refusal = crate::errors::task_forbidden(&call.tool);
+            return Err(StartRefused::Tool(refusal));
+        }
         let owner = Self::owner_of(&call.caller);
         let record = self
             .store
