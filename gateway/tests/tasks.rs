@@ -204,6 +204,14 @@ async fn a_call_longer_than_call_timeout_times_out_plainly_and_completes_as_a_ta
         "{result}"
     );
     assert!(done.lease.is_none(), "a finished task holds no lease");
+    let metrics = app.gateway.metrics.render();
+    for line in [
+        "toolgate_tasks_total{outcome=\"created\"} 1",
+        "toolgate_tasks_total{outcome=\"completed\"} 1",
+        "toolgate_task_duration_seconds_count{outcome=\"completed\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} in:\n{metrics}");
+    }
 }
 
 #[tokio::test]
