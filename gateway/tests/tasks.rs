@@ -6,97 +6,15 @@
 //! (default 6; the figure in the issue is 300, run with that by hand).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use axum::Router;
-use axum::extract::Query;
-use axum::routing::get;
 use serde_json::{Value, json};
 use toolgate::access::{self, Caller};
 use toolgate::app::App;
 use toolgate::config::Config;
 use toolgate::tasks::{StartRefused, TaskCall, TaskRecord, TaskState, Tasks};
 use toolgate_adapters::{CallContext, ToolError};
-
-/// An API with slow and large answers; counts handlers dropped before they finished
-/// (a cancelled call's request).
-struct SlowApi {
-    base: String,
-    abandoned: Arc<AtomicUsize>,
-}
-
-/// Counts a handler dropped before it finished.
-struct Unfinished(Arc<AtomicUsize>, bool);
-
-impl Drop for Unfinished {
-    fn drop(&mut self) {
-        if !self.1 {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-}
-
-#[derive(serde::Deserialize)]
-struct Sleep {
-    ms: u64,
-}
-
-impl SlowApi {
-    async fn start() -> SlowApi {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind 127.0.0.1");
-        let base = format!("http://{}", listener.local_addr().expect("address"));
-        let abandoned = Arc::new(AtomicUsize::new(0));
-        let spec = spec(&base);
-        let counter = abandoned.clone();
-        let sleep = move |Query(sleep): Query<Sleep>| {
-            let counter = counter.clone();
-            async move {
-                let mut guard = Unfinished(counter, false);
-                tokio::time::sleep(Duration::from_millis(sleep.ms.min(600_000))).await;
-                guard.1 = true;
-                axum::Json(json!({"slept_ms": sleep.ms}))
-            }
-        };
-        let app = Router::new()
-            .route(
-                "/openapi.json",
-                get(move || async move { axum::Json(spec) }),
-            )
-            .route("/sleep", get(sleep.clone()))
-            .route("/sleep-only-task", get(sleep))
-            .route("/ping", get(|| async { axum::Json(json!({"pong": true})) }))
-            .route(
-                "/big",
-                get(|| async { axum::Json(json!({"data": "x".repeat(20_000)})) }),
-            );
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
-        SlowApi { base, abandoned }
-    }
-}
-
-fn spec(base: &str) -> Value {
-    let sleep = |id: &str| {
-        json!({"get": {"operationId": id, "parameters": [
-            {"name": "ms", "in": "query", "required": true, "schema": {"type": "integer"}}
-        ], "responses": {"200": {"description": "ok"}}}})
-    };
-    json!({
-        "openapi": "3.0.3",
-        "info": {"title": "slow", "version": "1"},
-        "servers": [{"url": base}],
-        "paths": {
-            "/sleep": sleep("sleep"),
-            "/sleep-only-task": sleep("sleep_only_task"),
-            "/ping": {"get": {"operationId": "ping", "responses": {"200": {"description": "ok"}}}},
-            "/big": {"get": {"operationId": "big", "responses": {"200": {"description": "ok"}}}},
-        }
-    })
-}
+use toolgate_test_support::SlowApi;
 
 async fn start(api: &SlowApi, extra: &str) -> App {
     let yaml = format!(
@@ -104,8 +22,8 @@ async fn start(api: &SlowApi, extra: &str) -> App {
          tasks: {{call_timeout: 10m, lease: 3s, max_result_bytes: 4000}}\n\
          results: {{max_tokens: 100000}}\n\
          {extra}\
-         upstreams:\n  slow:\n    openapi:\n      spec_url: '{}/openapi.json'\n      allow_private_networks: true\n    tools:\n      sleep_only_task: {{background: required}}\n      ping: {{background: forbidden}}\n",
-        api.base
+         upstreams:\n  slow:\n    openapi:\n      spec_url: '{}'\n      allow_private_networks: true\n    tools:\n      sleep_only_task: {{background: required}}\n      ping: {{background: forbidden}}\n",
+        api.spec_url()
     );
     let mut config = Config::parse(&yaml, &|_| None).expect("the test config parses");
     config.data_dir = std::env::temp_dir().join(format!(
@@ -139,6 +57,15 @@ fn call(caller: &Caller, tool: &str, arguments: Value) -> TaskCall {
         arguments,
         request_headers: Arc::default(),
     }
+}
+
+/// Starts `tool` as a task of `caller`.
+async fn start_task(app: &App, caller: &Caller, tool: &str, arguments: Value) -> TaskRecord {
+    app.gateway
+        .tasks
+        .start(&app.gateway, call(caller, tool, arguments))
+        .await
+        .unwrap_or_else(|refused| panic!("{tool} did not start as a task: {refused:?}"))
 }
 
 /// Waits (bounded by `max`) until the task is over.
@@ -189,12 +116,7 @@ async fn a_call_longer_than_call_timeout_times_out_plainly_and_completes_as_a_ta
     );
     assert!(started.elapsed() < Duration::from_secs(seconds));
 
-    let task = app
-        .gateway
-        .tasks
-        .start(&app.gateway, call(&caller, "slow__sleep", arguments))
-        .await
-        .expect("the task starts");
+    let task = start_task(&app, &caller, "slow__sleep", arguments).await;
     assert_eq!(task.state, TaskState::Working);
     let done = finished(&app, &caller, &task, Duration::from_secs(seconds + 30)).await;
     assert_eq!(done.state, TaskState::Completed, "{done:?}");
@@ -238,7 +160,7 @@ async fn cancelling_a_task_stops_its_upstream_call() {
         .expect("a running task can be cancelled");
     assert_eq!(cancelled.state, TaskState::Cancelled);
     let until = Instant::now() + Duration::from_secs(10);
-    while api.abandoned.load(Ordering::SeqCst) == 0 {
+    while api.abandoned() == 0 {
         assert!(
             Instant::now() < until,
             "the upstream request was not dropped"

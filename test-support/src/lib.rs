@@ -8,6 +8,7 @@
 //! - [`mcp_http`]: a raw MCP streamable-HTTP client for wire-level assertions
 //!   (sessions, credentials, headers, SSE frames, both protocol eras).
 //! - [`mock_api`]: an HTTP API on 127.0.0.1 that records every request it receives.
+//! - [`slow_api`]: an HTTP API on 127.0.0.1 whose calls take as long as asked.
 //! - [`text`]: deterministic payloads (prose, JSON records, ids, base64) for the token
 //!   budget's tests and benchmarks.
 //! - [`assert`]: assertions on tool results (a tool error mentioning something).
@@ -21,6 +22,7 @@ pub mod deps;
 pub mod mcp_http;
 pub mod mock_api;
 pub mod process;
+pub mod slow_api;
 pub mod sys;
 pub mod text;
 
@@ -31,6 +33,7 @@ pub use mock_api::{MockApi, Recorded};
 pub use process::{
     Everything, Proc, START_TIMEOUT, TempDir, free_port, run_bounded, tcp_open, wait_for,
 };
+pub use slow_api::SlowApi;
 
 /// Skip the current test (return early) when `$e` is `None`.
 #[macro_export]

@@ -35,8 +35,8 @@ pub use toolgate_test_support::mcp_http;
 pub use toolgate_test_support::sys;
 pub use toolgate_test_support::{
     Everything, McpSession, MockApi, NodeDeps, Proc, Recorded, RpcExchange, RpcExchangeWithHeaders,
-    START_TIMEOUT, TempDir, assert_tool_error, first_text, free_port, http, missing, python,
-    require, run_bounded, specs_dir, tcp_open, under_ci, wait_for, workspace_root,
+    START_TIMEOUT, SlowApi, TempDir, assert_tool_error, first_text, free_port, http, missing,
+    python, require, run_bounded, specs_dir, tcp_open, under_ci, wait_for, workspace_root,
 };
 
 /// `sha256:…` for a tenant's `api_keys`, from `toolgate hash-key`.
