@@ -19,6 +19,7 @@ mod call;
 mod live;
 mod methods;
 mod sessionless;
+mod tasks;
 pub(crate) mod wire;
 
 use std::sync::Arc;
@@ -219,8 +220,32 @@ impl McpSessions {
                     Ok(params) => params,
                     Err(error) => return call_params_refused(id, &error),
                 };
+                if params.request_state().is_none() {
+                    let declared = tasks::declares_extension(params.meta.as_ref());
+                    match tasks::extension_mode(&self.gateway, &caller, id, &params.name, declared)
+                    {
+                        tasks::CallMode::Plain => {}
+                        tasks::CallMode::Refused(refused) => return refused,
+                        tasks::CallMode::Task => {
+                            let arguments = params.arguments.unwrap_or_default();
+                            return tasks::extension_call(
+                                &self.gateway,
+                                &caller,
+                                id,
+                                params.name,
+                                arguments,
+                                Arc::new(headers),
+                            )
+                            .await;
+                        }
+                    }
+                }
                 return self
                     .sessionless_call(id.to_owned(), params, log_level, caller.tenant, headers)
+                    .await;
+            }
+            task_method if tasks::is_task_method(task_method) => {
+                return tasks::extension_method(&self.gateway, &caller, id, task_method, envelope)
                     .await;
             }
             "tools/list" => wire::result_message(
@@ -302,6 +327,19 @@ impl McpSessions {
                     Ok(params) => params,
                     Err(error) => return call_params_refused(id, &error),
                 };
+                if params.task.is_some() {
+                    let arguments = params.arguments.unwrap_or_default();
+                    let message = tasks::legacy_call(
+                        gateway,
+                        &caller,
+                        id,
+                        params.name,
+                        arguments,
+                        Arc::new(headers),
+                    )
+                    .await;
+                    return wire::json_response(message);
+                }
                 return call::answer(call::CallRequest {
                     gateway: gateway.clone(),
                     live: self.live.clone(),
@@ -317,6 +355,9 @@ impl McpSessions {
                 id,
                 &methods::list_tools(&self.gateway, &self.protocol_tools, &caller, ""),
             ),
+            task_method if tasks::is_task_method(task_method) => {
+                tasks::legacy_method(gateway, &caller, id, task_method, envelope).await
+            }
             "ping" => wire::result_message(id, "{}"),
             "initialize" => wire::error_message(
                 id,

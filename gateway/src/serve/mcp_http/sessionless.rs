@@ -8,7 +8,8 @@
 //!    `io.modelcontextprotocol/clientCapabilities` (an object) — else `-32602`;
 //! 2. the `MCP-Protocol-Version` header equals that version, `Mcp-Method` the body's
 //!    method and, for `tools/call`, `prompts/get` and `resources/read`, `Mcp-Name`
-//!    the body's name or URI, each header present once — else `-32020`;
+//!    the body's name or URI (for `tasks/get|update|cancel` its `taskId`), each header
+//!    present once — else `-32020`;
 //! 3. the version is one this server speaks sessionless — else `-32022` with
 //!    `data: {supported, requested}`.
 //!
@@ -104,6 +105,8 @@ pub(super) fn check(
         name: Option<Value>,
         #[serde(default)]
         uri: Option<Value>,
+        #[serde(default, rename = "taskId")]
+        task_id: Option<Value>,
         #[serde(default, rename = "_meta")]
         meta: Option<CallMeta>,
     }
@@ -149,6 +152,8 @@ pub(super) fn check(
     let named = match method {
         "tools/call" | "prompts/get" => Some(("name", params.name.as_ref())),
         "resources/read" => Some(("uri", params.uri.as_ref())),
+        // The tasks extension: so that a balancer can route to the task's holder.
+        "tasks/get" | "tasks/update" | "tasks/cancel" => Some(("taskId", params.task_id.as_ref())),
         _ => None,
     };
     if let Some((field, Some(value))) = named
