@@ -1,0 +1,417 @@
+//! Background tool calls (MCP Tasks) on `/mcp`, hosted by the gateway: the tools of
+//! `fixtures/task_tools/server.mjs` (stdio, mounted as `fx`) declare
+//! `execution.taskSupport` but implement no tasks, so the gateway runs each task
+//! itself. Both protocol generations: 2025-11-25 core tasks in a session and the
+//! 2026-07-28 tasks extension, sessionless — driven by PyPI `mcp` 2.3
+//! (`python/mcp_tasks.py`) and, where bytes matter, by the raw client: the wire
+//! shapes, the refusals, and tasks that belong to their creator only.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use toolgate_e2e::{
+    Gateway, McpSession, NodeDeps, RpcExchange, hash_key, python, require, run_python,
+    unique_marker, workspace_root,
+};
+
+const LEGACY: &str = "2025-11-25";
+const MODERN: &str = "2026-07-28";
+const EXT: &str = "io.modelcontextprotocol/tasks";
+const RELATED: &str = "io.modelcontextprotocol/related-task";
+
+const KEY_A: &str = "tasks-tenant-a-key-0123456789abcdef";
+const KEY_B: &str = "tasks-tenant-b-key-0123456789abcdef";
+
+/// An id of the right form that names no task.
+const UNKNOWN_ID: &str = "AAAAAAAAAAAAAAAAAAAAAA";
+
+/// A gateway in front of the task tools fixture, with two tenants that both see it.
+async fn gateway(deps: &NodeDeps) -> Gateway {
+    let fixture = workspace_root().join("tests/fixtures/task_tools/server.mjs");
+    Gateway::start(json!({
+        "startup_timeout": "60s",
+        "upstreams": {"fx": {"stdio": {
+            "command": deps.node(),
+            "args": [fixture, unique_marker("task-tools")]
+        }}},
+        "tenants": {
+            "a": {"api_keys": [hash_key(KEY_A)], "allow": ["fx__*"]},
+            "b": {"api_keys": [hash_key(KEY_B)], "allow": ["fx__*"]}
+        }
+    }))
+    .await
+}
+
+fn bare(gateway: &Gateway, key: &str, protocol: &str) -> McpSession {
+    let mut c = McpSession::bare(&gateway.mcp_url())
+        .with_bearer(key)
+        .with_timeout(Duration::from_secs(60))
+        .reading_to_end();
+    c.protocol = protocol.to_string();
+    c
+}
+
+/// A 2025-11-25 session of the tenant of `key`.
+async fn session(gateway: &Gateway, key: &str) -> McpSession {
+    let mut c = bare(gateway, key, LEGACY);
+    let (init, _) = c.handshake(json!({})).await.expect("initialize");
+    assert_eq!(init.result()["protocolVersion"], LEGACY, "{init:#?}");
+    c
+}
+
+/// A 2026-07-28 request that declares the tasks extension (or not).
+async fn modern(c: &McpSession, method: &str, mut params: Value, declare: bool) -> RpcExchange {
+    if declare {
+        params["_meta"] = json!({"io.modelcontextprotocol/clientCapabilities": {"extensions": {EXT: {}}}});
+    }
+    c.rpc(method, params).await.exchange
+}
+
+async fn rpc(c: &McpSession, method: &str, params: Value) -> RpcExchange {
+    c.rpc(method, params).await.exchange
+}
+
+/// A task of `fx__slow` that runs `seconds`: its id.
+async fn legacy_task(c: &McpSession, seconds: u64) -> String {
+    let created = rpc(
+        c,
+        "tools/call",
+        json!({"name": "fx__slow", "arguments": {"seconds": seconds, "steps": seconds}, "task": {"ttl": 60000}}),
+    )
+    .await;
+    created.result()["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no task: {created:#?}"))
+        .to_owned()
+}
+
+async fn modern_task(c: &McpSession, seconds: u64) -> String {
+    let created = modern(
+        c,
+        "tools/call",
+        json!({"name": "fx__slow", "arguments": {"seconds": seconds, "steps": seconds}}),
+        true,
+    )
+    .await;
+    assert_eq!(created.result()["resultType"], "task", "{created:#?}");
+    created.result()["taskId"].as_str().unwrap().to_owned()
+}
+
+/// Runs `python/mcp_tasks.py` in `mode` against `url` as tenant A.
+async fn run_client(py: std::path::PathBuf, url: String, mode: &'static str) -> Value {
+    tokio::task::spawn_blocking(move || {
+        run_python(
+            &py,
+            "mcp_tasks.py",
+            &[&url, KEY_A, mode, "fx"],
+            Duration::from_secs(170),
+        )
+    })
+    .await
+    .unwrap()
+}
+
+fn code(error: &Value) -> i64 {
+    error[0].as_i64().unwrap_or_else(|| panic!("not an error: {error}"))
+}
+
+/// Some poll saw the task working with its call's progress as the status message.
+fn saw_progress(polled: &Value) -> bool {
+    polled
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p.as_str().unwrap().starts_with("working:step "))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_legacy_client_runs_gateway_hosted_tasks() {
+    let deps = require!(NodeDeps::find());
+    let py = require!(python());
+    let gateway = gateway(&deps).await;
+    let out = run_client(py, gateway.mcp_url(), "legacy").await;
+
+    assert_eq!(out["protocol_version"], LEGACY);
+    assert_eq!(
+        out["tasks_capability"],
+        json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}})
+    );
+    assert_eq!(out["task_support"]["fx__slow"], "optional", "{out}");
+    assert_eq!(out["task_support"]["fx__slow_required"], "required");
+
+    // Created working, with the 2025 field names.
+    let task = &out["created_raw"]["task"];
+    assert_eq!(task["status"], "working", "{out}");
+    assert!(task["ttl"].as_u64().is_some() && task["pollInterval"] == 500, "{task}");
+    assert!(task["createdAt"].as_str().unwrap().ends_with('Z'), "{task}");
+    // Polled through its progress to completed; tasks/result carries the related task.
+    assert!(saw_progress(&out["polled"]), "{}", out["polled"]);
+    assert_eq!(out["final"]["status"], "completed", "{out}");
+    assert_eq!(out["result"]["content"][0]["text"], "worked 3s in 3 steps");
+    assert_eq!(out["result"]["_meta"][RELATED]["taskId"], out["task_id"]);
+
+    // Cancel: the task, cancelled; a second cancel -32602; no result; the upstream
+    // call was stopped.
+    assert_eq!(out["cancel"]["status"], "cancelled", "{out}");
+    assert_eq!(out["after_cancel"], "cancelled");
+    assert_eq!(code(&out["cancel_again"]), -32602, "{out}");
+    assert_eq!(code(&out["cancelled_result"]), -32603, "{out}");
+    assert!(out["cancelled_result"][1].as_str().unwrap().contains("cancelled"));
+    assert_eq!(out["upstream_cancelled"], json!(["1"]), "{out}");
+
+    // A tool error: a failed task, its reason the status message; tasks/result gives
+    // the isError result the plain call would have.
+    assert_eq!(out["failed"]["status"], "failed", "{out}");
+    assert_eq!(out["failed"]["statusMessage"], "slow was asked to fail");
+    assert_eq!(out["failed_result"]["isError"], true, "{out}");
+
+    // Execution modes and refusals, as a plain call's.
+    assert_eq!(code(&out["required_plain"]), -32601, "{out}");
+    assert_eq!(out["required_task"], "completed");
+    assert_eq!(code(&out["forbidden_task"]), -32601, "{out}");
+    assert_eq!(code(&out["unknown_tool_task"]), -32602, "{out}");
+    assert_eq!(out["unknown_tool_task"], out["unknown_tool_plain"]);
+    assert_eq!(out["plain_call"], json!(["worked 0.1s in 1 steps"]));
+
+    // The session's tasks, all of them and nothing else; an unknown id -32602.
+    assert_eq!(out["list"], out["created_ids"], "{out}");
+    assert_eq!(code(&out["unknown_id"]), -32602);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_modern_client_runs_gateway_hosted_tasks() {
+    let deps = require!(NodeDeps::find());
+    let py = require!(python());
+    let gateway = gateway(&deps).await;
+    let out = run_client(py, gateway.mcp_url(), "modern").await;
+
+    assert_eq!(out["protocol_version"], MODERN);
+    assert_eq!(out["extensions"][EXT], json!({}), "{out}");
+    assert_eq!(out["transparent"], json!(["worked 0.5s in 1 steps"]));
+
+    let created = &out["created"];
+    assert_eq!(created["resultType"], "task", "{out}");
+    assert_eq!(created["status"], "working");
+    assert_eq!(created["pollIntervalMs"], 500);
+    assert!(created["ttlMs"].as_u64().is_some(), "{created}");
+    assert!(saw_progress(&out["polled"]), "{}", out["polled"]);
+    assert_eq!(out["final"]["status"], "completed", "{out}");
+    assert_eq!(
+        out["final"]["result"]["content"][0]["text"],
+        "worked 3s in 3 steps"
+    );
+
+    assert_eq!(out["after_cancel"], "cancelled", "{out}");
+    assert_eq!(out["acks"], "ok");
+    assert_eq!(out["upstream_cancelled"], json!(["1"]), "{out}");
+    // In this generation a tool error is a completed task with the result.
+    assert_eq!(out["failed"]["status"], "completed", "{out}");
+    assert_eq!(out["failed"]["result"]["isError"], true);
+
+    assert_eq!(out["forbidden_call"], "CallToolResult", "{out}");
+    assert_eq!(out["required_call"], "CreateTaskResult", "{out}");
+    assert_eq!(out["required_final"], "completed");
+    assert_eq!(code(&out["unknown_id"]), -32602, "{out}");
+    assert_eq!(code(&out["tasks_result"]), -32601, "{out}");
+    assert_eq!(code(&out["tasks_list"]), -32601, "{out}");
+
+    // A client that does not declare the extension.
+    assert_eq!(out["undeclared_call"], json!(["worked 0.1s in 1 steps"]));
+    assert_eq!(code(&out["undeclared_required"]), -32021, "{out}");
+    assert_eq!(code(&out["undeclared_get"]), -32021, "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wire_shapes_and_refusals_of_both_generations() {
+    let deps = require!(NodeDeps::find());
+    let gateway = gateway(&deps).await;
+
+    // Core tasks are declared to 2025-11-25 sessions only.
+    let older = bare(&gateway, KEY_A, LEGACY)
+        .rpc(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "t", "version": "1"}}),
+        )
+        .await
+        .exchange;
+    assert_eq!(older.result()["protocolVersion"], "2025-06-18");
+    assert!(older.result()["capabilities"].get("tasks").is_none(), "{older:#?}");
+    let s = session(&gateway, KEY_A).await;
+    assert_eq!(
+        s.init_result["capabilities"]["tasks"]["requests"]["tools"]["call"],
+        json!({})
+    );
+
+    // 2026: discover advertises the extension (and no legacy block); tools/list
+    // keeps each tool's taskSupport.
+    let m = bare(&gateway, KEY_A, MODERN);
+    let discover = modern(&m, "server/discover", json!({}), false).await;
+    assert_eq!(discover.result()["capabilities"]["extensions"][EXT], json!({}));
+    assert!(discover.result()["capabilities"].get("tasks").is_none());
+    let tools = modern(&m, "tools/list", json!({}), false).await;
+    let slow = tools.result()["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "fx__slow")
+        .cloned()
+        .unwrap_or_else(|| panic!("{tools:#?}"));
+    assert_eq!(slow["execution"]["taskSupport"], "optional");
+
+    // A required tool without the extension: -32021, HTTP 400, naming what to declare.
+    let refused = modern(
+        &m,
+        "tools/call",
+        json!({"name": "fx__slow_required", "arguments": {}}),
+        false,
+    )
+    .await;
+    assert_eq!(refused.status, 400, "{refused:#?}");
+    assert_eq!(refused.rpc_error()["code"], -32021);
+    assert_eq!(
+        refused.rpc_error()["data"]["requiredCapabilities"]["extensions"][EXT],
+        json!({})
+    );
+    // A hidden tool stays unknown (-32602), whatever its taskSupport.
+    let hidden = modern(&m, "tools/call", json!({"name": "fx__nothing"}), false).await;
+    assert_eq!(hidden.rpc_error()["code"], -32602, "{hidden:#?}");
+
+    // tasks/* without the extension: -32021 (400).
+    let id = modern_task(&m, 1).await;
+    let undeclared = modern(&m, "tasks/get", json!({"taskId": id}), false).await;
+    assert_eq!(undeclared.status, 400);
+    assert_eq!(undeclared.rpc_error()["code"], -32021);
+    // Mcp-Name must carry the task id.
+    let body = json!({"jsonrpc": "2.0", "id": 99, "method": "tasks/get", "params": {
+        "taskId": id,
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {"extensions": {EXT: {}}}
+        }
+    }});
+    let headers = [
+        ("Mcp-Method", "tasks/get".to_owned()),
+        ("Mcp-Name", "another".to_owned()),
+    ];
+    let mismatch = m
+        .send_body_with_headers(
+            body.to_string().into_bytes(),
+            &headers,
+            Some(json!(99)),
+            None,
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap()
+        .exchange;
+    assert_eq!(mismatch.rpc_error()["code"], -32020, "{mismatch:#?}");
+    // tasks/get until completed: the flat shape, the result inlined.
+    let mut done = Value::Null;
+    for _ in 0..100 {
+        let got = modern(&m, "tasks/get", json!({"taskId": id}), true).await;
+        done = got.result().clone();
+        if done["status"] != "working" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(done["resultType"], "complete", "{done}");
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["content"][0]["text"], "worked 1s in 1 steps");
+    for key in ["taskId", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs"] {
+        assert!(done.get(key).is_some(), "{key} missing: {done}");
+    }
+    // Cancelling a finished task is acknowledged in this generation.
+    let ack = modern(&m, "tasks/cancel", json!({"taskId": id}), true).await;
+    assert_eq!(ack.result(), &json!({"resultType": "complete"}));
+
+    // 2025: tasks/result blocks until the end, then the result with its related task.
+    let id = legacy_task(&s, 1).await;
+    let result = rpc(&s, "tasks/result", json!({"taskId": id})).await;
+    assert_eq!(result.result()["content"][0]["text"], "worked 1s in 1 steps");
+    assert_eq!(result.result()["_meta"][RELATED]["taskId"], id.as_str());
+    let got = rpc(&s, "tasks/get", json!({"taskId": id})).await;
+    assert_eq!(got.result()["status"], "completed");
+    // 2026's tasks/update is not a 2025 method.
+    let update = rpc(&s, "tasks/update", json!({"taskId": id})).await;
+    assert_eq!(update.rpc_error()["code"], -32601);
+}
+
+/// The error object a request answers (its message and code, without the id).
+fn error_of(exchange: &RpcExchange) -> (u16, Value) {
+    (exchange.status, exchange.rpc_error().clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_belong_to_their_tenant_and_session() {
+    let deps = require!(NodeDeps::find());
+    let gateway = gateway(&deps).await;
+
+    // Tenant A's session task and sessionless task, both running.
+    let owner_session = session(&gateway, KEY_A).await;
+    let session_task = legacy_task(&owner_session, 60).await;
+    let owner_modern = bare(&gateway, KEY_A, MODERN);
+    let modern_task = modern_task(&owner_modern, 60).await;
+
+    // Everyone else: tenant B (session and sessionless), another session of tenant A,
+    // and tenant A sessionless for the session's task.
+    let b_session = session(&gateway, KEY_B).await;
+    let a_other_session = session(&gateway, KEY_A).await;
+    let b_modern = bare(&gateway, KEY_B, MODERN);
+
+    for (who, probe) in [("tenant B", &b_session), ("A's other session", &a_other_session)] {
+        for target in [&session_task, &modern_task] {
+            for method in ["tasks/get", "tasks/result", "tasks/cancel"] {
+                let unknown = rpc(probe, method, json!({"taskId": UNKNOWN_ID})).await;
+                let foreign = rpc(probe, method, json!({"taskId": target})).await;
+                assert_eq!(
+                    error_of(&foreign),
+                    error_of(&unknown),
+                    "{who}: {method} of another's task"
+                );
+                assert_eq!(unknown.rpc_error()["code"], -32602);
+            }
+        }
+        let list = rpc(probe, "tasks/list", json!({})).await;
+        assert_eq!(list.result()["tasks"], json!([]), "{who}: {list:#?}");
+    }
+    for (who, probe, targets) in [
+        ("tenant B sessionless", &b_modern, vec![&session_task, &modern_task]),
+        ("tenant A sessionless", &owner_modern, vec![&session_task]),
+    ] {
+        for target in targets {
+            for method in ["tasks/get", "tasks/update", "tasks/cancel"] {
+                let params = |id: &str| json!({"taskId": id, "inputResponses": {}});
+                let unknown = modern(probe, method, params(UNKNOWN_ID), true).await;
+                let foreign = modern(probe, method, params(target), true).await;
+                assert_eq!(
+                    error_of(&foreign),
+                    error_of(&unknown),
+                    "{who}: {method} of another's task"
+                );
+                assert_eq!(unknown.rpc_error()["code"], -32602);
+            }
+        }
+    }
+    // The session's own list has its task only (not the sessionless one).
+    let own = rpc(&owner_session, "tasks/list", json!({})).await;
+    let ids: Vec<&Value> = own.result()["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| &t["taskId"])
+        .collect();
+    assert_eq!(ids, vec![&json!(session_task)]);
+
+    // Nobody else's cancel reached them: the owners still see them working, and
+    // cancel them.
+    let got = rpc(&owner_session, "tasks/get", json!({"taskId": session_task})).await;
+    assert_eq!(got.result()["status"], "working", "{got:#?}");
+    let got = modern(&owner_modern, "tasks/get", json!({"taskId": modern_task}), true).await;
+    assert_eq!(got.result()["status"], "working", "{got:#?}");
+    let cancel = rpc(&owner_session, "tasks/cancel", json!({"taskId": session_task})).await;
+    assert_eq!(cancel.result()["status"], "cancelled");
+    let cancel = modern(&owner_modern, "tasks/cancel", json!({"taskId": modern_task}), true).await;
+    assert_eq!(cancel.result()["resultType"], "complete");
+}
