@@ -62,7 +62,8 @@ async fn session(gateway: &Gateway, key: &str) -> McpSession {
 /// A 2026-07-28 request that declares the tasks extension (or not).
 async fn modern(c: &McpSession, method: &str, mut params: Value, declare: bool) -> RpcExchange {
     if declare {
-        params["_meta"] = json!({"io.modelcontextprotocol/clientCapabilities": {"extensions": {EXT: {}}}});
+        params["_meta"] =
+            json!({"io.modelcontextprotocol/clientCapabilities": {"extensions": {EXT: {}}}});
     }
     c.rpc(method, params).await.exchange
 }
@@ -112,7 +113,9 @@ async fn run_client(py: std::path::PathBuf, url: String, mode: &'static str) -> 
 }
 
 fn code(error: &Value) -> i64 {
-    error[0].as_i64().unwrap_or_else(|| panic!("not an error: {error}"))
+    error[0]
+        .as_i64()
+        .unwrap_or_else(|| panic!("not an error: {error}"))
 }
 
 /// Some poll saw the task working with its call's progress as the status message.
@@ -142,7 +145,10 @@ async fn python_legacy_client_runs_gateway_hosted_tasks() {
     // Created working, with the 2025 field names.
     let task = &out["created_raw"]["task"];
     assert_eq!(task["status"], "working", "{out}");
-    assert!(task["ttl"].as_u64().is_some() && task["pollInterval"] == 500, "{task}");
+    assert!(
+        task["ttl"].as_u64().is_some() && task["pollInterval"] == 500,
+        "{task}"
+    );
     assert!(task["createdAt"].as_str().unwrap().ends_with('Z'), "{task}");
     // Polled through its progress to completed; tasks/result carries the related task.
     assert!(saw_progress(&out["polled"]), "{}", out["polled"]);
@@ -156,7 +162,12 @@ async fn python_legacy_client_runs_gateway_hosted_tasks() {
     assert_eq!(out["after_cancel"], "cancelled");
     assert_eq!(code(&out["cancel_again"]), -32602, "{out}");
     assert_eq!(code(&out["cancelled_result"]), -32603, "{out}");
-    assert!(out["cancelled_result"][1].as_str().unwrap().contains("cancelled"));
+    assert!(
+        out["cancelled_result"][1]
+            .as_str()
+            .unwrap()
+            .contains("cancelled")
+    );
     assert_eq!(out["upstream_cancelled"], json!(["1"]), "{out}");
 
     // A tool error: a failed task, its reason the status message; tasks/result gives
@@ -236,7 +247,10 @@ async fn wire_shapes_and_refusals_of_both_generations() {
         .await
         .exchange;
     assert_eq!(older.result()["protocolVersion"], "2025-06-18");
-    assert!(older.result()["capabilities"].get("tasks").is_none(), "{older:#?}");
+    assert!(
+        older.result()["capabilities"].get("tasks").is_none(),
+        "{older:#?}"
+    );
     let s = session(&gateway, KEY_A).await;
     assert_eq!(
         s.init_result["capabilities"]["tasks"]["requests"]["tools"]["call"],
@@ -247,7 +261,10 @@ async fn wire_shapes_and_refusals_of_both_generations() {
     // keeps each tool's taskSupport.
     let m = bare(&gateway, KEY_A, MODERN);
     let discover = modern(&m, "server/discover", json!({}), false).await;
-    assert_eq!(discover.result()["capabilities"]["extensions"][EXT], json!({}));
+    assert_eq!(
+        discover.result()["capabilities"]["extensions"][EXT],
+        json!({})
+    );
     assert!(discover.result()["capabilities"].get("tasks").is_none());
     let tools = modern(&m, "tools/list", json!({}), false).await;
     let slow = tools.result()["tools"]
@@ -319,7 +336,13 @@ async fn wire_shapes_and_refusals_of_both_generations() {
     assert_eq!(done["resultType"], "complete", "{done}");
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(done["result"]["content"][0]["text"], "worked 1s in 1 steps");
-    for key in ["taskId", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs"] {
+    for key in [
+        "taskId",
+        "createdAt",
+        "lastUpdatedAt",
+        "ttlMs",
+        "pollIntervalMs",
+    ] {
         assert!(done.get(key).is_some(), "{key} missing: {done}");
     }
     // Cancelling a finished task is acknowledged in this generation.
@@ -329,7 +352,10 @@ async fn wire_shapes_and_refusals_of_both_generations() {
     // 2025: tasks/result blocks until the end, then the result with its related task.
     let id = legacy_task(&s, 1).await;
     let result = rpc(&s, "tasks/result", json!({"taskId": id})).await;
-    assert_eq!(result.result()["content"][0]["text"], "worked 1s in 1 steps");
+    assert_eq!(
+        result.result()["content"][0]["text"],
+        "worked 1s in 1 steps"
+    );
     assert_eq!(result.result()["_meta"][RELATED]["taskId"], id.as_str());
     let got = rpc(&s, "tasks/get", json!({"taskId": id})).await;
     assert_eq!(got.result()["status"], "completed");
@@ -360,7 +386,10 @@ async fn tasks_belong_to_their_tenant_and_session() {
     let a_other_session = session(&gateway, KEY_A).await;
     let b_modern = bare(&gateway, KEY_B, MODERN);
 
-    for (who, probe) in [("tenant B", &b_session), ("A's other session", &a_other_session)] {
+    for (who, probe) in [
+        ("tenant B", &b_session),
+        ("A's other session", &a_other_session),
+    ] {
         for target in [&session_task, &modern_task] {
             for method in ["tasks/get", "tasks/result", "tasks/cancel"] {
                 let unknown = rpc(probe, method, json!({"taskId": UNKNOWN_ID})).await;
@@ -377,7 +406,11 @@ async fn tasks_belong_to_their_tenant_and_session() {
         assert_eq!(list.result()["tasks"], json!([]), "{who}: {list:#?}");
     }
     for (who, probe, targets) in [
-        ("tenant B sessionless", &b_modern, vec![&session_task, &modern_task]),
+        (
+            "tenant B sessionless",
+            &b_modern,
+            vec![&session_task, &modern_task],
+        ),
         ("tenant A sessionless", &owner_modern, vec![&session_task]),
     ] {
         for target in targets {
@@ -408,10 +441,27 @@ async fn tasks_belong_to_their_tenant_and_session() {
     // cancel them.
     let got = rpc(&owner_session, "tasks/get", json!({"taskId": session_task})).await;
     assert_eq!(got.result()["status"], "working", "{got:#?}");
-    let got = modern(&owner_modern, "tasks/get", json!({"taskId": modern_task}), true).await;
+    let got = modern(
+        &owner_modern,
+        "tasks/get",
+        json!({"taskId": modern_task}),
+        true,
+    )
+    .await;
     assert_eq!(got.result()["status"], "working", "{got:#?}");
-    let cancel = rpc(&owner_session, "tasks/cancel", json!({"taskId": session_task})).await;
+    let cancel = rpc(
+        &owner_session,
+        "tasks/cancel",
+        json!({"taskId": session_task}),
+    )
+    .await;
     assert_eq!(cancel.result()["status"], "cancelled");
-    let cancel = modern(&owner_modern, "tasks/cancel", json!({"taskId": modern_task}), true).await;
+    let cancel = modern(
+        &owner_modern,
+        "tasks/cancel",
+        json!({"taskId": modern_task}),
+        true,
+    )
+    .await;
     assert_eq!(cancel.result()["resultType"], "complete");
 }

@@ -149,7 +149,9 @@ fn detailed_task(tasks: &Tasks, record: &TaskRecord) -> Map<String, Value> {
         (TaskState::Completed, Some(result)) => {
             let mut result = result.clone();
             if let Some(object) = result.as_object_mut() {
-                object.entry("resultType").or_insert_with(|| json!("complete"));
+                object
+                    .entry("resultType")
+                    .or_insert_with(|| json!("complete"));
             }
             task.insert("result".into(), result);
         }
@@ -209,12 +211,9 @@ fn task_error(id: &str, error: &TaskError) -> Vec<u8> {
 fn start_refused(id: &str, refusal: StartRefused, sessionless: bool) -> Vec<u8> {
     match refusal {
         StartRefused::Tool(error) => match errors::to_mcp(&error) {
-            McpFailure::Protocol(error) => wire::error_message(
-                id,
-                i64::from(error.code.0),
-                &error.message,
-                error.data,
-            ),
+            McpFailure::Protocol(error) => {
+                wire::error_message(id, i64::from(error.code.0), &error.message, error.data)
+            }
             McpFailure::ToolResult(mut raw) => {
                 if sessionless {
                     raw.insert("resultType".into(), json!("complete"));
@@ -359,7 +358,12 @@ pub(super) async fn legacy_method(
 
 /// `tasks/result`: waits until the task ends (at most a task's `call_timeout`), then
 /// answers what the plain call would have: its result tied to the task, or an error.
-async fn legacy_result(tasks: &Tasks, owner: &crate::tasks::Owner, id: &str, task: &str) -> Vec<u8> {
+async fn legacy_result(
+    tasks: &Tasks,
+    owner: &crate::tasks::Owner,
+    id: &str,
+    task: &str,
+) -> Vec<u8> {
     let max = tasks.config().call_timeout;
     let record = match tasks
         .wait_until(owner, task, max, |record| record.state.is_terminal())
@@ -463,7 +467,9 @@ pub(super) fn extension_mode(
     let support = view
         .catalog
         .get(name)
-        .map_or(TaskSupport::Forbidden, |entry| TaskSupport::of(&entry.definition));
+        .map_or(TaskSupport::Forbidden, |entry| {
+            TaskSupport::of(&entry.definition)
+        });
     match support {
         TaskSupport::Forbidden => CallMode::Plain,
         _ if declared => CallMode::Task,
