@@ -172,6 +172,7 @@ async def legacy(url: str, key: str, prefix: str) -> dict[str, Any]:
             await asyncio.sleep(0.3)
             out["status_notifications"] = [f"{n.task_id}:{n.status}" for n in notes]
             out["task_id"] = task_id
+            out["cancelled_id"] = running_id
     return out
 
 

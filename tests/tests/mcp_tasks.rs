@@ -184,6 +184,17 @@ async fn python_legacy_client_runs_gateway_hosted_tasks() {
     assert_eq!(out["unknown_tool_task"], out["unknown_tool_plain"]);
     assert_eq!(out["plain_call"], json!(["worked 0.1s in 1 steps"]));
 
+    // Status changes reached the session's stream (best effort by the spec, but this
+    // replica runs the tasks: it sees every ending).
+    let notes = out["status_notifications"].as_array().unwrap();
+    for (id, status) in [
+        (&out["task_id"], "completed"),
+        (&out["cancelled_id"], "cancelled"),
+    ] {
+        let note = json!(format!("{}:{status}", id.as_str().unwrap()));
+        assert!(notes.contains(&note), "{note} not in {notes:?}");
+    }
+
     // The session's tasks, all of them and nothing else; an unknown id -32602.
     assert_eq!(out["list"], out["created_ids"], "{out}");
     assert_eq!(code(&out["unknown_id"]), -32602);

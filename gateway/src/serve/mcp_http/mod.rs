@@ -331,6 +331,7 @@ impl McpSessions {
                     let arguments = params.arguments.unwrap_or_default();
                     let message = tasks::legacy_call(
                         gateway,
+                        &self.live,
                         &caller,
                         id,
                         params.name,

@@ -26,6 +26,7 @@ use serde_json::{Map, Value, json};
 use toolgate_adapters::JsonObject;
 
 use super::call::CallMeta;
+use super::live::Live;
 use super::wire::{self, Envelope};
 use crate::access::{Caller, View};
 use crate::errors::{self, McpFailure};
@@ -275,6 +276,7 @@ async fn start(
 /// The requested `ttl` is not honoured: the answer says the one `tasks.ttl` gives.
 pub(super) async fn legacy_call(
     gateway: &Arc<Gateway>,
+    live: &Arc<Live>,
     caller: &Caller,
     id: &str,
     name: String,
@@ -284,10 +286,58 @@ pub(super) async fn legacy_call(
     match start(gateway, caller, name, arguments, headers).await {
         Ok(record) => {
             let task = legacy_task(&gateway.tasks, &record);
+            if let Some(session) = caller.session_id() {
+                announce_status(gateway, live, session, &record);
+            }
             wire::result_message(id, &json!({"task": task}).to_string())
         }
         Err(refusal) => start_refused(id, refusal, false),
     }
+}
+
+/// Least time between two status notifications of one task: a tool that floods
+/// progress must not flood (and so lose) the session's stream; later changes are
+/// coalesced into the next one.
+const STATUS_EVERY: Duration = Duration::from_millis(250);
+
+/// Sends `notifications/tasks/status` on the session's GET stream for each change of
+/// the task's status or status message this replica sees, until it ends (or a
+/// task's `call_timeout` and a lease later). Best effort, as the spec has it: a
+/// client must not rely on them, and polls.
+fn announce_status(gateway: &Arc<Gateway>, live: &Arc<Live>, session: &str, record: &TaskRecord) {
+    let tasks = gateway.tasks.clone();
+    let live = Arc::downgrade(live);
+    let session = session.to_owned();
+    let owner = record.owner.clone();
+    let id = record.id.to_string();
+    let mut last = (record.state, status_message(record));
+    let until = tokio::time::Instant::now() + tasks.config().call_timeout + tasks.config().lease;
+    tokio::spawn(async move {
+        // Bounded: by time, and each round but the last waits for a change.
+        loop {
+            let left = until.saturating_duration_since(tokio::time::Instant::now());
+            let seen = tasks
+                .wait_until(&owner, &id, left, |r| (r.state, status_message(r)) != last)
+                .await;
+            let Ok(Some(record)) = seen else { return };
+            let now = (record.state, status_message(&record));
+            if now == last {
+                return; // out of time, or ended as last announced
+            }
+            last = now;
+            let Some(live) = live.upgrade() else { return };
+            let task = Value::Object(legacy_task(&tasks, &record));
+            live.send_to_session(
+                &session,
+                &wire::notification("notifications/tasks/status", &task),
+            );
+            if record.state.is_terminal() {
+                return;
+            }
+            drop(live);
+            tokio::time::sleep(STATUS_EVERY).await;
+        }
+    });
 }
 
 /// A session's `tasks/*` request.
