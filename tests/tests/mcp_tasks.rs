@@ -476,3 +476,155 @@ async fn tasks_belong_to_their_tenant_and_session() {
     .await;
     assert_eq!(cancel.result()["resultType"], "complete");
 }
+
+/// `toolgate stdio` as a child process, spoken to in JSON-RPC lines.
+struct Stdio {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    _dir: toolgate_e2e::TempDir,
+}
+
+impl Stdio {
+    fn start(deps: &NodeDeps) -> Stdio {
+        let dir = toolgate_e2e::TempDir::new("tasks-stdio");
+        let config = dir.path().join("toolgate.yaml");
+        let fixture = workspace_root().join("tests/fixtures/task_tools/server.mjs");
+        let text = json!({
+            "startup_timeout": "60s",
+            "upstreams": {"fx": {"stdio": {
+                "command": deps.node(),
+                "args": [fixture, unique_marker("task-tools-stdio")]
+            }}}
+        });
+        std::fs::write(&config, text.to_string()).unwrap();
+        let mut child = tokio::process::Command::new(toolgate_e2e::toolgate_bin())
+            .arg("stdio")
+            .arg("--config")
+            .arg(&config)
+            .current_dir(workspace_root())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn toolgate stdio");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
+        Stdio {
+            child,
+            stdin,
+            lines,
+            _dir: dir,
+        }
+    }
+
+    /// Sends a request; its response (other lines are skipped), within 60 s.
+    async fn request(&mut self, id: i64, method: &str, params: Value) -> Value {
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let line = format!("{message}\n");
+        tokio::io::AsyncWriteExt::write_all(&mut self.stdin, line.as_bytes())
+            .await
+            .unwrap();
+        let wait = async {
+            for _ in 0..10_000 {
+                let line = self.lines.next_line().await.unwrap().expect("stdout open");
+                let v: Value = serde_json::from_str(&line).unwrap();
+                if v["id"] == id {
+                    return v;
+                }
+            }
+            panic!("no response to {message}");
+        };
+        tokio::time::timeout(Duration::from_secs(60), wait)
+            .await
+            .unwrap_or_else(|_| panic!("no response to {method} within 60 s"))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn toolgate_stdio_serves_tasks_in_both_generations() {
+    let deps = require!(NodeDeps::find());
+    let mut stdio = Stdio::start(&deps);
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {EXT: {}}}
+    });
+
+    // Sessionless first (stdio mirrors Mcp-Name from the task id).
+    let created = stdio
+        .request(
+            1,
+            "tools/call",
+            json!({"name": "fx__slow", "arguments": {"seconds": 0.5, "steps": 1}, "_meta": meta}),
+        )
+        .await;
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let id = created["result"]["taskId"].as_str().unwrap().to_owned();
+    let mut got = Value::Null;
+    for n in 0..100 {
+        got = stdio
+            .request(100 + n, "tasks/get", json!({"taskId": id, "_meta": meta}))
+            .await;
+        if got["result"]["status"] != "working" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(got["result"]["status"], "completed", "{got}");
+    assert_eq!(
+        got["result"]["result"]["content"][0]["text"],
+        "worked 0.5s in 1 steps"
+    );
+
+    // Then a 2025-11-25 session: the capability, a task, its result.
+    let init = stdio
+        .request(
+            2,
+            "initialize",
+            json!({"protocolVersion": LEGACY, "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}}),
+        )
+        .await;
+    assert_eq!(
+        init["result"]["capabilities"]["tasks"]["cancel"],
+        json!({}),
+        "{init}"
+    );
+    let created = stdio
+        .request(
+            3,
+            "tools/call",
+            json!({"name": "fx__slow", "arguments": {"seconds": 0.5, "steps": 1}, "task": {}}),
+        )
+        .await;
+    let id = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let result = stdio
+        .request(4, "tasks/result", json!({"taskId": id}))
+        .await;
+    assert_eq!(
+        result["result"]["content"][0]["text"], "worked 0.5s in 1 steps",
+        "{result}"
+    );
+    assert_eq!(result["result"]["_meta"][RELATED]["taskId"], id.as_str());
+    let listed = stdio.request(5, "tasks/list", json!({})).await;
+    assert_eq!(
+        listed["result"]["tasks"].as_array().unwrap().len(),
+        1,
+        "{listed}"
+    );
+    // EOF on stdin ends it (and its upstream) cleanly.
+    let Stdio {
+        mut child, stdin, ..
+    } = stdio;
+    drop(stdin);
+    let ended = tokio::time::timeout(Duration::from_secs(30), child.wait()).await;
+    assert!(
+        ended.is_ok_and(|s| s.is_ok()),
+        "toolgate stdio did not end on EOF"
+    );
+}

@@ -20,6 +20,7 @@ mod live;
 mod methods;
 mod sessionless;
 mod tasks;
+pub(crate) use sessionless::name_field;
 pub(crate) mod wire;
 
 use std::sync::Arc;

@@ -149,13 +149,14 @@ pub(super) fn check(
             "the Mcp-Method header must be sent once and equal the body's method".into(),
         ));
     }
-    let named = match method {
-        "tools/call" | "prompts/get" => Some(("name", params.name.as_ref())),
-        "resources/read" => Some(("uri", params.uri.as_ref())),
-        // The tasks extension: so that a balancer can route to the task's holder.
-        "tasks/get" | "tasks/update" | "tasks/cancel" => Some(("taskId", params.task_id.as_ref())),
-        _ => None,
-    };
+    let named = name_field(method).map(|field| {
+        let value = match field {
+            "name" => params.name.as_ref(),
+            "uri" => params.uri.as_ref(),
+            _ => params.task_id.as_ref(),
+        };
+        (field, value)
+    });
     if let Some((field, Some(value))) = named
         && single(headers, NAME_HEADER) != value.as_str()
     {
@@ -188,6 +189,18 @@ pub(super) fn check(
                  notice, warning, error, critical, alert, emergency)"
             ))
         }),
+    }
+}
+
+/// The params field `Mcp-Name` mirrors for `method`, if any: a tool's or prompt's
+/// name, a resource's URI, or (the tasks extension, so that a balancer can route to
+/// the replica that holds the task) a task's id.
+pub(crate) fn name_field(method: &str) -> Option<&'static str> {
+    match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" => Some("uri"),
+        "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
+        _ => None,
     }
 }
 
