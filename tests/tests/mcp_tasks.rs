@@ -1,7 +1,8 @@
 //! Background tool calls (MCP Tasks) on `/mcp`, hosted by the gateway: the tools of
-//! `fixtures/task_tools/server.mjs` (stdio, mounted as `fx`) declare
-//! `execution.taskSupport` but implement no tasks, so the gateway runs each task
-//! itself. Both protocol generations: 2025-11-25 core tasks in a session and the
+//! `fixtures/task_tools/server.mjs` (stdio, mounted as `fx`) get their
+//! `execution.taskSupport` from their own definition or from the `background` config,
+//! and implement no tasks, so the gateway runs each task itself (as it does for
+//! server-everything's tools with `background: optional`). Both protocol generations: 2025-11-25 core tasks in a session and the
 //! 2026-07-28 tasks extension, sessionless — driven by PyPI `mcp` 2.3
 //! (`python/mcp_tasks.py`) and, where bytes matter, by the raw client: the wire
 //! shapes, the refusals, and tasks that belong to their creator only.
@@ -10,8 +11,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolgate_e2e::{
-    Gateway, McpSession, NodeDeps, RpcExchange, hash_key, python, require, run_python,
-    unique_marker, workspace_root,
+    Gateway, McpSession, NodeDeps, RpcExchange, everything_stdio_upstream, hash_key, python,
+    require, run_python, unique_marker, workspace_root,
 };
 
 const LEGACY: &str = "2025-11-25";
@@ -30,10 +31,11 @@ async fn gateway(deps: &NodeDeps) -> Gateway {
     let fixture = workspace_root().join("tests/fixtures/task_tools/server.mjs");
     Gateway::start(json!({
         "startup_timeout": "60s",
-        "upstreams": {"fx": {"stdio": {
-            "command": deps.node(),
-            "args": [fixture, unique_marker("task-tools")]
-        }}},
+        "upstreams": {"fx": {
+            "stdio": {"command": deps.node(), "args": [fixture, unique_marker("task-tools")]},
+            // `slow` keeps its own `optional`; the config overrides the other two.
+            "tools": {"slow_required": {"background": "required"}, "echo": {"background": "forbidden"}}
+        }},
         "tenants": {
             "a": {"api_keys": [hash_key(KEY_A)], "allow": ["fx__*"]},
             "b": {"api_keys": [hash_key(KEY_B)], "allow": ["fx__*"]}
@@ -141,6 +143,7 @@ async fn python_legacy_client_runs_gateway_hosted_tasks() {
     );
     assert_eq!(out["task_support"]["fx__slow"], "optional", "{out}");
     assert_eq!(out["task_support"]["fx__slow_required"], "required");
+    assert_eq!(out["task_support"]["fx__echo"], "forbidden");
 
     // Created working, with the 2025 field names.
     let task = &out["created_raw"]["task"];
@@ -492,10 +495,10 @@ impl Stdio {
         let fixture = workspace_root().join("tests/fixtures/task_tools/server.mjs");
         let text = json!({
             "startup_timeout": "60s",
-            "upstreams": {"fx": {"stdio": {
-                "command": deps.node(),
-                "args": [fixture, unique_marker("task-tools-stdio")]
-            }}}
+            "upstreams": {"fx": {
+                "stdio": {"command": deps.node(), "args": [fixture, unique_marker("task-tools-stdio")]},
+                "tools": {"slow_required": {"background": "required"}}
+            }}
         });
         std::fs::write(&config, text.to_string()).unwrap();
         let mut child = tokio::process::Command::new(toolgate_e2e::toolgate_bin())
@@ -627,4 +630,76 @@ async fn toolgate_stdio_serves_tasks_in_both_generations() {
         ended.is_ok_and(|s| s.is_ok()),
         "toolgate stdio did not end on EOF"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_everything_tools_run_as_tasks_when_the_config_allows() {
+    let deps = require!(NodeDeps::find());
+    let mut upstream = everything_stdio_upstream(&deps, &unique_marker("tasks-everything"));
+    upstream["background"] = json!("optional");
+    let gateway = Gateway::start(json!({
+        "startup_timeout": "60s",
+        "upstreams": {"everything": upstream}
+    }))
+    .await;
+    const LONG: &str = "everything__trigger-long-running-operation";
+    let support = |list: &RpcExchange| {
+        list.result()["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == LONG)
+            .map(|t| t["execution"]["taskSupport"].clone())
+    };
+    // Both generations list the effective value.
+    let m = McpSession::modern(&gateway.mcp_url());
+    let listed = modern(&m, "tools/list", json!({}), false).await;
+    assert_eq!(support(&listed), Some(json!("optional")), "{listed:#?}");
+    let s = McpSession::connect(&gateway.mcp_url()).await.unwrap();
+    let listed = rpc(&s, "tools/list", json!({})).await;
+    assert_eq!(support(&listed), Some(json!("optional")));
+
+    // A 2025-11-25 task: progress shows while it works, then the result.
+    let created = rpc(
+        &s,
+        "tools/call",
+        json!({"name": LONG, "arguments": {"duration": 2, "steps": 4}, "task": {}}),
+    )
+    .await;
+    let id = created.result()["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut progress_seen = false;
+    let mut status = Value::Null;
+    for _ in 0..200 {
+        let got = rpc(&s, "tasks/get", json!({"taskId": id})).await;
+        status = got.result()["status"].clone();
+        if status != "working" {
+            break;
+        }
+        progress_seen |= got.result()["_meta"]["toolgate/progress"]["total"] == 4.0
+            && got.result()["statusMessage"].is_string();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, "completed");
+    assert!(progress_seen, "no progress seen while the task worked");
+    let result = rpc(&s, "tasks/result", json!({"taskId": id})).await;
+    let text = result.result()["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.starts_with("Long running operation completed"),
+        "{result:#?}"
+    );
+
+    // The same tool for a 2026-07-28 client that declares the extension: a task.
+    let created = modern(
+        &m,
+        "tools/call",
+        json!({"name": LONG, "arguments": {"duration": 0.2, "steps": 1}}),
+        true,
+    )
+    .await;
+    assert_eq!(created.result()["resultType"], "task", "{created:#?}");
 }
