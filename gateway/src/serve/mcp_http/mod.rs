@@ -9,6 +9,10 @@
 //! anything whose protocol signals do not check out) still go to rmcp's transport,
 //! which `router` mounts behind this one; see `route`.
 //!
+//! Background calls (MCP Tasks) in both generations — `tools/call` with `task` and
+//! `tasks/*` on a session, the tasks extension sessionless — are answered by
+//! [`tasks`] from the gateway's task runner.
+//!
 //! What a session's POST may carry: a request (answered as JSON, or as an SSE stream
 //! when the call sends something before its result: see [`call`]), a notification
 //! (`202`; `notifications/cancelled` stops a call), or the client's answer to a request
