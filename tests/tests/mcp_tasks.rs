@@ -373,6 +373,14 @@ async fn wire_shapes_and_refusals_of_both_generations() {
     assert_eq!(result.result()["_meta"][RELATED]["taskId"], id.as_str());
     let got = rpc(&s, "tasks/get", json!({"taskId": id})).await;
     assert_eq!(got.result()["status"], "completed");
+    // The gateway's own tools are never tasks.
+    let own = rpc(
+        &s,
+        "tools/call",
+        json!({"name": "tool_search", "arguments": {"query": "slow"}, "task": {}}),
+    )
+    .await;
+    assert_eq!(own.rpc_error()["code"], -32601, "{own:#?}");
     // 2026's tasks/update is not a 2025 method.
     let update = rpc(&s, "tasks/update", json!({"taskId": id})).await;
     assert_eq!(update.rpc_error()["code"], -32601);

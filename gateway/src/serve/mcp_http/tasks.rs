@@ -260,6 +260,11 @@ async fn start(
     arguments: JsonObject,
     headers: Arc<http::HeaderMap>,
 ) -> Result<TaskRecord, StartRefused> {
+    // The gateway's own tools answer at once and are not in the catalog: refused as a
+    // forbidden tool is, not as an unknown one.
+    if crate::protocol_tools::is_protocol_tool(&name) {
+        return Err(StartRefused::Tool(errors::task_forbidden(&name)));
+    }
     let call = TaskCall {
         caller: caller.clone(),
         tool: name,
