@@ -10,6 +10,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use toolgate_e2e::redis::{delete_prefix, shared_redis, unique_prefix};
 use toolgate_e2e::{
     Gateway, McpSession, NodeDeps, RpcExchange, everything_stdio_upstream, hash_key, python,
     require, run_python, unique_marker, workspace_root,
@@ -710,4 +711,93 @@ async fn server_everything_tools_run_as_tasks_when_the_config_allows() {
     )
     .await;
     assert_eq!(created.result()["resultType"], "task", "{created:#?}");
+}
+
+/// Polls `tasks/get` (2026) until the task is not working: its last read.
+async fn modern_until_done(c: &McpSession, id: &str) -> Value {
+    let mut last = Value::Null;
+    for _ in 0..200 {
+        last = modern(c, "tasks/get", json!({"taskId": id}), true)
+            .await
+            .result()
+            .clone();
+        if last["status"] != "working" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    last
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_replica_answers_for_a_task_when_state_is_in_redis() {
+    let deps = require!(NodeDeps::find());
+    let redis_url = require!(shared_redis().await);
+    let prefix = unique_prefix("mcp-tasks");
+    let fixture = workspace_root().join("tests/fixtures/task_tools/server.mjs");
+    let config = |label: &str| {
+        json!({
+            "startup_timeout": "60s",
+            "state": {"backend": "redis", "url": redis_url, "key_prefix": prefix},
+            "upstreams": {"fx": {"stdio": {
+                "command": deps.node(), "args": [&fixture, unique_marker(label)]
+            }}},
+            "tenants": {"a": {"api_keys": [hash_key(KEY_A)], "allow": ["fx__*"]}}
+        })
+    };
+    let (a, b) = tokio::join!(
+        Gateway::start(config("tasks-replica-a")),
+        Gateway::start(config("tasks-replica-b"))
+    );
+
+    // Sessionless: created on A, polled and its result read on B.
+    let on_a = bare(&a, KEY_A, MODERN);
+    let on_b = on_a.at(&b.mcp_url());
+    let id = modern_task(&on_a, 1).await;
+    let done = modern_until_done(&on_b, &id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["content"][0]["text"], "worked 1s in 1 steps");
+
+    // A session made on A, used on B: its task's result, its list.
+    let s_a = session(&a, KEY_A).await;
+    let s_b = s_a.at(&b.mcp_url());
+    let id = legacy_task(&s_a, 1).await;
+    let result = rpc(&s_b, "tasks/result", json!({"taskId": id})).await;
+    assert_eq!(
+        result.result()["content"][0]["text"],
+        "worked 1s in 1 steps",
+        "{result:#?}"
+    );
+    let listed = rpc(&s_b, "tasks/list", json!({})).await;
+    assert_eq!(
+        listed.result()["tasks"][0]["taskId"],
+        id.as_str(),
+        "{listed:#?}"
+    );
+
+    // Cancelled on B, the call running on A stops (A sees it at its next look at
+    // the store): A's upstream reports the cancellation.
+    let running = modern_task(&on_a, 60).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let ack = modern(&on_b, "tasks/cancel", json!({"taskId": running}), true).await;
+    assert_eq!(ack.result()["resultType"], "complete", "{ack:#?}");
+    let mut stopped = Value::Null;
+    for _ in 0..100 {
+        let count = modern(
+            &on_a,
+            "tools/call",
+            json!({"name": "fx__cancelled", "arguments": {}}),
+            false,
+        )
+        .await;
+        stopped = count.result()["content"][0]["text"].clone();
+        if stopped == "1" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(stopped, "1", "the upstream call on A was not cancelled");
+    let got = modern(&on_a, "tasks/get", json!({"taskId": running}), true).await;
+    assert_eq!(got.result()["status"], "cancelled");
+    delete_prefix(&redis_url, &prefix).await;
 }
