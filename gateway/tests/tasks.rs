@@ -497,3 +497,31 @@ async fn an_upstream_task_is_relayed_with_its_status_and_result() {
     assert_eq!(read.state, TaskState::Cancelled);
     assert!(read.result.is_none(), "{read:?}");
 }
+
+#[tokio::test]
+async fn shutting_down_fails_the_tasks_running_here_with_the_reason() {
+    let api = SlowApi::start().await;
+    let app = start(&api, "").await;
+    let caller = caller(&app, "default");
+    let task = app
+        .gateway
+        .tasks
+        .start(
+            &app.gateway,
+            call(&caller, "slow__sleep", json!({"ms": 60_000})),
+        )
+        .await
+        .expect("the task starts");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    app.shutdown().await;
+    let owner = Tasks::owner_of(&caller);
+    let read = app
+        .gateway
+        .tasks
+        .get(&owner, task.id.as_str())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(read.state, TaskState::Failed, "{read:?}");
+    assert_eq!(read.error.as_deref(), Some(toolgate::tasks::SHUT_DOWN));
+}
