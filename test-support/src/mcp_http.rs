@@ -309,18 +309,18 @@ impl McpSession {
                         "io.modelcontextprotocol/clientInfo".into(),
                         json!({"name": self.client_name, "version": "0.1.0"}),
                     );
-                    meta.insert(
-                        "io.modelcontextprotocol/clientCapabilities".into(),
-                        json!({}),
-                    );
+                    // A request may declare its own (an extension, per request).
+                    meta.entry("io.modelcontextprotocol/clientCapabilities")
+                        .or_insert_with(|| json!({}));
                 }
             }
             headers.push(("Mcp-Method", method.to_string()));
             // `Mcp-Name` carries the item a request is about: a tool's or prompt's
-            // name, or a resource's URI.
+            // name, a resource's URI, or a task's id.
             if let Some(name) = params
                 .get("name")
                 .or_else(|| params.get("uri"))
+                .or_else(|| params.get("taskId"))
                 .and_then(Value::as_str)
             {
                 headers.push(("Mcp-Name", name.to_string()));

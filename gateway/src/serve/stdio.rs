@@ -294,10 +294,8 @@ fn mirror_sessionless_headers(body: &[u8], headers: &mut http::HeaderMap) {
     }
     if let Some(method) = &message.method {
         insert(headers, "mcp-method", method);
-        let field = match method.as_str() {
-            "tools/call" | "prompts/get" => "name",
-            "resources/read" => "uri",
-            _ => return,
+        let Some(field) = super::mcp_http::name_field(method) else {
+            return;
         };
         if let Some(name) = params[field].as_str() {
             insert(headers, "mcp-name", name);

@@ -33,11 +33,15 @@ use crate::telemetry::CallTrace;
 
 #[derive(Deserialize)]
 pub(super) struct CallParams {
-    name: String,
+    pub name: String,
     #[serde(default)]
-    arguments: Option<Map<String, Value>>,
+    pub arguments: Option<Map<String, Value>>,
     #[serde(default, rename = "_meta")]
-    meta: Option<CallMeta>,
+    pub meta: Option<CallMeta>,
+    /// 2025-11-25: run the call as a task (`{ttl?}`; see [`super::tasks`]).
+    /// 2026-07-28 ignores it, as that version asks.
+    #[serde(default)]
+    pub task: Option<Value>,
     /// 2026-07-28 retry of a call that answered `input_required`: the client's
     /// answers, keyed as the gateway asked, and the state it echoes.
     #[serde(default, rename = "inputResponses")]

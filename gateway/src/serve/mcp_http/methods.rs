@@ -30,7 +30,11 @@ pub(super) fn initialize_result(gateway: &Gateway, params: &InitializeParams) ->
         .as_deref()
         .filter(|v| LEGACY_VERSIONS.contains(v))
         .unwrap_or(NEWEST_LEGACY_VERSION);
-    let capabilities = crate::serve::features::capabilities(gateway);
+    let mut capabilities = crate::serve::features::capabilities(gateway);
+    // Core tasks exist in this version only (2026-07-28 has them as an extension).
+    if version == super::tasks::LEGACY_TASKS_VERSION {
+        capabilities["tasks"] = super::tasks::legacy_capability();
+    }
     json!({
         "protocolVersion": version,
         "capabilities": capabilities,
@@ -91,10 +95,12 @@ pub(super) fn list_tools(
 pub(super) fn discover_result(gateway: &Gateway) -> String {
     let mut versions: Vec<&str> = LEGACY_VERSIONS.to_vec();
     versions.extend(super::sessionless::SESSIONLESS_VERSIONS);
+    let mut capabilities = crate::serve::features::capabilities(gateway);
+    capabilities["extensions"] = json!({super::tasks::EXTENSION: {}});
     json!({
         "resultType": "complete",
         "supportedVersions": versions,
-        "capabilities": crate::serve::features::capabilities(gateway),
+        "capabilities": capabilities,
         "instructions": INSTRUCTIONS,
         "ttlMs": 0,
         "cacheScope": "private",

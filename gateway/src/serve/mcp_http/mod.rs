@@ -9,6 +9,10 @@
 //! anything whose protocol signals do not check out) still go to rmcp's transport,
 //! which `router` mounts behind this one; see `route`.
 //!
+//! Background calls (MCP Tasks) in both generations — `tools/call` with `task` and
+//! `tasks/*` on a session, the tasks extension sessionless — are answered by
+//! [`tasks`] from the gateway's task runner.
+//!
 //! What a session's POST may carry: a request (answered as JSON, or as an SSE stream
 //! when the call sends something before its result: see [`call`]), a notification
 //! (`202`; `notifications/cancelled` stops a call), or the client's answer to a request
@@ -19,6 +23,8 @@ mod call;
 mod live;
 mod methods;
 mod sessionless;
+mod tasks;
+pub(crate) use sessionless::name_field;
 pub(crate) mod wire;
 
 use std::sync::Arc;
@@ -219,8 +225,32 @@ impl McpSessions {
                     Ok(params) => params,
                     Err(error) => return call_params_refused(id, &error),
                 };
+                if params.request_state().is_none() {
+                    let declared = tasks::declares_extension(params.meta.as_ref());
+                    match tasks::extension_mode(&self.gateway, &caller, id, &params.name, declared)
+                    {
+                        tasks::CallMode::Plain => {}
+                        tasks::CallMode::Refused(refused) => return refused,
+                        tasks::CallMode::Task => {
+                            let arguments = params.arguments.unwrap_or_default();
+                            return tasks::extension_call(
+                                &self.gateway,
+                                &caller,
+                                id,
+                                params.name,
+                                arguments,
+                                Arc::new(headers),
+                            )
+                            .await;
+                        }
+                    }
+                }
                 return self
                     .sessionless_call(id.to_owned(), params, log_level, caller.tenant, headers)
+                    .await;
+            }
+            task_method if tasks::is_task_method(task_method) => {
+                return tasks::extension_method(&self.gateway, &caller, id, task_method, envelope)
                     .await;
             }
             "tools/list" => wire::result_message(
@@ -302,6 +332,20 @@ impl McpSessions {
                     Ok(params) => params,
                     Err(error) => return call_params_refused(id, &error),
                 };
+                if params.task.is_some() {
+                    let arguments = params.arguments.unwrap_or_default();
+                    let message = tasks::legacy_call(
+                        gateway,
+                        &self.live,
+                        &caller,
+                        id,
+                        params.name,
+                        arguments,
+                        Arc::new(headers),
+                    )
+                    .await;
+                    return wire::json_response(message);
+                }
                 return call::answer(call::CallRequest {
                     gateway: gateway.clone(),
                     live: self.live.clone(),
@@ -317,6 +361,9 @@ impl McpSessions {
                 id,
                 &methods::list_tools(&self.gateway, &self.protocol_tools, &caller, ""),
             ),
+            task_method if tasks::is_task_method(task_method) => {
+                tasks::legacy_method(gateway, &caller, id, task_method, envelope).await
+            }
             "ping" => wire::result_message(id, "{}"),
             "initialize" => wire::error_message(
                 id,

@@ -8,7 +8,8 @@
 //!    `io.modelcontextprotocol/clientCapabilities` (an object) — else `-32602`;
 //! 2. the `MCP-Protocol-Version` header equals that version, `Mcp-Method` the body's
 //!    method and, for `tools/call`, `prompts/get` and `resources/read`, `Mcp-Name`
-//!    the body's name or URI, each header present once — else `-32020`;
+//!    the body's name or URI (for `tasks/get|update|cancel` its `taskId`), each header
+//!    present once — else `-32020`;
 //! 3. the version is one this server speaks sessionless — else `-32022` with
 //!    `data: {supported, requested}`.
 //!
@@ -104,6 +105,8 @@ pub(super) fn check(
         name: Option<Value>,
         #[serde(default)]
         uri: Option<Value>,
+        #[serde(default, rename = "taskId")]
+        task_id: Option<Value>,
         #[serde(default, rename = "_meta")]
         meta: Option<CallMeta>,
     }
@@ -146,11 +149,14 @@ pub(super) fn check(
             "the Mcp-Method header must be sent once and equal the body's method".into(),
         ));
     }
-    let named = match method {
-        "tools/call" | "prompts/get" => Some(("name", params.name.as_ref())),
-        "resources/read" => Some(("uri", params.uri.as_ref())),
-        _ => None,
-    };
+    let named = name_field(method).map(|field| {
+        let value = match field {
+            "name" => params.name.as_ref(),
+            "uri" => params.uri.as_ref(),
+            _ => params.task_id.as_ref(),
+        };
+        (field, value)
+    });
     if let Some((field, Some(value))) = named
         && single(headers, NAME_HEADER) != value.as_str()
     {
@@ -183,6 +189,18 @@ pub(super) fn check(
                  notice, warning, error, critical, alert, emergency)"
             ))
         }),
+    }
+}
+
+/// The params field `Mcp-Name` mirrors for `method`, if any: a tool's or prompt's
+/// name, a resource's URI, or (the tasks extension, so that a balancer can route to
+/// the replica that holds the task) a task's id.
+pub(crate) fn name_field(method: &str) -> Option<&'static str> {
+    match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" => Some("uri"),
+        "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
+        _ => None,
     }
 }
 

@@ -1,0 +1,194 @@
+//! 2025-11-25 core tasks, on sessions.
+
+use super::*;
+
+/// A session's `tools/call` with `params.task`: the `CreateTaskResult`, `{task}`.
+/// The requested `ttl` is not honoured: the answer says the one `tasks.ttl` gives.
+pub(crate) async fn legacy_call(
+    gateway: &Arc<Gateway>,
+    live: &Arc<Live>,
+    caller: &Caller,
+    id: &str,
+    name: String,
+    arguments: JsonObject,
+    headers: Arc<http::HeaderMap>,
+) -> Vec<u8> {
+    match start(gateway, caller, name, arguments, headers).await {
+        Ok(record) => {
+            let task = legacy_task(&gateway.tasks, &record);
+            if let Some(session) = caller.session_id() {
+                announce_status(gateway, live, session, &record);
+            }
+            wire::result_message(id, &json!({"task": task}).to_string())
+        }
+        Err(refusal) => start_refused(id, refusal, false),
+    }
+}
+
+/// Least time between two status notifications of one task: a tool that floods
+/// progress must not flood (and so lose) the session's stream; later changes are
+/// coalesced into the next one.
+const STATUS_EVERY: Duration = Duration::from_millis(250);
+
+/// Sends `notifications/tasks/status` on the session's GET stream for each change of
+/// the task's status or status message this replica sees, until it ends (or a
+/// task's `call_timeout` and a lease later). Best effort, as the spec has it: a
+/// client must not rely on them, and polls.
+fn announce_status(gateway: &Arc<Gateway>, live: &Arc<Live>, session: &str, record: &TaskRecord) {
+    let tasks = gateway.tasks.clone();
+    let live = Arc::downgrade(live);
+    let session = session.to_owned();
+    let owner = record.owner.clone();
+    let id = record.id.to_string();
+    let mut last = (record.state, status_message(record));
+    let until = tokio::time::Instant::now() + tasks.config().call_timeout + tasks.config().lease;
+    tokio::spawn(async move {
+        // Bounded: by time, and each round but the last waits for a change.
+        loop {
+            let left = until.saturating_duration_since(tokio::time::Instant::now());
+            let seen = tasks
+                .wait_until(&owner, &id, left, |r| (r.state, status_message(r)) != last)
+                .await;
+            let Ok(Some(record)) = seen else { return };
+            let now = (record.state, status_message(&record));
+            if now == last {
+                return; // out of time, or ended as last announced
+            }
+            last = now;
+            let Some(live) = live.upgrade() else { return };
+            let task = Value::Object(legacy_task(&tasks, &record));
+            live.send_to_session(
+                &session,
+                &wire::notification("notifications/tasks/status", &task),
+            );
+            if record.state.is_terminal() {
+                return;
+            }
+            drop(live);
+            tokio::time::sleep(STATUS_EVERY).await;
+        }
+    });
+}
+
+/// A session's `tasks/*` request.
+pub(crate) async fn legacy_method(
+    gateway: &Arc<Gateway>,
+    caller: &Caller,
+    id: &str,
+    method: &str,
+    envelope: &Envelope<'_>,
+) -> Vec<u8> {
+    let tasks = &gateway.tasks;
+    let owner = Tasks::owner_of(caller);
+    if method == "tasks/list" {
+        #[derive(Deserialize)]
+        struct ListParams {
+            #[serde(default)]
+            cursor: Option<String>,
+        }
+        let cursor = match envelope.params::<ListParams>() {
+            Ok(params) => params.cursor,
+            Err(error) => return wire::error_message(id, wire::INVALID_PARAMS, &error, None),
+        };
+        return match tasks.list(&owner, cursor.as_deref(), LIST_PAGE).await {
+            Ok(page) => {
+                let listed: Vec<Value> = page
+                    .tasks
+                    .iter()
+                    .map(|record| Value::Object(legacy_task(tasks, record)))
+                    .collect();
+                let mut result = json!({"tasks": listed});
+                if let Some(next) = page.next_cursor {
+                    result["nextCursor"] = json!(next);
+                }
+                wire::result_message(id, &result.to_string())
+            }
+            Err(error) => task_error(id, &error),
+        };
+    }
+    let task = match task_id(envelope, id, method) {
+        Ok(task) => task,
+        Err(refused) => return refused,
+    };
+    match method {
+        "tasks/get" => match tasks.get(&owner, &task).await {
+            Ok(Some(record)) => wire::result_message(
+                id,
+                &to_text(with_progress(legacy_task(tasks, &record), &record)),
+            ),
+            Ok(None) => not_found(id),
+            Err(error) => task_error(id, &error),
+        },
+        "tasks/cancel" => match tasks.cancel(gateway, &owner, &task).await {
+            Ok(record) => wire::result_message(id, &to_text(legacy_task(tasks, &record))),
+            Err(error) => task_error(id, &error),
+        },
+        "tasks/result" => legacy_result(tasks, &owner, id, &task).await,
+        other => wire::error_message(
+            id,
+            wire::METHOD_NOT_FOUND,
+            &format!(
+                "method not found: {other} (protocol {LEGACY_TASKS_VERSION} has tasks/get, \
+                 tasks/result, tasks/list and tasks/cancel)"
+            ),
+            None,
+        ),
+    }
+}
+
+/// `tasks/result`: waits until the task ends (at most a task's `call_timeout`), then
+/// answers what the plain call would have: its result tied to the task, or an error.
+async fn legacy_result(
+    tasks: &Tasks,
+    owner: &crate::tasks::Owner,
+    id: &str,
+    task: &str,
+) -> Vec<u8> {
+    let max = tasks.config().call_timeout;
+    let record = match tasks
+        .wait_until(owner, task, max, |record| record.state.is_terminal())
+        .await
+    {
+        Ok(Some(record)) => record,
+        Ok(None) => return not_found(id),
+        Err(error) => return task_error(id, &error),
+    };
+    match (record.state, record.result.clone()) {
+        (TaskState::Completed | TaskState::Failed, Some(mut result)) => {
+            if let Some(object) = result.as_object_mut()
+                && let Value::Object(meta) = object
+                    .entry("_meta")
+                    .or_insert_with(|| Value::Object(Map::new()))
+            {
+                meta.insert(RELATED_TASK.into(), json!({"taskId": record.id.as_str()}));
+            }
+            wire::result_message(id, &result.to_string())
+        }
+        (TaskState::Cancelled, _) => wire::error_message(
+            id,
+            INTERNAL_ERROR,
+            "the task was cancelled: it has no result",
+            Some(related(&record)),
+        ),
+        (TaskState::Failed, None) => wire::error_message(
+            id,
+            INTERNAL_ERROR,
+            record.error.as_deref().unwrap_or("the task failed"),
+            Some(related(&record)),
+        ),
+        (_, _) => wire::error_message(
+            id,
+            INTERNAL_ERROR,
+            &format!(
+                "the task is still {} after {}: call tasks/result again",
+                record.state,
+                humantime::format_duration(max)
+            ),
+            Some(related(&record)),
+        ),
+    }
+}
+
+fn related(record: &TaskRecord) -> Value {
+    json!({"_meta": {RELATED_TASK: {"taskId": record.id.as_str()}}})
+}
