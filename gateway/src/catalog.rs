@@ -22,7 +22,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use toolgate_adapters::{JsonObject, ToolDef};
 
-use crate::config::Namespace;
+use crate::config::{Namespace, TaskSupport, ToolSettings};
 
 /// Longest name on any surface.
 pub const MAX_NAME_LEN: usize = 64;
@@ -54,6 +54,41 @@ pub struct Source<'a> {
     pub upstream: &'a str,
     pub namespace: Namespace,
     pub tools: &'a [ToolDef],
+    /// How its tools may run as tasks (`None` for items that are not tools).
+    pub task_modes: Option<&'a TaskModes>,
+}
+
+/// How one upstream's tools may run as background tasks, as each tool's definition
+/// then says (`execution.taskSupport`, what every surface reads): the config's word
+/// for the tool, else for the upstream, else its kind's default (`optional` for
+/// OpenAPI), else what the tool itself says.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TaskModes {
+    upstream: Option<TaskSupport>,
+    tools: BTreeMap<String, TaskSupport>,
+}
+
+impl TaskModes {
+    pub fn from_settings(
+        kind: &str,
+        background: Option<TaskSupport>,
+        tools: &BTreeMap<String, ToolSettings>,
+    ) -> TaskModes {
+        let kind_default = (kind == "openapi").then_some(TaskSupport::Optional);
+        TaskModes {
+            upstream: background.or(kind_default),
+            tools: tools
+                .iter()
+                .filter_map(|(name, tool)| Some((name.clone(), tool.background?)))
+                .collect(),
+        }
+    }
+
+    /// The mode the gateway sets for the upstream's tool `original`; `None`: the
+    /// tool's own stands.
+    fn for_tool(&self, original: &str) -> Option<TaskSupport> {
+        self.tools.get(original).copied().or(self.upstream)
+    }
 }
 
 /// A name clash found while building.
@@ -90,6 +125,7 @@ impl Catalog {
     pub fn build_named(sources: &[Source<'_>], origin_key: &str) -> (Catalog, Vec<Collision>) {
         struct Candidate<'a> {
             upstream: &'a str,
+            task_modes: Option<&'a TaskModes>,
             tool: &'a ToolDef,
             name: String,
             altered: bool,
@@ -106,6 +142,7 @@ impl Catalog {
                 let (name, altered) = legal_name(&wanted, source.upstream, &tool.name);
                 by_name.entry(name.clone()).or_default().push(Candidate {
                     upstream: source.upstream,
+                    task_modes: source.task_modes,
                     tool,
                     name,
                     altered,
@@ -156,8 +193,14 @@ impl Catalog {
 
         let mut catalog = Catalog::default();
         for (name, candidate) in final_names {
-            let definition =
+            let mut definition =
                 exposed_definition(&name, candidate.upstream, candidate.tool, origin_key);
+            if let Some(mode) = candidate
+                .task_modes
+                .and_then(|modes| modes.for_tool(&candidate.tool.name))
+            {
+                set_task_support(&mut definition, mode);
+            }
             let entry = Entry {
                 definition_json: serde_json::to_string(&definition)
                     .unwrap_or_else(|_| "{}".to_owned())
@@ -277,6 +320,19 @@ fn exposed_definition(name: &str, upstream: &str, tool: &ToolDef, origin_key: &s
     definition
 }
 
+/// Sets `execution.taskSupport`, keeping whatever else `execution` holds.
+fn set_task_support(definition: &mut JsonObject, mode: TaskSupport) {
+    let execution = definition
+        .entry("execution")
+        .or_insert_with(|| Value::Object(JsonObject::new()));
+    if !execution.is_object() {
+        *execution = Value::Object(JsonObject::new());
+    }
+    if let Value::Object(execution) = execution {
+        execution.insert("taskSupport".into(), Value::String(mode.as_str().into()));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -300,12 +356,73 @@ mod tests {
     }
 
     #[test]
+    fn task_modes_come_from_the_tool_then_the_upstream_then_the_kind() {
+        let own = |support: Option<&str>, name: &str| {
+            let mut raw = json!({"name": name, "inputSchema": {"type": "object"}});
+            if let Some(support) = support {
+                raw["execution"] = json!({"taskSupport": support, "x-kept": 1});
+            }
+            ToolDef::from_raw(raw.as_object().unwrap().clone()).unwrap()
+        };
+        let tools = [
+            own(None, "plain"),
+            own(Some("required"), "slow"),
+            own(Some("optional"), "either"),
+        ];
+        let mode_of = |modes: Option<&TaskModes>| {
+            let (catalog, _) = Catalog::build(&[Source {
+                upstream: "up",
+                namespace: Namespace::Prefix,
+                tools: &tools,
+                task_modes: modes,
+            }]);
+            ["plain", "slow", "either"].map(|name| {
+                let entry = catalog.get(&format!("up__{name}")).unwrap();
+                TaskSupport::of(&entry.definition).as_str()
+            })
+        };
+        // MCP upstreams without settings: each tool's own word (absent: forbidden).
+        let mcp = TaskModes::from_settings("stdio", None, &BTreeMap::new());
+        assert_eq!(mode_of(Some(&mcp)), ["forbidden", "required", "optional"]);
+        assert_eq!(mode_of(None), ["forbidden", "required", "optional"]);
+        // OpenAPI: optional unless set.
+        let openapi = TaskModes::from_settings("openapi", None, &BTreeMap::new());
+        assert_eq!(mode_of(Some(&openapi)), ["optional"; 3]);
+        // The upstream's setting, then a tool's own setting over it.
+        let per_tool = BTreeMap::from([(
+            "slow".to_owned(),
+            ToolSettings {
+                background: Some(TaskSupport::Required),
+            },
+        )]);
+        let set = TaskModes::from_settings("stdio", Some(TaskSupport::Forbidden), &per_tool);
+        assert_eq!(mode_of(Some(&set)), ["forbidden", "required", "forbidden"]);
+        // What else `execution` holds is kept.
+        let (catalog, _) = Catalog::build(&[Source {
+            upstream: "up",
+            namespace: Namespace::Prefix,
+            tools: &tools,
+            task_modes: Some(&set),
+        }]);
+        let execution = &catalog.get("up__either").unwrap().definition["execution"];
+        assert_eq!(execution, &json!({"taskSupport": "forbidden", "x-kept": 1}));
+        assert!(
+            catalog
+                .get("up__either")
+                .unwrap()
+                .definition_json
+                .contains("\"taskSupport\":\"forbidden\"")
+        );
+    }
+
+    #[test]
     fn prefixes_and_keeps_raw_fields() {
         let tools = [tool("echo"), tool("get-sum")];
         let (catalog, collisions) = Catalog::build(&[Source {
             upstream: "ev",
             namespace: Namespace::Prefix,
             tools: &tools,
+            task_modes: None,
         }]);
         assert!(collisions.is_empty());
         assert_eq!(names(&catalog), ["ev__echo", "ev__get-sum"]);
@@ -324,6 +441,7 @@ mod tests {
             upstream: "gh",
             namespace: Namespace::Prefix,
             tools: &tools,
+            task_modes: None,
         }]);
         let all = names(&catalog);
         assert!(all.contains(&"gh__a_b_c".to_owned()), "{all:?}");
@@ -335,6 +453,7 @@ mod tests {
             upstream: "gh",
             namespace: Namespace::Prefix,
             tools: &reversed,
+            task_modes: None,
         }]);
         assert!(again.get(shortened).is_some());
     }
@@ -350,16 +469,19 @@ mod tests {
                     upstream: "a",
                     namespace: Namespace::Prefix,
                     tools: &a,
+                    task_modes: None,
                 },
                 Source {
                     upstream: "a_",
                     namespace: Namespace::Prefix,
                     tools: &b,
+                    task_modes: None,
                 },
                 Source {
                     upstream: "c",
                     namespace: Namespace::Prefix,
                     tools: &c,
+                    task_modes: None,
                 },
             ];
             let picked: Vec<Source<'_>> = order
@@ -368,6 +490,7 @@ mod tests {
                     upstream: sources[i].upstream,
                     namespace: sources[i].namespace,
                     tools: sources[i].tools,
+                    task_modes: None,
                 })
                 .collect();
             Catalog::build(&picked)
@@ -391,11 +514,13 @@ mod tests {
                 upstream: "one",
                 namespace: Namespace::None,
                 tools: &a,
+                task_modes: None,
             },
             Source {
                 upstream: "two",
                 namespace: Namespace::None,
                 tools: &b,
+                task_modes: None,
             },
         ]);
         assert_eq!(collisions.len(), 1);

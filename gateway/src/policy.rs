@@ -493,6 +493,7 @@ mod tests {
                 upstream: "gh",
                 namespace: Namespace::Prefix,
                 tools: &tools,
+                task_modes: None,
             }])
             .0,
         )

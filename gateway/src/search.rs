@@ -1034,6 +1034,7 @@ mod tests {
                 upstream: u,
                 namespace: Namespace::Prefix,
                 tools,
+                task_modes: None,
             })
             .collect();
         Catalog::build(&sources).0

@@ -35,8 +35,8 @@ pub use diff::{RESTART_ONLY, RestartOnly, UpstreamChanges, changed_tenants};
 pub use rate_limit::{Rate, RateLimitConfig, RateWindow};
 pub use tasks::TasksConfig;
 pub use upstream::{
-    MAX_UPSTREAM_NAME, Namespace, ResolvedSettings, UpstreamConfig, UpstreamKind, UpstreamSettings,
-    check_upstream_name,
+    MAX_UPSTREAM_NAME, Namespace, ResolvedSettings, TaskSupport, ToolSettings, UpstreamConfig,
+    UpstreamKind, UpstreamSettings, check_upstream_name,
 };
 pub use validate::{Problem, Problems};
 
@@ -474,6 +474,8 @@ impl Config {
             max_concurrent_calls: settings.max_concurrent_calls,
             audit_arguments: settings.audit_arguments,
             result_max_tokens: settings.result_max_tokens,
+            background: settings.background,
+            tools: settings.tools.clone(),
         }
     }
 

@@ -109,21 +109,34 @@ mod tests {
 
     use crate::config::Config;
 
-    /// The README's `tasks:` example shows the defaults: it parses to exactly them.
+    /// The README's background-call examples parse: the `background` settings as they
+    /// say, and the `tasks:` block to exactly the defaults.
     #[test]
-    fn the_readme_example_shows_the_defaults() {
+    fn the_readme_examples_parse_as_they_say() {
         let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
             .expect("README.md is readable");
         let section = readme
-            .split("### The task store")
+            .split("### Background calls (tasks)")
             .nth(1)
-            .expect("the README has a task store section");
-        let block = section
+            .and_then(|rest| rest.split("\n### ").next())
+            .expect("the README has a background calls section");
+        let blocks: Vec<&str> = section
             .split("```yaml\n")
-            .nth(1)
-            .and_then(|rest| rest.split("```").next())
-            .expect("the section has a YAML example");
-        let example = Config::parse(block, &|_| None).unwrap();
+            .skip(1)
+            .filter_map(|rest| rest.split("```").next())
+            .collect();
+        assert_eq!(blocks.len(), 2, "{section}");
+        let modes = Config::parse(blocks[0], &|_| None).unwrap();
+        let reports = &modes.upstreams["reports"].settings;
+        assert_eq!(
+            reports.background,
+            Some(crate::config::TaskSupport::Optional)
+        );
+        assert_eq!(
+            reports.tools["build_annual_report"].background,
+            Some(crate::config::TaskSupport::Required)
+        );
+        let example = Config::parse(blocks[1], &|_| None).unwrap();
         assert_eq!(example.tasks, super::TasksConfig::default());
     }
 

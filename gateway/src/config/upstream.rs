@@ -6,6 +6,7 @@
 //! converts from and into it, so an upstream with no kind or two kinds is a parse error
 //! at its path (`upstreams.x`), and the JSON Schema still describes the file.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use schemars::JsonSchema;
@@ -50,6 +51,52 @@ pub enum Namespace {
     /// The upstream's own tool names, unprefixed: for a single-upstream passthrough.
     /// A name that collides with another tool is a startup error.
     None,
+}
+
+/// Whether a tool may run as a background task (MCP's `execution.taskSupport`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskSupport {
+    /// Only as a plain call.
+    Forbidden,
+    /// As a plain call or as a task, as the caller asks.
+    Optional,
+    /// Only as a task.
+    Required,
+}
+
+impl TaskSupport {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskSupport::Forbidden => "forbidden",
+            TaskSupport::Optional => "optional",
+            TaskSupport::Required => "required",
+        }
+    }
+
+    /// What a tool definition says (`execution.taskSupport`); MCP's default,
+    /// `forbidden`, when it says nothing or something unknown.
+    pub fn of(definition: &serde_json::Map<String, serde_json::Value>) -> TaskSupport {
+        match definition
+            .get("execution")
+            .and_then(|e| e.get("taskSupport"))
+            .and_then(serde_json::Value::as_str)
+        {
+            Some("optional") => TaskSupport::Optional,
+            Some("required") => TaskSupport::Required,
+            _ => TaskSupport::Forbidden,
+        }
+    }
+}
+
+/// Settings of one of an upstream's tools, by the upstream's own name for it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSettings {
+    /// Whether this tool may run as a background task (overrides the upstream's
+    /// `background`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background: Option<TaskSupport>,
 }
 
 /// One upstream: what it is and how the gateway treats it.
@@ -104,6 +151,11 @@ pub struct UpstreamSettings {
     pub max_concurrent_calls: usize,
     pub audit_arguments: bool,
     pub result_max_tokens: Option<usize>,
+    /// Whether its tools may run as background tasks; `None`: the default for its
+    /// kind (see [`crate::catalog::TaskModes`]).
+    pub background: Option<TaskSupport>,
+    /// Per-tool settings, by the upstream's own tool name.
+    pub tools: BTreeMap<String, ToolSettings>,
 }
 
 impl Default for UpstreamSettings {
@@ -115,6 +167,8 @@ impl Default for UpstreamSettings {
             max_concurrent_calls: default_max_concurrent_calls(),
             audit_arguments: false,
             result_max_tokens: None,
+            background: None,
+            tools: BTreeMap::new(),
         }
     }
 }
@@ -128,6 +182,8 @@ pub struct ResolvedSettings {
     pub max_concurrent_calls: usize,
     pub audit_arguments: bool,
     pub result_max_tokens: Option<usize>,
+    pub background: Option<TaskSupport>,
+    pub tools: BTreeMap<String, ToolSettings>,
 }
 
 impl UpstreamConfig {
@@ -219,6 +275,16 @@ struct UpstreamFile {
     /// Token budget of this upstream's results (overrides `results.max_tokens`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     result_max_tokens: Option<usize>,
+    /// Whether this upstream's tools may run as background tasks (MCP tasks, REST
+    /// `background: true`): `forbidden`, `optional` or `required`. Unset: `optional`
+    /// for OpenAPI tools, each MCP tool's own `execution.taskSupport` (absent means
+    /// `forbidden`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    background: Option<TaskSupport>,
+    /// Settings of single tools, by the upstream's own tool name (not the catalog
+    /// name): `{slow_report: {background: required}}`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    tools: BTreeMap<String, ToolSettings>,
 }
 
 impl TryFrom<UpstreamFile> for UpstreamConfig {
@@ -244,6 +310,8 @@ impl TryFrom<UpstreamFile> for UpstreamConfig {
                 max_concurrent_calls: file.max_concurrent_calls,
                 audit_arguments: file.audit_arguments,
                 result_max_tokens: file.result_max_tokens,
+                background: file.background,
+                tools: file.tools,
             },
         })
     }
@@ -258,6 +326,8 @@ impl From<UpstreamConfig> for UpstreamFile {
             max_concurrent_calls,
             audit_arguments,
             result_max_tokens,
+            background,
+            tools,
         } = upstream.settings;
         let mut file = UpstreamFile {
             openapi: None,
@@ -271,6 +341,8 @@ impl From<UpstreamConfig> for UpstreamFile {
             max_concurrent_calls,
             audit_arguments,
             result_max_tokens,
+            background,
+            tools,
         };
         match upstream.kind {
             UpstreamKind::Stdio(stdio) => file.stdio = Some(stdio),
@@ -303,6 +375,31 @@ mod tests {
         for bad in ["", "a__b", "a.b", "a b", "é", long.as_str()] {
             let message = check_upstream_name(bad).unwrap_err();
             assert!(message.contains("1–32 letters"), "{message}");
+        }
+    }
+
+    #[test]
+    fn background_is_set_per_upstream_and_per_tool() {
+        let text = "openapi: {spec_path: api.json}\nbackground: forbidden\ntools:\n  report: {background: required}\n";
+        let upstream: UpstreamConfig = serde_norway::from_str(text).unwrap();
+        assert_eq!(upstream.settings.background, Some(TaskSupport::Forbidden));
+        assert_eq!(
+            upstream.settings.tools["report"].background,
+            Some(TaskSupport::Required)
+        );
+        let back: UpstreamConfig =
+            serde_norway::from_str(&serde_norway::to_string(&upstream).unwrap()).unwrap();
+        assert_eq!(back, upstream);
+        for bad in [
+            "stdio: {command: x}\nbackground: sometimes\n",
+            "stdio: {command: x}\ntools: {t: {backgruond: optional}}\n",
+        ] {
+            let error = serde_norway::from_str::<UpstreamConfig>(bad).unwrap_err();
+            assert!(
+                error.to_string().contains("background")
+                    || error.to_string().contains("backgruond"),
+                "{error}"
+            );
         }
     }
 

@@ -38,6 +38,8 @@ impl Mounted {
         ));
         mounted.audit_arguments = settings.audit_arguments;
         mounted.result_max_tokens = settings.result_max_tokens;
+        mounted.task_modes =
+            crate::catalog::TaskModes::from_settings(kind, settings.background, &settings.tools);
         mounted
     }
 }

@@ -17,14 +17,15 @@ impl Gateway {
         let upstreams = self.upstreams();
         let tool_lists: Vec<_> = upstreams
             .iter()
-            .map(|(name, mounted)| (name, mounted.namespace, mounted.upstream.tools()))
+            .map(|(name, mounted)| (name, mounted, mounted.upstream.tools()))
             .collect();
         let sources: Vec<Source<'_>> = tool_lists
             .iter()
-            .map(|(name, namespace, tools)| Source {
+            .map(|(name, mounted, tools)| Source {
                 upstream: name.as_str(),
-                namespace: *namespace,
+                namespace: mounted.namespace,
                 tools: tools.as_slice(),
+                task_modes: Some(&mounted.task_modes),
             })
             .collect();
         let (catalog, collisions) = Catalog::build(&sources);

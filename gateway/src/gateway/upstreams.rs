@@ -33,6 +33,8 @@ pub struct Mounted {
     pub(super) audit_arguments: bool,
     /// Token budget of results, when the upstream overrides the global one.
     pub(super) result_max_tokens: Option<usize>,
+    /// How its tools may run as background tasks.
+    pub(super) task_modes: crate::catalog::TaskModes,
     /// Stops this upstream's health and catalog tasks when it is unmounted.
     pub(super) stop: CancellationToken,
 }
@@ -56,6 +58,7 @@ impl Mounted {
             concurrency: Arc::new(tokio::sync::Semaphore::new(64)),
             audit_arguments: false,
             result_max_tokens: None,
+            task_modes: crate::catalog::TaskModes::from_settings(kind, None, &Default::default()),
             stop: CancellationToken::new(),
         }
     }

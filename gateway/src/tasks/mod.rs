@@ -24,6 +24,7 @@ pub mod memory;
 pub mod redis;
 mod runner;
 
+pub use crate::config::TaskSupport;
 pub use runner::{POLL_INTERVAL, StartRefused, TaskCall, Tasks};
 #[cfg(test)]
 pub(crate) mod suite;
@@ -444,42 +445,6 @@ pub(crate) fn parse_cursor(cursor: &str) -> Result<String, TaskError> {
 /// A page size within 1 to [`MAX_PAGE`].
 pub(crate) fn page_size(limit: usize) -> usize {
     limit.clamp(1, MAX_PAGE)
-}
-
-/// Whether a tool may run as a task (MCP's `execution.taskSupport`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum TaskSupport {
-    /// Only as a plain call.
-    Forbidden,
-    /// As a plain call or as a task, as the caller asks.
-    Optional,
-    /// Only as a task.
-    Required,
-}
-
-impl TaskSupport {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TaskSupport::Forbidden => "forbidden",
-            TaskSupport::Optional => "optional",
-            TaskSupport::Required => "required",
-        }
-    }
-
-    /// What a tool definition says (`execution.taskSupport`); MCP's default,
-    /// `forbidden`, when it says nothing or something unknown.
-    pub fn of(definition: &serde_json::Map<String, serde_json::Value>) -> TaskSupport {
-        match definition
-            .get("execution")
-            .and_then(|e| e.get("taskSupport"))
-            .and_then(serde_json::Value::as_str)
-        {
-            Some("optional") => TaskSupport::Optional,
-            Some("required") => TaskSupport::Required,
-            _ => TaskSupport::Forbidden,
-        }
-    }
 }
 
 /// The message a cancelled task carries.

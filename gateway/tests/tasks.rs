@@ -1,0 +1,388 @@
+//! Background calls in process: a real OpenAPI API served on 127.0.0.1, imported by the
+//! gateway, its operations run as tasks through `Tasks` — the machinery every surface
+//! (MCP tasks, REST jobs) uses. The surfaces' own tests cover their wire shapes.
+//!
+//! `TOOLGATE_LONG_TASK_SECONDS` sets how long the "longer than call_timeout" call runs
+//! (default 6; the figure in the issue is 300, run with that by hand).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::Query;
+use axum::routing::get;
+use serde_json::{Value, json};
+use toolgate::access::{self, Caller};
+use toolgate::app::App;
+use toolgate::config::Config;
+use toolgate::tasks::{StartRefused, TaskCall, TaskRecord, TaskState, Tasks};
+use toolgate_adapters::{CallContext, ToolError};
+
+/// An API with slow and large answers; counts handlers dropped before they finished
+/// (a cancelled call's request).
+struct SlowApi {
+    base: String,
+    abandoned: Arc<AtomicUsize>,
+}
+
+/// Counts a handler dropped before it finished.
+struct Unfinished(Arc<AtomicUsize>, bool);
+
+impl Drop for Unfinished {
+    fn drop(&mut self) {
+        if !self.1 {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct Sleep {
+    ms: u64,
+}
+
+impl SlowApi {
+    async fn start() -> SlowApi {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind 127.0.0.1");
+        let base = format!("http://{}", listener.local_addr().expect("address"));
+        let abandoned = Arc::new(AtomicUsize::new(0));
+        let spec = spec(&base);
+        let counter = abandoned.clone();
+        let sleep = move |Query(sleep): Query<Sleep>| {
+            let counter = counter.clone();
+            async move {
+                let mut guard = Unfinished(counter, false);
+                tokio::time::sleep(Duration::from_millis(sleep.ms.min(600_000))).await;
+                guard.1 = true;
+                axum::Json(json!({"slept_ms": sleep.ms}))
+            }
+        };
+        let app = Router::new()
+            .route(
+                "/openapi.json",
+                get(move || async move { axum::Json(spec) }),
+            )
+            .route("/sleep", get(sleep.clone()))
+            .route("/sleep-only-task", get(sleep))
+            .route("/ping", get(|| async { axum::Json(json!({"pong": true})) }))
+            .route(
+                "/big",
+                get(|| async { axum::Json(json!({"data": "x".repeat(20_000)})) }),
+            );
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        SlowApi { base, abandoned }
+    }
+}
+
+fn spec(base: &str) -> Value {
+    let sleep = |id: &str| {
+        json!({"get": {"operationId": id, "parameters": [
+            {"name": "ms", "in": "query", "required": true, "schema": {"type": "integer"}}
+        ], "responses": {"200": {"description": "ok"}}}})
+    };
+    json!({
+        "openapi": "3.0.3",
+        "info": {"title": "slow", "version": "1"},
+        "servers": [{"url": base}],
+        "paths": {
+            "/sleep": sleep("sleep"),
+            "/sleep-only-task": sleep("sleep_only_task"),
+            "/ping": {"get": {"operationId": "ping", "responses": {"200": {"description": "ok"}}}},
+            "/big": {"get": {"operationId": "big", "responses": {"200": {"description": "ok"}}}},
+        }
+    })
+}
+
+async fn start(api: &SlowApi, extra: &str) -> App {
+    let yaml = format!(
+        "call_timeout: 2s\n\
+         tasks: {{call_timeout: 10m, lease: 3s, max_result_bytes: 4000}}\n\
+         results: {{max_tokens: 100000}}\n\
+         {extra}\
+         upstreams:\n  slow:\n    openapi:\n      spec_url: '{}/openapi.json'\n      allow_private_networks: true\n    tools:\n      sleep_only_task: {{background: required}}\n      ping: {{background: forbidden}}\n",
+        api.base
+    );
+    let mut config = Config::parse(&yaml, &|_| None).expect("the test config parses");
+    config.data_dir = std::env::temp_dir().join(format!(
+        "toolgate-tasks-test-{}-{}",
+        std::process::id(),
+        toolgate::session::new_session_id()
+    ));
+    let app = App::start(config).await.expect("toolgate starts");
+    app.finish_startup().await.expect("the API is imported");
+    app
+}
+
+fn caller(app: &App, tenant: &str) -> Caller {
+    Caller {
+        tenant: app
+            .gateway
+            .policy()
+            .tenant(tenant)
+            .expect("a configured tenant"),
+        session: None,
+    }
+}
+
+fn call(caller: &Caller, tool: &str, arguments: Value) -> TaskCall {
+    let Value::Object(arguments) = arguments else {
+        panic!("arguments are an object")
+    };
+    TaskCall {
+        caller: caller.clone(),
+        tool: tool.to_owned(),
+        arguments,
+        request_headers: Arc::default(),
+    }
+}
+
+/// Waits (bounded by `max`) until the task is over.
+async fn finished(app: &App, caller: &Caller, task: &TaskRecord, max: Duration) -> TaskRecord {
+    let owner = Tasks::owner_of(caller);
+    let done = app
+        .gateway
+        .tasks
+        .wait_until(&owner, task.id.as_str(), max, |t| t.state.is_terminal())
+        .await
+        .expect("the store answers")
+        .expect("the task exists");
+    assert!(
+        done.state.is_terminal(),
+        "the task is still {} after {max:?}",
+        done.state
+    );
+    done
+}
+
+fn text_of(result: &Value) -> String {
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_call_longer_than_call_timeout_times_out_plainly_and_completes_as_a_task() {
+    let seconds: u64 = std::env::var("TOOLGATE_LONG_TASK_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(6);
+    let api = SlowApi::start().await;
+    let app = start(&api, "").await;
+    let caller = caller(&app, "default");
+    let arguments = json!({"ms": seconds * 1000});
+
+    let started = Instant::now();
+    let ctx = CallContext::new(Duration::from_secs(2), "plain");
+    let Value::Object(plain_args) = arguments.clone() else {
+        unreachable!()
+    };
+    let plain = access::call(&app.gateway, &caller, "slow__sleep", plain_args, ctx).await;
+    assert!(
+        matches!(plain, Err(ToolError::Timeout(ref m)) if m.contains("2s")),
+        "{plain:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(seconds));
+
+    let task = app
+        .gateway
+        .tasks
+        .start(&app.gateway, call(&caller, "slow__sleep", arguments))
+        .await
+        .expect("the task starts");
+    assert_eq!(task.state, TaskState::Working);
+    let done = finished(&app, &caller, &task, Duration::from_secs(seconds + 30)).await;
+    assert_eq!(done.state, TaskState::Completed, "{done:?}");
+    let result = done.result.expect("a completed task has its result");
+    assert!(
+        text_of(&result).contains(&format!("\"slept_ms\":{}", seconds * 1000)),
+        "{result}"
+    );
+    assert!(done.lease.is_none(), "a finished task holds no lease");
+}
+
+#[tokio::test]
+async fn cancelling_a_task_stops_its_upstream_call() {
+    let api = SlowApi::start().await;
+    let app = start(&api, "").await;
+    let caller = caller(&app, "default");
+    let task = app
+        .gateway
+        .tasks
+        .start(
+            &app.gateway,
+            call(&caller, "slow__sleep", json!({"ms": 60_000})),
+        )
+        .await
+        .expect("the task starts");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let owner = Tasks::owner_of(&caller);
+    let cancelled = app
+        .gateway
+        .tasks
+        .cancel(&app.gateway, &owner, task.id.as_str())
+        .await
+        .expect("a running task can be cancelled");
+    assert_eq!(cancelled.state, TaskState::Cancelled);
+    let until = Instant::now() + Duration::from_secs(10);
+    while api.abandoned.load(Ordering::SeqCst) == 0 {
+        assert!(
+            Instant::now() < until,
+            "the upstream request was not dropped"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The ending stands, whatever the stopped call reports afterwards.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let read = app
+        .gateway
+        .tasks
+        .get(&owner, task.id.as_str())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(read.state, TaskState::Cancelled);
+    let again = app
+        .gateway
+        .tasks
+        .cancel(&app.gateway, &owner, task.id.as_str())
+        .await;
+    assert!(again.is_err(), "a finished task cannot be cancelled again");
+}
+
+#[tokio::test]
+async fn execution_modes_and_refusals_are_checked_before_a_task_exists() {
+    let api = SlowApi::start().await;
+    let key = |n: u8| format!("sha256:{}", format!("{n:02x}").repeat(32));
+    let tenants = format!(
+        "tenants:\n  acme: {{api_keys: ['{}'], allow: ['slow__*', '!slow__big']}}\n  other: {{api_keys: ['{}'], allow: ['slow__*']}}\n",
+        key(1),
+        key(2)
+    );
+    let tenants = tenants.as_str();
+    let app = start(&api, tenants).await;
+    let acme = caller(&app, "acme");
+    let tasks = &app.gateway.tasks;
+    let refused = |r: Result<TaskRecord, StartRefused>| match r {
+        Err(StartRefused::Tool(error)) => error,
+        other => panic!("expected a refusal, got {other:?}"),
+    };
+    // A tool the tenant may not see, and one that does not exist: the same answer.
+    let hidden = refused(
+        tasks
+            .start(&app.gateway, call(&acme, "slow__big", json!({})))
+            .await,
+    );
+    let missing = refused(
+        tasks
+            .start(&app.gateway, call(&acme, "slow__nope", json!({})))
+            .await,
+    );
+    assert!(matches!(hidden, ToolError::NotFound(_)), "{hidden:?}");
+    assert_eq!(
+        hidden.to_string().replace("slow__big", "X"),
+        missing.to_string().replace("slow__nope", "X")
+    );
+    // `background: forbidden` refuses a task; `required` refuses a plain call.
+    let forbidden = refused(
+        tasks
+            .start(&app.gateway, call(&acme, "slow__ping", json!({})))
+            .await,
+    );
+    assert_eq!(forbidden.code(), "execution_mode", "{forbidden}");
+    let ctx = CallContext::new(Duration::from_secs(5), "plain");
+    let Value::Object(args) = json!({"ms": 1}) else {
+        unreachable!()
+    };
+    let plain = access::call(&app.gateway, &acme, "slow__sleep_only_task", args, ctx).await;
+    assert!(
+        matches!(&plain, Err(e) if e.code() == "execution_mode" && e.to_string().contains("background")),
+        "{plain:?}"
+    );
+    // Nothing was created by the refusals.
+    let owner = Tasks::owner_of(&acme);
+    assert!(
+        tasks
+            .list(&owner, None, 100)
+            .await
+            .unwrap()
+            .tasks
+            .is_empty()
+    );
+    // The task-only tool runs as a task; another tenant cannot see it.
+    let task = tasks
+        .start(
+            &app.gateway,
+            call(&acme, "slow__sleep_only_task", json!({"ms": 10})),
+        )
+        .await
+        .expect("a required tool runs as a task");
+    let done = finished(&app, &acme, &task, Duration::from_secs(20)).await;
+    assert_eq!(done.state, TaskState::Completed, "{done:?}");
+    let other = Tasks::owner_of(&caller(&app, "other"));
+    assert!(tasks.get(&other, task.id.as_str()).await.unwrap().is_none());
+    assert!(
+        tasks
+            .cancel(&app.gateway, &other, task.id.as_str())
+            .await
+            .is_err()
+    );
+    assert!(
+        tasks
+            .list(&other, None, 100)
+            .await
+            .unwrap()
+            .tasks
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn failures_end_the_task_with_a_reason() {
+    let api = SlowApi::start().await;
+    let app = start(&api, "").await;
+    let caller = caller(&app, "default");
+    let tasks = &app.gateway.tasks;
+    // Arguments the schema refuses: failed, with the validation message.
+    let task = tasks
+        .start(
+            &app.gateway,
+            call(&caller, "slow__sleep", json!({"ms": "x"})),
+        )
+        .await
+        .expect("validation happens in the call");
+    let done = finished(&app, &caller, &task, Duration::from_secs(20)).await;
+    assert_eq!(done.state, TaskState::Failed);
+    let reason = done.error.clone().unwrap_or_default();
+    assert!(reason.contains("ms"), "{reason}");
+    assert_eq!(done.result.as_ref().unwrap()["isError"], true);
+    // A result over `tasks.max_result_bytes`: failed, saying which limit.
+    let task = tasks
+        .start(&app.gateway, call(&caller, "slow__big", json!({})))
+        .await
+        .unwrap();
+    let done = finished(&app, &caller, &task, Duration::from_secs(20)).await;
+    assert_eq!(done.state, TaskState::Failed);
+    let reason = done.error.unwrap_or_default();
+    assert!(reason.contains("max_result_bytes"), "{reason}");
+    assert!(done.result.is_none());
+}
+
+#[tokio::test]
+async fn openapi_tools_list_their_task_support() {
+    let api = SlowApi::start().await;
+    let app = start(&api, "").await;
+    let catalog = app.gateway.catalog();
+    let support = |name: &str| {
+        let entry = catalog.get(name).expect("in the catalog");
+        entry.definition["execution"]["taskSupport"].clone()
+    };
+    assert_eq!(support("slow__sleep"), "optional");
+    assert_eq!(support("slow__sleep_only_task"), "required");
+    assert_eq!(support("slow__ping"), "forbidden");
+}
