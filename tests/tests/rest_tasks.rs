@@ -325,7 +325,8 @@ async fn a_background_call_is_polled_to_the_plain_calls_result() {
     let messages = answer["messages"].as_array().expect("messages");
     assert_eq!(messages.len(), 2);
     for message in messages {
-        let keys: Vec<&String> = message.as_object().unwrap().keys().collect();
+        let mut keys: Vec<&String> = message.as_object().unwrap().keys().collect();
+        keys.sort_unstable();
         assert_eq!(keys, ["content", "role", "tool_call_id"], "{message}");
     }
     let told: Value = serde_json::from_str(messages[0]["content"].as_str().unwrap())
