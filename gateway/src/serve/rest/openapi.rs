@@ -397,6 +397,12 @@ fn build() -> Value {
                     r.extend(ok("202", "Started in the background (background: true)", &task_started));
                     r["202"]["headers"] = json!({"Location": {"description": "The task's status_url",
                         "schema": {"type": "string"}}});
+                    let task = json!({"id": "$response.body#/task_id"});
+                    r["202"]["links"] = json!({
+                        "GetTask": {"operationId": "getTask", "parameters": task},
+                        "TaskEvents": {"operationId": "taskEvents", "parameters": task},
+                        "CancelTask": {"operationId": "cancelTask", "parameters": task},
+                    });
                     r
                 }, call_errors.clone()),
             }},
@@ -430,7 +436,8 @@ fn build() -> Value {
                 "parameters": [task_id, task_session,
                     {"name": "Last-Event-ID", "in": "header", "required": false,
                      "description": "Resume after this event id",
-                     "schema": {"type": "integer", "minimum": 0}}],
+                     "schema": {"type": "integer", "minimum": 0,
+                        "maximum": super::task_events::MAX_EVENT_ID}}],
                 "responses": with(
                     json!({"200": {"description": "The event stream",
                         "content": {"text/event-stream": {"schema": {"type": "string"}}}}})

@@ -35,6 +35,10 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// Longest one connection lasts; the client resumes with `Last-Event-ID`.
 const MAX_LIFE: Duration = Duration::from_secs(10 * 60);
 
+/// The largest `Last-Event-ID` taken: the largest integer every JSON and JavaScript
+/// client holds exactly (ids are far smaller).
+pub(super) const MAX_EVENT_ID: u64 = (1 << 53) - 1;
+
 /// One event of a task's stream.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Event {
@@ -138,13 +142,17 @@ fn last_event_id(headers: &HeaderMap) -> Result<Option<u64>, Response> {
     if text.is_empty() {
         return Ok(None);
     }
-    text.parse::<u64>().map(Some).map_err(|_| {
-        error(
-            StatusCode::BAD_REQUEST,
-            "invalid_last_event_id",
-            "Last-Event-ID must be the id of an event of this stream (a non-negative integer)",
-        )
-    })
+    text.parse::<u64>()
+        .ok()
+        .filter(|id| *id <= MAX_EVENT_ID)
+        .map(Some)
+        .ok_or_else(|| {
+            error(
+                StatusCode::BAD_REQUEST,
+                "invalid_last_event_id",
+                "Last-Event-ID must be the id of an event of this stream (a non-negative integer)",
+            )
+        })
 }
 
 /// `GET /v1/tasks/{id}/events`.
