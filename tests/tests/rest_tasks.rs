@@ -381,6 +381,34 @@ async fn a_background_call_is_polled_to_the_plain_calls_result() {
     )
     .await;
     assert_eq!(done["status"], "completed", "{done}");
+
+    // A call made in a session starts a task of that session: found with it (its URLs
+    // carry it), and not without it.
+    let (status, created) = rest_post(&gateway, "/v1/sessions", Some(KEY_A), json!({})).await;
+    assert_eq!(status, 201, "{created}");
+    let session = created["session_id"].as_str().expect("session_id");
+    let (status, started) = rest_post(
+        &gateway,
+        &path,
+        Some(KEY_A),
+        json!({"arguments": {"ms": 10}, "background": true, "session": session}),
+    )
+    .await;
+    assert_eq!(status, 202, "{started}");
+    let status_url = started["status_url"].as_str().unwrap();
+    assert!(
+        status_url.ends_with(&format!("?session={session}")),
+        "{status_url}"
+    );
+    let done = poll_until_over(&gateway, KEY_A, status_url, Duration::from_secs(30)).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let without = status_url.split('?').next().unwrap();
+    let (status, body) = rest_get(&gateway, without, Some(KEY_A)).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (404, &json!("not_found")),
+        "{body}"
+    );
     gateway.assert_alive();
 }
 
