@@ -749,3 +749,103 @@ async fn the_readme_background_call_example_runs_as_written() {
     }
     gateway.assert_alive();
 }
+
+/// Two replicas on one Redis: a task started on A is followed on B — its events read
+/// in part on A and resumed on B equal one read on B — and cancelled on B, which stops
+/// its upstream request on A; another tenant gets 404 on B too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_started_on_one_replica_is_followed_and_cancelled_on_another() {
+    let deps = require!(NodeDeps::find());
+    let redis_url = require!(toolgate_e2e::redis::shared_redis().await);
+    let _serial = heavy_lock().await;
+    let slow = SlowApi::start().await;
+    let prefix = toolgate_e2e::redis::unique_prefix("rest-tasks");
+    let config = || {
+        let mut everything = everything_stdio_upstream(&deps, &unique_marker("rest-tasks-replica"));
+        everything["background"] = json!("optional");
+        json!({
+            "state": {"backend": "redis", "url": redis_url, "key_prefix": prefix, "replicas": 2},
+            "upstreams": {"api": slow.upstream(), "everything": everything},
+            "tenants": tenants()
+        })
+    };
+    let (mut a, mut b) = tokio::join!(Gateway::start(config()), Gateway::start(config()));
+
+    let (status, _, started) = send(
+        &a,
+        reqwest::Method::POST,
+        "/v1/tools/everything__trigger-long-running-operation/call",
+        KEY_A,
+        Some(json!({"arguments": {"duration": 3, "steps": 6}, "background": true})),
+    )
+    .await;
+    assert_eq!(status, 202, "{started}");
+    let events_url = started["events_url"].as_str().unwrap().to_owned();
+    let (first, _) = read_events(&a, KEY_A, &events_url, None, 3, Duration::from_secs(30)).await;
+    let last = first.last().unwrap().id;
+    let (rest, ended) = read_events(
+        &b,
+        KEY_A,
+        &events_url,
+        Some(last),
+        1000,
+        Duration::from_secs(60),
+    )
+    .await;
+    assert!(ended);
+    let resumed: Vec<Event> = first.into_iter().chain(rest).collect();
+    let (whole, _) = read_events(&b, KEY_A, &events_url, None, 1000, Duration::from_secs(30)).await;
+    assert_eq!(
+        resumed, whole,
+        "resumed on another replica: nothing lost or repeated"
+    );
+    assert_eq!(whole.last().unwrap().name, "result");
+    let (status, view) = rest_get(&b, started["status_url"].as_str().unwrap(), Some(KEY_A)).await;
+    assert_eq!(
+        (status, view["status"].as_str()),
+        (200, Some("completed")),
+        "{view}"
+    );
+    let (status, _) = rest_get(&b, started["status_url"].as_str().unwrap(), Some(KEY_B)).await;
+    assert_eq!(status, 404, "another tenant, on another replica");
+
+    // Cancelled on B while A runs it: A stops its upstream request.
+    let (status, _, started) = send(
+        &a,
+        reqwest::Method::POST,
+        &format!("/v1/tools/{SLOW}/call"),
+        KEY_A,
+        Some(json!({"arguments": {"ms": 60_000}, "background": true})),
+    )
+    .await;
+    assert_eq!(status, 202, "{started}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while slow.api.count() == 0 {
+        assert!(Instant::now() < deadline, "the call never reached the API");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let status_url = started["status_url"].as_str().unwrap();
+    let (status, _, cancelled) = send(&b, reqwest::Method::DELETE, status_url, KEY_A, None).await;
+    assert_eq!(
+        (status, cancelled["status"].as_str()),
+        (200, Some("cancelled")),
+        "{cancelled}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while slow.dropped.load(Ordering::SeqCst) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "A did not stop the upstream request"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (status, view) = rest_get(&a, status_url, Some(KEY_A)).await;
+    assert_eq!(
+        (status, view["status"].as_str()),
+        (200, Some("cancelled")),
+        "{view}"
+    );
+    a.assert_alive();
+    b.assert_alive();
+    toolgate_e2e::redis::delete_prefix(&redis_url, &prefix).await;
+}
