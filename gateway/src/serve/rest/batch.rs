@@ -49,7 +49,7 @@ struct Request {
 /// What became of one call of a batch.
 enum Entry {
     Called(Finished),
-    Started(TaskRecord),
+    Started(Box<TaskRecord>),
 }
 
 pub(super) async fn openai(
@@ -352,7 +352,7 @@ async fn one(
     }
     if request.background {
         return match tasks::start(door, caller, &request.name, arguments, request_headers).await {
-            Ok(task) => Entry::Started(task),
+            Ok(task) => Entry::Started(Box::new(task)),
             Err(refusal) => Entry::Called(refused(request, refusal)),
         };
     }

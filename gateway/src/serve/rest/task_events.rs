@@ -132,9 +132,9 @@ fn frame(event: &Event) -> Bytes {
     ))
 }
 
-/// The id after which to resume: the `Last-Event-ID` header, if sent; 400 for one
-/// that is not an id of ours.
-fn last_event_id(headers: &HeaderMap) -> Result<Option<u64>, Response> {
+/// The id after which to resume: the `Last-Event-ID` header, if sent; an error for
+/// one that is not an id of ours.
+fn last_event_id(headers: &HeaderMap) -> Result<Option<u64>, &'static str> {
     let Some(value) = headers.get("last-event-id") else {
         return Ok(None);
     };
@@ -142,17 +142,12 @@ fn last_event_id(headers: &HeaderMap) -> Result<Option<u64>, Response> {
     if text.is_empty() {
         return Ok(None);
     }
-    text.parse::<u64>()
-        .ok()
-        .filter(|id| *id <= MAX_EVENT_ID)
-        .map(Some)
-        .ok_or_else(|| {
-            error(
-                StatusCode::BAD_REQUEST,
-                "invalid_last_event_id",
-                "Last-Event-ID must be the id of an event of this stream (a non-negative integer)",
-            )
-        })
+    match text.parse::<u64>() {
+        Ok(id) if id <= MAX_EVENT_ID => Ok(Some(id)),
+        _ => {
+            Err("Last-Event-ID must be the id of an event of this stream (a non-negative integer)")
+        }
+    }
 }
 
 /// `GET /v1/tasks/{id}/events`.
@@ -168,7 +163,7 @@ pub(super) async fn task_events(
     };
     let after = match last_event_id(&headers) {
         Ok(after) => after,
-        Err(response) => return response,
+        Err(message) => return error(StatusCode::BAD_REQUEST, "invalid_last_event_id", message),
     };
     // Read before answering, so a task the caller cannot have is a plain 404.
     let record = match tasks::owned(&door, &owner, &id).await {

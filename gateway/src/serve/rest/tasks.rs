@@ -152,10 +152,7 @@ pub(super) fn ending<'a>(record: &'a TaskRecord, summary: &'a str) -> Option<End
             .or_else(|| record.message.clone())
             .unwrap_or_else(|| format!("the task {}", record.state))
     };
-    let gateway_error = raw
-        .and_then(|r| r.get("_meta"))
-        .and_then(|m| m.get("toolgate/error"))
-        .and_then(Value::as_str);
+    let gateway_error = raw.and_then(gateway_error);
     let answer = |raw| Answer::new(raw, summary, AnswerUsage::from_meta(raw));
     match record.state {
         TaskState::Working | TaskState::InputRequired => None,
@@ -200,22 +197,24 @@ fn error_of(code: &str, message: String) -> ToolError {
 
 /// The one-line summary of a finished task, as a plain call's answer carries.
 pub(super) fn summary(record: &TaskRecord) -> String {
-    let raw = record.result.as_ref().and_then(Value::as_object);
-    match (record.state, raw) {
-        (TaskState::Completed, Some(raw)) => crate::summary::complete(&record.tool, raw),
-        (TaskState::Failed, Some(raw))
-            if raw
-                .get("_meta")
-                .and_then(|m| m.get("toolgate/error"))
-                .is_none() =>
-        {
-            crate::summary::complete(&record.tool, raw)
-        }
-        _ => match ending(record, "").and_then(|e| e.error) {
-            Some(error) => crate::summary::failed(&record.tool, &error),
-            None => crate::summary::start(&record.tool, &JsonObject::new()),
-        },
+    let tool_result = tool_result(record).filter(|_| record.state.is_terminal());
+    match (tool_result, ending(record, "").and_then(|e| e.error)) {
+        (Some(raw), _) => crate::summary::complete(&record.tool, raw),
+        (None, Some(error)) => crate::summary::failed(&record.tool, &error),
+        (None, None) => crate::summary::start(&record.tool, &JsonObject::new()),
     }
+}
+
+/// The task's stored result when the tool answered it — not when it is the gateway's
+/// error result (its code in `_meta["toolgate/error"]`), which stands for an error.
+fn tool_result(record: &TaskRecord) -> Option<&JsonObject> {
+    let raw = record.result.as_ref()?.as_object()?;
+    gateway_error(raw).is_none().then_some(raw)
+}
+
+/// The code of a gateway error result (`crate::errors::error_result`).
+fn gateway_error(raw: &JsonObject) -> Option<&str> {
+    raw.get("_meta")?.get("toolgate/error")?.as_str()
 }
 
 /// `{"code", "message"}` of an error, as REST error bodies carry it.
