@@ -575,6 +575,23 @@ async fn refusals_of_a_background_call_are_the_plain_calls() {
         (400, &json!("invalid_body")),
         "{body}"
     );
+    // Without credentials: 401 on every task route, as on every /v1 route.
+    for (method, path) in [
+        (reqwest::Method::GET, "/v1/tasks/AAAAAAAAAAAAAAAAAAAAAA"),
+        (
+            reqwest::Method::GET,
+            "/v1/tasks/AAAAAAAAAAAAAAAAAAAAAA/events",
+        ),
+        (reqwest::Method::DELETE, "/v1/tasks/AAAAAAAAAAAAAAAAAAAAAA"),
+    ] {
+        let response = http()
+            .request(method.clone(), gateway.url(path))
+            .timeout(Duration::from_secs(30))
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(response.status(), 401, "{method} {path}");
+    }
     assert_eq!(slow.api.count(), 0, "no refused call reached the API");
     gateway.assert_alive();
 }
