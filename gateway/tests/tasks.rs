@@ -204,6 +204,14 @@ async fn a_call_longer_than_call_timeout_times_out_plainly_and_completes_as_a_ta
         "{result}"
     );
     assert!(done.lease.is_none(), "a finished task holds no lease");
+    let metrics = app.gateway.metrics.render();
+    for line in [
+        "toolgate_tasks_total{outcome=\"created\"} 1",
+        "toolgate_tasks_total{outcome=\"completed\"} 1",
+        "toolgate_task_duration_seconds_count{outcome=\"completed\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} in:\n{metrics}");
+    }
 }
 
 #[tokio::test]
@@ -385,4 +393,135 @@ async fn openapi_tools_list_their_task_support() {
     assert_eq!(support("slow__sleep"), "optional");
     assert_eq!(support("slow__sleep_only_task"), "required");
     assert_eq!(support("slow__ping"), "forbidden");
+}
+
+/// server-everything over stdio: its `simulate-research-query` runs only as a task
+/// (2025-11-25 tasks), so a gateway task of it is relayed as the upstream's own task.
+async fn start_everything(deps: &toolgate_test_support::deps::NodeDeps) -> App {
+    let upstream = json!({
+        "upstreams": {"everything": {"stdio": {
+            "command": deps.node(),
+            "args": [deps.everything_entry(), "stdio"],
+        }}},
+        "tasks": {"lease": "3s"},
+    });
+    let mut config = Config::parse(&upstream.to_string(), &|_| None).expect("the config parses");
+    config.data_dir = std::env::temp_dir().join(format!(
+        "toolgate-tasks-relay-{}-{}",
+        std::process::id(),
+        toolgate::session::new_session_id()
+    ));
+    let app = App::start(config).await.expect("toolgate starts");
+    app.finish_startup()
+        .await
+        .expect("server-everything starts");
+    // Its task tools are registered after initialization: wait for the list change.
+    let until = Instant::now() + Duration::from_secs(30);
+    while app.gateway.catalog().get(RESEARCH).is_none() {
+        assert!(Instant::now() < until, "{RESEARCH} never appeared");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    app
+}
+
+const RESEARCH: &str = "everything__simulate-research-query";
+
+#[tokio::test]
+async fn an_upstream_task_is_relayed_with_its_status_and_result() {
+    let deps = toolgate_test_support::require!(toolgate_test_support::deps::NodeDeps::everything());
+    let app = start_everything(&deps).await;
+    let caller = caller(&app, "default");
+    let listed = app.gateway.catalog().get(RESEARCH).unwrap().definition["execution"].clone();
+    assert_eq!(listed["taskSupport"], "required", "{listed}");
+    // A plain call of a task-only tool is refused by the gateway, before the upstream.
+    let ctx = CallContext::new(Duration::from_secs(10), "plain");
+    let Value::Object(args) = json!({"topic": "gateways"}) else {
+        unreachable!()
+    };
+    let plain = access::call(&app.gateway, &caller, RESEARCH, args, ctx).await;
+    assert!(
+        matches!(&plain, Err(e) if e.code() == "execution_mode"),
+        "{plain:?}"
+    );
+
+    let task = app
+        .gateway
+        .tasks
+        .start(
+            &app.gateway,
+            call(&caller, RESEARCH, json!({"topic": "gateways"})),
+        )
+        .await
+        .expect("the task starts");
+    let done = finished(&app, &caller, &task, Duration::from_secs(60)).await;
+    assert_eq!(done.state, TaskState::Completed, "{done:?}");
+    let report = text_of(done.result.as_ref().unwrap());
+    assert!(report.contains("Research Report"), "{report}");
+    // The upstream's stages arrived as progress, in order.
+    let messages: Vec<String> = done
+        .progress_log
+        .iter()
+        .filter_map(|p| p.message.clone())
+        .collect();
+    assert!(messages.len() >= 2, "{messages:?}");
+    let steps: Vec<f64> = done.progress_log.iter().map(|p| p.progress).collect();
+    assert!(steps.windows(2).all(|w| w[0] < w[1]), "{steps:?}");
+
+    // Cancelled through the gateway: the relay stops following it at once.
+    let task = app
+        .gateway
+        .tasks
+        .start(
+            &app.gateway,
+            call(&caller, RESEARCH, json!({"topic": "cancel me"})),
+        )
+        .await
+        .expect("the task starts");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let owner = Tasks::owner_of(&caller);
+    let cancelled = app
+        .gateway
+        .tasks
+        .cancel(&app.gateway, &owner, task.id.as_str())
+        .await
+        .expect("cancelled");
+    assert_eq!(cancelled.state, TaskState::Cancelled);
+    // No upstream task id ever reaches the gateway's record.
+    let read = app
+        .gateway
+        .tasks
+        .get(&owner, task.id.as_str())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(read.state, TaskState::Cancelled);
+    assert!(read.result.is_none(), "{read:?}");
+}
+
+#[tokio::test]
+async fn shutting_down_fails_the_tasks_running_here_with_the_reason() {
+    let api = SlowApi::start().await;
+    let app = start(&api, "").await;
+    let caller = caller(&app, "default");
+    let task = app
+        .gateway
+        .tasks
+        .start(
+            &app.gateway,
+            call(&caller, "slow__sleep", json!({"ms": 60_000})),
+        )
+        .await
+        .expect("the task starts");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    app.shutdown().await;
+    let owner = Tasks::owner_of(&caller);
+    let read = app
+        .gateway
+        .tasks
+        .get(&owner, task.id.as_str())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(read.state, TaskState::Failed, "{read:?}");
+    assert_eq!(read.error.as_deref(), Some(toolgate::tasks::SHUT_DOWN));
 }

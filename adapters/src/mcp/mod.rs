@@ -57,6 +57,7 @@ mod sse;
 mod stdio;
 mod streamable_http;
 mod supervisor;
+mod task_call;
 mod transport;
 mod upstream;
 

@@ -179,8 +179,20 @@ impl Upstream for McpUpstream {
         }
         let params = Value::Object(params);
         let deadline = Instant::from_std(ctx.deadline);
-        let result = rpc
-            .request(
+        // A background call of a tool the upstream runs as a task goes up as one.
+        let relay = ctx.background && {
+            let inner = self.shared.lock();
+            super::task_call::relayable(
+                inner.initialize_result.as_ref(),
+                inner.protocol_version.as_deref(),
+                &inner.tools,
+                tool,
+            )
+        };
+        let result = if relay {
+            super::task_call::run(&rpc, params, &ctx).await
+        } else {
+            rpc.request(
                 "tools/call",
                 params,
                 deadline,
@@ -188,7 +200,8 @@ impl Upstream for McpUpstream {
                 ctx.progress.clone(),
                 Origin::Call(ctx.client.clone()),
             )
-            .await;
+            .await
+        };
         match result {
             Ok(Value::Object(raw)) => Ok(CallOutput { raw }),
             Ok(other) => Err(ToolError::Failed(format!(

@@ -172,7 +172,13 @@ impl OpenApiUpstream {
         self.guard
             .check(&prepared.url)
             .map_err(|e| ToolError::Failed(format!("refused to call {}: {e}", prepared.url)))?;
-        let limit = ctx.remaining().min(self.config.timeout);
+        // `timeout` bounds one request of a plain call; a background call is bounded
+        // only by its task's own timeout (already in the deadline).
+        let limit = if ctx.background {
+            ctx.remaining()
+        } else {
+            ctx.remaining().min(self.config.timeout)
+        };
         let what = format!("{} {}", entry.op.method, entry.op.path);
         let work = async {
             let mut retried = false;
@@ -190,6 +196,9 @@ impl OpenApiUpstream {
                     .map_err(|e| ToolError::Failed(format!("refused to call {what}: {e}")))?
                     .build_split();
                 let mut req = req.map_err(|e| self.send_error(tool, e, limit))?;
+                // Over the client's own timeout (`timeout`), which a background call
+                // may outlast.
+                *req.timeout_mut() = Some(limit);
                 invoke::put_trace(req.headers_mut(), ctx.trace.as_ref());
                 let resp = client
                     .execute(req)

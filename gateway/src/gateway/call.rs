@@ -137,6 +137,13 @@ impl Gateway {
                     )
                     .await
                     {
+                        // An adapter's own, shorter limit (an OpenAPI request's
+                        // `timeout`) says itself which limit it was.
+                        Ok(Err(ToolError::Timeout(message)))
+                            if started.elapsed() + Duration::from_millis(500) < limit =>
+                        {
+                            Err(ToolError::Timeout(message).naming(&entry.original, name))
+                        }
                         Ok(Err(ToolError::Timeout(_))) | Err(_) => {
                             // The adapter should have timed out itself; make sure the
                             // upstream hears about it anyway.

@@ -25,7 +25,7 @@ pub mod redis;
 mod runner;
 
 pub use crate::config::TaskSupport;
-pub use runner::{POLL_INTERVAL, StartRefused, TaskCall, Tasks};
+pub use runner::{POLL_INTERVAL, SHUT_DOWN, StartRefused, TaskCall, Tasks};
 #[cfg(test)]
 pub(crate) mod suite;
 

@@ -35,6 +35,12 @@ const WAIT_STEP: Duration = Duration::from_millis(200);
 /// cancellation made on another replica stops the call.
 const MAX_RENEW_EVERY: Duration = Duration::from_secs(2);
 
+/// Longest shutdown waits to record the tasks it ends.
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
+
+/// The reason of a task whose replica shut down while it ran.
+pub const SHUT_DOWN: &str = "the replica running it shut down; start the call again";
+
 /// Longest between two reaper passes.
 const MAX_REAP_EVERY: Duration = Duration::from_secs(1);
 
@@ -65,8 +71,8 @@ pub struct Tasks {
     config: TasksConfig,
     /// This process, as leases name it.
     replica: String,
-    /// The cancellation of each call running here.
-    running: std::sync::Mutex<HashMap<TaskId, CancellationToken>>,
+    /// The owner and cancellation of each call running here.
+    running: std::sync::Mutex<HashMap<TaskId, (Owner, CancellationToken)>>,
     /// Bumped on every change made here: wakes the waiters of this replica.
     changed: watch::Sender<u64>,
 }
@@ -130,7 +136,7 @@ impl Tasks {
         ctx.background = true;
         ctx.request_headers = call.request_headers.clone();
         self.lock_running()
-            .insert(record.id.clone(), ctx.cancel.clone());
+            .insert(record.id.clone(), (owner.clone(), ctx.cancel.clone()));
         self.bump();
         let runner = Run {
             tasks: self.clone(),
@@ -170,7 +176,7 @@ impl Tasks {
     ) -> Result<TaskRecord, TaskError> {
         let id = TaskId::parse(id).ok_or(TaskError::NotFound)?;
         let record = self.store.cancel(owner, &id).await?;
-        if let Some(token) = self.lock_running().get(&id) {
+        if let Some((_, token)) = self.lock_running().get(&id) {
             token.cancel();
         }
         self.bump();
@@ -256,7 +262,31 @@ impl Tasks {
         self.changed.send_modify(|n| *n = n.wrapping_add(1));
     }
 
-    fn lock_running(&self) -> std::sync::MutexGuard<'_, HashMap<TaskId, CancellationToken>> {
+    /// On shutdown: fails the tasks running here at once, saying why, rather than
+    /// leaving them `working` until their lease runs out; stops their calls.
+    pub async fn shut_down(&self, gateway: &Gateway) {
+        let running: Vec<(TaskId, (Owner, CancellationToken))> =
+            self.lock_running().drain().collect();
+        let deadline = tokio::time::Instant::now() + SHUTDOWN_WAIT;
+        for (id, (owner, cancel)) in running {
+            let outcome = Outcome::Failed {
+                reason: SHUT_DOWN.to_owned(),
+                result: None,
+            };
+            let ended =
+                tokio::time::timeout_at(deadline, self.store.finish(&owner, &id, outcome)).await;
+            if let Ok(Ok(record)) = ended {
+                gateway.metrics.record_task("failed");
+                audit(&record, "failed", Some(SHUT_DOWN));
+            }
+            cancel.cancel();
+        }
+        self.bump();
+    }
+
+    fn lock_running(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<TaskId, (Owner, CancellationToken)>> {
         self.running.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

@@ -111,7 +111,7 @@ pub(crate) enum RpcEvent {
     OfferingsListChanged,
 }
 
-type Reply = Result<Value, RpcFailure>;
+pub(crate) type Reply = Result<Value, RpcFailure>;
 
 /// One connection's request/response bookkeeping.
 pub(crate) struct Rpc {
