@@ -12,6 +12,12 @@
 //! result carrying the error, so the model can correct itself; only a request that is
 //! not a batch at all is an HTTP error. `?session=ID` (or `"session"` in the body)
 //! names the session whose visible set applies.
+//!
+//! A call marked `"background": true` (on the OpenAI tool call, beside `function`; on
+//! the Anthropic `tool_use` block) starts as a task instead: its message (its
+//! `tool_result`) stays valid for the model's API and tells the model, as JSON text,
+//! the task's id, status and URLs ([`task_text`]). The OpenAI answer also lists the
+//! started tasks under `tasks` (beside `messages`, which are appended as they are).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,9 +30,10 @@ use serde_json::{Value, json};
 use toolgate_adapters::{JsonObject, ToolError};
 
 use super::call::{self, Finished};
-use super::{caller, error};
+use super::{caller, error, tasks};
 use crate::access::Caller;
 use crate::serve::auth::FrontDoor;
+use crate::tasks::TaskRecord;
 use crate::telemetry::CallTrace;
 
 /// One call as the model asked for it.
@@ -35,6 +42,14 @@ struct Request {
     name: String,
     /// The arguments, or why they cannot be used.
     arguments: Result<JsonObject, String>,
+    /// Started as a background task rather than called.
+    background: bool,
+}
+
+/// What became of one call of a batch.
+enum Entry {
+    Called(Finished),
+    Started(Box<TaskRecord>),
 }
 
 pub(super) async fn openai(
@@ -63,15 +78,31 @@ pub(super) async fn openai(
     let messages: Vec<Value> = requests
         .iter()
         .zip(&finished)
-        .map(|(request, finished)| {
-            json!({
-                "role": "tool",
-                "tool_call_id": request.id,
-                "content": finished.text_for_model(),
-            })
+        .map(|(request, entry)| {
+            let content = match entry {
+                Entry::Called(finished) => finished.text_for_model(),
+                Entry::Started(task) => task_text(task),
+            };
+            json!({"role": "tool", "tool_call_id": request.id, "content": content})
         })
         .collect();
-    axum::Json(json!({"messages": messages})).into_response()
+    let started: Vec<Value> = requests
+        .iter()
+        .zip(&finished)
+        .filter_map(|(request, entry)| match entry {
+            Entry::Started(task) => {
+                let mut task = tasks::started(task);
+                task["tool_call_id"] = json!(request.id);
+                Some(task)
+            }
+            Entry::Called(_) => None,
+        })
+        .collect();
+    let mut answer = json!({"messages": messages});
+    if !started.is_empty() {
+        answer["tasks"] = Value::Array(started);
+    }
+    axum::Json(answer).into_response()
 }
 
 pub(super) async fn anthropic(
@@ -119,7 +150,14 @@ pub(super) async fn anthropic(
     let results: Vec<Value> = requests
         .iter()
         .zip(&finished)
-        .map(|(request, finished)| tool_result(&request.id, finished))
+        .map(|(request, entry)| match entry {
+            Entry::Called(finished) => tool_result(&request.id, finished),
+            Entry::Started(task) => json!({
+                "type": "tool_result",
+                "tool_use_id": request.id,
+                "content": [{"type": "text", "text": task_text(task)}],
+            }),
+        })
         .collect();
     axum::Json(json!({"role": "user", "content": results})).into_response()
 }
@@ -162,6 +200,17 @@ fn invalid_body(message: String) -> Response {
     error(StatusCode::BAD_REQUEST, "invalid_body", message)
 }
 
+/// What the model reads back for a call started in the background: JSON text with the
+/// task's id, status and URLs, and how to follow it.
+fn task_text(task: &TaskRecord) -> String {
+    let mut text = tasks::started(task);
+    text["note"] = json!(
+        "The call runs in the background: its result is not here yet. GET status_url \
+         for its status and, once completed, its result; events_url streams its progress."
+    );
+    text.to_string()
+}
+
 fn openai_request(item: &Value) -> Result<Request, String> {
     let id = item
         .get("id")
@@ -202,6 +251,7 @@ fn openai_request(item: &Value) -> Result<Request, String> {
         id: id.to_owned(),
         name: name.to_owned(),
         arguments,
+        background: tasks::background_flag(item.get("background"))?,
     })
 }
 
@@ -226,6 +276,7 @@ fn anthropic_request(block: &Value) -> Result<Request, String> {
         id: id.to_owned(),
         name: name.to_owned(),
         arguments,
+        background: tasks::background_flag(block.get("background"))?,
     })
 }
 
@@ -236,7 +287,7 @@ async fn run(
     headers: &HeaderMap,
     session: Option<&str>,
     requests: &[Request],
-) -> Result<Vec<Finished>, Response> {
+) -> Result<Vec<Entry>, Response> {
     let config = door.gateway.config();
     if requests.len() > config.rest.batch_max_calls {
         return Err(error(
@@ -283,33 +334,40 @@ async fn one(
     request_headers: Arc<HeaderMap>,
     call_timeout: std::time::Duration,
     admit: bool,
-) -> Finished {
+) -> Entry {
     if admit
         && let Err(refusal) = door
             .gateway
             .admit(&door.gateway.policy(), &caller.tenant)
             .await
     {
-        return over_limit(door, request, refusal);
+        return Entry::Called(over_limit(door, request, refusal));
     }
     let arguments = match &request.arguments {
         Ok(arguments) => arguments.clone(),
-        Err(problem) => return not_called(request, problem),
+        Err(problem) => return Entry::Called(not_called(request, problem)),
     };
     if request.name.is_empty() {
-        return not_called(request, "the call names no tool");
+        return Entry::Called(not_called(request, "the call names no tool"));
+    }
+    if request.background {
+        return match tasks::start(door, caller, &request.name, arguments, request_headers).await {
+            Ok(task) => Entry::Started(Box::new(task)),
+            Err(refusal) => Entry::Called(refused(request, refusal)),
+        };
     }
     // The batch's calls share the request's trace (and so its correlation id).
     let mut ctx = trace.call_context(call_timeout);
     ctx.request_headers = request_headers;
-    call::execute_cancellable(
+    let finished = call::execute_cancellable(
         door.gateway.clone(),
         caller.clone(),
         request.name.clone(),
         arguments,
         ctx,
     )
-    .await
+    .await;
+    Entry::Called(finished)
 }
 
 /// A call of a batch refused by the tenant's rate limit (each call costs one unit).
@@ -337,12 +395,7 @@ fn over_limit(door: &FrontDoor, request: &Request, refusal: crate::policy::Refus
             "the tenant's credentials are no longer accepted; authenticate again".into(),
         ),
     };
-    Finished {
-        summary: crate::summary::failed(&request.name, &error),
-        outcome: Err(error),
-        usage: None,
-        duration: std::time::Duration::ZERO,
-    }
+    refused(request, error)
 }
 
 /// A call that was never made: the model's request itself was wrong.
@@ -351,6 +404,11 @@ fn not_called(request: &Request, problem: &str) -> Finished {
         "{problem}. Call '{}' again with a JSON object of arguments that matches its input schema",
         request.name
     ));
+    refused(request, error)
+}
+
+/// A call refused before it ran, with `error` as its answer.
+fn refused(request: &Request, error: ToolError) -> Finished {
     Finished {
         summary: crate::summary::failed(&request.name, &error),
         outcome: Err(error),

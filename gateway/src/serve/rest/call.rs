@@ -28,10 +28,54 @@ pub(super) struct Answer<'a> {
 }
 
 #[derive(serde::Serialize)]
-struct AnswerUsage {
+pub(super) struct AnswerUsage {
     truncated: bool,
     result_tokens: Option<usize>,
     original_tokens: Option<usize>,
+}
+
+impl AnswerUsage {
+    /// What a stored result says of its tokens: the counts the budget wrote in its
+    /// `_meta` when it cut the result, none when it passed untouched (a background
+    /// task keeps the result, not the call's counts).
+    pub(super) fn from_meta(raw: &JsonObject) -> AnswerUsage {
+        let meta = raw.get("_meta").and_then(Value::as_object);
+        let count = |key: &str| {
+            meta.and_then(|m| m.get(key))
+                .and_then(Value::as_u64)
+                .map(|n| n as usize)
+        };
+        AnswerUsage {
+            truncated: meta
+                .and_then(|m| m.get("toolgate/truncated"))
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            result_tokens: count("toolgate/resultTokens"),
+            original_tokens: count("toolgate/originalTokens"),
+        }
+    }
+}
+
+impl<'a> Answer<'a> {
+    pub(super) fn result_tokens(&self) -> Option<usize> {
+        self.usage.result_tokens
+    }
+
+    /// The answer for a raw `CallToolResult`.
+    pub(super) fn new(raw: &'a JsonObject, summary: &'a str, usage: AnswerUsage) -> Answer<'a> {
+        Answer {
+            content: raw.get("content").unwrap_or(&EMPTY_CONTENT),
+            is_error: is_error(raw),
+            summary,
+            usage,
+            structured_content: raw.get("structuredContent"),
+        }
+    }
+}
+
+/// Whether a raw result reports an error (`isError`).
+pub(super) fn is_error(raw: &JsonObject) -> bool {
+    raw.get("isError").and_then(Value::as_bool).unwrap_or(false)
 }
 
 /// A finished call: its result or the error that stopped it, and the summary line.
@@ -45,10 +89,7 @@ pub(super) struct Finished {
 
 impl Finished {
     pub(super) fn is_error(&self) -> bool {
-        match &self.outcome {
-            Ok(raw) => raw.get("isError").and_then(Value::as_bool).unwrap_or(false),
-            Err(_) => true,
-        }
+        self.outcome.as_ref().map_or(true, is_error)
     }
 
     /// Tokens of the returned result (none when no result came back from a tool).
@@ -61,17 +102,12 @@ impl Finished {
     /// never copied into a tree). `None` for a call that failed (an HTTP error).
     pub(super) fn answer(&self) -> Option<Answer<'_>> {
         let raw = self.outcome.as_ref().ok()?;
-        Some(Answer {
-            content: raw.get("content").unwrap_or(&EMPTY_CONTENT),
-            is_error: self.is_error(),
-            summary: &self.summary,
-            usage: AnswerUsage {
-                truncated: self.usage.is_some_and(|u| u.truncated),
-                result_tokens: self.usage.map(|u| u.result_tokens),
-                original_tokens: self.usage.map(|u| u.original_tokens),
-            },
-            structured_content: raw.get("structuredContent"),
-        })
+        let usage = AnswerUsage {
+            truncated: self.usage.is_some_and(|u| u.truncated),
+            result_tokens: self.usage.map(|u| u.result_tokens),
+            original_tokens: self.usage.map(|u| u.original_tokens),
+        };
+        Some(Answer::new(raw, &self.summary, usage))
     }
 
     /// The text a model reads back: the result's text blocks (other blocks described
@@ -157,6 +193,21 @@ pub(super) fn resolve_name(gateway: &Gateway, name: &str) -> String {
         .unwrap_or_else(|| name.to_owned())
 }
 
+/// The catalog name a call means ([`resolve_name`]) with its arguments made ready for
+/// that tool: the strict and Gemini exports ask for some values as JSON strings, and
+/// OpenAI strict mode sends `null` for the optional arguments it leaves out; the tool's
+/// own schema would reject both, so they are turned back here, for every format and
+/// for plain and background calls alike.
+pub(super) fn prepare(gateway: &Gateway, name: &str, arguments: &mut JsonObject) -> String {
+    let name = resolve_name(gateway, name);
+    if let Some(entry) = gateway.catalog().get(&name) {
+        export::prepare_call_arguments(&entry.definition, arguments);
+    } else if let Some(definition) = protocol_tools::definition(&name) {
+        export::prepare_call_arguments(&definition, arguments);
+    }
+    name
+}
+
 /// Runs one call through the policy and the one call path, and summarizes it.
 pub(super) async fn execute(
     gateway: &Gateway,
@@ -166,15 +217,7 @@ pub(super) async fn execute(
     ctx: CallContext,
 ) -> Finished {
     let started = Instant::now();
-    let name = resolve_name(gateway, name);
-    // The strict and Gemini exports ask for some values as JSON strings, and OpenAI
-    // strict mode sends `null` for the optional arguments it leaves out; the tool's
-    // own schema would reject both, so they are turned back here, for every format.
-    if let Some(entry) = gateway.catalog().get(&name) {
-        export::prepare_call_arguments(&entry.definition, &mut arguments);
-    } else if let Some(definition) = protocol_tools::definition(&name) {
-        export::prepare_call_arguments(&definition, &mut arguments);
-    }
+    let name = prepare(gateway, name, &mut arguments);
     let outcome = if protocol_tools::is_protocol_tool(&name) {
         protocol_tools::call(gateway, caller, &name, arguments, ctx)
             .await

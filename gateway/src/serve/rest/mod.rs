@@ -7,9 +7,11 @@
 //! - `POST /v1/sessions` → `{session_id, tools}`; `GET /v1/sessions/{id}/tools`;
 //!   `POST /v1/sessions/{id}/tools/expand` — `tool_expand_tools` over HTTP (same body
 //!   and result as the protocol tool);
-//! - `POST /v1/tools/{name}/call` `{arguments, session?}` — one call; the answer is
-//!   `{content, structured_content?, is_error, usage: {result_tokens, original_tokens,
-//!   truncated}}`.
+//! - `POST /v1/tools/{name}/call` `{arguments, session?, background?}` — one call; the
+//!   answer is `{content, structured_content?, is_error, usage: {result_tokens,
+//!   original_tokens, truncated}}`; with `background: true`, `202` and the task's URLs;
+//! - `GET /v1/tasks/{id}`, `GET /v1/tasks/{id}/events`, `DELETE /v1/tasks/{id}` — the
+//!   background calls (`tasks.rs`, `task_events.rs`).
 //!
 //! Errors are JSON `{"error": {"code", "message"}}` with the status of the error kind.
 
@@ -36,6 +38,8 @@ mod batch;
 mod call;
 mod openapi;
 mod stream;
+mod task_events;
+mod tasks;
 
 pub fn router(door: Arc<FrontDoor>) -> Router {
     Router::new()
@@ -55,6 +59,11 @@ pub fn router(door: Arc<FrontDoor>) -> Router {
             "/v1/tool_use",
             post(batch::anthropic).layer(from_fn(rest_calls)),
         )
+        .route(
+            "/v1/tasks/{id}",
+            get(tasks::get_task).delete(tasks::cancel_task),
+        )
+        .route("/v1/tasks/{id}/events", get(task_events::task_events))
         .route("/openapi.json", get(openapi::document))
         .layer(axum::extract::DefaultBodyLimit::max(4 * 1024 * 1024))
         .with_state(door)
@@ -196,7 +205,10 @@ async fn call_tool(
                 return error(
                     StatusCode::BAD_REQUEST,
                     "invalid_body",
-                    format!("expected {{\"arguments\": {{…}}, \"session\"?: \"…\"}}: {e}"),
+                    format!(
+                        "expected {{\"arguments\": {{…}}, \"session\"?: \"…\", \
+                         \"background\"?: true}}: {e}"
+                    ),
                 );
             }
         }
@@ -224,10 +236,21 @@ async fn call_tool(
             );
         }
     };
+    let background = match tasks::background_flag(request.get("background")) {
+        Ok(background) => background,
+        Err(message) => return error(StatusCode::BAD_REQUEST, "invalid_body", message),
+    };
     let caller = match caller(&door, &headers, session).await {
         Ok(caller) => caller,
         Err(response) => return response,
     };
+    if background {
+        let started = tasks::start(&door, &caller, &name, arguments, Arc::new(headers)).await;
+        return match started {
+            Ok(record) => tasks::accepted(&record),
+            Err(refusal) => tool_error(&refusal),
+        };
+    }
     let gateway = &door.gateway;
     let mut ctx = trace.call_context(gateway.config().call_timeout);
     if let Some(format) = stream::wanted(&headers) {

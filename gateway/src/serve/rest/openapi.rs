@@ -56,6 +56,9 @@ struct CallRequest {
     arguments: Option<Map<String, Value>>,
     /// A session whose visible set applies.
     session: Option<String>,
+    /// Run the call in the background: `202` with the task's URLs instead of the
+    /// result (a tool that may not run as a task: 400 `execution_mode`).
+    background: Option<bool>,
 }
 
 #[derive(JsonSchema)]
@@ -76,6 +79,86 @@ struct Usage {
     truncated: bool,
     result_tokens: Option<u64>,
     original_tokens: Option<u64>,
+}
+
+/// A task's status (MCP's task statuses).
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+#[serde(rename_all = "snake_case")]
+enum TaskStatus {
+    Working,
+    InputRequired,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+/// A call started in the background (`202`).
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct TaskStarted {
+    task_id: String,
+    /// The tool's catalog name.
+    tool: String,
+    status: TaskStatus,
+    /// How often to poll `status_url`, in ms.
+    poll_interval_ms: u64,
+    /// `GET` it for the status and, once over, the result; `DELETE` it to cancel.
+    status_url: String,
+    /// The task's event stream (SSE, resumable with `Last-Event-ID`).
+    events_url: String,
+}
+
+/// A background call started by a batch (beside the tool messages).
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct BatchTask {
+    /// The call it was started for.
+    tool_call_id: String,
+    #[serde(flatten)]
+    task: TaskStarted,
+}
+
+/// The latest progress of a task's call.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct TaskProgress {
+    progress: f64,
+    total: Option<f64>,
+    message: Option<String>,
+}
+
+/// `GET /v1/tasks/{id}`, `DELETE /v1/tasks/{id}`.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct TaskView {
+    task_id: String,
+    tool: String,
+    status: TaskStatus,
+    /// A word on the status.
+    status_message: Option<String>,
+    /// ISO 8601 (UTC).
+    #[schemars(extend("format" = "date-time"))]
+    created_at: String,
+    /// ISO 8601 (UTC): the last change.
+    #[schemars(extend("format" = "date-time"))]
+    updated_at: String,
+    poll_interval_ms: u64,
+    progress: Option<TaskProgress>,
+    /// Once `completed` (or `failed` with the tool's own error result): what a plain
+    /// call answers.
+    result: Option<CallAnswer>,
+    /// Once `failed` or `cancelled`: why (`code` as in error bodies).
+    error: Option<ErrorDetail>,
+}
+
+/// `DELETE /v1/tasks/{id}` of a task already over.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct TaskFinished {
+    /// `code` is `task_finished`.
+    error: ErrorDetail,
+    status: TaskStatus,
 }
 
 /// `POST /v1/sessions`.
@@ -110,6 +193,8 @@ struct OpenAiToolCall {
     #[serde(rename = "type")]
     kind: Option<FunctionKind>,
     function: OpenAiFunction,
+    /// Start this call in the background: its message carries the task (JSON text).
+    background: Option<bool>,
 }
 
 /// Only function tool calls are run.
@@ -141,6 +226,8 @@ struct OpenAiToolCalls {
 struct ToolMessages {
     /// `{"role": "tool", "tool_call_id", "content"}`, in the calls' order.
     messages: Vec<ToolMessage>,
+    /// The calls started in the background, when there are any.
+    tasks: Option<Vec<BatchTask>>,
 }
 
 #[derive(JsonSchema)]
@@ -167,6 +254,9 @@ struct AnthropicBlock {
     name: Option<String>,
     /// The tool's arguments (an object; anything else comes back as an error result).
     input: Option<Value>,
+    /// Start this call in the background: its `tool_result` carries the task (JSON
+    /// text).
+    background: Option<bool>,
 }
 
 #[derive(JsonSchema)]
@@ -215,6 +305,9 @@ fn build() -> Value {
     let anthropic_message = generator.subschema_for::<AnthropicMessage>().to_value();
     let anthropic_block = generator.subschema_for::<AnthropicBlock>().to_value();
     let tool_results = generator.subschema_for::<ToolResults>().to_value();
+    let task_started = generator.subschema_for::<TaskStarted>().to_value();
+    let task_view = generator.subschema_for::<TaskView>().to_value();
+    let task_finished = generator.subschema_for::<TaskFinished>().to_value();
     let components = generator.take_definitions(true);
 
     // Every route may meet the front door's refusals (a Host or Origin not allowed);
@@ -253,6 +346,11 @@ fn build() -> Value {
     let call_errors = errors(&[
         "400", "401", "404", "409", "429", "499", "502", "503", "504",
     ]);
+    let task_id =
+        json!({"name": "id", "in": "path", "required": true, "schema": {"type": "string"}});
+    let task_session = json!({"name": "session", "in": "query", "required": false,
+        "description": "The session the task was started in, if it was (its URLs carry it)",
+        "schema": {"type": "string"}});
 
     json!({
         "openapi": "3.1.0",
@@ -288,15 +386,63 @@ fn build() -> Value {
                 "summary": "Call one tool",
                 "description": "With `Accept: text/event-stream` or `application/x-ndjson` \
                     the answer is an event stream: tool_call_start, tool_progress…, \
-                    tool_call_complete, result.",
+                    tool_call_complete, result. With `\"background\": true` the call \
+                    runs as a task: 202 with its URLs (and `Location`).",
                 "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
                 "requestBody": {"required": false, "content": {"application/json": {"schema": call_request}}},
                 "responses": with({
                     let mut r = ok("200", "The result (a tool that failed has is_error true)", &call_answer);
                     r["200"]["content"]["text/event-stream"] = json!({"schema": {"type": "string"}});
                     r["200"]["content"]["application/x-ndjson"] = json!({"schema": {"type": "string"}});
+                    r.extend(ok("202", "Started in the background (background: true)", &task_started));
+                    r["202"]["headers"] = json!({"Location": {"description": "The task's status_url",
+                        "schema": {"type": "string"}}});
+                    let task = json!({"id": "$response.body#/task_id"});
+                    r["202"]["links"] = json!({
+                        "GetTask": {"operationId": "getTask", "parameters": task},
+                        "TaskEvents": {"operationId": "taskEvents", "parameters": task},
+                        "CancelTask": {"operationId": "cancelTask", "parameters": task},
+                    });
                     r
                 }, call_errors.clone()),
+            }},
+            "/v1/tasks/{id}": {
+                "get": {
+                    "operationId": "getTask",
+                    "summary": "A background call: its status, progress, and once over its result or error",
+                    "parameters": [task_id, task_session],
+                    "responses": with(ok("200", "The task", &task_view),
+                        errors(&["401", "404", "429", "503"])),
+                },
+                "delete": {
+                    "operationId": "cancelTask",
+                    "summary": "Cancel a running background call (its call stops)",
+                    "parameters": [task_id, task_session],
+                    "responses": with({
+                        let mut r = ok("200", "The cancelled task", &task_view);
+                        r.insert("409".into(), json!({"description": "The task is already over",
+                            "content": {"application/json": {"schema": task_finished}}}));
+                        r
+                    }, errors(&["401", "404", "429", "503"])),
+                },
+            },
+            "/v1/tasks/{id}/events": {"get": {
+                "operationId": "taskEvents",
+                "summary": "A background call's event stream (SSE)",
+                "description": "The events of a streamed call, each with a stable `id:`: \
+                    tool_call_start (0), tool_progress (one per progress update), then once \
+                    the task is over tool_call_complete and result. Reconnect with \
+                    `Last-Event-ID` (on any replica) to get exactly the events after it.",
+                "parameters": [task_id, task_session,
+                    {"name": "Last-Event-ID", "in": "header", "required": false,
+                     "description": "Resume after this event id",
+                     "schema": {"type": "integer", "minimum": 0,
+                        "maximum": super::task_events::MAX_EVENT_ID}}],
+                "responses": with(
+                    json!({"200": {"description": "The event stream",
+                        "content": {"text/event-stream": {"schema": {"type": "string"}}}}})
+                        .as_object().cloned().unwrap_or_default(),
+                    errors(&["400", "401", "404", "429", "503"])),
             }},
             "/v1/sessions": {"post": {
                 "operationId": "createSession",
@@ -348,10 +494,13 @@ fn describe(status: &str) -> &'static str {
         "401" => "Credentials missing or not accepted",
         "403" => "The Host or Origin header is not allowed (allowed_hosts, cors.allowed_origins)",
         "415" => "The body is not JSON: send Content-Type: application/json",
-        "404" => "No such tool or session for these credentials",
+        "404" => "No such tool, session or task for these credentials",
         "409" => "The tool is allowed but not selected in this session: expand first",
         "413" => "Too many calls in one batch",
-        "429" => "Rate limited: retry after the Retry-After header's seconds",
+        "429" => {
+            "Rate limited (retry after the Retry-After header's seconds), or too many \
+            background calls running for the tenant"
+        }
         "499" => "The call was cancelled",
         "502" => "The upstream failed",
         "503" => "The upstream is unavailable",

@@ -87,6 +87,12 @@ pub(super) fn respond(
         let inbox = Inbox { updates, bridged };
         run.drive(&door, &caller, tool, arguments, ctx, inbox).await;
     });
+    event_stream_response(body, framing)
+}
+
+/// The response streaming what `body` receives, framed as `framing` says, until its
+/// sender is dropped.
+pub(super) fn event_stream_response(body: mpsc::Receiver<Bytes>, framing: Framing) -> Response {
     let content_type = match framing {
         Framing::Sse => "text/event-stream",
         Framing::Ndjson => "application/x-ndjson",
