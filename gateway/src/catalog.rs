@@ -195,9 +195,13 @@ impl Catalog {
         for (name, candidate) in final_names {
             let mut definition =
                 exposed_definition(&name, candidate.upstream, candidate.tool, origin_key);
+            // A tool its upstream runs only as a task stays so: no setting makes a
+            // plain call of it possible.
+            let own = TaskSupport::of(&definition);
             if let Some(mode) = candidate
                 .task_modes
                 .and_then(|modes| modes.for_tool(&candidate.tool.name))
+                .filter(|_| own != TaskSupport::Required)
             {
                 set_task_support(&mut definition, mode);
             }
@@ -385,9 +389,12 @@ mod tests {
         let mcp = TaskModes::from_settings("stdio", None, &BTreeMap::new());
         assert_eq!(mode_of(Some(&mcp)), ["forbidden", "required", "optional"]);
         assert_eq!(mode_of(None), ["forbidden", "required", "optional"]);
-        // OpenAPI: optional unless set.
+        // OpenAPI: optional unless set (a task-only tool stays so).
         let openapi = TaskModes::from_settings("openapi", None, &BTreeMap::new());
-        assert_eq!(mode_of(Some(&openapi)), ["optional"; 3]);
+        assert_eq!(
+            mode_of(Some(&openapi)),
+            ["optional", "required", "optional"]
+        );
         // The upstream's setting, then a tool's own setting over it.
         let per_tool = BTreeMap::from([(
             "slow".to_owned(),
@@ -397,6 +404,15 @@ mod tests {
         )]);
         let set = TaskModes::from_settings("stdio", Some(TaskSupport::Forbidden), &per_tool);
         assert_eq!(mode_of(Some(&set)), ["forbidden", "required", "forbidden"]);
+        // A tool the upstream runs only as a task stays task-only whatever is set.
+        let lowered = BTreeMap::from([(
+            "slow".to_owned(),
+            ToolSettings {
+                background: Some(TaskSupport::Optional),
+            },
+        )]);
+        let set_optional = TaskModes::from_settings("stdio", None, &lowered);
+        assert_eq!(mode_of(Some(&set_optional)), ["forbidden", "required", "optional"]);
         // What else `execution` holds is kept.
         let (catalog, _) = Catalog::build(&[Source {
             upstream: "up",
