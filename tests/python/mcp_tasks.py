@@ -2,7 +2,9 @@
 
 Usage: mcp_tasks.py URL API_KEY MODE PREFIX
   MODE: "legacy" (2025-11-25 session, core tasks) or "modern" (2026-07-28, the
-        `io.modelcontextprotocol/tasks` extension declared per request)
+        `io.modelcontextprotocol/tasks` extension declared per request), or "relay":
+        both generations calling server-everything's `simulate-research-query`, a
+        tool that server runs only as its own task (PREFIX: its upstream name)
   PREFIX: the upstream's name in the catalog; its tools are `slow` (taskSupport
         optional; progress in steps; `fail` answers isError), `slow_required`
         (required), `echo` (forbidden) and `cancelled` (how many calls the upstream
@@ -315,9 +317,38 @@ async def modern(url: str, key: str, prefix: str) -> dict[str, Any]:
     return out
 
 
+async def relay(url: str, key: str, prefix: str) -> dict[str, Any]:
+    """An upstream's own task behind a gateway task, seen by both generations."""
+    out: dict[str, Any] = {}
+    research = f"{prefix}__simulate-research-query"
+    async with create_mcp_http_client(headers={"Authorization": f"Bearer {key}"}) as http:
+        async with Client(
+            streamable_http_client(url, http_client=http), mode="legacy", read_timeout_seconds=30
+        ) as client:
+            created = await create_task(client, research, {"topic": "gateways"})
+            task_id = created["task"]["taskId"]
+            final, seen = await poll(client, task_id)
+            out["legacy_polled"] = seen
+            out["legacy_status"] = final.status
+            out["legacy_result"] = texts(await task_result(client, task_id))
+            running = await create_task(client, research, {"topic": "cancel me"})
+            await asyncio.sleep(0.5)
+            cancelled = await cancel_task(client, running["task"]["taskId"])
+            out["legacy_cancelled"] = cancelled.status
+            out["legacy_plain"] = await error_of(client.call_tool(research, {"topic": "plain"}))
+        async with Client(
+            streamable_http_client(url, http_client=http), mode="auto", read_timeout_seconds=30, extensions=[Tasks()]
+        ) as client:
+            out["modern_protocol"] = client.protocol_version
+            out["modern_result"] = texts(await client.call_tool(research, {"topic": "sessionless"}))
+    return out
+
+
 async def main(url: str, key: str, mode: str, prefix: str) -> dict[str, Any]:
     if mode == "legacy":
         return await legacy(url, key, prefix)
+    if mode == "relay":
+        return await relay(url, key, prefix)
     return await modern(url, key, prefix)
 
 

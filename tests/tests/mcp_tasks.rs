@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use toolgate_e2e::redis::{delete_prefix, shared_redis, unique_prefix};
 use toolgate_e2e::{
     Gateway, McpSession, NodeDeps, RpcExchange, everything_stdio_upstream, hash_key, python,
-    require, run_python, unique_marker, workspace_root,
+    require, run_python, unique_marker, wait_for, workspace_root,
 };
 
 const LEGACY: &str = "2025-11-25";
@@ -711,6 +711,84 @@ async fn server_everything_tools_run_as_tasks_when_the_config_allows() {
     )
     .await;
     assert_eq!(created.result()["resultType"], "task", "{created:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_clients_get_an_upstreams_own_task_relayed() {
+    let deps = require!(NodeDeps::find());
+    let py = require!(python());
+    let upstream = everything_stdio_upstream(&deps, &unique_marker("tasks-relay"));
+    let gateway = Gateway::start(json!({
+        "startup_timeout": "60s",
+        "tenants": {"a": {"api_keys": [hash_key(KEY_A)], "allow": ["everything__*"]}},
+        "upstreams": {"everything": upstream}
+    }))
+    .await;
+    // The server registers its task tools after initialization.
+    let s = session(&gateway, KEY_A).await;
+    let research = wait_for("the research tool", Duration::from_secs(30), || async {
+        let listed = rpc(&s, "tools/list", json!({})).await;
+        listed.result()["tools"]
+            .as_array()
+            .and_then(|tools| {
+                tools
+                    .iter()
+                    .find(|t| t["name"] == "everything__simulate-research-query")
+            })
+            .cloned()
+    })
+    .await;
+    assert_eq!(
+        research["execution"]["taskSupport"], "required",
+        "{research}"
+    );
+
+    let url = gateway.mcp_url();
+    let out = tokio::task::spawn_blocking(move || {
+        run_python(
+            &py,
+            "mcp_tasks.py",
+            &[&url, KEY_A, "relay", "everything"],
+            Duration::from_secs(170),
+        )
+    })
+    .await
+    .unwrap();
+    // 2025-11-25: the server's stages arrive as the task's status, then its report.
+    assert_eq!(out["legacy_status"], "completed", "{out:#}");
+    let polled: Vec<&str> = out["legacy_polled"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let stages: std::collections::BTreeSet<&str> = polled
+        .iter()
+        .filter_map(|p| p.strip_prefix("working:"))
+        .filter(|m| *m != "None")
+        .collect();
+    assert!(
+        stages.len() >= 2,
+        "the server's stages as status: {polled:?}"
+    );
+    assert!(
+        out["legacy_result"][0]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Research Report"),
+        "{out:#}"
+    );
+    assert_eq!(out["legacy_cancelled"], "cancelled", "{out:#}");
+    assert_eq!(code(&out["legacy_plain"]), -32601, "{out:#}");
+    // 2026-07-28: the SDK's transparent call resolves the relayed task.
+    assert_eq!(out["modern_protocol"], "2026-07-28", "{out:#}");
+    assert!(
+        out["modern_result"][0]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Research Report"),
+        "{out:#}"
+    );
 }
 
 /// Polls `tasks/get` (2026) until the task is not working: its last read.
