@@ -23,6 +23,7 @@ mod load;
 mod overhead;
 mod proc;
 mod report;
+mod tasks;
 mod truncation;
 mod upstreams;
 
@@ -110,13 +111,14 @@ const PARTS: &[&str] = &[
     "list",
     "sessions",
     "truncation",
+    "tasks",
 ];
 
 const USAGE: &str =
-    "usage: toolgate-bench <all|overhead|catalog|truncation> [--smoke] [--toolgate PATH]
+    "usage: toolgate-bench <all|overhead|catalog|truncation|tasks> [--smoke] [--toolgate PATH]
          [--rounds N] [--seconds S] [--warmup S] [--concurrency 1,16,64]
          [--list-runs N] [--sessions N]
-         [--only mcp,mcp-sessionless,rest,api-mcp,stdio,imports,list,sessions,truncation]
+         [--only mcp,mcp-sessionless,rest,api-mcp,stdio,imports,list,sessions,truncation,tasks]
        toolgate-bench upstreams [--tools N]        (internal: the bench's upstreams)
        toolgate-bench stdio-server                 (internal: an MCP server on stdin/stdout)
        toolgate-bench import-one SPEC [--runs N]   (internal: one OpenAPI import, timed)";
@@ -132,7 +134,7 @@ fn main() -> ExitCode {
         "upstreams" => upstreams::main(rest),
         "stdio-server" => upstreams::stdio_server(),
         "import-one" => catalog::import_one(rest),
-        "all" | "overhead" | "catalog" | "truncation" => match parse_settings(rest) {
+        "all" | "overhead" | "catalog" | "truncation" | "tasks" => match parse_settings(rest) {
             Ok(settings) => run(command, settings),
             Err(message) => {
                 eprintln!("toolgate-bench: {message}\n{USAGE}");
@@ -246,6 +248,9 @@ fn run(command: &str, settings: Settings) -> anyhow::Result<()> {
         }
         if matches!(command, "all" | "truncation") && settings.wants("truncation") {
             truncation::run(&settings, &mut report)?;
+        }
+        if matches!(command, "all" | "tasks") {
+            tasks::run(&settings, &mut report).await?;
         }
         print!("{}", report.render());
         Ok(())

@@ -59,6 +59,9 @@ fn smoke_run_prints_every_row() {
             "| memory per idle MCP session (50 sessions) | ",
             "| count tokens, 64 KB JSON (o200k_base) | ",
             "| truncate 64 KB JSON to 12000 tokens | ",
+            "| background call created vs plain call, REST, memory (c=1, median of 5) | ",
+            "| GET /v1/tasks/{id} of a finished task, memory (c=1, median of 5) | ",
+            "| memory per stored task, memory (20 finished tasks, gateway RSS) | ",
         ]
         .map(String::from),
     );

@@ -412,7 +412,10 @@ mod tests {
             },
         )]);
         let set_optional = TaskModes::from_settings("stdio", None, &lowered);
-        assert_eq!(mode_of(Some(&set_optional)), ["forbidden", "required", "optional"]);
+        assert_eq!(
+            mode_of(Some(&set_optional)),
+            ["forbidden", "required", "optional"]
+        );
         // What else `execution` holds is kept.
         let (catalog, _) = Catalog::build(&[Source {
             upstream: "up",

@@ -141,15 +141,7 @@ async fn cancelling_a_task_stops_its_upstream_call() {
     let api = SlowApi::start().await;
     let app = start(&api, "").await;
     let caller = caller(&app, "default");
-    let task = app
-        .gateway
-        .tasks
-        .start(
-            &app.gateway,
-            call(&caller, "slow__sleep", json!({"ms": 60_000})),
-        )
-        .await
-        .expect("the task starts");
+    let task = start_task(&app, &caller, "slow__sleep", json!({"ms": 60_000})).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let owner = Tasks::owner_of(&caller);
     let cancelled = app
@@ -245,13 +237,7 @@ async fn execution_modes_and_refusals_are_checked_before_a_task_exists() {
             .is_empty()
     );
     // The task-only tool runs as a task; another tenant cannot see it.
-    let task = tasks
-        .start(
-            &app.gateway,
-            call(&acme, "slow__sleep_only_task", json!({"ms": 10})),
-        )
-        .await
-        .expect("a required tool runs as a task");
+    let task = start_task(&app, &acme, "slow__sleep_only_task", json!({"ms": 10})).await;
     let done = finished(&app, &acme, &task, Duration::from_secs(20)).await;
     assert_eq!(done.state, TaskState::Completed, "{done:?}");
     let other = Tasks::owner_of(&caller(&app, "other"));
@@ -279,23 +265,14 @@ async fn failures_end_the_task_with_a_reason() {
     let caller = caller(&app, "default");
     let tasks = &app.gateway.tasks;
     // Arguments the schema refuses: failed, with the validation message.
-    let task = tasks
-        .start(
-            &app.gateway,
-            call(&caller, "slow__sleep", json!({"ms": "x"})),
-        )
-        .await
-        .expect("validation happens in the call");
+    let task = start_task(&app, &caller, "slow__sleep", json!({"ms": "x"})).await;
     let done = finished(&app, &caller, &task, Duration::from_secs(20)).await;
     assert_eq!(done.state, TaskState::Failed);
     let reason = done.error.clone().unwrap_or_default();
     assert!(reason.contains("ms"), "{reason}");
     assert_eq!(done.result.as_ref().unwrap()["isError"], true);
     // A result over `tasks.max_result_bytes`: failed, saying which limit.
-    let task = tasks
-        .start(&app.gateway, call(&caller, "slow__big", json!({})))
-        .await
-        .unwrap();
+    let task = start_task(&app, &caller, "slow__big", json!({})).await;
     let done = finished(&app, &caller, &task, Duration::from_secs(20)).await;
     assert_eq!(done.state, TaskState::Failed);
     let reason = done.error.unwrap_or_default();
@@ -366,15 +343,7 @@ async fn an_upstream_task_is_relayed_with_its_status_and_result() {
         "{plain:?}"
     );
 
-    let task = app
-        .gateway
-        .tasks
-        .start(
-            &app.gateway,
-            call(&caller, RESEARCH, json!({"topic": "gateways"})),
-        )
-        .await
-        .expect("the task starts");
+    let task = start_task(&app, &caller, RESEARCH, json!({"topic": "gateways"})).await;
     let done = finished(&app, &caller, &task, Duration::from_secs(60)).await;
     assert_eq!(done.state, TaskState::Completed, "{done:?}");
     let report = text_of(done.result.as_ref().unwrap());
@@ -390,15 +359,7 @@ async fn an_upstream_task_is_relayed_with_its_status_and_result() {
     assert!(steps.windows(2).all(|w| w[0] < w[1]), "{steps:?}");
 
     // Cancelled through the gateway: the relay stops following it at once.
-    let task = app
-        .gateway
-        .tasks
-        .start(
-            &app.gateway,
-            call(&caller, RESEARCH, json!({"topic": "cancel me"})),
-        )
-        .await
-        .expect("the task starts");
+    let task = start_task(&app, &caller, RESEARCH, json!({"topic": "cancel me"})).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let owner = Tasks::owner_of(&caller);
     let cancelled = app
@@ -425,15 +386,7 @@ async fn shutting_down_fails_the_tasks_running_here_with_the_reason() {
     let api = SlowApi::start().await;
     let app = start(&api, "").await;
     let caller = caller(&app, "default");
-    let task = app
-        .gateway
-        .tasks
-        .start(
-            &app.gateway,
-            call(&caller, "slow__sleep", json!({"ms": 60_000})),
-        )
-        .await
-        .expect("the task starts");
+    let task = start_task(&app, &caller, "slow__sleep", json!({"ms": 60_000})).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     app.shutdown().await;
     let owner = Tasks::owner_of(&caller);
