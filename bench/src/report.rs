@@ -172,7 +172,7 @@ impl Report {
             out.push('\n');
         }
         if !self.rows.is_empty() {
-            let _ = writeln!(out, "## Catalog scale and truncation\n");
+            let _ = writeln!(out, "## Catalog scale, truncation and background calls\n");
             let _ = writeln!(out, "| measurement | result |");
             let _ = writeln!(out, "|---|---|");
             for row in &self.rows {
