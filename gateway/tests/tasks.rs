@@ -263,7 +263,6 @@ async fn failures_end_the_task_with_a_reason() {
     let api = SlowApi::start().await;
     let app = start(&api, "").await;
     let caller = caller(&app, "default");
-    let tasks = &app.gateway.tasks;
     // Arguments the schema refuses: failed, with the validation message.
     let task = start_task(&app, &caller, "slow__sleep", json!({"ms": "x"})).await;
     let done = finished(&app, &caller, &task, Duration::from_secs(20)).await;
