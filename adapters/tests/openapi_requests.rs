@@ -517,9 +517,9 @@ async fn validation_is_lenient_where_the_spec_is_wrong() {
     assert_eq!(
         repairs,
         [
-            "request body at '/properties/label': oneOf branches 0 and 1 accept the same values; read as anyOf",
+            "request body at '/properties/label': oneOf branches 0 and 1 overlap (they accept the same values); read as anyOf",
             "request body at '/properties/meta': 'required' names 'sensor_ref', which is no property; dropped",
-            "request body at '/properties/value': oneOf branches 0 and 1 accept the same values; read as anyOf",
+            "request body at '/properties/value': oneOf branches 0 and 1 overlap (they accept the same values); read as anyOf",
             "request body: 'required' names 'ghost', which is no property; dropped",
         ]
     );

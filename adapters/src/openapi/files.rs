@@ -19,11 +19,11 @@ pub(super) fn is_file(schema: Option<&Value>) -> bool {
 
 /// The input schema of a file argument: the plain form (base64 text) or the object form.
 pub(super) fn arg_schema(file: &Value, declared: Option<&str>) -> Value {
-    let what = file
-        .get("description")
-        .and_then(Value::as_str)
-        .map(|d| format!("{} ", d.trim()))
-        .unwrap_or_default();
+    let mut plain = file.clone();
+    let what = match plain.as_object_mut().and_then(|m| m.remove("description")) {
+        Some(Value::String(d)) if !d.trim().is_empty() => format!("{} ", d.trim()),
+        _ => String::new(),
+    };
     let types = declared
         .map(|d| format!(" (the API expects {d})"))
         .unwrap_or_default();
@@ -32,7 +32,7 @@ pub(super) fn arg_schema(file: &Value, declared: Option<&str>) -> Value {
             "{what}A file{types}: base64 text, or an object with the content (data as \
              text, or data_base64) and optionally its filename and content_type"),
         "anyOf": [
-            {"type": "string", "contentEncoding": "base64"},
+            plain,
             {"type": "object", "properties": {
                 "data": {"type": "string", "description": "The content as text"},
                 "data_base64": {"type": "string", "contentEncoding": "base64",

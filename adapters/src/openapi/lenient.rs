@@ -35,24 +35,52 @@ const MAP: [&str; 3] = ["properties", "patternProperties", "dependentSchemas"];
 /// Repairs `schema` in place; each repair is described in `notes`, prefixed by `at`
 /// (what the schema belongs to).
 pub(super) fn relax(schema: &mut Value, at: &str, notes: &mut Vec<String>) {
-    walk(schema, &mut String::new(), at, notes);
+    walk(
+        schema,
+        &mut String::new(),
+        at,
+        notes,
+        Some(&BTreeSet::new()),
+    );
 }
 
-fn walk(v: &mut Value, ptr: &mut String, at: &str, notes: &mut Vec<String>) {
+/// `inherited`: the property names a combinator branch gets from the schema it is a
+/// branch of (a branch's `required` may name its parent's properties); `None` when
+/// they cannot be told.
+fn walk(
+    v: &mut Value,
+    ptr: &mut String,
+    at: &str,
+    notes: &mut Vec<String>,
+    inherited: Option<&BTreeSet<String>>,
+) {
     let Value::Object(m) = v else { return };
+    let mut names = inherited.cloned();
+    if let Some(n) = &mut names
+        && declared(m, n).is_none()
+    {
+        names = None;
+    }
     overlapping_one_of(m, ptr, at, notes);
-    unknown_required(m, ptr, at, notes);
+    unknown_required(m, names.as_ref(), ptr, at, notes);
+    let none = BTreeSet::new();
     let len = ptr.len();
     for (k, x) in m.iter_mut() {
         let k = k.as_str();
         if ONE.contains(&k) {
             ptr.push_str(&format!("/{k}"));
-            walk(x, ptr, at, notes);
+            walk(x, ptr, at, notes, Some(&none));
         } else if LIST.contains(&k) {
+            // branches of a combinator see the properties around them
+            let passed = if k == "prefixItems" {
+                Some(&none)
+            } else {
+                names.as_ref()
+            };
             if let Value::Array(a) = x {
                 for (i, s) in a.iter_mut().enumerate() {
                     ptr.push_str(&format!("/{k}/{i}"));
-                    walk(s, ptr, at, notes);
+                    walk(s, ptr, at, notes, passed);
                     ptr.truncate(len);
                 }
             }
@@ -61,7 +89,7 @@ fn walk(v: &mut Value, ptr: &mut String, at: &str, notes: &mut Vec<String>) {
                 for (name, s) in props.iter_mut() {
                     let name = name.replace('~', "~0").replace('/', "~1");
                     ptr.push_str(&format!("/{k}/{name}"));
-                    walk(s, ptr, at, notes);
+                    walk(s, ptr, at, notes, Some(&none));
                     ptr.truncate(len);
                 }
             }
@@ -83,15 +111,22 @@ fn overlapping_one_of(m: &mut Map<String, Value>, ptr: &str, at: &str, notes: &m
     let Some(Value::Array(branches)) = m.get("oneOf") else {
         return;
     };
+    let object = m.get("type").and_then(Value::as_str) == Some("object");
     let pair = (0..branches.len()).find_map(|i| {
         (i + 1..branches.len())
-            .find(|&j| overlap(&branches[i], &branches[j]))
+            .find(|&j| overlap(&branches[i], &branches[j], object))
             .map(|j| (i, j))
     });
     let Some((i, j)) = pair else { return };
-    let Some(branches) = m.remove("oneOf") else {
+    let Some(Value::Array(branches)) = m.remove("oneOf") else {
         return;
     };
+    let why = if is_cut(&branches[i]) || is_cut(&branches[j]) {
+        "one was cut while inlining and accepts anything"
+    } else {
+        "they accept the same values"
+    };
+    let branches = Value::Array(branches);
     if m.contains_key("anyOf") {
         // both present: the old anyOf stays, the relaxed oneOf joins through allOf
         let mut wrapped = Map::new();
@@ -104,7 +139,7 @@ fn overlapping_one_of(m: &mut Map<String, Value>, ptr: &str, at: &str, notes: &m
         m.insert("anyOf".into(), branches);
     }
     notes.push(format!(
-        "{at}{}: oneOf branches {i} and {j} accept the same values; read as anyOf",
+        "{at}{}: oneOf branches {i} and {j} overlap ({why}); read as anyOf",
         place(ptr)
     ));
 }
@@ -187,13 +222,13 @@ fn required_of(s: &Value) -> Vec<&str> {
         .unwrap_or_default()
 }
 
-/// Whether object schemas `a` and `b` tell their values apart: a required property
-/// with disjoint literals in both (a discriminator), or one `a` requires that `b`
-/// forbids.
+/// Whether object schemas `a` and `b` tell their values apart: a property both limit
+/// to disjoint literals that one of them requires (a discriminator), or one `a`
+/// requires that `b` forbids.
 fn objects_distinct(a: &Value, b: &Value) -> bool {
     let prop = |s: &'_ Value, k: &str| s.get("properties").and_then(|p| p.get(k)).cloned();
     let (ra, rb) = (required_of(a), required_of(b));
-    let discriminated = ra.iter().filter(|k| rb.contains(k)).any(
+    let discriminated = ra.iter().chain(&rb).any(
         |k| matches!((prop(a, k), prop(b, k)), (Some(x), Some(y)) if disjoint_literals(&x, &y)),
     );
     let forbids = |req: &[&str], other: &Value| {
@@ -204,29 +239,44 @@ fn objects_distinct(a: &Value, b: &Value) -> bool {
 }
 
 /// Whether some value could be valid under both branches (conservatively: yes unless
-/// their types, literals or object shapes tell them apart).
-fn overlap(a: &Value, b: &Value) -> bool {
+/// their types, literals or object shapes tell them apart). `object`: the schema they
+/// are branches of takes objects only.
+fn overlap(a: &Value, b: &Value, object: bool) -> bool {
     if disjoint_literals(a, b) {
         return false;
     }
-    match (types_of(a), types_of(b)) {
-        (Some(x), Some(y)) if !types_overlap(&x, &y) => false,
-        (Some(x), Some(y)) if x.len() == 1 && y.len() == 1 && x.contains("object") => {
-            x == y && !objects_distinct(a, b)
-        }
-        _ => true,
+    let only_object = |t: &Option<Types>| match t {
+        Some(t) => (t.len() == 1 || object) && t.contains("object"),
+        None => object,
+    };
+    let (ta, tb) = (types_of(a), types_of(b));
+    if let (Some(x), Some(y)) = (&ta, &tb)
+        && !types_overlap(x, y)
+    {
+        return false;
     }
+    if only_object(&ta) && only_object(&tb) {
+        return !objects_distinct(a, b);
+    }
+    true
+}
+
+/// A schema the inliner cut (a cycle, depth or size limit): it accepts anything.
+fn is_cut(s: &Value) -> bool {
+    s.as_object().is_some_and(cut)
+}
+
+fn cut(m: &Map<String, Value>) -> bool {
+    m.get("$comment")
+        .and_then(Value::as_str)
+        .is_some_and(|c| c.starts_with("cut:"))
 }
 
 /// The property names `m` declares, itself or through its combinator branches;
 /// `None` when that cannot be told (a branch was cut while inlining, or property
 /// names are open by pattern).
 fn declared(m: &Map<String, Value>, out: &mut BTreeSet<String>) -> Option<()> {
-    if m.contains_key("patternProperties")
-        || m.get("$comment")
-            .and_then(Value::as_str)
-            .is_some_and(|c| c.starts_with("cut:"))
-    {
+    if m.contains_key("patternProperties") || cut(m) {
         return None;
     }
     if let Some(Value::Object(p)) = m.get("properties") {
@@ -244,15 +294,18 @@ fn declared(m: &Map<String, Value>, out: &mut BTreeSet<String>) -> Option<()> {
     Some(())
 }
 
-/// Drops `required` names no property declares (when the schema declares any).
-fn unknown_required(m: &mut Map<String, Value>, ptr: &str, at: &str, notes: &mut Vec<String>) {
-    if !matches!(m.get("required"), Some(Value::Array(r)) if !r.is_empty()) {
+/// Drops `required` names no property declares (when the schema, or the one it is a
+/// branch of, declares any).
+fn unknown_required(
+    m: &mut Map<String, Value>,
+    names: Option<&BTreeSet<String>>,
+    ptr: &str,
+    at: &str,
+    notes: &mut Vec<String>,
+) {
+    let Some(names) = names.filter(|n| !n.is_empty()) else {
         return;
-    }
-    let mut names = BTreeSet::new();
-    if declared(m, &mut names).is_none() || names.is_empty() {
-        return;
-    }
+    };
     let Some(Value::Array(required)) = m.get_mut("required") else {
         return;
     };
@@ -295,7 +348,7 @@ mod tests {
         assert_eq!(
             notes,
             [
-                "body at '/properties/n': oneOf branches 0 and 1 accept the same values; read as anyOf"
+                "body at '/properties/n': oneOf branches 0 and 1 overlap (they accept the same values); read as anyOf"
             ]
         );
         let (_, notes) =
@@ -316,6 +369,9 @@ mod tests {
             json!({"oneOf": [
                 {"type": "object", "properties": {"kind": {"const": "cat"}}, "required": ["kind"]},
                 {"type": "object", "properties": {"kind": {"const": "dog"}}, "required": ["kind"]}]}),
+            json!({"type": "object", "properties": {"conclusion": {}}, "oneOf": [
+                {"properties": {"status": {"enum": ["completed"]}}, "required": ["status", "conclusion"]},
+                {"properties": {"status": {"enum": ["queued", "in_progress"]}}}]}),
             json!({"oneOf": [
                 {"type": "object", "properties": {"a": {}}, "required": ["a"], "additionalProperties": false},
                 {"type": "object", "properties": {"b": {}}, "required": ["b"], "additionalProperties": false}]}),
