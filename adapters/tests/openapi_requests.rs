@@ -313,8 +313,11 @@ async fn kubernetes_patch_from_swagger2() {
     assert_eq!(report.repaired.len(), 1, "{:?}", report.repaired);
 }
 
-/// The multipart body the API must receive: `(name, filename and type, content)`.
-fn multipart(seen: &Recorded, parts: &[(&str, Option<(&str, &str)>, &[u8])]) -> Vec<u8> {
+/// One expected part: name, filename and content type (for a file), content.
+type Part<'a> = (&'a str, Option<(&'a str, &'a str)>, &'a [u8]);
+
+/// The multipart body the API must receive.
+fn multipart(seen: &Recorded, parts: &[Part]) -> Vec<u8> {
     let ct = seen.header("content-type").unwrap();
     let boundary = ct
         .strip_prefix("multipart/form-data; boundary=")

@@ -84,14 +84,14 @@ fn walk(
                     ptr.truncate(len);
                 }
             }
-        } else if MAP.contains(&k) {
-            if let Value::Object(props) = x {
-                for (name, s) in props.iter_mut() {
-                    let name = name.replace('~', "~0").replace('/', "~1");
-                    ptr.push_str(&format!("/{k}/{name}"));
-                    walk(s, ptr, at, notes, Some(&none));
-                    ptr.truncate(len);
-                }
+        } else if MAP.contains(&k)
+            && let Value::Object(props) = x
+        {
+            for (name, s) in props.iter_mut() {
+                let name = name.replace('~', "~0").replace('/', "~1");
+                ptr.push_str(&format!("/{k}/{name}"));
+                walk(s, ptr, at, notes, Some(&none));
+                ptr.truncate(len);
             }
         }
         ptr.truncate(len);
