@@ -8,8 +8,9 @@ use serde_json::{Map, Value, json};
 
 use super::config::{FilterSet, Filters};
 use super::files;
-use super::model::{BodyKind, Location, Operation, PropEncoding};
+use super::model::{BodyKind, Location, Operation};
 use super::naming::arg_name;
+use super::variants;
 use crate::JsonObject;
 
 /// Where one argument goes in the request.
@@ -156,7 +157,7 @@ pub(super) fn convert(op: &Operation) -> Converted {
                         (true, false) => Need::WithBody,
                     };
                     let v = match body.kind {
-                        BodyKind::Multipart => file_args(v, body.encoding.get(&k)),
+                        BodyKind::Multipart => files::prop_schema(v, body.encoding.get(&k)),
                         _ => v,
                     };
                     entries.push(Arg {
@@ -197,15 +198,12 @@ pub(super) fn convert(op: &Operation) -> Converted {
                 });
             }
         }
-        if !body.choices.is_empty() {
-            let offered: Vec<&str> = body.choices.iter().map(|c| c.media_type.as_str()).collect();
+        if let Some(schema) = variants::arg_schema(&body.media_type, &body.choices) {
             entries.push(Arg {
                 name: "content_type".into(),
                 location: None,
                 target: Target::ContentType,
-                schema: json!({"type": "string", "enum": offered, "description": format!(
-                    "The body's media type. Left out, it follows the body: an array goes as a \
-                     JSON Patch, an object as {}", body.media_type)}),
+                schema,
                 need: Need::Optional,
             });
         }
@@ -294,29 +292,6 @@ fn note(schema: &mut Value, text: &str) {
             format!("{d} {text}")
         };
         m.insert("description".into(), Value::String(d));
-    }
-}
-
-/// A multipart property's argument schema: file content (or a list of files) also
-/// takes the object form with a filename and content type (see [`files`]).
-fn file_args(schema: Value, encoding: Option<&PropEncoding>) -> Value {
-    let declared = |s: &Value| {
-        encoding.and_then(|e| e.content_type.clone()).or_else(|| {
-            s.get("contentMediaType")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        })
-    };
-    if files::is_file(Some(&schema)) {
-        return files::arg_schema(&schema, declared(&schema).as_deref());
-    }
-    match schema.get("items") {
-        Some(items) if files::is_file(Some(items)) => {
-            let mut schema = schema.clone();
-            schema["items"] = files::arg_schema(items, declared(items).as_deref());
-            schema
-        }
-        _ => schema,
     }
 }
 

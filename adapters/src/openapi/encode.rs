@@ -270,11 +270,7 @@ pub(super) fn multipart_body(
             if !files::is_file(s) {
                 return Ok(None);
             }
-            let declared = ct.as_deref().or_else(|| {
-                s.and_then(|s| s.get("contentMediaType"))
-                    .and_then(Value::as_str)
-            });
-            let f = files::read(k, x, declared)?;
+            let f = files::read(k, x, files::declared(ct.as_deref(), s))?;
             Ok(Some(Part {
                 name: k.clone(),
                 filename: Some(f.filename),

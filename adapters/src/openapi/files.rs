@@ -9,6 +9,8 @@
 use base64::Engine;
 use serde_json::{Value, json};
 
+use super::model::PropEncoding;
+
 /// Whether a property schema describes file content.
 pub(super) fn is_file(schema: Option<&Value>) -> bool {
     schema.is_some_and(|s| {
@@ -43,6 +45,33 @@ pub(super) fn arg_schema(file: &Value, declared: Option<&str>) -> Value {
              "additionalProperties": false}
         ]
     })
+}
+
+/// A multipart property's argument schema: file content (or a list of files) also
+/// takes the object form with a filename and content type.
+pub(super) fn prop_schema(schema: Value, encoding: Option<&PropEncoding>) -> Value {
+    let ct = encoding.and_then(|e| e.content_type.as_deref());
+    if is_file(Some(&schema)) {
+        return arg_schema(&schema, declared(ct, Some(&schema)));
+    }
+    match schema.get("items") {
+        Some(items) if is_file(Some(items)) => {
+            let items = arg_schema(items, declared(ct, Some(items)));
+            let mut schema = schema;
+            schema["items"] = items;
+            schema
+        }
+        _ => schema,
+    }
+}
+
+/// The content type the spec declares for a file part: its encoding object's, else
+/// the schema's `contentMediaType` (3.1).
+pub(super) fn declared<'a>(
+    encoding: Option<&'a str>,
+    schema: Option<&'a Value>,
+) -> Option<&'a str> {
+    encoding.or_else(|| schema?.get("contentMediaType")?.as_str())
 }
 
 /// A file part, ready to frame.

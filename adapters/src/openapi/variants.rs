@@ -143,6 +143,20 @@ pub(super) fn plan(entries: Vec<(String, Value)>) -> Plan {
     }
 }
 
+/// The schema of the `content_type` argument, when there is a choice to make.
+pub(super) fn arg_schema(default: &str, choices: &[MediaChoice]) -> Option<Value> {
+    if choices.is_empty() {
+        return None;
+    }
+    let offered: Vec<&str> = choices.iter().map(|c| c.media_type.as_str()).collect();
+    let follows = match choices.iter().find(|c| c.takes_array) {
+        Some(a) => format!("an array goes as {}, an object as {default}", a.media_type),
+        None => format!("the body goes as {default}"),
+    };
+    Some(json!({"type": "string", "enum": offered,
+        "description": format!("The body's media type. Left out, {follows}")}))
+}
+
 /// The media type to send `value` as: the one `requested`, else the one its shape
 /// calls for. `Err` when the requested type does not take that shape.
 pub(super) fn choose(
