@@ -6,9 +6,9 @@
 //!
 //! Specs often give a JSON Patch body an object schema (Kubernetes' opaque `Patch`):
 //! evidently wrong, since RFC 6902 makes it an array, so the array is accepted and the
-//! repair noted. A JSON Patch type whose schema declares object properties is an alias
-//! of plain JSON (ASP.NET lists `json-patch+json` beside `application/json` for every
-//! body) and is read as such.
+//! repair noted. A JSON Patch type under the schema of a plain JSON type, or one
+//! declaring object properties, is an alias of plain JSON (ASP.NET lists
+//! `json-patch+json` beside `application/json` for every body) and is read as such.
 
 use serde_json::{Value, json};
 
@@ -84,16 +84,21 @@ pub(super) fn plan(entries: Vec<(String, Value)>) -> Plan {
     let mut repairs = Vec::new();
     // (media type, meaning, takes an array, schema)
     let mut read: Vec<(String, Meaning, bool, Value)> = Vec::new();
+    // a JSON Patch type under the same schema as plain JSON is an alias of it
+    let plain: Vec<Value> = entries
+        .iter()
+        .filter(|(mt, _)| meaning(mt) == Meaning::Plain)
+        .map(|(_, s)| s.clone())
+        .collect();
     for (mt, schema) in entries {
         if read.iter().any(|r| r.0 == mt) {
             continue;
         }
         let m = meaning(&mt);
+        let alias = plain.contains(&schema) || declares_properties(&schema);
         let entry = match m {
+            Meaning::JsonPatch if alias => (mt, Meaning::Plain, false, schema),
             Meaning::JsonPatch if is_array_schema(&schema) => (mt, m, true, schema),
-            Meaning::JsonPatch if declares_properties(&schema) => {
-                (mt, Meaning::Plain, false, schema)
-            }
             Meaning::JsonPatch => {
                 repairs.push(format!(
                     "request body: {mt} is declared without an array schema; read as a JSON \
@@ -231,5 +236,16 @@ mod tests {
         assert_eq!(p.schema, obj);
         assert!(p.choices.is_empty());
         assert!(p.repairs.is_empty());
+        // a batch of items under both: plain JSON, arrays included
+        let batch = json!({"type": "array", "items": obj});
+        let p = plan(vec![
+            ("application/json-patch+json".into(), batch.clone()),
+            ("application/json".into(), batch.clone()),
+        ]);
+        assert_eq!(
+            (p.media_type.as_str(), &p.schema),
+            ("application/json", &batch)
+        );
+        assert!(p.choices.is_empty());
     }
 }
