@@ -55,7 +55,12 @@ fn walk(
     inherited: Option<&BTreeSet<String>>,
 ) {
     let Value::Object(m) = v else { return };
-    let mut names = inherited.cloned();
+    // the names in scope, worked out only where a `required` or a branch needs them
+    let needed = m.contains_key("required")
+        || ["allOf", "anyOf", "oneOf"]
+            .iter()
+            .any(|k| m.contains_key(*k));
+    let mut names = if needed { inherited.cloned() } else { None };
     if let Some(n) = &mut names
         && declared(m, n).is_none()
     {
