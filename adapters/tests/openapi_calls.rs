@@ -340,7 +340,7 @@ async fn form_multipart_text_and_binary_bodies_with_auth() {
     );
     expected.extend_from_slice(
         format!(
-            "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"file\"\r\nContent-Type: image/png\r\n\r\n"
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"file.png\"\r\nContent-Type: image/png\r\n\r\n"
         )
         .as_bytes(),
     );

@@ -7,7 +7,7 @@ mod common;
 use std::collections::HashSet;
 
 use toolgate_adapters::Upstream;
-use toolgate_adapters::openapi::{OpenApiConfig, OpenApiUpstream};
+use toolgate_adapters::openapi::{OpenApiConfig, OpenApiUpstream, SkippedOperation};
 
 /// (file, operations per the corpus README, operations skipped). Nothing is skipped:
 /// every operation of every spec becomes a tool.
@@ -61,7 +61,23 @@ async fn every_corpus_spec_imports_completely() {
         );
         assert_eq!(report.imported, ops - skipped, "{file}: imported");
         // every input schema compiles for the call-time validator as it is
-        assert_eq!(report.repaired, vec![], "{file}: repaired");
+        let dropped: Vec<_> = report
+            .repaired
+            .iter()
+            .filter(|r| r.reason.starts_with("input schema keyword"))
+            .collect();
+        assert_eq!(
+            dropped,
+            Vec::<&SkippedOperation>::new(),
+            "{file}: keywords dropped"
+        );
+        if *file == "github-api.github.com.json" {
+            // `{}` is valid under two object branches of set-labels' oneOf; check runs
+            // tell theirs apart by `status` (a parent property names the required one)
+            let repaired = |op: &str| report.repaired.iter().any(|r| r.operation == op);
+            assert!(repaired("issues/set-labels"), "{:?}", report.repaired);
+            assert!(!repaired("checks/create"), "{:?}", report.repaired);
+        }
         let tools = up.tools();
         assert_eq!(tools.len(), ops - skipped, "{file}: tools");
         let mut names = HashSet::new();

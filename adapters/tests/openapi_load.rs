@@ -148,9 +148,14 @@ securityDefinitions:
     assert_eq!(report.spec_version, "2.0");
     let t = tool(&up, "uploadPhoto");
     let props = &t["inputSchema"]["properties"];
+    // base64 text, or an object naming the file too
     assert_eq!(
-        props["file"],
+        props["file"]["anyOf"][0],
         json!({"type": "string", "format": "binary", "contentEncoding": "base64"})
+    );
+    assert_eq!(
+        props["file"]["anyOf"][1]["properties"]["filename"]["type"],
+        "string"
     );
     assert_eq!(t["inputSchema"]["required"], json!(["id", "file"]));
     assert_eq!(

@@ -7,8 +7,10 @@ use std::collections::{BTreeMap, HashMap};
 use serde_json::{Map, Value, json};
 
 use super::config::{FilterSet, Filters};
+use super::files;
 use super::model::{BodyKind, Location, Operation};
 use super::naming::arg_name;
+use super::variants;
 use crate::JsonObject;
 
 /// Where one argument goes in the request.
@@ -20,6 +22,26 @@ pub(super) enum Target {
     BodyProp(String),
     /// The whole body.
     Body,
+    /// The body's media type, out of those the operation offers.
+    ContentType,
+}
+
+/// Whether an argument must be given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Need {
+    Optional,
+    Required,
+    /// A required property of an optional body: required once any body property is sent.
+    WithBody,
+}
+
+/// One argument before its final name is settled.
+struct Arg {
+    name: String,
+    location: Option<Location>,
+    target: Target,
+    schema: Value,
+    need: Need,
 }
 
 /// One argument and its destination.
@@ -83,8 +105,7 @@ fn object_parts(schema: &Value) -> Option<ObjectParts> {
 
 /// Builds the flat input schema and the argument bindings of `op`.
 pub(super) fn convert(op: &Operation) -> Converted {
-    // (wanted name, target, schema, required)
-    let mut entries: Vec<(String, Option<Location>, Target, Value, bool)> = Vec::new();
+    let mut entries: Vec<Arg> = Vec::new();
     for (i, p) in op.parameters.iter().enumerate() {
         let mut schema = p.schema.clone();
         if arg_name(&p.name) != p.name
@@ -105,13 +126,17 @@ pub(super) fn convert(op: &Operation) -> Converted {
                 }),
             );
         }
-        entries.push((
-            arg_name(&p.name),
-            Some(p.location),
-            Target::Param(i),
+        entries.push(Arg {
+            name: arg_name(&p.name),
+            location: Some(p.location),
+            target: Target::Param(i),
             schema,
-            p.required,
-        ));
+            need: if p.required {
+                Need::Required
+            } else {
+                Need::Optional
+            },
+        });
     }
     let mut body_takes_extra = false;
     if let Some(body) = &op.body {
@@ -126,8 +151,22 @@ pub(super) fn convert(op: &Operation) -> Converted {
                 body_takes_extra =
                     matches!(additional, Some(Value::Bool(true)) | Some(Value::Object(_)));
                 for (k, v) in props {
-                    let req = body.required && required.contains(&k);
-                    entries.push((arg_name(&k), None, Target::BodyProp(k), v, req));
+                    let need = match (required.contains(&k), body.required) {
+                        (false, _) => Need::Optional,
+                        (true, true) => Need::Required,
+                        (true, false) => Need::WithBody,
+                    };
+                    let v = match body.kind {
+                        BodyKind::Multipart => files::prop_schema(v, body.encoding.get(&k)),
+                        _ => v,
+                    };
+                    entries.push(Arg {
+                        name: arg_name(&k),
+                        location: None,
+                        target: Target::BodyProp(k),
+                        schema: v,
+                        need,
+                    });
                 }
             }
             None => {
@@ -146,21 +185,49 @@ pub(super) fn convert(op: &Operation) -> Converted {
                 {
                     m.insert("description".into(), json!(d.trim()));
                 }
-                entries.push(("body".into(), None, Target::Body, schema, body.required));
+                entries.push(Arg {
+                    name: "body".into(),
+                    location: None,
+                    target: Target::Body,
+                    schema,
+                    need: if body.required {
+                        Need::Required
+                    } else {
+                        Need::Optional
+                    },
+                });
             }
+        }
+        if let Some(schema) = variants::arg_schema(&body.media_type, &body.choices) {
+            entries.push(Arg {
+                name: "content_type".into(),
+                location: None,
+                target: Target::ContentType,
+                schema,
+                need: Need::Optional,
+            });
         }
     }
     // Collisions: parameters take a `__<location>` suffix, body properties keep the name.
     let mut count: HashMap<String, usize> = HashMap::new();
     for e in &entries {
-        *count.entry(e.0.clone()).or_default() += 1;
+        *count.entry(e.name.clone()).or_default() += 1;
     }
     let mut properties = Map::new();
     let mut required = Vec::new();
+    let mut with_body = Vec::new();
+    let mut body_args = Vec::new();
     let mut bindings = Vec::new();
     let mut taken: BTreeMap<String, ()> = BTreeMap::new();
-    for (name, loc, target, schema, req) in entries {
-        let mut name = match loc {
+    for Arg {
+        name,
+        location,
+        target,
+        mut schema,
+        need,
+    } in entries
+    {
+        let mut name = match location {
             Some(l) if count[&name] > 1 => format!("{name}__{}", l.as_str()),
             _ => name,
         };
@@ -170,8 +237,16 @@ pub(super) fn convert(op: &Operation) -> Converted {
             n += 1;
         }
         taken.insert(name.clone(), ());
-        if req {
-            required.push(Value::String(name.clone()));
+        match need {
+            Need::Required => required.push(Value::String(name.clone())),
+            Need::WithBody => {
+                with_body.push(name.clone());
+                note(&mut schema, "(required when the body is sent)");
+            }
+            Need::Optional => {}
+        }
+        if matches!(target, Target::BodyProp(_)) {
+            body_args.push(name.clone());
         }
         properties.insert(name.clone(), schema);
         bindings.push(Binding { arg: name, target });
@@ -180,6 +255,19 @@ pub(super) fn convert(op: &Operation) -> Converted {
     if !required.is_empty() {
         input["required"] = Value::Array(required);
     }
+    if !with_body.is_empty() {
+        // The body is optional, but once any of its properties is sent, it is sent
+        // whole: each property then needs the body's required ones.
+        let deps: Map<String, Value> = body_args
+            .iter()
+            .map(|b| {
+                let others: Vec<&String> = with_body.iter().filter(|r| *r != b).collect();
+                (b.clone(), json!(others))
+            })
+            .filter(|(_, others)| others.as_array().is_some_and(|a| !a.is_empty()))
+            .collect();
+        input["dependentRequired"] = Value::Object(deps);
+    }
     if !body_takes_extra {
         input["additionalProperties"] = json!(false);
     }
@@ -187,6 +275,23 @@ pub(super) fn convert(op: &Operation) -> Converted {
         input_schema: input,
         bindings,
         body_takes_extra,
+    }
+}
+
+/// Appends `text` to a schema's description.
+fn note(schema: &mut Value, text: &str) {
+    if let Value::Object(m) = schema {
+        let d = m
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .trim();
+        let d = if d.is_empty() {
+            text.to_owned()
+        } else {
+            format!("{d} {text}")
+        };
+        m.insert("description".into(), Value::String(d));
     }
 }
 

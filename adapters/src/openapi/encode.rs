@@ -2,16 +2,16 @@
 //! (simple, label, matrix), query styles (form, spaceDelimited, pipeDelimited,
 //! deepObject, with or without explode), headers, cookies, and the bodies
 //! `application/x-www-form-urlencoded` (nested values in bracket notation, as Stripe
-//! expects) and `multipart/form-data` (file content arrives base64-encoded in the
-//! arguments — never as a local path).
+//! expects) and `multipart/form-data` (file content arrives in the arguments, base64 or
+//! as text — never as a local path).
 
 use std::collections::BTreeMap;
 
-use base64::Engine;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use super::files;
 use super::model::{Parameter, PropEncoding, Style};
 
 /// Everything but RFC 3986 unreserved characters is encoded.
@@ -254,15 +254,8 @@ struct Part {
     data: Vec<u8>,
 }
 
-fn is_file(schema: Option<&Value>) -> bool {
-    schema.is_some_and(|s| {
-        s.get("contentEncoding").and_then(Value::as_str) == Some("base64")
-            || s.get("format").and_then(Value::as_str) == Some("binary")
-    })
-}
-
 /// A `multipart/form-data` body and its boundary. `schemas` are the body's property
-/// schemas (file properties carry base64 text, decoded here).
+/// schemas (file properties carry base64 text or a file object, see [`files`]).
 pub(super) fn multipart_body(
     props: &[(String, Value)],
     encoding: &BTreeMap<String, PropEncoding>,
@@ -274,27 +267,19 @@ pub(super) fn multipart_body(
         let ct = encoding.get(k).and_then(|e| e.content_type.clone());
         let item_schema = schema.and_then(|s| s.get("items"));
         let file_like = |x: &Value, s: Option<&Value>| -> Result<Option<Part>, String> {
-            if !is_file(s) {
+            if !files::is_file(s) {
                 return Ok(None);
             }
-            let text = x
-                .as_str()
-                .ok_or_else(|| format!("'{k}' must be base64 text"))?;
-            let data = base64::engine::general_purpose::STANDARD
-                .decode(text.trim())
-                .map_err(|e| format!("'{k}' is not valid base64: {e}"))?;
+            let f = files::read(k, x, files::declared(ct.as_deref(), s))?;
             Ok(Some(Part {
                 name: k.clone(),
-                filename: Some(k.clone()),
-                content_type: Some(
-                    ct.clone()
-                        .unwrap_or_else(|| "application/octet-stream".into()),
-                ),
-                data,
+                filename: Some(f.filename),
+                content_type: Some(f.content_type),
+                data: f.data,
             }))
         };
         match v {
-            Value::Array(a) if !is_file(schema) => {
+            Value::Array(a) if !files::is_file(schema) => {
                 for x in a {
                     match file_like(x, item_schema)? {
                         Some(p) => parts.push(p),

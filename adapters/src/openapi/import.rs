@@ -33,8 +33,10 @@ pub struct ImportReport {
     pub imported: usize,
     /// Operations left out, each with why.
     pub skipped: Vec<SkippedOperation>,
-    /// Operations imported after a keyword their input schema could not use was
-    /// dropped (an invalid `pattern`, a keyword of the wrong type), each with what and why.
+    /// Operations imported after a repair where the spec is evidently wrong, each with
+    /// what was done: a keyword the validator could not use dropped (an invalid
+    /// `pattern`, a keyword of the wrong type), an overlapping `oneOf` read as `anyOf`,
+    /// a `required` entry naming no property dropped, a JSON Patch body read as an array.
     pub repaired: Vec<SkippedOperation>,
     /// Names cut to the length budget: (full name, name used).
     pub shortened: Vec<(String, String)>,
@@ -200,7 +202,7 @@ pub(super) fn build(
     let mut entries = HashMap::with_capacity(kept.len());
     let mut bytes = 0;
     let mut nodes = 0;
-    for (op, tool_name) in kept.into_iter().zip(names) {
+    for (mut op, tool_name) in kept.into_iter().zip(names) {
         let mut conv = convert::convert(&op);
         let label = op
             .operation_id
@@ -208,11 +210,14 @@ pub(super) fn build(
             .unwrap_or_else(|| format!("{} {}", op.method, op.path));
         match repair_schema(&mut conv.input_schema) {
             Ok(dropped) => {
+                let spec_repairs = std::mem::take(&mut op.repairs);
                 report
                     .repaired
-                    .extend(dropped.into_iter().map(|reason| SkippedOperation {
-                        operation: label.clone(),
-                        reason,
+                    .extend(spec_repairs.into_iter().chain(dropped).map(|reason| {
+                        SkippedOperation {
+                            operation: label.clone(),
+                            reason,
+                        }
                     }))
             }
             Err(reason) => {

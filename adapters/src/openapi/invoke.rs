@@ -9,6 +9,7 @@ use url::Url;
 use super::convert::{Converted, Target};
 use super::encode;
 use super::model::{BodyKind, Location, Operation};
+use super::variants;
 use crate::{CallOutput, JsonObject, ToolError};
 
 /// A request ready to send.
@@ -29,8 +30,9 @@ pub(super) fn build(
     base: &Url,
 ) -> Result<Prepared, ToolError> {
     let bad = |m: String| ToolError::InvalidArgs(m);
-    let mut path = op.path.clone();
+    let mut path = op.target.path.clone();
     let mut query = Vec::new();
+    let mut content_type: Option<&str> = None;
     let mut headers = Vec::new();
     let mut cookies = Vec::new();
     let mut body_props: Vec<(String, Value)> = Vec::new();
@@ -64,6 +66,7 @@ pub(super) fn build(
             }
             Target::BodyProp(k) => body_props.push((k.clone(), v.clone())),
             Target::Body => whole_body = Some(v),
+            Target::ContentType => content_type = v.as_str(),
         }
     }
     if conv.body_takes_extra {
@@ -80,6 +83,22 @@ pub(super) fn build(
     let mut url = base.clone();
     url.set_path(&format!("{}{path}", base.path().trim_end_matches('/')));
     url.set_fragment(None);
+    // the path key's constant query first, unless an argument sends that name itself
+    let fixed: Vec<String> = op
+        .target
+        .query
+        .iter()
+        .filter(|(k, _)| {
+            !query
+                .iter()
+                .any(|q| q.split('=').next() == Some(&encode::enc(k, false)))
+        })
+        .map(|(k, v)| match v {
+            Some(v) => format!("{}={}", encode::enc(k, false), encode::enc(v, false)),
+            None => encode::enc(k, false),
+        })
+        .collect();
+    query.splice(0..0, fixed);
     if !query.is_empty() {
         let q = match url.query() {
             Some(existing) if !existing.is_empty() => format!("{existing}&{}", query.join("&")),
@@ -98,6 +117,11 @@ pub(super) fn build(
                     let v = whole_body
                         .cloned()
                         .unwrap_or_else(|| Value::Object(body_props.into_iter().collect()));
+                    let ct = if b.choices.is_empty() {
+                        ct
+                    } else {
+                        variants::choose(&ct, &b.choices, &v, content_type).map_err(bad)?
+                    };
                     let ct = if ct == "*/*" {
                         "application/json".into()
                     } else {

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::model::{Body, BodyKind, PropEncoding, Style};
 use super::refs::{Inliner, Refs};
+use super::variants;
 
 /// Output schemas larger than this (serialized) after pruning are left out.
 const OUTPUT_MAX_BYTES: usize = 6000;
@@ -70,12 +71,38 @@ pub(super) fn request_body<'a>(
             "no supported request body media type among {types:?}"
         ));
     };
-    let schema = match media.get("schema") {
-        Some(s) => input.schema(bdoc, s)?,
-        None if kind == BodyKind::Binary => {
-            serde_json::json!({"type": "string", "format": "binary"})
+    let json_types: Vec<(&String, &Value)> = content
+        .iter()
+        .filter(|(mt, _)| body_kind(mt) == Some(BodyKind::Json))
+        .collect();
+    let (mt, schema, choices, repairs) = if kind == BodyKind::Json && json_types.len() > 1 {
+        // Equal schemas (a 2.0 body under each of its `consumes`) are inlined once.
+        let mut done: Vec<(&Value, Value)> = Vec::new();
+        let mut entries = Vec::with_capacity(json_types.len());
+        for (t, m) in json_types {
+            let raw = m.get("schema").unwrap_or(&Value::Null);
+            let schema = match done.iter().find(|(r, _)| *r == raw) {
+                Some((_, s)) => s.clone(),
+                None if raw.is_null() => serde_json::json!({}),
+                None => {
+                    let s = input.schema(bdoc, raw)?;
+                    done.push((raw, s.clone()));
+                    s
+                }
+            };
+            entries.push((t.clone(), schema));
         }
-        None => serde_json::json!({}),
+        let p = variants::plan(entries);
+        (p.media_type, p.schema, p.choices, p.repairs)
+    } else {
+        let schema = match media.get("schema") {
+            Some(s) => input.schema(bdoc, s)?,
+            None if kind == BodyKind::Binary => {
+                serde_json::json!({"type": "string", "format": "binary"})
+            }
+            None => serde_json::json!({}),
+        };
+        (mt.clone(), schema, vec![], vec![])
     };
     let mut encoding = BTreeMap::new();
     if let Some(Value::Object(enc)) = media.get("encoding") {
@@ -97,7 +124,7 @@ pub(super) fn request_body<'a>(
         }
     }
     Ok(Some(Body {
-        media_type: mt.clone(),
+        media_type: mt,
         kind,
         required: b.get("required").and_then(Value::as_bool) == Some(true),
         description: b
@@ -106,6 +133,8 @@ pub(super) fn request_body<'a>(
             .map(str::to_owned),
         schema,
         encoding,
+        choices,
+        repairs,
     }))
 }
 

@@ -40,7 +40,14 @@
 //!   body's properties (a non-object body goes under `body`; binary content is base64
 //!   text). A parameter whose name a body property also uses becomes `<name>__<in>`.
 //!   `$ref`s are inlined; cycles and very deep or large nests are cut to permissive
-//!   schemas marked with `$comment`.
+//!   schemas marked with `$comment`. Required properties of an optional body are
+//!   required once any body property is sent (`dependentRequired`). A multipart file
+//!   takes base64 text or `{data | data_base64, filename, content_type}` (see `files`);
+//!   a body offered in JSON media types that mean different things adds a
+//!   `content_type` argument (see `variants`). Where the spec is evidently wrong the
+//!   schema is read as the API means it (see `lenient`), each repair reported.
+//! - **request**: a path key's fragment is dropped and its query sent as query
+//!   parameters (see `pathkey`).
 //! - **outputSchema**: the shape of the first 2xx JSON response when it is an object.
 //! - **annotations**: `readOnlyHint` for GET/HEAD, `destructiveHint` for DELETE,
 //!   `idempotentHint` for PUT/DELETE, `openWorldHint` always.
@@ -49,16 +56,20 @@ mod auth;
 pub mod config;
 mod convert;
 mod encode;
+mod files;
 mod import;
 mod invoke;
+mod lenient;
 mod load;
 mod media;
 mod model;
 mod naming;
 mod normalize;
+mod pathkey;
 mod refs;
 mod ssrf;
 mod upstream;
+mod variants;
 
 pub use config::{Credential, FilterSet, Filters, HealthConfig, OpenApiConfig, Secret};
 pub use import::{ImportReport, SkippedOperation};

@@ -10,8 +10,10 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
+use super::lenient;
 use super::load::{Documents, LoadError};
 use super::media::{output_schema, request_body};
+use super::pathkey::{self, PathKey};
 use super::refs::{Direction, Inliner, Refs};
 
 /// Methods an OpenAPI path item may hold, in a fixed order.
@@ -107,13 +109,29 @@ pub(super) struct Body {
     pub description: Option<String>,
     pub schema: Value,
     pub encoding: BTreeMap<String, PropEncoding>,
+    /// The JSON media types the caller may choose between, when the operation offers
+    /// several that mean different things (JSON Patch, merge patch, ...); empty otherwise.
+    pub choices: Vec<MediaChoice>,
+    /// Repairs made while reading the body (for the operation's list).
+    pub repairs: Vec<String>,
+}
+
+/// One JSON media type a body may be sent as, and the shape it takes.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct MediaChoice {
+    pub media_type: String,
+    /// An array (JSON Patch) rather than an object.
+    pub takes_array: bool,
 }
 
 /// One operation (path + method).
 #[derive(Debug, Clone)]
 pub(super) struct Operation {
     pub method: String,
+    /// The spec's path key, as written (it names and describes the operation).
     pub path: String,
+    /// What of the key is sent: the URL path and any constant query parameters.
+    pub target: PathKey,
     pub operation_id: Option<String>,
     pub summary: Option<String>,
     pub description: Option<String>,
@@ -127,6 +145,8 @@ pub(super) struct Operation {
     /// Alternatives of required scheme names (`[]` inside = no auth needed).
     /// `None` when neither the operation nor the document declares any.
     pub security: Option<Vec<Vec<String>>>,
+    /// Where the spec is evidently wrong and the import repaired it, what was done.
+    pub repairs: Vec<String>,
 }
 
 /// A security scheme.
@@ -424,8 +444,9 @@ fn operation<'a>(
             json_content,
         });
     }
+    let target = pathkey::split(path);
     // path template variables without a declared parameter still need a value
-    for var in template_vars(path) {
+    for var in template_vars(&target.path) {
         if !parameters
             .iter()
             .any(|p| p.location == Location::Path && p.name == var)
@@ -442,12 +463,21 @@ fn operation<'a>(
             });
         }
     }
-    let body = match op.get("requestBody") {
+    let mut body = match op.get("requestBody") {
         Some(b) => {
             request_body(refs, doc, b, input).map_err(|e| format!("{ptr}/requestBody: {e}"))?
         }
         None => None,
     };
+    let mut repairs = Vec::new();
+    for p in &mut parameters {
+        let at = format!("parameter '{}'", p.name);
+        lenient::relax(&mut p.schema, &at, &mut repairs);
+    }
+    if let Some(b) = &mut body {
+        repairs.append(&mut b.repairs);
+        lenient::relax(&mut b.schema, "request body", &mut repairs);
+    }
     let output_schema = match op.get("responses") {
         Some(r) => output_schema(refs, doc, r, output),
         None => None,
@@ -455,6 +485,7 @@ fn operation<'a>(
     Ok(Operation {
         method: method.to_uppercase(),
         path: path.to_owned(),
+        target,
         operation_id: str_of(op, "operationId"),
         summary: str_of(op, "summary"),
         description: str_of(op, "description"),
@@ -473,6 +504,7 @@ fn operation<'a>(
         output_schema,
         servers: Vec::new(),
         security: None,
+        repairs,
     })
 }
 
