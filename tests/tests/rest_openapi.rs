@@ -87,6 +87,10 @@ async fn schemathesis_finds_the_running_rest_api_true_to_its_document() {
         .arg(gateway.url("/openapi.json"))
         .args(["-H", &format!("Authorization: Bearer {KEY}")])
         .args(["--checks", "all", "--max-examples", "40", "--workers", "1"])
+        // `DELETE /v1/tasks/{id}` cancels a task, which stays readable (`cancelled`)
+        // for `tasks.ttl`, as background calls are specified: not the deleted
+        // resource this check expects to be gone. The only DELETE in the document.
+        .args(["--exclude-checks", "use_after_free"])
         .arg("--no-color")
         .current_dir(dir.path())
         .env("NO_COLOR", "1");
