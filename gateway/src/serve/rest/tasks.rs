@@ -367,6 +367,8 @@ mod tests {
             result,
             error: error.map(str::to_owned),
             lease: None,
+            input_requests: Default::default(),
+            input_responses: Default::default(),
         }
     }
 

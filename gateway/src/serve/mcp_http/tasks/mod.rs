@@ -101,6 +101,9 @@ fn task_error(id: &str, error: &TaskError) -> Vec<u8> {
             &format!("the task is already {state}: a finished task cannot be cancelled"),
             None,
         ),
+        TaskError::InvalidInput(_) => {
+            wire::error_message(id, wire::INVALID_PARAMS, &error.to_string(), None)
+        }
         other => wire::error_message(id, INTERNAL_ERROR, &other.to_string(), None),
     }
 }
