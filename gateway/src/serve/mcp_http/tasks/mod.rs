@@ -23,7 +23,7 @@ mod shapes;
 pub(super) use extension::{
     CallMode, declares_extension, extension_call, extension_method, extension_mode,
 };
-pub(super) use legacy::{legacy_call, legacy_method};
+pub(super) use legacy::{legacy_call, legacy_method, legacy_result};
 
 // What the submodules share (they `use super::*`).
 use shapes::*;
