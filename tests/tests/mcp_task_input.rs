@@ -10,14 +10,16 @@
 //! - gateway-hosted: its `trigger-elicitation-request` (a plain tool that elicits
 //!   during its call) run as the gateway's task with `background: optional`.
 //!
-//! Another tenant's `tasks/update` changes nothing. Every wait is bounded.
+//! REST has the same round trip: `GET /v1/tasks/{id}` shows `input_requests`,
+//! `POST /v1/tasks/{id}/input` answers. Another tenant's answer changes nothing, on
+//! either surface. Every wait is bounded.
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolgate_e2e::{
     Gateway, McpSession, NodeDeps, RpcExchange, everything_stdio_upstream, hash_key, python,
-    require, run_python, unique_marker, wait_for,
+    require, rest_get, rest_post, run_python, unique_marker, wait_for,
 };
 
 const LEGACY: &str = "2025-11-25";
@@ -266,4 +268,78 @@ async fn a_gateway_hosted_task_asks_its_owner_through_tasks_update() {
     )
     .await;
     assert_eq!(late.result()["resultType"], "complete", "{late:#?}");
+}
+
+/// Polls `GET status_url` until the task is neither working nor (when `past_input`)
+/// waiting for input: its last read.
+async fn rest_poll(gateway: &Gateway, status_url: &str, past_input: bool) -> Value {
+    let mut last = Value::Null;
+    for _ in 0..300 {
+        let (status, body) = rest_get(gateway, status_url, Some(KEY_A)).await;
+        assert_eq!(status, 200, "{body}");
+        last = body;
+        let waiting =
+            last["status"] == "working" || (past_input && last["status"] == "input_required");
+        if !waiting {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    last
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rest_background_call_is_answered_with_post_input() {
+    let deps = require!(NodeDeps::find());
+    let gateway = gateway(&deps, "task-input-rest", Some("optional")).await;
+    wait_for_tool(&gateway, ELICIT).await;
+
+    let (status, started) = rest_post(
+        &gateway,
+        &format!("/v1/tools/{ELICIT}/call"),
+        Some(KEY_A),
+        json!({"arguments": {}, "background": true}),
+    )
+    .await;
+    assert_eq!(status, 202, "{started}");
+    let status_url = started["status_url"].as_str().unwrap().to_owned();
+    let asking = rest_poll(&gateway, &status_url, false).await;
+    assert_eq!(asking["status"], "input_required", "{asking:#}");
+    let requests = asking["input_requests"]
+        .as_object()
+        .expect("input_requests");
+    assert_eq!(requests.len(), 1, "{asking:#}");
+    let (key, request) = requests.iter().next().unwrap();
+    assert_eq!(request["method"], "elicitation/create", "{asking:#}");
+
+    // Another tenant: the same 404 as for no task; nothing changes.
+    let input_url = format!("/v1/tasks/{}/input", started["task_id"].as_str().unwrap());
+    let (status, body) = rest_post(
+        &gateway,
+        &input_url,
+        Some(KEY_B),
+        json!({key: {"action": "accept", "content": {"name": "Mallory"}}}),
+    )
+    .await;
+    assert_eq!(status, 404, "{body}");
+    let (status, body) =
+        rest_post(&gateway, &input_url, Some(KEY_A), json!(["not", "a map"])).await;
+    assert_eq!(status, 400, "{body}");
+
+    let (status, answered) = rest_post(
+        &gateway,
+        &input_url,
+        Some(KEY_A),
+        json!({key: {"action": "accept", "content": {"name": "Grace Hopper"}}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{answered}");
+    assert_ne!(answered["status"], "input_required", "{answered:#}");
+    let done = rest_poll(&gateway, &status_url, true).await;
+    assert_eq!(done["status"], "completed", "{done:#}");
+    let text = done["result"].to_string();
+    assert!(
+        text.contains("Grace Hopper") && !text.contains("Mallory"),
+        "{done:#}"
+    );
 }
