@@ -12,11 +12,13 @@
 //!
 //! REST has the same round trip: `GET /v1/tasks/{id}` shows `input_requests`,
 //! `POST /v1/tasks/{id}/input` answers. Another tenant's answer changes nothing, on
-//! either surface. Every wait is bounded.
+//! either surface. With state in Redis, the answer may reach any replica: the one
+//! running the call sees it in the store. Every wait is bounded.
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use toolgate_e2e::redis::{delete_prefix, shared_redis, unique_prefix};
 use toolgate_e2e::{
     Gateway, McpSession, NodeDeps, RpcExchange, everything_stdio_upstream, hash_key, python,
     require, rest_get, rest_post, run_python, unique_marker, wait_for,
@@ -342,4 +344,48 @@ async fn a_rest_background_call_is_answered_with_post_input() {
         text.contains("Grace Hopper") && !text.contains("Mallory"),
         "{done:#}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_sent_to_another_replica_reaches_the_call() {
+    let deps = require!(NodeDeps::find());
+    let redis_url = require!(shared_redis().await);
+    let prefix = unique_prefix("task-input");
+    let config = |label: &str| {
+        let mut upstream = everything_stdio_upstream(&deps, &unique_marker(label));
+        upstream["background"] = json!("optional");
+        json!({
+            "startup_timeout": "60s",
+            "state": {"backend": "redis", "url": redis_url, "key_prefix": prefix},
+            "upstreams": {"everything": upstream},
+            "tenants": {"a": {"api_keys": [hash_key(KEY_A)], "allow": ["everything__*"]}}
+        })
+    };
+    let (a, b) = tokio::join!(
+        Gateway::start(config("task-input-replica-a")),
+        Gateway::start(config("task-input-replica-b"))
+    );
+    wait_for_tool(&a, ELICIT).await;
+
+    let on_a = bare(&a, KEY_A, MODERN);
+    let on_b = on_a.at(&b.mcp_url());
+    let created = modern(
+        &on_a,
+        "tools/call",
+        json!({"name": ELICIT, "arguments": {}}),
+    )
+    .await;
+    let id = created.result()["taskId"].as_str().unwrap().to_owned();
+    let (key, _) = the_request(&poll(&on_b, &id, false).await);
+    let ack = modern(
+        &on_b,
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": {&key: {"action": "accept", "content": {"name": "Ada via B"}}}}),
+    )
+    .await;
+    assert_eq!(ack.result()["resultType"], "complete", "{ack:#?}");
+    let done = poll(&on_a, &id, true).await;
+    assert_eq!(done["status"], "completed", "{done:#}");
+    assert!(done["result"].to_string().contains("Ada via B"), "{done:#}");
+    delete_prefix(&redis_url, &prefix).await;
 }
