@@ -14,6 +14,12 @@
 //! into `failed` with a reason, so a task whose replica died never stays `working`.
 //! Finished tasks are kept for `tasks.ttl`, then forgotten.
 //!
+//! While it runs, a task's call may ask its owner something (an upstream's
+//! elicitation, sampling or roots request): the request is kept with the task under a
+//! key, the task is `input_required` until every one is answered
+//! ([`TaskStore::ask_input`], [`TaskStore::answer_input`]), and the answers are kept
+//! until the task ends, so a key is never asked or answered twice.
+//!
 //! Two stores keep the same contract (one test suite runs against both):
 //! [`memory::MemoryTaskStore`] for one process and [`redis::RedisTaskStore`] shared
 //! by replicas. Timestamps are Unix milliseconds of the store's clock (Redis' own for

@@ -6,6 +6,10 @@
 //! task is cancelled — here, or on another replica (seen at the next renewal) — or
 //! when its lease is lost. A replica that dies leaves a lease that runs out; the
 //! reaper of any replica then fails the task with [`super::LEASE_EXPIRED`].
+//!
+//! The call's downstream client is the task's owner, reached through the store
+//! ([`super::input`]): what the upstream asks during the call waits there as an input
+//! request until the owner answers on any replica.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -3,13 +3,16 @@
 //!
 //! - 2025-11-25 (sessions): `initialize` declares `capabilities.tasks`; a `tools/call`
 //!   with `params.task` becomes a task and answers `{task: Task}`; `tasks/get`,
-//!   `tasks/result` (blocks until the task ends), `tasks/list`, `tasks/cancel`. A tool
-//!   result with `isError` makes the task `failed`.
+//!   `tasks/result` (blocks until the task ends; meanwhile it carries the task's input
+//!   requests to the client as server requests and records its answers),
+//!   `tasks/list`, `tasks/cancel`. A tool result with `isError` makes the task
+//!   `failed`.
 //! - 2026-07-28 (sessionless): the `io.modelcontextprotocol/tasks` extension, declared
 //!   per request in `_meta`'s client capabilities. The gateway decides: a declaring
 //!   request for a tool whose taskSupport is `optional` or `required` gets a task
 //!   (`resultType: "task"`), anything else a plain result; `tasks/get` inlines the
-//!   result or error, `tasks/update` and `tasks/cancel` answer an empty ack, and
+//!   result or error (or, `input_required`, the `inputRequests`), `tasks/update`
+//!   records the answers to those, and it and `tasks/cancel` answer an empty ack, and
 //!   `tasks/result` and `tasks/list` do not exist. A tool result with `isError` is a
 //!   `completed` task here.
 //!
