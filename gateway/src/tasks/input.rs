@@ -126,6 +126,15 @@ impl ClientBridge for TaskInput {
         }
     }
 
+    /// The owner answers when it polls, perhaps much later: the call's own deadline
+    /// is the bound, not the adapter's.
+    fn answer_within(&self) -> Option<std::time::Duration> {
+        Some(
+            self.deadline
+                .saturating_duration_since(std::time::Instant::now()),
+        )
+    }
+
     /// A task has no stream to carry a notification: its progress is in the store,
     /// and a log line about it has no reader.
     fn notify(&self, method: &str, _params: Value) {
