@@ -132,6 +132,12 @@ pub trait ClientBridge: Send + Sync {
     /// Queues a notification for the downstream client, in order with the call's
     /// progress; never blocks.
     fn notify(&self, method: &str, params: Value);
+    /// How long one request may wait for its answer, when the client says (a
+    /// background call's owner may answer much later than someone at a live
+    /// connection); `None`: the adapter's own bound.
+    fn answer_within(&self) -> Option<Duration> {
+        None
+    }
 }
 
 /// A W3C trace context (<https://www.w3.org/TR/trace-context/>) as upstreams receive

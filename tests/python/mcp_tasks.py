@@ -4,7 +4,10 @@ Usage: mcp_tasks.py URL API_KEY MODE PREFIX
   MODE: "legacy" (2025-11-25 session, core tasks) or "modern" (2026-07-28, the
         `io.modelcontextprotocol/tasks` extension declared per request), or "relay":
         both generations calling server-everything's `simulate-research-query`, a
-        tool that server runs only as its own task (PREFIX: its upstream name)
+        tool that server runs only as its own task (PREFIX: its upstream name), or
+        "input": a 2025-11-25 session runs that tool with `ambiguous: true`, sees the
+        task `input_required`, and answers the server's elicitation when it arrives on
+        `tasks/result` (the 2025 spec's input round trip)
   PREFIX: the upstream's name in the catalog; its tools are `slow` (taskSupport
         optional; progress in steps; `fail` answers isError), `slow_required`
         (required), `echo` (forbidden) and `cancelled` (how many calls the upstream
@@ -344,7 +347,49 @@ async def relay(url: str, key: str, prefix: str) -> dict[str, Any]:
     return out
 
 
+async def input_round_trip(url: str, key: str, prefix: str) -> dict[str, Any]:
+    """A relayed task that asks for input, answered on `tasks/result` (2025-11-25)."""
+    out: dict[str, Any] = {}
+    research = f"{prefix}__simulate-research-query"
+    asked: list[dict[str, Any]] = []
+
+    async def elicitation(context: Any, params: Any) -> types.ElicitResult:
+        schema = params.requested_schema
+        schema = schema if isinstance(schema, dict) else schema.model_dump(by_alias=True, exclude_none=True)
+        choice = schema["properties"]["interpretation"]["oneOf"][0]["const"]
+        meta = params.meta or {}
+        meta = meta if isinstance(meta, dict) else meta.model_dump(by_alias=True)
+        asked.append({"message": params.message, "related": meta.get("io.modelcontextprotocol/related-task")})
+        return types.ElicitResult(action="accept", content={"interpretation": choice})
+
+    async with create_mcp_http_client(headers={"Authorization": f"Bearer {key}"}) as http:
+        async with Client(
+            streamable_http_client(url, http_client=http),
+            mode="legacy",
+            read_timeout_seconds=30,
+            elicitation_callback=elicitation,
+        ) as client:
+            created = await create_task(client, research, {"topic": "python", "ambiguous": True})
+            task_id = created["task"]["taskId"]
+            out["task_id"] = task_id
+            seen: list[str] = []
+            deadline = time.monotonic() + 30
+            for _ in range(300):  # bounded in count and time
+                t = await get_task(client, task_id)
+                seen.append(t.status)
+                if t.status != "working" or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.1)
+            out["seen"] = seen
+            out["result"] = texts(await task_result(client, task_id))
+            out["asked"] = asked
+            out["final"] = (await get_task(client, task_id)).status
+    return out
+
+
 async def main(url: str, key: str, mode: str, prefix: str) -> dict[str, Any]:
+    if mode == "input":
+        return await input_round_trip(url, key, prefix)
     if mode == "legacy":
         return await legacy(url, key, prefix)
     if mode == "relay":

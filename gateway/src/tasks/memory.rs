@@ -9,9 +9,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 
 use super::{
-    CANCELLED, LEASE_EXPIRED, Lease, NewTask, Outcome, Owner, TaskError, TaskId, TaskPage,
-    TaskRecord, TaskState, TaskStore, TaskUpdate, bounded_result, check_transition, list_position,
-    page_size, parse_cursor,
+    CANCELLED, InputRequest, LEASE_EXPIRED, Lease, MAX_INPUT_KEYS, NewTask, Outcome, Owner,
+    TaskError, TaskId, TaskPage, TaskRecord, TaskState, TaskStore, TaskUpdate, bounded_result,
+    check_transition, checked_answers, checked_input_key, list_position, page_size, parse_cursor,
 };
 use crate::config::TasksConfig;
 
@@ -84,6 +84,8 @@ impl MemoryTaskStore {
         task.updated_ms = now;
         if to.is_terminal() {
             task.lease = None;
+            task.input_requests.clear();
+            task.input_responses.clear();
         }
         Ok(())
     }
@@ -134,6 +136,8 @@ impl TaskStore for MemoryTaskStore {
                 replica: new.replica,
                 expires_ms: now.saturating_add(ms(self.config.lease)),
             }),
+            input_requests: Default::default(),
+            input_responses: Default::default(),
         };
         tasks.insert(task.id.clone(), task.clone());
         Ok(task)
@@ -249,6 +253,65 @@ impl TaskStore for MemoryTaskStore {
                         .unwrap_or_default(),
                 });
             }
+        }
+        Ok(task.clone())
+    }
+
+    async fn ask_input(
+        &self,
+        owner: &Owner,
+        id: &TaskId,
+        key: &str,
+        request: InputRequest,
+    ) -> Result<TaskRecord, TaskError> {
+        checked_input_key(key)?;
+        let text = serde_json::to_value(&request).unwrap_or_default();
+        bounded_result(&text, self.config.max_result_bytes)?;
+        let now = now_ms();
+        let mut tasks = self.lock();
+        let task = self.owned(&mut tasks, owner, id, now)?;
+        check_transition(task.state, TaskState::InputRequired)?;
+        if task.input_requests.contains_key(key) || task.input_responses.contains_key(key) {
+            return Err(TaskError::InvalidInput(format!(
+                "input key '{key}' was used before"
+            )));
+        }
+        if task.input_requests.len() >= MAX_INPUT_KEYS {
+            return Err(TaskError::InvalidInput(format!(
+                "{MAX_INPUT_KEYS} input requests are pending already"
+            )));
+        }
+        task.input_requests.insert(key.to_owned(), request);
+        Self::transition(task, TaskState::InputRequired, now)?;
+        Ok(task.clone())
+    }
+
+    async fn answer_input(
+        &self,
+        owner: &Owner,
+        id: &TaskId,
+        answers: std::collections::BTreeMap<String, serde_json::Value>,
+    ) -> Result<TaskRecord, TaskError> {
+        let answers = checked_answers(answers, self.config.max_result_bytes)?;
+        let now = now_ms();
+        let mut tasks = self.lock();
+        let task = self.owned(&mut tasks, owner, id, now)?;
+        let mut changed = false;
+        for (key, text) in answers {
+            if task.input_requests.remove(&key).is_some() {
+                // Stored as the Redis store keeps it: JSON text read back.
+                let answer = serde_json::from_str(&text).unwrap_or_default();
+                task.input_responses.insert(key, answer);
+                changed = true;
+            }
+        }
+        if changed {
+            let to = if task.input_requests.is_empty() && task.state == TaskState::InputRequired {
+                TaskState::Working
+            } else {
+                task.state
+            };
+            Self::transition(task, to, now)?;
         }
         Ok(task.clone())
     }

@@ -14,21 +14,30 @@
 //! into `failed` with a reason, so a task whose replica died never stays `working`.
 //! Finished tasks are kept for `tasks.ttl`, then forgotten.
 //!
+//! While it runs, a task's call may ask its owner something (an upstream's
+//! elicitation, sampling or roots request): the request is kept with the task under a
+//! key, the task is `input_required` until every one is answered
+//! ([`TaskStore::ask_input`], [`TaskStore::answer_input`]), and the answers are kept
+//! until the task ends, so a key is never asked or answered twice.
+//!
 //! Two stores keep the same contract (one test suite runs against both):
 //! [`memory::MemoryTaskStore`] for one process and [`redis::RedisTaskStore`] shared
 //! by replicas. Timestamps are Unix milliseconds of the store's clock (Redis' own for
 //! the Redis store), so replicas whose clocks differ still agree on lease expiry.
 //! The MCP and REST task surfaces are built on this module.
 
+mod input;
 pub mod memory;
 pub mod redis;
 mod runner;
 
 pub use crate::config::TaskSupport;
+pub use input::{answer_of, error_answer};
 pub use runner::{POLL_INTERVAL, SHUT_DOWN, StartRefused, TaskCall, Tasks};
 #[cfg(test)]
 pub(crate) mod suite;
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -42,6 +51,10 @@ pub const MAX_PAGE: usize = 100;
 
 /// Most progress updates a task's log keeps (see [`TaskRecord::progress_log`]).
 pub const MAX_PROGRESS_LOG: usize = 100;
+
+/// Most input requests one task may have pending, and most answers one
+/// [`TaskStore::answer_input`] call may carry.
+pub const MAX_INPUT_KEYS: usize = 100;
 
 /// The reason a task whose lease ran out is failed with.
 pub const LEASE_EXPIRED: &str = "the replica running it stopped (its lease expired)";
@@ -189,6 +202,16 @@ pub struct Progress {
     pub message: Option<String>,
 }
 
+/// A request a task's call makes of its requestor while it runs (an upstream's
+/// `elicitation/create`, `sampling/createMessage`, `roots/list`): MCP's input
+/// request shape, `{method, params}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InputRequest {
+    pub method: String,
+    #[serde(default)]
+    pub params: serde_json::Value,
+}
+
 /// Which replica runs a task, until when (Unix ms of the store's clock).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lease {
@@ -226,6 +249,15 @@ pub struct TaskRecord {
     /// Held while it runs; gone once it is terminal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease: Option<Lease>,
+    /// The call's input requests its owner has not answered yet, by key (the task is
+    /// `input_required` while there is one); cleared when it ends.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub input_requests: BTreeMap<String, InputRequest>,
+    /// The owner's answers, by the key of the request they answer (raw results, or
+    /// [`error_answer`]s); kept while the task runs, so a key is never asked or
+    /// answered twice; cleared when it ends.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub input_responses: BTreeMap<String, serde_json::Value>,
 }
 
 /// What [`TaskStore::create`] needs.
@@ -311,6 +343,10 @@ pub enum TaskError {
     /// A list cursor this store did not give out.
     #[error("invalid cursor")]
     BadCursor,
+    /// An input request or answer the store cannot take (a key of the wrong form or
+    /// used before, too many at once).
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
     /// A stored record that cannot be read back (written by an incompatible version).
     #[error("task record {id} is unreadable: {detail}")]
     Corrupt { id: String, detail: String },
@@ -366,6 +402,28 @@ pub trait TaskStore: Send + Sync {
         replica: &str,
     ) -> Result<TaskRecord, TaskError>;
 
+    /// Records an input request of the running task's call under `key` (unique for
+    /// the task's life: a key asked or answered before is refused) and makes the task
+    /// `input_required`.
+    async fn ask_input(
+        &self,
+        owner: &Owner,
+        id: &TaskId,
+        key: &str,
+        request: InputRequest,
+    ) -> Result<TaskRecord, TaskError>;
+
+    /// Records the owner's answers to pending input requests, by key; an answer for
+    /// an unknown or already-answered key is ignored (SEP-2663), and so are the
+    /// answers to a task that ended. The task goes back to `working` once no request
+    /// is pending.
+    async fn answer_input(
+        &self,
+        owner: &Owner,
+        id: &TaskId,
+        answers: BTreeMap<String, serde_json::Value>,
+    ) -> Result<TaskRecord, TaskError>;
+
     /// Fails running tasks whose lease ran out by the store's clock, with
     /// [`LEASE_EXPIRED`]; returns their ids (a bounded batch per call: call it
     /// periodically, well within `tasks.lease`).
@@ -408,6 +466,42 @@ pub(crate) fn checked_update(update: &TaskUpdate) -> Result<(), TaskError> {
         Some(progress) => checked_progress(progress),
         None => Ok(()),
     }
+}
+
+/// An input key both stores accept: 1 to 64 characters of `[A-Za-z0-9_.-]`, so it
+/// is safe inside a store's field name and a JSON key.
+pub(crate) fn checked_input_key(key: &str) -> Result<(), TaskError> {
+    let valid = (1..=64).contains(&key.len())
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if valid {
+        Ok(())
+    } else {
+        Err(TaskError::InvalidInput(format!(
+            "input key '{key}' must be 1 to 64 characters of A-Z, a-z, 0-9, '-', '_', '.'"
+        )))
+    }
+}
+
+/// The answers a store keeps, as JSON text by key: at most [`MAX_INPUT_KEYS`], each
+/// within `limit` bytes (`tasks.max_result_bytes`). Keys of another form cannot name
+/// a request and are dropped (ignored, as unknown keys are).
+pub(crate) fn checked_answers(
+    answers: BTreeMap<String, serde_json::Value>,
+    limit: usize,
+) -> Result<Vec<(String, String)>, TaskError> {
+    if answers.len() > MAX_INPUT_KEYS {
+        return Err(TaskError::InvalidInput(format!(
+            "{} answers at once; at most {MAX_INPUT_KEYS}",
+            answers.len()
+        )));
+    }
+    answers
+        .into_iter()
+        .filter(|(key, _)| checked_input_key(key).is_ok())
+        .map(|(key, answer)| Ok((key, bounded_result(&answer, limit)?)))
+        .collect()
 }
 
 /// Size of a result as stored, checked against `limit`.

@@ -7,7 +7,10 @@
 //!   `progress_log` (the first `MAX_PROGRESS_LOG` progress JSONs joined by commas) and
 //!   `progress_count`,
 //!   `result` (the raw JSON text, never decoded by Redis), `error`, `lease_replica`,
-//!   `lease_expires`. It expires `tasks.ttl` after the task ends; while it runs, after
+//!   `lease_expires`, and per input key `input_request:KEY` (a pending request's
+//!   `{method, params}` JSON) or `input_response:KEY` (the owner's answer, JSON text;
+//!   one field per key, so answers sent to different replicas never overwrite each
+//!   other). It expires `tasks.ttl` after the task ends; while it runs, after
 //!   `tasks.call_timeout` plus `tasks.ttl` without an update (a backstop: the reaper
 //!   normally ends it first).
 //! - `tasks:running:TENANT` — a set of the tenant's running task ids: what
@@ -35,9 +38,10 @@ use async_trait::async_trait;
 use redis::{FromRedisValue, Script};
 
 use super::{
-    CANCELLED, LEASE_EXPIRED, Lease, MAX_PROGRESS_LOG, NewTask, Outcome, Owner, Progress,
-    TaskError, TaskId, TaskPage, TaskRecord, TaskState, TaskStore, TaskUpdate, bounded_result,
-    check_transition, page_size, parse_cursor,
+    CANCELLED, InputRequest, LEASE_EXPIRED, Lease, MAX_INPUT_KEYS, MAX_PROGRESS_LOG, NewTask,
+    Outcome, Owner, Progress, TaskError, TaskId, TaskPage, TaskRecord, TaskState, TaskStore,
+    TaskUpdate, bounded_result, check_transition, checked_answers, checked_input_key, page_size,
+    parse_cursor,
 };
 use crate::config::TasksConfig;
 use crate::state::conn::RedisConn;
@@ -54,11 +58,14 @@ local prefix, ttl, keep_running, lease = ARGV[1], tonumber(ARGV[2]), tonumber(AR
 local function task_key(id) return prefix .. 'task:{' .. id .. '}' end
 local function running_key(tenant) return prefix .. 'tasks:running:' .. tenant end
 local leases = prefix .. 'tasks:leases'
--- Ends a task: its state, no lease, kept `ttl` from now, out of the counts.
+-- Ends a task: its state, no lease nor input, kept `ttl` from now, out of the counts.
 local function settle(key, id, to)
   local tenant = redis.call('HGET', key, 'tenant')
   redis.call('HSET', key, 'state', to, 'updated', now)
   redis.call('HDEL', key, 'lease_replica', 'lease_expires')
+  for _, field in ipairs(redis.call('HKEYS', key)) do
+    if string.sub(field, 1, 6) == 'input_' then redis.call('HDEL', key, field) end
+  end
   redis.call('PEXPIRE', key, ttl)
   redis.call('SREM', running_key(tenant), id)
   redis.call('ZREM', leases, id)
@@ -140,6 +147,57 @@ redis.call('ZADD', leases, now + lease, id)
 return {'ok', redis.call('HGETALL', key)}
 ";
 
+/// Records an input request of the owner's running task and makes it
+/// `input_required`: `{'ok', fields}`, `{'missing', {}}`, `{'refused', {state}}` or
+/// `{'used', {}}` (the key was asked or answered before), `{'full', {}}`.
+/// KEYS: task. ARGV[5..]: id, tenant, session, key, the request's JSON, most pending.
+const ASK: &str = r"
+local key = KEYS[1]
+local state = owned_state(key, ARGV[6], ARGV[7])
+if not state then return {'missing', {}} end
+if not (allowed[state] and allowed[state]['input_required']) then return {'refused', {state}} end
+local ask, answer = 'input_request:' .. ARGV[8], 'input_response:' .. ARGV[8]
+if redis.call('HEXISTS', key, ask) == 1 or redis.call('HEXISTS', key, answer) == 1 then
+  return {'used', {}}
+end
+local pending = 0
+for _, field in ipairs(redis.call('HKEYS', key)) do
+  if string.sub(field, 1, 14) == 'input_request:' then pending = pending + 1 end
+end
+if pending >= tonumber(ARGV[10]) then return {'full', {}} end
+redis.call('HSET', key, ask, ARGV[9], 'state', 'input_required', 'updated', now)
+redis.call('PEXPIRE', key, keep_running)
+return {'ok', redis.call('HGETALL', key)}
+";
+
+/// Records the owner's answers to pending requests (others are ignored); back to
+/// `working` when none is pending: `{'ok', fields}` or `{'missing', {}}`.
+/// KEYS: task. ARGV[5..]: id, tenant, session, then key, answer JSON pairs.
+const ANSWER: &str = r"
+local key = KEYS[1]
+local state = owned_state(key, ARGV[6], ARGV[7])
+if not state then return {'missing', {}} end
+if is_running[state] then
+  local changed = false
+  for i = 8, #ARGV, 2 do
+    if redis.call('HDEL', key, 'input_request:' .. ARGV[i]) == 1 then
+      redis.call('HSET', key, 'input_response:' .. ARGV[i], ARGV[i + 1])
+      changed = true
+    end
+  end
+  if changed then
+    local pending = false
+    for _, field in ipairs(redis.call('HKEYS', key)) do
+      if string.sub(field, 1, 14) == 'input_request:' then pending = true break end
+    end
+    if state == 'input_required' and not pending then redis.call('HSET', key, 'state', 'working') end
+    redis.call('HSET', key, 'updated', now)
+    redis.call('PEXPIRE', key, keep_running)
+  end
+end
+return {'ok', redis.call('HGETALL', key)}
+";
+
 /// Fails up to ARGV[5] running tasks whose lease ran out, with reason ARGV[6];
 /// returns their ids.
 const REAP: &str = r"
@@ -206,6 +264,8 @@ pub struct RedisTaskStore {
     renew: Script,
     reap: Script,
     list: Script,
+    ask: Script,
+    answer: Script,
 }
 
 fn ms(duration: Duration) -> u64 {
@@ -227,6 +287,8 @@ impl RedisTaskStore {
             renew: script(RENEW),
             reap: script(REAP),
             list: script(LIST),
+            ask: script(ASK),
+            answer: script(ANSWER),
         }
     }
 
@@ -375,6 +437,19 @@ fn record(id: &TaskId, flat: Vec<String>) -> Result<TaskRecord, TaskError> {
         }
         None => None,
     };
+    let mut input_requests = std::collections::BTreeMap::new();
+    let mut input_responses = std::collections::BTreeMap::new();
+    for (field, value) in &fields {
+        if let Some(key) = field.strip_prefix("input_request:") {
+            let request: InputRequest = serde_json::from_str(value)
+                .map_err(|e| corrupt(id, &format!("input request {key}: {e}")))?;
+            input_requests.insert(key.to_owned(), request);
+        } else if let Some(key) = field.strip_prefix("input_response:") {
+            let answer = serde_json::from_str(value)
+                .map_err(|e| corrupt(id, &format!("input response {key}: {e}")))?;
+            input_responses.insert(key.to_owned(), answer);
+        }
+    }
     let lease = match text("lease_replica") {
         Some(replica) => Some(Lease {
             replica,
@@ -399,6 +474,8 @@ fn record(id: &TaskId, flat: Vec<String>) -> Result<TaskRecord, TaskError> {
         result,
         error: text("error"),
         lease,
+        input_requests,
+        input_responses,
     })
 }
 
@@ -541,6 +618,60 @@ impl TaskStore for RedisTaskStore {
             "lost" => Err(TaskError::LeaseLost {
                 holder: detail.into_iter().next().unwrap_or_default(),
             }),
+            _ => Err(TaskError::NotFound),
+        }
+    }
+
+    async fn ask_input(
+        &self,
+        owner: &Owner,
+        id: &TaskId,
+        key: &str,
+        request: InputRequest,
+    ) -> Result<TaskRecord, TaskError> {
+        checked_input_key(key)?;
+        let value = serde_json::to_value(&request).map_err(|e| corrupt(id, &e.to_string()))?;
+        let text = bounded_result(&value, self.config.max_result_bytes)?;
+        let mut args = owner_args(id, owner);
+        args.extend([key.to_owned(), text, MAX_INPUT_KEYS.to_string()]);
+        let (outcome, detail): Answer = self
+            .invoke("ask task input", &self.ask, Some(self.task_key(id)), args)
+            .await?;
+        match outcome.as_str() {
+            "ok" => record(id, detail),
+            "refused" => Err(refused(id, &detail, Some(TaskState::InputRequired))),
+            "used" => Err(TaskError::InvalidInput(format!(
+                "input key '{key}' was used before"
+            ))),
+            "full" => Err(TaskError::InvalidInput(format!(
+                "{MAX_INPUT_KEYS} input requests are pending already"
+            ))),
+            _ => Err(TaskError::NotFound),
+        }
+    }
+
+    async fn answer_input(
+        &self,
+        owner: &Owner,
+        id: &TaskId,
+        answers: std::collections::BTreeMap<String, serde_json::Value>,
+    ) -> Result<TaskRecord, TaskError> {
+        let answers = checked_answers(answers, self.config.max_result_bytes)?;
+        let mut args = owner_args(id, owner);
+        for (key, text) in answers {
+            args.push(key);
+            args.push(text);
+        }
+        let (outcome, detail): Answer = self
+            .invoke(
+                "answer task input",
+                &self.answer,
+                Some(self.task_key(id)),
+                args,
+            )
+            .await?;
+        match outcome.as_str() {
+            "ok" => record(id, detail),
             _ => Err(TaskError::NotFound),
         }
     }

@@ -6,6 +6,10 @@
 //! task is cancelled — here, or on another replica (seen at the next renewal) — or
 //! when its lease is lost. A replica that dies leaves a lease that runs out; the
 //! reaper of any replica then fails the task with [`super::LEASE_EXPIRED`].
+//!
+//! The call's downstream client is the task's owner, reached through the store
+//! ([`super::input`]): what the upstream asks during the call waits there as an input
+//! request until the owner answers on any replica.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -16,6 +20,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use toolgate_adapters::{CallContext, CallOutput, JsonObject, ToolError, progress_channel};
 
+use super::input::TaskInput;
 use super::{
     NewTask, Outcome, Owner, Progress, TaskError, TaskId, TaskPage, TaskRecord, TaskStore,
     TaskUpdate,
@@ -67,7 +72,7 @@ pub enum StartRefused {
 /// The gateway's tasks: the store every replica shares and the calls this replica
 /// runs.
 pub struct Tasks {
-    store: Arc<dyn TaskStore>,
+    pub(super) store: Arc<dyn TaskStore>,
     config: TasksConfig,
     /// This process, as leases name it.
     replica: String,
@@ -135,6 +140,15 @@ impl Tasks {
         audit(&record, "created", None);
         ctx.background = true;
         ctx.request_headers = call.request_headers.clone();
+        // What the upstream asks during the call waits in the store for the owner.
+        ctx.client = Some(Arc::new(TaskInput {
+            tasks: self.clone(),
+            owner: owner.clone(),
+            id: record.id.clone(),
+            deadline: ctx.deadline,
+            cancel: ctx.cancel.clone(),
+            next: Default::default(),
+        }));
         self.lock_running()
             .insert(record.id.clone(), (owner.clone(), ctx.cancel.clone()));
         self.bump();
@@ -185,6 +199,21 @@ impl Tasks {
             .metrics
             .record_task_duration("cancelled", duration_of(&record));
         audit(&record, "cancelled", None);
+        Ok(record)
+    }
+
+    /// Records the owner's answers to its task's input requests (unknown or
+    /// already-answered keys are ignored); the call waiting for them goes on, here
+    /// at once, on another replica at its next look at the store.
+    pub async fn answer_input(
+        &self,
+        owner: &Owner,
+        id: &str,
+        answers: std::collections::BTreeMap<String, Value>,
+    ) -> Result<TaskRecord, TaskError> {
+        let id = TaskId::parse(id).ok_or(TaskError::NotFound)?;
+        let record = self.store.answer_input(owner, &id, answers).await?;
+        self.bump();
         Ok(record)
     }
 
@@ -258,7 +287,7 @@ impl Tasks {
         (self.config.lease / 3).clamp(Duration::from_millis(50), MAX_RENEW_EVERY)
     }
 
-    fn bump(&self) {
+    pub(super) fn bump(&self) {
         self.changed.send_modify(|n| *n = n.wrapping_add(1));
     }
 

@@ -12,8 +12,8 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::{
-    LEASE_EXPIRED, NewTask, Outcome, Owner, Progress, TaskError, TaskId, TaskState, TaskStore,
-    TaskUpdate,
+    InputRequest, LEASE_EXPIRED, NewTask, Outcome, Owner, Progress, TaskError, TaskId, TaskState,
+    TaskStore, TaskUpdate,
 };
 use crate::config::TasksConfig;
 
@@ -42,6 +42,8 @@ pub(crate) async fn run_all(factory: &Factory) {
     transitions_and_terminal_states(store.as_ref()).await;
     listing_pages(store.as_ref()).await;
     progress_is_logged_up_to_its_bound(store.as_ref()).await;
+    input_requests_and_answers(store.as_ref()).await;
+    concurrent_answers_all_count(store.clone()).await;
     let Some(limited) = factory(TasksConfig {
         max_running_per_tenant: 3,
         ..TasksConfig::default()
@@ -574,5 +576,191 @@ async fn one_ending_wins(store: Arc<dyn TaskStore>) {
         assert_eq!(winners.len(), 1, "exactly one ending wins");
         let stored = store.get(&owner, &task.id).await.unwrap().unwrap();
         assert_eq!(stored, winners[0], "and the task keeps it");
+    }
+}
+
+fn elicitation(message: &str) -> InputRequest {
+    InputRequest {
+        method: "elicitation/create".into(),
+        params: json!({"message": message, "requestedSchema": {"type": "object"}}),
+    }
+}
+
+fn answers(
+    pairs: &[(&str, serde_json::Value)],
+) -> std::collections::BTreeMap<String, serde_json::Value> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), v.clone()))
+        .collect()
+}
+
+/// A call's questions make the task `input_required` until every one is answered;
+/// keys are never reused; unknown and repeated answers are ignored; only the owner
+/// answers; an ended task forgets its questions.
+async fn input_requests_and_answers(store: &dyn TaskStore) {
+    let owner = Owner::session("acme", "s1");
+    let task = store.create(new_task(&owner)).await.unwrap();
+    let asked = store
+        .ask_input(&owner, &task.id, "input-1", elicitation("which one?"))
+        .await
+        .unwrap();
+    assert_eq!(asked.state, TaskState::InputRequired);
+    assert_eq!(asked.input_requests["input-1"], elicitation("which one?"));
+    assert!(
+        matches!(
+            store
+                .ask_input(&owner, &task.id, "input-1", elicitation("again"))
+                .await,
+            Err(TaskError::InvalidInput(_))
+        ),
+        "a key is asked once"
+    );
+    for bad in ["", "has space", "x}"] {
+        assert!(matches!(
+            store
+                .ask_input(&owner, &task.id, bad, elicitation("x"))
+                .await,
+            Err(TaskError::InvalidInput(_))
+        ));
+    }
+    store
+        .ask_input(&owner, &task.id, "input-2", elicitation("and?"))
+        .await
+        .unwrap();
+
+    // Another owner answers nothing, and sees nothing.
+    for other in [Owner::session("acme", "s2"), Owner::tenant("other")] {
+        assert_eq!(
+            store
+                .answer_input(
+                    &other,
+                    &task.id,
+                    answers(&[("input-1", json!({"action": "decline"}))])
+                )
+                .await,
+            Err(TaskError::NotFound)
+        );
+        assert!(matches!(
+            store
+                .ask_input(&other, &task.id, "input-9", elicitation("x"))
+                .await,
+            Err(TaskError::NotFound)
+        ));
+    }
+    let unchanged = store.get(&owner, &task.id).await.unwrap().unwrap();
+    assert_eq!(unchanged.input_requests.len(), 2);
+    assert!(unchanged.input_responses.is_empty());
+
+    // One answered (and an unknown key ignored): still waiting for the other.
+    let accept = json!({"action": "accept", "content": {"choice": "a"}});
+    let one = store
+        .answer_input(
+            &owner,
+            &task.id,
+            answers(&[("input-1", accept.clone()), ("nope", json!(1))]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(one.state, TaskState::InputRequired);
+    assert_eq!(one.input_responses, answers(&[("input-1", accept.clone())]));
+    assert_eq!(one.input_requests.keys().collect::<Vec<_>>(), ["input-2"]);
+    // A second answer to the same key is ignored.
+    let again = store
+        .answer_input(
+            &owner,
+            &task.id,
+            answers(&[("input-1", json!({"action": "decline"}))]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(again.input_responses["input-1"], accept);
+    // The last one: working again.
+    let all = store
+        .answer_input(
+            &owner,
+            &task.id,
+            answers(&[("input-2", json!({"action": "cancel"}))]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(all.state, TaskState::Working);
+    assert!(all.input_requests.is_empty());
+    assert_eq!(all.input_responses.len(), 2);
+    assert!(
+        matches!(
+            store
+                .ask_input(&owner, &task.id, "input-2", elicitation("x"))
+                .await,
+            Err(TaskError::InvalidInput(_))
+        ),
+        "an answered key is not asked again"
+    );
+    // Too many answers at once are refused whole.
+    let flood: Vec<(String, serde_json::Value)> = (0..=super::MAX_INPUT_KEYS)
+        .map(|i| (format!("k{i}"), json!(i)))
+        .collect();
+    assert!(matches!(
+        store
+            .answer_input(&owner, &task.id, flood.into_iter().collect())
+            .await,
+        Err(TaskError::InvalidInput(_))
+    ));
+
+    // An ended task forgets its questions; answers to it are ignored.
+    store
+        .ask_input(&owner, &task.id, "input-3", elicitation("last"))
+        .await
+        .unwrap();
+    let ended = store
+        .finish(&owner, &task.id, Outcome::Completed(json!({"content": []})))
+        .await
+        .unwrap();
+    assert!(ended.input_requests.is_empty() && ended.input_responses.is_empty());
+    let ignored = store
+        .answer_input(
+            &owner,
+            &task.id,
+            answers(&[("input-3", json!({"action": "accept"}))]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ignored, ended);
+    assert!(matches!(
+        store
+            .ask_input(&owner, &task.id, "input-4", elicitation("late"))
+            .await,
+        Err(TaskError::Finished { .. })
+    ));
+}
+
+/// Answers to different keys sent at once (as from two replicas) are all kept.
+async fn concurrent_answers_all_count(store: Arc<dyn TaskStore>) {
+    let owner = Owner::tenant("acme");
+    let task = store.create(new_task(&owner)).await.unwrap();
+    let keys: Vec<String> = (0..8).map(|i| format!("input-{i}")).collect();
+    for key in &keys {
+        store
+            .ask_input(&owner, &task.id, key, elicitation(key))
+            .await
+            .unwrap();
+    }
+    let mut sent = Vec::new();
+    for key in keys.clone() {
+        let (store, owner, id) = (store.clone(), owner.clone(), task.id.clone());
+        sent.push(tokio::spawn(async move {
+            store
+                .answer_input(&owner, &id, answers(&[(key.as_str(), json!({"key": key}))]))
+                .await
+        }));
+    }
+    for answer in sent {
+        answer.await.unwrap().unwrap();
+    }
+    let done = store.get(&owner, &task.id).await.unwrap().unwrap();
+    assert_eq!(done.state, TaskState::Working);
+    assert_eq!(done.input_responses.len(), keys.len());
+    for key in &keys {
+        assert_eq!(done.input_responses[key], json!({"key": key}));
     }
 }

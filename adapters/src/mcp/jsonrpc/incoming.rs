@@ -132,9 +132,8 @@ impl Rpc {
             let answer = match (method.as_str(), bridge) {
                 ("ping", _) => Ok(json!({})),
                 (_, Some(bridge)) => {
-                    match tokio::time::timeout(BRIDGE_TIMEOUT, bridge.request(&method, params))
-                        .await
-                    {
+                    let within = bridge.answer_within().unwrap_or(BRIDGE_TIMEOUT);
+                    match tokio::time::timeout(within, bridge.request(&method, params)).await {
                         Ok(answer) => answer.map_err(|e| (e.code, e.message, e.data)),
                         Err(_) => Err((
                             -32603,

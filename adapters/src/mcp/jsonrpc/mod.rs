@@ -55,7 +55,9 @@ const FIRE_AND_FORGET_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_PROGRESS_ROUTES: usize = 1024;
 
 /// How long a server->client request may wait for the downstream client (a human may
-/// be answering an elicitation); the call's own deadline usually ends it sooner.
+/// be answering an elicitation) unless the client says otherwise
+/// ([`ClientBridge::answer_within`](crate::ClientBridge::answer_within)); the call's own
+/// deadline usually ends it sooner.
 const BRIDGE_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Notifications the upstream sends outside any known call, as `(method, params)`.

@@ -361,6 +361,10 @@ impl McpSessions {
                 id,
                 &methods::list_tools(&self.gateway, &self.protocol_tools, &caller, ""),
             ),
+            // It may stream: a task waiting for input asks the client on it.
+            "tasks/result" => {
+                return tasks::legacy_result(gateway, &self.live, &caller, id, envelope).await;
+            }
             task_method if tasks::is_task_method(task_method) => {
                 tasks::legacy_method(gateway, &caller, id, task_method, envelope).await
             }

@@ -64,6 +64,7 @@ pub fn router(door: Arc<FrontDoor>) -> Router {
             get(tasks::get_task).delete(tasks::cancel_task),
         )
         .route("/v1/tasks/{id}/events", get(task_events::task_events))
+        .route("/v1/tasks/{id}/input", post(tasks::answer_input))
         .route("/openapi.json", get(openapi::document))
         .layer(axum::extract::DefaultBodyLimit::max(4 * 1024 * 1024))
         .with_state(door)

@@ -128,7 +128,16 @@ struct TaskProgress {
     message: Option<String>,
 }
 
-/// `GET /v1/tasks/{id}`, `DELETE /v1/tasks/{id}`.
+/// A question the task's call asks its owner (an upstream's `elicitation/create`,
+/// `sampling/createMessage`, `roots/list` during the call).
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct InputRequest {
+    method: String,
+    params: Value,
+}
+
+/// `GET /v1/tasks/{id}`, `DELETE /v1/tasks/{id}`, `POST /v1/tasks/{id}/input`.
 #[derive(JsonSchema)]
 #[allow(dead_code)]
 struct TaskView {
@@ -145,6 +154,9 @@ struct TaskView {
     updated_at: String,
     poll_interval_ms: u64,
     progress: Option<TaskProgress>,
+    /// While `input_required`: the questions waiting for an answer, by key; answer
+    /// with `POST /v1/tasks/{id}/input`.
+    input_requests: Option<std::collections::BTreeMap<String, InputRequest>>,
     /// Once `completed` (or `failed` with the tool's own error result): what a plain
     /// call answers.
     result: Option<CallAnswer>,
@@ -426,6 +438,20 @@ fn build() -> Value {
                     }, errors(&["401", "404", "429", "503"])),
                 },
             },
+            "/v1/tasks/{id}/input": {"post": {
+                "operationId": "answerTaskInput",
+                "summary": "Answer a background call's input requests",
+                "description": "While a task is `input_required`, its `input_requests` name \
+                    what the call asks (e.g. an upstream's `elicitation/create`). The body maps \
+                    each key to the response the request asks for (for an elicitation \
+                    `{\"action\": \"accept\", \"content\": {…}}`); the call goes on once all \
+                    are answered. Unknown or already-answered keys are ignored.",
+                "parameters": [task_id, task_session],
+                "requestBody": {"required": true, "content": {"application/json": {"schema":
+                    {"type": "object", "additionalProperties": true}}}},
+                "responses": with(ok("200", "The task", &task_view),
+                    errors(&["400", "401", "404", "429", "503"])),
+            }},
             "/v1/tasks/{id}/events": {"get": {
                 "operationId": "taskEvents",
                 "summary": "A background call's event stream (SSE)",

@@ -291,6 +291,8 @@ mod tests {
                 .then(|| json!({"content": [{"type": "text", "text": "done"}]})),
             error: None,
             lease: None,
+            input_requests: Default::default(),
+            input_responses: Default::default(),
         }
     }
 

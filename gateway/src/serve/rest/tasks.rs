@@ -6,7 +6,10 @@
 //! - `GET /v1/tasks/{id}`: the task ([`view`]): status, progress, and once it is over
 //!   the result in the shape a plain call answers, or the error;
 //! - `GET /v1/tasks/{id}/events`: its event stream (see `task_events.rs`);
-//! - `DELETE /v1/tasks/{id}`: cancels it (the call stops), answers the task.
+//! - `DELETE /v1/tasks/{id}`: cancels it (the call stops), answers the task;
+//! - `POST /v1/tasks/{id}/input`: answers the call's input requests (an upstream's
+//!   elicitation or sampling during the call, shown as `input_requests` while the task
+//!   is `input_required`), `{key: response}`; answers the task.
 //!
 //! A task belongs to the caller that started it: the tenant, and the session when the
 //! call named one (`?session=` on these routes then; the task's URLs carry it). Any
@@ -76,6 +79,9 @@ pub(super) fn task_refusal(refusal: TaskError) -> ToolError {
             retry_after: None,
         },
         TaskError::StoreFull { .. } | TaskError::Unavailable(_) => ToolError::Unavailable(message),
+        TaskError::InvalidInput(_) | TaskError::ResultTooLarge { .. } => {
+            ToolError::InvalidArgs(message)
+        }
         _ => ToolError::Failed(message),
     }
 }
@@ -229,7 +235,7 @@ pub(super) fn iso8601(ms: u64) -> String {
 }
 
 /// `GET /v1/tasks/{id}`'s body: `{task_id, tool, status, status_message?, created_at,
-/// updated_at, poll_interval_ms, progress?, result?, error?}`.
+/// updated_at, poll_interval_ms, progress?, input_requests?, result?, error?}`.
 pub(super) fn view(record: &TaskRecord) -> Value {
     let mut body = json!({
         "task_id": record.id,
@@ -244,6 +250,9 @@ pub(super) fn view(record: &TaskRecord) -> Value {
     }
     if let Some(progress) = &record.progress {
         body["progress"] = json!(progress);
+    }
+    if !record.input_requests.is_empty() {
+        body["input_requests"] = json!(record.input_requests);
     }
     let summary = summary(record);
     if let Some(ending) = ending(record, &summary) {
@@ -330,6 +339,40 @@ pub(super) async fn cancel_task(
     }
 }
 
+/// `POST /v1/tasks/{id}/input`: the owner's answers to the call's input requests,
+/// `{key: response}` (a response is the result the request asks for, e.g. an
+/// elicitation's `{action, content}`); unknown or already-answered keys are ignored.
+/// Answers the task as `GET` does.
+pub(super) async fn answer_input(
+    State(door): State<Arc<FrontDoor>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Query(query): Query<TaskQuery>,
+    body: axum::body::Bytes,
+) -> Response {
+    let owner = match owner(&door, &headers, &query).await {
+        Ok(owner) => owner,
+        Err(response) => return response,
+    };
+    let answers = match serde_json::from_slice(&body) {
+        Ok(answers) => answers,
+        Err(e) => {
+            return super::error(
+                StatusCode::BAD_REQUEST,
+                "invalid_body",
+                format!(
+                    "expected {{\"<input key>\": <response>, …}} (the keys of the task's \
+                     input_requests): {e}"
+                ),
+            );
+        }
+    };
+    match door.gateway.tasks.answer_input(&owner, &id, answers).await {
+        Ok(record) => Json(view(&record)).into_response(),
+        Err(refusal) => tool_error(&task_refusal(refusal)),
+    }
+}
+
 /// The `background` flag of a call: absent or `false` is a plain call.
 pub(super) fn background_flag(value: Option<&Value>) -> Result<bool, &'static str> {
     match value {
@@ -367,6 +410,8 @@ mod tests {
             result,
             error: error.map(str::to_owned),
             lease: None,
+            input_requests: Default::default(),
+            input_responses: Default::default(),
         }
     }
 

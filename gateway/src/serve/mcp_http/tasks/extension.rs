@@ -89,6 +89,13 @@ pub(crate) async fn extension_call(
     wire::json_response(message)
 }
 
+/// `tasks/update`'s parameters (`taskId` is read by [`task_id`]).
+#[derive(Deserialize)]
+struct UpdateParams {
+    #[serde(default, rename = "inputResponses")]
+    input_responses: std::collections::BTreeMap<String, Value>,
+}
+
 /// A sessionless `tasks/*` request (its `_meta` already checked by the version's
 /// ladder).
 pub(crate) async fn extension_method(
@@ -133,12 +140,25 @@ pub(crate) async fn extension_method(
             Ok(None) => not_found(id),
             Err(error) => task_error(id, &error),
         },
-        // Gateway-hosted tasks never ask for input: an update of one is acknowledged
-        // and its responses ignored, as the extension says of unknown keys.
-        "tasks/update" => match tasks.get(&owner, &task).await {
-            Ok(Some(_)) => ack(),
-            Ok(None) => not_found(id),
-            Err(error) => task_error(id, &error),
+        // The owner's answers to the call's input requests: recorded (unknown and
+        // already-answered keys ignored, as the extension says), then acknowledged.
+        "tasks/update" => match envelope.params::<UpdateParams>() {
+            Ok(update) => match tasks
+                .answer_input(&owner, &task, update.input_responses)
+                .await
+            {
+                Ok(_) => ack(),
+                Err(error) => task_error(id, &error),
+            },
+            Err(error) => wire::error_message(
+                id,
+                wire::INVALID_PARAMS,
+                &format!(
+                    "{error} (tasks/update needs {{\"taskId\": \"<id>\", \"inputResponses\": \
+                     {{\"<key>\": <response>}}}})"
+                ),
+                None,
+            ),
         },
         // Cancellation is cooperative in this version: a task that already ended is
         // acknowledged too (it keeps its ending).

@@ -3,13 +3,16 @@
 //!
 //! - 2025-11-25 (sessions): `initialize` declares `capabilities.tasks`; a `tools/call`
 //!   with `params.task` becomes a task and answers `{task: Task}`; `tasks/get`,
-//!   `tasks/result` (blocks until the task ends), `tasks/list`, `tasks/cancel`. A tool
-//!   result with `isError` makes the task `failed`.
+//!   `tasks/result` (blocks until the task ends; meanwhile it carries the task's input
+//!   requests to the client as server requests and records its answers),
+//!   `tasks/list`, `tasks/cancel`. A tool result with `isError` makes the task
+//!   `failed`.
 //! - 2026-07-28 (sessionless): the `io.modelcontextprotocol/tasks` extension, declared
 //!   per request in `_meta`'s client capabilities. The gateway decides: a declaring
 //!   request for a tool whose taskSupport is `optional` or `required` gets a task
 //!   (`resultType: "task"`), anything else a plain result; `tasks/get` inlines the
-//!   result or error, `tasks/update` and `tasks/cancel` answer an empty ack, and
+//!   result or error (or, `input_required`, the `inputRequests`), `tasks/update`
+//!   records the answers to those, and it and `tasks/cancel` answer an empty ack, and
 //!   `tasks/result` and `tasks/list` do not exist. A tool result with `isError` is a
 //!   `completed` task here.
 //!
@@ -23,7 +26,7 @@ mod shapes;
 pub(super) use extension::{
     CallMode, declares_extension, extension_call, extension_method, extension_mode,
 };
-pub(super) use legacy::{legacy_call, legacy_method};
+pub(super) use legacy::{legacy_call, legacy_method, legacy_result};
 
 // What the submodules share (they `use super::*`).
 use shapes::*;
@@ -101,6 +104,9 @@ fn task_error(id: &str, error: &TaskError) -> Vec<u8> {
             &format!("the task is already {state}: a finished task cannot be cancelled"),
             None,
         ),
+        TaskError::InvalidInput(_) => {
+            wire::error_message(id, wire::INVALID_PARAMS, &error.to_string(), None)
+        }
         other => wire::error_message(id, INTERNAL_ERROR, &other.to_string(), None),
     }
 }

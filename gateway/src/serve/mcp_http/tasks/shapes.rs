@@ -83,8 +83,20 @@ pub(super) fn with_progress(
     task
 }
 
-/// The 2026-07-28 `tasks/get` result: the task, with its result (completed) or
-/// error (failed) inlined.
+/// A task's pending input requests, `{key: {method, params}}` (MRTR's shape).
+pub(super) fn input_requests(record: &TaskRecord) -> Map<String, Value> {
+    record
+        .input_requests
+        .iter()
+        .map(|(key, request)| {
+            let request = json!({"method": request.method, "params": request.params});
+            (key.clone(), request)
+        })
+        .collect()
+}
+
+/// The 2026-07-28 `tasks/get` result: the task, with its result (completed), error
+/// (failed) or input requests (input_required) inlined.
 pub(super) fn detailed_task(tasks: &Tasks, record: &TaskRecord) -> Map<String, Value> {
     let mut task = with_progress(extension_task(tasks, record), record);
     task.insert("resultType".into(), json!("complete"));
@@ -103,6 +115,12 @@ pub(super) fn detailed_task(tasks: &Tasks, record: &TaskRecord) -> Map<String, V
             task.insert(
                 "error".into(),
                 json!({"code": INTERNAL_ERROR, "message": message}),
+            );
+        }
+        (TaskState::InputRequired, _) => {
+            task.insert(
+                "inputRequests".into(),
+                Value::Object(input_requests(record)),
             );
         }
         _ => {}
@@ -134,6 +152,8 @@ mod tests {
             result: None,
             error: None,
             lease: None,
+            input_requests: Default::default(),
+            input_responses: Default::default(),
         }
     }
 
