@@ -804,7 +804,7 @@ fn tools_and_check_fail_naming_an_openapi_upstream_that_does_not_import() {
         assert!(line.contains(why), "{name}: {line}");
     }
     assert!(
-        !tools.stderr.contains("upstream 'pets'"),
+        !tools.stderr.contains("toolgate: upstream 'pets'"),
         "the good upstream is named as failed:\n{}",
         tools.describe()
     );

@@ -352,4 +352,36 @@ mod tests {
         assert_eq!(arg_name("StartTime<"), "StartTime_lt");
         assert_eq!(arg_name("a[b]"), "a_b_");
     }
+
+    #[test]
+    fn labels_from_paths() {
+        for v in ["v1", "v1alpha1", "v2beta3", "V2", "v1.2", "2.0"] {
+            assert!(is_version(v), "{v}");
+        }
+        for v in ["v", "vendors", "2", "{v1}", "version"] {
+            assert!(!is_version(v), "{v}");
+        }
+        let path = "/apis/rbac.authorization.k8s.io/v1alpha1/clusterroles/{name}";
+        assert_eq!(api_label(path, false).unwrap(), "rbac_v1alpha1");
+        assert_eq!(
+            api_label(path, true).unwrap(),
+            "rbac_authorization_k8s_io_v1alpha1"
+        );
+        assert_eq!(api_label("/api/v1/pods", false).unwrap(), "v1");
+        assert_eq!(api_label("/v2/pets", false).unwrap(), "v2");
+        assert_eq!(api_label("/pets/{id}", false), None);
+        assert_eq!(
+            path_words("/owners/{owner}/pets"),
+            ["owners", "by_owner", "pets"]
+        );
+        assert_eq!(
+            with_label("createThing", "apps_v1", 64).unwrap(),
+            "createThing_apps_v1"
+        );
+        assert_eq!(
+            with_label(&"a".repeat(30), "v1", 20).unwrap(),
+            format!("{}_v1", "a".repeat(17))
+        );
+        assert_eq!(with_label("abc", &"x".repeat(15), 16), None);
+    }
 }
