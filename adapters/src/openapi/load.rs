@@ -226,8 +226,8 @@ impl Total {
             return Err(LoadError::Bound {
                 bound: "max_total_bytes",
                 detail: format!(
-                    "its {} documents read so far (the last '{url}') hold {} bytes, more \
-                     than max_total_bytes ({})",
+                    "the documents read so far ({}, the last '{url}') hold {} bytes, \
+                     more than max_total_bytes ({})",
                     self.documents, self.bytes, config.max_total_bytes
                 ),
             });

@@ -131,6 +131,7 @@ impl OpenApiUpstream {
             upstream = name,
             imported = report.imported,
             skipped = report.skipped.len(),
+            renamed = report.renamed.len(),
             approx_tokens = report.approx_tokens,
             "OpenAPI upstream loaded"
         );
