@@ -54,7 +54,8 @@ enum Command {
         #[arg(long)]
         config: PathBuf,
     },
-    /// Print the catalog.
+    /// Print the catalog; exits non-zero (naming it on stderr) when an upstream failed
+    /// (an OpenAPI spec that does not import, a server that does not start).
     Tools {
         #[arg(long)]
         config: PathBuf,
@@ -319,7 +320,19 @@ async fn check(config: Config) -> ExitCode {
                 .unwrap_or_default()
         );
         println!("{line}");
-        failed |= status.health.state != toolgate::health::State::Healthy;
+        if status.health.state != toolgate::health::State::Healthy {
+            failed = true;
+            eprintln!(
+                "toolgate: upstream '{}' is {}: {}",
+                status.name,
+                format!("{:?}", status.health.state).to_lowercase(),
+                status
+                    .health
+                    .last_error
+                    .as_deref()
+                    .unwrap_or("no error reported")
+            );
+        }
     }
     println!("catalog: {} tools", gateway.catalog().len());
     // Catalog drift is a warning, not a failure: an upstream may add the tools later.
@@ -362,8 +375,30 @@ async fn tools(config: Config, format: Format) -> ExitCode {
             }
         }
     }
+    // A catalog missing an upstream's tools is not the catalog asked for: a script
+    // must be able to tell (an OpenAPI spec that does not import, a server that does
+    // not start).
+    let mut failed = false;
+    for status in gateway.statuses() {
+        if status.health.state == toolgate::health::State::Down {
+            failed = true;
+            eprintln!(
+                "toolgate: upstream '{}' failed, its tools are missing: {}",
+                status.name,
+                status
+                    .health
+                    .last_error
+                    .as_deref()
+                    .unwrap_or("no error reported")
+            );
+        }
+    }
     app.shutdown().await;
-    ExitCode::SUCCESS
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 /// Builds the authenticator from the tenants' API keys and the JWT settings.

@@ -1,6 +1,7 @@
 //! The `toolgate` command line, run as a real process: `stdio` (driven by the PyPI `mcp`
-//! client and by raw JSON-RPC lines), `check`, `tools --format json`, `config-schema`,
-//! and `serve` refusing to start on a `namespace: none` name collision.
+//! client and by raw JSON-RPC lines), `check`, `tools --format json` (both failing,
+//! naming it, when an OpenAPI upstream does not import), `config-schema`, and `serve`
+//! refusing to start on a `namespace: none` name collision.
 //!
 //! Upstreams are server-everything over stdio (npm, pinned in `package.json`).
 
@@ -748,6 +749,95 @@ fn tools_json_lists_prefixed_valid_names_with_their_upstream() {
     assert_eq!(
         text_names, seen,
         "text and JSON formats list different tools"
+    );
+}
+
+/// `tools` and `check` with OpenAPI upstreams that do not import (a `$ref` to a file
+/// that is not there; a spec over `max_total_bytes`) beside one that does: both exit
+/// non-zero and name each failed upstream, with its error, on stderr.
+#[test]
+fn tools_and_check_fail_naming_an_openapi_upstream_that_does_not_import() {
+    let _serial = serial();
+    let dir = TempDir::new("cli-openapi-broken");
+    let spec = |reference: &str| {
+        json!({"openapi": "3.0.3", "info": {"title": "t", "version": "1"},
+            "servers": [{"url": "http://127.0.0.1:9"}],
+            "paths": {"/pets": {"get": {"operationId": "listPets", "parameters": [
+                {"name": "limit", "in": "query", "schema": {"$ref": reference}}],
+                "responses": {"200": {"description": "ok"}}}}}})
+    };
+    let mut good = spec("#/components/schemas/Limit");
+    good["components"] = json!({"schemas": {"Limit": {"type": "integer"}}});
+    write_config(&dir, "good.json", &good);
+    write_config(&dir, "missing.json", &spec("parts/not-there.json#/Limit"));
+    let config = write_config(
+        &dir,
+        "toolgate.yaml",
+        &json!({
+            "startup_timeout": "30s",
+            "upstreams": {
+                "pets": {"openapi": {"spec_path": "good.json"}},
+                "missingref": {"openapi": {"spec_path": "missing.json"}},
+                "toobig": {"openapi": {"spec_path": "good.json", "max_total_bytes": 64}}
+            }
+        }),
+    );
+    let config = config.to_str().unwrap();
+    let tools = run_toolgate(
+        &["tools", "--config", config, "--format", "json"],
+        RUN_TIMEOUT,
+    );
+    assert!(
+        !tools.status.success(),
+        "tools succeeded with upstreams that did not import:\n{}",
+        tools.describe()
+    );
+    for (name, why) in [
+        ("missingref", "not-there.json"),
+        ("toobig", "max_total_bytes"),
+    ] {
+        let line = tools
+            .stderr
+            .lines()
+            .find(|l| l.starts_with(&format!("toolgate: upstream '{name}'")))
+            .unwrap_or_else(|| panic!("{name} not named on stderr:\n{}", tools.describe()));
+        assert!(line.contains(why), "{name}: {line}");
+    }
+    assert!(
+        !tools.stderr.contains("toolgate: upstream 'pets'"),
+        "the good upstream is named as failed:\n{}",
+        tools.describe()
+    );
+    // What did import is still listed.
+    let defs: Value = serde_json::from_str(&tools.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", tools.describe()));
+    let names: Vec<&str> = defs
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d["name"].as_str())
+        .collect();
+    assert_eq!(names, ["pets__listPets"], "{}", tools.describe());
+
+    let check = run_toolgate(&["check", "--config", config], RUN_TIMEOUT);
+    assert!(
+        !check.status.success(),
+        "check succeeded with upstreams that did not import:\n{}",
+        check.describe()
+    );
+    for name in ["missingref", "toobig"] {
+        assert!(
+            check
+                .stderr
+                .contains(&format!("toolgate: upstream '{name}' is down")),
+            "{name} not named on stderr:\n{}",
+            check.describe()
+        );
+    }
+    assert!(
+        check.stderr.contains("max_total_bytes"),
+        "the bound is not named:\n{}",
+        check.describe()
     );
 }
 

@@ -409,6 +409,32 @@ async fn runtime_registrations_read_no_local_files() {
         );
     }
 
+    // An import over one of its bounds is a 422 naming the bound: here the second
+    // document of a split spec takes it over max_total_bytes. Within it, it imports.
+    let split = specs.path().join("split");
+    std::fs::create_dir_all(split.join("parts")).unwrap();
+    write_json(
+        &split.join("parts"),
+        "q.json",
+        &json!({"Q": {"type": "string"}}),
+    );
+    let root = write_json(&split, "root.json", &ref_spec("parts/q.json#/Q"));
+    let bound = std::fs::metadata(&root).unwrap().len() + 5;
+    let (st, body) = register(
+        &gw,
+        "split",
+        json!({"spec_path": "split/root.json", "max_total_bytes": bound}),
+    )
+    .await;
+    assert_eq!(st, 422, "{body:#}");
+    let message = message_of(&body);
+    assert!(
+        message.contains(&format!("max_total_bytes ({bound})")) && message.contains("q.json"),
+        "{message}"
+    );
+    let (st, body) = register(&gw, "split", json!({"spec_path": "split/root.json"})).await;
+    assert_eq!(st, 201, "{body:#}");
+
     // Without admin.spec_dir, runtime registrations take URLs only.
     drop(gw);
     let data2 = TempDir::new("hs-files-data2");

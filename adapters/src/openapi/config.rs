@@ -58,6 +58,15 @@ pub struct OpenApiConfig {
     /// using the schema would carry a copy). The longest real one tried has 598.
     #[serde(default = "default_max_enum_values")]
     pub max_enum_values: usize,
+    /// Most bytes all documents of one spec may hold together (a spec split over
+    /// thousands of files is read whole); past it the import is refused.
+    #[serde(default = "default_max_total_bytes")]
+    pub max_total_bytes: u64,
+    /// Longest one import may take: fetching or reading every document, parsing and
+    /// converting; past it the import is refused.
+    #[serde(default = "default_import_timeout", with = "humantime_serde")]
+    #[schemars(with = "String")]
+    pub import_timeout: Duration,
     /// Largest API response read, in bytes (a longer body is cut and marked).
     #[serde(default = "default_max_response_bytes")]
     pub max_response_bytes: u64,
@@ -82,6 +91,14 @@ fn default_max_enum_values() -> usize {
     10_000
 }
 
+fn default_max_total_bytes() -> u64 {
+    256 * 1024 * 1024
+}
+
+fn default_import_timeout() -> Duration {
+    Duration::from_secs(300)
+}
+
 fn default_max_response_bytes() -> u64 {
     8 * 1024 * 1024
 }
@@ -102,6 +119,8 @@ impl OpenApiConfig {
             max_spec_bytes: default_max_spec_bytes(),
             max_schema_nodes: default_max_schema_nodes(),
             max_enum_values: default_max_enum_values(),
+            max_total_bytes: default_max_total_bytes(),
+            import_timeout: default_import_timeout(),
             max_response_bytes: default_max_response_bytes(),
             health: None,
         }

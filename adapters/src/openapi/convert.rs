@@ -61,7 +61,7 @@ pub(super) struct Converted {
 }
 
 /// Longest description kept (characters).
-const MAX_DESCRIPTION: usize = 1024;
+pub(super) const MAX_DESCRIPTION: usize = 1024;
 
 /// Properties, required names and `additionalProperties` of an object schema.
 type ObjectParts = (Map<String, Value>, Vec<String>, Option<Value>);
@@ -295,7 +295,7 @@ fn note(schema: &mut Value, text: &str) {
     }
 }
 
-fn cap(s: &str, max: usize) -> String {
+pub(super) fn cap(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
         return s.to_owned();
     }

@@ -40,6 +40,9 @@ pub struct ImportReport {
     pub repaired: Vec<SkippedOperation>,
     /// Names cut to the length budget: (full name, name used).
     pub shortened: Vec<(String, String)>,
+    /// Tools not named after their operationId alone, because several operations share
+    /// it (one per API version in some specs): each with the name used and why.
+    pub renamed: Vec<RenamedOperation>,
     /// The longest bare name allowed (64 minus the `<upstream>__` prefix).
     pub name_budget: usize,
     /// `$ref`s cut while inlining schemas (cycles, depth or size limits).
@@ -52,6 +55,18 @@ pub struct ImportReport {
 pub struct SkippedOperation {
     /// operationId, or `METHOD /path` when there is none.
     pub operation: String,
+    pub reason: String,
+}
+
+/// An operation whose tool name differs from its operationId (see `naming`).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RenamedOperation {
+    /// operationId, or `METHOD /path` when there is none.
+    pub operation: String,
+    /// The method and path it calls.
+    pub call: String,
+    /// The tool's name.
+    pub name: String,
     pub reason: String,
 }
 
@@ -149,11 +164,22 @@ pub(super) fn build(
     name: &str,
     config: &OpenApiConfig,
     mut docs: load::Documents,
+    deadline: std::time::Instant,
 ) -> Result<Built, LoadError> {
+    let in_time = || {
+        if std::time::Instant::now() > deadline {
+            Err(load::over_time(config))
+        } else {
+            Ok(())
+        }
+    };
     let spec_url = docs.docs[0].base.clone();
     let version = normalize::normalize_document(&mut docs.docs[0].root, spec_url.as_ref())?;
+    in_time()?;
     refs::check_refs(&docs)?;
+    in_time()?;
     let api = model::build(&docs)?;
+    in_time()?;
     let root_servers = api.servers.clone();
     drop(docs);
     let auth = Auth::new(
@@ -195,14 +221,19 @@ pub(super) fn build(
         }
     }
     let budget = MAX_QUALIFIED.saturating_sub(name.len() + 2).max(MIN_BARE);
-    let (names, shortened) = naming::assign(&kept, budget);
+    let naming::Names {
+        names,
+        shortened,
+        renamed,
+    } = naming::assign(&kept, budget);
     report.shortened = shortened;
     report.name_budget = budget;
     let mut tools = Vec::with_capacity(kept.len());
     let mut entries = HashMap::with_capacity(kept.len());
     let mut bytes = 0;
     let mut nodes = 0;
-    for (mut op, tool_name) in kept.into_iter().zip(names) {
+    for ((mut op, tool_name), renamed) in kept.into_iter().zip(names).zip(renamed) {
+        in_time()?;
         let mut conv = convert::convert(&op);
         let label = op
             .operation_id
@@ -228,7 +259,26 @@ pub(super) fn build(
                 continue;
             }
         }
-        let raw = convert::tool_json(&tool_name, &op, &conv);
+        let mut raw = convert::tool_json(&tool_name, &op, &conv);
+        if let Some(renamed) = renamed {
+            // Operations sharing an operationId often share their description too:
+            // say which one this tool calls, first, where a model reads it.
+            if let Some(serde_json::Value::String(d)) = raw.get_mut("description") {
+                *d = convert::cap(
+                    &format!(
+                        "({} {}; one of {} operations named '{label}') {d}",
+                        op.method, op.path, renamed.shared_by
+                    ),
+                    convert::MAX_DESCRIPTION,
+                );
+            }
+            report.renamed.push(RenamedOperation {
+                operation: label.clone(),
+                call: format!("{} {}", op.method, op.path),
+                name: tool_name.clone(),
+                reason: renamed.reason,
+            });
+        }
         // A schema is copied into every tool that uses it: a spec small enough to
         // load could still make tools without end.
         nodes += json_nodes(&raw);

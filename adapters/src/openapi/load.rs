@@ -2,7 +2,10 @@
 //! it from a file, parsing JSON or YAML off the async runtime within the import's limits
 //! (`max_schema_nodes`, `max_enum_values`), and loading the other documents its `$ref`s
 //! point to (files under the root spec's own directory, remote documents only when
-//! allowed).
+//! allowed). There is no count of documents: a spec split over thousands of files is
+//! bounded by what it costs (`max_total_bytes`, `max_schema_nodes`, `import_timeout`,
+//! the last applied by the caller). Each document is fetched or read once, keyed by
+//! its URL with dot segments resolved, whichever document refers to it.
 //!
 //! YAML goes through `serde_norway` with a value builder of our own: integers that do
 //! not fit 64 bits (the OpenAI spec has some) become floats instead of failing the load,
@@ -35,6 +38,9 @@ pub enum LoadError {
     /// The document parsed but is not a valid OpenAPI description.
     #[error("invalid spec at {pointer}: {detail}")]
     Invalid { pointer: String, detail: String },
+    /// The import went past one of its bounds (`bound` names the setting).
+    #[error("the import is over {bound}: {detail}; raise {bound} if this spec is trusted")]
+    Bound { bound: &'static str, detail: String },
 }
 
 impl LoadError {
@@ -60,9 +66,6 @@ pub(super) struct Documents {
     pub docs: Vec<Document>,
     by_url: HashMap<String, usize>,
 }
-
-/// Most documents one spec may pull in through references.
-const MAX_DOCUMENTS: usize = 64;
 
 impl Documents {
     /// The document a reference string points into, seen from document `from`.
@@ -134,7 +137,8 @@ pub(super) async fn load_documents(
         }
     };
     let mut docs = Documents::default();
-    let text = fetch(&base, config, guard).await?;
+    let mut total = Total::default();
+    let text = total.add(fetch(&base, config, guard).await?, &base, config)?;
     // Local references stay inside the root spec's own directory (links resolved).
     let local_root = match base.to_file_path() {
         Ok(path) if base.scheme() == "file" => tokio::fs::canonicalize(&path)
@@ -146,7 +150,7 @@ pub(super) async fn load_documents(
     let mut nodes = 0;
     let root = parse_bounded(text, base.as_str(), config, &mut nodes).await?;
     docs.add(Some(base), root);
-    // Breadth-first over external references, bounded in count.
+    // Breadth-first over external references, bounded in bytes and nodes.
     let mut next = 0;
     while next < docs.docs.len() {
         let mut wanted = Vec::new();
@@ -160,12 +164,6 @@ pub(super) async fn load_documents(
             let key = strip_fragment(&url);
             if docs.by_url.contains_key(&key) {
                 continue;
-            }
-            if docs.docs.len() >= MAX_DOCUMENTS {
-                return Err(LoadError::Fetch {
-                    location: key,
-                    detail: format!("more than {MAX_DOCUMENTS} referenced documents"),
-                });
             }
             let from_file = base.as_ref().is_some_and(|b| b.scheme() == "file");
             let allowed = match url.scheme() {
@@ -188,13 +186,54 @@ pub(super) async fn load_documents(
             if doc_url.scheme() == "file" {
                 confine_local(&doc_url, local_root.as_deref()).await?;
             }
-            let text = fetch(&doc_url, config, guard).await?;
+            let text = total.add(fetch(&doc_url, config, guard).await?, &doc_url, config)?;
             let root = parse_bounded(text, doc_url.as_str(), config, &mut nodes).await?;
             docs.add(Some(doc_url), root);
         }
         next += 1;
     }
     Ok(docs)
+}
+
+/// The error of an import that took longer than `import_timeout`.
+pub(super) fn over_time(config: &OpenApiConfig) -> LoadError {
+    LoadError::Bound {
+        bound: "import_timeout",
+        detail: format!(
+            "reading and converting the spec took longer than import_timeout ({:?})",
+            config.import_timeout
+        ),
+    }
+}
+
+/// The bytes and documents read so far, held to `max_total_bytes`.
+#[derive(Default)]
+struct Total {
+    bytes: u64,
+    documents: usize,
+}
+
+impl Total {
+    fn add(
+        &mut self,
+        text: Vec<u8>,
+        url: &Url,
+        config: &OpenApiConfig,
+    ) -> Result<Vec<u8>, LoadError> {
+        self.bytes += text.len() as u64;
+        self.documents += 1;
+        if self.bytes > config.max_total_bytes {
+            return Err(LoadError::Bound {
+                bound: "max_total_bytes",
+                detail: format!(
+                    "the documents read so far ({}, the last '{url}') hold {} bytes, \
+                     more than max_total_bytes ({})",
+                    self.documents, self.bytes, config.max_total_bytes
+                ),
+            });
+        }
+        Ok(text)
+    }
 }
 
 /// Parses a document off the async runtime (a large spec takes a while) and holds it to

@@ -35,7 +35,11 @@
 //!
 //! - **name**: the operationId sanitized to `[A-Za-z0-9_-]` (`repos/get-content` ->
 //!   `repos_get-content`), or `method_path` without one; cut with an 8-hex hash suffix
-//!   to fit `64 - len("<upstream>__")`; duplicates get a hash of their method and path.
+//!   to fit `64 - len("<upstream>__")`; operations sharing an operationId are told apart
+//!   by what differs (API group and version in the path, other path segments, method,
+//!   tag: `createClusterRole_rbac_v1alpha1`), by a hash of method and path only when no
+//!   readable name fits; their descriptions start with the method and path, and each
+//!   rename is in the report's `renamed`.
 //! - **inputSchema**: one flat object: path, query, header and cookie parameters and the
 //!   body's properties (a non-object body goes under `body`; binary content is base64
 //!   text). A parameter whose name a body property also uses becomes `<name>__<in>`.
@@ -72,7 +76,7 @@ mod upstream;
 mod variants;
 
 pub use config::{Credential, FilterSet, Filters, HealthConfig, OpenApiConfig, Secret};
-pub use import::{ImportReport, SkippedOperation};
+pub use import::{ImportReport, RenamedOperation, SkippedOperation};
 pub use load::LoadError;
 pub use ssrf::is_forbidden;
 pub use upstream::OpenApiUpstream;

@@ -91,7 +91,13 @@ impl OpenApiUpstream {
             ssrf::Guard::new(config.allow_private_networks, config.timeout).map_err(|e| {
                 LoadError::Config(format!("cannot build the HTTP client: {}", error_chain(&e)))
             })?;
-        let docs = match load::load_documents(&config, &guard).await {
+        // One bound on the whole import, however many documents it reads.
+        let deadline = std::time::Instant::now() + config.import_timeout;
+        let loaded =
+            tokio::time::timeout(config.import_timeout, load::load_documents(&config, &guard))
+                .await
+                .unwrap_or_else(|_| Err(load::over_time(&config)));
+        let docs = match loaded {
             Ok(docs) => docs,
             Err(e) => {
                 // a refused document may have been parsed whole before its limits hit
@@ -104,7 +110,7 @@ impl OpenApiUpstream {
         let built = {
             let (name, config) = (name.to_owned(), config.clone());
             let built = tokio::task::spawn_blocking(move || {
-                let built = build(&name, &config, docs);
+                let built = build(&name, &config, docs, deadline);
                 // the documents and every intermediate form are gone by now
                 super::release_memory();
                 built
@@ -125,6 +131,7 @@ impl OpenApiUpstream {
             upstream = name,
             imported = report.imported,
             skipped = report.skipped.len(),
+            renamed = report.renamed.len(),
             approx_tokens = report.approx_tokens,
             "OpenAPI upstream loaded"
         );

@@ -144,6 +144,9 @@ pub async fn import(
     for repaired in &report.repaired {
         tracing::warn!(upstream = name, operation = %repaired.operation, reason = %repaired.reason, "operation repaired");
     }
+    for renamed in &report.renamed {
+        tracing::info!(upstream = name, operation = %renamed.operation, tool = %renamed.name, reason = %renamed.reason, "tool renamed");
+    }
     Ok(report)
 }
 
