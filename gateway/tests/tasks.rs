@@ -56,6 +56,7 @@ fn call(caller: &Caller, tool: &str, arguments: Value) -> TaskCall {
         tool: tool.to_owned(),
         arguments,
         request_headers: Arc::default(),
+        trace: None,
     }
 }
 

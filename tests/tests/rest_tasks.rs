@@ -286,6 +286,20 @@ async fn a_background_call_is_polled_to_the_plain_calls_result() {
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(done["task_id"], id.as_str());
     assert!(done.get("error").is_none(), "{done}");
+    // The task's call continues the request's trace: its audit line carries the
+    // correlation id the 202 answered with.
+    let correlation = headers["toolgate-correlation-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let logs = gateway.proc.logs();
+    assert!(
+        logs.lines()
+            .any(|l| l.contains("toolgate::audit: tool call ")
+                && l.contains(SLOW)
+                && l.contains(&format!("correlation_id={correlation}"))),
+        "no audit line of the task's call with correlation id {correlation}:\n{logs}"
+    );
     for key in ["created_at", "updated_at"] {
         let at = done[key].as_str().expect(key);
         assert!(

@@ -57,6 +57,9 @@ pub struct TaskCall {
     pub arguments: JsonObject,
     /// The headers of the request that asked (upstreams forward the ones they name).
     pub request_headers: Arc<http::HeaderMap>,
+    /// The request's trace, when its surface has one: the task's call continues it
+    /// and shares its correlation id.
+    pub trace: Option<crate::telemetry::CallTrace>,
 }
 
 /// Why a call did not become a task.
@@ -112,10 +115,13 @@ impl Tasks {
         gateway: &Arc<Gateway>,
         call: TaskCall,
     ) -> Result<TaskRecord, StartRefused> {
-        let mut ctx = CallContext::new(
-            self.config.call_timeout,
-            crate::telemetry::new_correlation_id(),
-        );
+        let mut ctx = match &call.trace {
+            Some(trace) => trace.call_context(self.config.call_timeout),
+            None => CallContext::new(
+                self.config.call_timeout,
+                crate::telemetry::new_correlation_id(),
+            ),
+        };
         access::admit(gateway, &call.caller, &call.tool, &ctx).map_err(StartRefused::Tool)?;
         let support = gateway
             .catalog()

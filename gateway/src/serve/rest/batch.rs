@@ -351,7 +351,16 @@ async fn one(
         return Entry::Called(not_called(request, "the call names no tool"));
     }
     if request.background {
-        return match tasks::start(door, caller, &request.name, arguments, request_headers).await {
+        return match tasks::start(
+            door,
+            caller,
+            &request.name,
+            arguments,
+            request_headers,
+            trace,
+        )
+        .await
+        {
             Ok(task) => Entry::Started(Box::new(task)),
             Err(refusal) => Entry::Called(refused(request, refusal)),
         };

@@ -246,7 +246,8 @@ async fn call_tool(
         Err(response) => return response,
     };
     if background {
-        let started = tasks::start(&door, &caller, &name, arguments, Arc::new(headers)).await;
+        let started =
+            tasks::start(&door, &caller, &name, arguments, Arc::new(headers), &trace).await;
         return match started {
             Ok(record) => tasks::accepted(&record),
             Err(refusal) => tool_error(&refusal),

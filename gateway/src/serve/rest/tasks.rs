@@ -47,6 +47,7 @@ pub(super) async fn start(
     name: &str,
     mut arguments: JsonObject,
     request_headers: Arc<HeaderMap>,
+    trace: &crate::telemetry::CallTrace,
 ) -> Result<TaskRecord, ToolError> {
     let gateway = &door.gateway;
     let tool = call::prepare(gateway, name, &mut arguments);
@@ -59,6 +60,7 @@ pub(super) async fn start(
         tool,
         arguments,
         request_headers,
+        trace: Some(trace.clone()),
     };
     match gateway.tasks.start(gateway, task).await {
         Ok(record) => Ok(record),

@@ -174,6 +174,8 @@ async fn start(
         tool: name,
         arguments,
         request_headers: headers,
+        // A fresh correlation id: the MCP task path starts no request trace.
+        trace: None,
     };
     gateway.tasks.start(gateway, call).await
 }
