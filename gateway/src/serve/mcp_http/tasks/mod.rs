@@ -169,13 +169,15 @@ async fn start(
     if crate::protocol_tools::is_protocol_tool(&name) {
         return Err(StartRefused::Tool(errors::task_forbidden(&name)));
     }
+    // The task's call continues the caller's trace when the request's headers carry
+    // one (`traceparent`), as a plain call does.
+    let trace = crate::telemetry::CallTrace::start("mcp", &headers, None);
     let call = TaskCall {
         caller: caller.clone(),
         tool: name,
         arguments,
         request_headers: headers,
-        // A fresh correlation id: the MCP task path starts no request trace.
-        trace: None,
+        trace: Some(trace),
     };
     gateway.tasks.start(gateway, call).await
 }
