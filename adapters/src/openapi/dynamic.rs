@@ -106,3 +106,79 @@ fn find_anchor<'a>(root: &'a Value, name: &str, plain: bool) -> Option<&'a Value
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::super::load::{Document, Documents};
+    use super::super::refs::{Direction, Inliner};
+
+    /// The inlined input schema of `components/schemas/<name>` in a document whose
+    /// schemas are `schemas`, and the notes left for the import report.
+    fn inline(schemas: Value, name: &str) -> (Value, Vec<String>) {
+        let mut docs = Documents::default();
+        docs.docs.push(Document {
+            base: None,
+            root: json!({"components": {"schemas": schemas}}),
+        });
+        let root = json!({"$ref": format!("#/components/schemas/{name}")});
+        let mut inliner = Inliner::new(&docs, Direction::Input, 16, 10_000);
+        let out = inliner.schema(0, &root).unwrap();
+        (out, inliner.notes)
+    }
+
+    #[test]
+    fn recursive_ref_without_an_anchor_is_the_current_schema() {
+        // Inner has no `$recursiveAnchor`: `#` is Inner itself, whatever encloses it
+        let (out, notes) = inline(
+            json!({
+                "Outer": {"$recursiveAnchor": true, "type": "object",
+                          "properties": {"inner": {"$ref": "#/components/schemas/Inner"}}},
+                "Inner": {"type": "object", "properties": {
+                    "n": {"type": "integer"},
+                    "next": {"$recursiveRef": "#"}}}
+            }),
+            "Outer",
+        );
+        let next = &out["properties"]["inner"]["properties"]["next"];
+        assert_eq!(
+            next["description"],
+            "A Inner (recursive: same shape as the enclosing Inner)"
+        );
+        assert_eq!(notes.len(), 1, "{notes:?}");
+    }
+
+    #[test]
+    fn dynamic_ref_forms_that_are_plain_refs() {
+        let (out, notes) = inline(
+            json!({
+                "List": {"type": "object", "properties": {
+                    "byPointer": {"$dynamicRef": "#/components/schemas/Item"},
+                    // an `$anchor` (not dynamic) is not overridden by an outer scope
+                    "byAnchor": {"$dynamicRef": "#plain"}}},
+                "Item": {"$anchor": "plain", "type": "string"},
+                "Other": {"$dynamicAnchor": "plain", "type": "integer"}
+            }),
+            "List",
+        );
+        assert_eq!(out["properties"]["byPointer"], json!({"type": "string"}));
+        assert_eq!(out["properties"]["byAnchor"], json!({"type": "string"}));
+        assert!(notes.is_empty(), "{notes:?}");
+    }
+
+    #[test]
+    fn self_recursion_is_cut_without_running_away() {
+        let (out, _) = inline(
+            json!({"Loop": {"$dynamicAnchor": "me", "anyOf": [
+                {"type": "string"},
+                {"type": "array", "items": {"$dynamicRef": "#me"}}
+            ]}}),
+            "Loop",
+        );
+        let text = out.to_string();
+        assert!(!text.contains("\"$dynamicRef\""), "{text}");
+        jsonschema::validator_for(&out).unwrap();
+        assert!(jsonschema::meta::is_valid(&out));
+    }
+}
