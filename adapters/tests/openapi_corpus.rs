@@ -36,6 +36,60 @@ fn name_ok(n: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
+/// Every tool of one spec: a valid, unique name within the prefixed budget, a
+/// description, and input/output schemas that are valid JSON Schema (the meta-schema)
+/// with an object root, the input one compiling for the call-time validator as it is.
+fn check_tools(file: &str, upstream_name: &str, tools: &[toolgate_adapters::ToolDef]) {
+    let mut names = HashSet::new();
+    for t in tools.iter() {
+        assert!(name_ok(&t.name), "{file}: bad name {}", t.name);
+        assert!(
+            name_ok(&format!("{upstream_name}__{}", t.name)),
+            "{file}: prefixed name too long: {}",
+            t.name
+        );
+        assert!(
+            names.insert(t.name.clone()),
+            "{file}: duplicate name {}",
+            t.name
+        );
+        assert_eq!(t.raw["name"], t.name.as_str());
+        let desc = t.raw["description"].as_str().unwrap_or("");
+        assert!(
+            !desc.trim().is_empty() && desc.chars().count() <= 1024,
+            "{file}: {}: description",
+            t.name
+        );
+        let schema = &t.raw["inputSchema"];
+        assert_eq!(schema["type"], "object", "{file}: {}: input root", t.name);
+        if let Err(e) = jsonschema::meta::validate(schema) {
+            panic!(
+                "{file}: {}: input schema is not valid JSON Schema: {e}",
+                t.name
+            );
+        }
+        jsonschema::validator_for(schema).unwrap_or_else(|e| panic!("{file}: {}: {e}", t.name));
+        for (k, _) in schema["properties"].as_object().unwrap() {
+            assert!(
+                k.len() <= 64
+                    && k.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b)),
+                "{file}: {}: argument name {k}",
+                t.name
+            );
+        }
+        if let Some(out) = t.raw.get("outputSchema") {
+            assert_eq!(out["type"], "object", "{file}: {}: output root", t.name);
+            if let Err(e) = jsonschema::meta::validate(out) {
+                panic!(
+                    "{file}: {}: output schema is not valid JSON Schema: {e}",
+                    t.name
+                );
+            }
+        }
+    }
+}
+
 #[tokio::test]
 async fn every_corpus_spec_imports_completely() {
     let Some(dir) = common::specs_dir() else {
@@ -80,54 +134,7 @@ async fn every_corpus_spec_imports_completely() {
         }
         let tools = up.tools();
         assert_eq!(tools.len(), ops - skipped, "{file}: tools");
-        let mut names = HashSet::new();
-        for t in tools.iter() {
-            assert!(name_ok(&t.name), "{file}: bad name {}", t.name);
-            assert!(
-                name_ok(&format!("{upstream_name}__{}", t.name)),
-                "{file}: prefixed name too long: {}",
-                t.name
-            );
-            assert!(
-                names.insert(t.name.clone()),
-                "{file}: duplicate name {}",
-                t.name
-            );
-            assert_eq!(t.raw["name"], t.name.as_str());
-            let desc = t.raw["description"].as_str().unwrap_or("");
-            assert!(
-                !desc.trim().is_empty() && desc.chars().count() <= 1024,
-                "{file}: {}: description",
-                t.name
-            );
-            let schema = &t.raw["inputSchema"];
-            assert_eq!(schema["type"], "object", "{file}: {}: input root", t.name);
-            if let Err(e) = jsonschema::meta::validate(schema) {
-                panic!(
-                    "{file}: {}: input schema is not valid JSON Schema: {e}",
-                    t.name
-                );
-            }
-            jsonschema::validator_for(schema).unwrap_or_else(|e| panic!("{file}: {}: {e}", t.name));
-            for (k, _) in schema["properties"].as_object().unwrap() {
-                assert!(
-                    k.len() <= 64
-                        && k.bytes()
-                            .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b)),
-                    "{file}: {}: argument name {k}",
-                    t.name
-                );
-            }
-            if let Some(out) = t.raw.get("outputSchema") {
-                assert_eq!(out["type"], "object", "{file}: {}: output root", t.name);
-                if let Err(e) = jsonschema::meta::validate(out) {
-                    panic!(
-                        "{file}: {}: output schema is not valid JSON Schema: {e}",
-                        t.name
-                    );
-                }
-            }
-        }
+        check_tools(file, upstream_name, &tools);
         // Names that are not the operationId alone (operationIds shared by several
         // operations), for review when the naming rules change.
         for r in &report.renamed {
@@ -142,15 +149,17 @@ async fn every_corpus_spec_imports_completely() {
             report.cut_references
         );
     }
-    // any spec added to the corpus later must at least import
+    // any spec added to the corpus later must import into tools that pass the same checks
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
         let file = path.file_name().unwrap().to_string_lossy().to_string();
         let is_spec = file.ends_with(".json") || file.ends_with(".yaml") || file.ends_with(".yml");
         if is_spec && !seen.contains(&file) {
-            OpenApiUpstream::load("corpus", OpenApiConfig::from_path(path.to_string_lossy()))
-                .await
-                .unwrap_or_else(|e| panic!("{file}: {e}"));
+            let (up, _) =
+                OpenApiUpstream::load("corpus", OpenApiConfig::from_path(path.to_string_lossy()))
+                    .await
+                    .unwrap_or_else(|e| panic!("{file}: {e}"));
+            check_tools(&file, "corpus", &up.tools());
         }
     }
 }

@@ -447,3 +447,29 @@ fn values_strict_and_gemini_cannot_describe_travel_as_json_strings() {
     }
     assert!(export(&ambiguous, Format::Anthropic, &ExportOptions::default()).is_ok());
 }
+
+/// Schemas that recurse through 2019-09 `$recursiveRef` and 2020-12 `$dynamicRef`
+/// (`adapters/tests/data/recursive-refs-api.yaml`) export within every format's rules.
+#[tokio::test]
+async fn dynamic_reference_tools_export_within_each_formats_rules() {
+    let spec = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../adapters/tests/data/recursive-refs-api.yaml");
+    let text = std::fs::read_to_string(&spec).unwrap();
+    let path = std::env::temp_dir().join(format!(
+        "toolgate-export-{}-recursive-refs-api.yaml",
+        std::process::id()
+    ));
+    std::fs::write(&path, text.replace("PORT", "9")).unwrap();
+    let loaded =
+        OpenApiUpstream::load("rec", OpenApiConfig::from_path(path.to_string_lossy())).await;
+    let _ = std::fs::remove_file(&path);
+    let (upstream, report) = loaded.unwrap();
+    assert!(report.skipped.is_empty(), "{:?}", report.skipped);
+    let defs: Vec<JsonObject> = upstream.tools().iter().map(|t| t.raw.clone()).collect();
+    assert_eq!(defs.len(), 5);
+    let mut tally = Tally::default();
+    run(&mut tally, &defs);
+    print("dynamic references", &tally);
+    assert!(tally.violations.is_empty(), "{:?}", tally.violations);
+    assert!(tally.export_errors.is_empty(), "{:?}", tally.export_errors);
+}

@@ -59,6 +59,7 @@
 mod auth;
 pub mod config;
 mod convert;
+mod dynamic;
 mod encode;
 mod files;
 mod import;

@@ -357,6 +357,8 @@ fn operation<'a>(
         input,
         output,
     } = ctx;
+    // notes of an operation skipped part-way are not this one's
+    input.notes.clear();
     // path-level parameters first, overridden by operation-level ones of the same (name, in)
     let mut raw: Vec<(usize, &'a Map<String, Value>, String)> = Vec::new();
     for (list, lptr) in [
@@ -469,7 +471,8 @@ fn operation<'a>(
         }
         None => None,
     };
-    let mut repairs = Vec::new();
+    // dynamic references cut or unresolved while inlining this operation's inputs
+    let mut repairs = std::mem::take(&mut input.notes);
     for p in &mut parameters {
         let at = format!("parameter '{}'", p.name);
         lenient::relax(&mut p.schema, &at, &mut repairs);

@@ -471,6 +471,8 @@ pub(super) fn normalize_schema_node(m: &mut Map<String, Value>, input: bool) {
                     | "$anchor"
                     | "$dynamicAnchor"
                     | "$dynamicRef"
+                    | "$recursiveAnchor"
+                    | "$recursiveRef"
             ))
     });
     if input

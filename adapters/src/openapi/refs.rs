@@ -11,6 +11,7 @@
 
 use serde_json::{Map, Value, json};
 
+use super::dynamic;
 use super::load::{Documents, LoadError};
 use super::normalize::normalize_schema_node;
 
@@ -165,9 +166,16 @@ pub(super) struct Inliner<'a> {
     max_ref_depth: usize,
     budget: usize,
     used: usize,
-    stack: Vec<(usize, &'a str)>,
+    /// The references being expanded, by target identity (cycle detection).
+    stack: Vec<*const Value>,
+    /// The dynamic scope: the schemas entered through references (and the root), outermost
+    /// first, where `$recursiveRef` and `$dynamicRef` look for their anchors.
+    scope: Vec<dynamic::Scope<'a>>,
     /// How many references were cut (cycles, depth or budget).
     pub cuts: usize,
+    /// Dynamic references cut or left unresolved in input schemas since last drained,
+    /// each saying what was done (for the operation's repairs in the import report).
+    pub notes: Vec<String>,
 }
 
 impl<'a> Inliner<'a> {
@@ -186,7 +194,9 @@ impl<'a> Inliner<'a> {
             budget,
             used: 0,
             stack: Vec::new(),
+            scope: Vec::new(),
             cuts: 0,
+            notes: Vec::new(),
         }
     }
 
@@ -194,6 +204,8 @@ impl<'a> Inliner<'a> {
     pub(super) fn schema(&mut self, doc: usize, v: &'a Value) -> Result<Value, String> {
         self.used = 0;
         self.stack.clear();
+        self.scope.clear();
+        self.scope.push((doc, v, "schema".into()));
         self.node(doc, v, 0)
     }
 
@@ -217,56 +229,30 @@ impl<'a> Inliner<'a> {
             ));
         }
         if let Some(r) = m.get("$ref").and_then(Value::as_str) {
-            let name = r.rsplit('/').next().unwrap_or(r);
-            let frag = r.split_once('#').map(|x| x.1).unwrap_or("");
-            let key = (self.refs.docs.doc_for(doc, r)?, frag);
-            if self.stack.contains(&key) {
-                return Ok(self.cut(
-                    format!("cut: recursive reference to {r}"),
-                    format!("A {name} (recursive: same shape as the enclosing {name})"),
-                ));
-            }
-            if self.stack.len() >= self.max_ref_depth {
-                return Ok(self.cut(
-                    format!(
-                        "cut: {r} nested deeper than {} references",
-                        self.max_ref_depth
-                    ),
-                    format!("A {name} (nested schema omitted for size)"),
-                ));
-            }
-            if self.used > self.budget {
-                return Ok(self.cut(
-                    format!("cut: {r} omitted to keep the schema small"),
-                    format!("A {name} (nested schema omitted for size)"),
-                ));
-            }
+            let name = r.rsplit('/').next().unwrap_or(r).to_owned();
             let (tdoc, target) = self.refs.lookup(doc, r)?;
-            self.stack.push(key);
-            let resolved = self.node(tdoc, target, nesting + 1);
-            self.stack.pop();
-            let mut resolved = resolved?;
-            // 3.1 allows keywords beside $ref (a description override, most often)
-            if m.len() > 1
-                && let Value::Object(rm) = &mut resolved
-            {
-                for (k, x) in m {
-                    if k != "$ref"
-                        && (k == "description"
-                            || k == "title"
-                            || k == "default"
-                            || k == "example"
-                            || k == "deprecated"
-                            || k == "readOnly"
-                            || k == "writeOnly"
-                            || k == "nullable")
-                    {
-                        rm.insert(k.clone(), x.clone());
-                    }
+            return self.enter(m, r, &name, tdoc, target, nesting);
+        }
+        // Copied as they are, these would point at the whole tool input (its `#`), a
+        // schema that no longer has the anchors: resolved here against the dynamic scope.
+        for keyword in ["$recursiveRef", "$dynamicRef"] {
+            let Some(r) = m.get(keyword).and_then(Value::as_str) else {
+                continue;
+            };
+            let shown = format!("{keyword} '{r}'");
+            return match dynamic::resolve(&self.refs, &self.scope, doc, keyword, r) {
+                Some((tdoc, target, name)) => self.enter(m, &shown, &name, tdoc, target, nesting),
+                None => {
+                    let cut = self.cut(
+                        format!("cut: {shown} resolves to no schema"),
+                        "(any value; its schema could not be resolved)".into(),
+                    );
+                    self.note(format!(
+                        "{shown} resolves to no schema: any value accepted there"
+                    ));
+                    Ok(cut)
                 }
-                normalize_schema_node(rm, self.direction == Direction::Input);
-            }
-            return Ok(resolved);
+            };
         }
         let mut out = Map::with_capacity(m.len());
         for (k, x) in m {
@@ -335,6 +321,81 @@ impl<'a> Inliner<'a> {
         }
         normalize_schema_node(&mut out, self.direction == Direction::Input);
         Ok(Value::Object(out))
+    }
+
+    fn note(&mut self, what: String) {
+        if self.direction == Direction::Input && !self.notes.contains(&what) {
+            self.notes.push(what);
+        }
+    }
+
+    /// Expands reference `r` (its display form) of object `m`, whose target is `target`
+    /// in document `tdoc`: cut when it recurses or goes past the bounds.
+    fn enter(
+        &mut self,
+        m: &'a Map<String, Value>,
+        r: &str,
+        name: &str,
+        tdoc: usize,
+        target: &'a Value,
+        nesting: usize,
+    ) -> Result<Value, String> {
+        let key: *const Value = target;
+        let dynamic = !m.contains_key("$ref");
+        if self.stack.contains(&key) {
+            if dynamic {
+                self.note(format!(
+                    "recursive {r} cut after one level: deeper levels accept any {name}"
+                ));
+            }
+            return Ok(self.cut(
+                format!("cut: recursive reference to {r}"),
+                format!("A {name} (recursive: same shape as the enclosing {name})"),
+            ));
+        }
+        if self.stack.len() >= self.max_ref_depth {
+            return Ok(self.cut(
+                format!(
+                    "cut: {r} nested deeper than {} references",
+                    self.max_ref_depth
+                ),
+                format!("A {name} (nested schema omitted for size)"),
+            ));
+        }
+        if self.used > self.budget {
+            return Ok(self.cut(
+                format!("cut: {r} omitted to keep the schema small"),
+                format!("A {name} (nested schema omitted for size)"),
+            ));
+        }
+        self.stack.push(key);
+        self.scope.push((tdoc, target, name.to_owned()));
+        let resolved = self.node(tdoc, target, nesting + 1);
+        self.scope.pop();
+        self.stack.pop();
+        let mut resolved = resolved?;
+        // 3.1 allows keywords beside $ref (a description override, most often)
+        if m.len() > 1
+            && let Value::Object(rm) = &mut resolved
+        {
+            for (k, x) in m {
+                if matches!(
+                    k.as_str(),
+                    "description"
+                        | "title"
+                        | "default"
+                        | "example"
+                        | "deprecated"
+                        | "readOnly"
+                        | "writeOnly"
+                        | "nullable"
+                ) {
+                    rm.insert(k.clone(), x.clone());
+                }
+            }
+            normalize_schema_node(rm, self.direction == Direction::Input);
+        }
+        Ok(resolved)
     }
 
     fn skip_property(&self, pv: &Value) -> bool {
