@@ -122,6 +122,12 @@ impl Tasks {
                 crate::telemetry::new_correlation_id(),
             ),
         };
+        // The gateway's own tools answer at once and are not in the catalog: on every
+        // surface they are refused as a forbidden tool is, not as an unknown one.
+        if crate::protocol_tools::is_protocol_tool(&call.tool) {
+            let refusal = crate::errors::task_forbidden(&call.tool);
+            return Err(StartRefused::Tool(refusal));
+        }
         access::admit(gateway, &call.caller, &call.tool, &ctx).map_err(StartRefused::Tool)?;
         let support = gateway
             .catalog()

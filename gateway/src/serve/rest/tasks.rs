@@ -28,7 +28,6 @@ use toolgate_adapters::{JsonObject, ToolError};
 use super::call::{self, Answer, AnswerUsage};
 use super::{caller, tool_error};
 use crate::access::Caller;
-use crate::protocol_tools;
 use crate::serve::auth::FrontDoor;
 use crate::tasks::{Owner, StartRefused, TaskCall, TaskError, TaskRecord, TaskState, Tasks};
 
@@ -51,10 +50,6 @@ pub(super) async fn start(
 ) -> Result<TaskRecord, ToolError> {
     let gateway = &door.gateway;
     let tool = call::prepare(gateway, name, &mut arguments);
-    if protocol_tools::is_protocol_tool(&tool) {
-        // The gateway's own tools answer at once; none runs as a task.
-        return Err(crate::errors::task_forbidden(&tool));
-    }
     let task = TaskCall {
         caller: caller.clone(),
         tool,

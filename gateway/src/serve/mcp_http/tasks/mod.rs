@@ -164,11 +164,6 @@ async fn start(
     arguments: JsonObject,
     headers: Arc<http::HeaderMap>,
 ) -> Result<TaskRecord, StartRefused> {
-    // The gateway's own tools answer at once and are not in the catalog: refused as a
-    // forbidden tool is, not as an unknown one.
-    if crate::protocol_tools::is_protocol_tool(&name) {
-        return Err(StartRefused::Tool(errors::task_forbidden(&name)));
-    }
     // The task's call continues the caller's trace when the request's headers carry
     // one (`traceparent`), as a plain call does.
     let trace = crate::telemetry::CallTrace::start("mcp", &headers, None);
