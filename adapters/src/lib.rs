@@ -50,8 +50,10 @@ pub struct ToolDef {
     pub name: String,
     /// The complete definition exactly as the upstream sent it (`name`, `title`,
     /// `description`, `inputSchema`, `outputSchema`, `annotations`, `icons`, `_meta`,
-    /// `execution` and anything newer). Never trimmed.
-    pub raw: JsonObject,
+    /// `execution` and anything newer). Never trimmed. Shared, never copied: the
+    /// catalog's entry for the tool points at this same object (a large OpenAPI
+    /// import holds its schemas once).
+    pub raw: Arc<JsonObject>,
 }
 
 impl ToolDef {
@@ -59,7 +61,10 @@ impl ToolDef {
     /// `name` (such an entry cannot be routed and is reported by the caller).
     pub fn from_raw(raw: JsonObject) -> Option<Self> {
         let name = raw.get("name")?.as_str()?.to_owned();
-        Some(Self { name, raw })
+        Some(Self {
+            name,
+            raw: Arc::new(raw),
+        })
     }
 }
 

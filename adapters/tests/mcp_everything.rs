@@ -405,7 +405,7 @@ async fn tool_definitions_keep_every_field_the_server_sent() {
         let ours = up.tools();
         assert_eq!(raw_tools.len(), ours.len());
         for (theirs, mine) in raw_tools.iter().zip(ours.iter()) {
-            assert_eq!(theirs, &Value::Object(mine.raw.clone()), "{}", mine.name);
+            assert_eq!(theirs, &Value::Object((*mine.raw).clone()), "{}", mine.name);
         }
 
         let research = ours

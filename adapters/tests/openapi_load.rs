@@ -22,6 +22,7 @@ fn tool(up: &OpenApiUpstream, name: &str) -> serde_json::Map<String, Value> {
         .find(|t| t.name == name)
         .unwrap_or_else(|| panic!("no tool {name}"))
         .raw
+        .as_ref()
         .clone()
 }
 

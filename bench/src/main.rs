@@ -121,7 +121,8 @@ const USAGE: &str =
          [--only mcp,mcp-sessionless,rest,api-mcp,stdio,imports,list,sessions,truncation,tasks]
        toolgate-bench upstreams [--tools N]        (internal: the bench's upstreams)
        toolgate-bench stdio-server                 (internal: an MCP server on stdin/stdout)
-       toolgate-bench import-one SPEC [--runs N]   (internal: one OpenAPI import, timed)";
+       toolgate-bench import-one SPEC [--runs N]   (internal: one OpenAPI import, timed)
+       toolgate-bench cluster-spec FILE            (writes the generated cluster API spec)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -134,6 +135,7 @@ fn main() -> ExitCode {
         "upstreams" => upstreams::main(rest),
         "stdio-server" => upstreams::stdio_server(),
         "import-one" => catalog::import_one(rest),
+        "cluster-spec" => catalog::write_cluster_spec(rest),
         "all" | "overhead" | "catalog" | "truncation" | "tasks" => match parse_settings(rest) {
             Ok(settings) => run(command, settings),
             Err(message) => {

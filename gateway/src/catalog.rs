@@ -13,7 +13,9 @@
 //!
 //! Each entry keeps the upstream's raw definition with only `name` replaced and
 //! `_meta["toolgate/upstream"]`, `_meta["toolgate/tool"]` added, so nothing the
-//! upstream said is lost.
+//! upstream said is lost. The raw definition is shared with the upstream's own list,
+//! never copied: the entry holds only the fields it changes (a large OpenAPI import's
+//! schemas are held once, and a rebuild copies no schema).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -39,14 +41,63 @@ pub struct Entry {
     pub upstream: String,
     /// The upstream's own name for it (used when calling).
     pub original: String,
-    /// The definition clients see: the upstream's raw definition, renamed, with the
-    /// routing facts in `_meta`.
-    pub definition: JsonObject,
-    /// `definition` serialized once at build time: `tools/list` splices it in as is
-    /// instead of re-serializing thousands of definitions per request.
+    /// The upstream's raw definition (shared with the upstream's tool list).
+    source: Arc<JsonObject>,
+    /// The fields clients see differently from `source` (`name`, `_meta`, `execution`):
+    /// each replaces the source's field of that name, in its place, or comes last.
+    changed: JsonObject,
+    /// [`Entry::definition`] serialized once at build time: `tools/list` splices it in
+    /// as is instead of re-serializing thousands of definitions per request.
     pub definition_json: Arc<str>,
     /// The compiled `inputSchema`, built on first call and kept for this snapshot.
     pub validator: crate::validate::ArgsValidator,
+}
+
+impl Entry {
+    /// A field of the definition clients see.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.changed.get(key).or_else(|| self.source.get(key))
+    }
+
+    /// The definition clients see (a copy; [`Entry::get`] reads one field without it).
+    pub fn definition(&self) -> JsonObject {
+        self.fields()
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect()
+    }
+
+    /// The definition clients see, to serialize (without building it).
+    pub fn exposed(&self) -> impl serde::Serialize + '_ {
+        Exposed(self)
+    }
+
+    /// How the tool may run as a task (its effective `execution.taskSupport`).
+    pub fn task_support(&self) -> TaskSupport {
+        TaskSupport::of_execution(self.get("execution"))
+    }
+
+    /// The definition's fields in order: the source's, replaced where changed, then
+    /// the changed fields the source lacks.
+    fn fields(&self) -> impl Iterator<Item = (&String, &Value)> {
+        let replaced = self
+            .source
+            .iter()
+            .map(|(key, value)| (key, self.changed.get(key).unwrap_or(value)));
+        let added = self
+            .changed
+            .iter()
+            .filter(|(key, _)| !self.source.contains_key(*key));
+        replaced.chain(added)
+    }
+}
+
+/// Serializes an entry's definition without building it.
+struct Exposed<'a>(&'a Entry);
+
+impl serde::Serialize for Exposed<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.fields())
+    }
 }
 
 /// One upstream's contribution to a catalog build.
@@ -120,9 +171,26 @@ impl Catalog {
         Self::build_named(sources, "toolgate/tool")
     }
 
+    /// [`Catalog::build`] again after a change: an entry whose definition is the same
+    /// (the upstream's very object, named and marked the same) is taken over from
+    /// `previous` as it is, serialized text and compiled validator included, so a
+    /// rebuild costs what changed, and two catalogs never hold two copies of the same
+    /// text.
+    pub fn rebuild(sources: &[Source<'_>], previous: &Catalog) -> (Catalog, Vec<Collision>) {
+        Self::build_from(sources, "toolgate/tool", Some(previous))
+    }
+
     /// [`Catalog::build`] for any named item (tools, prompts): `origin_key` is the
     /// `_meta` key that records the upstream's own name.
     pub fn build_named(sources: &[Source<'_>], origin_key: &str) -> (Catalog, Vec<Collision>) {
+        Self::build_from(sources, origin_key, None)
+    }
+
+    fn build_from(
+        sources: &[Source<'_>],
+        origin_key: &str,
+        previous: Option<&Catalog>,
+    ) -> (Catalog, Vec<Collision>) {
         struct Candidate<'a> {
             upstream: &'a str,
             task_modes: Option<&'a TaskModes>,
@@ -193,30 +261,41 @@ impl Catalog {
 
         let mut catalog = Catalog::default();
         for (name, candidate) in final_names {
-            let mut definition =
-                exposed_definition(&name, candidate.upstream, candidate.tool, origin_key);
+            let mut changed = changed_fields(&name, candidate.upstream, candidate.tool, origin_key);
             // A tool its upstream runs only as a task stays so: no setting makes a
             // plain call of it possible.
-            let own = TaskSupport::of(&definition);
+            let own = TaskSupport::of(&candidate.tool.raw);
             if let Some(mode) = candidate
                 .task_modes
                 .and_then(|modes| modes.for_tool(&candidate.tool.name))
                 .filter(|_| own != TaskSupport::Required)
             {
-                set_task_support(&mut definition, mode);
+                set_task_support(&mut changed, candidate.tool.raw.get("execution"), mode);
             }
-            let entry = Entry {
-                definition_json: serde_json::to_string(&definition)
-                    .unwrap_or_else(|_| "{}".to_owned())
-                    .into(),
-                definition,
-                name: name.clone(),
-                upstream: candidate.upstream.to_owned(),
-                original: candidate.tool.name.clone(),
-                validator: Default::default(),
+            let unchanged = previous.and_then(|p| p.get(&name)).filter(|old| {
+                Arc::ptr_eq(&old.source, &candidate.tool.raw)
+                    && old.upstream == candidate.upstream
+                    && old.changed == changed
+            });
+            let entry = match unchanged {
+                Some(old) => Arc::clone(old),
+                None => {
+                    let mut entry = Entry {
+                        definition_json: Arc::from(""),
+                        source: Arc::clone(&candidate.tool.raw),
+                        changed,
+                        name: name.clone(),
+                        upstream: candidate.upstream.to_owned(),
+                        original: candidate.tool.name.clone(),
+                        validator: Default::default(),
+                    };
+                    let json = serde_json::to_string(&entry.exposed());
+                    entry.definition_json = json.unwrap_or_else(|_| "{}".to_owned()).into();
+                    Arc::new(entry)
+                }
             };
             catalog.by_name.insert(name, catalog.entries.len());
-            catalog.entries.push(Arc::new(entry));
+            catalog.entries.push(entry);
         }
         (catalog, collisions)
     }
@@ -308,33 +387,33 @@ fn hashed_name(name: &str, upstream: &str, tool: &str) -> String {
     format!("{}_{hex}", &name[..keep])
 }
 
-fn exposed_definition(name: &str, upstream: &str, tool: &ToolDef, origin_key: &str) -> JsonObject {
-    let mut definition = tool.raw.clone();
-    definition.insert("name".into(), Value::String(name.to_owned()));
-    let meta = definition
-        .entry("_meta")
-        .or_insert_with(|| Value::Object(JsonObject::new()));
-    if let Value::Object(meta) = meta {
-        meta.insert(
-            "toolgate/upstream".into(),
-            Value::String(upstream.to_owned()),
-        );
-        meta.insert(origin_key.into(), Value::String(tool.name.clone()));
-    }
-    definition
+/// The fields the catalog changes in `tool`'s definition: its `name`, and its `_meta`
+/// with the routing facts added (the upstream's own `_meta` keys kept).
+fn changed_fields(name: &str, upstream: &str, tool: &ToolDef, origin_key: &str) -> JsonObject {
+    let mut meta = match tool.raw.get("_meta") {
+        Some(Value::Object(meta)) => meta.clone(),
+        _ => JsonObject::new(),
+    };
+    meta.insert(
+        "toolgate/upstream".into(),
+        Value::String(upstream.to_owned()),
+    );
+    meta.insert(origin_key.into(), Value::String(tool.name.clone()));
+    let mut changed = JsonObject::new();
+    changed.insert("name".into(), Value::String(name.to_owned()));
+    changed.insert("_meta".into(), Value::Object(meta));
+    changed
 }
 
-/// Sets `execution.taskSupport`, keeping whatever else `execution` holds.
-fn set_task_support(definition: &mut JsonObject, mode: TaskSupport) {
-    let execution = definition
-        .entry("execution")
-        .or_insert_with(|| Value::Object(JsonObject::new()));
-    if !execution.is_object() {
-        *execution = Value::Object(JsonObject::new());
-    }
-    if let Value::Object(execution) = execution {
-        execution.insert("taskSupport".into(), Value::String(mode.as_str().into()));
-    }
+/// Sets `execution.taskSupport` in `changed`, keeping whatever else the source's
+/// `execution` holds.
+fn set_task_support(changed: &mut JsonObject, source: Option<&Value>, mode: TaskSupport) {
+    let mut execution = match source {
+        Some(Value::Object(execution)) => execution.clone(),
+        _ => JsonObject::new(),
+    };
+    execution.insert("taskSupport".into(), Value::String(mode.as_str().into()));
+    changed.insert("execution".into(), Value::Object(execution));
 }
 
 #[cfg(test)]
@@ -382,7 +461,7 @@ mod tests {
             }]);
             ["plain", "slow", "either"].map(|name| {
                 let entry = catalog.get(&format!("up__{name}")).unwrap();
-                TaskSupport::of(&entry.definition).as_str()
+                entry.task_support().as_str()
             })
         };
         // MCP upstreams without settings: each tool's own word (absent: forbidden).
@@ -423,7 +502,7 @@ mod tests {
             tools: &tools,
             task_modes: Some(&set),
         }]);
-        let execution = &catalog.get("up__either").unwrap().definition["execution"];
+        let execution = &catalog.get("up__either").unwrap().definition()["execution"];
         assert_eq!(execution, &json!({"taskSupport": "forbidden", "x-kept": 1}));
         assert!(
             catalog
@@ -447,9 +526,9 @@ mod tests {
         assert_eq!(names(&catalog), ["ev__echo", "ev__get-sum"]);
         let entry = catalog.get("ev__echo").unwrap();
         assert_eq!(entry.original, "echo");
-        assert_eq!(entry.definition["execution"]["taskSupport"], "optional");
-        assert_eq!(entry.definition["x-extra"], 1);
-        assert_eq!(entry.definition["_meta"]["toolgate/upstream"], "ev");
+        assert_eq!(entry.definition()["execution"]["taskSupport"], "optional");
+        assert_eq!(entry.definition()["x-extra"], 1);
+        assert_eq!(entry.definition()["_meta"]["toolgate/upstream"], "ev");
     }
 
     #[test]

@@ -350,31 +350,28 @@ pub(crate) fn cap_to(text: &str, max: usize) -> String {
     format!("{}…", cut[..at].trim_end())
 }
 
-/// Turns a function-calling model's `arguments` into what `definition`'s own input
-/// schema expects: each JSON string sent for a value the strict and Gemini exports
+/// Turns a function-calling model's `arguments` into what the tool's own input
+/// schema (`input_schema`, its definition's `inputSchema`) expects: each JSON string sent for a value the strict and Gemini exports
 /// declare as a string is decoded ([`decode`]), then strict mode's `null`s for
 /// optional arguments are removed ([`strip_strict_nulls`]). Both only change values the
 /// source schema would reject, so a call that was already valid passes unchanged.
-pub fn prepare_call_arguments(definition: &JsonObject, arguments: &mut JsonObject) {
-    decode::decode(definition, arguments);
-    strip_strict_nulls(definition, arguments);
+pub fn prepare_call_arguments(input_schema: Option<&Value>, arguments: &mut JsonObject) {
+    decode::decode(input_schema, arguments);
+    strip_strict_nulls(input_schema, arguments);
 }
 
 /// Removes the `null` arguments an OpenAI strict-mode call sends for properties that
-/// were optional in `definition`'s input schema, at every level (nested objects and
+/// were optional in the tool's input schema (`input_schema`), at every level (nested objects and
 /// array items included), so the call validates against the upstream's own schema.
 /// A `null` is kept where the source schema allows it, for required properties, and
 /// for properties the schema does not declare.
-pub fn strip_strict_nulls(definition: &JsonObject, arguments: &mut JsonObject) {
+pub fn strip_strict_nulls(input_schema: Option<&Value>, arguments: &mut JsonObject) {
     // Only `null`s are ever removed, so arguments without one are left as they are;
     // that is nearly every call, and it spares inlining and merging the schema.
     if !holds_null(arguments) {
         return;
     }
-    let schema = definition
-        .get("inputSchema")
-        .map(refs::inline)
-        .unwrap_or(Value::Null);
+    let schema = input_schema.map(refs::inline).unwrap_or(Value::Null);
     let root = root::object_root(&schema).map_or(schema, |f| f.schema);
     strip_object(&root, arguments, 0);
 }

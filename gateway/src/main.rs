@@ -359,14 +359,13 @@ async fn tools(config: Config, format: Format) -> ExitCode {
             let all: Vec<Value> = catalog
                 .entries()
                 .iter()
-                .map(|e| Value::Object(e.definition.clone()))
+                .map(|e| Value::Object(e.definition()))
                 .collect();
             println!("{:#}", Value::Array(all));
         }
         Format::Text => {
             for entry in catalog.entries() {
                 let description = entry
-                    .definition
                     .get("description")
                     .and_then(Value::as_str)
                     .and_then(|d| d.lines().next())

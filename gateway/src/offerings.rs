@@ -472,8 +472,8 @@ mod tests {
         assert_eq!(names, ["a__simple", "a__with_args", "b__simple", "own"]);
         let entry = snapshot.prompts.get("a__with_args").unwrap();
         assert_eq!(entry.original, "with.args");
-        assert_eq!(entry.definition["x-extra"], 1);
-        assert_eq!(entry.definition["_meta"]["toolgate/prompt"], "with.args");
+        assert_eq!(entry.definition()["x-extra"], 1);
+        assert_eq!(entry.definition()["_meta"]["toolgate/prompt"], "with.args");
     }
 
     #[test]

@@ -217,7 +217,7 @@ pub async fn expand_names(
     let definitions: Vec<Value> = expanded_tools
         .iter()
         .filter_map(|n| view.catalog.get(n))
-        .map(|e| Value::Object(e.definition.clone()))
+        .map(|e| Value::Object(e.definition()))
         .collect();
 
     let success = !expanded_tools.is_empty() || !already_selected.is_empty();
@@ -298,7 +298,7 @@ async fn invoke(
     // A model that read the tool's strict or Gemini export may send the values it
     // declares as JSON strings that way here too.
     if let Some(entry) = gateway.catalog().get(&name) {
-        crate::export::decode::decode(&entry.definition, &mut tool_arguments);
+        crate::export::decode::decode(entry.get("inputSchema"), &mut tool_arguments);
     }
     access::call(gateway, caller, &name, tool_arguments, ctx).await
 }

@@ -185,7 +185,7 @@ impl SearchIndex {
         for entry in catalog.entries() {
             let doc_id = index.docs.len() as u32;
             let mut len = [0u32; FIELDS];
-            let def = &entry.definition;
+            let def: &crate::catalog::Entry = entry;
             let description = def.get("description").and_then(Value::as_str).unwrap_or("");
             clean_text(description, &mut cleaned);
             let summary = first_sentence(&cleaned);

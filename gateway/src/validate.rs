@@ -45,16 +45,17 @@ impl PartialEq for ArgsValidator {
 }
 
 impl ArgsValidator {
-    /// Checks `arguments` against `definition`'s `inputSchema`. `name` is the tool's
-    /// name as the caller called it. The error lists each failing field by JSON pointer.
+    /// Checks `arguments` against the tool's `inputSchema`, `schema` (the same one on
+    /// every call: it is compiled on the first). `name` is the tool's name as the
+    /// caller called it. The error lists each failing field by JSON pointer.
     pub fn check(
         &self,
         name: &str,
-        definition: &serde_json::Map<String, Value>,
+        schema: Option<&Value>,
         arguments: &Value,
     ) -> Result<(), ToolError> {
         let validator = self.cell.get_or_init(|| {
-            let schema = definition.get("inputSchema")?;
+            let schema = schema?;
             match jsonschema::validator_for(schema) {
                 Ok(validator) => Some(validator),
                 Err(error) => {
@@ -115,9 +116,17 @@ mod tests {
             "required": ["count"],
         }));
         let validator = ArgsValidator::default();
-        assert!(validator.check("a__t", &def, &json!({"count": 3})).is_ok());
+        assert!(
+            validator
+                .check("a__t", def.get("inputSchema"), &json!({"count": 3}))
+                .is_ok()
+        );
         let error = validator
-            .check("a__t", &def, &json!({"count": "three", "tags": [1]}))
+            .check(
+                "a__t",
+                def.get("inputSchema"),
+                &json!({"count": "three", "tags": [1]}),
+            )
             .unwrap_err();
         let ToolError::InvalidArgs(message) = &error else {
             panic!("{error:?}")
@@ -125,18 +134,27 @@ mod tests {
         assert!(message.contains("'a__t'"), "{message}");
         assert!(message.contains("- /count: "), "{message}");
         assert!(message.contains("- /tags/0: "), "{message}");
-        let missing = validator.check("a__t", &def, &json!({})).unwrap_err();
+        let missing = validator
+            .check("a__t", def.get("inputSchema"), &json!({}))
+            .unwrap_err();
         assert!(missing.to_string().contains("- /: "), "{missing}");
     }
 
     #[test]
     fn no_schema_or_an_uncompilable_one_passes() {
         let validator = ArgsValidator::default();
-        let none = serde_json::Map::new();
-        assert!(validator.check("t", &none, &json!({"x": 1})).is_ok());
+        assert!(validator.check("t", None, &json!({"x": 1})).is_ok());
         let broken = definition(json!({"type": "no-such-type"}));
         let validator = ArgsValidator::default();
-        assert!(validator.check("t", &broken, &json!({"x": 1})).is_ok());
-        assert!(validator.check("t", &broken, &json!({"x": 2})).is_ok());
+        assert!(
+            validator
+                .check("t", broken.get("inputSchema"), &json!({"x": 1}))
+                .is_ok()
+        );
+        assert!(
+            validator
+                .check("t", broken.get("inputSchema"), &json!({"x": 2}))
+                .is_ok()
+        );
     }
 }

@@ -45,7 +45,7 @@ async fn every_corpus_tool_exports_within_each_formats_rules() {
             OpenApiUpstream::load(&name, OpenApiConfig::from_path(path.to_string_lossy()))
                 .await
                 .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let defs: Vec<JsonObject> = upstream.tools().iter().map(|t| t.raw.clone()).collect();
+        let defs: Vec<JsonObject> = upstream.tools().iter().map(|t| (*t.raw).clone()).collect();
         println!("{}: {} tools", path.display(), defs.len());
         total += defs.len();
         run(&mut tally, &defs);
@@ -268,7 +268,7 @@ fn strict_nulls_for_optional_arguments_are_stripped() {
         .as_object()
         .cloned()
         .unwrap();
-    strip_strict_nulls(sampling, &mut args);
+    strip_strict_nulls(sampling.get("inputSchema"), &mut args);
     assert_eq!(Value::Object(args), json!({"prompt": "hi"}));
 
     // Nested objects and array items too; a null the source allows stays.
@@ -281,7 +281,7 @@ fn strict_nulls_for_optional_arguments_are_stripped() {
         .as_object()
         .cloned()
         .unwrap();
-    strip_strict_nulls(tree, &mut args);
+    strip_strict_nulls(tree.get("inputSchema"), &mut args);
     assert_eq!(Value::Object(args), json!({"root": {"value": "a"}}));
     let types = awkward
         .iter()
@@ -292,7 +292,7 @@ fn strict_nulls_for_optional_arguments_are_stripped() {
             .as_object()
             .cloned()
             .unwrap();
-    strip_strict_nulls(types, &mut args);
+    strip_strict_nulls(types.get("inputSchema"), &mut args);
     assert_eq!(
         Value::Object(args),
         json!({"id": "x", "multi": null, "all_of_prop": {"b": "y"}})
@@ -419,7 +419,7 @@ fn values_strict_and_gemini_cannot_describe_travel_as_json_strings() {
             assert!(text.contains("decoded before the call"), "{name} {format}");
         }
         let mut arguments = sent.as_object().cloned().unwrap();
-        toolgate::export::prepare_call_arguments(definition, &mut arguments);
+        toolgate::export::prepare_call_arguments(definition.get("inputSchema"), &mut arguments);
         assert_eq!(Value::Object(arguments), decoded, "{name}");
     }
     // Non-strict formats keep the map as the source has it.
@@ -465,7 +465,7 @@ async fn dynamic_reference_tools_export_within_each_formats_rules() {
     let _ = std::fs::remove_file(&path);
     let (upstream, report) = loaded.unwrap();
     assert!(report.skipped.is_empty(), "{:?}", report.skipped);
-    let defs: Vec<JsonObject> = upstream.tools().iter().map(|t| t.raw.clone()).collect();
+    let defs: Vec<JsonObject> = upstream.tools().iter().map(|t| (*t.raw).clone()).collect();
     assert_eq!(defs.len(), 5);
     let mut tally = Tally::default();
     run(&mut tally, &defs);

@@ -88,7 +88,7 @@ async fn every_corpus_tool_served_by_get_v1_tools_keeps_each_formats_rules() {
     let mut definitions: HashMap<String, JsonObject> = catalog
         .entries()
         .iter()
-        .map(|entry| (entry.name.clone(), entry.definition.clone()))
+        .map(|entry| (entry.name.clone(), entry.definition()))
         .collect();
     for definition in toolgate::protocol_tools::definitions() {
         let name = definition["name"].as_str().unwrap_or_default().to_owned();

@@ -287,7 +287,7 @@ async fn openapi_tools_list_their_task_support() {
     let catalog = app.gateway.catalog();
     let support = |name: &str| {
         let entry = catalog.get(name).expect("in the catalog");
-        entry.definition["execution"]["taskSupport"].clone()
+        entry.definition()["execution"]["taskSupport"].clone()
     };
     assert_eq!(support("slow__sleep"), "optional");
     assert_eq!(support("slow__sleep_only_task"), "required");
@@ -330,7 +330,7 @@ async fn an_upstream_task_is_relayed_with_its_status_and_result() {
     let deps = toolgate_test_support::require!(toolgate_test_support::deps::NodeDeps::everything());
     let app = start_everything(&deps).await;
     let caller = caller(&app, "default");
-    let listed = app.gateway.catalog().get(RESEARCH).unwrap().definition["execution"].clone();
+    let listed = app.gateway.catalog().get(RESEARCH).unwrap().definition()["execution"].clone();
     assert_eq!(listed["taskSupport"], "required", "{listed}");
     // A plain call of a task-only tool is refused by the gateway, before the upstream.
     let ctx = CallContext::new(Duration::from_secs(10), "plain");

@@ -11,6 +11,8 @@
 //! - [`slow_api`]: an HTTP API on 127.0.0.1 whose calls take as long as asked.
 //! - [`text`]: deterministic payloads (prose, JSON records, ids, base64) for the token
 //!   budget's tests and benchmarks.
+//! - [`cluster_spec`]: a generated ~4 MB Swagger 2.0 spec shaped like a cluster API
+//!   (deeply shared definitions), for memory tests and the bench.
 //! - [`assert`]: assertions on tool results (a tool error mentioning something).
 //! - [`sys`]: signals, open-file limits and clock ticks: the tests' only `unsafe`.
 //!
@@ -18,6 +20,7 @@
 //! workspace can use it. Every wait is bounded in time and in attempts.
 
 pub mod assert;
+pub mod cluster_spec;
 pub mod deps;
 pub mod mcp_http;
 pub mod mock_api;

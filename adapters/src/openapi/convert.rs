@@ -369,8 +369,9 @@ fn humanize(id: &str) -> String {
     text
 }
 
-/// The MCP tool definition.
-pub(super) fn tool_json(name: &str, op: &Operation, conv: &Converted) -> JsonObject {
+/// The MCP tool definition. The input and output schemas move into it (they are the
+/// largest part of an import and are kept once: calls need neither).
+pub(super) fn tool_json(name: &str, op: &mut Operation, conv: &mut Converted) -> JsonObject {
     let mut t = Map::new();
     t.insert("name".into(), json!(name));
     if let Some(s) = op
@@ -382,9 +383,9 @@ pub(super) fn tool_json(name: &str, op: &Operation, conv: &Converted) -> JsonObj
         t.insert("title".into(), json!(cap(s, 120)));
     }
     t.insert("description".into(), json!(description(op)));
-    t.insert("inputSchema".into(), conv.input_schema.clone());
-    if let Some(o) = &op.output_schema {
-        t.insert("outputSchema".into(), o.clone());
+    t.insert("inputSchema".into(), std::mem::take(&mut conv.input_schema));
+    if let Some(o) = op.output_schema.take() {
+        t.insert("outputSchema".into(), o);
     }
     let read_only = op.method == "GET" || op.method == "HEAD";
     let mut ann = Map::new();

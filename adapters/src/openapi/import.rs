@@ -107,6 +107,23 @@ fn json_nodes(tool: &JsonObject) -> usize {
     count
 }
 
+/// How long `tool` is as compact JSON, without building the text.
+fn serialized_len(tool: &JsonObject) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    let _ = serde_json::to_writer(&mut count, tool);
+    count.0
+}
+
 /// Most keywords dropped from one input schema before the operation is skipped instead.
 const MAX_REPAIRS: usize = 16;
 
@@ -259,7 +276,8 @@ pub(super) fn build(
                 continue;
             }
         }
-        let mut raw = convert::tool_json(&tool_name, &op, &conv);
+        let mut raw = convert::tool_json(&tool_name, &mut op, &mut conv);
+        op.keep_what_calls_need();
         if let Some(renamed) = renamed {
             // Operations sharing an operationId often share their description too:
             // say which one this tool calls, first, where a model reads it.
@@ -293,11 +311,11 @@ pub(super) fn build(
                 ),
             });
         }
-        bytes += serde_json::to_vec(&raw).map(|v| v.len()).unwrap_or(0);
+        bytes += serialized_len(&raw);
         let base = resolve_base(config, spec_url.as_ref(), &op.servers);
         tools.push(ToolDef {
             name: tool_name.clone(),
-            raw,
+            raw: raw.into(),
         });
         entries.insert(tool_name, Entry { op, conv, base });
     }

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use super::lenient;
 use super::load::{Documents, LoadError};
@@ -147,6 +147,49 @@ pub(super) struct Operation {
     pub security: Option<Vec<Vec<String>>>,
     /// Where the spec is evidently wrong and the import repaired it, what was done.
     pub repairs: Vec<String>,
+}
+
+impl Operation {
+    /// Drops the schemas a call does not read, once the tool definition holds them:
+    /// an operation keeps only how to send a request. A spec whose large definitions
+    /// are shared by hundreds of operations would otherwise hold every inlined schema
+    /// twice (here and in the tool). Multipart bodies keep, per property, the keywords
+    /// that tell a file part from a text part.
+    pub(super) fn keep_what_calls_need(&mut self) {
+        for p in &mut self.parameters {
+            p.schema = Value::Null;
+        }
+        self.output_schema = None;
+        if let Some(body) = &mut self.body {
+            body.schema = match body.kind {
+                BodyKind::Multipart => part_kinds(&body.schema),
+                _ => Value::Null,
+            };
+        }
+    }
+}
+
+/// `{"properties": {name: {format, contentEncoding, contentMediaType, items: {…}}}}`
+/// of a multipart body schema: what [`super::files`] reads to frame each part.
+fn part_kinds(schema: &Value) -> Value {
+    fn kind(s: &Value) -> Value {
+        let mut out = Map::new();
+        for key in ["format", "contentEncoding", "contentMediaType"] {
+            if let Some(v) = s.get(key) {
+                out.insert(key.into(), v.clone());
+            }
+        }
+        if let Some(items) = s.get("items") {
+            out.insert("items".into(), kind(items));
+        }
+        Value::Object(out)
+    }
+    let properties: Map<String, Value> = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|props| props.iter().map(|(k, s)| (k.clone(), kind(s))).collect())
+        .unwrap_or_default();
+    json!({ "properties": properties })
 }
 
 /// A security scheme.

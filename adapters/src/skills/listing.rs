@@ -35,7 +35,7 @@ pub(super) fn tools(scan: &Scan) -> Vec<ToolDef> {
             }
             ToolDef {
                 name: skill.name.clone(),
-                raw,
+                raw: raw.into(),
             }
         })
         .collect()

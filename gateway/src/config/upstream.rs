@@ -77,8 +77,12 @@ impl TaskSupport {
     /// What a tool definition says (`execution.taskSupport`); MCP's default,
     /// `forbidden`, when it says nothing or something unknown.
     pub fn of(definition: &serde_json::Map<String, serde_json::Value>) -> TaskSupport {
-        match definition
-            .get("execution")
+        Self::of_execution(definition.get("execution"))
+    }
+
+    /// What a definition's `execution` field says.
+    pub fn of_execution(execution: Option<&serde_json::Value>) -> TaskSupport {
+        match execution
             .and_then(|e| e.get("taskSupport"))
             .and_then(serde_json::Value::as_str)
         {

@@ -418,15 +418,15 @@ fn string_form(m: &Map<String, Value>, kind: Kind) -> Value {
     Value::Object(out)
 }
 
-/// Parses, in `arguments`, each string sent at a decodable path of `definition`'s
-/// input schema (module docs) into the object or array it holds.
-pub fn decode(definition: &JsonObject, arguments: &mut JsonObject) {
+/// Parses, in `arguments`, each string sent at a decodable path of the tool's input
+/// schema (`input_schema`; module docs) into the object or array it holds.
+pub fn decode(input_schema: Option<&Value>, arguments: &mut JsonObject) {
     // Only strings are ever decoded; a call without one is left as it is (and spares
     // inlining the schema).
     if !holds_string(arguments) {
         return;
     }
-    let Some(source) = definition.get("inputSchema") else {
+    let Some(source) = input_schema else {
         return;
     };
     if !may_hold_slots(source) {
@@ -570,7 +570,7 @@ mod tests {
             "name": "{\"stays\": \"a string\"}",
             "closed": {"a": "{}"}
         }));
-        decode(&def, &mut args);
+        decode(def.get("inputSchema"), &mut args);
         assert_eq!(
             Value::Object(args),
             json!({
@@ -594,7 +594,7 @@ mod tests {
         assert_eq!(kids["type"], "string", "{kids}");
         assert!(kids["description"].as_str().unwrap().contains("recursive"));
         let mut args = object(json!({"root": {"name": "a", "kids": ["{\"name\": \"b\"}"]}}));
-        decode(&definition(schema), &mut args);
+        decode(definition(schema).get("inputSchema"), &mut args);
         assert_eq!(args["root"]["kids"][0], json!({"name": "b"}));
     }
 
@@ -605,7 +605,7 @@ mod tests {
             "a": {"type": "object", "properties": {"b": {"type": "object"}}}
         }}));
         let mut args = object(json!({"a/b": "{\"x\": 1}", "a": {"b": "{\"y\": 2}"}}));
-        decode(&def, &mut args);
+        decode(def.get("inputSchema"), &mut args);
         assert_eq!(
             Value::Object(args),
             json!({"a/b": "{\"x\": 1}", "a": {"b": {"y": 2}}})
@@ -616,7 +616,7 @@ mod tests {
     fn a_string_of_the_wrong_json_type_is_left_for_validation() {
         let def = definition(json!({"type": "object", "properties": {"m": {"type": "object"}}}));
         let mut args = object(json!({"m": "[1, 2]"}));
-        decode(&def, &mut args);
+        decode(def.get("inputSchema"), &mut args);
         assert_eq!(args["m"], "[1, 2]");
     }
 

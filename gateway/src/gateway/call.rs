@@ -67,10 +67,7 @@ impl Gateway {
         let Some(mounted) = upstreams.get(&entry.upstream) else {
             return Err(self.refused(caller, name, None, unknown_tool(name)));
         };
-        if !ctx.background
-            && crate::tasks::TaskSupport::of(&entry.definition)
-                == crate::tasks::TaskSupport::Required
-        {
+        if !ctx.background && entry.task_support() == crate::tasks::TaskSupport::Required {
             let refusal = crate::errors::task_required(name);
             return Err(self.refused(caller, name, Some(&entry.upstream), refusal));
         }
@@ -94,7 +91,9 @@ impl Gateway {
             .then(|| serde_json::Value::Object(arguments.clone()).to_string());
         // Checked as a `Value` that owns the arguments (no copy of them).
         let instance = serde_json::Value::Object(arguments);
-        let checked = entry.validator.check(name, &entry.definition, &instance);
+        let checked = entry
+            .validator
+            .check(name, entry.get("inputSchema"), &instance);
         let arguments = match instance {
             serde_json::Value::Object(arguments) => arguments,
             _ => JsonObject::new(), // never: built from an object just above
@@ -176,7 +175,7 @@ impl Gateway {
                     mounted.namespace,
                     &entry.upstream,
                 );
-                let output_schema = entry.definition.get("outputSchema").cloned();
+                let output_schema = entry.get("outputSchema").cloned();
                 let (output, tokens) = self
                     .fit_to_budget(name, mounted, output, output_schema)
                     .await;

@@ -28,7 +28,7 @@ impl Gateway {
                 task_modes: Some(&mounted.task_modes),
             })
             .collect();
-        let (catalog, collisions) = Catalog::build(&sources);
+        let (catalog, collisions) = Catalog::rebuild(&sources, &self.catalog());
         let offering_lists: Vec<_> = upstreams
             .iter()
             .map(|(name, mounted)| (name, mounted.namespace, mounted.upstream.offerings()))

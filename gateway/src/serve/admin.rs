@@ -250,7 +250,7 @@ async fn apply(admin: &Admin, mut registration: Registration, status: StatusCode
     // (the tool list as `tools/list` serves it).
     let definitions: Vec<Value> = entries
         .iter()
-        .map(|e| Value::Object(e.definition.clone()))
+        .map(|e| Value::Object(e.definition()))
         .collect();
     let catalog_tokens = crate::truncate::count(
         &Value::Array(definitions).to_string(),

@@ -70,7 +70,7 @@ pub async fn answer(
                 .entries()
                 .iter()
                 .filter(|e| view.allowed.offering(&e.name))
-                .map(|e| &e.definition);
+                .map(|e| e.exposed());
             list(items, &params, "prompts")
         }
         "resources/list" => {
@@ -239,8 +239,8 @@ async fn forward(
 }
 
 /// One page of `items` after the request's cursor (an offset we issued).
-fn list<'a>(
-    items: impl Iterator<Item = &'a Map<String, Value>>,
+fn list<T: serde::Serialize>(
+    items: impl Iterator<Item = T>,
     params: &Map<String, Value>,
     key: &str,
 ) -> Result<Value, RpcError> {
@@ -256,7 +256,7 @@ fn list<'a>(
             })?,
         Some(_) => return Err(invalid("the cursor must be a string".into())),
     };
-    let mut page: Vec<&Map<String, Value>> = items.skip(offset).take(PAGE_SIZE + 1).collect();
+    let mut page: Vec<T> = items.skip(offset).take(PAGE_SIZE + 1).collect();
     let more = page.len() > PAGE_SIZE;
     page.truncate(PAGE_SIZE);
     let mut result = json!({ key: page });

@@ -132,7 +132,7 @@ impl Tasks {
         let support = gateway
             .catalog()
             .get(&call.tool)
-            .map(|entry| super::TaskSupport::of(&entry.definition));
+            .map(|entry| entry.task_support());
         if support.is_none_or(|s| s == super::TaskSupport::Forbidden) {
             let refusal = crate::errors::task_forbidden(&call.tool);
             return Err(StartRefused::Tool(refusal));

@@ -5,6 +5,8 @@
 
 use std::sync::Arc;
 
+use axum::response::Response;
+use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -48,46 +50,38 @@ pub(super) fn initialize_result(gateway: &Gateway, params: &InitializeParams) ->
 pub(super) const STATELESS_LIST_FIELDS: &str =
     r#","resultType":"complete","ttlMs":0,"cacheScope":"private""#;
 
-/// The `tools/list` result for `caller`: the protocol tools, then the visible catalog
-/// tools as the catalog serialized them (every field the upstream sent), then
-/// `extra` (more result fields, as JSON text starting with a comma, or empty).
+/// The `tools/list` answer to request `id` for `caller`: the protocol tools, then the
+/// visible catalog tools as the catalog serialized them (every field the upstream
+/// sent), then `extra` (more result fields, as JSON text starting with a comma, or
+/// empty). The definitions go out as the catalog holds them, never copied: a large
+/// catalog's list is megabytes, and clients may ask for it at once.
 pub(super) fn list_tools(
+    id: &str,
     gateway: &Gateway,
     protocol_tools: &[Arc<str>],
     caller: &Caller,
     extra: &str,
-) -> String {
+) -> Response {
     let view = View::of(gateway, caller);
     let visible = view.visible(caller);
-    let size = protocol_tools.iter().map(|d| d.len() + 1).sum::<usize>()
-        + visible
-            .iter()
-            .map(|e| e.definition_json.len() + 1)
-            .sum::<usize>();
-    let mut out = String::with_capacity(size + extra.len() + 16);
-    out.push_str("{\"tools\":[");
     // Only definitions a client can take as MCP tools are listed: an object input
     // schema is what every client checks first.
-    let definitions = protocol_tools.iter().map(|d| &**d).chain(
+    let definitions = protocol_tools.iter().chain(
         visible
             .iter()
-            .filter(|e| {
-                e.definition
-                    .get("inputSchema")
-                    .is_some_and(Value::is_object)
-            })
-            .map(|e| &*e.definition_json),
+            .filter(|e| e.get("inputSchema").is_some_and(Value::is_object))
+            .map(|e| &e.definition_json),
     );
+    let mut result = Vec::with_capacity(2 * (protocol_tools.len() + visible.len()) + 2);
+    result.push(Bytes::from_static(b"{\"tools\":["));
     for (index, definition) in definitions.enumerate() {
         if index > 0 {
-            out.push(',');
+            result.push(Bytes::from_static(b","));
         }
-        out.push_str(definition);
+        result.push(wire::shared_part(definition));
     }
-    out.push(']');
-    out.push_str(extra);
-    out.push('}');
-    out
+    result.push(Bytes::from(format!("]{extra}}}")));
+    wire::json_parts_response(wire::result_message_parts(id, result))
 }
 
 /// The 2026-07-28 `server/discover` result: the versions, capabilities and

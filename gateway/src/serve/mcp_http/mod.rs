@@ -253,15 +253,15 @@ impl McpSessions {
                 return tasks::extension_method(&self.gateway, &caller, id, task_method, envelope)
                     .await;
             }
-            "tools/list" => wire::result_message(
-                id,
-                &methods::list_tools(
+            "tools/list" => {
+                return methods::list_tools(
+                    id,
                     &self.gateway,
                     &self.protocol_tools,
                     &caller,
                     methods::STATELESS_LIST_FIELDS,
-                ),
-            ),
+                );
+            }
             "server/discover" => wire::result_message(id, &methods::discover_result(&self.gateway)),
             "resources/subscribe" | "resources/unsubscribe" => wire::error_message(
                 id,
@@ -357,10 +357,9 @@ impl McpSessions {
                 })
                 .await;
             }
-            "tools/list" => wire::result_message(
-                id,
-                &methods::list_tools(&self.gateway, &self.protocol_tools, &caller, ""),
-            ),
+            "tools/list" => {
+                return methods::list_tools(id, &self.gateway, &self.protocol_tools, &caller, "");
+            }
             // It may stream: a task waiting for input asks the client on it.
             "tasks/result" => {
                 return tasks::legacy_result(gateway, &self.live, &caller, id, envelope).await;

@@ -112,12 +112,29 @@ fn is_valid_id(id: &RawValue) -> bool {
 /// `{"jsonrpc":"2.0","id":<id>,"result":<result>}` with the result already JSON text.
 pub(crate) fn result_message(id: &str, result: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(result.len() + id.len() + 32);
-    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-    out.extend_from_slice(id.as_bytes());
-    out.extend_from_slice(b",\"result\":");
+    out.extend_from_slice(&result_head(id));
     out.extend_from_slice(result.as_bytes());
     out.push(b'}');
     out
+}
+
+/// [`result_message`] as body parts: the result's own parts (sent without a copy,
+/// see [`json_parts_response`]) between the envelope's head and tail.
+pub(crate) fn result_message_parts(id: &str, result: Vec<Bytes>) -> Vec<Bytes> {
+    let mut parts = Vec::with_capacity(result.len() + 2);
+    parts.push(Bytes::from(result_head(id)));
+    parts.extend(result);
+    parts.push(Bytes::from_static(b"}"));
+    parts
+}
+
+/// `{"jsonrpc":"2.0","id":<id>,"result":`
+fn result_head(id: &str) -> Vec<u8> {
+    let mut head = Vec::with_capacity(id.len() + 32);
+    head.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    head.extend_from_slice(id.as_bytes());
+    head.extend_from_slice(b",\"result\":");
+    head
 }
 
 /// A JSON-RPC error message for request `id` (raw JSON; `null` when unknown).
@@ -157,6 +174,68 @@ pub(crate) fn json_with_status(status: StatusCode, message: Vec<u8>) -> Response
         .headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(JSON));
     response
+}
+
+/// A `200` answer carrying one JSON message made of `parts`, sent as they are: a
+/// message assembled from text the catalog already holds (a `tools/list` of
+/// thousands of definitions is megabytes) is never copied into one buffer.
+pub(crate) fn json_parts_response(parts: Vec<Bytes>) -> Response {
+    let mut response = Response::new(Body::new(Parts::new(parts)));
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(JSON));
+    response
+}
+
+/// Shared text as a body part, without a copy.
+pub(crate) fn shared_part(text: &std::sync::Arc<str>) -> Bytes {
+    struct Shared(std::sync::Arc<str>);
+    impl AsRef<[u8]> for Shared {
+        fn as_ref(&self) -> &[u8] {
+            self.0.as_bytes()
+        }
+    }
+    Bytes::from_owner(Shared(text.clone()))
+}
+
+/// A body of ready parts, its exact length known (so it goes with `Content-Length`).
+struct Parts {
+    parts: std::collections::VecDeque<Bytes>,
+    remaining: u64,
+}
+
+impl Parts {
+    fn new(parts: Vec<Bytes>) -> Parts {
+        let remaining = parts.iter().map(|p| p.len() as u64).sum();
+        Parts {
+            parts: parts.into(),
+            remaining,
+        }
+    }
+}
+
+impl http_body::Body for Parts {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        let part = self.parts.pop_front();
+        if let Some(part) = &part {
+            self.remaining -= part.len() as u64;
+        }
+        std::task::Poll::Ready(part.map(|p| Ok(http_body::Frame::data(p))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.parts.is_empty()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.remaining)
+    }
 }
 
 /// A transport-level refusal: an HTTP error status with a JSON-RPC error body.

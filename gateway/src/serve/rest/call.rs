@@ -201,9 +201,9 @@ pub(super) fn resolve_name(gateway: &Gateway, name: &str) -> String {
 pub(super) fn prepare(gateway: &Gateway, name: &str, arguments: &mut JsonObject) -> String {
     let name = resolve_name(gateway, name);
     if let Some(entry) = gateway.catalog().get(&name) {
-        export::prepare_call_arguments(&entry.definition, arguments);
+        export::prepare_call_arguments(entry.get("inputSchema"), arguments);
     } else if let Some(definition) = protocol_tools::definition(&name) {
-        export::prepare_call_arguments(&definition, arguments);
+        export::prepare_call_arguments(definition.get("inputSchema"), arguments);
     }
     name
 }

@@ -177,7 +177,7 @@ async fn list_tools(
     let definitions = protocol_tools::definitions().into_iter().chain(
         view.visible(&caller)
             .into_iter()
-            .map(|entry| entry.definition.clone()),
+            .map(|entry| entry.definition()),
     );
     let mut tools = Vec::new();
     let mut skipped = Vec::new();
@@ -281,7 +281,7 @@ fn visible_definitions(door: &FrontDoor, caller: &Caller) -> Vec<Value> {
         .chain(
             view.visible(caller)
                 .into_iter()
-                .map(|entry| Value::Object(entry.definition.clone())),
+                .map(|entry| Value::Object(entry.definition())),
         )
         .collect()
 }

@@ -295,6 +295,43 @@ struct ToolResultBlock {
     is_error: Option<bool>,
 }
 
+/// The names of the tool-call stream's events, in the order they come.
+const STREAM_EVENTS: [&str; 4] = [
+    "tool_call_start",
+    "tool_progress",
+    "tool_call_complete",
+    "result",
+];
+
+/// One parsed SSE event of a tool-call stream (OpenAPI 3.1 has no `itemSchema`;
+/// tools such as Schemathesis read a `text/event-stream` `schema` as the schema of one
+/// event with its `event`, `data`, `id` and `retry` fields).
+fn sse_event() -> Value {
+    json!({
+        "type": "object",
+        "required": ["event", "data"],
+        "properties": {
+            "event": {"type": "string", "enum": STREAM_EVENTS},
+            "data": {"type": "string", "contentMediaType": "application/json",
+                "description": "The event's JSON object"},
+            "id": {"type": "string", "description": "Stable within a task's stream; resume with Last-Event-ID"},
+            "retry": {"type": "integer", "minimum": 0},
+        },
+    })
+}
+
+/// One line of an `application/x-ndjson` tool-call stream.
+fn ndjson_event() -> Value {
+    json!({
+        "type": "object",
+        "required": ["event", "data"],
+        "properties": {
+            "event": {"type": "string", "enum": STREAM_EVENTS},
+            "data": {"type": "object"},
+        },
+    })
+}
+
 pub(super) async fn document() -> Response {
     static DOCUMENT: OnceLock<Value> = OnceLock::new();
     Json(DOCUMENT.get_or_init(build).clone()).into_response()
@@ -404,8 +441,8 @@ fn build() -> Value {
                 "requestBody": {"required": false, "content": {"application/json": {"schema": call_request}}},
                 "responses": with({
                     let mut r = ok("200", "The result (a tool that failed has is_error true)", &call_answer);
-                    r["200"]["content"]["text/event-stream"] = json!({"schema": {"type": "string"}});
-                    r["200"]["content"]["application/x-ndjson"] = json!({"schema": {"type": "string"}});
+                    r["200"]["content"]["text/event-stream"] = json!({"schema": sse_event()});
+                    r["200"]["content"]["application/x-ndjson"] = json!({"schema": ndjson_event()});
                     r.extend(ok("202", "Started in the background (background: true)", &task_started));
                     r["202"]["headers"] = json!({"Location": {"description": "The task's status_url",
                         "schema": {"type": "string"}}});
@@ -466,7 +503,7 @@ fn build() -> Value {
                         "maximum": super::task_events::MAX_EVENT_ID}}],
                 "responses": with(
                     json!({"200": {"description": "The event stream",
-                        "content": {"text/event-stream": {"schema": {"type": "string"}}}}})
+                        "content": {"text/event-stream": {"schema": sse_event()}}}})
                         .as_object().cloned().unwrap_or_default(),
                     errors(&["400", "401", "404", "429", "503"])),
             }},
@@ -532,5 +569,37 @@ fn describe(status: &str) -> &'static str {
         "503" => "The upstream is unavailable",
         "504" => "The upstream did not answer in time",
         _ => "Error",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The event-stream responses describe one parsed event each (what tools such as
+    /// Schemathesis check every event of a stream against), not the stream as a string.
+    #[test]
+    fn event_stream_schemas_describe_one_event() {
+        let document = build();
+        let sse_event = json!({"id": "0", "event": "tool_call_start",
+            "data": "{\"tool_call_id\":\"k\",\"tool\":\"a__b\"}"});
+        for (path, method) in [
+            ("/v1/tasks/{id}/events", "get"),
+            ("/v1/tools/{name}/call", "post"),
+        ] {
+            let schema = &document["paths"][path][method]["responses"]["200"]["content"]["text/event-stream"]
+                ["schema"];
+            let validator = jsonschema::validator_for(schema).expect("a schema");
+            assert!(validator.is_valid(&sse_event), "{path}: {schema}");
+            assert!(
+                !validator.is_valid(&json!({"event": "other", "data": "{}"})),
+                "{path}: an unknown event name must not pass"
+            );
+        }
+        let line = &document["paths"]["/v1/tools/{name}/call"]["post"]["responses"]["200"]["content"]
+            ["application/x-ndjson"]["schema"];
+        let validator = jsonschema::validator_for(line).expect("a schema");
+        assert!(validator.is_valid(&json!({"event": "result", "data": {"content": []}})));
+        assert!(!validator.is_valid(&json!("a line")));
     }
 }

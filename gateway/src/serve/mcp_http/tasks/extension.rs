@@ -53,9 +53,7 @@ pub(crate) fn extension_mode(
     let support = view
         .catalog
         .get(name)
-        .map_or(TaskSupport::Forbidden, |entry| {
-            TaskSupport::of(&entry.definition)
-        });
+        .map_or(TaskSupport::Forbidden, |entry| entry.task_support());
     match support {
         TaskSupport::Forbidden => CallMode::Plain,
         _ if declared => CallMode::Task,
