@@ -531,6 +531,86 @@ mod tests {
         assert_eq!(entry.definition()["_meta"]["toolgate/upstream"], "ev");
     }
 
+    /// The definition clients see is the upstream's, field for field and in order,
+    /// with only `name` replaced and the routing facts added; its stored text is the
+    /// same definition.
+    #[test]
+    fn the_exposed_definition_is_the_upstreams_in_its_order() {
+        let raw = json!({"name": "t", "_meta": {"theirs": 1}, "inputSchema": {"type": "object"},
+            "execution": "odd", "z": true});
+        let tools = [ToolDef::from_raw(raw.as_object().unwrap().clone()).unwrap()];
+        let modes = TaskModes::from_settings("openapi", None, &BTreeMap::new());
+        let (catalog, _) = Catalog::build(&[Source {
+            upstream: "up",
+            namespace: Namespace::Prefix,
+            tools: &tools,
+            task_modes: Some(&modes),
+        }]);
+        let entry = catalog.get("up__t").unwrap();
+        let definition = entry.definition();
+        let keys: Vec<&str> = definition.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["name", "_meta", "inputSchema", "execution", "z"]);
+        assert_eq!(definition["name"], "up__t");
+        assert_eq!(
+            definition["_meta"],
+            json!({"theirs": 1, "toolgate/upstream": "up", "toolgate/tool": "t"})
+        );
+        assert_eq!(definition["execution"], json!({"taskSupport": "optional"}));
+        let text: Value = serde_json::from_str(&entry.definition_json).unwrap();
+        assert_eq!(text, Value::Object(definition));
+        assert_eq!(entry.get("z"), Some(&json!(true)));
+        assert_eq!(entry.task_support(), TaskSupport::Optional);
+        // The upstream's object itself is shared, not copied.
+        assert!(Arc::ptr_eq(&entry.source, &tools[0].raw));
+    }
+
+    /// A rebuild takes over what did not change (the same upstream object, named and
+    /// marked the same) and makes new entries for the rest.
+    #[test]
+    fn a_rebuild_takes_unchanged_entries_over() {
+        let source = |tools: &'static [ToolDef], modes: Option<&'static TaskModes>| Source {
+            upstream: "up",
+            namespace: Namespace::Prefix,
+            tools,
+            task_modes: modes,
+        };
+        let first_tools: &'static [ToolDef] = Box::leak(Box::new([tool("one"), tool("two")]));
+        let (first, _) = Catalog::build(&[source(first_tools, None)]);
+        let (second, _) = Catalog::rebuild(&[source(first_tools, None)], &first);
+        for name in ["up__one", "up__two"] {
+            assert!(Arc::ptr_eq(
+                first.get(name).unwrap(),
+                second.get(name).unwrap()
+            ));
+        }
+        // `two` changed upstream (another object): a new entry; `one` is taken over.
+        let changed =
+            json!({"name": "two", "description": "new", "inputSchema": {"type": "object"}});
+        let next_tools: &'static [ToolDef] = Box::leak(Box::new([
+            first_tools[0].clone(),
+            ToolDef::from_raw(changed.as_object().unwrap().clone()).unwrap(),
+        ]));
+        let (third, _) = Catalog::rebuild(&[source(next_tools, None)], &second);
+        assert!(Arc::ptr_eq(
+            second.get("up__one").unwrap(),
+            third.get("up__one").unwrap()
+        ));
+        let two = third.get("up__two").unwrap();
+        assert!(!Arc::ptr_eq(second.get("up__two").unwrap(), two));
+        assert_eq!(two.definition()["description"], "new");
+        assert!(two.definition_json.contains("\"description\":\"new\""));
+        // A new task mode marks every tool anew.
+        let modes: &'static TaskModes = Box::leak(Box::new(TaskModes::from_settings(
+            "mcp",
+            Some(TaskSupport::Forbidden),
+            &BTreeMap::new(),
+        )));
+        let (fourth, _) = Catalog::rebuild(&[source(next_tools, Some(modes))], &third);
+        let one = fourth.get("up__one").unwrap();
+        assert!(!Arc::ptr_eq(third.get("up__one").unwrap(), one));
+        assert_eq!(one.task_support(), TaskSupport::Forbidden);
+    }
+
     #[test]
     fn maps_illegal_characters_and_shortens_deterministically() {
         let long = "repos/get-a-very-long-operation-name-that-goes-on/and/on/and/on/forever";

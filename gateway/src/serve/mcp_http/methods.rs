@@ -6,7 +6,6 @@
 use std::sync::Arc;
 
 use axum::response::Response;
-use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -72,16 +71,26 @@ pub(super) fn list_tools(
             .filter(|e| e.get("inputSchema").is_some_and(Value::is_object))
             .map(|e| &e.definition_json),
     );
-    let mut result = Vec::with_capacity(2 * (protocol_tools.len() + visible.len()) + 2);
-    result.push(Bytes::from_static(b"{\"tools\":["));
-    for (index, definition) in definitions.enumerate() {
-        if index > 0 {
-            result.push(Bytes::from_static(b","));
+    let copied = definitions
+        .clone()
+        .map(|d| d.len() + 1)
+        .filter(|&n| n <= wire::MessageParts::SHARE_FROM)
+        .sum::<usize>()
+        + extra.len()
+        + 16;
+    let parts = wire::result_message_parts(id, copied, |out| {
+        out.push_str("{\"tools\":[");
+        for (index, definition) in definitions.enumerate() {
+            if index > 0 {
+                out.push_str(",");
+            }
+            out.push_shared(definition);
         }
-        result.push(wire::shared_part(definition));
-    }
-    result.push(Bytes::from(format!("]{extra}}}")));
-    wire::json_parts_response(wire::result_message_parts(id, result))
+        out.push_str("]");
+        out.push_str(extra);
+        out.push_str("}");
+    });
+    wire::json_parts_response(parts)
 }
 
 /// The 2026-07-28 `server/discover` result: the versions, capabilities and

@@ -118,14 +118,23 @@ pub(crate) fn result_message(id: &str, result: &str) -> Vec<u8> {
     out
 }
 
-/// [`result_message`] as body parts: the result's own parts (sent without a copy,
-/// see [`json_parts_response`]) between the envelope's head and tail.
-pub(crate) fn result_message_parts(id: &str, result: Vec<Bytes>) -> Vec<Bytes> {
-    let mut parts = Vec::with_capacity(result.len() + 2);
-    parts.push(Bytes::from(result_head(id)));
-    parts.extend(result);
-    parts.push(Bytes::from_static(b"}"));
-    parts
+/// [`result_message`] as body parts, the result written by `write` (large shared
+/// pieces sent without a copy, see [`json_parts_response`]); `copied` is about how
+/// many bytes of it are copied (to size the buffer once).
+pub(crate) fn result_message_parts(
+    id: &str,
+    copied: usize,
+    write: impl FnOnce(&mut MessageParts),
+) -> Vec<Bytes> {
+    let mut pending = Vec::with_capacity(copied + id.len() + 32);
+    pending.extend_from_slice(&result_head(id));
+    let mut parts = MessageParts {
+        pending,
+        ..MessageParts::default()
+    };
+    write(&mut parts);
+    parts.push_str("}");
+    parts.into_parts()
 }
 
 /// `{"jsonrpc":"2.0","id":<id>,"result":`
@@ -187,15 +196,48 @@ pub(crate) fn json_parts_response(parts: Vec<Bytes>) -> Response {
     response
 }
 
-/// Shared text as a body part, without a copy.
-pub(crate) fn shared_part(text: &std::sync::Arc<str>) -> Bytes {
-    struct Shared(std::sync::Arc<str>);
-    impl AsRef<[u8]> for Shared {
-        fn as_ref(&self) -> &[u8] {
-            self.0.as_bytes()
+/// Body parts made of copied small pieces and shared large ones: text at least
+/// [`MessageParts::SHARE_FROM`] long is sent as the catalog holds it (no copy), the
+/// rest is gathered into few parts (each part is a frame for the HTTP stack to
+/// handle, which costs more than copying a small piece).
+#[derive(Default)]
+pub(crate) struct MessageParts {
+    parts: Vec<Bytes>,
+    pending: Vec<u8>,
+}
+
+impl MessageParts {
+    pub(crate) const SHARE_FROM: usize = 16 * 1024;
+
+    pub(crate) fn push_str(&mut self, text: &str) {
+        self.pending.extend_from_slice(text.as_bytes());
+    }
+
+    pub(crate) fn push_shared(&mut self, text: &std::sync::Arc<str>) {
+        struct Shared(std::sync::Arc<str>);
+        impl AsRef<[u8]> for Shared {
+            fn as_ref(&self) -> &[u8] {
+                self.0.as_bytes()
+            }
+        }
+        if text.len() < Self::SHARE_FROM {
+            return self.push_str(text);
+        }
+        self.flush();
+        self.parts.push(Bytes::from_owner(Shared(text.clone())));
+    }
+
+    fn flush(&mut self) {
+        if !self.pending.is_empty() {
+            self.parts
+                .push(Bytes::from(std::mem::take(&mut self.pending)));
         }
     }
-    Bytes::from_owner(Shared(text.clone()))
+
+    pub(crate) fn into_parts(mut self) -> Vec<Bytes> {
+        self.flush();
+        self.parts
+    }
 }
 
 /// A body of ready parts, its exact length known (so it goes with `Content-Length`).
