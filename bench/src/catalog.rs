@@ -217,6 +217,7 @@ async fn serve_cluster_api(settings: &Settings, report: &mut Report) -> Result<(
     });
     let config = json!({
         "health": {"interval": "60s"},
+        "sessions": {"list_page_size": 100_000},
         "upstreams": {"cluster": {"openapi": {
             "spec_path": spec, "base_url": api, "allow_private_networks": true
         }}}
@@ -275,6 +276,8 @@ async fn tools_list(settings: &Settings, report: &mut Report, upstreams: &Upstre
     let n = settings.catalog_tools;
     let config = json!({
         "health": {"interval": "60s"},
+        // The whole visible list in one answer (what this row times).
+        "sessions": {"list_page_size": 100_000},
         "tenants": {"bench": {
             "api_keys": [key_hash(API_KEY)],
             "allow": ["big__a_*"],

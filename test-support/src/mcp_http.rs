@@ -514,14 +514,41 @@ impl McpSession {
         Ok((status, task))
     }
 
-    /// `tools/list` result.
+    /// `tools/list` result, every page of it: the first page's result with the tools
+    /// of the pages its `nextCursor`s lead to appended (at most 1,000 pages).
     pub async fn list_tools(&self) -> anyhow::Result<Value> {
-        let ex = self.request("tools/list", json!({})).await?;
-        ex.response
-            .as_ref()
-            .and_then(|r| r.get("result"))
-            .cloned()
-            .ok_or_else(|| anyhow::anyhow!("tools/list failed: {:#?}", ex.exchange))
+        let mut all: Option<Value> = None;
+        let mut params = json!({});
+        for _ in 0..1_000 {
+            let ex = self.request("tools/list", params).await?;
+            let page = ex
+                .response
+                .as_ref()
+                .and_then(|r| r.get("result"))
+                .cloned()
+                .ok_or_else(|| anyhow::anyhow!("tools/list failed: {:#?}", ex.exchange))?;
+            let cursor = page.get("nextCursor").cloned();
+            match &mut all {
+                None => all = Some(page),
+                Some(all) => {
+                    let more = page["tools"].as_array().cloned().unwrap_or_default();
+                    if let Some(tools) = all["tools"].as_array_mut() {
+                        tools.extend(more);
+                    }
+                }
+            }
+            match cursor {
+                Some(Value::String(cursor)) => params = json!({ "cursor": cursor }),
+                _ => {
+                    let mut all = all.unwrap_or_default();
+                    if let Some(result) = all.as_object_mut() {
+                        result.remove("nextCursor");
+                    }
+                    return Ok(all);
+                }
+            }
+        }
+        anyhow::bail!("tools/list: more than 1,000 pages")
     }
 
     /// `tools/call`; returns the whole exchange.

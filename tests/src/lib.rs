@@ -422,6 +422,9 @@ pub fn three_mounts_config(
         "allowed_hosts": ["localhost", "127.0.0.1", "::1"],
         "call_timeout": "60s",
         "health": {"interval": "1s", "timeout": "5s"},
+        // Small pages: every client of these tests (the Python SDK in both protocol
+        // modes, over HTTP and stdio) must follow `nextCursor` to see the catalog.
+        "sessions": {"list_page_size": 7},
         "upstreams": {
             "everything": everything_stdio_upstream(deps, marker),
             "ev_sse": {"sse": {"url": sse.url}},

@@ -437,3 +437,59 @@ async fn a_sessionless_call_asks_for_upstream_sampling_with_input_required() {
     let again = call_as(modern.clone(), 5, retry(&state)).await;
     assert!(again.error().is_some(), "{again:#?}");
 }
+
+/// `tools/list` pages with MCP cursors (`sessions.list_page_size`), with sessions and
+/// sessionless alike: the pages together list every visible tool once, in the order
+/// of one whole list; the last page has no `nextCursor`; a cursor this server did not
+/// give is `-32602`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_list_pages_with_cursors() {
+    let Some(deps) = NodeDeps::find() else { return };
+    let _serial = toolgate_e2e::heavy_lock().await;
+    let marker = unique_marker("pages");
+    let page_size = 4;
+    let gw = Gateway::start(json!({
+        "sessions": {"list_page_size": page_size},
+        "upstreams": {"ev": everything_stdio_upstream(&deps, &marker)}
+    }))
+    .await;
+    let session = McpSession::connect(&gw.mcp_url())
+        .await
+        .expect("initialize");
+    let modern = McpSession::modern(&gw.mcp_url());
+    let whole = session.list_tools().await.expect("tools/list, every page");
+    let names = |list: &Value| -> Vec<String> {
+        list["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .map(|t| t["name"].as_str().expect("a name").to_owned())
+            .collect()
+    };
+    let all = names(&whole);
+    assert!(all.len() > 2 * page_size, "{all:?}");
+    for client in [&session, &modern] {
+        let mut seen = Vec::new();
+        let mut params = json!({});
+        for page in 0..50 {
+            let ex = client.rpc("tools/list", params.clone()).await;
+            let result = ex.result();
+            let listed = names(result);
+            assert!(listed.len() <= page_size, "page {page}: {listed:?}");
+            seen.extend(listed);
+            match result.get("nextCursor") {
+                Some(Value::String(cursor)) => {
+                    assert_eq!(result["tools"].as_array().map(Vec::len), Some(page_size));
+                    params = json!({"cursor": cursor});
+                }
+                None => break,
+                Some(other) => panic!("nextCursor {other}"),
+            }
+        }
+        assert_eq!(seen, all, "the pages together are the whole list");
+        for cursor in [json!("o-1"), json!("nonsense"), json!(7)] {
+            let ex = client.rpc("tools/list", json!({"cursor": cursor})).await;
+            assert_eq!(ex.rpc_error()["code"], -32602, "cursor {cursor}: {ex:#?}");
+        }
+    }
+}

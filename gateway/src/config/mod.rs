@@ -275,6 +275,11 @@ pub struct SessionsConfig {
     /// Longest `available_expandable_tools` list in a `tool_expand_tools` result.
     #[serde(default = "default_expandable_cap")]
     pub expandable_list_cap: usize,
+    /// Most items in one answer of `tools/list`, `prompts/list`, `resources/list` and
+    /// `resources/templates/list`; a longer list ends with a `nextCursor` the client
+    /// sends back for the next page (MCP pagination). At least 1.
+    #[serde(default = "default_list_page_size")]
+    pub list_page_size: usize,
 }
 
 fn default_idle_ttl() -> Duration {
@@ -293,6 +298,10 @@ fn default_expandable_cap() -> usize {
     50
 }
 
+fn default_list_page_size() -> usize {
+    500
+}
+
 impl Default for SessionsConfig {
     fn default() -> Self {
         Self {
@@ -301,6 +310,7 @@ impl Default for SessionsConfig {
             max_per_tenant: None,
             initial_max_tools: default_initial_max_tools(),
             expandable_list_cap: default_expandable_cap(),
+            list_page_size: default_list_page_size(),
         }
     }
 }

@@ -119,6 +119,12 @@ impl Config {
                 "`max_sessions` and `max_per_tenant` must be at least 1".into(),
             );
         }
+        if self.sessions.list_page_size == 0 {
+            invalid(
+                "sessions.list_page_size".into(),
+                "must be at least 1 (a list answer holds at least one item)".into(),
+            );
+        }
         if self.health.interval.is_zero() {
             invalid("health.interval".into(), "must be greater than zero".into());
         }
@@ -157,6 +163,18 @@ mod tests {
             lines[2].starts_with("config error at anonymous_tenant: 'nobody'"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_list_page_holds_at_least_one_item() {
+        let err = Config::parse("sessions: {list_page_size: 0}\n", &|_| None).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("config error at sessions.list_page_size: must be at least 1"),
+            "{err}"
+        );
+        let config = Config::parse("sessions: {list_page_size: 1}\n", &|_| None).unwrap();
+        assert_eq!(config.sessions.list_page_size, 1);
     }
 
     #[test]

@@ -24,9 +24,6 @@ const METHOD_NOT_FOUND: i64 = -32601;
 /// The MCP spec's code for a resource that does not exist.
 const RESOURCE_NOT_FOUND: i64 = -32002;
 
-/// Items per page of a list.
-pub const PAGE_SIZE: usize = 500;
-
 /// The methods answered here.
 pub fn is_feature(method: &str) -> bool {
     matches!(
@@ -63,6 +60,7 @@ pub async fn answer(
     };
     let view = View::of(gateway, caller);
     let snapshot = view.catalog.offerings();
+    let page_size = gateway.config().sessions.list_page_size;
     match method {
         "prompts/list" => {
             let items = snapshot
@@ -71,7 +69,7 @@ pub async fn answer(
                 .iter()
                 .filter(|e| view.allowed.offering(&e.name))
                 .map(|e| e.exposed());
-            list(items, &params, "prompts")
+            list(items, &params, "prompts", page_size)
         }
         "resources/list" => {
             let items = snapshot
@@ -79,7 +77,7 @@ pub async fn answer(
                 .iter()
                 .filter(|r| view.allowed.offering(&r.name))
                 .map(|r| &r.definition);
-            list(items, &params, "resources")
+            list(items, &params, "resources", page_size)
         }
         "resources/templates/list" => {
             let items = snapshot
@@ -87,7 +85,7 @@ pub async fn answer(
                 .iter()
                 .filter(|t| view.allowed.offering(&t.name))
                 .map(|t| &t.definition);
-            list(items, &params, "resourceTemplates")
+            list(items, &params, "resourceTemplates", page_size)
         }
         "prompts/get" => {
             let name = string_param(&params, "name", method)?;
@@ -238,14 +236,12 @@ async fn forward(
     }
 }
 
-/// One page of `items` after the request's cursor (an offset we issued).
-fn list<T: serde::Serialize>(
-    items: impl Iterator<Item = T>,
-    params: &Map<String, Value>,
-    key: &str,
-) -> Result<Value, RpcError> {
-    let offset = match params.get("cursor") {
-        None | Some(Value::Null) => 0,
+/// Where the page a list request asks for starts: after the items its `cursor` (a
+/// `nextCursor` this server gave: an offset) says were listed; 0 without one. Every
+/// paginated list (`tools/list` too) reads its cursor here.
+pub fn page_start(cursor: Option<&Value>) -> Result<usize, RpcError> {
+    match cursor {
+        None | Some(Value::Null) => Ok(0),
         Some(Value::String(cursor)) => cursor
             .strip_prefix("o")
             .and_then(|n| n.parse::<usize>().ok())
@@ -253,15 +249,31 @@ fn list<T: serde::Serialize>(
                 invalid(format!(
                     "invalid cursor '{cursor}': send a nextCursor this server gave"
                 ))
-            })?,
-        Some(_) => return Err(invalid("the cursor must be a string".into())),
-    };
-    let mut page: Vec<T> = items.skip(offset).take(PAGE_SIZE + 1).collect();
-    let more = page.len() > PAGE_SIZE;
-    page.truncate(PAGE_SIZE);
+            }),
+        Some(_) => Err(invalid("the cursor must be a string".into())),
+    }
+}
+
+/// The `nextCursor` of a page that started at `start` and held `size` items.
+pub fn next_cursor(start: usize, size: usize) -> String {
+    format!("o{}", start + size)
+}
+
+/// One page of at most `page_size` of `items`, after the request's cursor.
+fn list<T: serde::Serialize>(
+    items: impl Iterator<Item = T>,
+    params: &Map<String, Value>,
+    key: &str,
+    page_size: usize,
+) -> Result<Value, RpcError> {
+    let start = page_start(params.get("cursor"))?;
+    let page_size = page_size.max(1);
+    let mut page: Vec<T> = items.skip(start).take(page_size + 1).collect();
+    let more = page.len() > page_size;
+    page.truncate(page_size);
     let mut result = json!({ key: page });
     if more {
-        result["nextCursor"] = Value::String(format!("o{}", offset + PAGE_SIZE));
+        result["nextCursor"] = Value::String(next_cursor(start, page_size));
     }
     Ok(result)
 }
@@ -343,6 +355,7 @@ mod tests {
 
     #[test]
     fn lists_page_with_our_own_cursors() {
+        const PAGE_SIZE: usize = 7;
         let items: Vec<Map<String, Value>> = (0..(PAGE_SIZE + 3))
             .map(|i| {
                 json!({"name": format!("p{i}")})
@@ -351,17 +364,19 @@ mod tests {
                     .clone()
             })
             .collect();
-        let first = list(items.iter(), &Map::new(), "prompts").unwrap();
+        let first = list(items.iter(), &Map::new(), "prompts", PAGE_SIZE).unwrap();
         assert_eq!(first["prompts"].as_array().unwrap().len(), PAGE_SIZE);
         let cursor = first["nextCursor"].clone();
         let mut params = Map::new();
         params.insert("cursor".into(), cursor);
-        let second = list(items.iter(), &params, "prompts").unwrap();
+        let second = list(items.iter(), &params, "prompts", PAGE_SIZE).unwrap();
         assert_eq!(second["prompts"].as_array().unwrap().len(), 3);
         assert!(second.get("nextCursor").is_none());
         params.insert("cursor".into(), json!("nonsense"));
         assert_eq!(
-            list(items.iter(), &params, "prompts").unwrap_err().code,
+            list(items.iter(), &params, "prompts", PAGE_SIZE)
+                .unwrap_err()
+                .code,
             INVALID_PARAMS
         );
     }

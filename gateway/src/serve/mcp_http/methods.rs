@@ -51,42 +51,81 @@ pub(super) const STATELESS_LIST_FIELDS: &str =
 
 /// The `tools/list` answer to request `id` for `caller`: the protocol tools, then the
 /// visible catalog tools as the catalog serialized them (every field the upstream
-/// sent), then `extra` (more result fields, as JSON text starting with a comma, or
-/// empty). The definitions go out as the catalog holds them, never copied: a large
-/// catalog's list is megabytes, and clients may ask for it at once.
+/// sent), one page of `sessions.list_page_size` after the request's `cursor`, then
+/// `nextCursor` when more follow, then `extra` (more result fields, as JSON text
+/// starting with a comma, or empty). Large definitions go out as the catalog holds
+/// them, never copied: a large catalog's list is megabytes, and clients may ask for
+/// it at once.
 pub(super) fn list_tools(
     id: &str,
     gateway: &Gateway,
     protocol_tools: &[Arc<str>],
     caller: &Caller,
+    params: Option<&RawValue>,
     extra: &str,
 ) -> Response {
+    #[derive(Deserialize)]
+    struct ListParams {
+        #[serde(default)]
+        cursor: Option<Value>,
+    }
+    let start = params
+        .map_or(Ok(ListParams { cursor: None }), |p| {
+            serde_json::from_str::<ListParams>(p.get()).map_err(|e| e.to_string())
+        })
+        .and_then(|p| features::page_start(p.cursor.as_ref()).map_err(|e| e.message));
+    let start = match start {
+        Ok(start) => start,
+        Err(message) => {
+            return wire::json_response(wire::error_message(
+                id,
+                wire::INVALID_PARAMS,
+                &message,
+                None,
+            ));
+        }
+    };
+    let page_size = gateway.config().sessions.list_page_size.max(1);
     let view = View::of(gateway, caller);
     let visible = view.visible(caller);
     // Only definitions a client can take as MCP tools are listed: an object input
     // schema is what every client checks first.
-    let definitions = protocol_tools.iter().chain(
-        visible
-            .iter()
-            .filter(|e| e.get("inputSchema").is_some_and(Value::is_object))
-            .map(|e| &e.definition_json),
-    );
-    let copied = definitions
-        .clone()
+    let mut page: Vec<&Arc<str>> = protocol_tools
+        .iter()
+        .chain(
+            visible
+                .iter()
+                .filter(|e| e.get("inputSchema").is_some_and(Value::is_object))
+                .map(|e| &e.definition_json),
+        )
+        .skip(start)
+        .take(page_size + 1)
+        .collect();
+    let more = page.len() > page_size;
+    page.truncate(page_size);
+    let next = more.then(|| {
+        format!(
+            ",\"nextCursor\":{}",
+            Value::String(features::next_cursor(start, page_size))
+        )
+    });
+    let copied = page
+        .iter()
         .map(|d| d.len() + 1)
         .filter(|&n| n <= wire::MessageParts::SHARE_FROM)
         .sum::<usize>()
         + extra.len()
-        + 16;
+        + 64;
     let parts = wire::result_message_parts(id, copied, |out| {
         out.push_str("{\"tools\":[");
-        for (index, definition) in definitions.enumerate() {
+        for (index, definition) in page.iter().enumerate() {
             if index > 0 {
                 out.push_str(",");
             }
             out.push_shared(definition);
         }
         out.push_str("]");
+        out.push_str(next.as_deref().unwrap_or(""));
         out.push_str(extra);
         out.push_str("}");
     });

@@ -259,6 +259,7 @@ impl McpSessions {
                     &self.gateway,
                     &self.protocol_tools,
                     &caller,
+                    envelope.params,
                     methods::STATELESS_LIST_FIELDS,
                 );
             }
@@ -358,7 +359,14 @@ impl McpSessions {
                 .await;
             }
             "tools/list" => {
-                return methods::list_tools(id, &self.gateway, &self.protocol_tools, &caller, "");
+                return methods::list_tools(
+                    id,
+                    &self.gateway,
+                    &self.protocol_tools,
+                    &caller,
+                    envelope.params,
+                    "",
+                );
             }
             // It may stream: a task waiting for input asks the client on it.
             "tasks/result" => {
