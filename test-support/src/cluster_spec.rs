@@ -562,46 +562,32 @@ impl Generator {
             }),
         );
         let item = format!("{root}/namespaces/{{namespace}}/{plural}/{{name}}");
-        let read_description = describe(self, "read the specified");
-        let replace_description = describe(self, "replace the specified");
-        let patch_description = describe(self, "partially update the specified");
-        let delete_description = describe(self, "delete a");
-        self.paths.insert(
-            item.clone(),
+        // Read, replace and patch of the object (`suffix` ""), or of its status.
+        let read_write = |spec: &mut Self, suffix: &str, of: &str| {
+            let read = describe(spec, &format!("read {of}the specified"));
+            let replace = describe(spec, &format!("replace {of}the specified"));
+            let patch = describe(spec, &format!("partially update {of}the specified"));
             json!({
                 "parameters": [name, namespace, {"$ref": "#/parameters/pretty"}],
-                "get": {"operationId": id("read", "Namespaced", ""), "description": read_description,
+                "get": {"operationId": id("read", "Namespaced", suffix), "description": read,
                     "tags": tags, "responses": ok(object)},
-                "put": {"operationId": id("replace", "Namespaced", ""), "description": replace_description,
+                "put": {"operationId": id("replace", "Namespaced", suffix), "description": replace,
                     "tags": tags, "parameters": writes(body(object)),
                     "responses": created(object)},
-                "patch": {"operationId": id("patch", "Namespaced", ""), "description": patch_description,
+                "patch": {"operationId": id("patch", "Namespaced", suffix), "description": patch,
                     "tags": tags, "consumes": patch_types,
                     "parameters": writes(body("meta.v1.Patch")),
                     "responses": created(object)},
-                "delete": {"operationId": id("delete", "Namespaced", ""), "description": delete_description,
-                    "tags": tags, "parameters": [{"$ref": "#/parameters/body-delete"}],
-                    "responses": ok("meta.v1.Status")},
-            }),
-        );
-        let read_status = describe(self, "read status of the specified");
-        let replace_status = describe(self, "replace status of the specified");
-        let patch_status = describe(self, "partially update status of the specified");
-        self.paths.insert(
-            format!("{item}/status"),
-            json!({
-                "parameters": [name, namespace, {"$ref": "#/parameters/pretty"}],
-                "get": {"operationId": id("read", "Namespaced", "Status"), "description": read_status,
-                    "tags": tags, "responses": ok(object)},
-                "put": {"operationId": id("replace", "Namespaced", "Status"), "description": replace_status,
-                    "tags": tags, "parameters": writes(body(object)),
-                    "responses": created(object)},
-                "patch": {"operationId": id("patch", "Namespaced", "Status"), "description": patch_status,
-                    "tags": tags, "consumes": patch_types,
-                    "parameters": writes(body("meta.v1.Patch")),
-                    "responses": created(object)},
-            }),
-        );
+            })
+        };
+        let mut object_item = read_write(self, "", "");
+        object_item["delete"] = json!({"operationId": id("delete", "Namespaced", ""),
+            "description": describe(self, "delete a"), "tags": tags,
+            "parameters": [{"$ref": "#/parameters/body-delete"}],
+            "responses": ok("meta.v1.Status")});
+        self.paths.insert(item.clone(), object_item);
+        let status_item = read_write(self, "Status", "status of ");
+        self.paths.insert(format!("{item}/status"), status_item);
         let all_description = describe(self, "list objects of kind");
         self.paths.insert(
             format!("{root}/{plural}"),

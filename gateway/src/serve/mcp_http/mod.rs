@@ -254,14 +254,7 @@ impl McpSessions {
                     .await;
             }
             "tools/list" => {
-                return methods::list_tools(
-                    id,
-                    &self.gateway,
-                    &self.protocol_tools,
-                    &caller,
-                    envelope.params,
-                    methods::STATELESS_LIST_FIELDS,
-                );
+                return self.list_tools(id, &caller, envelope, methods::STATELESS_LIST_FIELDS);
             }
             "server/discover" => wire::result_message(id, &methods::discover_result(&self.gateway)),
             "resources/subscribe" | "resources/unsubscribe" => wire::error_message(
@@ -280,6 +273,25 @@ impl McpSessions {
             other => method_not_found(id, other),
         };
         wire::json_response(message)
+    }
+
+    /// `tools/list` for `caller`, one page (see [`methods::list_tools`]).
+    fn list_tools(
+        &self,
+        id: &str,
+        caller: &Caller,
+        envelope: &Envelope<'_>,
+        extra: &str,
+    ) -> Response {
+        let gateway = &self.gateway;
+        methods::list_tools(
+            id,
+            gateway,
+            &self.protocol_tools,
+            caller,
+            envelope.params,
+            extra,
+        )
     }
 
     async fn initialize(
@@ -358,16 +370,7 @@ impl McpSessions {
                 })
                 .await;
             }
-            "tools/list" => {
-                return methods::list_tools(
-                    id,
-                    &self.gateway,
-                    &self.protocol_tools,
-                    &caller,
-                    envelope.params,
-                    "",
-                );
-            }
+            "tools/list" => return self.list_tools(id, &caller, envelope, ""),
             // It may stream: a task waiting for input asks the client on it.
             "tasks/result" => {
                 return tasks::legacy_result(gateway, &self.live, &caller, id, envelope).await;
