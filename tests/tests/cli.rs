@@ -578,8 +578,10 @@ fn check_fails_when_an_upstream_cannot_start() {
         &dir,
         "toolgate.yaml",
         &json!({
-            // Startup stops waiting for an upstream once it has failed, so a generous
-            // bound costs nothing and keeps a loaded machine from failing the good one.
+            // The broken upstream is retried until this bound, then reported; a
+            // check that waited longer would run past RUN_TIMEOUT and fail here (no
+            // tighter timing is asserted: a loaded machine must not fail it). Long
+            // enough for the good one to start on a loaded machine.
             "startup_timeout": "30s",
             "upstreams": {
                 "good": everything_stdio_upstream(&deps, &unique_marker("cli-check-good")),
@@ -590,7 +592,6 @@ fn check_fails_when_an_upstream_cannot_start() {
             }
         }),
     );
-    let started = Instant::now();
     let run = run_toolgate(
         &["check", "--config", config.to_str().unwrap()],
         RUN_TIMEOUT,
@@ -618,12 +619,6 @@ fn check_fails_when_an_upstream_cannot_start() {
     } else {
         panic!("no line for upstream good:\n{}", run.describe());
     }
-    // The broken upstream's failure ends the wait; startup_timeout only bounds it.
-    assert!(
-        started.elapsed() < Duration::from_secs(60),
-        "check took {:?}",
-        started.elapsed()
-    );
 }
 
 #[test]
