@@ -2,6 +2,7 @@
 //! to its token budget, with one record of every call — finished or refused — that
 //! writes both the audit line and the metrics.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use toolgate_adapters::{CallContext, CallOutput, Connection, JsonObject, ToolError};
@@ -175,9 +176,8 @@ impl Gateway {
                     mounted.namespace,
                     &entry.upstream,
                 );
-                let output_schema = entry.get("outputSchema").cloned();
                 let (output, tokens) = self
-                    .fit_to_budget(name, mounted, output, output_schema)
+                    .fit_to_budget(name, mounted, output, Arc::clone(&entry))
                     .await;
                 (Ok(output), Some(tokens))
             }
@@ -306,7 +306,9 @@ impl Gateway {
         name: &str,
         mounted: &Mounted,
         output: CallOutput,
-        output_schema: Option<serde_json::Value>,
+        // Its `outputSchema`, which the fitted result must still match (the entry is
+        // shared, not the schema copied: a large API's output schemas are big).
+        entry: Arc<crate::catalog::Entry>,
     ) -> (CallOutput, (usize, usize, bool)) {
         let config = self.config();
         let mut budget = config.results.clone();
@@ -340,7 +342,7 @@ impl Gateway {
         let fitted = if large {
             let raw = output.raw;
             match tokio::task::spawn_blocking(move || {
-                crate::truncate::truncate_result_for(raw, &budget, output_schema.as_ref())
+                crate::truncate::truncate_result_for(raw, &budget, entry.get("outputSchema"))
             })
             .await
             {
@@ -357,7 +359,7 @@ impl Gateway {
                 }
             }
         } else {
-            crate::truncate::truncate_result_for(output.raw, &budget, output_schema.as_ref())
+            crate::truncate::truncate_result_for(output.raw, &budget, entry.get("outputSchema"))
         };
         if let Some(reason) = &fitted.unfit {
             // A result the client would reject (its structured part missing or not
