@@ -3,11 +3,26 @@
 
 use serde_json::{Value, json};
 use toolgate_e2e::{
-    Gateway, NodeDeps, everything_stdio_upstream, hash_key, heavy_lock, require, rest_get as get,
-    rest_post as post, unique_marker,
+    Gateway, NodeDeps, everything_stdio_upstream, hash_key, heavy_lock, http, require,
+    rest_get as get, rest_post as post, unique_marker,
 };
 
 const KEY: &str = "rest-tenant-key-0123456789";
+/// Another tenant's key (sessions of one tenant are not found by another).
+const OTHER_KEY: &str = "rest-other-tenant-key-0123456789";
+
+/// `DELETE path` with bearer `key`: the status.
+async fn delete(gateway: &Gateway, path: &str, key: &str) -> u16 {
+    http()
+        .delete(gateway.url(path))
+        .bearer_auth(key)
+        .timeout(std::time::Duration::from_secs(60))
+        .send()
+        .await
+        .expect("DELETE")
+        .status()
+        .as_u16()
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rest_lists_in_every_format_and_calls_under_the_policy() {
@@ -117,7 +132,7 @@ async fn rest_sessions_expand_within_the_allowed_set() {
             "api_keys": [hash_key(KEY)],
             "allow": ["everything__echo", "everything__get-sum", "everything__get-tiny-image"],
             "initial": ["everything__get-sum"]
-        }}
+        }, "o": {"api_keys": [hash_key(OTHER_KEY)], "allow": ["everything__*"]}}
     }))
     .await;
     let names = |tools: &Value| -> Vec<String> {
@@ -189,5 +204,23 @@ async fn rest_sessions_expand_within_the_allowed_set() {
 
     let (status, _) = get(&gateway, "/v1/sessions/not-a-session/tools", Some(KEY)).await;
     assert_eq!(status, 404);
+
+    // Ending it: only its own tenant can, and then it is gone on every route.
+    let session = format!("/v1/sessions/{id}");
+    assert_eq!(delete(&gateway, &session, OTHER_KEY).await, 404);
+    let (status, _) = get(&gateway, &format!("{session}/tools"), Some(KEY)).await;
+    assert_eq!(status, 200, "another tenant's DELETE left it alone");
+    assert_eq!(delete(&gateway, &session, KEY).await, 204);
+    let (status, body) = get(&gateway, &format!("{session}/tools"), Some(KEY)).await;
+    assert_eq!(status, 404, "{body}");
+    let (status, body) = post(
+        &gateway,
+        "/v1/tools/everything__echo/call",
+        Some(KEY),
+        json!({"arguments": {"message": "hi"}, "session": id}),
+    )
+    .await;
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(delete(&gateway, &session, KEY).await, 404);
     gateway.assert_alive();
 }

@@ -200,6 +200,23 @@ async fn tool_calls_and_tool_use_batches_answer_in_each_apis_message_format() {
         "{}",
         results[2]
     );
+    // Every block's fields are typed as the document says, call or not: a text block
+    // with a `background` that is no boolean is a bad request, not skipped.
+    let (status, body) = rest_post(
+        &gateway,
+        "/v1/tool_use",
+        Some(KEY),
+        json!([{"type": "text", "text": "thinking", "background": 7}]),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("content[0]: `background`"),
+        "{body}"
+    );
     gateway.assert_alive();
 }
 

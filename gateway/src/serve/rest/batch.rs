@@ -128,6 +128,11 @@ pub(super) async fn anthropic(
                 "content[{index}]: a block's `id` and `name` are strings"
             ));
         }
+        // Typed like `id` and `name` on every block, as the document says, whether or
+        // not the block is a call.
+        if let Err(message) = tasks::background_flag(block.get("background")) {
+            return invalid_body(format!("content[{index}]: {message}"));
+        }
         match block.get("type") {
             Some(Value::String(kind)) if kind == "tool_use" => {}
             // Text and thinking blocks of the same message carry no call.

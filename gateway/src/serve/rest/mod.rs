@@ -6,7 +6,7 @@
 //!   left out and listed under `skipped` with the reason);
 //! - `POST /v1/sessions` → `{session_id, tools}`; `GET /v1/sessions/{id}/tools`;
 //!   `POST /v1/sessions/{id}/tools/expand` — `tool_expand_tools` over HTTP (same body
-//!   and result as the protocol tool);
+//!   and result as the protocol tool); `DELETE /v1/sessions/{id}` ends one (204);
 //! - `POST /v1/tools/{name}/call` `{arguments, session?, background?}` — one call; the
 //!   answer is `{content, structured_content?, is_error, usage: {result_tokens,
 //!   original_tokens, truncated}}`; with `background: true`, `202` and the task's URLs;
@@ -22,7 +22,7 @@ use axum::extract::{Extension, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::from_fn;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use serde_json::{Value, json};
 use toolgate_adapters::{JsonObject, ToolError};
@@ -49,6 +49,7 @@ pub fn router(door: Arc<FrontDoor>) -> Router {
             post(call_tool).layer(from_fn(rest_calls)),
         )
         .route("/v1/sessions", post(create_session))
+        .route("/v1/sessions/{id}", delete(end_session))
         .route("/v1/sessions/{id}/tools", get(session_tools))
         .route("/v1/sessions/{id}/tools/expand", post(expand_session))
         .route(
@@ -305,6 +306,23 @@ async fn create_session(State(door): State<Arc<FrontDoor>>, headers: HeaderMap) 
         Json(json!({"session_id": session.id, "tools": tools})),
     )
         .into_response()
+}
+
+/// Ends a session of the caller's tenant (as an MCP client's `DELETE /mcp` does): its
+/// expanded set is gone, and its id is answered 404 from then on.
+async fn end_session(
+    State(door): State<Arc<FrontDoor>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    // Another tenant's session, or none: 404 alike.
+    if let Err(response) = caller(&door, &headers, Some(&id)).await {
+        return response;
+    }
+    match door.gateway.sessions.delete(&id).await {
+        Ok(_) => StatusCode::NO_CONTENT.into_response(),
+        Err(unavailable) => super::auth::state_unavailable(Shape::Rest, &unavailable.to_string()),
+    }
 }
 
 async fn session_tools(

@@ -512,6 +512,14 @@ fn build() -> Value {
                 "summary": "Start a session with the tenant's initial visible set",
                 "responses": with(ok("201", "The new session", &session_created), errors(&["401", "415", "429"])),
             }},
+            "/v1/sessions/{id}": {"delete": {
+                "operationId": "endSession",
+                "summary": "End a session: its id is not found from then on",
+                "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+                "responses": with(
+                    json!({"204": {"description": "Ended"}}).as_object().cloned().unwrap_or_default(),
+                    errors(&["401", "404", "429", "503"])),
+            }},
             "/v1/sessions/{id}/tools": {"get": {
                 "operationId": "sessionTools",
                 "summary": "The tools a session sees (MCP definitions)",
