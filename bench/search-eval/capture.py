@@ -171,11 +171,10 @@ async def list_tools(slug: str, command: list[str], env: dict[str, str]) -> list
             page = await client.list_tools(cursor=cursor)
             for t in page.tools:
                 dumped = t.model_dump(by_alias=True, mode="json", exclude_none=True)
-                tools.append({
-                    "name": dumped.get("name"),
-                    "description": dumped.get("description", ""),
-                    "inputSchema": dumped.get("inputSchema", {"type": "object"}),
-                })
+                # Only the three fields, each as listed (a missing description stays
+                # missing: the search must cope with tools that have none).
+                tools.append({k: dumped[k] for k in ("name", "description", "inputSchema")
+                              if k in dumped})
             cursor = page.next_cursor
             if not cursor:
                 break
