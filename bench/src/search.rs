@@ -143,6 +143,9 @@ pub(crate) fn run(settings: &Settings, report: &mut Report) -> Result<()> {
     let mut overall = Tally::default();
     let mut per_kind: BTreeMap<&str, Tally> = BTreeMap::new();
     let mut times: Vec<Duration> = Vec::with_capacity(queries.len());
+    // `SEARCH_EVAL_VERBOSE=1`: each query's rank and top three on stderr, to see what a
+    // search change fixes or breaks.
+    let verbose = std::env::var_os("SEARCH_EVAL_VERBOSE").is_some();
     for q in &queries {
         let start = Instant::now();
         let hits = index.search(&q.query, DEPTH, |_| true);
@@ -150,6 +153,16 @@ pub(crate) fn run(settings: &Settings, report: &mut Report) -> Result<()> {
         let rank = hits.iter().position(|h| q.expected.contains(&h.name));
         overall.add(rank);
         per_kind.entry(q.kind.as_str()).or_default().add(rank);
+        if verbose {
+            let top: Vec<&str> = hits.iter().take(3).map(|h| h.name.as_str()).collect();
+            eprintln!(
+                "{:>4} [{}] {:?} want {:?} got {top:?}",
+                rank.map_or_else(|| "-".to_owned(), |r| (r + 1).to_string()),
+                q.kind,
+                q.query,
+                q.expected
+            );
+        }
     }
     let latency = median_duration(&mut times);
 
