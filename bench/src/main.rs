@@ -5,6 +5,7 @@
 //! cargo run --release -p toolgate-bench -- overhead       # call overhead only
 //! cargo run --release -p toolgate-bench -- catalog        # imports, tools/list, sessions
 //! cargo run --release -p toolgate-bench -- truncation     # token counting and truncation
+//! cargo run --release -p toolgate-bench -- search         # search recall on real MCP servers
 //! cargo run -p toolgate-bench -- all --smoke              # tiny sizes: proves it runs
 //! ```
 //!
@@ -23,6 +24,8 @@ mod load;
 mod overhead;
 mod proc;
 mod report;
+mod search;
+mod search_set;
 mod tasks;
 mod truncation;
 mod upstreams;
@@ -112,13 +115,15 @@ const PARTS: &[&str] = &[
     "sessions",
     "truncation",
     "tasks",
+    "search",
 ];
 
 const USAGE: &str =
-    "usage: toolgate-bench <all|overhead|catalog|truncation|tasks> [--smoke] [--toolgate PATH]
+    "usage: toolgate-bench <all|overhead|catalog|truncation|tasks|search> [--smoke] [--toolgate PATH]
          [--rounds N] [--seconds S] [--warmup S] [--concurrency 1,16,64]
          [--list-runs N] [--sessions N]
-         [--only mcp,mcp-sessionless,rest,api-mcp,stdio,imports,list,sessions,truncation,tasks]
+         [--only mcp,mcp-sessionless,rest,api-mcp,stdio,imports,list,sessions,truncation,tasks,
+                 search]
        toolgate-bench upstreams [--tools N]        (internal: the bench's upstreams)
        toolgate-bench stdio-server                 (internal: an MCP server on stdin/stdout)
        toolgate-bench import-one SPEC [--runs N]   (internal: one OpenAPI import, timed)
@@ -136,13 +141,15 @@ fn main() -> ExitCode {
         "stdio-server" => upstreams::stdio_server(),
         "import-one" => catalog::import_one(rest),
         "cluster-spec" => catalog::write_cluster_spec(rest),
-        "all" | "overhead" | "catalog" | "truncation" | "tasks" => match parse_settings(rest) {
-            Ok(settings) => run(command, settings),
-            Err(message) => {
-                eprintln!("toolgate-bench: {message}\n{USAGE}");
-                return ExitCode::from(2);
+        "all" | "overhead" | "catalog" | "truncation" | "tasks" | "search" => {
+            match parse_settings(rest) {
+                Ok(settings) => run(command, settings),
+                Err(message) => {
+                    eprintln!("toolgate-bench: {message}\n{USAGE}");
+                    return ExitCode::from(2);
+                }
             }
-        },
+        }
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -253,6 +260,9 @@ fn run(command: &str, settings: Settings) -> anyhow::Result<()> {
         }
         if matches!(command, "all" | "tasks") {
             tasks::run(&settings, &mut report).await?;
+        }
+        if matches!(command, "all" | "search") && settings.wants("search") {
+            search::run(&settings, &mut report)?;
         }
         print!("{}", report.render());
         Ok(())

@@ -1,5 +1,6 @@
 //! The bench still runs: `toolgate-bench all --smoke` (a few calls per case, 50
-//! sessions, a 200-tool catalog, a 64 KB truncation) completes and prints a table with
+//! sessions, a 200-tool catalog, a 64 KB truncation, a
+//! three-server search slice) completes and prints a table with
 //! every row. No timing is asserted: this machine's numbers belong in bench/README.md.
 
 use std::process::{Command, Stdio};
@@ -62,6 +63,9 @@ fn smoke_run_prints_every_row() {
             "| background call created vs plain call, REST, memory (c=1, median of 5) | ",
             "| GET /v1/tasks/{id} of a finished task, memory (c=1, median of 5) | ",
             "| memory per stored task, memory (20 finished tasks, gateway RSS) | ",
+            "| search eval set | ",
+            "| search eval, all ",
+            "| search eval latency | ",
         ]
         .map(String::from),
     );

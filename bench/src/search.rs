@@ -1,0 +1,197 @@
+//! Search quality on a set the gateway was not tuned on: the tool lists of real MCP
+//! server packages (`bench/search-eval/servers/`), each mounted as an upstream named by
+//! its slug with prefixed names, queried with task steps an agent would write
+//! (`bench/search-eval/queries.jsonl`: paraphrases, typos, abbreviations, other
+//! languages, vague steps, steps needing several tools of one server).
+//!
+//! A query is a hit at k when any of its expected tools ranks in the top k of the same
+//! `SearchIndex::search` the `tool_search` protocol tool runs. Reported: recall@1/5/10
+//! and MRR (over the top 10), overall and per kind, and the median query latency. No
+//! score is a target: the figures are for comparing search changes on one set.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+use toolgate::catalog::{Catalog, Source};
+use toolgate::config::Namespace;
+use toolgate::search::SearchIndex;
+
+use crate::Settings;
+use crate::load::median_duration;
+use crate::report::Report;
+use crate::search_set::{self, Query, Server};
+
+/// The smoke slice: three servers of different domains (a map server with Chinese
+/// descriptions among them), and only the queries all of whose tools they list.
+const SMOKE_SERVERS: &[&str] = &["amap", "github", "notion"];
+/// Results asked for per query: the deepest rank any metric looks at.
+const DEPTH: usize = 10;
+
+/// Rank sums for one group of queries (all, or one kind).
+#[derive(Default, Clone, Copy)]
+struct Tally {
+    queries: usize,
+    at1: usize,
+    at5: usize,
+    at10: usize,
+    reciprocal: f64,
+}
+
+impl Tally {
+    /// Counts one query whose best expected tool ranked `rank` (0-based), if at all.
+    fn add(&mut self, rank: Option<usize>) {
+        self.queries += 1;
+        if let Some(r) = rank {
+            self.at1 += usize::from(r < 1);
+            self.at5 += usize::from(r < 5);
+            self.at10 += usize::from(r < 10);
+            self.reciprocal += 1.0 / (r as f64 + 1.0);
+        }
+    }
+
+    /// `recall@1 … · recall@5 … · recall@10 … · MRR …`: the format the smoke test reads.
+    fn render(&self) -> String {
+        let n = self.queries.max(1) as f64;
+        format!(
+            "recall@1 {:.3} · recall@5 {:.3} · recall@10 {:.3} · MRR {:.3}",
+            self.at1 as f64 / n,
+            self.at5 as f64 / n,
+            self.at10 as f64 / n,
+            self.reciprocal / n
+        )
+    }
+}
+
+/// The catalog the gateway would build with each server as a prefixed upstream.
+fn catalog(servers: &[Server]) -> Catalog {
+    let sources: Vec<Source> = servers
+        .iter()
+        .map(|s| Source {
+            upstream: &s.slug,
+            namespace: Namespace::Prefix,
+            tools: &s.tools,
+            task_modes: None,
+        })
+        .collect();
+    // Collisions cannot happen across prefixes; within a server the first tool wins,
+    // as in the gateway, and the expected-name check below catches a lost one.
+    Catalog::build(&sources).0
+}
+
+/// The slice evaluated: everything, or in smoke mode the smoke servers and the queries
+/// whose expected tools they all serve.
+fn slice(servers: Vec<Server>, queries: Vec<Query>, smoke: bool) -> (Vec<Server>, Vec<Query>) {
+    if !smoke {
+        return (servers, queries);
+    }
+    let mut chosen: Vec<Server> = Vec::new();
+    let mut rest: Vec<Server> = Vec::new();
+    for s in servers {
+        if SMOKE_SERVERS.contains(&s.slug.as_str()) {
+            chosen.push(s);
+        } else {
+            rest.push(s);
+        }
+    }
+    // A set without the named servers still gets a three-server slice.
+    let missing = SMOKE_SERVERS.len().saturating_sub(chosen.len());
+    chosen.extend(rest.into_iter().take(missing));
+    let in_slice = |name: &str| {
+        chosen.iter().any(|s| {
+            name.strip_prefix(s.slug.as_str())
+                .is_some_and(|r| r.starts_with("__"))
+        })
+    };
+    let queries = queries
+        .into_iter()
+        .filter(|q| q.expected.iter().all(|e| in_slice(e)))
+        .collect();
+    (chosen, queries)
+}
+
+pub(crate) fn run(settings: &Settings, report: &mut Report) -> Result<()> {
+    let dir = search_set::dir();
+    let servers = search_set::servers(&dir)?;
+    let queries = search_set::queries(&dir)?;
+    // Checked on the whole set in every mode: a typo in an expected name would count
+    // as a miss for ever.
+    let unknown = search_set::unknown_expected(&servers, &queries);
+    if let Some((query, name)) = unknown.first() {
+        bail!(
+            "{} expected tool(s) not in the captured servers, e.g. {name} (query {query:?})",
+            unknown.len()
+        );
+    }
+    let (servers, queries) = slice(servers, queries, settings.smoke);
+    if queries.is_empty() {
+        bail!("no query in the evaluated slice");
+    }
+    let catalog = catalog(&servers);
+    for q in &queries {
+        for name in &q.expected {
+            if catalog.get(name).is_none() {
+                bail!("{name} is not a catalog name (renamed or lost in the catalog build)");
+            }
+        }
+    }
+
+    let start = Instant::now();
+    let index = SearchIndex::build(&catalog);
+    let build = start.elapsed();
+
+    let mut overall = Tally::default();
+    let mut per_kind: BTreeMap<&str, Tally> = BTreeMap::new();
+    let mut times: Vec<Duration> = Vec::with_capacity(queries.len());
+    // `SEARCH_EVAL_VERBOSE=1`: each query's rank and top three on stderr, to see what a
+    // search change fixes or breaks.
+    let verbose = std::env::var_os("SEARCH_EVAL_VERBOSE").is_some();
+    for q in &queries {
+        let start = Instant::now();
+        let hits = index.search(&q.query, DEPTH, |_| true);
+        times.push(start.elapsed());
+        let rank = hits.iter().position(|h| q.expected.contains(&h.name));
+        overall.add(rank);
+        per_kind.entry(q.kind.as_str()).or_default().add(rank);
+        if verbose {
+            let top: Vec<&str> = hits.iter().take(3).map(|h| h.name.as_str()).collect();
+            eprintln!(
+                "{:>4} [{}] {:?} want {:?} got {top:?}",
+                rank.map_or_else(|| "-".to_owned(), |r| (r + 1).to_string()),
+                q.kind,
+                q.query,
+                q.expected
+            );
+        }
+    }
+    let latency = median_duration(&mut times);
+
+    report.row(
+        "search eval set",
+        format!(
+            "{} servers, {} tools, {} queries",
+            servers.len(),
+            catalog.len(),
+            queries.len()
+        ),
+    );
+    report.row(
+        format!("search eval, all {} queries", overall.queries),
+        overall.render(),
+    );
+    for (kind, tally) in &per_kind {
+        report.row(
+            format!("search eval, {kind} ({} queries)", tally.queries),
+            tally.render(),
+        );
+    }
+    report.row(
+        "search eval latency",
+        format!(
+            "{:.0} µs median per query (top {DEPTH}); index build {:.1} ms",
+            latency.as_secs_f64() * 1e6,
+            build.as_secs_f64() * 1e3
+        ),
+    );
+    Ok(())
+}
