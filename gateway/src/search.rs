@@ -661,10 +661,25 @@ fn normalize<'a>(raw: &str, word: &'a mut String) -> Option<&'a str> {
     Some(word)
 }
 
+/// Whether `c` is written without spaces between words: Han ideographs, kana, Hangul.
+fn is_cjk(c: char) -> bool {
+    matches!(c as u32,
+        0x3040..=0x30FF        // hiragana, katakana
+        | 0x3400..=0x4DBF      // CJK extension A
+        | 0x4E00..=0x9FFF      // CJK unified ideographs
+        | 0xAC00..=0xD7AF      // Hangul syllables
+        | 0xF900..=0xFAFF      // CJK compatibility ideographs
+        | 0xFF66..=0xFF9F      // half-width katakana
+        | 0x20000..=0x2FA1F) // CJK extensions B and later
+}
+
 /// Cuts text into lowercase words: on every non-alphanumeric character, before an
 /// uppercase letter that follows a lowercase letter or digit, before the last capital
-/// of an acronym followed by lowercase (`HTTPServer` -> `http`, `server`), and between
-/// letters and digits.
+/// of an acronym followed by lowercase (`HTTPServer` -> `http`, `server`), between
+/// letters and digits, and around runs of CJK characters. A CJK run has no spaces
+/// between its words, so it is emitted as its overlapping two-character pieces
+/// (`打开网页` -> `打开`, `开网`, `网页`): a query and a description share those
+/// pieces whenever they share a word, whatever the segmentation.
 fn split_words(text: &str, emit: &mut dyn FnMut(&str)) {
     #[derive(Clone, Copy, PartialEq)]
     enum Class {
@@ -672,6 +687,7 @@ fn split_words(text: &str, emit: &mut dyn FnMut(&str)) {
         Lower,
         Upper,
         Digit,
+        Cjk,
     }
     let bytes = text.as_bytes();
     // The class and width of the character at byte `i` (ASCII without decoding).
@@ -689,7 +705,9 @@ fn split_words(text: &str, emit: &mut dyn FnMut(&str)) {
             }
             Some(_) => {
                 let c = text[i..].chars().next().unwrap_or(' ');
-                let class = if c.is_numeric() {
+                let class = if is_cjk(c) {
+                    Class::Cjk
+                } else if c.is_numeric() {
                     Class::Digit
                 } else if c.is_uppercase() {
                     Class::Upper
@@ -709,6 +727,17 @@ fn split_words(text: &str, emit: &mut dyn FnMut(&str)) {
             return;
         }
         let token = &text[start..end];
+        if token.starts_with(is_cjk) {
+            let chars: Vec<(usize, char)> = token.char_indices().collect();
+            if chars.len() < 2 {
+                return emit(token);
+            }
+            for pair in chars.windows(2) {
+                let end = pair[1].0 + pair[1].1.len_utf8();
+                emit(&token[pair[0].0..end]);
+            }
+            return;
+        }
         let token = if plain {
             token
         } else {
@@ -741,6 +770,7 @@ fn split_words(text: &str, emit: &mut dyn FnMut(&str)) {
         }
         let boundary = match (prev, class) {
             (Class::Other, _) => false,
+            (p, c) if (p == Class::Cjk) != (c == Class::Cjk) => true,
             (Class::Lower | Class::Digit, Class::Upper) => true,
             (Class::Upper, Class::Upper) => class_at(i + width).0 == Class::Lower,
             (p, c) => (p == Class::Digit) != (c == Class::Digit),
@@ -1099,6 +1129,32 @@ mod tests {
         hits.iter().map(|h| h.name.as_str()).collect()
     }
 
+    /// A query in Chinese finds a tool described in Chinese though neither is spaced
+    /// into words: they share two-character pieces.
+    #[test]
+    fn finds_cjk_descriptions_by_cjk_queries() {
+        let catalog = catalog(&[(
+            "maps",
+            vec![
+                tool(
+                    "geo",
+                    "地理编码：将详细的结构化地址转换为经纬度坐标",
+                    &["address"],
+                ),
+                tool(
+                    "weather",
+                    "根据城市名称或者标准adcode查询指定城市的天气",
+                    &["city"],
+                ),
+            ],
+        )]);
+        let index = SearchIndex::build(&catalog);
+        let hits = index.search("查询北京明天的天气", 10, |_| true);
+        assert_eq!(names(&hits).first(), Some(&"maps__weather"), "{hits:?}");
+        let hits = index.search("把这个地址转成坐标", 10, |_| true);
+        assert_eq!(names(&hits).first(), Some(&"maps__geo"), "{hits:?}");
+    }
+
     #[test]
     fn splits_identifiers() {
         assert_eq!(words("repos/get-content"), ["repo", "get", "content"]);
@@ -1116,7 +1172,16 @@ mod tests {
             words("ÉtéCafé naïve_ÜBERGröße"),
             ["été", "café", "naïve", "über", "größe"]
         );
-        assert_eq!(words("列出 拉取请求"), ["列出", "拉取请求"]);
+        // CJK runs: their overlapping two-character pieces, split from Latin words.
+        assert_eq!(words("列出 拉取请求"), ["列出", "拉取", "取请", "请求"]);
+        assert_eq!(
+            words("在github上创建仓库"),
+            ["github", "上创", "创建", "建仓", "仓库"]
+        );
+        assert_eq!(
+            words("ページを開く"),
+            ["ペー", "ージ", "ジを", "を開", "開く"]
+        );
         assert_eq!(words("x".repeat(100).as_str())[0].len(), MAX_TOKEN_BYTES);
     }
 
