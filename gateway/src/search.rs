@@ -75,6 +75,10 @@ const MAX_QUERY_WORDS: usize = 32;
 const MAX_DESCRIPTION_BYTES: usize = 16 * 1024;
 /// Longest token kept, in bytes (longer ones are cut).
 const MAX_TOKEN_BYTES: usize = 48;
+/// A word the index has never seen stands for at most this many near terms (typos).
+const MAX_NEAR_TERMS: usize = 3;
+/// What a near term weighs against the word itself (a guess at what was meant).
+const TYPO_WEIGHT: f64 = 0.7;
 
 const K1: f64 = 1.2;
 const FIELDS: usize = 5;
@@ -432,6 +436,30 @@ impl SearchIndex {
 
     /// The query as groups of (term, weight): one group per distinct query word, holding
     /// the word itself and its synonyms that occur in the index.
+    /// The index's terms within a typo of `word` (a Latin-letter word the index has
+    /// never seen): one edit (insert, delete, replace, swap two neighbours) for 4 to 7
+    /// letters, two from 8. Shorter words and other scripts get none (too many near
+    /// misses). At most [`MAX_NEAR_TERMS`], closest first, then by term.
+    fn near_terms(&self, word: &str) -> Vec<u32> {
+        let len = word.len();
+        if len < 4 || !word.bytes().all(|b| b.is_ascii_lowercase()) {
+            return Vec::new();
+        }
+        let max = if len >= 8 { 2 } else { 1 };
+        let mut near: Vec<(usize, &str, u32)> = self
+            .terms
+            .iter()
+            .filter(|(term, _)| term.len().abs_diff(len) <= max)
+            .filter_map(|(term, &id)| {
+                let d = edit_distance(word.as_bytes(), term.as_bytes(), max)?;
+                Some((d, &**term, id))
+            })
+            .collect();
+        near.sort_unstable();
+        near.truncate(MAX_NEAR_TERMS);
+        near.into_iter().map(|(_, _, id)| id).collect()
+    }
+
     fn query_groups(&self, query: &str) -> Vec<Vec<(u32, f64)>> {
         let mut words: Vec<String> = Vec::new();
         let mut buf = String::new();
@@ -458,13 +486,58 @@ impl SearchIndex {
             for (alt, weight) in synonyms.of(word) {
                 push(alt, *weight);
             }
-            // A word the index has never seen (nor any of its synonyms) matches nothing.
+            // A word the index has never seen, nor any of its synonyms: most often a
+            // typo ("caculate"), read as the index's words a slip away from it.
+            if group.is_empty() {
+                group.extend(
+                    self.near_terms(word)
+                        .into_iter()
+                        .map(|id| (id, TYPO_WEIGHT)),
+                );
+            }
+            // A word with no near one either matches nothing.
             if !group.is_empty() {
                 groups.push(group);
             }
         }
         groups
     }
+}
+
+/// The optimal-string-alignment distance between `a` and `b` (insertions, deletions,
+/// substitutions, and swaps of two neighbours count one each) when it is at most `max`.
+fn edit_distance(a: &[u8], b: &[u8], max: usize) -> Option<usize> {
+    if a.len().abs_diff(b.len()) > max {
+        return None;
+    }
+    // Three rows of the classic table: two back (for swaps), previous, current.
+    let width = b.len() + 1;
+    let mut two_back = vec![0usize; width];
+    let mut previous: Vec<usize> = (0..width).collect();
+    let mut current = vec![0usize; width];
+    for i in 1..=a.len() {
+        current[0] = i;
+        let mut row_min = current[0];
+        for j in 1..width {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut d = (previous[j] + 1)
+                .min(current[j - 1] + 1)
+                .min(previous[j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d = d.min(two_back[j - 2] + 1);
+            }
+            current[j] = d;
+            row_min = row_min.min(d);
+        }
+        // Every later row is at least this row's minimum.
+        if row_min > max {
+            return None;
+        }
+        std::mem::swap(&mut two_back, &mut previous);
+        std::mem::swap(&mut previous, &mut current);
+    }
+    let d = previous[b.len()];
+    (d <= max).then_some(d)
 }
 
 /// `name` without a trailing `_` + 8 hex digits (with at least one digit) that a
@@ -1127,6 +1200,36 @@ mod tests {
 
     fn names(hits: &[Hit]) -> Vec<&str> {
         hits.iter().map(|h| h.name.as_str()).collect()
+    }
+
+    /// A misspelt word the index has never seen reads as the index's words a slip
+    /// away from it; a known word is taken as written.
+    #[test]
+    fn typos_find_the_word_meant() {
+        let catalog = catalog(&[(
+            "calc",
+            vec![
+                tool("sum", "Calculate the sum of two numbers", &["a", "b"]),
+                tool("schedule", "Schedule a meeting in the calendar", &["when"]),
+            ],
+        )]);
+        let index = SearchIndex::build(&catalog);
+        let hits = index.search("caculate a total", 10, |_| true);
+        assert_eq!(names(&hits).first(), Some(&"calc__sum"), "{hits:?}");
+        let hits = index.search("shedule a call with the team", 10, |_| true);
+        assert_eq!(names(&hits).first(), Some(&"calc__schedule"), "{hits:?}");
+        // Too short to guess, or nothing near: nothing.
+        assert!(index.search("qzx", 10, |_| true).is_empty());
+        assert!(index.search("xylophone", 10, |_| true).is_empty());
+        assert_eq!(edit_distance(b"cacul", b"calcul", 1), Some(1));
+        assert_eq!(edit_distance(b"caculat", b"calcul", 2), None, "three edits");
+        assert_eq!(
+            edit_distance(b"form", b"from", 1),
+            Some(1),
+            "a swap is one edit"
+        );
+        assert_eq!(edit_distance(b"abc", b"xyz", 2), None);
+        assert_eq!(edit_distance(b"", b"ab", 2), Some(2));
     }
 
     /// A query in Chinese finds a tool described in Chinese though neither is spaced
