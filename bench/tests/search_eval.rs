@@ -5,10 +5,11 @@
 
 use std::collections::HashSet;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
+
+mod common;
 
 const KINDS: &[&str] = &[
     "step",
@@ -103,32 +104,8 @@ fn metrics(line: &str) -> Vec<f64> {
 
 #[test]
 fn smoke_slice_reports_metrics_in_range() {
-    let dir = std::env::temp_dir().join(format!("toolgate-search-eval-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let stdout_path = dir.join("stdout.txt");
-    let stderr_path = dir.join("stderr.txt");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate-bench"))
-        .args(["search", "--smoke"])
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&stdout_path).expect("stdout file"))
-        .stderr(std::fs::File::create(&stderr_path).expect("stderr file"))
-        .spawn()
-        .expect("start toolgate-bench");
-    let deadline = Instant::now() + Duration::from_secs(300);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            break status;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("toolgate-bench search --smoke did not finish within 300 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let stdout = std::fs::read_to_string(&stdout_path).unwrap_or_default();
-    let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-    let _ = std::fs::remove_dir_all(&dir);
+    let (status, stdout, stderr) =
+        common::run_bench(&["search", "--smoke"], Duration::from_secs(300));
     assert!(
         status.success(),
         "search --smoke failed ({status}):\n{stdout}\n{stderr}"

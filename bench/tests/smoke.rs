@@ -3,38 +3,14 @@
 //! three-server search slice) completes and prints a table with
 //! every row. No timing is asserted: this machine's numbers belong in bench/README.md.
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+mod common;
 
 #[test]
 fn smoke_run_prints_every_row() {
-    let dir = std::env::temp_dir().join(format!("toolgate-bench-smoke-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let stdout_path = dir.join("stdout.txt");
-    let stderr_path = dir.join("stderr.txt");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate-bench"))
-        .args(["all", "--smoke"])
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&stdout_path).expect("stdout file"))
-        .stderr(std::fs::File::create(&stderr_path).expect("stderr file"))
-        .spawn()
-        .expect("start toolgate-bench");
     // Generous: the first run may build the toolgate binary.
-    let deadline = Instant::now() + Duration::from_secs(900);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            break status;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("toolgate-bench all --smoke did not finish within 900 s");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let stdout = std::fs::read_to_string(&stdout_path).unwrap_or_default();
-    let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-    let _ = std::fs::remove_dir_all(&dir);
+    let (status, stdout, stderr) = common::run_bench(&["all", "--smoke"], Duration::from_secs(900));
     assert!(
         status.success(),
         "toolgate-bench all --smoke failed ({status}):\n{stdout}\n{stderr}"
