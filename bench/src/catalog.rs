@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use toolgate_adapters::Upstream;
 use toolgate_adapters::openapi::{OpenApiConfig, OpenApiUpstream};
-use toolgate_test_support::cluster_spec::cluster_api_swagger;
+use toolgate_test_support::cluster_spec::cluster_api_swagger_text;
 
 use crate::Settings;
 use crate::client::{McpHttp, http_client};
@@ -82,7 +82,7 @@ pub(crate) fn write_cluster_spec(args: &[String]) -> Result<()> {
     let [file] = args else {
         bail!("usage: toolgate-bench cluster-spec FILE");
     };
-    std::fs::write(file, serde_json::to_string_pretty(&cluster_api_swagger())?)?;
+    std::fs::write(file, cluster_api_swagger_text())?;
     Ok(())
 }
 
@@ -131,10 +131,7 @@ async fn imports(settings: &Settings, report: &mut Report) -> Result<()> {
     // The deep-shared-definitions shape (no licensed copy in the corpus): generated,
     // in both runs, written indented as such specs are published.
     let cluster = generated.path().join("cluster-api-swagger.json");
-    std::fs::write(
-        &cluster,
-        serde_json::to_string_pretty(&cluster_api_swagger())?,
-    )?;
+    std::fs::write(&cluster, cluster_api_swagger_text())?;
     specs.push(("generated cluster API (Swagger 2.0)".to_owned(), cluster));
     if settings.smoke {
         let path = generated.path().join("generated-200.json");
@@ -205,7 +202,7 @@ async fn serve_cluster_api(settings: &Settings, report: &mut Report) -> Result<(
     let bin = toolgate_bin(settings.toolgate.as_deref())?;
     let dir = TempDir::new("cluster")?;
     let spec = dir.path().join("cluster-api-swagger.json");
-    std::fs::write(&spec, serde_json::to_string_pretty(&cluster_api_swagger())?)?;
+    std::fs::write(&spec, cluster_api_swagger_text())?;
     // The API: every request answers one small object.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let api = format!("http://{}/", listener.local_addr()?);

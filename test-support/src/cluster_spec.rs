@@ -198,6 +198,12 @@ pub fn cluster_api_swagger() -> Value {
     })
 }
 
+/// [`cluster_api_swagger`] as a spec file holds it: indented, as such specs are
+/// published (about 4 MB).
+pub fn cluster_api_swagger_text() -> String {
+    serde_json::to_string_pretty(&cluster_api_swagger()).unwrap_or_default()
+}
+
 struct Generator {
     rng: Rng,
     definitions: Map<String, Value>,

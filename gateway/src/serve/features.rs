@@ -255,8 +255,22 @@ pub fn page_start(cursor: Option<&Value>) -> Result<usize, RpcError> {
 }
 
 /// The `nextCursor` of a page that started at `start` and held `size` items.
-pub fn next_cursor(start: usize, size: usize) -> String {
+fn next_cursor(start: usize, size: usize) -> String {
     format!("o{}", start + size)
+}
+
+/// The page of at most `page_size` (at least 1) of `items` that starts at `start`, and
+/// the `nextCursor` when more follow.
+pub fn page<T>(
+    items: impl Iterator<Item = T>,
+    start: usize,
+    page_size: usize,
+) -> (Vec<T>, Option<String>) {
+    let page_size = page_size.max(1);
+    let mut page: Vec<T> = items.skip(start).take(page_size + 1).collect();
+    let more = page.len() > page_size;
+    page.truncate(page_size);
+    (page, more.then(|| next_cursor(start, page_size)))
 }
 
 /// One page of at most `page_size` of `items`, after the request's cursor.
@@ -266,14 +280,10 @@ fn list<T: serde::Serialize>(
     key: &str,
     page_size: usize,
 ) -> Result<Value, RpcError> {
-    let start = page_start(params.get("cursor"))?;
-    let page_size = page_size.max(1);
-    let mut page: Vec<T> = items.skip(start).take(page_size + 1).collect();
-    let more = page.len() > page_size;
-    page.truncate(page_size);
+    let (page, next) = page(items, page_start(params.get("cursor"))?, page_size);
     let mut result = json!({ key: page });
-    if more {
-        result["nextCursor"] = Value::String(next_cursor(start, page_size));
+    if let Some(next) = next {
+        result["nextCursor"] = Value::String(next);
     }
     Ok(result)
 }

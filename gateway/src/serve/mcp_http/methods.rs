@@ -61,7 +61,7 @@ pub(super) fn list_tools(
     gateway: &Gateway,
     protocol_tools: &[Arc<str>],
     caller: &Caller,
-    params: Option<&RawValue>,
+    envelope: &wire::Envelope<'_>,
     extra: &str,
 ) -> Response {
     #[derive(Deserialize)]
@@ -69,10 +69,8 @@ pub(super) fn list_tools(
         #[serde(default)]
         cursor: Option<Value>,
     }
-    let start = params
-        .map_or(Ok(ListParams { cursor: None }), |p| {
-            serde_json::from_str::<ListParams>(p.get()).map_err(|e| e.to_string())
-        })
+    let start = envelope
+        .params::<ListParams>()
         .and_then(|p| features::page_start(p.cursor.as_ref()).map_err(|e| e.message));
     let start = match start {
         Ok(start) => start,
@@ -85,34 +83,22 @@ pub(super) fn list_tools(
             ));
         }
     };
-    let page_size = gateway.config().sessions.list_page_size.max(1);
     let view = View::of(gateway, caller);
     let visible = view.visible(caller);
     // Only definitions a client can take as MCP tools are listed: an object input
     // schema is what every client checks first.
-    let mut page: Vec<&Arc<str>> = protocol_tools
-        .iter()
-        .chain(
-            visible
-                .iter()
-                .filter(|e| e.get("inputSchema").is_some_and(Value::is_object))
-                .map(|e| &e.definition_json),
-        )
-        .skip(start)
-        .take(page_size + 1)
-        .collect();
-    let more = page.len() > page_size;
-    page.truncate(page_size);
-    let next = more.then(|| {
-        format!(
-            ",\"nextCursor\":{}",
-            Value::String(features::next_cursor(start, page_size))
-        )
-    });
+    let definitions = protocol_tools.iter().chain(
+        visible
+            .iter()
+            .filter(|e| e.get("inputSchema").is_some_and(Value::is_object))
+            .map(|e| &e.definition_json),
+    );
+    let (page, next) = features::page(definitions, start, gateway.config().sessions.list_page_size);
+    let next = next.map(|cursor| format!(",\"nextCursor\":{}", Value::String(cursor)));
     let copied = page
         .iter()
+        .filter(|d| wire::MessageParts::copies(d))
         .map(|d| d.len() + 1)
-        .filter(|&n| n <= wire::MessageParts::SHARE_FROM)
         .sum::<usize>()
         + extra.len()
         + 64;

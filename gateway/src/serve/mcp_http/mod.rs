@@ -284,14 +284,7 @@ impl McpSessions {
         extra: &str,
     ) -> Response {
         let gateway = &self.gateway;
-        methods::list_tools(
-            id,
-            gateway,
-            &self.protocol_tools,
-            caller,
-            envelope.params,
-            extra,
-        )
+        methods::list_tools(id, gateway, &self.protocol_tools, caller, envelope, extra)
     }
 
     async fn initialize(

@@ -207,7 +207,12 @@ pub(crate) struct MessageParts {
 }
 
 impl MessageParts {
-    pub(crate) const SHARE_FROM: usize = 16 * 1024;
+    const SHARE_FROM: usize = 16 * 1024;
+
+    /// Whether `text` is copied into a part (else it is sent as it is held).
+    pub(crate) fn copies(text: &str) -> bool {
+        text.len() < Self::SHARE_FROM
+    }
 
     pub(crate) fn push_str(&mut self, text: &str) {
         self.pending.extend_from_slice(text.as_bytes());
@@ -220,7 +225,7 @@ impl MessageParts {
                 self.0.as_bytes()
             }
         }
-        if text.len() < Self::SHARE_FROM {
+        if Self::copies(text) {
             return self.push_str(text);
         }
         self.flush();
