@@ -112,7 +112,7 @@ impl Offerings {
                 upstream: s.upstream,
                 namespace: s.namespace,
                 tools: defs,
-                task_modes: None,
+                shaping: None,
             })
             .collect();
         let (prompts, collisions) = Catalog::build_named(&prompt_sources, "toolgate/prompt");

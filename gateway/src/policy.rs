@@ -101,6 +101,28 @@ impl Allowed {
     }
 }
 
+/// The tools of `initial` whose definitions fit in `tokens` together, taken in name
+/// order, each one that still fits (a large one is left out, smaller ones after it
+/// may still come in): the first `tools/list` is bounded whatever the patterns or the
+/// catalog; the rest stay reachable through `tool_search` and `tool_expand_tools`.
+fn within_tokens(initial: BTreeSet<String>, catalog: &Catalog, tokens: usize) -> BTreeSet<String> {
+    let cost = |name: &String| catalog.get(name).map_or(0, |e| e.definition_tokens);
+    if initial.iter().map(cost).sum::<usize>() <= tokens {
+        return initial;
+    }
+    let mut left = tokens;
+    initial
+        .into_iter()
+        .filter(|name| {
+            let fits = cost(name) <= left;
+            if fits {
+                left -= cost(name);
+            }
+            fits
+        })
+        .collect()
+}
+
 /// Where a request stands: inside a session with its expansions, or sessionless
 /// (MCP 2026-07-28), where `tools/list` shows the initial set and any allowed tool may
 /// be called by its exact name.
@@ -168,6 +190,9 @@ pub struct Policy {
     open: bool,
     anonymous: Option<String>,
     initial_max_tools: usize,
+    /// Tokens the catalog tools of a first `tools/list` may cost (the protocol tools'
+    /// own cost already taken off).
+    initial_tool_tokens: usize,
     /// Allowed sets per tenant for the newest catalog snapshot.
     cache: Mutex<HashMap<String, CachedAllowed>>,
 }
@@ -205,6 +230,9 @@ impl Policy {
             open,
             anonymous: config.anonymous_tenant.clone(),
             initial_max_tools: config.sessions.initial_max_tools,
+            initial_tool_tokens: config.sessions.initial_max_tokens.saturating_sub(
+                crate::protocol_tools::listed_tokens(config.results.encoding),
+            ),
             cache: Mutex::new(HashMap::new()),
         })
     }
@@ -272,6 +300,7 @@ impl Policy {
             None if names.len() <= self.initial_max_tools => names.clone(),
             None => BTreeSet::new(),
         };
+        let initial = within_tokens(initial, catalog, self.initial_tool_tokens);
         let offerings = catalog.offerings();
         let offering_names: BTreeSet<String> = offerings
             .prompts
@@ -493,7 +522,7 @@ mod tests {
                 upstream: "gh",
                 namespace: Namespace::Prefix,
                 tools: &tools,
-                task_modes: None,
+                shaping: None,
             }])
             .0,
         )

@@ -6,11 +6,15 @@
 //!   can still call them;
 //! - `tool_search` `{"query", "limit"?}` — ranked tools within the allowed set;
 //! - `tool_invoke` `{"name", "arguments"}` — calls an allowed tool by name, for
-//!   clients that only call what they listed.
+//!   clients that only call what they listed;
+//! - `tool_schema` `{"name", "path"?}` — an allowed tool's whole definition, or the
+//!   part at a JSON pointer: what an abbreviated listing (see `catalog::brief`) left
+//!   out.
 //!
 //! Results carry the same JSON as `structuredContent` and as text.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 use toolgate_adapters::{CallContext, CallOutput, JsonObject, ToolError};
@@ -22,11 +26,14 @@ use crate::policy::Access;
 pub const EXPAND: &str = "tool_expand_tools";
 pub const SEARCH: &str = "tool_search";
 pub const INVOKE: &str = "tool_invoke";
+pub const SCHEMA: &str = "tool_schema";
+/// Tokens a `tool_schema` answer keeps free under the result budget for its envelope.
+const SCHEMA_ENVELOPE_TOKENS: usize = 200;
 /// Most names one `tool_expand_tools` call may carry.
 const MAX_NAMES_PER_EXPAND: usize = 128;
 
 pub fn is_protocol_tool(name: &str) -> bool {
-    matches!(name, EXPAND | SEARCH | INVOKE)
+    matches!(name, EXPAND | SEARCH | INVOKE | SCHEMA)
 }
 
 /// The protocol tools' MCP definitions.
@@ -81,10 +88,44 @@ pub fn definitions() -> Vec<JsonObject> {
                 "additionalProperties": false
             }
         }),
+        json!({
+            "name": SCHEMA,
+            "title": "Read a tool's full schema",
+            "description": "Return a tool's whole definition, or the part at a JSON pointer path such as /inputSchema/properties/body. Large tool definitions are listed abbreviated; their descriptions name the paths to read here.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "description": "The exact tool name"},
+                    "path": {"type": "string", "description": "A JSON pointer into the definition (e.g. /inputSchema/properties/body); leave out for the whole definition"}
+                },
+                "required": ["name"],
+                "additionalProperties": false
+            },
+            "annotations": {"readOnlyHint": true, "openWorldHint": false}
+        }),
     ];
     defs.into_iter()
         .filter_map(|d| d.as_object().cloned())
         .collect()
+}
+
+/// What the protocol tools' definitions cost in a `tools/list` (counted once per
+/// vocabulary).
+pub fn listed_tokens(encoding: crate::truncate::Encoding) -> usize {
+    use crate::truncate::Encoding;
+    static O200K: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    static CL100K: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let counted = match encoding {
+        Encoding::O200kBase => &O200K,
+        Encoding::Cl100kBase => &CL100K,
+    };
+    *counted.get_or_init(|| {
+        definitions()
+            .iter()
+            .filter_map(|d| serde_json::to_string(d).ok())
+            .map(|text| crate::truncate::count(&text, encoding))
+            .sum()
+    })
 }
 
 /// The MCP definition of the protocol tool `name`, if it is one.
@@ -112,6 +153,7 @@ pub async fn call(
         INVOKE => invoke(gateway, caller, arguments, ctx)
             .await
             .map(|out| (out, false)),
+        SCHEMA => schema(gateway, caller, &arguments).map(|out| (out, false)),
         _ => return None,
     })
 }
@@ -265,6 +307,102 @@ fn search(
     Ok(output(json!({"query": query, "results": results})))
 }
 
+/// `tool_schema`.
+fn schema(
+    gateway: &Gateway,
+    caller: &Caller,
+    arguments: &JsonObject,
+) -> Result<CallOutput, ToolError> {
+    let usage = || {
+        ToolError::InvalidArgs(format!(
+            "{SCHEMA} takes {{\"name\": \"exact_tool_name\", \"path\"?: \"/inputSchema/properties/…\"}}"
+        ))
+    };
+    let name = arguments
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(usage)?;
+    let path = match arguments.get("path") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(path)) => Some(path.as_str()),
+        Some(_) => return Err(usage()),
+    };
+    // Over MCP an unknown *argument* must not read as an unknown `tool_schema`.
+    let fit = Some(gateway.config().results.max_tokens);
+    schema_answer(gateway, caller, name, path, fit)
+        .map(output)
+        .map_err(|error| match error {
+            ToolError::NotFound(message) => ToolError::InvalidArgs(message),
+            other => other,
+        })
+}
+
+/// A tool's definition, or the part at JSON pointer `path` (see
+/// [`crate::catalog::schema_at`]), for a tool the caller may use — shared by
+/// `tool_schema` and `GET /v1/tools/{name}/schema`. A tool the caller may not use is
+/// answered as one that does not exist. With `fit` (a model reads it: `tool_schema`),
+/// a part over that many tokens comes abbreviated the way listings are, naming the
+/// deeper paths; without (a program reads it: REST) it comes whole.
+pub fn schema_answer(
+    gateway: &Gateway,
+    caller: &Caller,
+    name: &str,
+    path: Option<&str>,
+    fit: Option<usize>,
+) -> Result<Value, ToolError> {
+    let unknown = || crate::errors::unknown_tool(name);
+    let entry = match definition(name) {
+        Some(_) => None,
+        None => {
+            let view = View::of(gateway, caller);
+            if view.access(caller, name) == Access::Hidden {
+                return Err(unknown());
+            }
+            Some(Arc::clone(view.catalog.get(name).ok_or_else(unknown)?))
+        }
+    };
+    let definition = match &entry {
+        Some(entry) => entry.full_definition(),
+        None => definition(name).unwrap_or_default(),
+    };
+    let path = path.unwrap_or("");
+    if !path.is_empty() && !path.starts_with('/') {
+        return Err(ToolError::InvalidArgs(format!(
+            "path '{path}' is not a JSON pointer: start it with '/', as in /inputSchema/properties/<parameter>"
+        )));
+    }
+    let found = crate::catalog::schema_at(&definition, path).ok_or_else(|| {
+        ToolError::InvalidArgs(format!(
+            "the definition of '{name}' has nothing at path '{path}': paths are JSON pointers such as /inputSchema/properties/<parameter>; call {SCHEMA} without path for the whole definition"
+        ))
+    })?;
+    let encoding = gateway.config().results.encoding;
+    let limit = fit.map(|tokens| tokens.saturating_sub(SCHEMA_ENVELOPE_TOKENS).max(1));
+    let fits = limit.is_none_or(|limit| {
+        crate::truncate::count_till_limit(&found.to_string(), encoding, limit).is_some()
+    });
+    let mut answer = json!({"name": name, "path": path});
+    match found {
+        // The whole definition, too large: its listing, which names every part.
+        Value::Object(_) if !fits && path.is_empty() => {
+            let listed = entry.map(|entry| entry.definition()).unwrap_or(definition);
+            answer["schema"] = Value::Object(listed);
+            answer["abbreviated"] = Value::Bool(true);
+        }
+        Value::Object(part) if !fits => {
+            answer["schema"] = Value::Object(crate::catalog::abbreviate_schema(
+                &part,
+                path,
+                limit.unwrap_or(usize::MAX),
+                encoding,
+            ));
+            answer["abbreviated"] = Value::Bool(true);
+        }
+        found => answer["schema"] = found,
+    }
+    Ok(answer)
+}
+
 /// `tool_invoke`.
 async fn invoke(
     gateway: &Gateway,
@@ -337,7 +475,7 @@ mod tests {
     #[test]
     fn definitions_are_valid_tools() {
         let defs = definitions();
-        assert_eq!(defs.len(), 3);
+        assert_eq!(defs.len(), 4);
         for def in defs {
             let name = def["name"].as_str().unwrap();
             assert!(is_protocol_tool(name));

@@ -190,7 +190,10 @@ impl SearchIndex {
             let doc_id = index.docs.len() as u32;
             let mut len = [0u32; FIELDS];
             let def: &crate::catalog::Entry = entry;
-            let description = def.get("description").and_then(Value::as_str).unwrap_or("");
+            let description = def
+                .full("description")
+                .and_then(Value::as_str)
+                .unwrap_or("");
             clean_text(description, &mut cleaned);
             let summary = first_sentence(&cleaned);
 
@@ -220,15 +223,15 @@ impl SearchIndex {
             };
             add(&mut index, NAME, strip_hash_suffix(&entry.original));
             add(&mut index, UPSTREAM, &entry.upstream);
-            let title = def.get("title").and_then(Value::as_str).or_else(|| {
-                def.get("annotations")
+            let title = def.full("title").and_then(Value::as_str).or_else(|| {
+                def.full("annotations")
                     .and_then(|a| a.get("title"))
                     .and_then(Value::as_str)
             });
             add(&mut index, HEADLINE, title.unwrap_or(summary));
             add(&mut index, DESCRIPTION, &cleaned);
             if let Some(props) = def
-                .get("inputSchema")
+                .full("inputSchema")
                 .and_then(|s| s.get("properties"))
                 .and_then(Value::as_object)
             {
@@ -1137,7 +1140,7 @@ mod tests {
                 upstream: u,
                 namespace: Namespace::Prefix,
                 tools,
-                task_modes: None,
+                shaping: None,
             })
             .collect();
         Catalog::build(&sources).0

@@ -89,6 +89,9 @@ pub struct Config {
     /// text is cut (JSON stays valid JSON) and the result says so.
     #[serde(default)]
     pub results: crate::truncate::Budget,
+    /// What the catalog lists: the token budget of each tool definition.
+    #[serde(default)]
+    pub catalog: CatalogConfig,
     /// Per-tool token budgets by catalog name (`github__repos_get: 4000`); they win over
     /// the upstream's `result_max_tokens` and the global `results.max_tokens`.
     #[serde(default)]
@@ -133,6 +136,38 @@ pub struct Config {
     /// (`<name>__<tool>`): 1–32 letters, digits, `_` and `-`, without `__`.
     #[serde(default)]
     pub upstreams: BTreeMap<String, UpstreamConfig>,
+}
+
+/// Default of `catalog.definition_max_tokens`.
+pub const DEFAULT_DEFINITION_MAX_TOKENS: usize = 2_000;
+/// Smallest definition budget accepted: the protocol marks and a tool's name and
+/// top-level parameters need room.
+pub const MIN_DEFINITION_MAX_TOKENS: usize = 256;
+
+/// What the catalog lists.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogConfig {
+    /// Most tokens (counted with `results.encoding`) one tool definition costs as
+    /// listed, on every surface. A definition over it is listed abbreviated: its
+    /// top-level parameters kept, deeper sub-schemas as described open stubs whose
+    /// description gives the path `tool_schema` answers with the full schema (calls
+    /// are still checked against the full schema). Upstreams and single tools may set
+    /// their own (`definition_max_tokens`). At least 256.
+    #[serde(default = "default_definition_max_tokens")]
+    pub definition_max_tokens: usize,
+}
+
+impl Default for CatalogConfig {
+    fn default() -> Self {
+        Self {
+            definition_max_tokens: default_definition_max_tokens(),
+        }
+    }
+}
+
+fn default_definition_max_tokens() -> usize {
+    DEFAULT_DEFINITION_MAX_TOKENS
 }
 
 /// Settings of the plain-HTTP surface.
@@ -272,6 +307,13 @@ pub struct SessionsConfig {
     /// when that set holds at most this many tools (otherwise with none).
     #[serde(default = "default_initial_max_tools")]
     pub initial_max_tools: usize,
+    /// The first `tools/list` of a session (or a sessionless one) costs at most this
+    /// many tokens of definitions, protocol tools included, in every mode — open mode
+    /// and `initial` patterns too: of the initial set only the tools that fit, in name
+    /// order, are listed; the others are found with `tool_search` and added with
+    /// `tool_expand_tools` (or called by name, sessionless).
+    #[serde(default = "default_initial_max_tokens")]
+    pub initial_max_tokens: usize,
     /// Longest `available_expandable_tools` list in a `tool_expand_tools` result.
     #[serde(default = "default_expandable_cap")]
     pub expandable_list_cap: usize,
@@ -294,6 +336,10 @@ fn default_initial_max_tools() -> usize {
     20
 }
 
+fn default_initial_max_tokens() -> usize {
+    8_000
+}
+
 fn default_expandable_cap() -> usize {
     50
 }
@@ -309,6 +355,7 @@ impl Default for SessionsConfig {
             max_sessions: default_max_sessions(),
             max_per_tenant: None,
             initial_max_tools: default_initial_max_tools(),
+            initial_max_tokens: default_initial_max_tokens(),
             expandable_list_cap: default_expandable_cap(),
             list_page_size: default_list_page_size(),
         }
@@ -484,6 +531,9 @@ impl Config {
             max_concurrent_calls: settings.max_concurrent_calls,
             audit_arguments: settings.audit_arguments,
             result_max_tokens: settings.result_max_tokens,
+            definition_max_tokens: settings
+                .definition_max_tokens
+                .unwrap_or(self.catalog.definition_max_tokens),
             background: settings.background,
             tools: settings.tools.clone(),
         }

@@ -101,6 +101,10 @@ pub struct ToolSettings {
     /// `background`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub background: Option<TaskSupport>,
+    /// Token budget of this tool's listed definition (overrides the upstream's and
+    /// `catalog.definition_max_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub definition_max_tokens: Option<usize>,
 }
 
 /// One upstream: what it is and how the gateway treats it.
@@ -155,6 +159,9 @@ pub struct UpstreamSettings {
     pub max_concurrent_calls: usize,
     pub audit_arguments: bool,
     pub result_max_tokens: Option<usize>,
+    /// Token budget of each tool definition as listed (overrides
+    /// `catalog.definition_max_tokens`).
+    pub definition_max_tokens: Option<usize>,
     /// Whether its tools may run as background tasks; `None`: the default for its
     /// kind (see [`crate::catalog::TaskModes`]).
     pub background: Option<TaskSupport>,
@@ -171,6 +178,7 @@ impl Default for UpstreamSettings {
             max_concurrent_calls: default_max_concurrent_calls(),
             audit_arguments: false,
             result_max_tokens: None,
+            definition_max_tokens: None,
             background: None,
             tools: BTreeMap::new(),
         }
@@ -186,6 +194,7 @@ pub struct ResolvedSettings {
     pub max_concurrent_calls: usize,
     pub audit_arguments: bool,
     pub result_max_tokens: Option<usize>,
+    pub definition_max_tokens: usize,
     pub background: Option<TaskSupport>,
     pub tools: BTreeMap<String, ToolSettings>,
 }
@@ -279,6 +288,10 @@ struct UpstreamFile {
     /// Token budget of this upstream's results (overrides `results.max_tokens`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     result_max_tokens: Option<usize>,
+    /// Token budget of each of this upstream's tool definitions as listed (overrides
+    /// `catalog.definition_max_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    definition_max_tokens: Option<usize>,
     /// Whether this upstream's tools may run as background tasks (MCP tasks, REST
     /// `background: true`): `forbidden`, `optional` or `required`. Unset: `optional`
     /// for OpenAPI tools, each MCP tool's own `execution.taskSupport` (absent means
@@ -314,6 +327,7 @@ impl TryFrom<UpstreamFile> for UpstreamConfig {
                 max_concurrent_calls: file.max_concurrent_calls,
                 audit_arguments: file.audit_arguments,
                 result_max_tokens: file.result_max_tokens,
+                definition_max_tokens: file.definition_max_tokens,
                 background: file.background,
                 tools: file.tools,
             },
@@ -330,6 +344,7 @@ impl From<UpstreamConfig> for UpstreamFile {
             max_concurrent_calls,
             audit_arguments,
             result_max_tokens,
+            definition_max_tokens,
             background,
             tools,
         } = upstream.settings;
@@ -345,6 +360,7 @@ impl From<UpstreamConfig> for UpstreamFile {
             max_concurrent_calls,
             audit_arguments,
             result_max_tokens,
+            definition_max_tokens,
             background,
             tools,
         };

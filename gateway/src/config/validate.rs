@@ -125,6 +125,26 @@ impl Config {
                 "must be at least 1 (a list answer holds at least one item)".into(),
             );
         }
+        let min = super::MIN_DEFINITION_MAX_TOKENS;
+        let too_small = |tokens: Option<usize>| tokens.is_some_and(|t| t < min);
+        let message = || format!("must be at least {min} tokens");
+        if too_small(Some(self.catalog.definition_max_tokens)) {
+            invalid("catalog.definition_max_tokens".into(), message());
+        }
+        for (name, upstream) in &self.upstreams {
+            let settings = &upstream.settings;
+            if too_small(settings.definition_max_tokens) {
+                invalid(format!("upstreams.{name}.definition_max_tokens"), message());
+            }
+            for (tool, tool_settings) in &settings.tools {
+                if too_small(tool_settings.definition_max_tokens) {
+                    invalid(
+                        format!("upstreams.{name}.tools.{tool}.definition_max_tokens"),
+                        message(),
+                    );
+                }
+            }
+        }
         if self.health.interval.is_zero() {
             invalid("health.interval".into(), "must be greater than zero".into());
         }

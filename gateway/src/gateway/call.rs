@@ -94,7 +94,7 @@ impl Gateway {
         let instance = serde_json::Value::Object(arguments);
         let checked = entry
             .validator
-            .check(name, entry.get("inputSchema"), &instance);
+            .check(name, entry.full("inputSchema"), &instance);
         let arguments = match instance {
             serde_json::Value::Object(arguments) => arguments,
             _ => JsonObject::new(), // never: built from an object just above
@@ -342,7 +342,7 @@ impl Gateway {
         let fitted = if large {
             let raw = output.raw;
             match tokio::task::spawn_blocking(move || {
-                crate::truncate::truncate_result_for(raw, &budget, entry.get("outputSchema"))
+                crate::truncate::truncate_result_for(raw, &budget, entry.full("outputSchema"))
             })
             .await
             {
@@ -359,7 +359,7 @@ impl Gateway {
                 }
             }
         } else {
-            crate::truncate::truncate_result_for(output.raw, &budget, entry.get("outputSchema"))
+            crate::truncate::truncate_result_for(output.raw, &budget, entry.full("outputSchema"))
         };
         if let Some(reason) = &fitted.unfit {
             // A result the client would reject (its structured part missing or not

@@ -26,6 +26,8 @@ impl Mounted {
         let settings = config
             .upstream_settings(name)
             .unwrap_or_else(|| config.resolve(&UpstreamSettings::default()));
+        let shaping =
+            crate::catalog::Shaping::from_settings(kind, &settings, config.results.encoding);
         let mut mounted = Mounted::new(
             upstream,
             kind,
@@ -38,8 +40,7 @@ impl Mounted {
         ));
         mounted.audit_arguments = settings.audit_arguments;
         mounted.result_max_tokens = settings.result_max_tokens;
-        mounted.task_modes =
-            crate::catalog::TaskModes::from_settings(kind, settings.background, &settings.tools);
+        mounted.shaping = shaping;
         mounted
     }
 }

@@ -25,7 +25,7 @@ impl Gateway {
                 upstream: name.as_str(),
                 namespace: mounted.namespace,
                 tools: tools.as_slice(),
-                task_modes: Some(&mounted.task_modes),
+                shaping: Some(&mounted.shaping),
             })
             .collect();
         let (catalog, collisions) = Catalog::rebuild(&sources, &self.catalog());

@@ -33,8 +33,8 @@ pub struct Mounted {
     pub(super) audit_arguments: bool,
     /// Token budget of results, when the upstream overrides the global one.
     pub(super) result_max_tokens: Option<usize>,
-    /// How its tools may run as background tasks.
-    pub(super) task_modes: crate::catalog::TaskModes,
+    /// How the catalog shapes its tools (task modes, definition budgets).
+    pub(super) shaping: crate::catalog::Shaping,
     /// Stops this upstream's health and catalog tasks when it is unmounted.
     pub(super) stop: CancellationToken,
 }
@@ -58,7 +58,7 @@ impl Mounted {
             concurrency: Arc::new(tokio::sync::Semaphore::new(64)),
             audit_arguments: false,
             result_max_tokens: None,
-            task_modes: crate::catalog::TaskModes::from_settings(kind, None, &Default::default()),
+            shaping: crate::catalog::Shaping::of_kind(kind),
             stop: CancellationToken::new(),
         }
     }
@@ -78,6 +78,17 @@ pub struct UpstreamStatus {
     #[serde(flatten)]
     pub health: health::Snapshot,
     pub tools: usize,
+    /// What its tools' definitions cost a model, in the catalog.
+    pub definition_tokens: DefinitionTokens,
+}
+
+/// One upstream's tool definitions in tokens (`results.encoding`): as listed (each
+/// within its budget) and whole, and how many are listed abbreviated.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct DefinitionTokens {
+    pub listed: usize,
+    pub full: usize,
+    pub abbreviated: usize,
 }
 
 impl Gateway {
@@ -259,6 +270,14 @@ impl Gateway {
 
     /// Status of every upstream, by name.
     pub fn statuses(&self) -> Vec<UpstreamStatus> {
+        let mut costs: BTreeMap<&str, DefinitionTokens> = BTreeMap::new();
+        let catalog = self.catalog();
+        for entry in catalog.entries() {
+            let cost = costs.entry(entry.upstream.as_str()).or_default();
+            cost.listed += entry.definition_tokens;
+            cost.full += entry.full_tokens;
+            cost.abbreviated += usize::from(entry.abbreviated());
+        }
         self.upstreams()
             .iter()
             .map(|(name, mounted)| {
@@ -269,6 +288,7 @@ impl Gateway {
                     kind: mounted.kind,
                     health,
                     tools: mounted.upstream.tools().len(),
+                    definition_tokens: costs.get(name.as_str()).copied().unwrap_or_default(),
                 }
             })
             .collect()

@@ -246,22 +246,16 @@ async fn apply(admin: &Admin, mut registration: Registration, status: StatusCode
         .filter(|e| e.upstream == name)
         .collect();
     let tools: Vec<String> = entries.iter().map(|e| e.name.clone()).collect();
-    // What these tools cost in a model's context, counted with the result tokenizer
-    // (the tool list as `tools/list` serves it).
-    let definitions: Vec<Value> = entries
-        .iter()
-        .map(|e| Value::Object(e.definition()))
-        .collect();
-    let catalog_tokens = crate::truncate::count(
-        &Value::Array(definitions).to_string(),
-        admin.gateway.config().results.encoding,
-    );
+    // What these tools cost in a model's context as listed (each definition within
+    // its budget), what they would cost whole, and which were abbreviated.
+    let costs = crate::catalog::DefinitionCosts::of(entries.iter().map(|e| &***e));
     (
         status,
         Json(json!({
             "name": name,
             "tools": tools,
-            "catalog_tokens": catalog_tokens,
+            "catalog_tokens": costs.listed_tokens,
+            "definition_costs": costs,
             "report": report,
         })),
     )

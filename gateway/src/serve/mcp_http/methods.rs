@@ -49,6 +49,31 @@ pub(super) fn initialize_result(gateway: &Gateway, params: &InitializeParams) ->
 pub(super) const STATELESS_LIST_FIELDS: &str =
     r#","resultType":"complete","ttlMs":0,"cacheScope":"private""#;
 
+/// The protocol tools' definitions as `tools/list` sends them, and what they cost.
+pub(super) struct ProtocolTools {
+    definitions: Vec<Arc<str>>,
+    tokens: usize,
+}
+
+impl ProtocolTools {
+    pub(super) fn new(encoding: crate::truncate::Encoding) -> ProtocolTools {
+        let definitions: Vec<Arc<str>> = crate::protocol_tools::definitions()
+            .into_iter()
+            .filter_map(|d| serde_json::to_string(&d).ok())
+            .map(Arc::from)
+            .collect();
+        ProtocolTools {
+            definitions,
+            tokens: crate::protocol_tools::listed_tokens(encoding),
+        }
+    }
+}
+
+/// `tools/list`'s `_meta` key: tokens of every definition the caller lists (all pages).
+pub(super) const LISTED_TOKENS: &str = "toolgate/listedTokens";
+/// `tools/list`'s `_meta` key: allowed tools not in the list (found with `tool_search`).
+pub(super) const UNLISTED_TOOLS: &str = "toolgate/unlistedTools";
+
 /// The `tools/list` answer to request `id` for `caller`: the protocol tools, then the
 /// visible catalog tools as the catalog serialized them (every field the upstream
 /// sent), one page of `sessions.list_page_size` after the request's `cursor`, then
@@ -59,7 +84,7 @@ pub(super) const STATELESS_LIST_FIELDS: &str =
 pub(super) fn list_tools(
     id: &str,
     gateway: &Gateway,
-    protocol_tools: &[Arc<str>],
+    protocol_tools: &ProtocolTools,
     caller: &Caller,
     envelope: &wire::Envelope<'_>,
     extra: &str,
@@ -87,20 +112,32 @@ pub(super) fn list_tools(
     let visible = view.visible(caller);
     // Only definitions a client can take as MCP tools are listed: an object input
     // schema is what every client checks first.
-    let definitions = protocol_tools.iter().chain(
+    let listable = || {
         visible
             .iter()
             .filter(|e| e.get("inputSchema").is_some_and(Value::is_object))
-            .map(|e| &e.definition_json),
-    );
+    };
+    let listed_tokens =
+        protocol_tools.tokens + listable().map(|e| e.definition_tokens).sum::<usize>();
+    let definitions = protocol_tools
+        .definitions
+        .iter()
+        .chain(listable().map(|e| &e.definition_json));
     let (page, next) = features::page(definitions, start, gateway.config().sessions.list_page_size);
     let next = next.map(|cursor| format!(",\"nextCursor\":{}", Value::String(cursor)));
+    // Allowed tools this list leaves out (the first list is bounded): the model finds
+    // them with `tool_search`.
+    let unlisted = view.allowed.names.len().saturating_sub(visible.len());
+    let meta = format!(
+        ",\"_meta\":{{\"{LISTED_TOKENS}\":{listed_tokens},\"{UNLISTED_TOOLS}\":{unlisted}}}"
+    );
     let copied = page
         .iter()
         .filter(|d| wire::MessageParts::copies(d))
         .map(|d| d.len() + 1)
         .sum::<usize>()
         + extra.len()
+        + meta.len()
         + 64;
     let parts = wire::result_message_parts(id, copied, |out| {
         out.push_str("{\"tools\":[");
@@ -112,6 +149,7 @@ pub(super) fn list_tools(
         }
         out.push_str("]");
         out.push_str(next.as_deref().unwrap_or(""));
+        out.push_str(&meta);
         out.push_str(extra);
         out.push_str("}");
     });
@@ -137,8 +175,10 @@ pub(super) fn discover_result(gateway: &Gateway) -> String {
     .to_string()
 }
 
-const INSTRUCTIONS: &str =
-    "toolgate: one catalog of tools from many upstreams; names are <upstream>__<tool>.";
+const INSTRUCTIONS: &str = "toolgate: one catalog of tools from many upstreams; names are \
+    <upstream>__<tool>. tools/list shows a first set only: find other tools with tool_search \
+    and add them with tool_expand_tools. Large tool definitions are listed abbreviated: \
+    tool_schema returns any part in full.";
 
 fn server_info() -> Value {
     json!({"name": "toolgate", "version": env!("CARGO_PKG_VERSION")})

@@ -43,7 +43,6 @@ use toolgate_adapters::RpcError;
 use super::auth::Admitted;
 use crate::access::Caller;
 use crate::gateway::Gateway;
-use crate::protocol_tools;
 use crate::serve::features;
 use live::Live;
 use wire::{Envelope, Kind};
@@ -68,18 +67,14 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 pub struct McpSessions {
     gateway: Arc<Gateway>,
     live: Arc<Live>,
-    /// The protocol tools' definitions, serialized once.
-    protocol_tools: Vec<Arc<str>>,
+    /// The protocol tools' definitions, serialized and counted once.
+    protocol_tools: methods::ProtocolTools,
     stop: CancellationToken,
 }
 
 impl McpSessions {
     pub fn new(gateway: Arc<Gateway>, stop: CancellationToken) -> McpSessions {
-        let protocol_tools = protocol_tools::definitions()
-            .into_iter()
-            .filter_map(|d| serde_json::to_string(&d).ok())
-            .map(Arc::from)
-            .collect();
+        let protocol_tools = methods::ProtocolTools::new(gateway.config().results.encoding);
         McpSessions {
             live: Live::start(&gateway),
             gateway,

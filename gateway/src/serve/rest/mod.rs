@@ -29,6 +29,7 @@ use toolgate_adapters::{JsonObject, ToolError};
 
 use super::auth::{FrontDoor, Shape};
 use crate::access::{Caller, View};
+use crate::catalog::DefinitionCosts;
 use crate::errors::http_status;
 use crate::export::{self, ExportOptions, Format};
 use crate::protocol_tools;
@@ -44,6 +45,7 @@ mod tasks;
 pub fn router(door: Arc<FrontDoor>) -> Router {
     Router::new()
         .route("/v1/tools", get(list_tools))
+        .route("/v1/tools/{name}/schema", get(tool_schema))
         .route(
             "/v1/tools/{name}/call",
             post(call_tool).layer(from_fn(rest_calls)),
@@ -175,11 +177,10 @@ async fn list_tools(
         Err(response) => return response,
     };
     let view = View::of(&door.gateway, &caller);
-    let definitions = protocol_tools::definitions().into_iter().chain(
-        view.visible(&caller)
-            .into_iter()
-            .map(|entry| entry.definition()),
-    );
+    let visible = view.visible(&caller);
+    let definitions = protocol_tools::definitions()
+        .into_iter()
+        .chain(visible.iter().map(|entry| entry.definition()));
     let mut tools = Vec::new();
     let mut skipped = Vec::new();
     for definition in definitions {
@@ -188,7 +189,31 @@ async fn list_tools(
             Err(e) => skipped.push(json!({"name": e.tool, "reason": e.reason})),
         }
     }
-    Json(json!({"format": format.as_str(), "tools": tools, "skipped": skipped})).into_response()
+    Json(json!({
+        "format": format.as_str(),
+        "tools": tools,
+        "skipped": skipped,
+        "definition_costs": DefinitionCosts::of(visible.iter().map(|e| &**e)),
+    }))
+    .into_response()
+}
+
+/// `GET /v1/tools/{name}/schema?path=…`: what `tool_schema` answers.
+async fn tool_schema(
+    State(door): State<Arc<FrontDoor>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let caller = match caller(&door, &headers, query.get("session").map(String::as_str)).await {
+        Ok(caller) => caller,
+        Err(response) => return response,
+    };
+    let path = query.get("path").map(String::as_str);
+    match protocol_tools::schema_answer(&door.gateway, &caller, &name, path, None) {
+        Ok(answer) => Json(answer).into_response(),
+        Err(e) => tool_error(&e),
+    }
 }
 
 async fn call_tool(

@@ -39,6 +39,43 @@ struct ToolList {
     tools: Vec<Map<String, Value>>,
     /// Tools the format cannot express, with the reason.
     skipped: Vec<Skipped>,
+    definition_costs: DefinitionCosts,
+}
+
+/// What the listed MCP definitions cost a model, in tokens (`results.encoding`).
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct DefinitionCosts {
+    /// Sum over the listed tools (protocol tools not counted) as listed.
+    listed_tokens: u64,
+    /// The same tools' whole definitions.
+    full_tokens: u64,
+    /// Tools over their definition budget, listed abbreviated (`tool_schema` or
+    /// `GET /v1/tools/{name}/schema` has the rest).
+    abbreviated: Vec<AbbreviatedTool>,
+}
+
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct AbbreviatedTool {
+    name: String,
+    definition_tokens: u64,
+    full_definition_tokens: u64,
+}
+
+/// `GET /v1/tools/{name}/schema`.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct ToolSchema {
+    name: String,
+    /// The JSON pointer asked for (empty: the whole definition).
+    path: String,
+    /// The value at `path` in the whole definition, with the local `$ref` targets it
+    /// uses attached.
+    schema: Value,
+    /// Never set here (this answer is always whole); `tool_schema` sets it when a
+    /// part too large for one result comes abbreviated.
+    abbreviated: Option<bool>,
 }
 
 #[derive(JsonSchema)]
@@ -343,6 +380,7 @@ fn build() -> Value {
         .into_generator();
     let error = generator.subschema_for::<ErrorBody>().to_value();
     let tool_list = generator.subschema_for::<ToolList>().to_value();
+    let tool_schema = generator.subschema_for::<ToolSchema>().to_value();
     let call_request = generator.subschema_for::<CallRequest>().to_value();
     let call_answer = generator.subschema_for::<CallAnswer>().to_value();
     let session_created = generator.subschema_for::<SessionCreated>().to_value();
@@ -429,6 +467,21 @@ fn build() -> Value {
                     session_query,
                 ],
                 "responses": with(ok("200", "The tools", &tool_list), errors(&["400", "401", "404", "429"])),
+            }},
+            "/v1/tools/{name}/schema": {"get": {
+                "operationId": "toolSchema",
+                "summary": "A tool's whole definition, or the part at a JSON pointer",
+                "description": "What an abbreviated listing left out (the same answer as \
+                    the `tool_schema` tool), for a tool the caller may use.",
+                "parameters": [
+                    {"name": "name", "in": "path", "required": true, "schema": {"type": "string"}},
+                    {"name": "path", "in": "query", "required": false,
+                     "description": "A JSON pointer into the definition, e.g. /inputSchema/properties/body",
+                     "schema": {"type": "string"}},
+                    session_query,
+                ],
+                "responses": with(ok("200", "The definition or its part", &tool_schema),
+                    errors(&["400", "401", "404", "429"])),
             }},
             "/v1/tools/{name}/call": {"post": {
                 "operationId": "callTool",

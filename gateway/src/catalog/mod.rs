@@ -24,7 +24,15 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use toolgate_adapters::{JsonObject, ToolDef};
 
-use crate::config::{Namespace, TaskSupport, ToolSettings};
+use crate::truncate::Encoding;
+
+use crate::config::{Namespace, TaskSupport};
+
+mod brief;
+mod shaping;
+
+pub use brief::{abbreviate_schema, schema_at};
+pub use shaping::{DefinitionBudgets, Shaping, TaskModes};
 
 /// Longest name on any surface.
 pub const MAX_NAME_LEN: usize = 64;
@@ -46,6 +54,17 @@ pub struct Entry {
     /// The fields clients see differently from `source` (`name`, `_meta`, `execution`):
     /// each replaces the source's field of that name, in its place, or comes last.
     changed: JsonObject,
+    /// For a definition over its token budget, the fields listed instead of the full
+    /// ones (`description`, `inputSchema`, `outputSchema`; see [`brief`]); empty when
+    /// the definition is listed whole.
+    brief: JsonObject,
+    /// Tokens of the definition as listed (its `_meta["toolgate/definitionTokens"]`);
+    /// 0 when not counted (items that are not tools).
+    pub definition_tokens: usize,
+    /// Tokens of the whole definition: [`Entry::definition_tokens`] unless abbreviated.
+    pub full_tokens: usize,
+    /// The budget and vocabulary it was fitted with (`None`: not fitted nor counted).
+    budget: Option<(usize, Encoding)>,
     /// [`Entry::definition`] serialized once at build time: `tools/list` splices it in
     /// as is instead of re-serializing thousands of definitions per request.
     pub definition_json: Arc<str>,
@@ -53,15 +72,139 @@ pub struct Entry {
     pub validator: crate::validate::ArgsValidator,
 }
 
+/// `_meta` key: tokens of the definition as listed.
+pub const DEFINITION_TOKENS: &str = "toolgate/definitionTokens";
+/// `_meta` key of an abbreviated definition: tokens of the whole one.
+pub const FULL_DEFINITION_TOKENS: &str = "toolgate/fullDefinitionTokens";
+/// Tokens kept free under a budget for the two cost marks themselves.
+const MARKS_RESERVE: usize = 32;
+
 impl Entry {
-    /// A field of the definition clients see.
+    fn new(
+        name: String,
+        upstream: &str,
+        tool: &ToolDef,
+        changed: JsonObject,
+        budget: Option<(usize, Encoding)>,
+    ) -> Entry {
+        let mut entry = Entry {
+            name,
+            upstream: upstream.to_owned(),
+            original: tool.name.clone(),
+            source: Arc::clone(&tool.raw),
+            changed,
+            brief: JsonObject::new(),
+            definition_tokens: 0,
+            full_tokens: 0,
+            budget,
+            definition_json: Arc::from(""),
+            validator: Default::default(),
+        };
+        if let Some((limit, encoding)) = budget {
+            entry.fit(limit, encoding);
+        }
+        entry.definition_json = brief::to_text(entry.exposed()).into();
+        entry
+    }
+
+    /// Abbreviates the listed definition when the whole one is over `limit` tokens, and
+    /// marks both costs in its `_meta`.
+    fn fit(&mut self, limit: usize, encoding: Encoding) {
+        let room = limit.saturating_sub(MARKS_RESERVE);
+        let whole = brief::to_text(Layers(&self.source, &EMPTY, &self.changed));
+        let full = crate::truncate::count(&whole, encoding);
+        drop(whole);
+        if full > room {
+            let parts = brief::Parts {
+                name: &self.name,
+                description: self
+                    .full("description")
+                    .and_then(Value::as_str)
+                    .unwrap_or(""),
+                input: match self.full("inputSchema") {
+                    Some(Value::Object(input)) => Some(input),
+                    _ => None,
+                },
+                has_output: self.full("outputSchema").is_some_and(Value::is_object),
+            };
+            let render =
+                |brief: &JsonObject| brief::to_text(Layers(&self.source, brief, &self.changed));
+            let brief = brief::abbreviate(parts, &render, room, encoding);
+            if !brief.fits {
+                tracing::warn!(
+                    tool = %self.name,
+                    limit,
+                    "tool definition still over its token budget at its smallest: its other fields are large"
+                );
+            }
+            self.brief = brief.fields;
+            self.mark(FULL_DEFINITION_TOKENS, full);
+        }
+        // The marks count too: settle on the count of the text that carries it.
+        let mut listed = full;
+        for _ in 0..4 {
+            self.mark(DEFINITION_TOKENS, listed);
+            let now = crate::truncate::count(&brief::to_text(self.exposed()), encoding);
+            if now == listed {
+                break;
+            }
+            listed = now;
+        }
+        self.definition_tokens = listed;
+        self.full_tokens = if self.abbreviated() { full } else { listed };
+    }
+
+    /// Sets one cost mark in the listed `_meta`.
+    fn mark(&mut self, key: &str, tokens: usize) {
+        if let Some(Value::Object(meta)) = self.changed.get_mut("_meta") {
+            meta.insert(key.into(), Value::from(tokens));
+        }
+    }
+
+    /// Whether `changed` is this entry's changed fields before the cost marks.
+    fn same_marks(&self, changed: &JsonObject) -> bool {
+        let is_cost = |key: &String| key == DEFINITION_TOKENS || key == FULL_DEFINITION_TOKENS;
+        self.changed.len() == changed.len()
+            && self
+                .changed
+                .iter()
+                .all(|(key, value)| match (key.as_str(), value) {
+                    ("_meta", Value::Object(meta)) => match changed.get("_meta") {
+                        Some(Value::Object(other)) => {
+                            meta.iter().filter(|(k, _)| !is_cost(k)).count() == other.len()
+                                && other.iter().all(|(k, v)| meta.get(k) == Some(v))
+                        }
+                        _ => false,
+                    },
+                    _ => changed.get(key) == Some(value),
+                })
+    }
+
+    /// A field of the definition clients see (abbreviated when over budget).
     pub fn get(&self, key: &str) -> Option<&Value> {
+        self.brief.get(key).or_else(|| self.full(key))
+    }
+
+    /// A field of the whole definition (what calls are validated against).
+    pub fn full(&self, key: &str) -> Option<&Value> {
         self.changed.get(key).or_else(|| self.source.get(key))
+    }
+
+    /// Whether the definition is listed abbreviated (see [`brief`]).
+    pub fn abbreviated(&self) -> bool {
+        !self.brief.is_empty()
     }
 
     /// The definition clients see (a copy; [`Entry::get`] reads one field without it).
     pub fn definition(&self) -> JsonObject {
         self.fields()
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect()
+    }
+
+    /// The whole definition, never abbreviated (a copy; what `tool_schema` reads).
+    pub fn full_definition(&self) -> JsonObject {
+        layered(&self.source, &EMPTY, &self.changed)
             .map(|(key, value)| (key.clone(), value.clone()))
             .collect()
     }
@@ -76,19 +219,34 @@ impl Entry {
         TaskSupport::of_execution(self.get("execution"))
     }
 
-    /// The definition's fields in order: the source's, replaced where changed, then
-    /// the changed fields the source lacks.
+    /// The listed definition's fields in order (see [`layered`]).
     fn fields(&self) -> impl Iterator<Item = (&String, &Value)> {
-        let replaced = self
-            .source
-            .iter()
-            .map(|(key, value)| (key, self.changed.get(key).unwrap_or(value)));
-        let added = self
-            .changed
-            .iter()
-            .filter(|(key, _)| !self.source.contains_key(*key));
-        replaced.chain(added)
+        layered(&self.source, &self.brief, &self.changed)
     }
+}
+
+static EMPTY: std::sync::LazyLock<JsonObject> = std::sync::LazyLock::new(JsonObject::new);
+
+/// A definition's fields in order: the source's, each replaced by `first`'s or else
+/// `then`'s field of that name, then the fields of `then` and of `first` the source
+/// lacks.
+fn layered<'a>(
+    source: &'a JsonObject,
+    first: &'a JsonObject,
+    then: &'a JsonObject,
+) -> impl Iterator<Item = (&'a String, &'a Value)> {
+    let replaced = source.iter().map(move |(key, value)| {
+        let value = first.get(key).or_else(|| then.get(key)).unwrap_or(value);
+        (key, value)
+    });
+    let added = then
+        .iter()
+        .filter(move |(key, _)| !source.contains_key(*key))
+        .map(move |(key, value)| (key, first.get(key).unwrap_or(value)));
+    let added_first = first
+        .iter()
+        .filter(move |(key, _)| !source.contains_key(*key) && !then.contains_key(*key));
+    replaced.chain(added).chain(added_first)
 }
 
 /// Serializes an entry's definition without building it.
@@ -100,46 +258,58 @@ impl serde::Serialize for Exposed<'_> {
     }
 }
 
+/// Serializes layered fields (see [`layered`]) without building them.
+struct Layers<'a>(&'a JsonObject, &'a JsonObject, &'a JsonObject);
+
+impl serde::Serialize for Layers<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(layered(self.0, self.1, self.2))
+    }
+}
+
+/// What a set of listed definitions costs a model (see [`Entry::definition_tokens`]),
+/// and which of them are abbreviated, with their whole cost.
+#[derive(Debug, Default, PartialEq, serde::Serialize)]
+pub struct DefinitionCosts {
+    pub listed_tokens: usize,
+    pub full_tokens: usize,
+    pub abbreviated: Vec<AbbreviatedCost>,
+}
+
+/// One abbreviated definition's costs.
+#[derive(Debug, PartialEq, serde::Serialize)]
+pub struct AbbreviatedCost {
+    pub name: String,
+    pub definition_tokens: usize,
+    pub full_definition_tokens: usize,
+}
+
+impl DefinitionCosts {
+    pub fn of<'a>(entries: impl IntoIterator<Item = &'a Entry>) -> DefinitionCosts {
+        let mut costs = DefinitionCosts::default();
+        for entry in entries {
+            costs.listed_tokens += entry.definition_tokens;
+            costs.full_tokens += entry.full_tokens;
+            if entry.abbreviated() {
+                costs.abbreviated.push(AbbreviatedCost {
+                    name: entry.name.clone(),
+                    definition_tokens: entry.definition_tokens,
+                    full_definition_tokens: entry.full_tokens,
+                });
+            }
+        }
+        costs
+    }
+}
+
 /// One upstream's contribution to a catalog build.
 pub struct Source<'a> {
     pub upstream: &'a str,
     pub namespace: Namespace,
     pub tools: &'a [ToolDef],
-    /// How its tools may run as tasks (`None` for items that are not tools).
-    pub task_modes: Option<&'a TaskModes>,
-}
-
-/// How one upstream's tools may run as background tasks, as each tool's definition
-/// then says (`execution.taskSupport`, what every surface reads): the config's word
-/// for the tool, else for the upstream, else its kind's default (`optional` for
-/// OpenAPI), else what the tool itself says.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct TaskModes {
-    upstream: Option<TaskSupport>,
-    tools: BTreeMap<String, TaskSupport>,
-}
-
-impl TaskModes {
-    pub fn from_settings(
-        kind: &str,
-        background: Option<TaskSupport>,
-        tools: &BTreeMap<String, ToolSettings>,
-    ) -> TaskModes {
-        let kind_default = (kind == "openapi").then_some(TaskSupport::Optional);
-        TaskModes {
-            upstream: background.or(kind_default),
-            tools: tools
-                .iter()
-                .filter_map(|(name, tool)| Some((name.clone(), tool.background?)))
-                .collect(),
-        }
-    }
-
-    /// The mode the gateway sets for the upstream's tool `original`; `None`: the
-    /// tool's own stands.
-    fn for_tool(&self, original: &str) -> Option<TaskSupport> {
-        self.tools.get(original).copied().or(self.upstream)
-    }
+    /// How the catalog shapes its tools: task modes and definition budgets (`None` for
+    /// items that are not tools: nothing is changed or counted).
+    pub shaping: Option<&'a Shaping>,
 }
 
 /// A name clash found while building.
@@ -193,7 +363,7 @@ impl Catalog {
     ) -> (Catalog, Vec<Collision>) {
         struct Candidate<'a> {
             upstream: &'a str,
-            task_modes: Option<&'a TaskModes>,
+            shaping: Option<&'a Shaping>,
             tool: &'a ToolDef,
             name: String,
             altered: bool,
@@ -210,7 +380,7 @@ impl Catalog {
                 let (name, altered) = legal_name(&wanted, source.upstream, &tool.name);
                 by_name.entry(name.clone()).or_default().push(Candidate {
                     upstream: source.upstream,
-                    task_modes: source.task_modes,
+                    shaping: source.shaping,
                     tool,
                     name,
                     altered,
@@ -266,33 +436,31 @@ impl Catalog {
             // plain call of it possible.
             let own = TaskSupport::of(&candidate.tool.raw);
             if let Some(mode) = candidate
-                .task_modes
-                .and_then(|modes| modes.for_tool(&candidate.tool.name))
+                .shaping
+                .and_then(|shaping| shaping.task_modes.for_tool(&candidate.tool.name))
                 .filter(|_| own != TaskSupport::Required)
             {
                 set_task_support(&mut changed, candidate.tool.raw.get("execution"), mode);
             }
+            let budget = candidate.shaping.map(|shaping| {
+                let budgets = &shaping.definitions;
+                (budgets.for_tool(&candidate.tool.name), budgets.encoding)
+            });
             let unchanged = previous.and_then(|p| p.get(&name)).filter(|old| {
                 Arc::ptr_eq(&old.source, &candidate.tool.raw)
                     && old.upstream == candidate.upstream
-                    && old.changed == changed
+                    && old.same_marks(&changed)
+                    && old.budget == budget
             });
             let entry = match unchanged {
                 Some(old) => Arc::clone(old),
-                None => {
-                    let mut entry = Entry {
-                        definition_json: Arc::from(""),
-                        source: Arc::clone(&candidate.tool.raw),
-                        changed,
-                        name: name.clone(),
-                        upstream: candidate.upstream.to_owned(),
-                        original: candidate.tool.name.clone(),
-                        validator: Default::default(),
-                    };
-                    let json = serde_json::to_string(&entry.exposed());
-                    entry.definition_json = json.unwrap_or_else(|_| "{}".to_owned()).into();
-                    Arc::new(entry)
-                }
+                None => Arc::new(Entry::new(
+                    name.clone(),
+                    candidate.upstream,
+                    candidate.tool,
+                    changed,
+                    budget,
+                )),
             };
             catalog.by_name.insert(name, catalog.entries.len());
             catalog.entries.push(entry);
@@ -419,6 +587,7 @@ fn set_task_support(changed: &mut JsonObject, source: Option<&Value>, mode: Task
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::ToolSettings;
     use serde_json::json;
 
     fn tool(name: &str) -> ToolDef {
@@ -428,6 +597,13 @@ mod tests {
 
     fn names(catalog: &Catalog) -> Vec<String> {
         catalog.entries().iter().map(|e| e.name.clone()).collect()
+    }
+
+    fn shaped(modes: &TaskModes) -> Shaping {
+        Shaping {
+            task_modes: modes.clone(),
+            ..Shaping::default()
+        }
     }
 
     fn valid(name: &str) -> bool {
@@ -453,11 +629,12 @@ mod tests {
             own(Some("optional"), "either"),
         ];
         let mode_of = |modes: Option<&TaskModes>| {
+            let shaping = modes.map(shaped);
             let (catalog, _) = Catalog::build(&[Source {
                 upstream: "up",
                 namespace: Namespace::Prefix,
                 tools: &tools,
-                task_modes: modes,
+                shaping: shaping.as_ref(),
             }]);
             ["plain", "slow", "either"].map(|name| {
                 let entry = catalog.get(&format!("up__{name}")).unwrap();
@@ -479,6 +656,7 @@ mod tests {
             "slow".to_owned(),
             ToolSettings {
                 background: Some(TaskSupport::Required),
+                definition_max_tokens: None,
             },
         )]);
         let set = TaskModes::from_settings("stdio", Some(TaskSupport::Forbidden), &per_tool);
@@ -488,6 +666,7 @@ mod tests {
             "slow".to_owned(),
             ToolSettings {
                 background: Some(TaskSupport::Optional),
+                definition_max_tokens: None,
             },
         )]);
         let set_optional = TaskModes::from_settings("stdio", None, &lowered);
@@ -500,7 +679,7 @@ mod tests {
             upstream: "up",
             namespace: Namespace::Prefix,
             tools: &tools,
-            task_modes: Some(&set),
+            shaping: Some(&shaped(&set)),
         }]);
         let execution = &catalog.get("up__either").unwrap().definition()["execution"];
         assert_eq!(execution, &json!({"taskSupport": "forbidden", "x-kept": 1}));
@@ -520,7 +699,7 @@ mod tests {
             upstream: "ev",
             namespace: Namespace::Prefix,
             tools: &tools,
-            task_modes: None,
+            shaping: None,
         }]);
         assert!(collisions.is_empty());
         assert_eq!(names(&catalog), ["ev__echo", "ev__get-sum"]);
@@ -544,16 +723,23 @@ mod tests {
             upstream: "up",
             namespace: Namespace::Prefix,
             tools: &tools,
-            task_modes: Some(&modes),
+            shaping: Some(&shaped(&modes)),
         }]);
         let entry = catalog.get("up__t").unwrap();
         let definition = entry.definition();
         let keys: Vec<&str> = definition.keys().map(String::as_str).collect();
         assert_eq!(keys, ["name", "_meta", "inputSchema", "execution", "z"]);
         assert_eq!(definition["name"], "up__t");
+        let tokens = entry.definition_tokens;
         assert_eq!(
             definition["_meta"],
-            json!({"theirs": 1, "toolgate/upstream": "up", "toolgate/tool": "t"})
+            json!({"theirs": 1, "toolgate/upstream": "up", "toolgate/tool": "t",
+                "toolgate/definitionTokens": tokens})
+        );
+        // The mark counts the very text listed, itself included.
+        assert_eq!(
+            tokens,
+            crate::truncate::count(&entry.definition_json, Encoding::O200kBase)
         );
         assert_eq!(definition["execution"], json!({"taskSupport": "optional"}));
         let text: Value = serde_json::from_str(&entry.definition_json).unwrap();
@@ -568,11 +754,11 @@ mod tests {
     /// marked the same) and makes new entries for the rest.
     #[test]
     fn a_rebuild_takes_unchanged_entries_over() {
-        let source = |tools: &'static [ToolDef], modes: Option<&'static TaskModes>| Source {
+        let source = |tools: &'static [ToolDef], shaping: Option<&'static Shaping>| Source {
             upstream: "up",
             namespace: Namespace::Prefix,
             tools,
-            task_modes: modes,
+            shaping,
         };
         let first_tools: &'static [ToolDef] = Box::leak(Box::new([tool("one"), tool("two")]));
         let (first, _) = Catalog::build(&[source(first_tools, None)]);
@@ -600,11 +786,11 @@ mod tests {
         assert_eq!(two.definition()["description"], "new");
         assert!(two.definition_json.contains("\"description\":\"new\""));
         // A new task mode marks every tool anew.
-        let modes: &'static TaskModes = Box::leak(Box::new(TaskModes::from_settings(
+        let modes: &'static Shaping = Box::leak(Box::new(shaped(&TaskModes::from_settings(
             "mcp",
             Some(TaskSupport::Forbidden),
             &BTreeMap::new(),
-        )));
+        ))));
         let (fourth, _) = Catalog::rebuild(&[source(next_tools, Some(modes))], &third);
         let one = fourth.get("up__one").unwrap();
         assert!(!Arc::ptr_eq(third.get("up__one").unwrap(), one));
@@ -619,7 +805,7 @@ mod tests {
             upstream: "gh",
             namespace: Namespace::Prefix,
             tools: &tools,
-            task_modes: None,
+            shaping: None,
         }]);
         let all = names(&catalog);
         assert!(all.contains(&"gh__a_b_c".to_owned()), "{all:?}");
@@ -631,7 +817,7 @@ mod tests {
             upstream: "gh",
             namespace: Namespace::Prefix,
             tools: &reversed,
-            task_modes: None,
+            shaping: None,
         }]);
         assert!(again.get(shortened).is_some());
     }
@@ -647,19 +833,19 @@ mod tests {
                     upstream: "a",
                     namespace: Namespace::Prefix,
                     tools: &a,
-                    task_modes: None,
+                    shaping: None,
                 },
                 Source {
                     upstream: "a_",
                     namespace: Namespace::Prefix,
                     tools: &b,
-                    task_modes: None,
+                    shaping: None,
                 },
                 Source {
                     upstream: "c",
                     namespace: Namespace::Prefix,
                     tools: &c,
-                    task_modes: None,
+                    shaping: None,
                 },
             ];
             let picked: Vec<Source<'_>> = order
@@ -668,7 +854,7 @@ mod tests {
                     upstream: sources[i].upstream,
                     namespace: sources[i].namespace,
                     tools: sources[i].tools,
-                    task_modes: None,
+                    shaping: None,
                 })
                 .collect();
             Catalog::build(&picked)
@@ -692,13 +878,13 @@ mod tests {
                 upstream: "one",
                 namespace: Namespace::None,
                 tools: &a,
-                task_modes: None,
+                shaping: None,
             },
             Source {
                 upstream: "two",
                 namespace: Namespace::None,
                 tools: &b,
-                task_modes: None,
+                shaping: None,
             },
         ]);
         assert_eq!(collisions.len(), 1);

@@ -1,0 +1,107 @@
+//! How the catalog shapes one upstream's tools beyond naming them: whether each may run
+//! as a background task, and how many tokens its listed definition may cost.
+
+use std::collections::BTreeMap;
+
+use crate::config::{ResolvedSettings, TaskSupport, ToolSettings};
+use crate::truncate::Encoding;
+
+/// Everything the catalog applies to one upstream's tools.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Shaping {
+    pub task_modes: TaskModes,
+    pub definitions: DefinitionBudgets,
+}
+
+impl Shaping {
+    /// The shaping a config's resolved settings give an upstream of `kind`.
+    pub fn from_settings(kind: &str, settings: &ResolvedSettings, encoding: Encoding) -> Shaping {
+        Shaping {
+            task_modes: TaskModes::from_settings(kind, settings.background, &settings.tools),
+            definitions: DefinitionBudgets {
+                default: settings.definition_max_tokens,
+                tools: settings
+                    .tools
+                    .iter()
+                    .filter_map(|(name, tool)| Some((name.clone(), tool.definition_max_tokens?)))
+                    .collect(),
+                encoding,
+            },
+        }
+    }
+
+    /// Default shaping for an upstream of `kind` (no settings of its own).
+    pub fn of_kind(kind: &str) -> Shaping {
+        Shaping {
+            task_modes: TaskModes::from_settings(kind, None, &BTreeMap::new()),
+            definitions: DefinitionBudgets::default(),
+        }
+    }
+}
+
+/// How many tokens each of an upstream's tool definitions may cost as listed
+/// (`catalog.definition_max_tokens`, the upstream's, the tool's).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DefinitionBudgets {
+    default: usize,
+    tools: BTreeMap<String, usize>,
+    pub encoding: Encoding,
+}
+
+impl Default for DefinitionBudgets {
+    fn default() -> Self {
+        DefinitionBudgets {
+            default: crate::config::DEFAULT_DEFINITION_MAX_TOKENS,
+            tools: BTreeMap::new(),
+            encoding: Encoding::default(),
+        }
+    }
+}
+
+impl DefinitionBudgets {
+    /// Every tool of the upstream within `tokens`.
+    pub fn uniform(tokens: usize) -> DefinitionBudgets {
+        DefinitionBudgets {
+            default: tokens,
+            ..DefinitionBudgets::default()
+        }
+    }
+
+    /// The budget of the upstream's tool `original`.
+    pub fn for_tool(&self, original: &str) -> usize {
+        self.tools.get(original).copied().unwrap_or(self.default)
+    }
+}
+
+/// How one upstream's tools may run as background tasks, as each tool's definition
+/// then says (`execution.taskSupport`, what every surface reads): the config's word
+/// for the tool, else for the upstream, else its kind's default (`optional` for
+/// OpenAPI), else what the tool itself says.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TaskModes {
+    upstream: Option<TaskSupport>,
+    tools: BTreeMap<String, TaskSupport>,
+}
+
+impl TaskModes {
+    pub fn from_settings(
+        kind: &str,
+        background: Option<TaskSupport>,
+        tools: &BTreeMap<String, ToolSettings>,
+    ) -> TaskModes {
+        let kind_default = (kind == "openapi").then_some(TaskSupport::Optional);
+        TaskModes {
+            upstream: background.or(kind_default),
+            tools: tools
+                .iter()
+                .filter_map(|(name, tool)| Some((name.clone(), tool.background?)))
+                .collect(),
+        }
+    }
+
+    /// The mode the gateway sets for the upstream's tool `original`; `None`: the
+    /// tool's own stands.
+    pub(super) fn for_tool(&self, original: &str) -> Option<TaskSupport> {
+        self.tools.get(original).copied().or(self.upstream)
+    }
+}
