@@ -71,7 +71,7 @@ fn catalog(servers: &[Server]) -> Catalog {
             upstream: &s.slug,
             namespace: Namespace::Prefix,
             tools: &s.tools,
-            task_modes: None,
+            shaping: None,
         })
         .collect();
     // Collisions cannot happen across prefixes; within a server the first tool wins,

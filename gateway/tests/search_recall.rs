@@ -84,13 +84,13 @@ fn catalog_of(copies: usize, github: &[ToolDef], stripe: &[ToolDef]) -> Catalog 
             upstream: g,
             namespace: Namespace::Prefix,
             tools: github,
-            task_modes: None,
+            shaping: None,
         });
         sources.push(Source {
             upstream: s,
             namespace: Namespace::Prefix,
             tools: stripe,
-            task_modes: None,
+            shaping: None,
         });
     }
     let (catalog, collisions) = Catalog::build(&sources);

@@ -663,7 +663,12 @@ fn parse_conformance_output(output: &str, scenario: Option<&str>, report: &mut C
 }
 
 /// The gateway's own tools, listed to every caller besides the catalog.
-pub const PROTOCOL_TOOLS: [&str; 3] = ["tool_expand_tools", "tool_search", "tool_invoke"];
+pub const PROTOCOL_TOOLS: [&str; 4] = [
+    "tool_expand_tools",
+    "tool_search",
+    "tool_invoke",
+    "tool_schema",
+];
 
 /// True for the gateway's own tools (not from any upstream).
 pub fn is_protocol_tool(name: &str) -> bool {

@@ -1020,6 +1020,8 @@ async fn every_corpus_spec_imports_through_the_gateway() {
         "startup_timeout": "600s",
         "data_dir": dir.path().join("data"),
         "health": {"interval": "1h"},
+        // The whole catalog in one session's list (the first list is bounded otherwise).
+        "sessions": {"initial_max_tokens": 1_000_000_000},
         "upstreams": upstreams
     });
     std::fs::write(&config_path, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
@@ -1080,6 +1082,101 @@ async fn every_corpus_spec_imports_through_the_gateway() {
         n
     };
     assert_eq!(names(&served), names(&tools), "/mcp and `tools` agree");
+    check_definition_budgets(&gw, &session, &served).await;
+}
+
+/// Every corpus definition is listed within the default definition budget on every
+/// surface and in every export format (counted with the tokenizer itself), its cost
+/// marked exactly; every part an abbreviated one names comes back whole over REST and
+/// through `tool_schema`.
+async fn check_definition_budgets(gw: &Gateway, session: &McpSession, served: &[Value]) {
+    const BUDGET: usize = 2_000;
+    const RESULT_BUDGET: usize = 12_000;
+    let tokens = |value: &Value| bpe_openai::o200k_base().count(&value.to_string());
+    let mut abbreviated = Vec::new();
+    for tool in served {
+        let cost = tokens(tool);
+        let name = tool["name"].as_str().unwrap_or_default();
+        assert!(cost <= BUDGET, "{name}: {cost} tokens listed");
+        assert_eq!(tool["_meta"]["toolgate/definitionTokens"], cost, "{name}");
+        if tool["_meta"].get("toolgate/fullDefinitionTokens").is_some() {
+            abbreviated.push(tool);
+        }
+    }
+    assert!(
+        abbreviated.len() >= 20,
+        "abbreviated: {}",
+        abbreviated.len()
+    );
+    for query in [
+        "format=openai",
+        "format=openai&strict=true",
+        "format=responses",
+        "format=anthropic",
+        "format=gemini",
+        "format=mcp",
+    ] {
+        let response = http()
+            .get(gw.url(&format!("/v1/tools?{query}")))
+            .send()
+            .await
+            .expect("GET /v1/tools");
+        assert_eq!(response.status(), 200, "{query}");
+        let list: Value = response.json().await.expect("JSON");
+        let exported = list["tools"].as_array().expect("tools");
+        assert!(exported.len() > 1_000, "{query}: {}", exported.len());
+        for tool in exported {
+            assert!(
+                tokens(tool) <= BUDGET,
+                "{query}: {} tokens: {tool}",
+                tokens(tool)
+            );
+        }
+    }
+    let rest_schema = |name: &str, path: &str| {
+        let url = gw.url(&format!("/v1/tools/{name}/schema"));
+        let path = path.to_owned();
+        async move {
+            let response = http()
+                .get(url)
+                .query(&[("path", &path)])
+                .send()
+                .await
+                .expect("GET schema");
+            assert_eq!(response.status(), 200, "{path}");
+            response.json::<Value>().await.expect("JSON")["schema"].clone()
+        }
+    };
+    let mut parts = 0;
+    for tool in abbreviated {
+        let name = tool["name"].as_str().unwrap_or_default();
+        let whole = rest_schema(name, "").await;
+        let text = tool.to_string();
+        let paths: BTreeSet<&str> = text
+            .split("path \\\"")
+            .skip(1)
+            .filter_map(|piece| piece.find("\\\"").map(|end| &piece[..end]))
+            .collect();
+        assert!(!paths.is_empty(), "{name}: no path named");
+        for path in paths {
+            parts += 1;
+            let part = rest_schema(name, path).await;
+            assert_eq!(Some(&part), whole.pointer(path), "{name} {path}");
+            let ex = session
+                .call_tool("tool_schema", json!({"name": name, "path": path}))
+                .await
+                .expect("tool_schema");
+            let answer = &ex.result()["structuredContent"];
+            if answer["abbreviated"] == true {
+                assert!(tokens(&answer["schema"]) <= RESULT_BUDGET, "{name} {path}");
+            } else {
+                assert_eq!(answer["schema"], part, "{name} {path}");
+            }
+        }
+    }
+    eprintln!(
+        "definition budgets: every tool within {BUDGET}; {parts} abbreviated parts retrieved"
+    );
 }
 
 /// Asserts the total, per-upstream counts, and unique valid names of a corpus catalog.

@@ -26,7 +26,7 @@ use toolgate_e2e::{
 
 const LEGACY: &str = "2025-11-25";
 const MODERN: &str = "2026-07-28";
-const PROTOCOL_TOOLS: [&str; 3] = ["tool_expand_tools", "tool_search", "tool_invoke"];
+use toolgate_e2e::PROTOCOL_TOOLS;
 
 const KEY_A: &str = "tenant-a-key-0123456789abcdef";
 const KEY_B: &str = "tenant-b-key-0123456789abcdef";

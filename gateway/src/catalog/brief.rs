@@ -74,17 +74,9 @@ pub(super) struct Parts<'a> {
     pub has_output: bool,
 }
 
-/// Abbreviates a definition until `render` (the definition as listed with a brief's
-/// fields in place) is at most `limit` tokens.
-pub(super) fn abbreviate(
-    parts: Parts<'_>,
-    render: &dyn Fn(&JsonObject) -> String,
-    limit: usize,
-    encoding: Encoding,
-) -> Brief {
-    let fits = |brief: &JsonObject| {
-        crate::truncate::count_till_limit(&render(brief), encoding, limit).is_some()
-    };
+/// Abbreviates a definition until `fits` says the definition with a brief's fields in
+/// place is within budget (as listed and as exported).
+pub(super) fn abbreviate(parts: Parts<'_>, fits: &dyn Fn(&JsonObject) -> bool) -> Brief {
     let Parts {
         name,
         description,
@@ -100,7 +92,7 @@ pub(super) fn abbreviate(
         brief.insert("outputSchema".into(), output_stub());
     }
     let Some(input) = input else {
-        return shorten_description(brief, description, name, &fits);
+        return shorten_description(brief, description, name, fits);
     };
     if fits(&brief) {
         return Brief {
@@ -125,13 +117,13 @@ pub(super) fn abbreviate(
     }
     for shape in [Shape::Short, Shape::NamesOnly] {
         with_input(&mut brief, collapse(input, "/inputSchema", 1, &shape));
-        let shortened = shorten_description(brief.clone(), description, name, &fits);
+        let shortened = shorten_description(brief.clone(), description, name, fits);
         if shortened.fits {
             return shortened;
         }
     }
     with_input(&mut brief, collapse(input, "/inputSchema", 1, &Shape::Root));
-    shorten_description(brief, description, name, &fits)
+    shorten_description(brief, description, name, fits)
 }
 
 /// `schema` (at JSON pointer `path`) abbreviated to at most `limit` tokens, the same
@@ -546,6 +538,31 @@ fn place(object: &mut JsonObject, pointer: &str, value: Value) -> bool {
     }
     here.insert(last.clone(), value);
     true
+}
+
+/// The exports checked against a definition's budget: every function-schema format,
+/// OpenAI's strict mode too.
+const EXPORTS: [(crate::export::Format, bool); 6] = [
+    (crate::export::Format::OpenAi, false),
+    (crate::export::Format::OpenAi, true),
+    (crate::export::Format::Responses, false),
+    (crate::export::Format::Responses, true),
+    (crate::export::Format::Anthropic, false),
+    (crate::export::Format::Gemini, false),
+];
+
+/// Whether every export of `definition` is at most `limit` tokens (a format that cannot
+/// express the tool does not list it, so it costs nothing there).
+pub(super) fn exports_fit(definition: &JsonObject, limit: usize, encoding: Encoding) -> bool {
+    EXPORTS.iter().all(|&(format, strict)| {
+        let options = crate::export::ExportOptions { strict };
+        match crate::export::export(definition, format, &options) {
+            Ok(tool) => {
+                crate::truncate::count_till_limit(&to_text(&tool), encoding, limit).is_some()
+            }
+            Err(_) => true,
+        }
+    })
 }
 
 /// Serializes `fields` to compact JSON (for counting).

@@ -114,7 +114,15 @@ impl Entry {
         let whole = brief::to_text(Layers(&self.source, &EMPTY, &self.changed));
         let full = crate::truncate::count(&whole, encoding);
         drop(whole);
-        if full > room {
+        // Every export format is held to the same budget: what it adds (notes, strict
+        // mode's nullable types) can push a definition that fits as MCP over it.
+        let exports_fit = |brief: &JsonObject| {
+            let definition: JsonObject = layered(&self.source, brief, &self.changed)
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect();
+            brief::exports_fit(&definition, limit, encoding)
+        };
+        if full > room || !exports_fit(&EMPTY) {
             let parts = brief::Parts {
                 name: &self.name,
                 description: self
@@ -127,9 +135,12 @@ impl Entry {
                 },
                 has_output: self.full("outputSchema").is_some_and(Value::is_object),
             };
-            let render =
-                |brief: &JsonObject| brief::to_text(Layers(&self.source, brief, &self.changed));
-            let brief = brief::abbreviate(parts, &render, room, encoding);
+            let fits = |brief: &JsonObject| {
+                let listed = brief::to_text(Layers(&self.source, brief, &self.changed));
+                crate::truncate::count_till_limit(&listed, encoding, room).is_some()
+                    && exports_fit(brief)
+            };
+            let brief = brief::abbreviate(parts, &fits);
             if !brief.fits {
                 tracing::warn!(
                     tool = %self.name,
