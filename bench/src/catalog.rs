@@ -29,7 +29,7 @@ const SPECS: &[(&str, &str)] = &[
 /// The tenant's API key in the `tools/list` measurement.
 const API_KEY: &str = "bench-key-0123456789abcdef";
 /// The protocol tools every `tools/list` carries.
-const PROTOCOL_TOOLS: usize = 3;
+const PROTOCOL_TOOLS: usize = 4;
 
 /// `toolgate-bench import-one SPEC [--runs N]`: imports the spec N times (median time)
 /// and prints one JSON line with the tool count, the median and the process's peak RSS.
@@ -214,7 +214,8 @@ async fn serve_cluster_api(settings: &Settings, report: &mut Report) -> Result<(
     });
     let config = json!({
         "health": {"interval": "60s"},
-        "sessions": {"list_page_size": 100_000},
+        // The whole catalog in one list.
+        "sessions": {"list_page_size": 100_000, "initial_max_tokens": 1_000_000_000},
         "upstreams": {"cluster": {"openapi": {
             "spec_path": spec, "base_url": api, "allow_private_networks": true
         }}}
@@ -274,7 +275,7 @@ async fn tools_list(settings: &Settings, report: &mut Report, upstreams: &Upstre
     let config = json!({
         "health": {"interval": "60s"},
         // The whole visible list in one answer (what this row times).
-        "sessions": {"list_page_size": 100_000},
+        "sessions": {"list_page_size": 100_000, "initial_max_tokens": 1_000_000_000},
         "tenants": {"bench": {
             "api_keys": [key_hash(API_KEY)],
             "allow": ["big__a_*"],

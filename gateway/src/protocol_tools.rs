@@ -372,7 +372,7 @@ pub fn schema_answer(
         )));
     }
     let found = crate::catalog::schema_at(&definition, path).ok_or_else(|| {
-        ToolError::InvalidArgs(format!(
+        ToolError::NotFound(format!(
             "the definition of '{name}' has nothing at path '{path}': paths are JSON pointers such as /inputSchema/properties/<parameter>; call {SCHEMA} without path for the whole definition"
         ))
     })?;

@@ -46,6 +46,8 @@ async fn serve(specs: &[PathBuf]) -> (Arc<Gateway>, String, CancellationToken) {
     let config: Config = serde_json::from_value(json!({
         "data_dir": data_dir,
         "startup_timeout": "60s",
+        // Every tool in the caller's list (open mode bounds the first list otherwise).
+        "sessions": {"initial_max_tokens": 1_000_000_000},
         "upstreams": upstreams,
     }))
     .expect("a valid config");

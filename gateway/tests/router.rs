@@ -35,7 +35,12 @@ const JWT_SECRET: &str = "router-hs256-secret-of-at-least-32-bytes";
 const HOST: &str = "127.0.0.1:8080";
 const SESSION_VERSION: &str = "2025-11-25";
 const SESSIONLESS_VERSION: &str = "2026-07-28";
-const PROTOCOL_TOOLS: [&str; 3] = ["tool_expand_tools", "tool_invoke", "tool_search"];
+const PROTOCOL_TOOLS: [&str; 4] = [
+    "tool_expand_tools",
+    "tool_invoke",
+    "tool_schema",
+    "tool_search",
+];
 /// Bounds every wait for an answer or a body.
 const WAIT: Duration = Duration::from_secs(10);
 

@@ -424,7 +424,8 @@ pub fn three_mounts_config(
         "health": {"interval": "1s", "timeout": "5s"},
         // Small pages: every client of these tests (the Python SDK in both protocol
         // modes, over HTTP and stdio) must follow `nextCursor` to see the catalog.
-        "sessions": {"list_page_size": 7},
+        // And every tool in a session's first list (bounded in tokens otherwise).
+        "sessions": {"list_page_size": 7, "initial_max_tokens": 1_000_000_000},
         "upstreams": {
             "everything": everything_stdio_upstream(deps, marker),
             "ev_sse": {"sse": {"url": sse.url}},

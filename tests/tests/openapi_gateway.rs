@@ -396,6 +396,8 @@ async fn petstore_calls_reach_the_api_exactly() {
     let api = PetApi::start().await;
     let mut gw = Gateway::start(json!({
         "call_timeout": "30s",
+        // Every tool in the session's list (bounded in tokens otherwise).
+        "sessions": {"initial_max_tokens": 1_000_000_000},
         "upstreams": {"pets": {"openapi": petstore_openapi(&specs, &api)}}
     }))
     .await;
@@ -782,6 +784,8 @@ async fn bad_specs_leave_the_catalog_untouched() {
         "admin": {"token": ADMIN_TOKEN, "spec_dir": spec_dir.path()},
         "data_dir": data.path(),
         "call_timeout": "30s",
+        // Every tool in the session's list (bounded in tokens otherwise).
+        "sessions": {"initial_max_tokens": 1_000_000_000},
         "upstreams": {"pets": {"openapi": petstore_openapi(&specs, &api)}}
     }))
     .await;
@@ -1291,6 +1295,10 @@ async fn a_large_swagger_spec_with_shared_definitions_is_served_within_150_mb() 
 
     let gw = Gateway::start(json!({
         "call_timeout": "30s",
+        // The whole catalog listed with whole definitions (what the memory bound is
+        // about: the schemas themselves, held once).
+        "sessions": {"initial_max_tokens": 1_000_000_000},
+        "catalog": {"definition_max_tokens": 1_000_000_000},
         "upstreams": {"cluster": {"openapi": {
             "spec_path": path, "base_url": api.url("/"), "allow_private_networks": true
         }}}

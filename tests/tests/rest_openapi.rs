@@ -63,6 +63,7 @@ async fn schemathesis_finds_the_running_rest_api_true_to_its_document() {
             "/v1/tool_use",
             "/v1/tools",
             "/v1/tools/{name}/call",
+            "/v1/tools/{name}/schema",
         ]
     );
 

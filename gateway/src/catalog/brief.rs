@@ -243,7 +243,7 @@ enum Shape {
 /// `keep` made stubs, and every `$ref` a stub.
 fn collapse(schema: &JsonObject, path: &str, keep: usize, shape: &Shape) -> JsonObject {
     if *shape == Shape::Root {
-        let mut root = stub(schema, path);
+        let mut root = bare_stub(schema, path);
         root.insert("type".into(), Value::String("object".into()));
         return root;
     }
@@ -271,7 +271,7 @@ fn collapse_node(
         return stub(node, path);
     }
     if *shape == Shape::NamesOnly && level > 0 {
-        let mut named = stub(node, path);
+        let mut named = bare_stub(node, path);
         if !has_children {
             named.remove("description");
         }
@@ -301,15 +301,23 @@ fn collapse_node(
             }
         } else if SCHEMA_LISTS.contains(&key.as_str()) || (key == "items" && value.is_array()) {
             match value {
-                Value::Array(children) => Value::Array(
-                    children
-                        .iter()
-                        .enumerate()
-                        .map(|(i, schema)| {
-                            collapse_value(schema, &format!("{here}/{i}"), level + 1, keep, shape)
-                        })
-                        .collect(),
-                ),
+                Value::Array(children) => {
+                    let mixed = mixes_objects_and_values(children);
+                    Value::Array(
+                        children
+                            .iter()
+                            .enumerate()
+                            .map(|(i, schema)| {
+                                let at = format!("{here}/{i}");
+                                let mut kept = collapse_value(schema, &at, level + 1, keep, shape);
+                                if mixed {
+                                    name_properties(&mut kept, schema);
+                                }
+                                kept
+                            })
+                            .collect(),
+                    )
+                }
                 other => other.clone(),
             }
         } else if SCHEMA_ONES.contains(&key.as_str()) {
@@ -335,26 +343,25 @@ fn collapse_value(value: &Value, path: &str, level: usize, keep: usize, shape: &
     }
 }
 
-/// A node without its sub-schemas: its type (said or evident), title, format and
-/// description, and the path that has the rest.
+/// A node without its sub-schemas: its type (said or evident), format, short enum,
+/// title and description, and the path that has the rest. An untyped node keeps its
+/// alternatives one level deep (see [`shallow`]): a stub that takes anything is one
+/// strict consumers (OpenAI strict mode, Gemini) cannot describe at all.
 fn stub(node: &JsonObject, path: &str) -> JsonObject {
-    let mut out = Map::new();
-    let kind = node.get("type").cloned().or_else(|| {
-        if node.contains_key("properties") || node.contains_key("additionalProperties") {
-            Some(Value::String("object".into()))
-        } else if node.contains_key("items") {
-            Some(Value::String("array".into()))
-        } else {
-            None
+    let mut out = match shallow(&Value::Object(node.clone())) {
+        Value::Object(out) => out,
+        _ => JsonObject::new(),
+    };
+    out.remove("properties");
+    if !out.contains_key("type") {
+        for key in ["anyOf", "oneOf"] {
+            if let Some(Value::Array(alternatives)) = node.get(key) {
+                out.insert(key.into(), alternatives.iter().map(shallow).collect());
+            }
         }
-    });
-    if let Some(kind) = kind {
-        out.insert("type".into(), kind);
     }
-    for key in ["title", "format", "nullable"] {
-        if let Some(value) = node.get(key).filter(|v| !v.is_object() && !v.is_array()) {
-            out.insert(key.into(), value.clone());
-        }
+    if let Some(title) = node.get("title").filter(|v| v.is_string()) {
+        out.insert("title".into(), title.clone());
     }
     let own = node
         .get("description")
@@ -369,6 +376,84 @@ fn stub(node: &JsonObject, path: &str) -> JsonObject {
     };
     out.insert("description".into(), Value::String(description));
     out
+}
+
+/// Whether alternatives mix objects with other values (an object or a string token):
+/// a free-form object stub among them could not be told from a string by strict
+/// consumers, so such stubs keep their properties' names (see [`name_properties`]).
+fn mixes_objects_and_values(alternatives: &[Value]) -> bool {
+    let is_object = |schema: &Value| {
+        schema.get("properties").is_some() || schema.get("type") == Some(&Value::from("object"))
+    };
+    alternatives.iter().any(is_object)
+        && alternatives
+            .iter()
+            .any(|s| !is_object(s) && s.get("type").is_some_and(|t| t != "null"))
+}
+
+/// Gives a stub of an object its properties' names and types (see [`shallow`]).
+fn name_properties(kept: &mut Value, schema: &Value) {
+    if let (Value::Object(kept), Some(Value::Object(_))) = (&mut *kept, schema.get("properties"))
+        && !kept.contains_key("properties")
+        && let Value::Object(named) = shallow(schema)
+        && let Some(properties) = named.get("properties")
+    {
+        kept.insert("properties".into(), properties.clone());
+    }
+}
+
+/// A [`stub`] without even its properties' names or its alternatives (the last
+/// steps of the ladder).
+fn bare_stub(node: &JsonObject, path: &str) -> JsonObject {
+    let mut out = stub(node, path);
+    for key in ["properties", "anyOf", "oneOf", "enum"] {
+        out.remove(key);
+    }
+    out
+}
+
+/// A schema one level deep: its type (said or evident: `properties` make an object,
+/// `items` an array), format, short enum, nullability, and its properties' names
+/// with their types only.
+fn shallow(schema: &Value) -> Value {
+    let Value::Object(node) = schema else {
+        return schema.clone();
+    };
+    let mut out = Map::new();
+    for key in ["type", "format", "const", "nullable"] {
+        if let Some(value) = node.get(key) {
+            out.insert(key.into(), value.clone());
+        }
+    }
+    if let Some(Value::Array(values)) = node.get("enum")
+        && values.len() <= SHORT_ENUM_VALUES
+    {
+        out.insert("enum".into(), Value::Array(values.clone()));
+    }
+    let evident = if node.contains_key("properties") || node.contains_key("additionalProperties") {
+        Some("object")
+    } else if node.contains_key("items") {
+        Some("array")
+    } else {
+        None
+    };
+    if let Some(kind) = evident {
+        out.entry("type")
+            .or_insert_with(|| Value::String(kind.into()));
+    }
+    if let Some(Value::Object(properties)) = node.get("properties") {
+        let bare = |schema: &Value| match (schema.get("type"), schema.get("properties")) {
+            (Some(kind), _) => serde_json::json!({"type": kind}),
+            (None, Some(_)) => serde_json::json!({"type": "object"}),
+            (None, None) => serde_json::json!({}),
+        };
+        let names: Map<String, Value> = properties
+            .iter()
+            .map(|(name, schema)| (name.clone(), bare(schema)))
+            .collect();
+        out.insert("properties".into(), Value::Object(names));
+    }
+    Value::Object(out)
 }
 
 fn is_schema_keyword(key: &str) -> bool {

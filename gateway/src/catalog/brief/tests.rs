@@ -126,7 +126,7 @@ fn a_deep_schema_keeps_its_top_levels_and_names_the_paths_of_the_rest() {
     let full = Value::Object(entry.full_definition());
     let paths = stub_paths(&shown);
     assert!(paths.contains("/outputSchema"), "{paths:?}");
-    assert!(paths.len() > 3, "{paths:?}");
+    assert!(paths.len() >= 3, "{paths:?}");
     for path in &paths {
         let answered =
             schema_at(&entry.full_definition(), path).unwrap_or_else(|| panic!("{path} not found"));

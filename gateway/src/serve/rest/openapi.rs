@@ -476,8 +476,8 @@ fn build() -> Value {
                 "parameters": [
                     {"name": "name", "in": "path", "required": true, "schema": {"type": "string"}},
                     {"name": "path", "in": "query", "required": false,
-                     "description": "A JSON pointer into the definition, e.g. /inputSchema/properties/body",
-                     "schema": {"type": "string"}},
+                     "description": "A JSON pointer into the definition, e.g. /inputSchema/properties/body (a pointer to nothing: 404)",
+                     "schema": {"type": "string", "pattern": "^(/.*)?$"}},
                     session_query,
                 ],
                 "responses": with(ok("200", "The definition or its part", &tool_schema),
