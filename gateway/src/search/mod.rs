@@ -32,15 +32,24 @@
 //!
 //! BM25F: per term, field frequencies are length-normalised per field, weighted and
 //! summed, then saturated once (`k1 = 1.2`) and multiplied by the term's IDF. Each
-//! query word also brings its synonyms (verbs such as list/get/fetch/retrieve,
-//! create/add/new, delete/remove, update/edit/modify, and common abbreviations such as
-//! repo, org, pr); a synonym counts at a reduced weight and a query word scores the best
-//! of its alternatives, never their sum.
+//! query word also brings its alternatives (`synonyms.rs`): related verbs and nouns
+//! (list/get/fetch, image/picture/photo) at a reduced weight, abbreviations (repo, k8s,
+//! ppt, wiki; `pr` stands for the phrase "pull request") at full weight, and the same
+//! word in another language from a small glossary (`天气` <-> weather, `wetter` ->
+//! weather), so a query in English finds a tool described in Chinese and the other way
+//! round. Abbreviations the catalog itself defines or uses (`acronyms.rs`) count too.
+//! A query word scores the best of its alternatives, never their sum; the other words
+//! of a phrase it stands for count as query words of their own.
 //!
 //! The BM25F score is then multiplied by `1 + 0.5 × coverage`, where coverage is the
 //! share of the tool's own name words that the query (or a synonym) accounts for: a
 //! focused name (`pulls_list` for "list open pull requests") beats a longer one that
 //! merely contains the same words (`repos_list-pull-requests-associated-with-commit`).
+//! Then the server signal: a tool of a server the query names (`... in notion`) that
+//! matches another query word too doubles its score, and every matching tool gains
+//! 0.4 of its server's best score (less in servers of more than 30 tools), so the
+//! siblings of a strong match rise together (a task step often needs several tools of
+//! one server).
 //! A query that spells a tool's exact name (or the upstream's name for it) puts that
 //! tool first. Ties are broken by name, so results are deterministic.
 //!
@@ -53,13 +62,18 @@
 //! average field lengths, document count) are computed over the allowed tools only,
 //! so a tool outside the caller's set neither appears in nor influences the results.
 
+use serde_json::Value;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::OnceLock;
-
-use serde_json::Value;
 
 use crate::catalog::Catalog;
+
+mod acronyms;
+mod synonyms;
+
+#[cfg(test)]
+use synonyms::stemmed;
+use synonyms::synonyms;
 
 /// Most results one search returns.
 pub const MAX_LIMIT: usize = 50;
@@ -94,8 +108,15 @@ const B: [f64; FIELDS] = [0.5, 0.0, 0.5, 0.75, 0.5];
 /// How much a tool whose name the query fully explains gains over one whose name
 /// shares nothing with it (see [`SearchIndex::search`]).
 const NAME_COVERAGE_BOOST: f64 = 0.5;
-/// Weight of a verb synonym relative to the word the caller wrote.
-const SYNONYM_WEIGHT: f64 = 0.5;
+/// Weight of the phrase a catalog abbreviation stands for (learnt, so less certain
+/// than the built-in table).
+const ACRONYM_WEIGHT: f64 = 0.7;
+/// How much the tools of a server the query names gain (`... in notion`).
+const SERVER_NAMED_BOOST: f64 = 1.0;
+/// The share of its server's best score every matching tool gains.
+const SIBLING_SHARE: f64 = 0.4;
+/// Servers up to this many tools pass on [`SIBLING_SHARE`] whole; larger ones less.
+const SIBLING_SERVER_SIZE: f64 = 30.0;
 /// Added to the score of a tool whose exact name the query spells.
 const EXACT_NAME_BONUS: f64 = 1000.0;
 
@@ -122,6 +143,8 @@ struct Doc {
     len: [u32; FIELDS],
     /// Distinct terms of the tool part of the name.
     name_terms: Vec<u32>,
+    /// The upstream's number among the index's upstreams (for the server signal).
+    server: u32,
 }
 
 #[derive(Clone, Copy)]
@@ -139,6 +162,9 @@ pub struct SearchIndex {
     /// `postings[offsets[t]..offsets[t + 1]]`.
     postings: Vec<Posting>,
     offsets: Vec<u32>,
+    /// Abbreviations the catalog itself defines or uses, with the phrases they stand
+    /// for (see `acronyms.rs`).
+    acronyms: acronyms::Acronyms,
 }
 
 /// The index of the newest catalog snapshot searched, built on the first search of
@@ -185,6 +211,11 @@ impl SearchIndex {
         // (term, posting) in document order; `offsets[t + 1]` counts term t's postings
         // until they are laid out term by term below.
         let mut flat: Vec<(u32, Posting)> = Vec::new();
+        // Each term's text by id, and the current tool's name as term ids in order.
+        let mut text_of: Vec<Box<str>> = Vec::new();
+        let mut name_seq: Vec<u32> = Vec::new();
+        let mut acronyms = acronyms::Builder::default();
+        let mut servers: FastMap<String, u32> = FastMap::default();
         index.offsets.push(0);
         for entry in catalog.entries() {
             let doc_id = index.docs.len() as u32;
@@ -204,6 +235,9 @@ impl SearchIndex {
                         Some(&id) => id,
                         None => {
                             let id = normalize(raw, &mut word).map(|t| index.intern(t));
+                            if id.is_some_and(|id| id as usize == text_of.len()) {
+                                text_of.push(word.as_str().into());
+                            }
                             seen.insert(raw.into(), id);
                             id
                         }
@@ -218,6 +252,9 @@ impl SearchIndex {
                         }
                         tf[field] = tf[field].saturating_add(1);
                         len[field] += 1;
+                        if field == NAME {
+                            name_seq.push(id);
+                        }
                     }
                 });
             };
@@ -235,10 +272,25 @@ impl SearchIndex {
                 .and_then(|s| s.get("properties"))
                 .and_then(Value::as_object)
             {
-                for key in props.keys() {
+                for (key, schema) in props {
                     add(&mut index, PARAMS, key);
+                    if let Some(text) = schema.get("description").and_then(Value::as_str) {
+                        acronyms.defined_in(cap_bytes(text, MAX_DESCRIPTION_BYTES));
+                    }
                 }
             }
+
+            // Abbreviations: those the description defines (`instant messaging (IM)`),
+            // and those the tool's text uses for words its name spells out in full
+            // (`create_merge_request` described as "Create an MR").
+            acronyms.defined_in(&cleaned);
+            acronyms.spelled_in_name(&name_seq, &text_of, |abbreviation| {
+                index.terms.get(abbreviation).is_some_and(|&t| {
+                    let tf = tf_of[t as usize];
+                    tf[HEADLINE] > 0 || tf[DESCRIPTION] > 0
+                })
+            });
+            name_seq.clear();
 
             let mut name_terms = Vec::new();
             for &term in &touched {
@@ -266,8 +318,13 @@ impl SearchIndex {
                 ),
                 len,
                 name_terms,
+                server: {
+                    let next = servers.len() as u32;
+                    *servers.entry(entry.upstream.clone()).or_insert(next)
+                },
             });
         }
+        index.acronyms = acronyms.finish(|term| index.terms.contains_key(term));
         for t in 1..index.offsets.len() {
             index.offsets[t] += index.offsets[t - 1];
         }
@@ -335,6 +392,10 @@ impl SearchIndex {
 
         let mut scores = vec![0f64; self.docs.len()];
         let mut best = vec![0f64; self.docs.len()];
+        // Per tool: the weight of the query word that names its upstream, if any.
+        let mut server_named = vec![0f64; self.docs.len()];
+        // Per tool: how many query words it matches.
+        let mut matched = vec![0u8; self.docs.len()];
         let mut touched: Vec<u32> = Vec::new();
         for group in &groups {
             for &(term, weight) in group {
@@ -354,6 +415,10 @@ impl SearchIndex {
                         }
                     }
                     let s = weight * idf * tf / (K1 + tf);
+                    if p.tf[UPSTREAM] > 0 {
+                        let named = &mut server_named[p.doc as usize];
+                        *named = named.max(weight);
+                    }
                     let slot = &mut best[p.doc as usize];
                     if *slot == 0.0 {
                         touched.push(p.doc);
@@ -364,6 +429,7 @@ impl SearchIndex {
                 }
             }
             for &d in &touched {
+                matched[d as usize] = matched[d as usize].saturating_add(1);
                 scores[d as usize] += best[d as usize];
                 best[d as usize] = 0.0;
             }
@@ -390,6 +456,7 @@ impl SearchIndex {
                 *score *= 1.0 + NAME_COVERAGE_BOOST * matched / terms.len() as f64;
             }
         }
+        self.server_signal(&mut scores, &server_named, &matched, &mask);
         if let Some(exact) = &exact {
             for (i, doc) in self.docs.iter().enumerate() {
                 if mask[i] && (doc.name_lower == *exact || doc.original_lower == *exact) {
@@ -427,6 +494,43 @@ impl SearchIndex {
             .collect()
     }
 
+    /// A task often needs a server rather than a tool: the query names the server
+    /// (`... in notion`), or several of the server's tools match it. Tools of a named
+    /// server gain [`SERVER_NAMED_BOOST`]; every matching tool gains a share of its
+    /// server's best score, so the siblings of a strong match rise together.
+    fn server_signal(&self, scores: &mut [f64], named: &[f64], matched: &[u8], mask: &[bool]) {
+        let servers = self
+            .docs
+            .iter()
+            .map(|d| d.server as usize + 1)
+            .max()
+            .unwrap_or(0);
+        // Per server: its best score and how many of its tools the caller may use.
+        let mut top = vec![0f64; servers];
+        let mut size = vec![0u32; servers];
+        for (i, score) in scores.iter_mut().enumerate() {
+            let server = self.docs[i].server as usize;
+            size[server] += u32::from(mask[i]);
+            if *score > 0.0 {
+                // A server's name may be a plain word too ("line", "time"): a tool
+                // gains only if it matches something besides its server's name.
+                if matched[i] > 1 {
+                    *score *= 1.0 + SERVER_NAMED_BOOST * named[i];
+                }
+                top[server] = top[server].max(*score);
+            }
+        }
+        for (i, score) in scores.iter_mut().enumerate() {
+            if *score > 0.0 {
+                let server = self.docs[i].server as usize;
+                // Siblings say less in a large server (a whole REST API) than in a
+                // small one built around a few related tasks.
+                let focus = (SIBLING_SERVER_SIZE / size[server].max(1) as f64).min(1.0);
+                *score += SIBLING_SHARE * focus * top[server];
+            }
+        }
+    }
+
     fn intern(&mut self, term: &str) -> u32 {
         if let Some(&id) = self.terms.get(term) {
             return id;
@@ -437,8 +541,6 @@ impl SearchIndex {
         id
     }
 
-    /// The query as groups of (term, weight): one group per distinct query word, holding
-    /// the word itself and its synonyms that occur in the index.
     /// The index's terms within a typo of `word` (a Latin-letter word the index has
     /// never seen): one edit (insert, delete, replace, swap two neighbours) for 4 to 7
     /// letters, two from 8. Shorter words and other scripts get none (too many near
@@ -463,6 +565,9 @@ impl SearchIndex {
         near.into_iter().map(|(_, _, id)| id).collect()
     }
 
+    /// The query as groups of (term, weight): one group per distinct query word (and
+    /// per word it implies), holding the word itself and its alternatives that occur
+    /// in the index.
     fn query_groups(&self, query: &str) -> Vec<Vec<(u32, f64)>> {
         let mut words: Vec<String> = Vec::new();
         let mut buf = String::new();
@@ -472,22 +577,31 @@ impl SearchIndex {
             }
         });
         let synonyms = synonyms();
-        let mut groups = Vec::new();
-        for word in &words {
-            let mut group: Vec<(u32, f64)> = Vec::new();
-            let mut push = |term: &str, weight: f64| {
-                if let Some(&id) = self.terms.get(term) {
-                    match group.iter_mut().find(|(t, _)| *t == id) {
-                        Some(slot) => slot.1 = slot.1.max(weight),
-                        None => group.push((id, weight)),
-                    }
+        // Abbreviations spelled with digits (`k8s`, `i18n`) are cut apart by the
+        // tokenizer; the table knows them whole.
+        for run in query.split(|c: char| !c.is_ascii_alphanumeric()) {
+            if run.bytes().any(|b| b.is_ascii_digit())
+                && run.bytes().any(|b| b.is_ascii_alphabetic())
+                && words.len() < MAX_QUERY_WORDS
+            {
+                let run = run.to_ascii_lowercase();
+                if !synonyms.of(&run).is_empty() && !words.contains(&run) {
+                    words.push(run);
                 }
-            };
-            if !synonyms.drop_literal(word) {
-                push(word, 1.0);
             }
-            for (alt, weight) in synonyms.of(word) {
-                push(alt, *weight);
+        }
+        let mut groups = Vec::new();
+        // Words the query stands for without writing them: the rest of a phrase an
+        // abbreviation expands to (`mr` -> merge request), and the English of the CJK
+        // words it contains. Each is read as a query word of its own, at its weight.
+        let mut implied: Vec<(&str, f64)> = Vec::new();
+        for word in &words {
+            let mut group = self.word_group(word, 1.0, &mut implied);
+            for phrase in self.acronyms.expansions(word) {
+                if let Some((first, rest)) = phrase.split_first() {
+                    self.push_term(&mut group, first, ACRONYM_WEIGHT);
+                    implied.extend(rest.iter().map(|t| (&**t, ACRONYM_WEIGHT)));
+                }
             }
             // A word the index has never seen, nor any of its synonyms: most often a
             // typo ("caculate"), read as the index's words a slip away from it.
@@ -503,7 +617,67 @@ impl SearchIndex {
                 groups.push(group);
             }
         }
+        for (english, weight) in synonyms.translations_in(query) {
+            implied.extend(english.iter().map(|t| (t.as_str(), weight)));
+        }
+        implied.sort_by(|a, b| a.0.cmp(b.0).then(b.1.total_cmp(&a.1)));
+        implied.dedup_by_key(|t| t.0);
+        let mut ignored = Vec::new();
+        for (word, weight) in implied {
+            if groups.len() >= 2 * MAX_QUERY_WORDS {
+                break;
+            }
+            if words.iter().any(|w| w == word) {
+                continue;
+            }
+            let group = self.word_group(word, weight, &mut ignored);
+            if !group.is_empty() {
+                groups.push(group);
+            }
+        }
         groups
+    }
+
+    /// `word` and its synonyms that occur in the index, as (term, weight) scaled by
+    /// `scale`; the further words of phrases it stands for go to `implied`.
+    fn word_group<'s>(
+        &self,
+        word: &str,
+        scale: f64,
+        implied: &mut Vec<(&'s str, f64)>,
+    ) -> Vec<(u32, f64)> {
+        let synonyms: &'s synonyms::Synonyms = synonyms();
+        let mut group: Vec<(u32, f64)> = Vec::new();
+        if !synonyms.drop_literal(word) {
+            self.push_term(&mut group, word, scale);
+        }
+        for alt in synonyms.of(word) {
+            let weight = alt.weight * scale;
+            if let Some((first, rest)) = alt.terms.split_first() {
+                self.push_term(&mut group, first, weight);
+                implied.extend(rest.iter().map(|t| (t.as_str(), weight)));
+            }
+        }
+        group
+    }
+
+    /// Adds `term` to `group` if the index has it, keeping the higher weight. A CJK
+    /// word of more than two characters is indexed as its two-character pieces: any
+    /// of them stands for it.
+    fn push_term(&self, group: &mut Vec<(u32, f64)>, term: &str, weight: f64) {
+        let mut add = |term: &str| {
+            if let Some(&id) = self.terms.get(term) {
+                match group.iter_mut().find(|(t, _)| *t == id) {
+                    Some(slot) => slot.1 = slot.1.max(weight),
+                    None => group.push((id, weight)),
+                }
+            }
+        };
+        if term.starts_with(is_cjk) && term.chars().nth(2).is_some() {
+            split_words(term, &mut add);
+        } else {
+            add(term);
+        }
     }
 }
 
@@ -935,144 +1109,6 @@ fn stem(word: &mut String) {
 }
 
 // ---------------------------------------------------------------------------------
-// Synonyms
-
-struct Synonyms {
-    /// Stemmed word -> (stemmed alternative, weight).
-    map: HashMap<String, Vec<(String, f64)>>,
-    /// Words that only stand for their alternatives (`my` -> `authenticated`).
-    replace: Vec<String>,
-}
-
-impl Synonyms {
-    fn of(&self, word: &str) -> &[(String, f64)] {
-        self.map.get(word).map(Vec::as_slice).unwrap_or(&[])
-    }
-
-    fn drop_literal(&self, word: &str) -> bool {
-        self.replace.iter().any(|w| w == word)
-    }
-}
-
-fn stemmed(word: &str) -> String {
-    let mut w = word.to_lowercase();
-    stem(&mut w);
-    w
-}
-
-fn synonyms() -> &'static Synonyms {
-    static SYNONYMS: OnceLock<Synonyms> = OnceLock::new();
-    SYNONYMS.get_or_init(|| {
-        // Verbs and nouns an agent uses interchangeably; each word brings the others at
-        // a reduced weight.
-        const GROUPS: &[&[&str]] = &[
-            &[
-                "get",
-                "list",
-                "fetch",
-                "retrieve",
-                "read",
-                "show",
-                "view",
-                "display",
-                "lookup",
-                "find",
-                "enumerate",
-                "browse",
-                "describe",
-                "inspect",
-            ],
-            &[
-                "create", "add", "new", "make", "insert", "register", "generate", "open", "post",
-            ],
-            &[
-                "delete", "remove", "destroy", "erase", "drop", "discard", "purge", "unset",
-            ],
-            &[
-                "update",
-                "edit",
-                "modify",
-                "change",
-                "patch",
-                "alter",
-                "set",
-                "rename",
-                "replace",
-                "configure",
-                "adjust",
-            ],
-            &["search", "find", "query", "lookup", "filter", "locate"],
-            &["cancel", "stop", "abort", "terminate", "halt"],
-            &[
-                "run", "trigger", "execute", "start", "launch", "dispatch", "invoke",
-            ],
-            &["send", "deliver", "email", "notify"],
-            &["file", "content"],
-            &["copy", "clone", "duplicate"],
-        ];
-        // Abbreviations and spellings of one thing: full weight, both ways.
-        const SAME: &[&[&str]] = &[
-            &["repo", "repository"],
-            &["org", "organization", "organisation"],
-            &["pr", "pull"],
-            &["info", "information", "detail"],
-            &["config", "configuration", "setting"],
-            &["auth", "authentication", "authorization"],
-            &["app", "application"],
-            &["env", "environment"],
-            &["perm", "permission"],
-            &["msg", "message"],
-            &["doc", "document", "documentation"],
-            &["sub", "subscription"],
-            &["id", "identifier"],
-            &["stat", "statistic"],
-            &["del", "delete"],
-            &["cancelled", "canceled"],
-            &["color", "colour"],
-        ];
-        // Words standing for the caller themselves.
-        const SELF_WORDS: &[&str] = &["me", "my", "mine", "myself"];
-        const SELF_MEANS: &[&str] = &["authenticated", "current", "self"];
-
-        let mut map: HashMap<String, Vec<(String, f64)>> = HashMap::new();
-        let mut link = |a: &str, b: &str, w: f64| {
-            let (a, b) = (stemmed(a), stemmed(b));
-            if a == b {
-                return;
-            }
-            let alts = map.entry(a).or_default();
-            match alts.iter_mut().find(|(t, _)| *t == b) {
-                Some(slot) => slot.1 = slot.1.max(w),
-                None => alts.push((b, w)),
-            }
-        };
-        for group in GROUPS {
-            for a in *group {
-                for b in *group {
-                    link(a, b, SYNONYM_WEIGHT);
-                }
-            }
-        }
-        for group in SAME {
-            for a in *group {
-                for b in *group {
-                    link(a, b, 1.0);
-                }
-            }
-        }
-        for a in SELF_WORDS {
-            for b in SELF_MEANS {
-                link(a, b, 1.0);
-            }
-        }
-        Synonyms {
-            map,
-            replace: SELF_WORDS.iter().map(|w| w.to_string()).collect(),
-        }
-    })
-}
-
-// ---------------------------------------------------------------------------------
 // A small, fast, deterministic hasher for the term dictionary (keys are short strings
 // we produce ourselves, so flooding resistance is not needed).
 
@@ -1259,6 +1295,145 @@ mod tests {
         assert_eq!(names(&hits).first(), Some(&"maps__weather"), "{hits:?}");
         let hits = index.search("把这个地址转成坐标", 10, |_| true);
         assert_eq!(names(&hits).first(), Some(&"maps__geo"), "{hits:?}");
+    }
+
+    /// A small glossary carries common tool vocabulary across languages: English finds
+    /// a tool described in Chinese, Chinese and German find one described in English.
+    #[test]
+    fn finds_tools_across_languages() {
+        let catalog = catalog(&[
+            (
+                "hot",
+                vec![
+                    tool("realtime", "获取微博热搜榜", &[]),
+                    tool("daily", "获取知乎热榜", &[]),
+                ],
+            ),
+            (
+                "wx",
+                vec![
+                    tool("forecast", "Get the weather forecast for a city", &["city"]),
+                    tool(
+                        "alerts",
+                        "Get active weather alerts for a state",
+                        &["state"],
+                    ),
+                ],
+            ),
+            (
+                "fs",
+                vec![
+                    tool("write_file", "Write text to a file on disk", &["path"]),
+                    tool(
+                        "list_directory",
+                        "List the entries of a directory",
+                        &["path"],
+                    ),
+                ],
+            ),
+        ]);
+        let index = SearchIndex::build(&catalog);
+        let hits = index.search("trending topics on weibo", 10, |_| true);
+        assert_eq!(names(&hits).first(), Some(&"hot__realtime"), "{hits:?}");
+        let hits = index.search("明天北京天气预报", 10, |_| true);
+        assert_eq!(names(&hits).first(), Some(&"wx__forecast"), "{hits:?}");
+        let hits = index.search("Datei speichern", 10, |_| true);
+        assert_eq!(names(&hits).first(), Some(&"fs__write_file"), "{hits:?}");
+    }
+
+    /// Abbreviations: from the built-in table (`k8s`, spelled with digits; `mr`, a
+    /// phrase), and those the catalog defines itself.
+    #[test]
+    fn abbreviations_stand_for_their_words() {
+        let catalog = catalog(&[
+            (
+                "kube",
+                vec![
+                    tool("delete_resource", "Delete a Kubernetes resource", &["name"]),
+                    tool("delete_file", "Delete a file", &["path"]),
+                ],
+            ),
+            (
+                "forge",
+                vec![
+                    tool(
+                        "create_merge_request",
+                        "Open a new merge request",
+                        &["title"],
+                    ),
+                    tool("create_branch", "Create a branch", &["name"]),
+                    tool(
+                        "send_notice",
+                        "Send a notice to a group over instant messaging",
+                        &["group"],
+                    ),
+                    tool(
+                        "chat_policy",
+                        "The rules of instant messaging (IM) in the workspace",
+                        &[],
+                    ),
+                ],
+            ),
+        ]);
+        let index = SearchIndex::build(&catalog);
+        let hits = index.search("k8s: delete the stuck job", 10, |_| true);
+        assert_eq!(
+            names(&hits).first(),
+            Some(&"kube__delete_resource"),
+            "{hits:?}"
+        );
+        let hits = index.search("create an MR", 10, |_| true);
+        assert_eq!(
+            names(&hits).first(),
+            Some(&"forge__create_merge_request"),
+            "{hits:?}"
+        );
+        let hits = index.search("send an IM", 10, |_| true);
+        assert_eq!(
+            names(&hits).first(),
+            Some(&"forge__send_notice"),
+            "{hits:?}"
+        );
+    }
+
+    /// A query naming a server ranks that server's matching tools first, but a server
+    /// named by a plain word does not win on that word alone.
+    #[test]
+    fn a_named_server_comes_first() {
+        let catalog = catalog(&[
+            (
+                "notion",
+                vec![
+                    tool("create_page", "Create a page", &["title"]),
+                    tool("search", "Search pages and databases", &["query"]),
+                ],
+            ),
+            (
+                "wiki",
+                vec![tool("create_page", "Create a page in the wiki", &["title"])],
+            ),
+            (
+                "line",
+                vec![tool("broadcast", "Broadcast a message to followers", &[])],
+            ),
+            (
+                "git",
+                vec![tool(
+                    "blame",
+                    "Show who last changed each line of a file",
+                    &["path"],
+                )],
+            ),
+        ]);
+        let index = SearchIndex::build(&catalog);
+        let hits = index.search("create a page in notion", 10, |_| true);
+        assert_eq!(
+            names(&hits).first(),
+            Some(&"notion__create_page"),
+            "{hits:?}"
+        );
+        let hits = index.search("who changed this line of the file", 10, |_| true);
+        assert_eq!(names(&hits).first(), Some(&"git__blame"), "{hits:?}");
     }
 
     #[test]
