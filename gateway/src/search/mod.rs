@@ -16,6 +16,7 @@
 //! | headline     | `title`, else the description's first sentence   | 2.0    |
 //! | description  | the whole description                            | 1.0    |
 //! | parameters   | top-level `inputSchema.properties` names         | 0.5    |
+//! | param text   | those parameters' descriptions                   | 0.3    |
 //!
 //! A hash suffix the catalog or adapter added to shorten a long name (`_` and 8 hex
 //! digits) is not indexed.
@@ -95,16 +96,18 @@ const MAX_NEAR_TERMS: usize = 3;
 const TYPO_WEIGHT: f64 = 0.7;
 
 const K1: f64 = 1.2;
-const FIELDS: usize = 5;
+const FIELDS: usize = 6;
 const NAME: usize = 0;
 const UPSTREAM: usize = 1;
 const HEADLINE: usize = 2;
 const DESCRIPTION: usize = 3;
 const PARAMS: usize = 4;
+const PARAM_TEXT: usize = 5;
 /// Per-field weight.
-const WEIGHT: [f64; FIELDS] = [3.0, 0.5, 2.0, 1.0, 0.5];
+const WEIGHT: [f64; FIELDS] = [3.0, 0.5, 2.0, 1.0, 0.5, PARAM_TEXT_WEIGHT];
 /// Per-field length normalisation (BM25 `b`).
-const B: [f64; FIELDS] = [0.5, 0.0, 0.5, 0.75, 0.5];
+const B: [f64; FIELDS] = [0.5, 0.0, 0.5, 0.75, 0.5, 0.75];
+const PARAM_TEXT_WEIGHT: f64 = 0.3;
 /// How much a tool whose name the query fully explains gains over one whose name
 /// shares nothing with it (see [`SearchIndex::search`]).
 const NAME_COVERAGE_BOOST: f64 = 0.5;
@@ -119,6 +122,14 @@ const SIBLING_SHARE: f64 = 0.4;
 const SIBLING_SERVER_SIZE: f64 = 30.0;
 /// Added to the score of a tool whose exact name the query spells.
 const EXACT_NAME_BONUS: f64 = 1000.0;
+
+/// The caller's view of the catalog: which tools count, how many, and their average
+/// field lengths.
+struct Stats<'a> {
+    mask: &'a [bool],
+    n: usize,
+    avg: [f64; FIELDS],
+}
 
 /// One search result.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -275,7 +286,9 @@ impl SearchIndex {
                 for (key, schema) in props {
                     add(&mut index, PARAMS, key);
                     if let Some(text) = schema.get("description").and_then(Value::as_str) {
-                        acronyms.defined_in(cap_bytes(text, MAX_DESCRIPTION_BYTES));
+                        let text = cap_bytes(text, MAX_DESCRIPTION_BYTES);
+                        acronyms.defined_in(text);
+                        add(&mut index, PARAM_TEXT, text);
                     }
                 }
             }
@@ -391,50 +404,22 @@ impl SearchIndex {
         }
 
         let mut scores = vec![0f64; self.docs.len()];
-        let mut best = vec![0f64; self.docs.len()];
         // Per tool: the weight of the query word that names its upstream, if any.
         let mut server_named = vec![0f64; self.docs.len()];
         // Per tool: how many query words it matches.
         let mut matched = vec![0u8; self.docs.len()];
-        let mut touched: Vec<u32> = Vec::new();
-        for group in &groups {
-            for &(term, weight) in group {
-                let postings = self.postings(term);
-                let df = postings.iter().filter(|p| mask[p.doc as usize]).count();
-                if df == 0 {
-                    continue;
-                }
-                let idf = (1.0 + (n as f64 - df as f64 + 0.5) / (df as f64 + 0.5)).ln();
-                for p in postings.iter().filter(|p| mask[p.doc as usize]) {
-                    let doc = &self.docs[p.doc as usize];
-                    let mut tf = 0.0;
-                    for f in 0..FIELDS {
-                        if p.tf[f] > 0 {
-                            let norm = 1.0 - B[f] + B[f] * doc.len[f] as f64 / avg[f];
-                            tf += WEIGHT[f] * p.tf[f] as f64 / norm;
-                        }
-                    }
-                    let s = weight * idf * tf / (K1 + tf);
-                    if p.tf[UPSTREAM] > 0 {
-                        let named = &mut server_named[p.doc as usize];
-                        *named = named.max(weight);
-                    }
-                    let slot = &mut best[p.doc as usize];
-                    if *slot == 0.0 {
-                        touched.push(p.doc);
-                    }
-                    if s > *slot {
-                        *slot = s;
-                    }
-                }
-            }
-            for &d in &touched {
-                matched[d as usize] = matched[d as usize].saturating_add(1);
-                scores[d as usize] += best[d as usize];
-                best[d as usize] = 0.0;
-            }
-            touched.clear();
-        }
+        let stats = Stats {
+            mask: &mask,
+            n,
+            avg,
+        };
+        self.accumulate(
+            &groups,
+            &stats,
+            &mut scores,
+            &mut server_named,
+            &mut matched,
+        );
         // Name coverage: how much of the tool's own name the query accounts for. A
         // focused name (`pulls_list` for "list pull requests") beats a longer one that
         // merely contains the same words (`list-pull-requests-associated-with-commit`).
@@ -492,6 +477,59 @@ impl SearchIndex {
                 }
             })
             .collect()
+    }
+
+    /// Adds each group's BM25F score to `scores`; notes per tool the weight of the
+    /// word naming its upstream (`named`) and how many groups it matched.
+    fn accumulate(
+        &self,
+        groups: &[Vec<(u32, f64)>],
+        stats: &Stats<'_>,
+        scores: &mut [f64],
+        server_named: &mut [f64],
+        matched: &mut [u8],
+    ) {
+        let Stats { mask, n, avg } = *stats;
+        let mut best = vec![0f64; self.docs.len()];
+        let mut touched: Vec<u32> = Vec::new();
+        for group in groups {
+            for &(term, weight) in group {
+                let postings = self.postings(term);
+                let df = postings.iter().filter(|p| mask[p.doc as usize]).count();
+                if df == 0 {
+                    continue;
+                }
+                let idf = (1.0 + (n as f64 - df as f64 + 0.5) / (df as f64 + 0.5)).ln();
+                for p in postings.iter().filter(|p| mask[p.doc as usize]) {
+                    let doc = &self.docs[p.doc as usize];
+                    let mut tf = 0.0;
+                    for f in 0..FIELDS {
+                        if p.tf[f] > 0 {
+                            let norm = 1.0 - B[f] + B[f] * doc.len[f] as f64 / avg[f];
+                            tf += WEIGHT[f] * p.tf[f] as f64 / norm;
+                        }
+                    }
+                    let s = weight * idf * tf / (K1 + tf);
+                    if p.tf[UPSTREAM] > 0 {
+                        let named = &mut server_named[p.doc as usize];
+                        *named = named.max(weight);
+                    }
+                    let slot = &mut best[p.doc as usize];
+                    if *slot == 0.0 {
+                        touched.push(p.doc);
+                    }
+                    if s > *slot {
+                        *slot = s;
+                    }
+                }
+            }
+            for &d in &touched {
+                matched[d as usize] = matched[d as usize].saturating_add(1);
+                scores[d as usize] += best[d as usize];
+                best[d as usize] = 0.0;
+            }
+            touched.clear();
+        }
     }
 
     /// A task often needs a server rather than a tool: the query names the server
