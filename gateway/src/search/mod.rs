@@ -27,7 +27,10 @@
 //! `PostPaymentIntentsIntentConfirm` -> `post payment intents intent confirm`),
 //! lowercased, stripped of a small stopword list, and stemmed by a few deterministic
 //! suffix rules (plural `s`/`es`/`ies`, `ed`, `ing`, final `e`, doubled consonants), so
-//! `creates`, `created`, `creating` and `create` meet.
+//! `creates`, `created`, `creating` and `create` meet. A word of a description written
+//! in mixed case (`GitLab`, `MongoDB`) is also indexed whole, and a query reads such a
+//! word (or one with digits, `k8s`) whole when the index or the synonym table knows
+//! it: `GitLab` in a query is the server, not git and a lab.
 //!
 //! # Ranking
 //!
@@ -239,8 +242,9 @@ impl SearchIndex {
             clean_text(description, &mut cleaned);
             let summary = first_sentence(&cleaned);
 
-            let mut add = |index: &mut SearchIndex, field: usize, text: &str| {
-                split_words(text, &mut |raw| {
+            let mut add = |index: &mut SearchIndex, field: usize, text: &str, whole: bool| {
+                let split: Splitter = if whole { mixed_case_words } else { split_words };
+                split(text, &mut |raw| {
                     // Words repeat across a catalog: normalise and intern each once.
                     let id = match seen.get(raw) {
                         Some(&id) => id,
@@ -269,26 +273,31 @@ impl SearchIndex {
                     }
                 });
             };
-            add(&mut index, NAME, strip_hash_suffix(&entry.original));
-            add(&mut index, UPSTREAM, &entry.upstream);
+            add(&mut index, NAME, strip_hash_suffix(&entry.original), false);
+            add(&mut index, UPSTREAM, &entry.upstream, false);
             let title = def.full("title").and_then(Value::as_str).or_else(|| {
                 def.full("annotations")
                     .and_then(|a| a.get("title"))
                     .and_then(Value::as_str)
             });
-            add(&mut index, HEADLINE, title.unwrap_or(summary));
-            add(&mut index, DESCRIPTION, &cleaned);
+            let headline = title.unwrap_or(summary);
+            add(&mut index, HEADLINE, headline, false);
+            add(&mut index, DESCRIPTION, &cleaned, false);
+            // Names written in mixed case (`GitLab`, `MongoDB`) are also words whole:
+            // that is how a query or a server's name spells them in lowercase.
+            add(&mut index, HEADLINE, headline, true);
+            add(&mut index, DESCRIPTION, &cleaned, true);
             if let Some(props) = def
                 .full("inputSchema")
                 .and_then(|s| s.get("properties"))
                 .and_then(Value::as_object)
             {
                 for (key, schema) in props {
-                    add(&mut index, PARAMS, key);
+                    add(&mut index, PARAMS, key, false);
                     if let Some(text) = schema.get("description").and_then(Value::as_str) {
                         let text = cap_bytes(text, MAX_DESCRIPTION_BYTES);
                         acronyms.defined_in(text);
-                        add(&mut index, PARAM_TEXT, text);
+                        add(&mut index, PARAM_TEXT, text, false);
                     }
                 }
             }
@@ -380,12 +389,6 @@ impl SearchIndex {
             return Vec::new();
         }
         let query = cap_bytes(query, MAX_QUERY_BYTES);
-        let groups = self.query_groups(query);
-        let exact = exact_name(query);
-        if groups.is_empty() && exact.is_none() {
-            return Vec::new();
-        }
-
         // The caller's view of the catalog: only allowed tools count, for statistics
         // as well as results.
         let mask: Vec<bool> = self.docs.iter().map(|d| allowed(&d.name)).collect();
@@ -393,6 +396,12 @@ impl SearchIndex {
         if n == 0 {
             return Vec::new();
         }
+        let groups = self.query_groups(query, &mask);
+        let exact = exact_name(query);
+        if groups.is_empty() && exact.is_none() {
+            return Vec::new();
+        }
+
         let mut avg = [0f64; FIELDS];
         for (doc, _) in self.docs.iter().zip(&mask).filter(|(_, a)| **a) {
             for (sum, len) in avg.iter_mut().zip(doc.len) {
@@ -582,52 +591,74 @@ impl SearchIndex {
     /// The index's terms within a typo of `word` (a Latin-letter word the index has
     /// never seen): one edit (insert, delete, replace, swap two neighbours) for 4 to 7
     /// letters, two from 8. Shorter words and other scripts get none (too many near
-    /// misses). At most [`MAX_NEAR_TERMS`], closest first, then by term.
-    fn near_terms(&self, word: &str) -> Vec<u32> {
+    /// misses). At most [`MAX_NEAR_TERMS`] of those in the caller's tools: closest
+    /// first, then the most common (the likelier meant), then by term.
+    fn near_terms(&self, word: &str, mask: &[bool]) -> Vec<u32> {
         let len = word.len();
         if len < 4 || !word.bytes().all(|b| b.is_ascii_lowercase()) {
             return Vec::new();
         }
         let max = if len >= 8 { 2 } else { 1 };
-        let mut near: Vec<(usize, &str, u32)> = self
+        let mut near: Vec<(usize, std::cmp::Reverse<usize>, &str, u32)> = self
             .terms
             .iter()
             .filter(|(term, _)| term.len().abs_diff(len) <= max)
             .filter_map(|(term, &id)| {
                 let d = edit_distance(word.as_bytes(), term.as_bytes(), max)?;
-                Some((d, &**term, id))
+                let df = self
+                    .postings(id)
+                    .iter()
+                    .filter(|p| mask[p.doc as usize])
+                    .count();
+                (df > 0).then_some((d, std::cmp::Reverse(df), &**term, id))
             })
             .collect();
         near.sort_unstable();
         near.truncate(MAX_NEAR_TERMS);
-        near.into_iter().map(|(_, _, id)| id).collect()
+        near.into_iter().map(|(_, _, _, id)| id).collect()
     }
 
     /// The query as groups of (term, weight): one group per distinct query word (and
     /// per word it implies), holding the word itself and its alternatives that occur
     /// in the index.
-    fn query_groups(&self, query: &str) -> Vec<Vec<(u32, f64)>> {
+    fn query_groups(&self, query: &str, mask: &[bool]) -> Vec<Vec<(u32, f64)>> {
+        let synonyms = synonyms();
         let mut words: Vec<String> = Vec::new();
+        // A word the tokenizer would cut apart (`GitLab`, `k8s`) is read whole when
+        // the index or the synonym table knows it whole: `GitLab` is not git + lab.
+        let mut rest = String::with_capacity(query.len());
         let mut buf = String::new();
-        tokenize_query(query, &mut buf, &mut |t| {
+        let mut from = 0;
+        for (start, end) in ascii_runs(query) {
+            let run = &query[start..end];
+            let cut = run.bytes().any(|b| b.is_ascii_digit())
+                && run.bytes().any(|b| b.is_ascii_alphabetic())
+                || run.bytes().any(|b| b.is_ascii_lowercase())
+                    && run.bytes().skip(1).any(|b| b.is_ascii_uppercase());
+            if !cut || words.len() >= MAX_QUERY_WORDS {
+                continue;
+            }
+            let lower = run.to_ascii_lowercase();
+            let whole = match normalize(&lower, &mut buf) {
+                Some(term) if self.terms.contains_key(term) => Some(term.to_owned()),
+                _ if !synonyms.of(&lower).is_empty() => Some(lower),
+                _ => None,
+            };
+            if let Some(whole) = whole {
+                if !words.contains(&whole) {
+                    words.push(whole);
+                }
+                rest.push_str(&query[from..start]);
+                rest.push(' ');
+                from = end;
+            }
+        }
+        rest.push_str(&query[from..]);
+        tokenize_query(&rest, &mut buf, &mut |t| {
             if words.len() < MAX_QUERY_WORDS && !words.iter().any(|w| w == t) {
                 words.push(t.to_owned());
             }
         });
-        let synonyms = synonyms();
-        // Abbreviations spelled with digits (`k8s`, `i18n`) are cut apart by the
-        // tokenizer; the table knows them whole.
-        for run in query.split(|c: char| !c.is_ascii_alphanumeric()) {
-            if run.bytes().any(|b| b.is_ascii_digit())
-                && run.bytes().any(|b| b.is_ascii_alphabetic())
-                && words.len() < MAX_QUERY_WORDS
-            {
-                let run = run.to_ascii_lowercase();
-                if !synonyms.of(&run).is_empty() && !words.contains(&run) {
-                    words.push(run);
-                }
-            }
-        }
         let mut groups = Vec::new();
         // Words the query stands for without writing them: the rest of a phrase an
         // abbreviation expands to (`mr` -> merge request), and the English of the CJK
@@ -645,7 +676,7 @@ impl SearchIndex {
             // typo ("caculate"), read as the index's words a slip away from it.
             if group.is_empty() {
                 group.extend(
-                    self.near_terms(word)
+                    self.near_terms(word, mask)
                         .into_iter()
                         .map(|id| (id, TYPO_WEIGHT)),
                 );
@@ -1077,6 +1108,59 @@ fn split_words(text: &str, emit: &mut dyn FnMut(&str)) {
     flush(start, bytes.len(), plain);
 }
 
+/// A way of cutting text into raw words, each handed to the callback.
+type Splitter = fn(&str, &mut dyn FnMut(&str));
+
+/// The maximal runs of ASCII letters and digits in `text`, as byte ranges.
+fn ascii_runs(text: &str) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        while i < bytes.len() && !bytes[i].is_ascii_alphanumeric() {
+            i += 1;
+        }
+        if i >= bytes.len() {
+            return None;
+        }
+        let start = i;
+        while i < bytes.len() && bytes[i].is_ascii_alphanumeric() {
+            i += 1;
+        }
+        Some((start, i))
+    })
+}
+
+/// The words of `text` written in mixed case (`GitLab`, `MongoDB`, `OneDrive`: letters
+/// only, a capital after a small letter), whole and lowercased; [`split_words`] cuts
+/// them into their parts.
+fn mixed_case_words(text: &str, emit: &mut dyn FnMut(&str)) {
+    let mut lowered = String::new();
+    for (start, end) in ascii_runs(text) {
+        let run = &text.as_bytes()[start..end];
+        // Only a run that is a word of its own, not a piece of a longer non-ASCII word.
+        let alone = text[..start]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !c.is_alphanumeric())
+            && text[end..]
+                .chars()
+                .next()
+                .is_none_or(|c| !c.is_alphanumeric());
+        if alone
+            && run.len() <= MAX_TOKEN_BYTES
+            && run.iter().all(u8::is_ascii_alphabetic)
+            && run
+                .windows(2)
+                .any(|w| w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase())
+        {
+            lowered.clear();
+            lowered.push_str(&text[start..end]);
+            lowered.make_ascii_lowercase();
+            emit(&lowered);
+        }
+    }
+}
+
 fn is_stopword(word: &str) -> bool {
     const STOPWORDS: &[&str] = &[
         "a", "about", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "been",
@@ -1456,10 +1540,21 @@ mod tests {
             ),
             (
                 "git",
+                vec![
+                    tool(
+                        "blame",
+                        "Show who last changed each line of a file",
+                        &["path"],
+                    ),
+                    tool("create_branch", "Create a local branch", &["name"]),
+                ],
+            ),
+            (
+                "gitlab",
                 vec![tool(
-                    "blame",
-                    "Show who last changed each line of a file",
-                    &["path"],
+                    "create_branch",
+                    "Create a branch in a project",
+                    &["name"],
                 )],
             ),
         ]);
@@ -1472,6 +1567,13 @@ mod tests {
         );
         let hits = index.search("who changed this line of the file", 10, |_| true);
         assert_eq!(names(&hits).first(), Some(&"git__blame"), "{hits:?}");
+        // A name written in mixed case is one word, not its parts (`GitLab`, not git).
+        let hits = index.search("create a branch in GitLab", 10, |_| true);
+        assert_eq!(
+            names(&hits).first(),
+            Some(&"gitlab__create_branch"),
+            "{hits:?}"
+        );
     }
 
     #[test]
