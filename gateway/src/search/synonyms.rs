@@ -178,6 +178,23 @@ const RELATED: &[&[&str]] = &[
     &["click", "press", "tap"],
     &["write", "save", "store"],
     &["undo", "revert", "reset", "rollback"],
+    &["monitor", "watch", "track", "observe"],
+    &["notify", "alert", "remind", "reminder"],
+    &["distance", "far"],
+    &["mock", "fake", "stub", "dummy"],
+    &["weather", "rain", "snow", "sunny", "wind"],
+    &["recipe", "food", "eat", "dinner", "lunch", "breakfast"],
+    &["lodging", "stay", "accommodation"],
+    &["member", "teammate", "colleague", "coworker"],
+    &["assign", "assignee", "owner"],
+    &["decline", "reject", "refuse"],
+    &["accept", "approve", "confirm"],
+    &["snooze", "postpone", "delay", "defer"],
+    &["elevation", "altitude", "height"],
+    &["move", "transfer", "relocate"],
+    &["rename", "move"],
+    &["archive", "close"],
+    &["broadcast", "announce"],
 ];
 
 /// Abbreviations and spellings of one thing: full weight, both ways. The first entry of
