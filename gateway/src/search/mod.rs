@@ -179,6 +179,9 @@ pub struct SearchIndex {
     /// Abbreviations the catalog itself defines or uses, with the phrases they stand
     /// for (see `acronyms.rs`).
     acronyms: acronyms::Acronyms,
+    /// The terms of plain lowercase ASCII letters, by length in bytes: where a typo's
+    /// candidates are looked for.
+    by_length: Vec<Vec<(Box<str>, u32)>>,
 }
 
 /// The index of the newest catalog snapshot searched, built on the first search of
@@ -347,6 +350,14 @@ impl SearchIndex {
             });
         }
         index.acronyms = acronyms.finish(|term| index.terms.contains_key(term));
+        for (id, term) in text_of.into_iter().enumerate() {
+            if term.bytes().all(|b| b.is_ascii_lowercase()) {
+                if term.len() >= index.by_length.len() {
+                    index.by_length.resize(term.len() + 1, Vec::new());
+                }
+                index.by_length[term.len()].push((term, id as u32));
+            }
+        }
         for t in 1..index.offsets.len() {
             index.offsets[t] += index.offsets[t - 1];
         }
@@ -599,11 +610,12 @@ impl SearchIndex {
             return Vec::new();
         }
         let max = if len >= 8 { 2 } else { 1 };
-        let mut near: Vec<(usize, std::cmp::Reverse<usize>, &str, u32)> = self
-            .terms
-            .iter()
-            .filter(|(term, _)| term.len().abs_diff(len) <= max)
-            .filter_map(|(term, &id)| {
+        let lengths = len.saturating_sub(max)..=len + max;
+        let mut near: Vec<(usize, std::cmp::Reverse<usize>, &str, u32)> = lengths
+            .filter_map(|l| self.by_length.get(l))
+            .flatten()
+            .filter_map(|(term, id)| {
+                let id = *id;
                 let d = edit_distance(word.as_bytes(), term.as_bytes(), max)?;
                 let df = self
                     .postings(id)
@@ -1774,6 +1786,11 @@ mod tests {
         let _ = index.search(&"é".repeat(100_000), 10, |_| true);
         let _ = index.search(&"pull ".repeat(100_000), 10, |_| true);
         let _ = index.search("<p>&amp;](", 10, |_| true);
+        // Query expansion on odd input: abbreviations, mixed case, digits, glossary
+        // words inside long unspaced runs.
+        let _ = index.search("K8s GitLab MR PR i18n a11y x1Y2 (IM) aB", 10, |_| true);
+        let _ = index.search(&"天气预报搜索".repeat(400), 10, |_| true);
+        let _ = index.search(&"GitLabMongoDB ".repeat(400), 10, |_| true);
         // Unclosed markup in a huge description stays linear.
         let mut out = String::new();
         clean_text(&"<a".repeat(200_000), &mut out);
@@ -1781,6 +1798,14 @@ mod tests {
         let empty = SearchIndex::build(&Catalog::default());
         assert!(empty.search("pull", 10, |_| true).is_empty());
         // Odd definitions index without panicking.
+        // Parenthesised abbreviations of every odd shape index without panicking.
+        let shapes = tool(
+            "shapes",
+            "( (A) (AB (ABCDEFG) é (ÉT) x (XY) Über Ärger (ÜÄ) points of interest (POIs) ()",
+            &["p"],
+        );
+        let index = SearchIndex::build(&catalog(&[("u", vec![shapes])]));
+        let _ = index.search("poi xy", 10, |_| true);
         let raw = json!({"name": "ÄÖÜ", "description": 42, "inputSchema": "nope", "title": ["x"]});
         let odd = ToolDef::from_raw(raw.as_object().unwrap().clone()).unwrap();
         let index = SearchIndex::build(&catalog(&[("ü", vec![odd])]));
