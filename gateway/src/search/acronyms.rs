@@ -25,43 +25,91 @@ const MIN_EVIDENCE: u32 = 2;
 /// Candidate phrases tracked per abbreviation while indexing (bounds memory).
 const MAX_CANDIDATES: usize = 16;
 
-type Phrase = Box<[Box<str>]>;
-/// A phrase an abbreviation may stand for, and the evidence for it so far.
-type Candidate = (Vec<Box<str>>, u32);
+/// Most tools whose evidence is kept per phrase.
+const MAX_WITNESSES: usize = 16;
+
+/// A phrase an abbreviation stands for (stemmed terms), and the tools that attest it
+/// with how much evidence each.
+struct Learnt {
+    phrase: Vec<Box<str>>,
+    witnesses: Vec<(u32, u32)>,
+}
+
+impl Learnt {
+    fn evidence(&self, allowed: impl Fn(u32) -> bool) -> u32 {
+        self.witnesses
+            .iter()
+            .filter(|(doc, _)| allowed(*doc))
+            .map(|(_, evidence)| evidence)
+            .sum()
+    }
+}
 
 #[derive(Default)]
 pub(super) struct Acronyms {
-    /// Abbreviation (lowercase) -> phrases (stemmed terms), best attested first.
-    map: FastMap<Box<str>, Vec<Phrase>>,
+    /// Abbreviation (lowercase) -> phrases, best attested first.
+    map: FastMap<Box<str>, Vec<Learnt>>,
 }
 
 impl Acronyms {
-    pub(super) fn expansions(&self, word: &str) -> &[Phrase] {
-        self.map.get(word).map(Vec::as_slice).unwrap_or(&[])
+    /// The phrases `word` stands for that the caller's own tools (`allowed`, by
+    /// document number) attest: a hidden tool teaches nothing.
+    pub(super) fn expansions(
+        &self,
+        word: &str,
+        allowed: impl Fn(u32) -> bool + Copy,
+    ) -> Vec<&[Box<str>]> {
+        let mut found: Vec<(u32, &[Box<str>])> = self
+            .map
+            .get(word)
+            .into_iter()
+            .flatten()
+            .map(|l| (l.evidence(allowed), l.phrase.as_slice()))
+            .filter(|(evidence, _)| *evidence >= MIN_EVIDENCE)
+            .collect();
+        found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+        found
+            .into_iter()
+            .take(MAX_PHRASES)
+            .map(|(_, p)| p)
+            .collect()
     }
 }
 
 #[derive(Default)]
 pub(super) struct Builder {
-    /// Abbreviation -> phrases and how well each is attested.
-    candidates: FastMap<Box<str>, Vec<Candidate>>,
+    /// Abbreviation -> phrases and the tools attesting each.
+    candidates: FastMap<Box<str>, Vec<Learnt>>,
 }
 
 impl Builder {
-    fn record(&mut self, abbreviation: &str, phrase: Vec<Box<str>>, evidence: u32) {
+    fn record(&mut self, abbreviation: &str, phrase: Vec<Box<str>>, doc: u32, evidence: u32) {
         if phrase.len() < 2 {
             return;
         }
         let list = self.candidates.entry(abbreviation.into()).or_default();
-        if let Some((_, count)) = list.iter_mut().find(|(p, _)| *p == phrase) {
-            *count += evidence;
-        } else if list.len() < MAX_CANDIDATES {
-            list.push((phrase, evidence));
+        let learnt = match list.iter().position(|l| l.phrase == phrase) {
+            Some(i) => &mut list[i],
+            None if list.len() < MAX_CANDIDATES => {
+                list.push(Learnt {
+                    phrase,
+                    witnesses: Vec::new(),
+                });
+                let last = list.len() - 1;
+                &mut list[last]
+            }
+            None => return,
+        };
+        if let Some((_, e)) = learnt.witnesses.iter_mut().find(|(d, _)| *d == doc) {
+            *e = (*e).max(evidence);
+        } else if learnt.witnesses.len() < MAX_WITNESSES {
+            learnt.witnesses.push((doc, evidence));
         }
     }
 
-    /// Learns the abbreviations `text` defines in parentheses after their words.
-    pub(super) fn defined_in(&mut self, text: &str) {
+    /// Learns the abbreviations `text` (of tool `doc`) defines in parentheses after
+    /// their words.
+    pub(super) fn defined_in(&mut self, text: &str, doc: u32) {
         let bytes = text.as_bytes();
         let mut from = 0;
         while let Some(open) = text[from..].find('(').map(|i| from + i) {
@@ -90,15 +138,16 @@ impl Builder {
             }
             let abbreviation = letters.to_ascii_lowercase();
             if let Some(phrase) = spelled_before(&text[..open], abbreviation.as_bytes()) {
-                self.record(&abbreviation, phrase, DEFINED);
+                self.record(&abbreviation, phrase, doc, DEFINED);
             }
         }
     }
 
-    /// Learns the initials of two or three consecutive words of a tool's name when
-    /// `used(initials)` says the tool's own text uses them.
+    /// Learns the initials of two or three consecutive words of tool `doc`'s name
+    /// when `used(initials)` says the tool's own text uses them.
     pub(super) fn spelled_in_name(
         &mut self,
+        doc: u32,
         name: &[u32],
         text_of: &[Box<str>],
         used: impl Fn(&str) -> bool,
@@ -114,7 +163,7 @@ impl Builder {
                     && used(&initials)
                 {
                     let phrase = words.iter().map(|&w| w.into()).collect();
-                    self.record(&initials.clone(), phrase, 1);
+                    self.record(&initials, phrase, doc, 1);
                 }
             }
         }
@@ -124,16 +173,13 @@ impl Builder {
     pub(super) fn finish(self, known: impl Fn(&str) -> bool) -> Acronyms {
         let mut map = FastMap::default();
         for (abbreviation, mut phrases) in self.candidates {
-            phrases.retain(|(p, evidence)| {
-                *evidence >= MIN_EVIDENCE
-                    && p.iter().all(|t| known(t))
-                    && !p.contains(&abbreviation)
+            phrases.retain(|l| {
+                l.evidence(|_| true) >= MIN_EVIDENCE
+                    && l.phrase.iter().all(|t| known(t))
+                    && !l.phrase.contains(&abbreviation)
             });
-            phrases.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-            phrases.truncate(MAX_PHRASES);
             if !phrases.is_empty() {
-                let kept = phrases.into_iter().map(|(p, _)| p.into()).collect();
-                map.insert(abbreviation, kept);
+                map.insert(abbreviation, phrases);
             }
         }
         Acronyms { map }

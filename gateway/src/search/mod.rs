@@ -299,7 +299,7 @@ impl SearchIndex {
                     add(&mut index, PARAMS, key, false);
                     if let Some(text) = schema.get("description").and_then(Value::as_str) {
                         let text = cap_bytes(text, MAX_DESCRIPTION_BYTES);
-                        acronyms.defined_in(text);
+                        acronyms.defined_in(text, doc_id);
                         add(&mut index, PARAM_TEXT, text, false);
                     }
                 }
@@ -308,8 +308,8 @@ impl SearchIndex {
             // Abbreviations: those the description defines (`instant messaging (IM)`),
             // and those the tool's text uses for words its name spells out in full
             // (`create_merge_request` described as "Create an MR").
-            acronyms.defined_in(&cleaned);
-            acronyms.spelled_in_name(&name_seq, &text_of, |abbreviation| {
+            acronyms.defined_in(&cleaned, doc_id);
+            acronyms.spelled_in_name(doc_id, &name_seq, &text_of, |abbreviation| {
                 index.terms.get(abbreviation).is_some_and(|&t| {
                     let tf = tf_of[t as usize];
                     tf[HEADLINE] > 0 || tf[DESCRIPTION] > 0
@@ -652,7 +652,7 @@ impl SearchIndex {
             }
             let lower = run.to_ascii_lowercase();
             let whole = match normalize(&lower, &mut buf) {
-                Some(term) if self.terms.contains_key(term) => Some(term.to_owned()),
+                Some(term) if self.visible(term, mask) => Some(term.to_owned()),
                 _ if !synonyms.of(&lower).is_empty() => Some(lower),
                 _ => None,
             };
@@ -677,10 +677,10 @@ impl SearchIndex {
         // words it contains. Each is read as a query word of its own, at its weight.
         let mut implied: Vec<(&str, f64)> = Vec::new();
         for word in &words {
-            let mut group = self.word_group(word, 1.0, &mut implied);
-            for phrase in self.acronyms.expansions(word) {
+            let mut group = self.word_group(word, 1.0, mask, &mut implied);
+            for phrase in self.acronyms.expansions(word, |doc| mask[doc as usize]) {
                 if let Some((first, rest)) = phrase.split_first() {
-                    self.push_term(&mut group, first, ACRONYM_WEIGHT);
+                    self.push_term(&mut group, first, ACRONYM_WEIGHT, mask);
                     implied.extend(rest.iter().map(|t| (&**t, ACRONYM_WEIGHT)));
                 }
             }
@@ -711,7 +711,7 @@ impl SearchIndex {
             if words.iter().any(|w| w == word) {
                 continue;
             }
-            let group = self.word_group(word, weight, &mut ignored);
+            let group = self.word_group(word, weight, mask, &mut ignored);
             if !group.is_empty() {
                 groups.push(group);
             }
@@ -725,29 +725,40 @@ impl SearchIndex {
         &self,
         word: &str,
         scale: f64,
+        mask: &[bool],
         implied: &mut Vec<(&'s str, f64)>,
     ) -> Vec<(u32, f64)> {
         let synonyms: &'s synonyms::Synonyms = synonyms();
         let mut group: Vec<(u32, f64)> = Vec::new();
         if !synonyms.drop_literal(word) {
-            self.push_term(&mut group, word, scale);
+            self.push_term(&mut group, word, scale, mask);
         }
         for alt in synonyms.of(word) {
             let weight = alt.weight * scale;
             if let Some((first, rest)) = alt.terms.split_first() {
-                self.push_term(&mut group, first, weight);
+                self.push_term(&mut group, first, weight, mask);
                 implied.extend(rest.iter().map(|t| (t.as_str(), weight)));
             }
         }
         group
     }
 
-    /// Adds `term` to `group` if the index has it, keeping the higher weight. A CJK
+    /// Whether one of the caller's tools (`mask`) uses `term`.
+    fn visible(&self, term: &str, mask: &[bool]) -> bool {
+        self.terms
+            .get(term)
+            .is_some_and(|&id| self.postings(id).iter().any(|p| mask[p.doc as usize]))
+    }
+
+    /// Adds `term` to `group` if one of the caller's tools uses it (a word only hidden
+    /// tools use is one the caller's index has never seen), keeping the higher weight. A CJK
     /// word of more than two characters is indexed as its two-character pieces: any
     /// of them stands for it.
-    fn push_term(&self, group: &mut Vec<(u32, f64)>, term: &str, weight: f64) {
+    fn push_term(&self, group: &mut Vec<(u32, f64)>, term: &str, weight: f64, mask: &[bool]) {
         let mut add = |term: &str| {
-            if let Some(&id) = self.terms.get(term) {
+            if let Some(&id) = self.terms.get(term)
+                && self.postings(id).iter().any(|p| mask[p.doc as usize])
+            {
                 match group.iter_mut().find(|(t, _)| *t == id) {
                     Some(slot) => slot.1 = slot.1.max(weight),
                     None => group.push((id, weight)),
@@ -1758,6 +1769,41 @@ mod tests {
         let filtered = index.search("create a customer", 10, only_stripe);
         assert_eq!(alone, filtered);
         assert!(index.search("create", 10, |_| false).is_empty());
+    }
+
+    /// Words only hidden tools use teach the caller's search nothing: no abbreviation
+    /// learnt from them, no whole word read because of them, no typo taken for one.
+    #[test]
+    fn hidden_tools_teach_no_words() {
+        let visible = || {
+            vec![
+                tool(
+                    "send_notice",
+                    "Send a notice over instant messaging",
+                    &["group"],
+                ),
+                tool("list_groups", "List the groups of the forge", &[]),
+                tool("list_rules", "List the rules of a group", &["group"]),
+            ]
+        };
+        let hidden = vec![
+            tool("im_rules", "The rules of instant messaging (IM)", &[]),
+            tool("im_policy", "The policy for instant messaging (IM)", &[]),
+            tool("sync", "Sync the groups with GitLab", &[]),
+            tool("grupos", "Grupos de la forja", &[]),
+        ];
+        let full = SearchIndex::build(&catalog(&[("pub", visible()), ("secret", hidden)]));
+        let alone = SearchIndex::build(&catalog(&[("pub", visible())]));
+        for query in [
+            "send an IM",
+            "GitLab groups",
+            "list grupos",
+            "list the rulse",
+        ] {
+            let expected = alone.search(query, 10, |_| true);
+            let filtered = full.search(query, 10, |n| n.starts_with("pub__"));
+            assert_eq!(expected, filtered, "{query}");
+        }
     }
 
     #[test]
