@@ -45,7 +45,7 @@
 //! A query word scores the best of its alternatives, never their sum; the other words
 //! of a phrase it stands for count as query words of their own.
 //!
-//! The BM25F score is then multiplied by `1 + 0.5 × coverage`, where coverage is the
+//! The BM25F score is then multiplied by `1 + 0.75 × coverage`, where coverage is the
 //! share of the tool's own name words that the query (or a synonym) accounts for: a
 //! focused name (`pulls_list` for "list open pull requests") beats a longer one that
 //! merely contains the same words (`repos_list-pull-requests-associated-with-commit`).
@@ -113,7 +113,7 @@ const B: [f64; FIELDS] = [0.5, 0.0, 0.5, 0.75, 0.5, 0.75];
 const PARAM_TEXT_WEIGHT: f64 = 0.3;
 /// How much a tool whose name the query fully explains gains over one whose name
 /// shares nothing with it (see [`SearchIndex::search`]).
-const NAME_COVERAGE_BOOST: f64 = 0.5;
+const NAME_COVERAGE_BOOST: f64 = 0.75;
 /// Weight of the phrase a catalog abbreviation stands for (learnt, so less certain
 /// than the built-in table).
 const ACRONYM_WEIGHT: f64 = 0.7;
