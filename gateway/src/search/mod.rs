@@ -1455,6 +1455,13 @@ mod tests {
                 ],
             ),
             (
+                "life",
+                vec![
+                    tool("oil", "获取今日各省油价", &[]),
+                    tool("parcel", "查询快递物流信息", &["number"]),
+                ],
+            ),
+            (
                 "wx",
                 vec![
                     tool("forecast", "Get the weather forecast for a city", &["city"]),
@@ -1480,6 +1487,10 @@ mod tests {
         let index = SearchIndex::build(&catalog);
         let hits = index.search("trending topics on weibo", 10, |_| true);
         assert_eq!(names(&hits).first(), Some(&"hot__realtime"), "{hits:?}");
+        let hits = index.search("today's fuel prices", 10, |_| true);
+        assert_eq!(names(&hits).first(), Some(&"life__oil"), "{hits:?}");
+        let hits = index.search("track my parcel", 10, |_| true);
+        assert_eq!(names(&hits).first(), Some(&"life__parcel"), "{hits:?}");
         let hits = index.search("明天北京天气预报", 10, |_| true);
         assert_eq!(names(&hits).first(), Some(&"wx__forecast"), "{hits:?}");
         let hits = index.search("Datei speichern", 10, |_| true);

@@ -1656,6 +1656,27 @@ const GLOSSARY: &[(&str, &[&str])] = &[
     ("ip address", &["ip地址", "ipアドレス"]),
     ("population", &["人口", "bevölkerung", "población"]),
     ("exchange", &["兑换", "換算", "umrechnen"]),
+    // The telling word of a phrase above, on its own: an English query names the
+    // thing ("fuel prices") without the glossary's whole phrase.
+    (
+        "fuel",
+        &[
+            "油价",
+            "油價",
+            "汽油",
+            "燃油",
+            "ガソリン",
+            "kraftstoff",
+            "combustible",
+            "carburant",
+        ],
+    ),
+    ("air", &["空气", "空氣", "空気", "luft", "aire"]),
+    ("qr", &["二维码", "二維碼"]),
+    ("lunar", &["农历", "農曆", "旧暦"]),
+    ("pie", &["饼图", "餅圖", "円グラフ"]),
+    ("scatter", &["散点图", "散點圖", "散布図"]),
+    ("histogram", &["直方图", "直方圖", "ヒストグラム"]),
     // Services better known by their local names.
     ("weibo", &["微博"]),
     ("zhihu", &["知乎"]),
