@@ -6,7 +6,8 @@
 //!
 //! A query is a hit at k when any of its expected tools ranks in the top k of the same
 //! `SearchIndex::search` the `tool_search` protocol tool runs. Reported: recall@1/5/10
-//! and MRR (over the top 10), overall and per kind, and the median query latency. No
+//! and MRR (over the top 10), overall and per kind; for the steps needing several tools
+//! of one server, the share of their tools in the top 10; and the median query latency. No
 //! score is a target: the figures are for comparing search changes on one set.
 
 use std::collections::BTreeMap;
@@ -143,6 +144,10 @@ pub(crate) fn run(settings: &Settings, report: &mut Report) -> Result<()> {
     let mut overall = Tally::default();
     let mut per_kind: BTreeMap<&str, Tally> = BTreeMap::new();
     let mut times: Vec<Duration> = Vec::with_capacity(queries.len());
+    // Steps needing several tools of one server: the share of those tools found in the
+    // top 10 (a hit at k counts one of them; an agent needs them all).
+    let mut multi_found = 0.0;
+    let mut multi_queries = 0usize;
     // `SEARCH_EVAL_VERBOSE=1`: each query's rank and top three on stderr, to see what a
     // search change fixes or breaks.
     let verbose = std::env::var_os("SEARCH_EVAL_VERBOSE").is_some();
@@ -151,6 +156,15 @@ pub(crate) fn run(settings: &Settings, report: &mut Report) -> Result<()> {
         let hits = index.search(&q.query, DEPTH, |_| true);
         times.push(start.elapsed());
         let rank = hits.iter().position(|h| q.expected.contains(&h.name));
+        if q.kind == "multi" {
+            let found = q
+                .expected
+                .iter()
+                .filter(|e| hits.iter().any(|h| &h.name == *e))
+                .count();
+            multi_found += found as f64 / q.expected.len() as f64;
+            multi_queries += 1;
+        }
         overall.add(rank);
         per_kind.entry(q.kind.as_str()).or_default().add(rank);
         if verbose {
@@ -183,6 +197,15 @@ pub(crate) fn run(settings: &Settings, report: &mut Report) -> Result<()> {
         report.row(
             format!("search eval, {kind} ({} queries)", tally.queries),
             tally.render(),
+        );
+    }
+    if multi_queries > 0 {
+        report.row(
+            format!("search eval, multi: tools found ({multi_queries} queries)"),
+            format!(
+                "{:.3} of each step's expected tools in the top {DEPTH}, on average",
+                multi_found / multi_queries as f64
+            ),
         );
     }
     report.row(

@@ -16,6 +16,7 @@
 //! | headline     | `title`, else the description's first sentence   | 2.0    |
 //! | description  | the whole description                            | 1.0    |
 //! | parameters   | top-level `inputSchema.properties` names         | 0.5    |
+//! | param text   | those parameters' descriptions                   | 0.3    |
 //!
 //! A hash suffix the catalog or adapter added to shorten a long name (`_` and 8 hex
 //! digits) is not indexed.
@@ -26,21 +27,33 @@
 //! `PostPaymentIntentsIntentConfirm` -> `post payment intents intent confirm`),
 //! lowercased, stripped of a small stopword list, and stemmed by a few deterministic
 //! suffix rules (plural `s`/`es`/`ies`, `ed`, `ing`, final `e`, doubled consonants), so
-//! `creates`, `created`, `creating` and `create` meet.
+//! `creates`, `created`, `creating` and `create` meet. A word of a description written
+//! in mixed case (`GitLab`, `MongoDB`) is also indexed whole, and a query reads such a
+//! word (or one with digits, `k8s`) whole when the index or the synonym table knows
+//! it: `GitLab` in a query is the server, not git and a lab.
 //!
 //! # Ranking
 //!
 //! BM25F: per term, field frequencies are length-normalised per field, weighted and
 //! summed, then saturated once (`k1 = 1.2`) and multiplied by the term's IDF. Each
-//! query word also brings its synonyms (verbs such as list/get/fetch/retrieve,
-//! create/add/new, delete/remove, update/edit/modify, and common abbreviations such as
-//! repo, org, pr); a synonym counts at a reduced weight and a query word scores the best
-//! of its alternatives, never their sum.
+//! query word also brings its alternatives (`synonyms.rs`): related verbs and nouns
+//! (list/get/fetch, image/picture/photo) at a reduced weight, abbreviations (repo, k8s,
+//! ppt, wiki; `pr` stands for the phrase "pull request") at full weight, and the same
+//! word in another language from a small glossary (`天气` <-> weather, `wetter` ->
+//! weather), so a query in English finds a tool described in Chinese and the other way
+//! round. Abbreviations the catalog itself defines or uses (`acronyms.rs`) count too.
+//! A query word scores the best of its alternatives, never their sum; the other words
+//! of a phrase it stands for count as query words of their own.
 //!
-//! The BM25F score is then multiplied by `1 + 0.5 × coverage`, where coverage is the
+//! The BM25F score is then multiplied by `1 + 0.75 × coverage`, where coverage is the
 //! share of the tool's own name words that the query (or a synonym) accounts for: a
 //! focused name (`pulls_list` for "list open pull requests") beats a longer one that
 //! merely contains the same words (`repos_list-pull-requests-associated-with-commit`).
+//! Then the server signal: a tool of a server the query names (`... in notion`) that
+//! matches another query word too doubles its score, and every matching tool gains
+//! 0.4 of its server's best score (less in servers of more than 30 tools), so the
+//! siblings of a strong match rise together (a task step often needs several tools of
+//! one server).
 //! A query that spells a tool's exact name (or the upstream's name for it) puts that
 //! tool first. Ties are broken by name, so results are deterministic.
 //!
@@ -53,13 +66,18 @@
 //! average field lengths, document count) are computed over the allowed tools only,
 //! so a tool outside the caller's set neither appears in nor influences the results.
 
+use serde_json::Value;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::OnceLock;
-
-use serde_json::Value;
 
 use crate::catalog::Catalog;
+
+mod acronyms;
+mod synonyms;
+
+#[cfg(test)]
+use synonyms::stemmed;
+use synonyms::synonyms;
 
 /// Most results one search returns.
 pub const MAX_LIMIT: usize = 50;
@@ -81,23 +99,40 @@ const MAX_NEAR_TERMS: usize = 3;
 const TYPO_WEIGHT: f64 = 0.7;
 
 const K1: f64 = 1.2;
-const FIELDS: usize = 5;
+const FIELDS: usize = 6;
 const NAME: usize = 0;
 const UPSTREAM: usize = 1;
 const HEADLINE: usize = 2;
 const DESCRIPTION: usize = 3;
 const PARAMS: usize = 4;
+const PARAM_TEXT: usize = 5;
 /// Per-field weight.
-const WEIGHT: [f64; FIELDS] = [3.0, 0.5, 2.0, 1.0, 0.5];
+const WEIGHT: [f64; FIELDS] = [3.0, 0.5, 2.0, 1.0, 0.5, PARAM_TEXT_WEIGHT];
 /// Per-field length normalisation (BM25 `b`).
-const B: [f64; FIELDS] = [0.5, 0.0, 0.5, 0.75, 0.5];
+const B: [f64; FIELDS] = [0.5, 0.0, 0.5, 0.75, 0.5, 0.75];
+const PARAM_TEXT_WEIGHT: f64 = 0.3;
 /// How much a tool whose name the query fully explains gains over one whose name
 /// shares nothing with it (see [`SearchIndex::search`]).
-const NAME_COVERAGE_BOOST: f64 = 0.5;
-/// Weight of a verb synonym relative to the word the caller wrote.
-const SYNONYM_WEIGHT: f64 = 0.5;
+const NAME_COVERAGE_BOOST: f64 = 0.75;
+/// Weight of the phrase a catalog abbreviation stands for (learnt, so less certain
+/// than the built-in table).
+const ACRONYM_WEIGHT: f64 = 0.7;
+/// How much the tools of a server the query names gain (`... in notion`).
+const SERVER_NAMED_BOOST: f64 = 1.0;
+/// The share of its server's best score every matching tool gains.
+const SIBLING_SHARE: f64 = 0.4;
+/// Servers up to this many tools pass on [`SIBLING_SHARE`] whole; larger ones less.
+const SIBLING_SERVER_SIZE: f64 = 30.0;
 /// Added to the score of a tool whose exact name the query spells.
 const EXACT_NAME_BONUS: f64 = 1000.0;
+
+/// The caller's view of the catalog: which tools count, how many, and their average
+/// field lengths.
+struct Stats<'a> {
+    mask: &'a [bool],
+    n: usize,
+    avg: [f64; FIELDS],
+}
 
 /// One search result.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -122,6 +157,8 @@ struct Doc {
     len: [u32; FIELDS],
     /// Distinct terms of the tool part of the name.
     name_terms: Vec<u32>,
+    /// The upstream's number among the index's upstreams (for the server signal).
+    server: u32,
 }
 
 #[derive(Clone, Copy)]
@@ -139,6 +176,12 @@ pub struct SearchIndex {
     /// `postings[offsets[t]..offsets[t + 1]]`.
     postings: Vec<Posting>,
     offsets: Vec<u32>,
+    /// Abbreviations the catalog itself defines or uses, with the phrases they stand
+    /// for (see `acronyms.rs`).
+    acronyms: acronyms::Acronyms,
+    /// The terms of plain lowercase ASCII letters, by length in bytes: where a typo's
+    /// candidates are looked for.
+    by_length: Vec<Vec<(Box<str>, u32)>>,
 }
 
 /// The index of the newest catalog snapshot searched, built on the first search of
@@ -185,6 +228,11 @@ impl SearchIndex {
         // (term, posting) in document order; `offsets[t + 1]` counts term t's postings
         // until they are laid out term by term below.
         let mut flat: Vec<(u32, Posting)> = Vec::new();
+        // Each term's text by id, and the current tool's name as term ids in order.
+        let mut text_of: Vec<Box<str>> = Vec::new();
+        let mut name_seq: Vec<u32> = Vec::new();
+        let mut acronyms = acronyms::Builder::default();
+        let mut servers: FastMap<String, u32> = FastMap::default();
         index.offsets.push(0);
         for entry in catalog.entries() {
             let doc_id = index.docs.len() as u32;
@@ -197,13 +245,17 @@ impl SearchIndex {
             clean_text(description, &mut cleaned);
             let summary = first_sentence(&cleaned);
 
-            let mut add = |index: &mut SearchIndex, field: usize, text: &str| {
-                split_words(text, &mut |raw| {
+            let mut add = |index: &mut SearchIndex, field: usize, text: &str, whole: bool| {
+                let split: Splitter = if whole { mixed_case_words } else { split_words };
+                split(text, &mut |raw| {
                     // Words repeat across a catalog: normalise and intern each once.
                     let id = match seen.get(raw) {
                         Some(&id) => id,
                         None => {
                             let id = normalize(raw, &mut word).map(|t| index.intern(t));
+                            if id.is_some_and(|id| id as usize == text_of.len()) {
+                                text_of.push(word.as_str().into());
+                            }
                             seen.insert(raw.into(), id);
                             id
                         }
@@ -218,27 +270,52 @@ impl SearchIndex {
                         }
                         tf[field] = tf[field].saturating_add(1);
                         len[field] += 1;
+                        if field == NAME {
+                            name_seq.push(id);
+                        }
                     }
                 });
             };
-            add(&mut index, NAME, strip_hash_suffix(&entry.original));
-            add(&mut index, UPSTREAM, &entry.upstream);
+            add(&mut index, NAME, strip_hash_suffix(&entry.original), false);
+            add(&mut index, UPSTREAM, &entry.upstream, false);
             let title = def.full("title").and_then(Value::as_str).or_else(|| {
                 def.full("annotations")
                     .and_then(|a| a.get("title"))
                     .and_then(Value::as_str)
             });
-            add(&mut index, HEADLINE, title.unwrap_or(summary));
-            add(&mut index, DESCRIPTION, &cleaned);
+            let headline = title.unwrap_or(summary);
+            add(&mut index, HEADLINE, headline, false);
+            add(&mut index, DESCRIPTION, &cleaned, false);
+            // Names written in mixed case (`GitLab`, `MongoDB`) are also words whole:
+            // that is how a query or a server's name spells them in lowercase.
+            add(&mut index, HEADLINE, headline, true);
+            add(&mut index, DESCRIPTION, &cleaned, true);
             if let Some(props) = def
                 .full("inputSchema")
                 .and_then(|s| s.get("properties"))
                 .and_then(Value::as_object)
             {
-                for key in props.keys() {
-                    add(&mut index, PARAMS, key);
+                for (key, schema) in props {
+                    add(&mut index, PARAMS, key, false);
+                    if let Some(text) = schema.get("description").and_then(Value::as_str) {
+                        let text = cap_bytes(text, MAX_DESCRIPTION_BYTES);
+                        acronyms.defined_in(text, doc_id);
+                        add(&mut index, PARAM_TEXT, text, false);
+                    }
                 }
             }
+
+            // Abbreviations: those the description defines (`instant messaging (IM)`),
+            // and those the tool's text uses for words its name spells out in full
+            // (`create_merge_request` described as "Create an MR").
+            acronyms.defined_in(&cleaned, doc_id);
+            acronyms.spelled_in_name(doc_id, &name_seq, &text_of, |abbreviation| {
+                index.terms.get(abbreviation).is_some_and(|&t| {
+                    let tf = tf_of[t as usize];
+                    tf[HEADLINE] > 0 || tf[DESCRIPTION] > 0
+                })
+            });
+            name_seq.clear();
 
             let mut name_terms = Vec::new();
             for &term in &touched {
@@ -266,7 +343,20 @@ impl SearchIndex {
                 ),
                 len,
                 name_terms,
+                server: {
+                    let next = servers.len() as u32;
+                    *servers.entry(entry.upstream.clone()).or_insert(next)
+                },
             });
+        }
+        index.acronyms = acronyms.finish(|term| index.terms.contains_key(term));
+        for (id, term) in text_of.into_iter().enumerate() {
+            if term.bytes().all(|b| b.is_ascii_lowercase()) {
+                if term.len() >= index.by_length.len() {
+                    index.by_length.resize(term.len() + 1, Vec::new());
+                }
+                index.by_length[term.len()].push((term, id as u32));
+            }
         }
         for t in 1..index.offsets.len() {
             index.offsets[t] += index.offsets[t - 1];
@@ -310,12 +400,6 @@ impl SearchIndex {
             return Vec::new();
         }
         let query = cap_bytes(query, MAX_QUERY_BYTES);
-        let groups = self.query_groups(query);
-        let exact = exact_name(query);
-        if groups.is_empty() && exact.is_none() {
-            return Vec::new();
-        }
-
         // The caller's view of the catalog: only allowed tools count, for statistics
         // as well as results.
         let mask: Vec<bool> = self.docs.iter().map(|d| allowed(&d.name)).collect();
@@ -323,6 +407,12 @@ impl SearchIndex {
         if n == 0 {
             return Vec::new();
         }
+        let groups = self.query_groups(query, &mask);
+        let exact = exact_name(query);
+        if groups.is_empty() && exact.is_none() {
+            return Vec::new();
+        }
+
         let mut avg = [0f64; FIELDS];
         for (doc, _) in self.docs.iter().zip(&mask).filter(|(_, a)| **a) {
             for (sum, len) in avg.iter_mut().zip(doc.len) {
@@ -334,41 +424,22 @@ impl SearchIndex {
         }
 
         let mut scores = vec![0f64; self.docs.len()];
-        let mut best = vec![0f64; self.docs.len()];
-        let mut touched: Vec<u32> = Vec::new();
-        for group in &groups {
-            for &(term, weight) in group {
-                let postings = self.postings(term);
-                let df = postings.iter().filter(|p| mask[p.doc as usize]).count();
-                if df == 0 {
-                    continue;
-                }
-                let idf = (1.0 + (n as f64 - df as f64 + 0.5) / (df as f64 + 0.5)).ln();
-                for p in postings.iter().filter(|p| mask[p.doc as usize]) {
-                    let doc = &self.docs[p.doc as usize];
-                    let mut tf = 0.0;
-                    for f in 0..FIELDS {
-                        if p.tf[f] > 0 {
-                            let norm = 1.0 - B[f] + B[f] * doc.len[f] as f64 / avg[f];
-                            tf += WEIGHT[f] * p.tf[f] as f64 / norm;
-                        }
-                    }
-                    let s = weight * idf * tf / (K1 + tf);
-                    let slot = &mut best[p.doc as usize];
-                    if *slot == 0.0 {
-                        touched.push(p.doc);
-                    }
-                    if s > *slot {
-                        *slot = s;
-                    }
-                }
-            }
-            for &d in &touched {
-                scores[d as usize] += best[d as usize];
-                best[d as usize] = 0.0;
-            }
-            touched.clear();
-        }
+        // Per tool: the weight of the query word that names its upstream, if any.
+        let mut server_named = vec![0f64; self.docs.len()];
+        // Per tool: how many query words it matches.
+        let mut matched = vec![0u8; self.docs.len()];
+        let stats = Stats {
+            mask: &mask,
+            n,
+            avg,
+        };
+        self.accumulate(
+            &groups,
+            &stats,
+            &mut scores,
+            &mut server_named,
+            &mut matched,
+        );
         // Name coverage: how much of the tool's own name the query accounts for. A
         // focused name (`pulls_list` for "list pull requests") beats a longer one that
         // merely contains the same words (`list-pull-requests-associated-with-commit`).
@@ -390,6 +461,7 @@ impl SearchIndex {
                 *score *= 1.0 + NAME_COVERAGE_BOOST * matched / terms.len() as f64;
             }
         }
+        self.server_signal(&mut scores, &server_named, &matched, &mask);
         if let Some(exact) = &exact {
             for (i, doc) in self.docs.iter().enumerate() {
                 if mask[i] && (doc.name_lower == *exact || doc.original_lower == *exact) {
@@ -427,6 +499,96 @@ impl SearchIndex {
             .collect()
     }
 
+    /// Adds each group's BM25F score to `scores`; notes per tool the weight of the
+    /// word naming its upstream (`named`) and how many groups it matched.
+    fn accumulate(
+        &self,
+        groups: &[Vec<(u32, f64)>],
+        stats: &Stats<'_>,
+        scores: &mut [f64],
+        server_named: &mut [f64],
+        matched: &mut [u8],
+    ) {
+        let Stats { mask, n, avg } = *stats;
+        let mut best = vec![0f64; self.docs.len()];
+        let mut touched: Vec<u32> = Vec::new();
+        for group in groups {
+            for &(term, weight) in group {
+                let postings = self.postings(term);
+                let df = postings.iter().filter(|p| mask[p.doc as usize]).count();
+                if df == 0 {
+                    continue;
+                }
+                let idf = (1.0 + (n as f64 - df as f64 + 0.5) / (df as f64 + 0.5)).ln();
+                for p in postings.iter().filter(|p| mask[p.doc as usize]) {
+                    let doc = &self.docs[p.doc as usize];
+                    let mut tf = 0.0;
+                    for f in 0..FIELDS {
+                        if p.tf[f] > 0 {
+                            let norm = 1.0 - B[f] + B[f] * doc.len[f] as f64 / avg[f];
+                            tf += WEIGHT[f] * p.tf[f] as f64 / norm;
+                        }
+                    }
+                    let s = weight * idf * tf / (K1 + tf);
+                    if p.tf[UPSTREAM] > 0 {
+                        let named = &mut server_named[p.doc as usize];
+                        *named = named.max(weight);
+                    }
+                    let slot = &mut best[p.doc as usize];
+                    if *slot == 0.0 {
+                        touched.push(p.doc);
+                    }
+                    if s > *slot {
+                        *slot = s;
+                    }
+                }
+            }
+            for &d in &touched {
+                matched[d as usize] = matched[d as usize].saturating_add(1);
+                scores[d as usize] += best[d as usize];
+                best[d as usize] = 0.0;
+            }
+            touched.clear();
+        }
+    }
+
+    /// A task often needs a server rather than a tool: the query names the server
+    /// (`... in notion`), or several of the server's tools match it. Tools of a named
+    /// server gain [`SERVER_NAMED_BOOST`]; every matching tool gains a share of its
+    /// server's best score, so the siblings of a strong match rise together.
+    fn server_signal(&self, scores: &mut [f64], named: &[f64], matched: &[u8], mask: &[bool]) {
+        let servers = self
+            .docs
+            .iter()
+            .map(|d| d.server as usize + 1)
+            .max()
+            .unwrap_or(0);
+        // Per server: its best score and how many of its tools the caller may use.
+        let mut top = vec![0f64; servers];
+        let mut size = vec![0u32; servers];
+        for (i, score) in scores.iter_mut().enumerate() {
+            let server = self.docs[i].server as usize;
+            size[server] += u32::from(mask[i]);
+            if *score > 0.0 {
+                // A server's name may be a plain word too ("line", "time"): a tool
+                // gains only if it matches something besides its server's name.
+                if matched[i] > 1 {
+                    *score *= 1.0 + SERVER_NAMED_BOOST * named[i];
+                }
+                top[server] = top[server].max(*score);
+            }
+        }
+        for (i, score) in scores.iter_mut().enumerate() {
+            if *score > 0.0 {
+                let server = self.docs[i].server as usize;
+                // Siblings say less in a large server (a whole REST API) than in a
+                // small one built around a few related tasks.
+                let focus = (SIBLING_SERVER_SIZE / size[server].max(1) as f64).min(1.0);
+                *score += SIBLING_SHARE * focus * top[server];
+            }
+        }
+    }
+
     fn intern(&mut self, term: &str) -> u32 {
         if let Some(&id) = self.terms.get(term) {
             return id;
@@ -437,63 +599,96 @@ impl SearchIndex {
         id
     }
 
-    /// The query as groups of (term, weight): one group per distinct query word, holding
-    /// the word itself and its synonyms that occur in the index.
     /// The index's terms within a typo of `word` (a Latin-letter word the index has
     /// never seen): one edit (insert, delete, replace, swap two neighbours) for 4 to 7
     /// letters, two from 8. Shorter words and other scripts get none (too many near
-    /// misses). At most [`MAX_NEAR_TERMS`], closest first, then by term.
-    fn near_terms(&self, word: &str) -> Vec<u32> {
+    /// misses). At most [`MAX_NEAR_TERMS`] of those in the caller's tools: closest
+    /// first, then the most common (the likelier meant), then by term.
+    fn near_terms(&self, word: &str, mask: &[bool]) -> Vec<u32> {
         let len = word.len();
         if len < 4 || !word.bytes().all(|b| b.is_ascii_lowercase()) {
             return Vec::new();
         }
         let max = if len >= 8 { 2 } else { 1 };
-        let mut near: Vec<(usize, &str, u32)> = self
-            .terms
-            .iter()
-            .filter(|(term, _)| term.len().abs_diff(len) <= max)
-            .filter_map(|(term, &id)| {
+        let lengths = len.saturating_sub(max)..=len + max;
+        let mut near: Vec<(usize, std::cmp::Reverse<usize>, &str, u32)> = lengths
+            .filter_map(|l| self.by_length.get(l))
+            .flatten()
+            .filter_map(|(term, id)| {
+                let id = *id;
                 let d = edit_distance(word.as_bytes(), term.as_bytes(), max)?;
-                Some((d, &**term, id))
+                let df = self
+                    .postings(id)
+                    .iter()
+                    .filter(|p| mask[p.doc as usize])
+                    .count();
+                (df > 0).then_some((d, std::cmp::Reverse(df), &**term, id))
             })
             .collect();
         near.sort_unstable();
         near.truncate(MAX_NEAR_TERMS);
-        near.into_iter().map(|(_, _, id)| id).collect()
+        near.into_iter().map(|(_, _, _, id)| id).collect()
     }
 
-    fn query_groups(&self, query: &str) -> Vec<Vec<(u32, f64)>> {
+    /// The query as groups of (term, weight): one group per distinct query word (and
+    /// per word it implies), holding the word itself and its alternatives that occur
+    /// in the index.
+    fn query_groups(&self, query: &str, mask: &[bool]) -> Vec<Vec<(u32, f64)>> {
+        let synonyms = synonyms();
         let mut words: Vec<String> = Vec::new();
+        // A word the tokenizer would cut apart (`GitLab`, `k8s`) is read whole when
+        // the index or the synonym table knows it whole: `GitLab` is not git + lab.
+        let mut rest = String::with_capacity(query.len());
         let mut buf = String::new();
-        tokenize_query(query, &mut buf, &mut |t| {
+        let mut from = 0;
+        for (start, end) in ascii_runs(query) {
+            let run = &query[start..end];
+            let cut = run.bytes().any(|b| b.is_ascii_digit())
+                && run.bytes().any(|b| b.is_ascii_alphabetic())
+                || run.bytes().any(|b| b.is_ascii_lowercase())
+                    && run.bytes().skip(1).any(|b| b.is_ascii_uppercase());
+            if !cut || words.len() >= MAX_QUERY_WORDS {
+                continue;
+            }
+            let lower = run.to_ascii_lowercase();
+            let whole = match normalize(&lower, &mut buf) {
+                Some(term) if self.visible(term, mask) => Some(term.to_owned()),
+                _ if !synonyms.of(&lower).is_empty() => Some(lower),
+                _ => None,
+            };
+            if let Some(whole) = whole {
+                if !words.contains(&whole) {
+                    words.push(whole);
+                }
+                rest.push_str(&query[from..start]);
+                rest.push(' ');
+                from = end;
+            }
+        }
+        rest.push_str(&query[from..]);
+        tokenize_query(&rest, &mut buf, &mut |t| {
             if words.len() < MAX_QUERY_WORDS && !words.iter().any(|w| w == t) {
                 words.push(t.to_owned());
             }
         });
-        let synonyms = synonyms();
         let mut groups = Vec::new();
+        // Words the query stands for without writing them: the rest of a phrase an
+        // abbreviation expands to (`mr` -> merge request), and the English of the CJK
+        // words it contains. Each is read as a query word of its own, at its weight.
+        let mut implied: Vec<(&str, f64)> = Vec::new();
         for word in &words {
-            let mut group: Vec<(u32, f64)> = Vec::new();
-            let mut push = |term: &str, weight: f64| {
-                if let Some(&id) = self.terms.get(term) {
-                    match group.iter_mut().find(|(t, _)| *t == id) {
-                        Some(slot) => slot.1 = slot.1.max(weight),
-                        None => group.push((id, weight)),
-                    }
+            let mut group = self.word_group(word, 1.0, mask, &mut implied);
+            for phrase in self.acronyms.expansions(word, |doc| mask[doc as usize]) {
+                if let Some((first, rest)) = phrase.split_first() {
+                    self.push_term(&mut group, first, ACRONYM_WEIGHT, mask);
+                    implied.extend(rest.iter().map(|t| (&**t, ACRONYM_WEIGHT)));
                 }
-            };
-            if !synonyms.drop_literal(word) {
-                push(word, 1.0);
-            }
-            for (alt, weight) in synonyms.of(word) {
-                push(alt, *weight);
             }
             // A word the index has never seen, nor any of its synonyms: most often a
             // typo ("caculate"), read as the index's words a slip away from it.
             if group.is_empty() {
                 group.extend(
-                    self.near_terms(word)
+                    self.near_terms(word, mask)
                         .into_iter()
                         .map(|id| (id, TYPO_WEIGHT)),
                 );
@@ -503,7 +698,78 @@ impl SearchIndex {
                 groups.push(group);
             }
         }
+        for (english, weight) in synonyms.translations_in(query) {
+            implied.extend(english.iter().map(|t| (t.as_str(), weight)));
+        }
+        implied.sort_by(|a, b| a.0.cmp(b.0).then(b.1.total_cmp(&a.1)));
+        implied.dedup_by_key(|t| t.0);
+        let mut ignored = Vec::new();
+        for (word, weight) in implied {
+            if groups.len() >= 2 * MAX_QUERY_WORDS {
+                break;
+            }
+            if words.iter().any(|w| w == word) {
+                continue;
+            }
+            let group = self.word_group(word, weight, mask, &mut ignored);
+            if !group.is_empty() {
+                groups.push(group);
+            }
+        }
         groups
+    }
+
+    /// `word` and its synonyms that occur in the index, as (term, weight) scaled by
+    /// `scale`; the further words of phrases it stands for go to `implied`.
+    fn word_group<'s>(
+        &self,
+        word: &str,
+        scale: f64,
+        mask: &[bool],
+        implied: &mut Vec<(&'s str, f64)>,
+    ) -> Vec<(u32, f64)> {
+        let synonyms: &'s synonyms::Synonyms = synonyms();
+        let mut group: Vec<(u32, f64)> = Vec::new();
+        if !synonyms.drop_literal(word) {
+            self.push_term(&mut group, word, scale, mask);
+        }
+        for alt in synonyms.of(word) {
+            let weight = alt.weight * scale;
+            if let Some((first, rest)) = alt.terms.split_first() {
+                self.push_term(&mut group, first, weight, mask);
+                implied.extend(rest.iter().map(|t| (t.as_str(), weight)));
+            }
+        }
+        group
+    }
+
+    /// Whether one of the caller's tools (`mask`) uses `term`.
+    fn visible(&self, term: &str, mask: &[bool]) -> bool {
+        self.terms
+            .get(term)
+            .is_some_and(|&id| self.postings(id).iter().any(|p| mask[p.doc as usize]))
+    }
+
+    /// Adds `term` to `group` if one of the caller's tools uses it (a word only hidden
+    /// tools use is one the caller's index has never seen), keeping the higher weight. A CJK
+    /// word of more than two characters is indexed as its two-character pieces: any
+    /// of them stands for it.
+    fn push_term(&self, group: &mut Vec<(u32, f64)>, term: &str, weight: f64, mask: &[bool]) {
+        let mut add = |term: &str| {
+            if let Some(&id) = self.terms.get(term)
+                && self.postings(id).iter().any(|p| mask[p.doc as usize])
+            {
+                match group.iter_mut().find(|(t, _)| *t == id) {
+                    Some(slot) => slot.1 = slot.1.max(weight),
+                    None => group.push((id, weight)),
+                }
+            }
+        };
+        if term.starts_with(is_cjk) && term.chars().nth(2).is_some() {
+            split_words(term, &mut add);
+        } else {
+            add(term);
+        }
     }
 }
 
@@ -865,6 +1131,59 @@ fn split_words(text: &str, emit: &mut dyn FnMut(&str)) {
     flush(start, bytes.len(), plain);
 }
 
+/// A way of cutting text into raw words, each handed to the callback.
+type Splitter = fn(&str, &mut dyn FnMut(&str));
+
+/// The maximal runs of ASCII letters and digits in `text`, as byte ranges.
+fn ascii_runs(text: &str) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        while i < bytes.len() && !bytes[i].is_ascii_alphanumeric() {
+            i += 1;
+        }
+        if i >= bytes.len() {
+            return None;
+        }
+        let start = i;
+        while i < bytes.len() && bytes[i].is_ascii_alphanumeric() {
+            i += 1;
+        }
+        Some((start, i))
+    })
+}
+
+/// The words of `text` written in mixed case (`GitLab`, `MongoDB`, `OneDrive`: letters
+/// only, a capital after a small letter), whole and lowercased; [`split_words`] cuts
+/// them into their parts.
+fn mixed_case_words(text: &str, emit: &mut dyn FnMut(&str)) {
+    let mut lowered = String::new();
+    for (start, end) in ascii_runs(text) {
+        let run = &text.as_bytes()[start..end];
+        // Only a run that is a word of its own, not a piece of a longer non-ASCII word.
+        let alone = text[..start]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !c.is_alphanumeric())
+            && text[end..]
+                .chars()
+                .next()
+                .is_none_or(|c| !c.is_alphanumeric());
+        if alone
+            && run.len() <= MAX_TOKEN_BYTES
+            && run.iter().all(u8::is_ascii_alphabetic)
+            && run
+                .windows(2)
+                .any(|w| w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase())
+        {
+            lowered.clear();
+            lowered.push_str(&text[start..end]);
+            lowered.make_ascii_lowercase();
+            emit(&lowered);
+        }
+    }
+}
+
 fn is_stopword(word: &str) -> bool {
     const STOPWORDS: &[&str] = &[
         "a", "about", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "been",
@@ -932,144 +1251,6 @@ fn stem(word: &mut String) {
             word.pop();
         }
     }
-}
-
-// ---------------------------------------------------------------------------------
-// Synonyms
-
-struct Synonyms {
-    /// Stemmed word -> (stemmed alternative, weight).
-    map: HashMap<String, Vec<(String, f64)>>,
-    /// Words that only stand for their alternatives (`my` -> `authenticated`).
-    replace: Vec<String>,
-}
-
-impl Synonyms {
-    fn of(&self, word: &str) -> &[(String, f64)] {
-        self.map.get(word).map(Vec::as_slice).unwrap_or(&[])
-    }
-
-    fn drop_literal(&self, word: &str) -> bool {
-        self.replace.iter().any(|w| w == word)
-    }
-}
-
-fn stemmed(word: &str) -> String {
-    let mut w = word.to_lowercase();
-    stem(&mut w);
-    w
-}
-
-fn synonyms() -> &'static Synonyms {
-    static SYNONYMS: OnceLock<Synonyms> = OnceLock::new();
-    SYNONYMS.get_or_init(|| {
-        // Verbs and nouns an agent uses interchangeably; each word brings the others at
-        // a reduced weight.
-        const GROUPS: &[&[&str]] = &[
-            &[
-                "get",
-                "list",
-                "fetch",
-                "retrieve",
-                "read",
-                "show",
-                "view",
-                "display",
-                "lookup",
-                "find",
-                "enumerate",
-                "browse",
-                "describe",
-                "inspect",
-            ],
-            &[
-                "create", "add", "new", "make", "insert", "register", "generate", "open", "post",
-            ],
-            &[
-                "delete", "remove", "destroy", "erase", "drop", "discard", "purge", "unset",
-            ],
-            &[
-                "update",
-                "edit",
-                "modify",
-                "change",
-                "patch",
-                "alter",
-                "set",
-                "rename",
-                "replace",
-                "configure",
-                "adjust",
-            ],
-            &["search", "find", "query", "lookup", "filter", "locate"],
-            &["cancel", "stop", "abort", "terminate", "halt"],
-            &[
-                "run", "trigger", "execute", "start", "launch", "dispatch", "invoke",
-            ],
-            &["send", "deliver", "email", "notify"],
-            &["file", "content"],
-            &["copy", "clone", "duplicate"],
-        ];
-        // Abbreviations and spellings of one thing: full weight, both ways.
-        const SAME: &[&[&str]] = &[
-            &["repo", "repository"],
-            &["org", "organization", "organisation"],
-            &["pr", "pull"],
-            &["info", "information", "detail"],
-            &["config", "configuration", "setting"],
-            &["auth", "authentication", "authorization"],
-            &["app", "application"],
-            &["env", "environment"],
-            &["perm", "permission"],
-            &["msg", "message"],
-            &["doc", "document", "documentation"],
-            &["sub", "subscription"],
-            &["id", "identifier"],
-            &["stat", "statistic"],
-            &["del", "delete"],
-            &["cancelled", "canceled"],
-            &["color", "colour"],
-        ];
-        // Words standing for the caller themselves.
-        const SELF_WORDS: &[&str] = &["me", "my", "mine", "myself"];
-        const SELF_MEANS: &[&str] = &["authenticated", "current", "self"];
-
-        let mut map: HashMap<String, Vec<(String, f64)>> = HashMap::new();
-        let mut link = |a: &str, b: &str, w: f64| {
-            let (a, b) = (stemmed(a), stemmed(b));
-            if a == b {
-                return;
-            }
-            let alts = map.entry(a).or_default();
-            match alts.iter_mut().find(|(t, _)| *t == b) {
-                Some(slot) => slot.1 = slot.1.max(w),
-                None => alts.push((b, w)),
-            }
-        };
-        for group in GROUPS {
-            for a in *group {
-                for b in *group {
-                    link(a, b, SYNONYM_WEIGHT);
-                }
-            }
-        }
-        for group in SAME {
-            for a in *group {
-                for b in *group {
-                    link(a, b, 1.0);
-                }
-            }
-        }
-        for a in SELF_WORDS {
-            for b in SELF_MEANS {
-                link(a, b, 1.0);
-            }
-        }
-        Synonyms {
-            map,
-            replace: SELF_WORDS.iter().map(|w| w.to_string()).collect(),
-        }
-    })
 }
 
 // ---------------------------------------------------------------------------------
@@ -1261,6 +1442,174 @@ mod tests {
         assert_eq!(names(&hits).first(), Some(&"maps__geo"), "{hits:?}");
     }
 
+    /// A small glossary carries common tool vocabulary across languages: English finds
+    /// a tool described in Chinese, Chinese and German find one described in English.
+    #[test]
+    fn finds_tools_across_languages() {
+        let catalog = catalog(&[
+            (
+                "hot",
+                vec![
+                    tool("realtime", "获取微博热搜榜", &[]),
+                    tool("daily", "获取知乎热榜", &[]),
+                ],
+            ),
+            (
+                "life",
+                vec![
+                    tool("oil", "获取今日各省油价", &[]),
+                    tool("parcel", "查询快递物流信息", &["number"]),
+                ],
+            ),
+            (
+                "wx",
+                vec![
+                    tool("forecast", "Get the weather forecast for a city", &["city"]),
+                    tool(
+                        "alerts",
+                        "Get active weather alerts for a state",
+                        &["state"],
+                    ),
+                ],
+            ),
+            (
+                "fs",
+                vec![
+                    tool("write_file", "Write text to a file on disk", &["path"]),
+                    tool(
+                        "list_directory",
+                        "List the entries of a directory",
+                        &["path"],
+                    ),
+                ],
+            ),
+        ]);
+        let index = SearchIndex::build(&catalog);
+        let hits = index.search("trending topics on weibo", 10, |_| true);
+        assert_eq!(names(&hits).first(), Some(&"hot__realtime"), "{hits:?}");
+        let hits = index.search("today's fuel prices", 10, |_| true);
+        assert_eq!(names(&hits).first(), Some(&"life__oil"), "{hits:?}");
+        let hits = index.search("track my parcel", 10, |_| true);
+        assert_eq!(names(&hits).first(), Some(&"life__parcel"), "{hits:?}");
+        let hits = index.search("明天北京天气预报", 10, |_| true);
+        assert_eq!(names(&hits).first(), Some(&"wx__forecast"), "{hits:?}");
+        let hits = index.search("Datei speichern", 10, |_| true);
+        assert_eq!(names(&hits).first(), Some(&"fs__write_file"), "{hits:?}");
+    }
+
+    /// Abbreviations: from the built-in table (`k8s`, spelled with digits; `mr`, a
+    /// phrase), and those the catalog defines itself.
+    #[test]
+    fn abbreviations_stand_for_their_words() {
+        let catalog = catalog(&[
+            (
+                "kube",
+                vec![
+                    tool("delete_resource", "Delete a Kubernetes resource", &["name"]),
+                    tool("delete_file", "Delete a file", &["path"]),
+                ],
+            ),
+            (
+                "forge",
+                vec![
+                    tool(
+                        "create_merge_request",
+                        "Open a new merge request",
+                        &["title"],
+                    ),
+                    tool("create_branch", "Create a branch", &["name"]),
+                    tool(
+                        "send_notice",
+                        "Send a notice to a group over instant messaging",
+                        &["group"],
+                    ),
+                    tool(
+                        "chat_policy",
+                        "The rules of instant messaging (IM) in the workspace",
+                        &[],
+                    ),
+                ],
+            ),
+        ]);
+        let index = SearchIndex::build(&catalog);
+        let hits = index.search("k8s: delete the stuck job", 10, |_| true);
+        assert_eq!(
+            names(&hits).first(),
+            Some(&"kube__delete_resource"),
+            "{hits:?}"
+        );
+        let hits = index.search("create an MR", 10, |_| true);
+        assert_eq!(
+            names(&hits).first(),
+            Some(&"forge__create_merge_request"),
+            "{hits:?}"
+        );
+        let hits = index.search("send an IM", 10, |_| true);
+        assert_eq!(
+            names(&hits).first(),
+            Some(&"forge__send_notice"),
+            "{hits:?}"
+        );
+    }
+
+    /// A query naming a server ranks that server's matching tools first, but a server
+    /// named by a plain word does not win on that word alone.
+    #[test]
+    fn a_named_server_comes_first() {
+        let catalog = catalog(&[
+            (
+                "notion",
+                vec![
+                    tool("create_page", "Create a page", &["title"]),
+                    tool("search", "Search pages and databases", &["query"]),
+                ],
+            ),
+            (
+                "wiki",
+                vec![tool("create_page", "Create a page in the wiki", &["title"])],
+            ),
+            (
+                "line",
+                vec![tool("broadcast", "Broadcast a message to followers", &[])],
+            ),
+            (
+                "git",
+                vec![
+                    tool(
+                        "blame",
+                        "Show who last changed each line of a file",
+                        &["path"],
+                    ),
+                    tool("create_branch", "Create a local branch", &["name"]),
+                ],
+            ),
+            (
+                "gitlab",
+                vec![tool(
+                    "create_branch",
+                    "Create a branch in a project",
+                    &["name"],
+                )],
+            ),
+        ]);
+        let index = SearchIndex::build(&catalog);
+        let hits = index.search("create a page in notion", 10, |_| true);
+        assert_eq!(
+            names(&hits).first(),
+            Some(&"notion__create_page"),
+            "{hits:?}"
+        );
+        let hits = index.search("who changed this line of the file", 10, |_| true);
+        assert_eq!(names(&hits).first(), Some(&"git__blame"), "{hits:?}");
+        // A name written in mixed case is one word, not its parts (`GitLab`, not git).
+        let hits = index.search("create a branch in GitLab", 10, |_| true);
+        assert_eq!(
+            names(&hits).first(),
+            Some(&"gitlab__create_branch"),
+            "{hits:?}"
+        );
+    }
+
     #[test]
     fn splits_identifiers() {
         assert_eq!(words("repos/get-content"), ["repo", "get", "content"]);
@@ -1433,6 +1782,41 @@ mod tests {
         assert!(index.search("create", 10, |_| false).is_empty());
     }
 
+    /// Words only hidden tools use teach the caller's search nothing: no abbreviation
+    /// learnt from them, no whole word read because of them, no typo taken for one.
+    #[test]
+    fn hidden_tools_teach_no_words() {
+        let visible = || {
+            vec![
+                tool(
+                    "send_notice",
+                    "Send a notice over instant messaging",
+                    &["group"],
+                ),
+                tool("list_groups", "List the groups of the forge", &[]),
+                tool("list_rules", "List the rules of a group", &["group"]),
+            ]
+        };
+        let hidden = vec![
+            tool("im_rules", "The rules of instant messaging (IM)", &[]),
+            tool("im_policy", "The policy for instant messaging (IM)", &[]),
+            tool("sync", "Sync the groups with GitLab", &[]),
+            tool("grupos", "Grupos de la forja", &[]),
+        ];
+        let full = SearchIndex::build(&catalog(&[("pub", visible()), ("secret", hidden)]));
+        let alone = SearchIndex::build(&catalog(&[("pub", visible())]));
+        for query in [
+            "send an IM",
+            "GitLab groups",
+            "list grupos",
+            "list the rulse",
+        ] {
+            let expected = alone.search(query, 10, |_| true);
+            let filtered = full.search(query, 10, |n| n.starts_with("pub__"));
+            assert_eq!(expected, filtered, "{query}");
+        }
+    }
+
     #[test]
     fn ties_break_by_name_and_limit_is_capped() {
         let tools: Vec<ToolDef> = (0..80)
@@ -1459,6 +1843,11 @@ mod tests {
         let _ = index.search(&"é".repeat(100_000), 10, |_| true);
         let _ = index.search(&"pull ".repeat(100_000), 10, |_| true);
         let _ = index.search("<p>&amp;](", 10, |_| true);
+        // Query expansion on odd input: abbreviations, mixed case, digits, glossary
+        // words inside long unspaced runs.
+        let _ = index.search("K8s GitLab MR PR i18n a11y x1Y2 (IM) aB", 10, |_| true);
+        let _ = index.search(&"天气预报搜索".repeat(400), 10, |_| true);
+        let _ = index.search(&"GitLabMongoDB ".repeat(400), 10, |_| true);
         // Unclosed markup in a huge description stays linear.
         let mut out = String::new();
         clean_text(&"<a".repeat(200_000), &mut out);
@@ -1466,6 +1855,14 @@ mod tests {
         let empty = SearchIndex::build(&Catalog::default());
         assert!(empty.search("pull", 10, |_| true).is_empty());
         // Odd definitions index without panicking.
+        // Parenthesised abbreviations of every odd shape index without panicking.
+        let shapes = tool(
+            "shapes",
+            "( (A) (AB (ABCDEFG) é (ÉT) x (XY) Über Ärger (ÜÄ) points of interest (POIs) ()",
+            &["p"],
+        );
+        let index = SearchIndex::build(&catalog(&[("u", vec![shapes])]));
+        let _ = index.search("poi xy", 10, |_| true);
         let raw = json!({"name": "ÄÖÜ", "description": 42, "inputSchema": "nope", "title": ["x"]});
         let odd = ToolDef::from_raw(raw.as_object().unwrap().clone()).unwrap();
         let index = SearchIndex::build(&catalog(&[("ü", vec![odd])]));
