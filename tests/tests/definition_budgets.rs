@@ -9,7 +9,9 @@ use std::collections::BTreeSet;
 
 use axum::response::IntoResponse;
 use serde_json::{Map, Value, json};
-use toolgate_e2e::{Gateway, McpSession, MockApi, TempDir, hash_key, http};
+use toolgate_e2e::{
+    Gateway, McpSession, MockApi, TempDir, hash_key, http, python, require, run_python,
+};
 
 const BUDGET: usize = 400;
 const KEY: &str = "budget-tenant-key-0123456789";
@@ -382,6 +384,57 @@ async fn the_first_tools_list_is_bounded_in_every_mode_and_version() {
             }
         }
     }
+}
+
+/// The Python SDK (`mcp` 2.3, both protocol modes) takes an abbreviated listing and its
+/// cost marks, reads the left-out part with `tool_schema`, and its calls are checked
+/// against the whole schema.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_takes_abbreviated_definitions_and_their_parts() {
+    let py = require!(python());
+    let setup = start(json!({})).await;
+    let url = setup.gw.mcp_url();
+    for mode in ["legacy", "auto"] {
+        let out = tokio::task::spawn_blocking({
+            let (py, url) = (py.clone(), url.clone());
+            move || {
+                run_python(
+                    &py,
+                    "budgeted_catalog.py",
+                    &[&url, mode, "rec__storeRecord"],
+                    std::time::Duration::from_secs(150),
+                )
+            }
+        })
+        .await
+        .expect("the client ran");
+        let definition = &out["definition"];
+        assert!(
+            tokens(&definition.to_string()) <= BUDGET + 20,
+            "{mode}: {definition}"
+        );
+        assert!(
+            definition["_meta"]["toolgate/fullDefinitionTokens"].as_u64() > Some(BUDGET as u64),
+            "{mode}: {definition}"
+        );
+        assert!(
+            out["tools"]
+                .as_array()
+                .is_some_and(|t| t.contains(&json!("tool_schema"))),
+            "{mode}: {out}"
+        );
+        let part = &out["schema"];
+        assert_eq!(part["is_error"], false, "{mode}: {part}");
+        assert_eq!(
+            part["structured"]["schema"]["properties"]["part_0"]["properties"]["part_1"]["type"],
+            "object",
+            "{mode}: the whole sub-schema: {part}"
+        );
+        assert_eq!(out["good"]["is_error"], false, "{mode}: {out}");
+        assert_eq!(out["bad"]["is_error"], true, "{mode}: {out}");
+    }
+    // Only the good calls reached the API.
+    assert_eq!(setup.api.requests().len(), 2);
 }
 
 /// A session initialized with protocol `version` (optionally as a tenant).
