@@ -441,7 +441,6 @@ impl Catalog {
         }
 
         let mut catalog = Catalog::default();
-        let mut slots = Vec::with_capacity(final_names.len());
         for (name, candidate) in final_names {
             let mut changed = changed_fields(&name, candidate.upstream, candidate.tool, origin_key);
             // A tool its upstream runs only as a task stays so: no setting makes a
@@ -465,19 +464,18 @@ impl Catalog {
                     && old.budget == budget
             });
             let entry = match unchanged {
-                Some(old) => Slot::Kept(Arc::clone(old)),
-                None => Slot::New(Box::new(Unbuilt {
-                    name: name.clone(),
-                    upstream: candidate.upstream,
-                    tool: candidate.tool,
+                Some(old) => Arc::clone(old),
+                None => Arc::new(Entry::new(
+                    name.clone(),
+                    candidate.upstream,
+                    candidate.tool,
                     changed,
                     budget,
-                })),
+                )),
             };
-            catalog.by_name.insert(name, slots.len());
-            slots.push(entry);
+            catalog.by_name.insert(name, catalog.entries.len());
+            catalog.entries.push(entry);
         }
-        catalog.entries = build_entries(slots);
         (catalog, collisions)
     }
 
@@ -511,91 +509,6 @@ impl Catalog {
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
-}
-
-/// An entry of a build: taken over from the previous catalog, or still to make.
-enum Slot<'a> {
-    Kept(Arc<Entry>),
-    New(Box<Unbuilt<'a>>),
-}
-
-/// What [`Entry::new`] makes an entry of.
-struct Unbuilt<'a> {
-    name: String,
-    upstream: &'a str,
-    tool: &'a ToolDef,
-    changed: JsonObject,
-    budget: Option<(usize, Encoding)>,
-}
-
-/// Below this many new entries one thread makes them all.
-const PARALLEL_ENTRIES: usize = 64;
-
-/// The entries of `slots`, in order, the new ones made on every core: fitting a
-/// definition to its budget (counting it, abbreviating it, checking its exports) is
-/// the bulk of a large import's catalog build, and entries are independent.
-fn build_entries(slots: Vec<Slot<'_>>) -> Vec<Arc<Entry>> {
-    let make = |unbuilt: Unbuilt<'_>| {
-        let Unbuilt {
-            name,
-            upstream,
-            tool,
-            changed,
-            budget,
-        } = unbuilt;
-        Arc::new(Entry::new(name, upstream, tool, changed, budget))
-    };
-    let mut entries: Vec<Option<Arc<Entry>>> = Vec::with_capacity(slots.len());
-    let mut todo = Vec::new();
-    for (index, slot) in slots.into_iter().enumerate() {
-        match slot {
-            Slot::Kept(entry) => entries.push(Some(entry)),
-            Slot::New(unbuilt) => {
-                entries.push(None);
-                todo.push((index, *unbuilt));
-            }
-        }
-    }
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let made: Vec<(usize, Arc<Entry>)> = if todo.len() < PARALLEL_ENTRIES || threads < 2 {
-        todo.into_iter()
-            .map(|(i, unbuilt)| (i, make(unbuilt)))
-            .collect()
-    } else {
-        let per_thread = todo.len().div_ceil(threads);
-        let mut chunks = Vec::new();
-        let mut todo = todo.into_iter().peekable();
-        while todo.peek().is_some() {
-            chunks.push(todo.by_ref().take(per_thread).collect::<Vec<_>>());
-        }
-        std::thread::scope(|scope| {
-            let workers: Vec<_> = chunks
-                .into_iter()
-                .map(|chunk| {
-                    scope.spawn(move || {
-                        chunk
-                            .into_iter()
-                            .map(|(i, unbuilt)| (i, make(unbuilt)))
-                            .collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            workers
-                .into_iter()
-                // A worker that panicked lost its entries: surface it, as one thread
-                // would have.
-                .flat_map(|worker| {
-                    worker
-                        .join()
-                        .unwrap_or_else(|e| std::panic::resume_unwind(e))
-                })
-                .collect()
-        })
-    };
-    for (index, entry) in made {
-        entries[index] = Some(entry);
-    }
-    entries.into_iter().flatten().collect()
 }
 
 /// The catalog name of an item `original` of `upstream`, before collision handling:
