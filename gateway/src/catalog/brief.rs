@@ -533,14 +533,18 @@ pub fn schema_at(definition: &JsonObject, path: &str) -> Option<Value> {
     if path.is_empty() || path == "/" {
         return Some(Value::Object(definition.clone()));
     }
-    let mut segments = path.strip_prefix('/')?.split('/');
-    let top = unescape(segments.next()?);
-    let root = definition.get(&top)?;
-    let rest: String = path[1 + escape(&top).len()..].to_owned();
+    // The first segment names a field of the definition, the rest is a pointer in it
+    // (split where the text has its `/`, whatever the segment's escapes).
+    let after_slash = path.strip_prefix('/')?;
+    let (first, rest) = match after_slash.find('/') {
+        Some(at) => after_slash.split_at(at),
+        None => (after_slash, ""),
+    };
+    let root = definition.get(&unescape(first))?;
     let node = if rest.is_empty() {
         root.clone()
     } else {
-        root.pointer(&rest)?.clone()
+        root.pointer(rest)?.clone()
     };
     if rest.is_empty() {
         return Some(node);

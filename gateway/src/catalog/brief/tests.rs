@@ -232,3 +232,41 @@ fn abbreviate_schema_fits_any_limit_it_is_given() {
         assert!(text.contains(named), "{text}");
     }
 }
+
+#[test]
+fn any_path_is_answered_or_refused_without_panic() {
+    let entry = build(
+        json!({"name": "t", "description": "d", "inputSchema": {"type": "object",
+            "properties": {"a/b": {"type": "string"}, "~": {"type": "integer"}, "é": nested(1, 1)}}}),
+        BUDGET,
+    );
+    let full = entry.full_definition();
+    for path in [
+        "/~2",
+        "/~",
+        "//",
+        "///",
+        "/inputSchema/~2",
+        "/inputSchema/properties/a~1b",
+        "/inputSchema/properties/~0",
+        "/inputSchema/properties/é/properties",
+        "/é",
+        "/\u{0}",
+        "/description/0",
+        "/inputSchema/required/99",
+        "no-slash",
+        "~1",
+        "/inputSchema/",
+    ] {
+        let _ = schema_at(&full, path);
+    }
+    assert_eq!(
+        schema_at(&full, "/inputSchema/properties/a~1b"),
+        Some(json!({"type": "string"}))
+    );
+    assert_eq!(
+        schema_at(&full, "/inputSchema/properties/~0"),
+        Some(json!({"type": "integer"}))
+    );
+    assert_eq!(schema_at(&full, "/description"), Some(json!("d")));
+}
