@@ -351,19 +351,18 @@ pub fn schema_answer(
     fit: Option<usize>,
 ) -> Result<Value, ToolError> {
     let unknown = || crate::errors::unknown_tool(name);
-    let entry = match definition(name) {
-        Some(_) => None,
+    // A protocol tool's own definition, or a catalog entry the caller may use.
+    let (entry, definition) = match definition(name) {
+        Some(definition) => (None, definition),
         None => {
             let view = View::of(gateway, caller);
             if view.access(caller, name) == Access::Hidden {
                 return Err(unknown());
             }
-            Some(Arc::clone(view.catalog.get(name).ok_or_else(unknown)?))
+            let entry = Arc::clone(view.catalog.get(name).ok_or_else(unknown)?);
+            let definition = entry.full_definition();
+            (Some(entry), definition)
         }
-    };
-    let definition = match &entry {
-        Some(entry) => entry.full_definition(),
-        None => definition(name).unwrap_or_default(),
     };
     let path = path.unwrap_or("");
     if !path.is_empty() && !path.starts_with('/') {

@@ -1314,6 +1314,27 @@ mod tests {
         ToolDef::from_raw(raw.as_object().unwrap().clone()).unwrap()
     }
 
+    /// Three Stripe operations, descriptions in HTML as the spec has them.
+    fn stripe_tools() -> Vec<ToolDef> {
+        vec![
+            tool(
+                "PostRefunds",
+                "<p>When you create a new refund, you must specify a Charge or a PaymentIntent object on which to create it.</p>",
+                &["charge", "amount"],
+            ),
+            tool(
+                "PostCustomers",
+                "<p>Creates a new customer object.</p>",
+                &["email", "name"],
+            ),
+            tool(
+                "GetCustomers",
+                "<p>Returns a list of your customers.</p>",
+                &["email", "limit"],
+            ),
+        ]
+    }
+
     fn catalog(upstreams: &[(&str, Vec<ToolDef>)]) -> Catalog {
         let sources: Vec<Source<'_>> = upstreams
             .iter()
@@ -1359,26 +1380,7 @@ mod tests {
                     ),
                 ],
             ),
-            (
-                "stripe",
-                vec![
-                    tool(
-                        "PostRefunds",
-                        "<p>When you create a new refund, you must specify a Charge or a PaymentIntent object on which to create it.</p>",
-                        &["charge", "amount"],
-                    ),
-                    tool(
-                        "PostCustomers",
-                        "<p>Creates a new customer object.</p>",
-                        &["email", "name"],
-                    ),
-                    tool(
-                        "GetCustomers",
-                        "<p>Returns a list of your customers.</p>",
-                        &["email", "limit"],
-                    ),
-                ],
-            ),
+            ("stripe", stripe_tools()),
         ])
     }
 
@@ -1756,26 +1758,7 @@ mod tests {
         assert!(hits.iter().all(|h| h.upstream == "stripe"));
 
         // The same allowed tools score the same whatever else the catalog holds.
-        let small = catalog(&[(
-            "stripe",
-            vec![
-                tool(
-                    "PostRefunds",
-                    "<p>When you create a new refund, you must specify a Charge or a PaymentIntent object on which to create it.</p>",
-                    &["charge", "amount"],
-                ),
-                tool(
-                    "PostCustomers",
-                    "<p>Creates a new customer object.</p>",
-                    &["email", "name"],
-                ),
-                tool(
-                    "GetCustomers",
-                    "<p>Returns a list of your customers.</p>",
-                    &["email", "limit"],
-                ),
-            ],
-        )]);
+        let small = catalog(&[("stripe", stripe_tools())]);
         let alone = SearchIndex::build(&small).search("create a customer", 10, |_| true);
         let filtered = index.search("create a customer", 10, only_stripe);
         assert_eq!(alone, filtered);
