@@ -150,17 +150,15 @@ async fn logged(
     telemetry: &toolgate::telemetry::TelemetryConfig,
     command: impl std::future::Future<Output = ExitCode>,
 ) -> ExitCode {
-    let exporter = match toolgate::logging::init(telemetry) {
-        Ok(exporter) => exporter,
+    let logging = match toolgate::logging::init(telemetry) {
+        Ok(logging) => logging,
         Err(error) => {
             eprintln!("toolgate: {error}");
             return ExitCode::from(2);
         }
     };
     let code = command.await;
-    if let Some(exporter) = exporter {
-        exporter.shutdown().await;
-    }
+    logging.finish().await;
     code
 }
 

@@ -34,9 +34,6 @@ const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-versi
 const POST_ACCEPT: HeaderValue = HeaderValue::from_static("application/json, text/event-stream");
 const JSON: HeaderValue = HeaderValue::from_static("application/json");
 const EVENT_STREAM: HeaderValue = HeaderValue::from_static("text/event-stream");
-/// A request's POST may outlive its caller's deadline by this much (to read a late
-/// answer), never more.
-const POST_GRACE: Duration = Duration::from_secs(1);
 
 /// Opens a connection. Nothing goes on the wire until the first message (`initialize`).
 pub(crate) fn connect(upstream: Arc<str>, http: Arc<HttpClient>) -> Connected {
@@ -310,21 +307,22 @@ impl StreamableOut {
 
 #[async_trait]
 impl Outbound for StreamableOut {
-    async fn send(&self, msg: Value, id: Option<u64>, deadline: Instant) -> Result<(), String> {
+    async fn send(&self, msg: Value, id: Option<u64>, _deadline: Instant) -> Result<(), String> {
         let body = serde_json::to_vec(&msg).map_err(|e| e.to_string())?;
         let trace = super::http::trace_headers(&msg);
         if let Some(id) = id {
             let Some(me) = self.me.upgrade() else {
                 return Err("connection closed".into());
             };
-            let stop = self.stop.clone();
-            tokio::spawn(async move {
-                tokio::select! {
-                    _ = me.run_request(body, trace, id) => {}
-                    _ = stop.cancelled() => {}
-                    _ = tokio::time::sleep_until(deadline + POST_GRACE) => {}
-                }
-            });
+            // The POST runs inside the request that waits for its answer: no task of
+            // its own, no wake-up of another worker thread to hand the answer over
+            // (bench/README.md). The caller's own deadline and cancellation end it by
+            // dropping it, which closes the POST's connection: the server sees that.
+            tokio::select! {
+                biased;
+                _ = me.run_request(body, trace, id) => {}
+                _ = self.stop.cancelled() => {}
+            }
             return Ok(());
         }
         let resp = tokio::time::timeout(self.http.timeout, self.post(body, trace))
