@@ -65,6 +65,7 @@ impl<'t> Memo<'t> {
 
 /// Counts one text, remembering the counts of its short segments and pieces.
 pub(super) struct PieceCounter<'t> {
+    encoding: Encoding,
     tok: &'static bpe_openai::Tokenizer,
     /// BPE counts of pieces.
     pieces: Memo<'t>,
@@ -75,6 +76,7 @@ pub(super) struct PieceCounter<'t> {
 impl<'t> PieceCounter<'t> {
     pub(super) fn new(encoding: Encoding) -> Self {
         Self {
+            encoding,
             tok: encoding.tokenizer(),
             pieces: Memo::default(),
             segments: Memo::default(),
@@ -102,16 +104,19 @@ impl<'t> PieceCounter<'t> {
     /// Tokens of one segment, remembered when it is short.
     fn segment(&mut self, segment: &'t str) -> usize {
         let Self {
+            encoding,
             tok,
             pieces,
             segments,
         } = self;
-        segments.get_or(segment.as_bytes(), || split_count(tok, pieces, segment))
+        segments.get_or(segment.as_bytes(), || {
+            split_count(*encoding, tok, pieces, segment)
+        })
     }
 
     /// Tokens of `text`, split by the pre-tokenizer.
     fn split_count(&mut self, text: &'t str) -> usize {
-        split_count(self.tok, &mut self.pieces, text)
+        split_count(self.encoding, self.tok, &mut self.pieces, text)
     }
 
     /// Tokens of `text` if there are at most `limit`; `None` otherwise, found out after
@@ -168,23 +173,69 @@ impl<'t> PieceCounter<'t> {
         if piece.len() > MAX_MEMO_LEN {
             return self.tok.bpe.count_till_limit(piece.as_bytes(), limit);
         }
-        let tok = self.tok;
-        let n = self
-            .pieces
-            .get_or(piece.as_bytes(), || tok.bpe.count(piece.as_bytes()));
+        let (encoding, tok) = (self.encoding, self.tok);
+        let n = self.pieces.get_or(piece.as_bytes(), || {
+            known_count(encoding, tok, piece.as_bytes())
+        });
         (n <= limit).then_some(n)
     }
 }
 
 /// Tokens of `text`, split by the pre-tokenizer, BPE counts of pieces remembered.
 fn split_count<'t>(
+    encoding: Encoding,
     tok: &'static bpe_openai::Tokenizer,
     pieces: &mut Memo<'t>,
     text: &'t str,
 ) -> usize {
     tok.split(text)
-        .map(|piece| pieces.get_or(piece.as_bytes(), || tok.bpe.count(piece.as_bytes())))
+        .map(|piece| {
+            pieces.get_or(piece.as_bytes(), || {
+                known_count(encoding, tok, piece.as_bytes())
+            })
+        })
         .sum()
+}
+
+/// Short pieces whose BPE counts a worker thread keeps across texts (per encoding):
+/// one API's results repeat the same keys and words call after call, and BPE on a
+/// short piece costs two allocations and a search, most of a small result's count
+/// (bench/README.md). Emptied when full: bounded memory, and nothing to evict.
+const KNOWN_PIECES: usize = 1 << 13;
+
+thread_local! {
+    /// Keyed with std's random hasher, not [`PieceHasher`]: the keys are untrusted
+    /// text that outlives the call which brought it.
+    static KNOWN: std::cell::RefCell<[HashMap<Box<[u8]>, u32>; 2]> = Default::default();
+}
+
+/// BPE tokens of `piece` (a piece as the pre-tokenizer cut it), remembered on this
+/// thread when it is short.
+fn known_count(encoding: Encoding, tok: &'static bpe_openai::Tokenizer, piece: &[u8]) -> usize {
+    if piece.len() > MAX_MEMO_LEN {
+        return tok.bpe.count(piece);
+    }
+    let slot = match encoding {
+        Encoding::O200kBase => 0,
+        Encoding::Cl100kBase => 1,
+    };
+    KNOWN
+        .try_with(|known| {
+            let Ok(mut known) = known.try_borrow_mut() else {
+                return tok.bpe.count(piece);
+            };
+            let map = &mut known[slot];
+            if let Some(&n) = map.get(piece) {
+                return n as usize;
+            }
+            let n = tok.bpe.count(piece);
+            if map.len() >= KNOWN_PIECES {
+                map.clear();
+            }
+            map.insert(piece.into(), n as u32);
+            n
+        })
+        .unwrap_or_else(|_| tok.bpe.count(piece))
 }
 
 /// Where the segment starting at `start` ends: after the first ASCII letter or digit
