@@ -49,6 +49,9 @@ pub struct Metrics {
     refusals: Family<OutcomeLabels, Counter>,
     tasks: Family<OutcomeLabels, Counter>,
     task_duration: Family<OutcomeLabels, Histogram>,
+    /// Calls and errors per upstream over the last minutes (the console's sparklines),
+    /// counted with `tool_calls`.
+    pub recent: crate::recent::RecentCalls,
 }
 
 impl Default for Metrics {
@@ -134,6 +137,7 @@ impl Metrics {
             task_duration.clone(),
         );
         Self {
+            recent: crate::recent::RecentCalls::default(),
             registry,
             tasks,
             task_duration,
@@ -216,6 +220,9 @@ impl Metrics {
 
     /// One more call in `toolgate_tool_calls_total`, whatever became of it.
     fn count_call(&self, tool: &str, upstream: &str, outcome: &str) {
+        if upstream != UNKNOWN {
+            self.recent.record(upstream, outcome != "ok");
+        }
         self.calls
             .get_or_create(&CallLabels {
                 tool: tool.to_owned(),

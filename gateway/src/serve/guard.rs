@@ -270,7 +270,7 @@ fn refuse_host(
 }
 
 /// Whether `origin` is the gateway's own: the host (and port) the request was sent to.
-fn same_origin(origin: &str, host: Option<&str>) -> bool {
+pub(crate) fn same_origin(origin: &str, host: Option<&str>) -> bool {
     let (Some((_, origin_host, origin_port)), Some((host, port))) =
         (parse_origin(origin), host.and_then(split_authority))
     else {

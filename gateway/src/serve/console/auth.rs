@@ -1,0 +1,411 @@
+//! Who is using the console, and the checks in front of everything it does.
+//!
+//! - **Sign-in**: a form posting the admin token (everything) or a tenant's API key
+//!   (read-only, only what that tenant's policy reaches). A refused credential gets
+//!   one answer whatever was wrong with it. The credential itself is never stored,
+//!   logged or written back into a page: the session remembers only the role.
+//! - **Session cookie**: 128 random bits, `HttpOnly; SameSite=Strict; Path=/console`,
+//!   `Secure` when `public_url` is `https://…` or the request says it came over TLS
+//!   (`X-Forwarded-Proto: https`; trusting it can only add the flag). Sessions expire
+//!   after [`IDLE`] unused or [`LIFETIME`] in all, and at most [`MAX_SESSIONS`] exist
+//!   (the least recently used makes room).
+//! - **Cross-site requests**: every state-changing POST needs the session's CSRF token
+//!   (a form field or the `X-CSRF-Token` header, compared in constant time) and must not
+//!   come from another site (`Origin` the gateway's own, `Sec-Fetch-Site` same-origin).
+//!   The sign-in form, which has no session yet, gets the Origin check.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, HeaderValue, StatusCode, header};
+use sha2::{Digest, Sha256};
+
+use super::Console;
+use crate::policy::Tenant;
+
+/// The session cookie's name.
+pub(super) const COOKIE: &str = "toolgate_console";
+/// The most console sessions at once.
+pub(super) const MAX_SESSIONS: usize = 64;
+/// A session unused this long is over.
+pub(super) const IDLE: Duration = Duration::from_secs(30 * 60);
+/// No session lasts longer than this.
+pub(super) const LIFETIME: Duration = Duration::from_secs(12 * 3600);
+
+/// Who a session is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Role {
+    Admin,
+    /// A tenant, by name: resolved against the running policy on every request, so a
+    /// tenant removed by a reload loses its console sessions.
+    Tenant(String),
+}
+
+/// The signed-in user of a request.
+pub(super) enum Viewer {
+    Admin,
+    Tenant(Arc<Tenant>),
+}
+
+impl Viewer {
+    pub(super) fn is_admin(&self) -> bool {
+        matches!(self, Viewer::Admin)
+    }
+}
+
+struct Session {
+    role: Role,
+    csrf: String,
+    created: Instant,
+    used: Instant,
+}
+
+/// The console's sessions, in memory (a console session is a browser's, on one
+/// replica; losing it on a restart only means signing in again).
+#[derive(Default)]
+pub(super) struct Sessions {
+    table: Mutex<HashMap<String, Session>>,
+}
+
+impl Sessions {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Session>> {
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A new session for `role`: its id and CSRF token.
+    fn create(&self, role: Role) -> (String, String) {
+        let now = Instant::now();
+        let id = crate::session::new_session_id();
+        let csrf = crate::session::new_session_id();
+        let mut table = self.lock();
+        table.retain(|_, s| alive(s, now));
+        if table.len() >= MAX_SESSIONS
+            && let Some(oldest) = table
+                .iter()
+                .min_by_key(|(_, s)| s.used)
+                .map(|(id, _)| id.clone())
+        {
+            table.remove(&oldest);
+        }
+        table.insert(
+            id.clone(),
+            Session {
+                role,
+                csrf: csrf.clone(),
+                created: now,
+                used: now,
+            },
+        );
+        (id, csrf)
+    }
+
+    /// The live session `id` (its idle timer restarted): role and CSRF token.
+    fn get(&self, id: &str) -> Option<(Role, String)> {
+        let now = Instant::now();
+        let mut table = self.lock();
+        let live = table.get(id).is_some_and(|s| alive(s, now));
+        if !live {
+            table.remove(id);
+            return None;
+        }
+        let session = table.get_mut(id)?;
+        session.used = now;
+        Some((session.role.clone(), session.csrf.clone()))
+    }
+
+    fn remove(&self, id: &str) {
+        self.lock().remove(id);
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.lock().len()
+    }
+}
+
+fn alive(session: &Session, now: Instant) -> bool {
+    now.duration_since(session.used) < IDLE && now.duration_since(session.created) < LIFETIME
+}
+
+/// A request's signed-in user, its session id and CSRF token.
+pub(super) struct Current {
+    pub(super) viewer: Viewer,
+    pub(super) csrf: String,
+    id: String,
+}
+
+/// The session cookie's value, if the request carries one.
+fn cookie_id(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE)
+        .map(|(_, value)| value.trim().to_owned())
+        .filter(|v| !v.is_empty() && v.len() <= 64)
+}
+
+/// The signed-in user of a request, if its session is live and its tenant still
+/// exists.
+pub(super) fn current(console: &Console, headers: &HeaderMap) -> Option<Current> {
+    let id = cookie_id(headers)?;
+    let (role, csrf) = console.sessions.get(&id)?;
+    let viewer = match role {
+        Role::Admin => {
+            // An admin session ends with the admin API (a reload cannot change it,
+            // but be explicit).
+            console.admin.token()?;
+            Viewer::Admin
+        }
+        Role::Tenant(name) => Viewer::Tenant(console.door.gateway.policy().tenant(&name)?),
+    };
+    Some(Current { viewer, csrf, id })
+}
+
+/// Whether two texts are equal, in time independent of where they differ.
+fn same(a: &str, b: &str) -> bool {
+    let a: [u8; 32] = Sha256::digest(a.as_bytes()).into();
+    let b: [u8; 32] = Sha256::digest(b.as_bytes()).into();
+    a.iter()
+        .zip(b.iter())
+        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+        == 0
+}
+
+/// `Some(refusal)` when the request comes from another site: a foreign `Origin`, or a
+/// `Sec-Fetch-Site` other than `same-origin` (browsers send at least one of them on
+/// every POST; clients that are not browsers send neither and cannot be tricked into
+/// a request).
+pub(super) fn refuse_cross_site(headers: &HeaderMap) -> Option<Response> {
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+    let foreign_origin = headers
+        .get(header::ORIGIN)
+        .map(|v| v.to_str().unwrap_or("null"))
+        .is_some_and(|origin| !crate::serve::guard::same_origin(origin, host));
+    let foreign_fetch = headers
+        .get("sec-fetch-site")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|site| !matches!(site, "same-origin" | "none"));
+    (foreign_origin || foreign_fetch).then(|| {
+        tracing::warn!("console: refused a cross-site POST");
+        forbidden("This request came from another site and was refused.")
+    })
+}
+
+/// Checks a state-changing request: same site, and the session's CSRF token
+/// (`presented`: the form field, or the `X-CSRF-Token` header when `None`).
+pub(super) fn check_post(
+    current: &Current,
+    headers: &HeaderMap,
+    presented: Option<&str>,
+) -> Result<(), Response> {
+    if let Some(refused) = refuse_cross_site(headers) {
+        return Err(refused);
+    }
+    let presented = presented.or_else(|| headers.get("x-csrf-token").and_then(|v| v.to_str().ok()));
+    match presented {
+        Some(token) if same(token, &current.csrf) => Ok(()),
+        _ => {
+            tracing::warn!("console: refused a POST without its session's CSRF token");
+            Err(forbidden(
+                "This request did not carry the page's form token and was refused: reload the page and try again.",
+            ))
+        }
+    }
+}
+
+fn forbidden(message: &str) -> Response {
+    let body = super::html::bare_page("Refused", &super::html::notice("bad", message));
+    (
+        StatusCode::FORBIDDEN,
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        body,
+    )
+        .into_response()
+}
+
+/// The `Set-Cookie` value of a new session.
+fn session_cookie(console: &Console, headers: &HeaderMap, id: &str) -> Option<HeaderValue> {
+    let https_config = console
+        .door
+        .gateway
+        .config()
+        .public_url
+        .as_deref()
+        .is_some_and(|u| u.to_ascii_lowercase().starts_with("https://"));
+    let https_request = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|p| p.trim().eq_ignore_ascii_case("https"));
+    let secure = if https_config || https_request {
+        "; Secure"
+    } else {
+        ""
+    };
+    HeaderValue::from_str(&format!(
+        "{COOKIE}={id}; HttpOnly; SameSite=Strict; Path=/console; Max-Age={}{secure}",
+        LIFETIME.as_secs()
+    ))
+    .ok()
+}
+
+const CLEARED: &str = "toolgate_console=; HttpOnly; SameSite=Strict; Path=/console; Max-Age=0";
+
+/// The sign-in form (`refused`: after a refused credential).
+pub(super) fn login_page(console: &Console, refused: bool) -> String {
+    let mut body = String::new();
+    if refused {
+        body.push_str(&super::html::notice(
+            "bad",
+            "Sign-in refused: that is not this gateway's admin token nor a tenant's API key.",
+        ));
+    }
+    if console.admin.token().is_none() && console.door.gateway.policy().is_open() {
+        body.push_str(&super::html::notice(
+            "info",
+            "This gateway has no admin token and no tenants: set `admin.token` in its config to use the console.",
+        ));
+    }
+    body.push_str(
+        "<form method=\"post\" action=\"/console/login\" class=\"stack\">\
+         <label for=\"token\">Admin token or tenant API key</label>\
+         <input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"current-password\" required autofocus>\
+         <p class=\"hint\">The admin token shows and changes everything; a tenant's API key shows, read-only, what that tenant may use.</p>\
+         <button type=\"submit\">Sign in</button></form>",
+    );
+    super::html::bare_page("Sign in to the toolgate console", &body)
+}
+
+fn html(status: StatusCode, body: String) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        body,
+    )
+        .into_response()
+}
+
+/// `POST /console/login`.
+pub(super) async fn login(console: &Console, headers: &HeaderMap, token: &str) -> Response {
+    if let Some(refused) = refuse_cross_site(headers) {
+        return refused;
+    }
+    let token = token.trim();
+    let role = if token.is_empty() || token.len() > 8192 {
+        None
+    } else if console.admin.token().is_some_and(|t| t.matches(token)) {
+        Some(Role::Admin)
+    } else if console.door.gateway.policy().is_open() {
+        None
+    } else {
+        let authorization = format!("Bearer {token}");
+        match console
+            .door
+            .authenticator
+            .authenticate(Some(&authorization))
+            .await
+        {
+            Ok(Some(name)) if console.door.gateway.policy().tenant(&name).is_some() => {
+                Some(Role::Tenant(name))
+            }
+            _ => None,
+        }
+    };
+    let Some(role) = role else {
+        console
+            .door
+            .gateway
+            .metrics
+            .record_refusal("invalid_credentials");
+        tracing::info!(
+            target: crate::logging::AUDIT_TARGET,
+            outcome = "invalid_credentials",
+            "console sign-in refused"
+        );
+        return html(StatusCode::UNAUTHORIZED, login_page(console, true));
+    };
+    tracing::info!(
+        target: crate::logging::AUDIT_TARGET,
+        role = match &role {
+            Role::Admin => "admin",
+            Role::Tenant(_) => "tenant",
+        },
+        "console sign-in"
+    );
+    let (id, _) = console.sessions.create(role);
+    let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, "/console")]).into_response();
+    if let Some(cookie) = session_cookie(console, headers, &id) {
+        response.headers_mut().insert(header::SET_COOKIE, cookie);
+    }
+    response
+}
+
+/// `POST /console/logout`.
+pub(super) fn logout(console: &Console, current: &Current) -> Response {
+    console.sessions.remove(&current.id);
+    let mut response = (
+        StatusCode::SEE_OTHER,
+        [(header::LOCATION, "/console/login")],
+    )
+        .into_response();
+    response
+        .headers_mut()
+        .insert(header::SET_COOKIE, HeaderValue::from_static(CLEARED));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sessions_are_bounded_and_cookies_parsed() {
+        let sessions = Sessions::default();
+        let (first, _) = sessions.create(Role::Admin);
+        for _ in 0..MAX_SESSIONS + 5 {
+            sessions.create(Role::Tenant("a".into()));
+        }
+        assert_eq!(sessions.len(), MAX_SESSIONS);
+        assert!(sessions.get(&first).is_none(), "the oldest made room");
+        let (id, csrf) = sessions.create(Role::Admin);
+        assert_eq!(sessions.get(&id), Some((Role::Admin, csrf)));
+        sessions.remove(&id);
+        assert!(sessions.get(&id).is_none());
+
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::COOKIE,
+            HeaderValue::from_static("a=b; toolgate_console=xyz ; c=d"),
+        );
+        assert_eq!(cookie_id(&headers).as_deref(), Some("xyz"));
+        assert!(same("abc", "abc") && !same("abc", "abd"));
+    }
+
+    #[test]
+    fn cross_site_requests_are_told_apart() {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::HOST, HeaderValue::from_static("127.0.0.1:8080"));
+        assert!(refuse_cross_site(&headers).is_none(), "no browser headers");
+        headers.insert(
+            header::ORIGIN,
+            HeaderValue::from_static("http://127.0.0.1:8080"),
+        );
+        headers.insert("sec-fetch-site", HeaderValue::from_static("same-origin"));
+        assert!(refuse_cross_site(&headers).is_none());
+        headers.insert(
+            header::ORIGIN,
+            HeaderValue::from_static("http://evil.example"),
+        );
+        assert!(refuse_cross_site(&headers).is_some());
+        headers.insert(
+            header::ORIGIN,
+            HeaderValue::from_static("http://127.0.0.1:8080"),
+        );
+        headers.insert("sec-fetch-site", HeaderValue::from_static("cross-site"));
+        assert!(refuse_cross_site(&headers).is_some());
+    }
+}
