@@ -38,12 +38,12 @@ pub(super) async fn logout(
 ) -> Response {
     let current = match signed_in(&console, &headers) {
         Ok(current) => current,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     if let Err(refused) =
         auth::check_post(&current, &headers, fields.get("csrf").map(String::as_str))
     {
-        return refused;
+        return *refused;
     }
     auth::logout(&console, &current)
 }
@@ -53,7 +53,7 @@ fn admin_post(
     console: &Console,
     headers: &HeaderMap,
     fields: &HashMap<String, String>,
-) -> Result<Current, Response> {
+) -> Result<Current, Box<Response>> {
     let current = signed_in(console, headers)?;
     auth::check_post(&current, headers, fields.get("csrf").map(String::as_str))?;
     admin_only(&current)?;
@@ -91,10 +91,10 @@ pub(super) async fn register_form(
 ) -> Response {
     let current = match signed_in(&console, &headers) {
         Ok(current) => current,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     if let Err(response) = admin_only(&current) {
-        return response;
+        return *response;
     }
     super::html(StatusCode::OK, register_page(&current, ""))
 }
@@ -106,7 +106,7 @@ pub(super) async fn register(
 ) -> Response {
     let current = match admin_post(&console, &headers, &fields) {
         Ok(current) => current,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     let text = |key: &str| {
         fields
@@ -223,7 +223,7 @@ pub(super) async fn refresh(
 ) -> Response {
     let current = match admin_post(&console, &headers, &fields) {
         Ok(current) => current,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     let (status, answer) = console.admin.refresh(name).await;
     let body = report(status, &answer, "refreshed");
@@ -241,7 +241,7 @@ pub(super) async fn delete(
 ) -> Response {
     let current = match admin_post(&console, &headers, &fields) {
         Ok(current) => current,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     let (status, answer) = console.admin.remove(&name).await;
     let body = if status.is_success() {
@@ -283,7 +283,7 @@ pub(super) async fn call(
         );
     };
     if let Err(refused) = auth::check_post(&current, &headers, None) {
-        return refused;
+        return *refused;
     }
     let request: JsonObject = match serde_json::from_slice(&body) {
         Ok(request) => request,

@@ -202,18 +202,18 @@ pub(super) fn check_post(
     current: &Current,
     headers: &HeaderMap,
     presented: Option<&str>,
-) -> Result<(), Response> {
+) -> Result<(), Box<Response>> {
     if let Some(refused) = refuse_cross_site(headers) {
-        return Err(refused);
+        return Err(Box::new(refused));
     }
     let presented = presented.or_else(|| headers.get("x-csrf-token").and_then(|v| v.to_str().ok()));
     match presented {
         Some(token) if same(token, &current.csrf) => Ok(()),
         _ => {
             tracing::warn!("console: refused a POST without its session's CSRF token");
-            Err(forbidden(
+            Err(Box::new(forbidden(
                 "This request did not carry the page's form token and was refused: reload the page and try again.",
-            ))
+            )))
         }
     }
 }

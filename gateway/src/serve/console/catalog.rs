@@ -60,7 +60,7 @@ pub(super) async fn catalog(
 ) -> Response {
     let current = match signed_in(&console, &headers) {
         Ok(current) => current,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     let scope = Scope::of(&console, &current.viewer);
     let q = query.get("q").map(|q| q.trim()).unwrap_or_default();
@@ -257,7 +257,7 @@ pub(super) async fn tool(
 ) -> Response {
     let current = match signed_in(&console, &headers) {
         Ok(current) => current,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     let scope = Scope::of(&console, &current.viewer);
     let Some(entry) = scope

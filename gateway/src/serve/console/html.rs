@@ -67,7 +67,7 @@ pub(super) fn page(viewer: &Viewer, csrf: &str, current: &str, title: &str, body
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
          <meta name=\"csrf-token\" content=\"{csrf}\">\
          <title>{title} · toolgate console</title>\
-         <link rel=\"stylesheet\" href=\"/console/assets/console.css\">\
+         <link rel=\"icon\" href=\"data:,\"><link rel=\"stylesheet\" href=\"/console/assets/console.css\">\
          <script src=\"/console/assets/console.js\" defer></script></head>\
          <body><a class=\"skip\" href=\"#main\">Skip to content</a>\
          <header><span class=\"brand\">toolgate</span>\
@@ -88,7 +88,7 @@ pub(super) fn bare_page(title: &str, body: &str) -> String {
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
          <title>{title} · toolgate console</title>\
-         <link rel=\"stylesheet\" href=\"/console/assets/console.css\"></head>\
+         <link rel=\"icon\" href=\"data:,\"><link rel=\"stylesheet\" href=\"/console/assets/console.css\"></head>\
          <body><main id=\"main\" class=\"narrow\"><h1>{title}</h1>{body}</main></body></html>",
         title = esc(title),
     )

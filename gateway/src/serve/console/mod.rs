@@ -98,7 +98,9 @@ async fn security_headers(request: Request, next: Next) -> Response {
     set(headers, "content-security-policy", CSP);
     set(headers, "x-frame-options", "DENY");
     set(headers, "x-content-type-options", "nosniff");
-    set(headers, "referrer-policy", "no-referrer");
+    // Not `no-referrer`: with it browsers send `Origin: null` on the console's own
+    // form posts, which the cross-site check must then refuse.
+    set(headers, "referrer-policy", "same-origin");
     set(headers, "cross-origin-opener-policy", "same-origin");
     if !headers.contains_key(header::CACHE_CONTROL) {
         set(headers, "cache-control", "no-store");
@@ -122,25 +124,25 @@ fn html(status: StatusCode, body: String) -> Response {
 
 /// The signed-in user, or the answer for a request without one: the sign-in page for
 /// a page, 401 for a region refreshed by the script.
-fn signed_in(console: &Console, headers: &HeaderMap) -> Result<Current, Response> {
-    auth::current(console, headers).ok_or_else(|| redirect("/console/login"))
+fn signed_in(console: &Console, headers: &HeaderMap) -> Result<Current, Box<Response>> {
+    auth::current(console, headers).ok_or_else(|| Box::new(redirect("/console/login")))
 }
 
-fn signed_in_fragment(console: &Console, headers: &HeaderMap) -> Result<Current, Response> {
+fn signed_in_fragment(console: &Console, headers: &HeaderMap) -> Result<Current, Box<Response>> {
     auth::current(console, headers).ok_or_else(|| {
-        html(
+        Box::new(html(
             StatusCode::UNAUTHORIZED,
             html::notice("bad", "Your console session ended: sign in again."),
-        )
+        ))
     })
 }
 
 /// A page only the admin may see: 404 for a tenant (as for a page that does not exist).
-fn admin_only(current: &Current) -> Result<(), Response> {
+fn admin_only(current: &Current) -> Result<(), Box<Response>> {
     if current.viewer.is_admin() {
         Ok(())
     } else {
-        Err(not_found(current))
+        Err(Box::new(not_found(current)))
     }
 }
 

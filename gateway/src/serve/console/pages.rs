@@ -20,7 +20,7 @@ const POLL_MS: u32 = 2000;
 pub(super) async fn upstreams(State(console): State<Arc<Console>>, headers: HeaderMap) -> Response {
     let current = match signed_in(&console, &headers) {
         Ok(current) => current,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     let table = upstreams_table(&console, &current).await;
     let intro = if current.viewer.is_admin() {
@@ -50,7 +50,7 @@ pub(super) async fn upstreams_fragment(
 ) -> Response {
     let current = match signed_in_fragment(&console, &headers) {
         Ok(current) => current,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     super::html(StatusCode::OK, upstreams_table(&console, &current).await)
 }
@@ -128,7 +128,7 @@ async fn upstreams_table(console: &Console, current: &Current) -> String {
             html::sparkline(&series.calls, &series.errors, series.bucket_seconds)
         );
         if admin {
-            out.push_str("<td class=\"actions\">");
+            out.push_str("<td><div class=\"actions\">");
             if kind == "openapi" {
                 let _ = write!(
                     out,
@@ -149,7 +149,7 @@ async fn upstreams_table(console: &Console, current: &Current) -> String {
                     csrf = html::csrf_field(&current.csrf),
                 );
             }
-            out.push_str("</td>");
+            out.push_str("</div></td>");
         }
         out.push_str("</tr>");
     }
@@ -160,10 +160,10 @@ async fn upstreams_table(console: &Console, current: &Current) -> String {
 pub(super) async fn health(State(console): State<Arc<Console>>, headers: HeaderMap) -> Response {
     let current = match signed_in(&console, &headers) {
         Ok(current) => current,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     if let Err(response) = admin_only(&current) {
-        return response;
+        return *response;
     }
     let body = format!(
         "<div class=\"live\" data-poll=\"/console/health/fragment\" data-every=\"{POLL_MS}\" aria-live=\"polite\">{}</div>",
@@ -187,10 +187,10 @@ pub(super) async fn health_fragment(
 ) -> Response {
     let current = match signed_in_fragment(&console, &headers) {
         Ok(current) => current,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     if let Err(response) = admin_only(&current) {
-        return response;
+        return *response;
     }
     super::html(StatusCode::OK, health_body(&console).await)
 }

@@ -27,7 +27,7 @@ pub(super) async fn tenants(
 ) -> Response {
     let current = match signed_in(&console, &headers) {
         Ok(current) => current,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     let policy = console.door.gateway.policy();
     let mut body = String::new();
