@@ -25,7 +25,7 @@
 //! - [`recent`]: calls and errors per upstream over the last minutes (sparklines).
 //! - [`reload`]: config hot reload without a restart or dropped sessions.
 //! - [`search`]: the engine behind `tool_search`.
-//! - [`serve`]: the thin surfaces: `/mcp`, stdio, REST, ops and admin endpoints.
+//! - [`serve`]: the thin surfaces: `/mcp`, stdio, REST, ops and admin endpoints, the console.
 //! - [`session`]: sessions and the tools each has expanded.
 //! - [`state`]: what replicas share through Redis (sessions, limits, registrations).
 //! - [`summary`]: one-line human summaries of a call's start and end.

@@ -476,6 +476,22 @@ mod tests {
 
     const KEY: &str = "reload-key-0123456789abcdef";
 
+    #[test]
+    fn the_reload_history_keeps_the_last_ones() {
+        let log = ReloadLog::default();
+        for i in 0..RELOADS_KEPT + 5 {
+            log.record(Trigger::Signal, i % 2 == 0, format!("reload {i}"));
+        }
+        let entries = log.entries();
+        assert_eq!(entries.len(), RELOADS_KEPT);
+        assert_eq!(entries[0].detail, "reload 5");
+        assert_eq!(
+            entries.last().map(|e| e.detail.as_str()),
+            Some(format!("reload {}", RELOADS_KEPT + 4).as_str())
+        );
+        assert_eq!(Summary::default().describe(), "no setting changed");
+    }
+
     fn tenants_config(allow: &str) -> String {
         format!(
             "tenants:\n  team:\n    api_keys: ['{}']\n    allow: ['{allow}']\n",

@@ -123,14 +123,27 @@ try {
   await page.fill("#reg-url", env("PETSTORE_URL"));
   await page.fill("#reg-base", env("PETSTORE_BASE"));
   await page.check("#reg-private");
-  await Promise.all([page.waitForLoadState("load"), page.click('#register button[type="submit"]')]);
+  // The report before: a dry run that changes nothing, the form kept for the import.
+  await Promise.all([page.waitForLoadState("load"), page.click('#register button[value="preview"]')]);
   await page.waitForSelector("#report", WAIT);
+  const previewed = await page.locator("#report-h").textContent();
+  check(previewed.includes("would be imported"), `preview heading: ${previewed}`);
+  check(parseInt(await page.locator("#imported").textContent(), 10) > 0, "the preview imports tools");
+  check((await page.inputValue("#reg-url")) === env("PETSTORE_URL"), "the form keeps the spec URL");
+  await shot(page, "06-register-preview");
+  const before = await page.request.get(`${base}/console/upstreams/fragment`);
+  check(!(await before.text()).includes('data-upstream="petstore"'), "a preview mounts nothing");
+  // The report after: the import.
+  await Promise.all([page.waitForLoadState("load"), page.click('#register button[value="import"]')]);
+  await page.waitForSelector("#report", WAIT);
+  const done = await page.locator("#report-h").textContent();
+  check(done === "petstore imported", `import heading: ${done}`);
   const imported = parseInt(await page.locator("#imported").textContent(), 10);
   check(imported > 0, `imported ${imported}`);
   const tokens = parseInt(await page.locator("#catalog-tokens").textContent(), 10);
   check(tokens > 0, `token cost ${tokens}`);
   summary.petstore_imported = imported;
-  await shot(page, "06-register");
+  await shot(page, "07-register");
   console.log("step register ok");
   await page.goto(`${base}/console`, WAIT);
   await page.waitForSelector('tr[data-upstream="petstore"]', WAIT);
@@ -146,14 +159,14 @@ try {
   check(!allowed.includes("ev__echo") && allowed.includes("ev__get-sum"), `allowed: ${allowed}`);
   const denied = await page.locator("#denied tbody tr", { hasText: "ev__echo" }).textContent();
   check(denied.includes("denied by"), `denied row: ${denied}`);
-  await shot(page, "07-tenants");
+  await shot(page, "08-tenants");
   console.log("step tenants ok");
 
   // Reloads and health.
   await page.goto(`${base}/console/health`, WAIT);
   const ready = await page.locator("#readiness").textContent();
   check(ready === "ready", `readiness: ${ready}`);
-  await shot(page, "08-health");
+  await shot(page, "09-health");
   console.log("step health ok");
 
   // The same console as the tenant: read-only, without the denied tool.
@@ -167,7 +180,7 @@ try {
   await tenantPage.goto(`${base}/console/catalog?upstream=ev`, WAIT);
   const names = await tenantPage.locator("table.tools tbody th").allTextContents();
   check(names.length > 0 && !names.includes("ev__echo"), `tenant catalog: ${names}`);
-  await shot(tenantPage, "09-tenant-catalog");
+  await shot(tenantPage, "10-tenant-catalog");
   const hidden = await tenantPage.goto(`${base}/console/tools/ev__echo`, WAIT);
   check(hidden.status() === 404, `tenant opening ev__echo: ${hidden.status()}`);
   const register = await tenantPage.goto(`${base}/console/register`, WAIT);
@@ -182,7 +195,7 @@ try {
   process.kill(parseInt(env("EV_PID"), 10), "SIGKILL");
   await page.waitForSelector('tr[data-upstream="ev"] [data-state="down"]', { timeout: 45000 });
   check((await page.locator('tr[data-upstream="notes"] [data-state="healthy"]').count()) === 1, "notes stays healthy");
-  await shot(page, "10-upstream-down");
+  await shot(page, "11-upstream-down");
   // A small one for the README (docs/console.png is a copy).
   await page.screenshot({ path: join(shots, "readme-upstreams.png"), clip: { x: 0, y: 0, width: 1280, height: 480 } });
   console.log("step down ok");

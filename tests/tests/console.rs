@@ -3,13 +3,14 @@
 //! 1. Plain HTTP: a wrong credential is refused with one answer whatever was wrong,
 //!    the session cookie carries its flags, a cross-site POST is refused, every answer
 //!    sends a Content-Security-Policy and may not be framed, a tenant's session is
-//!    read-only and never sees the credential echoed back.
+//!    read-only and never sees the credential echoed back, a rejected config reload
+//!    shows in the reload history with its reason.
 //! 2. A real browser (Debian's `chromium`, driven by npm `playwright-core` from
 //!    `tests/node/console_browser.mjs`) against a gateway with two upstreams — an MCP
 //!    server (npm server-everything over streamable HTTP) and an OpenAPI API served
 //!    here on 127.0.0.1: sign in, see both healthy, search the catalog, open a tool,
-//!    run it and watch its progress events arrive, register the petstore spec by URL
-//!    and read the report, check a tenant's denied tool is absent and explained, then
+//!    run it and watch its progress events arrive, preview then register the petstore
+//!    spec by URL and read the reports, check a tenant's denied tool is absent and explained, then
 //!    kill the MCP server and watch its row turn down. Screenshots of every page go to
 //!    `<target dir>/console-screenshots/`.
 //!
@@ -24,7 +25,7 @@ use axum::routing::get;
 use serde_json::{Value, json};
 use toolgate_e2e::{
     Everything, Gateway, NodeDeps, hash_key, heavy_lock, missing, require, run_bounded, specs_dir,
-    workspace_root,
+    wait_for, workspace_root,
 };
 
 const ADMIN_TOKEN: &str = "console-admin-token-0123456789";
@@ -273,6 +274,36 @@ async fn the_console_refuses_wrong_tokens_and_cross_site_requests() {
         .expect("POST");
     assert_eq!(response.status(), 404, "a tenant cannot register");
 
+    // The health page: ready, and a rejected reload in the history with its reason.
+    let health = |cookie: String| {
+        let client = client.clone();
+        let url = gateway.url("/console/health");
+        async move {
+            let response = client.get(url).header("cookie", cookie).send().await.ok()?;
+            response.text().await.ok()
+        }
+    };
+    let page = health(cookie.clone()).await.expect("GET /console/health");
+    assert!(page.contains("id=\"readiness\">ready<"), "{page}");
+    assert!(
+        page.contains("No reload since the gateway started"),
+        "{page}"
+    );
+    std::fs::write(&gateway.config_path, "tenants: [not, a, map]\n").expect("write config");
+    let page = wait_for(
+        "a rejected reload on /console/health",
+        Duration::from_secs(30),
+        || {
+            let page = health(cookie.clone());
+            async move { page.await.filter(|p| p.contains(">rejected<")) }
+        },
+    )
+    .await;
+    assert!(
+        page.contains("tenants"),
+        "the reason names what is wrong: {page}"
+    );
+
     // Signing out ends the session.
     let response = client
         .post(gateway.url("/console/logout"))
@@ -443,10 +474,17 @@ async fn the_console_in_a_real_browser() {
         assert!(text.contains(&format!("step {step} ok")), "{step}:\n{text}");
     }
     for shot in [
+        "01-login",
         "02-upstreams",
+        "03-catalog-search",
+        "04-tool-detail",
         "05-try-tool",
-        "07-tenants",
-        "10-upstream-down",
+        "06-register-preview",
+        "07-register",
+        "08-tenants",
+        "09-health",
+        "10-tenant-catalog",
+        "11-upstream-down",
     ] {
         assert!(shots.join(format!("{shot}.png")).is_file(), "{shot}.png");
     }

@@ -82,21 +82,10 @@ impl Admin {
 
     /// `POST /admin/upstreams`: imports a registration given as JSON.
     pub async fn register(&self, body: &[u8]) -> Answer {
-        let registration: Registration = match serde_json::from_slice(body) {
-            Ok(r) => r,
-            Err(e) => {
-                return error(
-                    StatusCode::BAD_REQUEST,
-                    "invalid_body",
-                    format!(
-                        "expected {{\"name\": …, \"openapi\": {{\"spec_url\" or \"spec_path\": …}}}}: {e}"
-                    ),
-                );
-            }
+        let registration = match parse_registration(body) {
+            Ok(registration) => registration,
+            Err(answer) => return answer,
         };
-        if let Err(message) = crate::config::check_upstream_name(&registration.name) {
-            return error(StatusCode::BAD_REQUEST, "invalid_name", message);
-        }
         let _serial = self.changes.lock().await;
         if self.gateway.upstreams().contains_key(&registration.name) {
             return error(
@@ -109,6 +98,33 @@ impl Admin {
             );
         }
         self.apply(registration, StatusCode::CREATED).await
+    }
+
+    /// What [`Admin::register`] would import, changing nothing: `{name, tools,
+    /// report}` of a dry run with the same checks (name, spec path, the spec itself).
+    pub async fn preview(&self, body: &[u8]) -> Answer {
+        let mut registration = match parse_registration(body) {
+            Ok(registration) => registration,
+            Err(answer) => return answer,
+        };
+        let config = self.gateway.config();
+        let spec_dir = config.admin.as_ref().and_then(|a| a.spec_dir.as_deref());
+        if let Err(refused) = registry::confine_spec_path(spec_dir, &mut registration.openapi).await
+        {
+            return error(StatusCode::BAD_REQUEST, "spec_path_refused", refused);
+        }
+        let name = registration.name;
+        match registry::preview(&name, registration.openapi).await {
+            Ok((tools, report)) => (
+                StatusCode::OK,
+                json!({"name": name, "tools": tools, "report": report}),
+            ),
+            Err(e) => error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_spec",
+                format!("the spec of '{name}' could not be imported: {e}"),
+            ),
+        }
     }
 
     /// `POST /admin/upstreams/{name}/refresh`: re-fetches an OpenAPI upstream's spec.
@@ -262,6 +278,22 @@ pub fn router(admin: Arc<Admin>) -> Router {
         .route("/admin/upstreams/{name}/refresh", post(refresh))
         .layer(axum::extract::DefaultBodyLimit::max(1024 * 1024))
         .with_state(admin)
+}
+
+/// A registration from a request body, its name checked.
+fn parse_registration(body: &[u8]) -> Result<Registration, Answer> {
+    let registration: Registration = serde_json::from_slice(body).map_err(|e| {
+        error(
+            StatusCode::BAD_REQUEST,
+            "invalid_body",
+            format!(
+                "expected {{\"name\": …, \"openapi\": {{\"spec_url\" or \"spec_path\": …}}}}: {e}"
+            ),
+        )
+    })?;
+    crate::config::check_upstream_name(&registration.name)
+        .map_err(|message| error(StatusCode::BAD_REQUEST, "invalid_name", message))?;
+    Ok(registration)
 }
 
 fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Answer {

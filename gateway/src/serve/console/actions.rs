@@ -60,21 +60,33 @@ fn admin_post(
     Ok(current)
 }
 
-fn register_page(current: &Current, result: &str) -> String {
+/// The register form, filled with `fields` (what was just previewed or refused, so it
+/// can be imported or corrected), and `result` below it.
+fn register_page(current: &Current, fields: &HashMap<String, String>, result: &str) -> String {
+    let value = |key: &str| esc(fields.get(key).map(String::as_str).unwrap_or_default());
+    let private = if fields.get("allow_private_networks").map(String::as_str) == Some("true") {
+        " checked"
+    } else {
+        ""
+    };
     let body = format!(
         "<p class=\"lead\">Import an OpenAPI (2.0, 3.0 or 3.1) API by the URL of its spec: its operations become tools at once, for every MCP session and REST caller its tenants' patterns allow.</p>\
          <form method=\"post\" action=\"/console/register\" class=\"stack\" id=\"register\">{csrf}\
          <label for=\"reg-name\">Name (the tools' prefix)</label>\
-         <input id=\"reg-name\" name=\"name\" required pattern=\"[A-Za-z0-9_\\-]{{1,32}}\" aria-describedby=\"reg-name-hint\">\
+         <input id=\"reg-name\" name=\"name\" value=\"{name}\" required pattern=\"[A-Za-z0-9_\\-]{{1,32}}\" aria-describedby=\"reg-name-hint\">\
          <p class=\"hint\" id=\"reg-name-hint\">Letters, digits, <code>_</code> and <code>-</code>; tools are named <code>&lt;name&gt;__&lt;operation&gt;</code>.</p>\
          <label for=\"reg-url\">Spec URL</label>\
-         <input id=\"reg-url\" name=\"spec_url\" type=\"url\" required placeholder=\"https://api.example.com/openapi.json\">\
+         <input id=\"reg-url\" name=\"spec_url\" value=\"{url}\" type=\"url\" required placeholder=\"https://api.example.com/openapi.json\">\
          <label for=\"reg-base\">Base URL (optional: the spec's first server otherwise)</label>\
-         <input id=\"reg-base\" name=\"base_url\" type=\"url\">\
-         <div class=\"check\"><input id=\"reg-private\" name=\"allow_private_networks\" type=\"checkbox\" value=\"true\">\
+         <input id=\"reg-base\" name=\"base_url\" value=\"{base}\" type=\"url\">\
+         <div class=\"check\"><input id=\"reg-private\" name=\"allow_private_networks\" type=\"checkbox\" value=\"true\"{private}>\
          <label for=\"reg-private\">The API is on a private network or this machine (allow private addresses)</label></div>\
-         <button type=\"submit\">Import</button></form>{result}",
+         <div class=\"actions\"><button type=\"submit\" name=\"action\" value=\"preview\">Preview</button>\
+         <button type=\"submit\" name=\"action\" value=\"import\">Import</button></div></form>{result}",
         csrf = html::csrf_field(&current.csrf),
+        name = value("name"),
+        url = value("spec_url"),
+        base = value("base_url"),
     );
     html::page(
         &current.viewer,
@@ -96,7 +108,7 @@ pub(super) async fn register_form(
     if let Err(response) = admin_only(&current) {
         return *response;
     }
-    super::html(StatusCode::OK, register_page(&current, ""))
+    super::html(StatusCode::OK, register_page(&current, &HashMap::new(), ""))
 }
 
 pub(super) async fn register(
@@ -124,9 +136,29 @@ pub(super) async fn register(
     }
     let registration = json!({"name": text("name").unwrap_or_default(), "openapi": openapi});
     let body = serde_json::to_vec(&registration).unwrap_or_default();
-    let (status, answer) = console.admin.register(&body).await;
-    let result = report(status, &answer, "imported");
-    super::html(status_for_page(status), register_page(&current, &result))
+    let (status, answer, verb) = if text("action").as_deref() == Some("preview") {
+        let (status, answer) = console.admin.preview(&body).await;
+        (
+            status,
+            answer,
+            "would be imported (preview: nothing changed)",
+        )
+    } else {
+        let (status, answer) = console.admin.register(&body).await;
+        (status, answer, "imported")
+    };
+    let result = report(status, &answer, verb);
+    // After an import the form starts empty again; after a preview or a refusal it
+    // keeps what was entered.
+    let kept = if verb == "imported" && status.is_success() {
+        HashMap::new()
+    } else {
+        fields.clone()
+    };
+    super::html(
+        status_for_page(status),
+        register_page(&current, &kept, &result),
+    )
 }
 
 /// A page answering a failed change is still a page: the status says how it went.
@@ -154,21 +186,33 @@ fn report(status: StatusCode, answer: &Value, verb: &str) -> String {
         "<section id=\"report\" aria-labelledby=\"report-h\"><h2 id=\"report-h\">{} {verb}</h2>",
         esc(name)
     );
+    let imported = answer.get("catalog_tokens").is_some();
     let number = |v: &Value| v.as_u64().unwrap_or(0);
     let _ = write!(
         out,
         "<dl class=\"facts\"><dt>Spec version</dt><dd>{}</dd><dt>Operations</dt><dd>{}</dd>\
          <dt>Imported</dt><dd id=\"imported\">{}</dd><dt>Skipped</dt><dd id=\"skipped\">{}</dd>\
          <dt>Repaired</dt><dd>{}</dd><dt>Names shortened</dt><dd>{}</dd>\
-         <dt>Token cost (as listed)</dt><dd id=\"catalog-tokens\">{}</dd><dt>Token cost (whole)</dt><dd>{}</dd></dl>",
+         {}</dl>",
         esc(r["spec_version"].as_str().unwrap_or("?")),
         number(&r["operations"]),
         number(&r["imported"]),
         r["skipped"].as_array().map_or(0, Vec::len),
         r["repaired"].as_array().map_or(0, Vec::len),
         r["shortened"].as_array().map_or(0, Vec::len),
-        number(&answer["catalog_tokens"]),
-        number(&answer["definition_costs"]["full_tokens"]),
+        if answer.get("catalog_tokens").is_some() {
+            format!(
+                "<dt>Token cost (as listed)</dt><dd id=\"catalog-tokens\">{}</dd>\
+                 <dt>Token cost (whole)</dt><dd>{}</dd>",
+                number(&answer["catalog_tokens"]),
+                number(&answer["definition_costs"]["full_tokens"]),
+            )
+        } else {
+            format!(
+                "<dt>Token cost (approximate)</dt><dd id=\"catalog-tokens\">{}</dd>",
+                number(&r["approx_tokens"])
+            )
+        },
     );
     let reasons = |title: &str, list: &Value, out: &mut String| {
         let Some(items) = list.as_array().filter(|i| !i.is_empty()) else {
@@ -202,12 +246,16 @@ fn report(status: StatusCode, answer: &Value, verb: &str) -> String {
     if let Some(tools) = answer["tools"].as_array() {
         out.push_str("<h3>Tools</h3><ul class=\"plain\" id=\"imported-tools\">");
         for tool in tools.iter().filter_map(Value::as_str).take(500) {
-            let _ = write!(
-                out,
-                "<li><a href=\"/console/tools/{}\">{}</a></li>",
-                html::url_part(tool),
-                esc(tool)
-            );
+            if imported {
+                let _ = write!(
+                    out,
+                    "<li><a href=\"/console/tools/{}\">{}</a></li>",
+                    html::url_part(tool),
+                    esc(tool)
+                );
+            } else {
+                let _ = write!(out, "<li><code>{}</code></li>", esc(tool));
+            }
         }
         out.push_str("</ul>");
     }
