@@ -3,13 +3,18 @@
 // screenshot to $SCREENSHOT_DIR and prints one line `step <name> ok`; the last line
 // is a JSON summary. Exits non-zero on the first failed step.
 //
-// Environment: GATEWAY_URL, ADMIN_TOKEN, TENANT_KEY, TENANT (the key's tenant),
+// Environment: NODE_MODULES, GATEWAY_URL, ADMIN_TOKEN, TENANT_KEY, TENANT (the key's tenant),
 // CALL_TENANT (a tenant allowed every tool), PETSTORE_URL, EV_PID (the MCP server
 // the scenario kills), PETSTORE_BASE (where the petstore's calls go), CHROMIUM,
 // SCREENSHOT_DIR.
-import { chromium } from "playwright-core";
 import { mkdirSync } from "node:fs";
+import { createRequire } from "node:module";
 import { join } from "node:path";
+
+// playwright-core from the test dependencies' node_modules (NODE_MODULES, as the
+// Rust test finds it; the workspace's otherwise).
+const modules = process.env.NODE_MODULES || new URL("../../node_modules/", import.meta.url).pathname;
+const { chromium } = createRequire(join(modules, "resolve.js"))("playwright-core");
 
 const env = (name) => {
   const value = process.env[name];

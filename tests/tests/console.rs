@@ -430,7 +430,7 @@ async fn the_console_in_a_real_browser() {
     let mut cmd = std::process::Command::new(deps.node());
     cmd.arg(workspace_root().join("tests/node/console_browser.mjs"))
         .current_dir(workspace_root())
-        .env("NODE_PATH", &deps.node_modules)
+        .env("NODE_MODULES", &deps.node_modules)
         .env("GATEWAY_URL", &gateway.base)
         .env("ADMIN_TOKEN", ADMIN_TOKEN)
         .env("TENANT_KEY", VIEWER_KEY)

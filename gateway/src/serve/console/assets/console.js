@@ -18,6 +18,7 @@
     const every = Math.max(1000, parseInt(region.getAttribute("data-every"), 10) || 2000);
     let busy = false;
     let stopped = false;
+    let last = region.innerHTML;
     const tick = async () => {
       if (busy || stopped || document.hidden || region.contains(document.activeElement)) {
         return;
@@ -28,7 +29,12 @@
       try {
         const response = await fetch(url, { credentials: "same-origin", signal: controller.signal });
         const text = await response.text();
-        region.innerHTML = text;
+        // Replaced only when it changed: a screen reader announces every change of a
+        // live region.
+        if (text !== last) {
+          region.innerHTML = text;
+          last = text;
+        }
         region.setAttribute("data-updated", String(Date.now()));
         if (response.status === 401) {
           stopped = true;
