@@ -122,6 +122,17 @@ try {
   await shot(page, "05-try-tool");
   console.log("step try ok");
 
+  // A result over its upstream's token budget comes back cut, and says so.
+  await page.goto(`${base}/console/tools/notes__listNotes`, WAIT);
+  await page.selectOption("#as-tenant", env("CALL_TENANT"));
+  await page.click('#try button[type="submit"]');
+  await page.waitForSelector("#truncated", WAIT);
+  const truncated = await page.locator("#truncated").textContent();
+  check(truncated.startsWith("yes"), `notes__listNotes truncated: ${truncated}`);
+  await page.evaluate(() => document.getElementById("try-h").scrollIntoView());
+  await shot(page, "05-try-truncated");
+  console.log("step truncated ok");
+
   // Register the petstore spec by URL and read the report.
   await page.goto(`${base}/console/register`, WAIT);
   await page.fill("#reg-name", "petstore");

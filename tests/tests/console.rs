@@ -356,8 +356,14 @@ async fn serve_api(petstore: PathBuf) -> (String, tokio::task::JoinHandle<()>) {
         .route("/openapi.json", get(move || async move { Json(spec) }))
         .route(
             "/notes",
-            get(|| async { Json(json!([{"text": "first"}])) })
-                .post(|| async { Json(json!({"ok": true})) }),
+            // Far over the upstream's result budget: the console marks the cut.
+            get(|| async {
+                let notes: Vec<Value> = (0..200)
+                    .map(|i| json!({"id": i, "text": format!("note number {i} about the weather")}))
+                    .collect();
+                Json(Value::Array(notes))
+            })
+            .post(|| async { Json(json!({"ok": true})) }),
         )
         .route(
             "/petstore.yaml",
@@ -419,10 +425,13 @@ async fn the_console_in_a_real_browser() {
         "tenants": tenants(),
         "upstreams": {
             "ev": {"streamable_http": {"url": ev.url, "headers": {}}},
-            "notes": {"openapi": {
-                "spec_url": format!("{api}/openapi.json"),
-                "allow_private_networks": true
-            }}
+            "notes": {
+                "openapi": {
+                    "spec_url": format!("{api}/openapi.json"),
+                    "allow_private_networks": true
+                },
+                "result_max_tokens": 200
+            }
         }
     }))
     .await;
@@ -465,6 +474,7 @@ async fn the_console_in_a_real_browser() {
         "search",
         "detail",
         "try",
+        "truncated",
         "register",
         "tenants",
         "health",
@@ -479,6 +489,7 @@ async fn the_console_in_a_real_browser() {
         "03-catalog-search",
         "04-tool-detail",
         "05-try-tool",
+        "05-try-truncated",
         "06-register-preview",
         "07-register",
         "08-tenants",
