@@ -17,6 +17,7 @@
 //! - `html`: escaping, the page shell, widgets;
 //! - `pages`: upstreams, reloads and health;
 //! - `catalog`: the catalog, a tool's detail and its try-out form;
+//! - `schema`: an input schema as a tree and as form fields;
 //! - `tenants`: a tenant's allowed and initial sets and the policy's explanations;
 //! - `actions`: registering, refreshing and deleting APIs, and calling a tool.
 

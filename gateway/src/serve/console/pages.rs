@@ -88,9 +88,9 @@ async fn upstreams_table(console: &Console, current: &Current) -> String {
     if admin {
         out.push_str("<th scope=\"col\">Origin</th>");
     }
-    out.push_str("<th scope=\"col\">Calls / errors (6 min)</th>");
+    // Call counts cover every tenant's calls: the admin's to see, not a tenant's.
     if admin {
-        out.push_str("<th scope=\"col\">Actions</th>");
+        out.push_str("<th scope=\"col\">Calls / errors (6 min)</th><th scope=\"col\">Actions</th>");
     }
     out.push_str("</tr></thead><tbody>");
     let metrics = &console.door.gateway.metrics;
@@ -122,12 +122,12 @@ async fn upstreams_table(console: &Console, current: &Current) -> String {
                 esc(row["origin"].as_str().unwrap_or("config"))
             );
         }
-        let _ = write!(
-            out,
-            "<td>{}</td>",
-            html::sparkline(&series.calls, &series.errors, series.bucket_seconds)
-        );
         if admin {
+            let _ = write!(
+                out,
+                "<td>{}</td>",
+                html::sparkline(&series.calls, &series.errors, series.bucket_seconds)
+            );
             out.push_str("<td><div class=\"actions\">");
             if kind == "openapi" {
                 let _ = write!(
