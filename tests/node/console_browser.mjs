@@ -35,6 +35,20 @@ async function shot(page, name) {
   await page.screenshot({ path: join(shots, `${name}.png`), fullPage: false });
 }
 
+// Every visible form control has a label (or an aria-label), every button a name.
+async function checkLabels(page) {
+  const unlabelled = await page.evaluate(() =>
+    Array.from(document.querySelectorAll("input, select, textarea, button"))
+      .filter((el) => el.type !== "hidden")
+      .filter((el) => {
+        if (el.tagName === "BUTTON") return !(el.textContent.trim() || el.getAttribute("aria-label"));
+        return !((el.labels && el.labels.length) || el.getAttribute("aria-label"));
+      })
+      .map((el) => el.outerHTML.slice(0, 80)),
+  );
+  check(unlabelled.length === 0, `unlabelled controls on ${page.url()}: ${unlabelled}`);
+}
+
 async function signIn(page, token) {
   await page.goto(`${base}/console`, WAIT);
   check(page.url().endsWith("/console/login"), `not sent to the sign-in page: ${page.url()}`);
@@ -71,6 +85,7 @@ try {
   // Sign-in: a wrong token first, then the admin token.
   await page.goto(`${base}/console`, WAIT);
   await shot(page, "01-login");
+  await checkLabels(page);
   await page.fill("#token", "not-the-token");
   await page.click('button[type="submit"]');
   await page.waitForSelector(".notice.bad", WAIT);
@@ -83,6 +98,7 @@ try {
   const rows = await page.locator("tr[data-upstream]").count();
   check(rows === 2, `expected 2 upstreams, saw ${rows}`);
   await shot(page, "02-upstreams");
+  await checkLabels(page);
   console.log("step upstreams ok");
 
   // Catalog search through tool_search, then a tool's detail.
@@ -92,6 +108,7 @@ try {
   const first = await page.locator("table.tools tbody tr th a").first().textContent();
   check(first === "ev__trigger-long-running-operation", `first search hit: ${first}`);
   await shot(page, "03-catalog-search");
+  await checkLabels(page);
   console.log("step search ok");
   await Promise.all([page.waitForURL(/\/console\/tools\//, WAIT), page.locator("table.tools tbody tr th a").first().click()]);
   const title = await page.locator("h1").textContent();
@@ -100,6 +117,7 @@ try {
   check((await page.locator("section[aria-labelledby=export-h] details").count()) === 5, "five export formats");
   await page.locator("section[aria-labelledby=export-h] summary").first().click();
   await shot(page, "04-tool-detail");
+  await checkLabels(page);
   console.log("step detail ok");
 
   // Try it: progress events arrive, then the result with its usage.
@@ -147,6 +165,7 @@ try {
   check(parseInt(await page.locator("#imported").textContent(), 10) > 0, "the preview imports tools");
   check((await page.inputValue("#reg-url")) === env("PETSTORE_URL"), "the form keeps the spec URL");
   await shot(page, "06-register-preview");
+  await checkLabels(page);
   const before = await page.request.get(`${base}/console/upstreams/fragment`);
   check(!(await before.text()).includes('data-upstream="petstore"'), "a preview mounts nothing");
   // The report after: the import.
@@ -163,6 +182,14 @@ try {
   console.log("step register ok");
   await page.goto(`${base}/console`, WAIT);
   await page.waitForSelector('tr[data-upstream="petstore"]', WAIT);
+  // Refresh re-imports it and reports again.
+  await Promise.all([
+    page.waitForURL(/\/petstore\/refresh$/, WAIT),
+    page.click('button[aria-label="Refresh petstore"]'),
+  ]);
+  const refreshed = await page.locator("#report-h").textContent();
+  check(refreshed === "petstore refreshed", `refresh heading: ${refreshed}`);
+  console.log("step refresh ok");
 
   // The tenants view: the denied tool is listed as not allowed, with its pattern.
   const tenant = env("TENANT");
@@ -176,6 +203,7 @@ try {
   const denied = await page.locator("#denied tbody tr", { hasText: "ev__echo" }).textContent();
   check(denied.includes("denied by"), `denied row: ${denied}`);
   await shot(page, "08-tenants");
+  await checkLabels(page);
   console.log("step tenants ok");
 
   // Reloads and health.
@@ -215,6 +243,17 @@ try {
   // A small one for the README (docs/console.png is a copy).
   await page.screenshot({ path: join(shots, "readme-upstreams.png"), clip: { x: 0, y: 0, width: 1280, height: 480 } });
   console.log("step down ok");
+
+  // Delete the registered API: its row goes.
+  await Promise.all([
+    page.waitForURL(/\/petstore\/delete$/, WAIT),
+    page.click('button[aria-label="Delete petstore"]'),
+  ]);
+  const removed = await page.locator("main .notice").textContent();
+  check(removed === "petstore was removed.", `delete notice: ${removed}`);
+  await page.goto(`${base}/console`, WAIT);
+  check((await page.locator('tr[data-upstream="petstore"]').count()) === 0, "petstore is gone");
+  console.log("step delete ok");
 
   check(consoleErrors.length === 0, `browser console errors: ${consoleErrors}`);
   check(external.length === 0, `requests outside the gateway: ${external}`);

@@ -9,9 +9,11 @@
 //!    `tests/node/console_browser.mjs`) against a gateway with two upstreams — an MCP
 //!    server (npm server-everything over streamable HTTP) and an OpenAPI API served
 //!    here on 127.0.0.1: sign in, see both healthy, search the catalog, open a tool,
-//!    run it and watch its progress events arrive, preview then register the petstore
-//!    spec by URL and read the reports, check a tenant's denied tool is absent and explained, then
-//!    kill the MCP server and watch its row turn down. Screenshots of every page go to
+//!    run it and watch its progress events arrive (and another's result marked
+//!    truncated), preview then register the petstore spec by URL and read the reports,
+//!    refresh it, check a tenant's denied tool is absent and explained, then
+//!    kill the MCP server and watch its row turn down, delete the registered API. Every
+//!    form control on the pages visited has a label. Screenshots of every page go to
 //!    `<target dir>/console-screenshots/`.
 //!
 //! Without chromium, `playwright-core` or the shared spec corpus the browser test
@@ -476,10 +478,12 @@ async fn the_console_in_a_real_browser() {
         "try",
         "truncated",
         "register",
+        "refresh",
         "tenants",
         "health",
         "tenant-view",
         "down",
+        "delete",
     ] {
         assert!(text.contains(&format!("step {step} ok")), "{step}:\n{text}");
     }
