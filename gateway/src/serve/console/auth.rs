@@ -11,7 +11,8 @@
 //!   (the least recently used makes room).
 //! - **Cross-site requests**: every state-changing POST needs the session's CSRF token
 //!   (a form field or the `X-CSRF-Token` header, compared in constant time) and must not
-//!   come from another site (`Origin` the gateway's own, `Sec-Fetch-Site` same-origin).
+//!   come from another site (`Origin` the gateway's own or its `public_url`'s,
+//!   `Sec-Fetch-Site` same-origin).
 //!   The sign-in form, which has no session yet, gets the Origin check.
 
 use std::collections::HashMap;
@@ -134,6 +135,8 @@ pub(super) struct Current {
     pub(super) viewer: Viewer,
     pub(super) csrf: String,
     id: String,
+    /// See [`public_origin`].
+    public_origin: Option<String>,
 }
 
 /// The session cookie's value, if the request carries one.
@@ -163,7 +166,12 @@ pub(super) fn current(console: &Console, headers: &HeaderMap) -> Option<Current>
         }
         Role::Tenant(name) => Viewer::Tenant(console.door.gateway.policy().tenant(&name)?),
     };
-    Some(Current { viewer, csrf, id })
+    Some(Current {
+        viewer,
+        csrf,
+        id,
+        public_origin: public_origin(console),
+    })
 }
 
 /// Whether two texts are equal, in time independent of where they differ.
@@ -176,16 +184,29 @@ fn same(a: &str, b: &str) -> bool {
         == 0
 }
 
-/// `Some(refusal)` when the request comes from another site: a foreign `Origin`, or a
-/// `Sec-Fetch-Site` other than `same-origin` (browsers send at least one of them on
-/// every POST; clients that are not browsers send neither and cannot be tricked into
-/// a request).
-pub(super) fn refuse_cross_site(headers: &HeaderMap) -> Option<Response> {
+/// The origin (`scheme://authority`) of the gateway's `public_url`, when set: behind a
+/// proxy that rewrites `Host`, the browser's `Origin` is this one.
+fn public_origin(console: &Console) -> Option<String> {
+    let url = console.door.gateway.config().public_url.clone()?;
+    let (scheme, rest) = url.split_once("://")?;
+    let authority = rest.split('/').next().unwrap_or_default();
+    Some(format!("{scheme}://{authority}"))
+}
+
+/// `Some(refusal)` when the request comes from another site: an `Origin` that is
+/// neither the gateway's own (its `Host`) nor its `public_url`'s, or a `Sec-Fetch-Site`
+/// other than `same-origin` (browsers send at least one of them on every POST; clients
+/// that are not browsers send neither and cannot be tricked into a request).
+pub(super) fn refuse_cross_site(headers: &HeaderMap, public: Option<&str>) -> Option<Response> {
     let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
     let foreign_origin = headers
         .get(header::ORIGIN)
         .map(|v| v.to_str().unwrap_or("null"))
-        .is_some_and(|origin| !crate::serve::guard::same_origin(origin, host));
+        .is_some_and(|origin| {
+            let origin = origin.trim().trim_end_matches('/');
+            !crate::serve::guard::same_origin(origin, host)
+                && !public.is_some_and(|p| p.eq_ignore_ascii_case(origin))
+        });
     let foreign_fetch = headers
         .get("sec-fetch-site")
         .and_then(|v| v.to_str().ok())
@@ -203,7 +224,7 @@ pub(super) fn check_post(
     headers: &HeaderMap,
     presented: Option<&str>,
 ) -> Result<(), Box<Response>> {
-    if let Some(refused) = refuse_cross_site(headers) {
+    if let Some(refused) = refuse_cross_site(headers, current.public_origin.as_deref()) {
         return Err(Box::new(refused));
     }
     let presented = presented.or_else(|| headers.get("x-csrf-token").and_then(|v| v.to_str().ok()));
@@ -291,7 +312,7 @@ fn html(status: StatusCode, body: String) -> Response {
 
 /// `POST /console/login`.
 pub(super) async fn login(console: &Console, headers: &HeaderMap, token: &str) -> Response {
-    if let Some(refused) = refuse_cross_site(headers) {
+    if let Some(refused) = refuse_cross_site(headers, public_origin(console).as_deref()) {
         return refused;
     }
     let token = token.trim();
@@ -389,23 +410,35 @@ mod tests {
     fn cross_site_requests_are_told_apart() {
         let mut headers = HeaderMap::new();
         headers.insert(header::HOST, HeaderValue::from_static("127.0.0.1:8080"));
-        assert!(refuse_cross_site(&headers).is_none(), "no browser headers");
+        assert!(
+            refuse_cross_site(&headers, None).is_none(),
+            "no browser headers"
+        );
         headers.insert(
             header::ORIGIN,
             HeaderValue::from_static("http://127.0.0.1:8080"),
         );
         headers.insert("sec-fetch-site", HeaderValue::from_static("same-origin"));
-        assert!(refuse_cross_site(&headers).is_none());
+        assert!(refuse_cross_site(&headers, None).is_none());
         headers.insert(
             header::ORIGIN,
             HeaderValue::from_static("http://evil.example"),
         );
-        assert!(refuse_cross_site(&headers).is_some());
+        assert!(refuse_cross_site(&headers, None).is_some());
         headers.insert(
             header::ORIGIN,
             HeaderValue::from_static("http://127.0.0.1:8080"),
         );
         headers.insert("sec-fetch-site", HeaderValue::from_static("cross-site"));
-        assert!(refuse_cross_site(&headers).is_some());
+        assert!(refuse_cross_site(&headers, None).is_some());
+        // Behind a proxy that rewrites Host: the public URL's origin is the gateway's.
+        headers.insert("sec-fetch-site", HeaderValue::from_static("same-origin"));
+        headers.insert(header::HOST, HeaderValue::from_static("toolgate:8080"));
+        headers.insert(
+            header::ORIGIN,
+            HeaderValue::from_static("https://tools.example.com"),
+        );
+        assert!(refuse_cross_site(&headers, None).is_some());
+        assert!(refuse_cross_site(&headers, Some("https://tools.example.com")).is_none());
     }
 }
