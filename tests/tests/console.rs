@@ -5,6 +5,8 @@
 //!    sends a Content-Security-Policy and may not be framed, a tenant's session is
 //!    read-only and never sees the credential echoed back, a rejected config reload
 //!    shows in the reload history with its reason.
+//!    With the state in Redis a console session signed in on one replica works on
+//!    another, and ends on both when signed out on either.
 //! 2. A real browser (Debian's `chromium`, driven by npm `playwright-core` from
 //!    `tests/node/console_browser.mjs`) against a gateway with two upstreams — an MCP
 //!    server (npm server-everything over streamable HTTP) and an OpenAPI API served
@@ -544,4 +546,50 @@ async fn the_readme_console_example_runs_as_written() {
         printed.starts_with(before) && printed.ends_with(after),
         "the README shows `{shown}`, the example printed `{printed}`"
     );
+}
+
+/// With `state.backend: redis` a console session signed in on one replica goes on on
+/// another (no sticky routing needed), and signing out on either ends it on both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_sessions_are_shared_between_replicas() {
+    let url = require!(toolgate_e2e::redis::shared_redis().await);
+    let prefix = toolgate_e2e::redis::unique_prefix("console");
+    let config = json!({
+        "state": {"backend": "redis", "url": url, "key_prefix": prefix, "replicas": 2},
+        "admin": {"token": ADMIN_TOKEN},
+        "tenants": tenants(),
+    });
+    let (a, b) = tokio::join!(Gateway::start(config.clone()), Gateway::start(config));
+    let client = client();
+    let (cookie, csrf) = sign_in(&a, VIEWER_KEY).await;
+    let on_b = client
+        .get(b.url("/console/tenants"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .expect("GET on B");
+    assert_eq!(on_b.status(), 200, "the session signed in on A works on B");
+    let page = on_b.text().await.expect("page");
+    assert!(page.contains("tenant viewer (read-only)"), "{page}");
+    assert!(
+        page.contains(&csrf),
+        "the same session, the same CSRF token"
+    );
+    let out = client
+        .post(b.url("/console/logout"))
+        .header("cookie", &cookie)
+        .form(&[("csrf", csrf.as_str())])
+        .send()
+        .await
+        .expect("sign out on B");
+    assert_eq!(out.status(), 303);
+    let on_a = client
+        .get(a.url("/console"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .expect("GET on A");
+    assert_eq!(on_a.status(), 303, "signed out on B is signed out on A");
+    assert_eq!(on_a.headers()["location"], "/console/login");
+    toolgate_e2e::redis::delete_prefix(&url, &prefix).await;
 }

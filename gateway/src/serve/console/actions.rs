@@ -36,7 +36,7 @@ pub(super) async fn logout(
     headers: HeaderMap,
     Form(fields): Fields,
 ) -> Response {
-    let current = match signed_in(&console, &headers) {
+    let current = match signed_in(&console, &headers).await {
         Ok(current) => current,
         Err(response) => return *response,
     };
@@ -45,16 +45,16 @@ pub(super) async fn logout(
     {
         return *refused;
     }
-    auth::logout(&console, &current)
+    auth::logout(&console, &current).await
 }
 
 /// A signed-in admin's POST with its CSRF form field, or the refusal.
-fn admin_post(
+async fn admin_post(
     console: &Console,
     headers: &HeaderMap,
     fields: &HashMap<String, String>,
 ) -> Result<Current, Box<Response>> {
-    let current = signed_in(console, headers)?;
+    let current = signed_in(console, headers).await?;
     auth::check_post(&current, headers, fields.get("csrf").map(String::as_str))?;
     admin_only(&current)?;
     Ok(current)
@@ -101,7 +101,7 @@ pub(super) async fn register_form(
     State(console): State<Arc<Console>>,
     headers: HeaderMap,
 ) -> Response {
-    let current = match signed_in(&console, &headers) {
+    let current = match signed_in(&console, &headers).await {
         Ok(current) => current,
         Err(response) => return *response,
     };
@@ -116,7 +116,7 @@ pub(super) async fn register(
     headers: HeaderMap,
     Form(fields): Fields,
 ) -> Response {
-    let current = match admin_post(&console, &headers, &fields) {
+    let current = match admin_post(&console, &headers, &fields).await {
         Ok(current) => current,
         Err(response) => return *response,
     };
@@ -269,7 +269,7 @@ pub(super) async fn refresh(
     Path(name): Path<String>,
     Form(fields): Fields,
 ) -> Response {
-    let current = match admin_post(&console, &headers, &fields) {
+    let current = match admin_post(&console, &headers, &fields).await {
         Ok(current) => current,
         Err(response) => return *response,
     };
@@ -287,7 +287,7 @@ pub(super) async fn delete(
     Path(name): Path<String>,
     Form(fields): Fields,
 ) -> Response {
-    let current = match admin_post(&console, &headers, &fields) {
+    let current = match admin_post(&console, &headers, &fields).await {
         Ok(current) => current,
         Err(response) => return *response,
     };
@@ -324,11 +324,17 @@ pub(super) async fn call(
     Path(name): Path<String>,
     body: axum::body::Bytes,
 ) -> Response {
-    let Some(current) = auth::current(&console, &headers) else {
-        return json_error(
-            StatusCode::UNAUTHORIZED,
-            "your console session ended: sign in again",
-        );
+    let current = match auth::current(&console, &headers).await {
+        Ok(Some(current)) => current,
+        Ok(None) => {
+            return json_error(
+                StatusCode::UNAUTHORIZED,
+                "your console session ended: sign in again",
+            );
+        }
+        Err(unavailable) => {
+            return json_error(StatusCode::SERVICE_UNAVAILABLE, &unavailable.to_string());
+        }
     };
     if let Err(refused) = auth::check_post(&current, &headers, None) {
         return *refused;

@@ -7,43 +7,27 @@
 //! - **Session cookie**: 128 random bits, `HttpOnly; SameSite=Strict; Path=/console`,
 //!   `Secure` when `public_url` is `https://…` or the request says it came over TLS
 //!   (`X-Forwarded-Proto: https`; trusting it can only add the flag). Sessions expire
-//!   after [`IDLE`] unused or [`LIFETIME`] in all, and at most [`MAX_SESSIONS`] exist
-//!   (the least recently used makes room).
+//!   after 30 minutes unused or 12 hours in all, and at most 64 exist (see
+//!   `sessions`: in memory, or in Redis shared by every replica).
 //! - **Cross-site requests**: every state-changing POST needs the session's CSRF token
 //!   (a form field or the `X-CSRF-Token` header, compared in constant time) and must not
 //!   come from another site (`Origin` the gateway's own or its `public_url`'s,
 //!   `Sec-Fetch-Site` same-origin).
 //!   The sign-in form, which has no session yet, gets the Origin check.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use sha2::{Digest, Sha256};
 
 use super::Console;
+use super::sessions::{LIFETIME, Role};
 use crate::policy::Tenant;
+use crate::state::Unavailable;
 
 /// The session cookie's name.
 pub(super) const COOKIE: &str = "toolgate_console";
-/// The most console sessions at once.
-pub(super) const MAX_SESSIONS: usize = 64;
-/// A session unused this long is over.
-pub(super) const IDLE: Duration = Duration::from_secs(30 * 60);
-/// No session lasts longer than this.
-pub(super) const LIFETIME: Duration = Duration::from_secs(12 * 3600);
-
-/// Who a session is for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Role {
-    Admin,
-    /// A tenant, by name: resolved against the running policy on every request, so a
-    /// tenant removed by a reload loses its console sessions.
-    Tenant(String),
-}
-
 /// The signed-in user of a request.
 pub(super) enum Viewer {
     Admin,
@@ -54,80 +38,6 @@ impl Viewer {
     pub(super) fn is_admin(&self) -> bool {
         matches!(self, Viewer::Admin)
     }
-}
-
-struct Session {
-    role: Role,
-    csrf: String,
-    created: Instant,
-    used: Instant,
-}
-
-/// The console's sessions, in memory (a console session is a browser's, on one
-/// replica; losing it on a restart only means signing in again).
-#[derive(Default)]
-pub(super) struct Sessions {
-    table: Mutex<HashMap<String, Session>>,
-}
-
-impl Sessions {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Session>> {
-        self.table.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// A new session for `role`: its id and CSRF token.
-    fn create(&self, role: Role) -> (String, String) {
-        let now = Instant::now();
-        let id = crate::session::new_session_id();
-        let csrf = crate::session::new_session_id();
-        let mut table = self.lock();
-        table.retain(|_, s| alive(s, now));
-        if table.len() >= MAX_SESSIONS
-            && let Some(oldest) = table
-                .iter()
-                .min_by_key(|(_, s)| s.used)
-                .map(|(id, _)| id.clone())
-        {
-            table.remove(&oldest);
-        }
-        table.insert(
-            id.clone(),
-            Session {
-                role,
-                csrf: csrf.clone(),
-                created: now,
-                used: now,
-            },
-        );
-        (id, csrf)
-    }
-
-    /// The live session `id` (its idle timer restarted): role and CSRF token.
-    fn get(&self, id: &str) -> Option<(Role, String)> {
-        let now = Instant::now();
-        let mut table = self.lock();
-        let live = table.get(id).is_some_and(|s| alive(s, now));
-        if !live {
-            table.remove(id);
-            return None;
-        }
-        let session = table.get_mut(id)?;
-        session.used = now;
-        Some((session.role.clone(), session.csrf.clone()))
-    }
-
-    fn remove(&self, id: &str) {
-        self.lock().remove(id);
-    }
-
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.lock().len()
-    }
-}
-
-fn alive(session: &Session, now: Instant) -> bool {
-    now.duration_since(session.used) < IDLE && now.duration_since(session.created) < LIFETIME
 }
 
 /// A request's signed-in user, its session id and CSRF token.
@@ -153,10 +63,21 @@ fn cookie_id(headers: &HeaderMap) -> Option<String> {
 }
 
 /// The signed-in user of a request, if its session is live and its tenant still
-/// exists.
-pub(super) fn current(console: &Console, headers: &HeaderMap) -> Option<Current> {
-    let id = cookie_id(headers)?;
-    let (role, csrf) = console.sessions.get(&id)?;
+/// exists; an error when the shared state store cannot be read.
+pub(super) async fn current(
+    console: &Console,
+    headers: &HeaderMap,
+) -> Result<Option<Current>, Unavailable> {
+    let Some(id) = cookie_id(headers) else {
+        return Ok(None);
+    };
+    let Some((role, csrf)) = console.sessions.get(&id).await? else {
+        return Ok(None);
+    };
+    Ok(resolve(console, role, csrf, id))
+}
+
+fn resolve(console: &Console, role: Role, csrf: String, id: String) -> Option<Current> {
     let viewer = match role {
         Role::Admin => {
             // An admin session ends with the admin API (a reload cannot change it,
@@ -357,7 +278,10 @@ pub(super) async fn login(console: &Console, headers: &HeaderMap, token: &str) -
         },
         "console sign-in"
     );
-    let (id, _) = console.sessions.create(role);
+    let id = match console.sessions.create(role).await {
+        Ok((id, _)) => id,
+        Err(unavailable) => return unavailable_page(&unavailable),
+    };
     let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, "/console")]).into_response();
     if let Some(cookie) = session_cookie(console, headers, &id) {
         response.headers_mut().insert(header::SET_COOKIE, cookie);
@@ -365,9 +289,24 @@ pub(super) async fn login(console: &Console, headers: &HeaderMap, token: &str) -
     response
 }
 
+/// The answer while the shared state store (console sessions with Redis) is down.
+pub(super) fn unavailable_page(unavailable: &Unavailable) -> Response {
+    let body = super::html::bare_page(
+        "Unavailable",
+        &super::html::notice("bad", &unavailable.to_string()),
+    );
+    let mut response = html(StatusCode::SERVICE_UNAVAILABLE, body);
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    response
+}
+
 /// `POST /console/logout`.
-pub(super) fn logout(console: &Console, current: &Current) -> Response {
-    console.sessions.remove(&current.id);
+pub(super) async fn logout(console: &Console, current: &Current) -> Response {
+    if let Err(unavailable) = console.sessions.remove(&current.id).await {
+        return unavailable_page(&unavailable);
+    }
     let mut response = (
         StatusCode::SEE_OTHER,
         [(header::LOCATION, "/console/login")],
@@ -384,19 +323,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sessions_are_bounded_and_cookies_parsed() {
-        let sessions = Sessions::default();
-        let (first, _) = sessions.create(Role::Admin);
-        for _ in 0..MAX_SESSIONS + 5 {
-            sessions.create(Role::Tenant("a".into()));
-        }
-        assert_eq!(sessions.len(), MAX_SESSIONS);
-        assert!(sessions.get(&first).is_none(), "the oldest made room");
-        let (id, csrf) = sessions.create(Role::Admin);
-        assert_eq!(sessions.get(&id), Some((Role::Admin, csrf)));
-        sessions.remove(&id);
-        assert!(sessions.get(&id).is_none());
-
+    fn cookies_are_parsed() {
         let mut headers = HeaderMap::new();
         headers.insert(
             header::COOKIE,

@@ -58,7 +58,7 @@ pub(super) async fn catalog(
     headers: HeaderMap,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    let current = match signed_in(&console, &headers) {
+    let current = match signed_in(&console, &headers).await {
         Ok(current) => current,
         Err(response) => return *response,
     };
@@ -255,7 +255,7 @@ pub(super) async fn tool(
     headers: HeaderMap,
     Path(name): Path<String>,
 ) -> Response {
-    let current = match signed_in(&console, &headers) {
+    let current = match signed_in(&console, &headers).await {
         Ok(current) => current,
         Err(response) => return *response,
     };

@@ -13,7 +13,7 @@
 //! `ops::readiness`, `ops::visible_statuses`, the policy's `allowed` and `explain`,
 //! the `tool_search` engine, the export functions, the REST call stream).
 //!
-//! - `auth`: sign-in, sessions, CSRF and cross-site checks;
+//! - `auth`: sign-in, CSRF and cross-site checks; `sessions`: where sessions are kept;
 //! - `html`: escaping, the page shell, widgets;
 //! - `pages`: upstreams, reloads and health;
 //! - `catalog`: the catalog, a tool's detail and its try-out form;
@@ -27,6 +27,7 @@ mod catalog;
 mod html;
 mod pages;
 mod schema;
+mod sessions;
 mod tenants;
 
 use std::sync::Arc;
@@ -46,15 +47,16 @@ use auth::Current;
 pub struct Console {
     door: Arc<FrontDoor>,
     admin: Arc<Admin>,
-    sessions: auth::Sessions,
+    sessions: sessions::Sessions,
 }
 
 /// The console's routes.
 pub fn router(door: Arc<FrontDoor>, admin: Arc<Admin>) -> Router {
+    let shared = door.gateway.shared.as_ref().map(|s| s.conn.clone());
     let console = Arc::new(Console {
         door,
         admin,
-        sessions: auth::Sessions::default(),
+        sessions: sessions::Sessions::new(shared),
     });
     Router::new()
         .route("/console", get(pages::upstreams))
@@ -124,18 +126,28 @@ fn html(status: StatusCode, body: String) -> Response {
 }
 
 /// The signed-in user, or the answer for a request without one: the sign-in page for
-/// a page, 401 for a region refreshed by the script.
-fn signed_in(console: &Console, headers: &HeaderMap) -> Result<Current, Box<Response>> {
-    auth::current(console, headers).ok_or_else(|| Box::new(redirect("/console/login")))
+/// a page, 401 for a region refreshed by the script; 503 while the shared state store
+/// (console sessions with Redis) cannot be read.
+async fn signed_in(console: &Console, headers: &HeaderMap) -> Result<Current, Box<Response>> {
+    match auth::current(console, headers).await {
+        Ok(Some(current)) => Ok(current),
+        Ok(None) => Err(Box::new(redirect("/console/login"))),
+        Err(unavailable) => Err(Box::new(auth::unavailable_page(&unavailable))),
+    }
 }
 
-fn signed_in_fragment(console: &Console, headers: &HeaderMap) -> Result<Current, Box<Response>> {
-    auth::current(console, headers).ok_or_else(|| {
-        Box::new(html(
+async fn signed_in_fragment(
+    console: &Console,
+    headers: &HeaderMap,
+) -> Result<Current, Box<Response>> {
+    match auth::current(console, headers).await {
+        Ok(Some(current)) => Ok(current),
+        Ok(None) => Err(Box::new(html(
             StatusCode::UNAUTHORIZED,
             html::notice("bad", "Your console session ended: sign in again."),
-        ))
-    })
+        ))),
+        Err(unavailable) => Err(Box::new(auth::unavailable_page(&unavailable))),
+    }
 }
 
 /// A page only the admin may see: 404 for a tenant (as for a page that does not exist).
@@ -161,7 +173,7 @@ fn not_found(current: &Current) -> Response {
 }
 
 async fn login_form(State(console): State<Arc<Console>>, headers: HeaderMap) -> Response {
-    if auth::current(&console, &headers).is_some() {
+    if let Ok(Some(_)) = auth::current(&console, &headers).await {
         return redirect("/console");
     }
     html(StatusCode::OK, auth::login_page(&console, false))

@@ -18,7 +18,7 @@ use crate::serve::ops;
 const POLL_MS: u32 = 2000;
 
 pub(super) async fn upstreams(State(console): State<Arc<Console>>, headers: HeaderMap) -> Response {
-    let current = match signed_in(&console, &headers) {
+    let current = match signed_in(&console, &headers).await {
         Ok(current) => current,
         Err(response) => return *response,
     };
@@ -48,7 +48,7 @@ pub(super) async fn upstreams_fragment(
     State(console): State<Arc<Console>>,
     headers: HeaderMap,
 ) -> Response {
-    let current = match signed_in_fragment(&console, &headers) {
+    let current = match signed_in_fragment(&console, &headers).await {
         Ok(current) => current,
         Err(response) => return *response,
     };
@@ -158,7 +158,7 @@ async fn upstreams_table(console: &Console, current: &Current) -> String {
 }
 
 pub(super) async fn health(State(console): State<Arc<Console>>, headers: HeaderMap) -> Response {
-    let current = match signed_in(&console, &headers) {
+    let current = match signed_in(&console, &headers).await {
         Ok(current) => current,
         Err(response) => return *response,
     };
@@ -185,7 +185,7 @@ pub(super) async fn health_fragment(
     State(console): State<Arc<Console>>,
     headers: HeaderMap,
 ) -> Response {
-    let current = match signed_in_fragment(&console, &headers) {
+    let current = match signed_in_fragment(&console, &headers).await {
         Ok(current) => current,
         Err(response) => return *response,
     };

@@ -25,7 +25,7 @@ pub(super) async fn tenants(
     headers: HeaderMap,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    let current = match signed_in(&console, &headers) {
+    let current = match signed_in(&console, &headers).await {
         Ok(current) => current,
         Err(response) => return *response,
     };
