@@ -22,9 +22,10 @@
 //! - [`policy`]: tenants and the one decision function.
 //! - [`protocol_tools`]: the gateway's own tools (`tool_search`, `tool_expand_tools`, …).
 //! - [`registry`]: OpenAPI imports and runtime registrations, and where they are kept.
+//! - [`recent`]: calls and errors per upstream over the last minutes (sparklines).
 //! - [`reload`]: config hot reload without a restart or dropped sessions.
 //! - [`search`]: the engine behind `tool_search`.
-//! - [`serve`]: the thin surfaces: `/mcp`, stdio, REST, ops and admin endpoints.
+//! - [`serve`]: the thin surfaces: `/mcp`, stdio, REST, ops and admin endpoints, the console.
 //! - [`session`]: sessions and the tools each has expanded.
 //! - [`state`]: what replicas share through Redis (sessions, limits, registrations).
 //! - [`summary`]: one-line human summaries of a call's start and end.
@@ -48,6 +49,7 @@ pub mod metrics;
 pub mod offerings;
 pub mod policy;
 pub mod protocol_tools;
+pub mod recent;
 pub mod registry;
 pub mod reload;
 pub mod search;

@@ -66,6 +66,9 @@ pub struct Metrics {
     refusals: Family<OutcomeLabels, Counter>,
     tasks: Family<OutcomeLabels, Counter>,
     task_duration: Family<OutcomeLabels, Histogram>,
+    /// Calls and errors per upstream over the last minutes (the console's sparklines),
+    /// counted with `tool_calls`.
+    pub recent: crate::recent::RecentCalls,
 }
 
 impl Default for Metrics {
@@ -152,6 +155,7 @@ impl Metrics {
         );
         Self {
             ok_calls: Default::default(),
+            recent: crate::recent::RecentCalls::default(),
             registry,
             tasks,
             task_duration,
@@ -279,6 +283,7 @@ impl Metrics {
             if !self.with_ok_call(tool, upstream, count) {
                 count(&self.keep_ok_call(tool, upstream));
             }
+            self.count_recent(upstream, outcome);
             return;
         }
         self.count_call(tool, upstream, outcome);
@@ -292,6 +297,7 @@ impl Metrics {
 
     /// One more call in `toolgate_tool_calls_total`, whatever became of it.
     fn count_call(&self, tool: &str, upstream: &str, outcome: &str) {
+        self.count_recent(upstream, outcome);
         self.calls
             .get_or_create(&CallLabels {
                 tool: tool.to_owned(),
@@ -299,6 +305,13 @@ impl Metrics {
                 outcome: outcome.to_owned(),
             })
             .inc();
+    }
+
+    /// One more call in the console's recent counts of its upstream.
+    fn count_recent(&self, upstream: &str, outcome: &str) {
+        if upstream != UNKNOWN {
+            self.recent.record(upstream, outcome != "ok");
+        }
     }
 
     pub fn set_health(&self, upstream: &str, value: i64) {

@@ -38,6 +38,12 @@ pub struct Tenant {
     allow: GlobSet,
     deny: GlobSet,
     initial: Option<GlobSet>,
+    /// The patterns of `allow`, `deny` and `initial` as written, in the order they were
+    /// added to their sets (a set's match index is a position here): what
+    /// [`Tenant::explain`] names.
+    allow_patterns: Vec<String>,
+    deny_patterns: Vec<String>,
+    initial_patterns: Vec<String>,
     /// Every pattern as written, for "matches nothing" warnings.
     patterns: Vec<String>,
     /// The tenant's request rate, when limited.
@@ -292,9 +298,9 @@ impl Policy {
             .map(|e| e.name.clone())
             .collect();
         let initial = match &tenant.initial {
-            Some(patterns) => names
+            Some(_) => names
                 .iter()
-                .filter(|n| patterns.is_match(n.as_str()))
+                .filter(|n| tenant.initial_match(n).is_some())
                 .cloned()
                 .collect(),
             None if names.len() <= self.initial_max_tools => names.clone(),
@@ -330,6 +336,58 @@ impl Policy {
             );
         }
         allowed
+    }
+
+    /// The tenants' names, sorted.
+    pub fn tenant_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.tenants.keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// Why `name` is or is not visible to `tenant` in `catalog`: the pattern that
+    /// allowed or denied it and why a new session lists it or not. Built from the same
+    /// functions [`Policy::allowed`] and [`decide`] use, so it cannot say anything
+    /// else than what they decide.
+    pub fn explain<'t>(
+        &self,
+        tenant: &'t Tenant,
+        catalog: &Arc<Catalog>,
+        name: &str,
+    ) -> Explanation<'t> {
+        let allowed = self.allowed(tenant, catalog);
+        let exists = catalog.get(name).is_some();
+        let rule = tenant.explain(name);
+        let access = decide(&allowed, Scope::Session(&BTreeSet::new()), name);
+        let first_list = if !exists || !rule.is_allowed() {
+            FirstList::NotAllowed
+        } else if allowed.initial.contains(name) {
+            match tenant.initial_match(name) {
+                Some(pattern) => FirstList::ByPattern { pattern },
+                None => FirstList::WholeSetFits {
+                    allowed: allowed.names.len(),
+                    max: self.initial_max_tools,
+                },
+            }
+        } else {
+            match (&tenant.initial, tenant.initial_match(name)) {
+                (Some(_), Some(pattern)) => FirstList::OverTokenBudget { pattern },
+                (Some(_), None) => FirstList::NoInitialPattern,
+                (None, _) if allowed.names.len() <= self.initial_max_tools => {
+                    FirstList::OverTokenBudget { pattern: "" }
+                }
+                (None, _) => FirstList::WholeSetTooLarge {
+                    allowed: allowed.names.len(),
+                    max: self.initial_max_tools,
+                },
+            }
+        };
+        Explanation {
+            exists,
+            rule,
+            first_list,
+            access,
+        }
     }
 
     /// Whether at most one tenant may use anything `upstream` serves in `catalog`
@@ -406,9 +464,110 @@ impl Tenant {
         self.rate
     }
 
-    /// Allow patterns match and no deny pattern does.
+    /// Allow patterns match and no deny pattern does: [`Tenant::explain`]'s verdict,
+    /// the one rule.
     pub fn allows(&self, name: &str) -> bool {
-        self.allow.is_match(name) && !self.deny.is_match(name)
+        self.explain(name).is_allowed()
+    }
+
+    /// Which pattern decides whether `name` is allowed: the first allow pattern that
+    /// matches and the first deny pattern that matches (deny wins).
+    pub fn explain(&self, name: &str) -> Rule<'_> {
+        // `is_match` first: most names of a large catalog match nothing, and it does
+        // not allocate.
+        let first = |set: &GlobSet, patterns: &'_ [String]| -> Option<usize> {
+            if !set.is_match(name) {
+                return None;
+            }
+            set.matches(name)
+                .first()
+                .copied()
+                .filter(|&i| i < patterns.len())
+        };
+        let allowed_by = first(&self.allow, &self.allow_patterns).map(|i| &*self.allow_patterns[i]);
+        let denied_by = first(&self.deny, &self.deny_patterns).map(|i| &*self.deny_patterns[i]);
+        match (allowed_by, denied_by) {
+            (Some(by), None) => Rule::Allowed { by },
+            (Some(allowed_by), Some(by)) => Rule::Denied { by, allowed_by },
+            (None, denied_by) => Rule::NotAllowed { denied_by },
+        }
+    }
+
+    /// The `initial` pattern that puts `name` in a new session's first list, if any.
+    fn initial_match(&self, name: &str) -> Option<&str> {
+        let set = self.initial.as_ref()?;
+        if !set.is_match(name) {
+            return None;
+        }
+        let index = *set.matches(name).first()?;
+        self.initial_patterns.get(index).map(String::as_str)
+    }
+}
+
+/// Which of a tenant's patterns decided a name (see [`Tenant::explain`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "verdict", rename_all = "snake_case")]
+pub enum Rule<'a> {
+    /// An allow pattern matched and no deny pattern did.
+    Allowed { by: &'a str },
+    /// An allow pattern matched, and so did a deny pattern: deny wins.
+    Denied { by: &'a str, allowed_by: &'a str },
+    /// No allow pattern matched (a deny pattern may have, too).
+    NotAllowed { denied_by: Option<&'a str> },
+}
+
+impl Rule<'_> {
+    pub fn is_allowed(&self) -> bool {
+        matches!(self, Rule::Allowed { .. })
+    }
+}
+
+/// Why an allowed tool is or is not in a new session's first `tools/list`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum FirstList<'a> {
+    /// Not in the catalog or not allowed: nothing to list.
+    NotAllowed,
+    /// Listed: an `initial` pattern matches it.
+    ByPattern { pattern: &'a str },
+    /// Listed: no `initial` patterns, and the allowed set is small enough to list whole.
+    WholeSetFits { allowed: usize, max: usize },
+    /// Not listed: no `initial` pattern matches it.
+    NoInitialPattern,
+    /// Not listed: no `initial` patterns, and the allowed set is larger than
+    /// `sessions.initial_max_tools`.
+    WholeSetTooLarge { allowed: usize, max: usize },
+    /// Not listed: it would be (by `pattern`, or as part of the whole set when empty),
+    /// but the first list's token budget (`sessions.initial_max_tokens`) was spent.
+    OverTokenBudget { pattern: &'a str },
+}
+
+/// The policy's explanation of one name for one tenant (see [`Policy::explain`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Explanation<'a> {
+    /// Whether the catalog has a tool of that name.
+    pub exists: bool,
+    /// The allow/deny verdict of the tenant's patterns.
+    pub rule: Rule<'a>,
+    /// Whether a new session lists it, and why.
+    pub first_list: FirstList<'a>,
+    /// What [`decide`] answers for a new session.
+    #[serde(serialize_with = "access_name")]
+    pub access: Access,
+}
+
+fn access_name<S: serde::Serializer>(access: &Access, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(access.as_str())
+}
+
+impl Access {
+    /// `visible`, `selectable` or `hidden`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Access::Visible => "visible",
+            Access::Selectable => "selectable",
+            Access::Hidden => "hidden",
+        }
     }
 }
 
@@ -450,6 +609,9 @@ fn compile(name: &str, config: &TenantConfig, share: u32) -> Result<Tenant, Stri
     let mut allow = GlobSetBuilder::new();
     let mut deny = GlobSetBuilder::new();
     let mut patterns = Vec::new();
+    let mut allow_patterns = Vec::new();
+    let mut deny_patterns = Vec::new();
+    let mut initial_patterns = Vec::new();
     let add = |builder: &mut GlobSetBuilder, pattern: &str, field: &str| {
         let glob = glob(pattern).map_err(|e| format!("tenants.{name}.{field}: {e}"))?;
         builder.add(glob);
@@ -457,20 +619,29 @@ fn compile(name: &str, config: &TenantConfig, share: u32) -> Result<Tenant, Stri
     };
     for pattern in &config.allow {
         match pattern.strip_prefix('!') {
-            Some(denied) => add(&mut deny, denied, "allow")?,
-            None => add(&mut allow, pattern, "allow")?,
+            Some(denied) => {
+                add(&mut deny, denied, "allow")?;
+                deny_patterns.push(pattern.clone());
+            }
+            None => {
+                add(&mut allow, pattern, "allow")?;
+                allow_patterns.push(pattern.clone());
+            }
         }
         patterns.push(pattern.clone());
     }
     for pattern in &config.deny {
         add(&mut deny, pattern.trim_start_matches('!'), "deny")?;
-        patterns.push(format!("!{}", pattern.trim_start_matches('!')));
+        let written = format!("!{}", pattern.trim_start_matches('!'));
+        deny_patterns.push(written.clone());
+        patterns.push(written);
     }
     let initial = match &config.initial {
         Some(list) => {
             let mut builder = GlobSetBuilder::new();
             for pattern in list {
                 add(&mut builder, pattern, "initial")?;
+                initial_patterns.push(pattern.clone());
             }
             Some(builder.build().map_err(|e| e.to_string())?)
         }
@@ -490,6 +661,9 @@ fn compile(name: &str, config: &TenantConfig, share: u32) -> Result<Tenant, Stri
         allow: allow.build().map_err(|e| e.to_string())?,
         deny: deny.build().map_err(|e| e.to_string())?,
         initial,
+        allow_patterns,
+        deny_patterns,
+        initial_patterns,
         patterns,
         rate,
         limiter,
@@ -569,6 +743,57 @@ mod tests {
             decide(&b, Scope::Stateless, "gh__no_such_tool"),
             Access::Hidden
         );
+    }
+
+    #[test]
+    fn the_explanation_names_the_deciding_pattern() {
+        let policy = policy(
+            "sessions: {initial_max_tools: 1}\ntenants:\n  a:\n    allow: ['gh__get_*', 'gh__*', '!gh__delete_*']\n    initial: ['gh__get_repo']\n  b:\n    allow: ['gh__get_*']\n",
+        );
+        let catalog = catalog(&["get_repo", "get_user", "delete_repo"]);
+        let a = policy.tenant("a").unwrap();
+        let repo = policy.explain(&a, &catalog, "gh__get_repo");
+        assert_eq!(repo.rule, Rule::Allowed { by: "gh__get_*" });
+        assert_eq!(
+            repo.first_list,
+            FirstList::ByPattern {
+                pattern: "gh__get_repo"
+            }
+        );
+        assert_eq!(repo.access, Access::Visible);
+        let user = policy.explain(&a, &catalog, "gh__get_user");
+        assert_eq!(user.first_list, FirstList::NoInitialPattern);
+        assert_eq!(user.access, Access::Selectable);
+        let delete = policy.explain(&a, &catalog, "gh__delete_repo");
+        assert_eq!(
+            delete.rule,
+            Rule::Denied {
+                by: "!gh__delete_*",
+                allowed_by: "gh__*"
+            }
+        );
+        assert_eq!(delete.access, Access::Hidden);
+        let b = policy.tenant("b").unwrap();
+        let other = policy.explain(&b, &catalog, "gh__delete_repo");
+        assert_eq!(other.rule, Rule::NotAllowed { denied_by: None });
+        let big = policy.explain(&b, &catalog, "gh__get_user");
+        assert_eq!(
+            big.first_list,
+            FirstList::WholeSetTooLarge { allowed: 2, max: 1 }
+        );
+        // The explanation and the decision agree on every name.
+        for name in [
+            "gh__get_repo",
+            "gh__get_user",
+            "gh__delete_repo",
+            "gh__nothing",
+        ] {
+            let allowed = policy.allowed(&a, &catalog);
+            assert_eq!(
+                allowed.names.contains(name),
+                a.explain(name).is_allowed() && catalog.get(name).is_some()
+            );
+        }
     }
 
     #[test]

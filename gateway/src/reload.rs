@@ -93,6 +93,82 @@ pub struct Summary {
     pub changed: bool,
 }
 
+impl Summary {
+    /// One line saying what changed, for the reload history.
+    pub fn describe(&self) -> String {
+        if !self.changed {
+            return "no setting changed".to_owned();
+        }
+        let mut parts = Vec::new();
+        let names = |what: &str, list: &[String]| {
+            (!list.is_empty()).then(|| format!("{what}: {}", list.join(", ")))
+        };
+        parts.extend(names("upstreams added", &self.upstreams.added));
+        parts.extend(names("upstreams removed", &self.upstreams.removed));
+        parts.extend(names("upstreams changed", &self.upstreams.changed));
+        parts.extend(names("tenants changed", &self.tenants));
+        if self.credentials {
+            parts.push("credentials changed".to_owned());
+        }
+        if !self.restart_needed.is_empty() {
+            parts.push(format!(
+                "needs a restart: {}",
+                self.restart_needed.join(", ")
+            ));
+        }
+        if parts.is_empty() {
+            parts.push("settings changed".to_owned());
+        }
+        parts.join("; ")
+    }
+}
+
+/// How many reloads [`ReloadLog`] keeps.
+pub const RELOADS_KEPT: usize = 20;
+
+/// The last [`RELOADS_KEPT`] reloads that read a changed file (or ran on SIGHUP),
+/// oldest first: what the console shows.
+#[derive(Debug, Default)]
+pub struct ReloadLog {
+    entries: std::sync::Mutex<std::collections::VecDeque<ReloadRecord>>,
+}
+
+/// One reload in the [`ReloadLog`].
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ReloadRecord {
+    /// Seconds since the Unix epoch.
+    pub at: u64,
+    pub trigger: &'static str,
+    /// Applied (`true`) or rejected, the running config kept (`false`).
+    pub accepted: bool,
+    /// What changed, or why the file was rejected.
+    pub detail: String,
+}
+
+impl ReloadLog {
+    fn record(&self, trigger: Trigger, accepted: bool, detail: String) {
+        let at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if entries.len() >= RELOADS_KEPT {
+            entries.pop_front();
+        }
+        entries.push_back(ReloadRecord {
+            at,
+            trigger: trigger.as_str(),
+            accepted,
+            detail,
+        });
+    }
+
+    /// The kept reloads, oldest first.
+    pub fn entries(&self) -> Vec<ReloadRecord> {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries.iter().cloned().collect()
+    }
+}
+
 /// Reloads one config file into a running gateway.
 pub struct Reloader {
     gateway: Arc<Gateway>,
@@ -137,6 +213,9 @@ impl Reloader {
             Ok(summary) => {
                 // Log, then count: a client that sees the count can find the line.
                 log_applied(trigger, &summary);
+                self.gateway
+                    .reloads
+                    .record(trigger, true, summary.describe());
                 self.gateway.metrics.record_config_reload("ok");
                 Outcome::Applied(summary)
             }
@@ -151,6 +230,7 @@ impl Reloader {
             error = %reason,
             "config reload rejected; the running config is kept"
         );
+        self.gateway.reloads.record(trigger, false, reason.clone());
         self.gateway.metrics.record_config_reload("rejected");
         Outcome::Rejected(reason)
     }
@@ -395,6 +475,22 @@ mod tests {
     use super::*;
 
     const KEY: &str = "reload-key-0123456789abcdef";
+
+    #[test]
+    fn the_reload_history_keeps_the_last_ones() {
+        let log = ReloadLog::default();
+        for i in 0..RELOADS_KEPT + 5 {
+            log.record(Trigger::Signal, i % 2 == 0, format!("reload {i}"));
+        }
+        let entries = log.entries();
+        assert_eq!(entries.len(), RELOADS_KEPT);
+        assert_eq!(entries[0].detail, "reload 5");
+        assert_eq!(
+            entries.last().map(|e| e.detail.as_str()),
+            Some(format!("reload {}", RELOADS_KEPT + 4).as_str())
+        );
+        assert_eq!(Summary::default().describe(), "no setting changed");
+    }
 
     fn tenants_config(allow: &str) -> String {
         format!(

@@ -140,6 +140,12 @@ pub trait SessionStore: Send + Sync {
     async fn get_owned(&self, id: &str, tenant: &str) -> StoreResult<Option<Session>> {
         Ok(self.get(id).await?.filter(|s| s.tenant == tenant))
     }
+
+    /// Live sessions per tenant, when this store can count them without a scan of a
+    /// shared store (the memory store); `None` otherwise.
+    fn live_by_tenant(&self) -> Option<std::collections::BTreeMap<String, usize>> {
+        None
+    }
 }
 
 /// A fresh opaque session id: 128 random bits, base64url without padding.
@@ -372,6 +378,25 @@ impl SessionStore for MemoryStore {
         }
         expansion.expanded = session.expanded.clone();
         Ok(Some(expansion))
+    }
+
+    fn live_by_tenant(&self) -> Option<std::collections::BTreeMap<String, usize>> {
+        let now = Instant::now();
+        let table = self.lock();
+        let live = |id: &String| {
+            table
+                .sessions
+                .get(id)
+                .is_some_and(|slot| now.duration_since(slot.used) < self.idle_ttl)
+        };
+        Some(
+            table
+                .by_tenant
+                .iter()
+                .map(|(tenant, ids)| (tenant.clone(), ids.iter().filter(|id| live(id)).count()))
+                .filter(|(_, n)| *n > 0)
+                .collect(),
+        )
     }
 
     async fn delete(&self, id: &str) -> StoreResult<()> {

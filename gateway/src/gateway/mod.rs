@@ -59,6 +59,8 @@ pub struct Gateway {
     /// Background calls: the task store (shared like the sessions) and the calls
     /// this replica runs.
     pub tasks: Arc<crate::tasks::Tasks>,
+    /// The last config reloads and their outcomes.
+    pub reloads: crate::reload::ReloadLog,
     stop: CancellationToken,
     /// Set once, when startup stopped waiting for the upstreams' first answers.
     startup: std::sync::OnceLock<Startup>,
@@ -115,6 +117,7 @@ impl Gateway {
             search: SearchCache::default(),
             catalog_version: watch::channel(0).0,
             metrics: Metrics::new(),
+            reloads: crate::reload::ReloadLog::default(),
             stop: CancellationToken::new(),
             startup: std::sync::OnceLock::new(),
         });
@@ -201,9 +204,23 @@ impl Gateway {
         query: &str,
         limit: usize,
     ) -> Vec<serde_json::Value> {
+        self.search_where(&view.catalog, query, limit, |name| {
+            view.allowed.names.contains(name)
+        })
+    }
+
+    /// Ranked tools for `query` among the names `include` admits: the `tool_search`
+    /// engine, for a caller that is not a tenant (the admin console sees every tool).
+    pub fn search_where(
+        &self,
+        catalog: &Arc<Catalog>,
+        query: &str,
+        limit: usize,
+        include: impl Fn(&str) -> bool,
+    ) -> Vec<serde_json::Value> {
         self.search
-            .index_for(&view.catalog)
-            .search(query, limit, |name| view.allowed.names.contains(name))
+            .index_for(catalog)
+            .search(query, limit, include)
             .into_iter()
             .map(|hit| {
                 serde_json::json!({

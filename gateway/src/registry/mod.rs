@@ -150,6 +150,23 @@ pub async fn import(
     Ok(report)
 }
 
+/// What importing `config` as `name` would produce, without mounting anything: the
+/// tools' catalog names and the import report (the console shows it before the
+/// import). The spec is fetched and converted exactly as [`import`] does.
+pub async fn preview(
+    name: &str,
+    config: OpenApiConfig,
+) -> Result<(Vec<String>, ImportReport), ImportError> {
+    use toolgate_adapters::Upstream;
+    let (upstream, report) = OpenApiUpstream::load(name, config).await?;
+    let tools = upstream
+        .tools()
+        .iter()
+        .map(|tool| crate::catalog::item_name(name, crate::config::Namespace::Prefix, &tool.name))
+        .collect();
+    Ok((tools, report))
+}
+
 /// Imports an OpenAPI upstream in the background: the one import lifecycle of the
 /// config file's upstreams (at startup and on reload) and of stored registrations.
 /// Until the spec is in, an upstream of that name that is serving keeps serving (and

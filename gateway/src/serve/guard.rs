@@ -12,6 +12,8 @@
 //!    browser request that could change something does) must come from the gateway's
 //!    own origin or one listed in `cors.allowed_origins`. Clients that are not
 //!    browsers send none and pass.
+//!    `/console` makes the same check itself, with a CSRF token bound to the console
+//!    session (see `console::auth`): its forms are posted as HTML forms.
 //! 4. **Content type** on the JSON endpoints (the same paths, methods with a body):
 //!    `application/json` (or `…+json`) only. Browsers send `text/plain`, form and
 //!    multipart bodies cross-origin without a preflight; refusing them closes that door.
@@ -270,7 +272,7 @@ fn refuse_host(
 }
 
 /// Whether `origin` is the gateway's own: the host (and port) the request was sent to.
-fn same_origin(origin: &str, host: Option<&str>) -> bool {
+pub(crate) fn same_origin(origin: &str, host: Option<&str>) -> bool {
     let (Some((_, origin_host, origin_port)), Some((host, port))) =
         (parse_origin(origin), host.and_then(split_authority))
     else {

@@ -3,11 +3,13 @@
 //! API and the plain-HTTP function surface.
 //!
 //! Every HTTP request passes the [`guard`] first (Host, Origin, CORS, JSON bodies)
-//! and is served by the [`listener`] (timeouts, connection cap).
+//! and is served by the [`listener`] (timeouts, connection cap). The web [`console`]
+//! at `/console` reads the same data through the same functions.
 
 pub mod admin;
 pub mod auth;
 pub mod bridge;
+pub mod console;
 pub mod features;
 pub mod guard;
 pub mod listener;
@@ -46,8 +48,10 @@ pub fn router(
     let mcp = Router::new()
         .route("/mcp", any(mcp_front))
         .with_state(front);
+    let admin = admin::Admin::new(gateway.clone(), store);
     ops::router(door.clone())
-        .merge(admin::router(gateway.clone(), store))
+        .merge(admin::router(admin.clone()))
+        .merge(console::router(door.clone(), admin))
         .merge(rest::router(door))
         .merge(mcp)
         .layer(axum::middleware::from_fn_with_state(gateway, guard::check))

@@ -73,28 +73,32 @@ fn admin_token(gateway: &Gateway) -> Option<toolgate_adapters::Secret> {
 }
 
 async fn readyz(State(door): State<Arc<FrontDoor>>) -> Response {
-    let gateway = &door.gateway;
+    let (status, body) = readiness(&door.gateway).await;
+    (status, Json(body)).into_response()
+}
+
+/// What `/readyz` answers: 200 and what startup did, or 503 and why not ready (the
+/// console shows the same).
+pub async fn readiness(gateway: &Gateway) -> (StatusCode, serde_json::Value) {
     let not_ready = |reason: String| {
         (
             StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"ready": false, "reason": reason})),
+            json!({"ready": false, "reason": reason}),
         )
-            .into_response()
     };
     let Some(startup) = gateway.startup() else {
         let waiting_for = gateway.awaited_upstreams();
         return (
             StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({
+            json!({
                 "ready": false,
                 "reason": format!(
                     "waiting for every upstream's first answer (at most startup_timeout, {})",
                     humantime::format_duration(gateway.config().startup_timeout)
                 ),
                 "waiting_for": waiting_for,
-            })),
-        )
-            .into_response();
+            }),
+        );
     };
     if let Err(reason) = gateway.shared_state_ready().await {
         return not_ready(reason.to_string());
@@ -108,35 +112,43 @@ async fn readyz(State(door): State<Arc<FrontDoor>>) -> Response {
             humantime::format_duration(startup.startup_timeout)
         )
     };
-    Json(json!({
-        "ready": true,
-        "tools": gateway.catalog().len(),
-        "startup": startup_ended,
-        "unanswered_at_startup": startup.unanswered,
-    }))
-    .into_response()
+    (
+        StatusCode::OK,
+        json!({
+            "ready": true,
+            "tools": gateway.catalog().len(),
+            "startup": startup_ended,
+            "unanswered_at_startup": startup.unanswered,
+        }),
+    )
 }
 
 async fn upstreams(State(door): State<Arc<FrontDoor>>, headers: HeaderMap) -> Response {
     let gateway = &door.gateway;
-    let statuses = gateway.statuses();
     let admin = admin_token(gateway);
     if gateway.policy().is_open() || bearer_is_one_of(&headers, &[admin.as_ref()]) {
-        return Json(statuses).into_response();
+        return Json(gateway.statuses()).into_response();
     }
     let tenant = match door.admit_as(&headers, Shape::Rest).await {
         Ok(tenant) => tenant,
         Err(refused) => return refused,
     };
-    // The policy decides what the tenant reaches; an upstream it cannot use is as
-    // unknown to it as one that does not exist.
+    Json(visible_statuses(gateway, &tenant)).into_response()
+}
+
+/// The statuses of the upstreams `tenant` reaches: the policy decides what the tenant
+/// reaches; an upstream it cannot use is as unknown to it as one that does not exist.
+pub fn visible_statuses(
+    gateway: &Gateway,
+    tenant: &crate::policy::Tenant,
+) -> Vec<crate::gateway::UpstreamStatus> {
+    let statuses = gateway.statuses();
     let catalog = gateway.catalog();
-    let allowed = gateway.policy().allowed(&tenant, &catalog);
-    let visible: Vec<_> = statuses
+    let allowed = gateway.policy().allowed(tenant, &catalog);
+    statuses
         .into_iter()
         .filter(|status| allowed.reaches_upstream(&catalog, &status.name))
-        .collect();
-    Json(visible).into_response()
+        .collect()
 }
 
 async fn guarded_metrics(State(door): State<Arc<FrontDoor>>, headers: HeaderMap) -> Response {

@@ -38,7 +38,7 @@ use crate::telemetry::{CallTrace, rest_calls};
 mod batch;
 mod call;
 mod openapi;
-mod stream;
+pub(crate) mod stream;
 mod task_events;
 mod tasks;
 

@@ -39,7 +39,7 @@ const MAX_ECHOED_INPUT_BYTES: usize = 512 * 1024;
 const MAX_LOG_LINE_BYTES: usize = 16 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Framing {
+pub(crate) enum Framing {
     Sse,
     Ndjson,
 }
@@ -58,7 +58,7 @@ pub(super) fn wanted(headers: &HeaderMap) -> Option<Framing> {
 }
 
 /// Starts the call and answers with its event stream.
-pub(super) fn respond(
+pub(crate) fn respond(
     door: Arc<FrontDoor>,
     caller: Caller,
     tool: String,
