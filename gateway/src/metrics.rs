@@ -447,5 +447,9 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line} missing from:\n{text}");
         }
+        // The console's recent counts see every call of a visible upstream.
+        let recent = metrics.recent.series("ev");
+        assert_eq!(recent.calls.iter().sum::<u32>(), 4);
+        assert_eq!(recent.errors.iter().sum::<u32>(), 1);
     }
 }
