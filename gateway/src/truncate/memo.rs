@@ -109,8 +109,15 @@ impl<'t> PieceCounter<'t> {
             pieces,
             segments,
         } = self;
+        let encoding = *encoding;
+        if !segments.worth_it() {
+            // Segments do not repeat in this text: nor would they across texts.
+            return split_count(encoding, tok, pieces, segment);
+        }
         segments.get_or(segment.as_bytes(), || {
-            split_count(*encoding, tok, pieces, segment)
+            known(Kind::Segment, encoding, segment.as_bytes(), || {
+                split_count(encoding, tok, pieces, segment)
+            })
         })
     }
 
@@ -174,6 +181,10 @@ impl<'t> PieceCounter<'t> {
             return self.tok.bpe.count_till_limit(piece.as_bytes(), limit);
         }
         let (encoding, tok) = (self.encoding, self.tok);
+        if !self.pieces.worth_it() {
+            let n = tok.bpe.count(piece.as_bytes());
+            return (n <= limit).then_some(n);
+        }
         let n = self.pieces.get_or(piece.as_bytes(), || {
             known_count(encoding, tok, piece.as_bytes())
         });
@@ -190,6 +201,9 @@ fn split_count<'t>(
 ) -> usize {
     tok.split(text)
         .map(|piece| {
+            if !pieces.worth_it() {
+                return tok.bpe.count(piece.as_bytes());
+            }
             pieces.get_or(piece.as_bytes(), || {
                 known_count(encoding, tok, piece.as_bytes())
             })
@@ -197,45 +211,64 @@ fn split_count<'t>(
         .sum()
 }
 
-/// Short pieces whose BPE counts a worker thread keeps across texts (per encoding):
-/// one API's results repeat the same keys and words call after call, and BPE on a
-/// short piece costs two allocations and a search, most of a small result's count
-/// (bench/README.md). Emptied when full: bounded memory, and nothing to evict.
-const KNOWN_PIECES: usize = 1 << 13;
+/// Short pieces and segments whose counts a worker thread keeps across texts (per
+/// encoding): one API's results repeat the same keys and words call after call, and
+/// the pre-tokenizer's regex search and BPE's allocations cost most of a small
+/// result's count (bench/README.md). Emptied when full: bounded memory, and nothing
+/// to evict.
+const KNOWN_ENTRIES: usize = 1 << 12;
 
-thread_local! {
-    /// Keyed with std's random hasher, not [`PieceHasher`]: the keys are untrusted
-    /// text that outlives the call which brought it.
-    static KNOWN: std::cell::RefCell<[HashMap<Box<[u8]>, u32>; 2]> = Default::default();
+/// What a kept count is the count of.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// A piece's BPE count.
+    Piece = 0,
+    /// A segment's count (pre-tokenized, then BPE).
+    Segment = 1,
 }
 
-/// BPE tokens of `piece` (a piece as the pre-tokenizer cut it), remembered on this
-/// thread when it is short.
-fn known_count(encoding: Encoding, tok: &'static bpe_openai::Tokenizer, piece: &[u8]) -> usize {
-    if piece.len() > MAX_MEMO_LEN {
-        return tok.bpe.count(piece);
+thread_local! {
+    /// By encoding, then [`Kind`]. Keyed with std's random hasher, not
+    /// [`PieceHasher`]: the keys are untrusted text that outlives the call which
+    /// brought it.
+    static KNOWN: std::cell::RefCell<[[HashMap<Box<[u8]>, u32>; 2]; 2]> = Default::default();
+}
+
+/// The count of `key` (at most [`MAX_MEMO_LEN`] bytes), kept on this thread, or
+/// `count` (then kept).
+fn known(kind: Kind, encoding: Encoding, key: &[u8], count: impl FnOnce() -> usize) -> usize {
+    if key.len() > MAX_MEMO_LEN {
+        return count();
     }
-    let slot = match encoding {
+    let by_encoding = match encoding {
         Encoding::O200kBase => 0,
         Encoding::Cl100kBase => 1,
     };
-    KNOWN
-        .try_with(|known| {
-            let Ok(mut known) = known.try_borrow_mut() else {
-                return tok.bpe.count(piece);
-            };
-            let map = &mut known[slot];
-            if let Some(&n) = map.get(piece) {
-                return n as usize;
-            }
-            let n = tok.bpe.count(piece);
-            if map.len() >= KNOWN_PIECES {
+    // Looked up, then counted with the map released (counting a segment counts its
+    // pieces, which look here too), then kept.
+    let kept = KNOWN.try_with(|known| {
+        let known = known.try_borrow().ok()?;
+        known[by_encoding][kind as usize].get(key).copied()
+    });
+    if let Ok(Some(n)) = kept {
+        return n as usize;
+    }
+    let n = count();
+    let _ = KNOWN.try_with(|known| {
+        if let Ok(mut known) = known.try_borrow_mut() {
+            let map = &mut known[by_encoding][kind as usize];
+            if map.len() >= KNOWN_ENTRIES {
                 map.clear();
             }
-            map.insert(piece.into(), n as u32);
-            n
-        })
-        .unwrap_or_else(|_| tok.bpe.count(piece))
+            map.insert(key.into(), u32::try_from(n).unwrap_or(u32::MAX));
+        }
+    });
+    n
+}
+
+/// BPE tokens of `piece` (a piece as the pre-tokenizer cut it).
+fn known_count(encoding: Encoding, tok: &'static bpe_openai::Tokenizer, piece: &[u8]) -> usize {
+    known(Kind::Piece, encoding, piece, || tok.bpe.count(piece))
 }
 
 /// Where the segment starting at `start` ends: after the first ASCII letter or digit

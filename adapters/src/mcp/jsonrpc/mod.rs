@@ -327,7 +327,7 @@ impl Rpc {
         };
         // Built field by field: `json!` would copy `params` (the call's arguments) into
         // a new tree through the value serializer. Same keys, same order.
-        let mut msg = Map::new();
+        let mut msg = Map::with_capacity(4);
         msg.insert("jsonrpc".into(), Value::String("2.0".into()));
         msg.insert("id".into(), Value::from(id));
         msg.insert("method".into(), Value::String(method.to_owned()));
