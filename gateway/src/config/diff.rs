@@ -44,6 +44,7 @@ restart_only!(
     state,
     tasks,
     telemetry,
+    search,
 );
 
 impl Config {
