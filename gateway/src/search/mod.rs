@@ -57,6 +57,10 @@
 //! A query that spells a tool's exact name (or the upstream's name for it) puts that
 //! tool first. Ties are broken by name, so results are deterministic.
 //!
+//! With `search.embedding_model`, a sentence encoder's cosine is added to that score
+//! (`fuse.rs`; the model itself in `embed/`), so a step that shares no word with its
+//! tool still finds it; the catalog is embedded on a background thread.
+//!
 //! Recall (`tests/search_recall.rs`) and build and query times are in
 //! `bench/README.md` ("Search").
 //!

@@ -99,7 +99,7 @@ impl Bert {
         let ff = config.intermediate_size;
         if h == 0
             || config.num_attention_heads == 0
-            || h % config.num_attention_heads != 0
+            || !h.is_multiple_of(config.num_attention_heads)
             || config.num_hidden_layers == 0
             || config.num_hidden_layers > 64
             || ff == 0
