@@ -192,3 +192,38 @@ fn the_gateway_refuses_a_missing_model() {
     assert!(err.contains("search.embedding_model"), "{err}");
     assert!(err.contains("/nonexistent/model"), "{err}");
 }
+
+#[test]
+fn the_cache_embeds_a_new_catalog_in_the_background() {
+    let Some(model) = embedder() else {
+        return;
+    };
+    let cache = toolgate::search::SearchCache::with_embedder(Some(model));
+    let snapshot = Arc::new(catalog(&[("browser", browser()), ("misc", others())]));
+    let first = cache.index_for(&snapshot);
+    // Words at once; vectors when the thread is done (bounded wait).
+    assert_eq!(
+        names(&first, "take a screenshot")[0],
+        "browser__take_screenshot"
+    );
+    let mut waited = 0;
+    while !first.has_vectors() && waited < 600 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        waited += 1;
+    }
+    assert!(
+        first.has_vectors(),
+        "the catalog was not embedded within 60 s"
+    );
+    assert_eq!(names(&first, "report a bug")[0], "misc__create_issue");
+    // The same snapshot is not embedded again; a new one is (from the memo).
+    assert!(Arc::ptr_eq(&first, &cache.index_for(&snapshot)));
+    let next = Arc::new(catalog(&[("browser", browser()), ("misc", others())]));
+    let second = cache.index_for(&next);
+    let mut waited = 0;
+    while !second.has_vectors() && waited < 600 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        waited += 1;
+    }
+    assert!(second.has_vectors());
+}

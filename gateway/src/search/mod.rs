@@ -264,16 +264,21 @@ fn embed_in_background(
         .name("search-embed".to_owned())
         .spawn(move || {
             let started = std::time::Instant::now();
-            let known = std::mem::take(&mut *memo.lock().unwrap_or_else(|e| e.into_inner()));
+            let known = |text: &str| {
+                let memo = memo.lock().unwrap_or_else(|e| e.into_inner());
+                memo.get(text).cloned()
+            };
             let mut kept: HashMap<String, std::sync::Arc<[f32]>> = HashMap::new();
             let mut rows = Vec::with_capacity(catalog.len());
             let mut embedded = 0usize;
             for text in embedding_texts(&catalog) {
                 if index.strong_count() == 0 {
+                    // A newer snapshot replaced this one: leave what was done for it.
+                    memo.lock().unwrap_or_else(|e| e.into_inner()).extend(kept);
                     return;
                 }
-                let vector = match kept.get(&text).or_else(|| known.get(&text)) {
-                    Some(v) => v.clone(),
+                let vector = match kept.get(&text).cloned().or_else(|| known(&text)) {
+                    Some(v) => v,
                     None => {
                         embedded += 1;
                         std::sync::Arc::from(embedder.embed(&text))
