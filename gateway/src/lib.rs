@@ -23,7 +23,7 @@
 //! - [`protocol_tools`]: the gateway's own tools (`tool_search`, `tool_expand_tools`, …).
 //! - [`registry`]: OpenAPI imports and runtime registrations, and where they are kept.
 //! - [`reload`]: config hot reload without a restart or dropped sessions.
-//! - [`search`]: the engine behind `tool_search` (word matching, and the optional embedding model).
+//! - [`search`]: the engine behind `tool_search`.
 //! - [`serve`]: the thin surfaces: `/mcp`, stdio, REST, ops and admin endpoints.
 //! - [`session`]: sessions and the tools each has expanded.
 //! - [`state`]: what replicas share through Redis (sessions, limits, registrations).
