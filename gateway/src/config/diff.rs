@@ -44,6 +44,7 @@ restart_only!(
     state,
     tasks,
     telemetry,
+    search,
 );
 
 impl Config {
@@ -173,7 +174,8 @@ mod tests {
              metrics: {listen: 127.0.0.1:9999}\nmax_request_body_bytes: 10\ndata_dir: elsewhere\n\
              admin: {token: 0123456789abcdef}\n\
              sessions: {idle_ttl: 1m, max_sessions: 5, max_per_tenant: 2}\n\
-             state: {key_prefix: other}\ntasks: {ttl: 2h}\ntelemetry: {service_name: other}\n",
+             state: {key_prefix: other}\ntasks: {ttl: 2h}\ntelemetry: {service_name: other}\n\
+             search: {embedding_model: /models/minilm}\n",
         );
         let all: Vec<&str> = RESTART_ONLY.iter().map(|s| s.name).collect();
         assert_eq!(next.restart_only_changes(&running), all);

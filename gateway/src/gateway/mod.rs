@@ -88,6 +88,15 @@ impl Gateway {
     /// [`Gateway::wait_for_upstreams`] waits for the first answers.
     pub fn start(config: Config) -> Result<Arc<Gateway>, String> {
         let policy = Policy::from_config(&config)?;
+        // The model is read before anything starts: a configured model that cannot be
+        // used stops startup with the file at fault rather than searching without it.
+        let embedder = match &config.search.embedding_model {
+            Some(dir) => Some(Arc::new(
+                crate::search::embed::Embedder::load(dir)
+                    .map_err(|e| format!("search.embedding_model: {e}"))?,
+            )),
+            None => None,
+        };
         let shared = Shared::from_config(&config)?;
         let sessions: Arc<dyn SessionStore> = match &shared {
             Some(shared) => shared.sessions.clone(),
@@ -114,7 +123,7 @@ impl Gateway {
             catalog: ArcSwap::default(),
             rebuild_lock: std::sync::Mutex::new(()),
             logged_collisions: std::sync::Mutex::default(),
-            search: SearchCache::default(),
+            search: SearchCache::with_embedder(embedder),
             catalog_version: watch::channel(0).0,
             metrics: Metrics::new(),
             reloads: crate::reload::ReloadLog::default(),

@@ -74,6 +74,9 @@ impl Gateway {
         self.metrics.set_catalog_size(self.catalog().len());
         if changed {
             self.catalog_version.send_modify(|v| *v += 1);
+            // With an embedding model, start embedding the new tools now rather than
+            // on the first search.
+            self.search.warm(&self.catalog());
         }
         self.tell_upstreams_their_tenants();
         collisions

@@ -57,6 +57,10 @@
 //! A query that spells a tool's exact name (or the upstream's name for it) puts that
 //! tool first. Ties are broken by name, so results are deterministic.
 //!
+//! With `search.embedding_model`, a sentence encoder's cosine is added to that score
+//! (`fuse.rs`; the model itself in `embed/`), so a step that shares no word with its
+//! tool still finds it; the catalog is embedded on a background thread.
+//!
 //! Recall (`tests/search_recall.rs`) and build and query times are in
 //! `bench/README.md` ("Search").
 //!
@@ -73,6 +77,8 @@ use std::hash::{BuildHasherDefault, Hasher};
 use crate::catalog::Catalog;
 
 mod acronyms;
+pub mod embed;
+mod fuse;
 mod synonyms;
 
 #[cfg(test)]
@@ -182,13 +188,25 @@ pub struct SearchIndex {
     /// The terms of plain lowercase ASCII letters, by length in bytes: where a typo's
     /// candidates are looked for.
     by_length: Vec<Vec<(Box<str>, u32)>>,
+    /// Each tool's sentence vector, once the embedding model (when one is configured)
+    /// has read the whole catalog; until then searches match words alone.
+    vectors: std::sync::OnceLock<fuse::Vectors>,
 }
 
 /// The index of the newest catalog snapshot searched, built on the first search of
 /// each snapshot (catalogs change rarely, searches often).
+///
+/// With an embedding model ([`SearchCache::with_embedder`]), a new index is searched
+/// by words at once while a background thread embeds the catalog's tools; the
+/// vectors join the index when all are done. Vectors of tools whose text did not
+/// change are reused from the previous snapshot, so a reload that adds one upstream
+/// embeds only its tools.
 #[derive(Default)]
 pub struct SearchCache {
     newest: std::sync::Mutex<Option<(std::sync::Arc<Catalog>, std::sync::Arc<SearchIndex>)>>,
+    embedder: Option<std::sync::Arc<embed::Embedder>>,
+    /// The vectors of the last snapshot embedded, by text: what the next one reuses.
+    memo: std::sync::Arc<std::sync::Mutex<HashMap<String, std::sync::Arc<[f32]>>>>,
 }
 
 impl SearchCache {
@@ -200,10 +218,103 @@ impl SearchCache {
             _ => {
                 let index = std::sync::Arc::new(SearchIndex::build(catalog));
                 *newest = Some((catalog.clone(), index.clone()));
+                if let Some(embedder) = &self.embedder {
+                    embed_in_background(
+                        catalog.clone(),
+                        &index,
+                        embedder.clone(),
+                        self.memo.clone(),
+                    );
+                }
                 index
             }
         }
     }
+
+    /// A cache whose indexes fuse `embedder`'s similarity in (none: words only).
+    pub fn with_embedder(embedder: Option<std::sync::Arc<embed::Embedder>>) -> SearchCache {
+        SearchCache {
+            embedder,
+            ..SearchCache::default()
+        }
+    }
+
+    /// With an embedding model, builds `catalog`'s index now, so that its tools are
+    /// embedded before the first search asks; without one, nothing (the index is
+    /// built by the first search, as it costs nothing to wait).
+    pub fn warm(&self, catalog: &std::sync::Arc<Catalog>) {
+        if self.embedder.is_some() {
+            self.index_for(catalog);
+        }
+    }
+}
+
+/// Embeds `catalog` on a thread of its own (a model costs milliseconds per tool, far
+/// too long for the async runtime or the first search) and hands the vectors to
+/// `index` when all are done. Gives up as soon as the index is no longer in use (a
+/// newer snapshot replaced it).
+fn embed_in_background(
+    catalog: std::sync::Arc<Catalog>,
+    index: &std::sync::Arc<SearchIndex>,
+    embedder: std::sync::Arc<embed::Embedder>,
+    memo: std::sync::Arc<std::sync::Mutex<HashMap<String, std::sync::Arc<[f32]>>>>,
+) {
+    let index = std::sync::Arc::downgrade(index);
+    let spawned = std::thread::Builder::new()
+        .name("search-embed".to_owned())
+        .spawn(move || {
+            let started = std::time::Instant::now();
+            let known = |text: &str| {
+                let memo = memo.lock().unwrap_or_else(|e| e.into_inner());
+                memo.get(text).cloned()
+            };
+            let mut kept: HashMap<String, std::sync::Arc<[f32]>> = HashMap::new();
+            let mut rows = Vec::with_capacity(catalog.len());
+            let mut embedded = 0usize;
+            for text in embedding_texts(&catalog) {
+                if index.strong_count() == 0 {
+                    // A newer snapshot replaced this one: leave what was done for it.
+                    memo.lock().unwrap_or_else(|e| e.into_inner()).extend(kept);
+                    return;
+                }
+                let vector = match kept.get(&text).cloned().or_else(|| known(&text)) {
+                    Some(v) => v,
+                    None => {
+                        embedded += 1;
+                        std::sync::Arc::from(embedder.embed(&text))
+                    }
+                };
+                rows.push(vector.clone());
+                kept.insert(text, vector);
+            }
+            *memo.lock().unwrap_or_else(|e| e.into_inner()) = kept;
+            if let Some(index) = index.upgrade() {
+                index.set_vectors(embedder, &rows);
+                tracing::info!(
+                    tools = rows.len(),
+                    embedded,
+                    ms = started.elapsed().as_millis() as u64,
+                    "tool_search: catalog embedded"
+                );
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "tool_search: could not start the embedding thread; searching by words");
+    }
+}
+
+/// What the embedding model reads of each catalog entry, in index order.
+fn embedding_texts(catalog: &Catalog) -> impl Iterator<Item = String> + '_ {
+    let mut cleaned = String::new();
+    catalog.entries().iter().map(move |entry| {
+        let def: &crate::catalog::Entry = entry;
+        let description = def
+            .full("description")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        clean_text(description, &mut cleaned);
+        fuse::embedding_text(&entry.original, &cleaned)
+    })
 }
 
 impl std::fmt::Debug for SearchIndex {
@@ -377,6 +488,37 @@ impl SearchIndex {
         index
     }
 
+    /// Embeds every tool now, on this thread (the bench and tests; the gateway embeds
+    /// in the background through [`SearchCache`]). `catalog` must be the one the index
+    /// was built from.
+    pub fn embed_with(&self, catalog: &Catalog, embedder: &std::sync::Arc<embed::Embedder>) {
+        let rows: Vec<Vec<f32>> = embedding_texts(catalog)
+            .map(|t| embedder.embed(&t))
+            .collect();
+        self.set_vectors(embedder.clone(), &rows);
+    }
+
+    /// Whether searches use the embedding model.
+    pub fn has_vectors(&self) -> bool {
+        self.vectors.get().is_some()
+    }
+
+    fn set_vectors<V: AsRef<[f32]>>(&self, embedder: std::sync::Arc<embed::Embedder>, rows: &[V]) {
+        let dims = embedder.dimensions();
+        if rows.len() != self.docs.len() || rows.iter().any(|r| r.as_ref().len() != dims) {
+            return;
+        }
+        let data = rows
+            .iter()
+            .flat_map(|r| r.as_ref().iter().copied())
+            .collect();
+        let _ = self.vectors.set(fuse::Vectors {
+            embedder,
+            dims,
+            data,
+        });
+    }
+
     fn postings(&self, term: u32) -> &[Posting] {
         let t = term as usize;
         &self.postings[self.offsets[t] as usize..self.offsets[t + 1] as usize]
@@ -393,7 +535,8 @@ impl SearchIndex {
 
     /// Ranks the tools for which `allowed(name)` is true against `query`, best first,
     /// at most `limit` (capped at [`MAX_LIMIT`]) of them. Tools with no word in common
-    /// with the query are not returned. `allowed` is called at most once per tool.
+    /// with the query are not returned, unless the embedding model (once it has read
+    /// the catalog) finds them among the nearest in meaning. `allowed` is called at most once per tool.
     pub fn search(&self, query: &str, limit: usize, allowed: impl Fn(&str) -> bool) -> Vec<Hit> {
         let limit = limit.min(MAX_LIMIT);
         if limit == 0 || self.docs.is_empty() {
@@ -409,7 +552,12 @@ impl SearchIndex {
         }
         let groups = self.query_groups(query, &mask);
         let exact = exact_name(query);
-        if groups.is_empty() && exact.is_none() {
+        // Meaning needs words too: a query of spaces and signs finds nothing either way.
+        let vectors = self
+            .vectors
+            .get()
+            .filter(|_| query.chars().any(char::is_alphanumeric));
+        if groups.is_empty() && exact.is_none() && vectors.is_none() {
             return Vec::new();
         }
 
@@ -468,6 +616,9 @@ impl SearchIndex {
                     scores[i] += EXACT_NAME_BONUS;
                 }
             }
+        }
+        if let Some(vectors) = vectors {
+            fuse::fuse(&mut scores, &mask, vectors, query, EXACT_NAME_BONUS);
         }
 
         let mut ranked: Vec<(f64, usize)> = scores
@@ -953,7 +1104,7 @@ fn cap_chars(text: &str, max: usize) -> String {
     format!("{}…", cut.trim_end())
 }
 
-fn cap_bytes(text: &str, max: usize) -> &str {
+pub(crate) fn cap_bytes(text: &str, max: usize) -> &str {
     if text.len() <= max {
         return text;
     }
