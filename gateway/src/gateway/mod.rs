@@ -227,10 +227,18 @@ impl Gateway {
         limit: usize,
         include: impl Fn(&str) -> bool,
     ) -> Vec<serde_json::Value> {
-        self.search
-            .index_for(catalog)
-            .search(query, limit, include)
-            .into_iter()
+        let search = || self.search.index_for(catalog).search(query, limit, include);
+        // With an embedding model a query costs milliseconds of encoder work: other
+        // tasks move off this runtime thread meanwhile (not possible on a
+        // current-thread runtime or outside one, where it simply runs).
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        let hits = if self.search.embeds() && multi_thread {
+            tokio::task::block_in_place(search)
+        } else {
+            search()
+        };
+        hits.into_iter()
             .map(|hit| {
                 serde_json::json!({
                     "name": hit.name,

@@ -231,6 +231,11 @@ impl SearchCache {
         }
     }
 
+    /// Whether searches run an embedding model (a query then costs milliseconds).
+    pub fn embeds(&self) -> bool {
+        self.embedder.is_some()
+    }
+
     /// A cache whose indexes fuse `embedder`'s similarity in (none: words only).
     pub fn with_embedder(embedder: Option<std::sync::Arc<embed::Embedder>>) -> SearchCache {
         SearchCache {

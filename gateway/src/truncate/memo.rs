@@ -227,11 +227,14 @@ enum Kind {
     Segment = 1,
 }
 
+/// Kept counts of one kind and encoding.
+type KnownCounts = HashMap<Box<[u8]>, u32>;
+
 thread_local! {
     /// By encoding, then [`Kind`]. Keyed with std's random hasher, not
     /// [`PieceHasher`]: the keys are untrusted text that outlives the call which
     /// brought it.
-    static KNOWN: std::cell::RefCell<[[HashMap<Box<[u8]>, u32>; 2]; 2]> = Default::default();
+    static KNOWN: std::cell::RefCell<[[KnownCounts; 2]; 2]> = Default::default();
 }
 
 /// The count of `key` (at most [`MAX_MEMO_LEN`] bytes), kept on this thread, or
