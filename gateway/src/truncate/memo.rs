@@ -30,16 +30,29 @@ const MEMO_TRIAL: usize = 1024;
 /// of unique pieces, such as base64 or hashes, would only pay for hashing).
 const MEMO_MIN_HIT_RATIO: usize = 4;
 
-/// Counts of short byte strings met in one text.
-#[derive(Default)]
+/// Counts of short byte strings met in one text, of one [`Kind`] and encoding; a miss
+/// looks in the counts this thread kept from earlier texts ([`known`]).
 struct Memo<'t> {
+    kind: Kind,
+    encoding: Encoding,
     map: HashMap<&'t [u8], usize, BuildHasherDefault<PieceHasher>>,
     lookups: usize,
     hits: usize,
 }
 
 impl<'t> Memo<'t> {
-    /// The count of `key`: remembered, or computed by `count` (and remembered).
+    fn new(kind: Kind, encoding: Encoding) -> Self {
+        Memo {
+            kind,
+            encoding,
+            map: HashMap::default(),
+            lookups: 0,
+            hits: 0,
+        }
+    }
+
+    /// The count of `key`: remembered, or computed by `count` (and remembered). A text
+    /// whose keys do not repeat (bypassed) does not look across texts either.
     fn get_or(&mut self, key: &'t [u8], count: impl FnOnce() -> usize) -> usize {
         if key.len() > MAX_MEMO_LEN || !self.worth_it() {
             return count();
@@ -49,7 +62,7 @@ impl<'t> Memo<'t> {
             self.hits += 1;
             return n;
         }
-        let n = count();
+        let n = known(self.kind, self.encoding, key, count);
         if self.map.len() < MAX_MEMO_ENTRIES {
             self.map.insert(key, n);
         }
@@ -65,7 +78,6 @@ impl<'t> Memo<'t> {
 
 /// Counts one text, remembering the counts of its short segments and pieces.
 pub(super) struct PieceCounter<'t> {
-    encoding: Encoding,
     tok: &'static bpe_openai::Tokenizer,
     /// BPE counts of pieces.
     pieces: Memo<'t>,
@@ -76,10 +88,9 @@ pub(super) struct PieceCounter<'t> {
 impl<'t> PieceCounter<'t> {
     pub(super) fn new(encoding: Encoding) -> Self {
         Self {
-            encoding,
             tok: encoding.tokenizer(),
-            pieces: Memo::default(),
-            segments: Memo::default(),
+            pieces: Memo::new(Kind::Piece, encoding),
+            segments: Memo::new(Kind::Segment, encoding),
         }
     }
 
@@ -104,26 +115,16 @@ impl<'t> PieceCounter<'t> {
     /// Tokens of one segment, remembered when it is short.
     fn segment(&mut self, segment: &'t str) -> usize {
         let Self {
-            encoding,
             tok,
             pieces,
             segments,
         } = self;
-        let encoding = *encoding;
-        if !segments.worth_it() {
-            // Segments do not repeat in this text: nor would they across texts.
-            return split_count(encoding, tok, pieces, segment);
-        }
-        segments.get_or(segment.as_bytes(), || {
-            known(Kind::Segment, encoding, segment.as_bytes(), || {
-                split_count(encoding, tok, pieces, segment)
-            })
-        })
+        segments.get_or(segment.as_bytes(), || split_count(tok, pieces, segment))
     }
 
     /// Tokens of `text`, split by the pre-tokenizer.
     fn split_count(&mut self, text: &'t str) -> usize {
-        split_count(self.encoding, self.tok, &mut self.pieces, text)
+        split_count(self.tok, &mut self.pieces, text)
     }
 
     /// Tokens of `text` if there are at most `limit`; `None` otherwise, found out after
@@ -180,34 +181,22 @@ impl<'t> PieceCounter<'t> {
         if piece.len() > MAX_MEMO_LEN {
             return self.tok.bpe.count_till_limit(piece.as_bytes(), limit);
         }
-        let (encoding, tok) = (self.encoding, self.tok);
-        if !self.pieces.worth_it() {
-            let n = tok.bpe.count(piece.as_bytes());
-            return (n <= limit).then_some(n);
-        }
-        let n = self.pieces.get_or(piece.as_bytes(), || {
-            known_count(encoding, tok, piece.as_bytes())
-        });
+        let tok = self.tok;
+        let n = self
+            .pieces
+            .get_or(piece.as_bytes(), || tok.bpe.count(piece.as_bytes()));
         (n <= limit).then_some(n)
     }
 }
 
 /// Tokens of `text`, split by the pre-tokenizer, BPE counts of pieces remembered.
 fn split_count<'t>(
-    encoding: Encoding,
     tok: &'static bpe_openai::Tokenizer,
     pieces: &mut Memo<'t>,
     text: &'t str,
 ) -> usize {
     tok.split(text)
-        .map(|piece| {
-            if !pieces.worth_it() {
-                return tok.bpe.count(piece.as_bytes());
-            }
-            pieces.get_or(piece.as_bytes(), || {
-                known_count(encoding, tok, piece.as_bytes())
-            })
-        })
+        .map(|piece| pieces.get_or(piece.as_bytes(), || tok.bpe.count(piece.as_bytes())))
         .sum()
 }
 
@@ -240,9 +229,6 @@ thread_local! {
 /// The count of `key` (at most [`MAX_MEMO_LEN`] bytes), kept on this thread, or
 /// `count` (then kept).
 fn known(kind: Kind, encoding: Encoding, key: &[u8], count: impl FnOnce() -> usize) -> usize {
-    if key.len() > MAX_MEMO_LEN {
-        return count();
-    }
     let by_encoding = match encoding {
         Encoding::O200kBase => 0,
         Encoding::Cl100kBase => 1,
@@ -267,11 +253,6 @@ fn known(kind: Kind, encoding: Encoding, key: &[u8], count: impl FnOnce() -> usi
         }
     });
     n
-}
-
-/// BPE tokens of `piece` (a piece as the pre-tokenizer cut it).
-fn known_count(encoding: Encoding, tok: &'static bpe_openai::Tokenizer, piece: &[u8]) -> usize {
-    known(Kind::Piece, encoding, piece, || tok.bpe.count(piece))
 }
 
 /// Where the segment starting at `start` ends: after the first ASCII letter or digit

@@ -85,14 +85,7 @@ pub(super) async fn catalog(
          <option value=\"\">all</option>",
         esc(q)
     );
-    for name in &upstreams {
-        let selected = if *name == upstream { " selected" } else { "" };
-        let _ = write!(
-            body,
-            "<option value=\"{n}\"{selected}>{n}</option>",
-            n = esc(name)
-        );
-    }
+    html::options(&mut body, upstreams.iter().copied(), upstream);
     body.push_str("</select><button type=\"submit\">Search</button></form>");
 
     let entries: Vec<&Arc<Entry>> = if q.is_empty() {
@@ -206,48 +199,46 @@ fn offerings(scope: &Scope, upstream: &str, body: &mut String) {
         .filter(|e| in_upstream(&e.upstream) && scope.offering(&e.name))
         .take(MAX_ROWS)
         .collect();
-    let _ = write!(body, "<h2>Prompts ({})</h2>", prompts.len());
-    if prompts.is_empty() {
-        body.push_str("<p>None.</p>");
-    } else {
-        body.push_str("<ul class=\"plain\">");
-        for prompt in prompts {
+    let prompts: Vec<(&str, String)> = prompts
+        .into_iter()
+        .map(|prompt| {
             let definition = prompt.definition();
             let description = definition
                 .get("description")
                 .and_then(Value::as_str)
                 .unwrap_or_default();
-            let _ = write!(
-                body,
-                "<li><code>{}</code> <span class=\"desc\">{}</span></li>",
-                esc(&prompt.name),
-                esc(&truncate(description, 160))
-            );
-        }
-        body.push_str("</ul>");
-    }
-    let items: Vec<_> = offerings
+            (prompt.name.as_str(), truncate(description, 160))
+        })
+        .collect();
+    listing(body, "Prompts", &prompts);
+    let items: Vec<(&str, String)> = offerings
         .resources
         .iter()
         .chain(offerings.templates.iter())
         .filter(|i| in_upstream(&i.upstream) && scope.offering(&i.name))
         .take(MAX_ROWS)
+        .map(|item| (item.uri.as_str(), item.name.clone()))
         .collect();
-    let _ = write!(body, "<h2>Resources and templates ({})</h2>", items.len());
-    if items.is_empty() {
+    listing(body, "Resources and templates", &items);
+}
+
+/// A heading with its count and a plain list of `(name, description)` rows.
+fn listing(body: &mut String, heading: &str, rows: &[(&str, String)]) {
+    let _ = write!(body, "<h2>{heading} ({})</h2>", rows.len());
+    if rows.is_empty() {
         body.push_str("<p>None.</p>");
-    } else {
-        body.push_str("<ul class=\"plain\">");
-        for item in items {
-            let _ = write!(
-                body,
-                "<li><code>{}</code> <span class=\"desc\">{}</span></li>",
-                esc(&item.uri),
-                esc(&item.name)
-            );
-        }
-        body.push_str("</ul>");
+        return;
     }
+    body.push_str("<ul class=\"plain\">");
+    for (name, description) in rows {
+        let _ = write!(
+            body,
+            "<li><code>{}</code> <span class=\"desc\">{}</span></li>",
+            esc(name),
+            esc(description)
+        );
+    }
+    body.push_str("</ul>");
 }
 
 pub(super) async fn tool(

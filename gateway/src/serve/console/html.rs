@@ -94,6 +94,22 @@ pub(super) fn bare_page(title: &str, body: &str) -> String {
     )
 }
 
+/// A `<select>`'s `<option>`s, one per name, `selected` marked.
+pub(super) fn options<'a>(
+    out: &mut String,
+    names: impl IntoIterator<Item = &'a str>,
+    selected: &str,
+) {
+    for name in names {
+        let mark = if name == selected { " selected" } else { "" };
+        let _ = write!(
+            out,
+            "<option value=\"{n}\"{mark}>{n}</option>",
+            n = esc(name)
+        );
+    }
+}
+
 /// A hidden CSRF field for a form.
 pub(super) fn csrf_field(csrf: &str) -> String {
     format!(

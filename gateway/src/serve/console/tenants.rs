@@ -55,14 +55,7 @@ pub(super) async fn tenants(
                 "<form method=\"get\" action=\"/console/tenants\" class=\"filters\">\
                  <label for=\"tenant\">Tenant</label><select id=\"tenant\" name=\"tenant\">",
             );
-            for name in &names {
-                let selected = if *name == chosen { " selected" } else { "" };
-                let _ = write!(
-                    body,
-                    "<option value=\"{n}\"{selected}>{n}</option>",
-                    n = esc(name)
-                );
-            }
+            html::options(&mut body, names.iter().map(String::as_str), &chosen);
             body.push_str("</select><button type=\"submit\">Show</button></form>");
             policy.tenant(&chosen)
         }
