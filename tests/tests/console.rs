@@ -160,6 +160,25 @@ async fn the_console_refuses_wrong_tokens_and_cross_site_requests() {
         "one answer for every wrong credential"
     );
 
+    // DNS rebinding: a page under a foreign name reaches neither the console nor its
+    // sign-in, even with the right token.
+    let rebound = client
+        .get(gateway.url("/console"))
+        .header("host", "evil.example")
+        .send()
+        .await
+        .expect("GET /console with a foreign Host");
+    assert_eq!(rebound.status(), 403);
+    let rebound = client
+        .post(gateway.url("/console/login"))
+        .header("host", "evil.example")
+        .form(&[("token", ADMIN_TOKEN)])
+        .send()
+        .await
+        .expect("POST /console/login with a foreign Host");
+    assert_eq!(rebound.status(), 403);
+    assert!(rebound.headers().get("set-cookie").is_none());
+
     // The session cookie's flags; Secure when the request came over TLS.
     let response = client
         .post(gateway.url("/console/login"))
