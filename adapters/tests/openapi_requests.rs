@@ -133,6 +133,26 @@ async fn path_keys_with_a_fragment_or_query_openapi3() {
     // a bare key goes without `=`
     let seen = send(&api, &up, "startUpload", json!({"bucket": "b1"})).await;
     seen.expect_query("POST", "/api/buckets/b1", Some("uploads"));
+    // a templated query value is an argument, sent under the key's name: declared as
+    // a path parameter, or not declared at all
+    let seen = send(&api, &up, "searchCode", json!({"q": "fn main"})).await;
+    seen.expect_query("GET", "/api/search", Some("kind=code&q=fn%20main"));
+    let schema = input_schema(&up, "searchCode");
+    assert_eq!(schema["required"], json!(["q"]), "{schema:#}");
+    let seen = send(
+        &api,
+        &up,
+        "getItemVersioned",
+        json!({"id": "i1", "api-version": "2024-01-01"}),
+    )
+    .await;
+    seen.expect_query("GET", "/api/items/i1", Some("api-version=2024-01-01"));
+    let schema = input_schema(&up, "getItemVersioned");
+    assert_eq!(
+        schema["properties"]["api-version"]["type"],
+        json!("string"),
+        "{schema:#}"
+    );
 }
 
 #[tokio::test]

@@ -489,7 +489,8 @@ fn operation<'a>(
             json_content,
         });
     }
-    let target = pathkey::split(path);
+    let mut target = pathkey::split(path);
+    query_templates_become_parameters(&mut target, &mut parameters);
     // path template variables without a declared parameter still need a value
     for var in template_vars(&target.path) {
         if !parameters
@@ -555,6 +556,61 @@ fn operation<'a>(
 }
 
 /// The `{name}` variables of a path template.
+/// A path key's query value that is a whole template (`/search?q={q}`,
+/// `/things/{id}?api-version={api-version}`) names an argument, not a constant: sent
+/// as it stands, the API would get the braces. Each becomes a query parameter under
+/// the key's name, required since the key always sends it: the one declared under the
+/// template's name (specs often declare it `in: path`, having seen it in the key) or,
+/// when none is, a string. A template that is also in the path proper stays a constant.
+fn query_templates_become_parameters(target: &mut PathKey, parameters: &mut Vec<Parameter>) {
+    let in_path: Vec<String> = template_vars(&target.path)
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    target.query.retain(|(key, value)| {
+        let Some(var) = value
+            .as_deref()
+            .and_then(|v| v.strip_prefix('{'))
+            .and_then(|v| v.strip_suffix('}'))
+            .filter(|v| !v.is_empty() && !v.contains(['{', '}']))
+        else {
+            return true;
+        };
+        if in_path.iter().any(|p| p == var) {
+            return true;
+        }
+        let declared = parameters
+            .iter()
+            .position(|p| p.name == var && matches!(p.location, Location::Path | Location::Query));
+        match declared {
+            Some(at) => {
+                let p = &mut parameters[at];
+                if p.location == Location::Path {
+                    p.style = Style::Form;
+                    p.explode = true;
+                }
+                p.name = key.clone();
+                p.location = Location::Query;
+                p.required = true;
+            }
+            None if parameters
+                .iter()
+                .any(|p| p.name == *key && p.location == Location::Query) => {}
+            None => parameters.push(Parameter {
+                name: key.clone(),
+                location: Location::Query,
+                required: true,
+                schema: serde_json::json!({"type": "string"}),
+                style: Style::Form,
+                explode: true,
+                allow_reserved: false,
+                json_content: false,
+            }),
+        }
+        false
+    });
+}
+
 pub(super) fn template_vars(path: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let mut rest = path;
