@@ -414,6 +414,28 @@ def main() -> int:
                 "secrets": {"env": {"REDIS_URL": "redis://redis:6379/0", "ACME_KEY_HASH": "sha256:" + "0" * 64}},
             },
         )
+        # A managed Redis over TLS whose CA comes from a Secret (values.yaml's
+        # extraVolumes comment): the file `state.tls_ca_file` names is mounted.
+        managed = copy.deepcopy(example)
+        ca_dir = "/var/run/toolgate/redis-ca"
+        managed["config"]["state"]["tls_ca_file"] = f"{ca_dir}/ca.crt"
+        managed["extraVolumes"] = [{"name": "redis-ca", "secret": {"secretName": "redis-ca"}}]
+        managed["extraVolumeMounts"] = [{"name": "redis-ca", "mountPath": ca_dir, "readOnly": True}]
+        docs = manifests(run_case(chart, "multi-replica with a managed Redis CA", managed))
+        pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+        mounts = {m["mountPath"]: m for m in container(one(docs, "Deployment"))["volumeMounts"]}
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        check(ca_dir in mounts, f"the Redis CA directory is not mounted: {list(mounts)}")
+        check(
+            volumes[mounts[ca_dir]["name"]].get("secret", {}).get("secretName") == "redis-ca",
+            f"the Redis CA mount is not the Secret: {volumes}",
+        )
+        rendered_config = yaml.safe_load(one(docs, "ConfigMap")["data"]["config.yaml"])
+        check(
+            rendered_config["state"]["tls_ca_file"] == f"{ca_dir}/ca.crt",
+            f"the config does not name the mounted CA: {rendered_config['state']}",
+        )
+
         single = copy.deepcopy(example)
         single["replicaCount"] = 1
         single["autoscaling"]["enabled"] = False

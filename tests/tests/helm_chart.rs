@@ -24,7 +24,11 @@ fn helm_chart_renders_validates_and_keeps_its_promises() {
         .iter()
         .filter_map(|c| c["case"].as_str())
         .collect();
-    for want in ["default values", "examples/multi-replica.yaml"] {
+    for want in [
+        "default values",
+        "examples/multi-replica.yaml",
+        "multi-replica with a managed Redis CA",
+    ] {
         assert!(cases.contains(&want), "case {want} missing from {cases:?}");
     }
     let multi = summary["cases"]
