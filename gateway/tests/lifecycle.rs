@@ -223,3 +223,70 @@ async fn an_import_still_wanted_is_mounted() {
     }
     app.shutdown().await;
 }
+
+/// What a tool's listed definition says it costs (`_meta.toolgate/definitionTokens`).
+fn definition_tokens(app: &App, name: &str) -> u64 {
+    let catalog = app.gateway.catalog();
+    let entry = catalog.get(name).expect("the tool is in the catalog");
+    entry.get("_meta").expect("the definition has _meta")["toolgate/definitionTokens"]
+        .as_u64()
+        .expect("definitionTokens is a count")
+}
+
+#[tokio::test]
+async fn a_reload_that_changes_the_encoding_recounts_upstreams_left_running() {
+    let dir = std::env::temp_dir().join(format!(
+        "toolgate-lifecycle-encoding-{}-{}",
+        std::process::id(),
+        toolgate::session::new_session_id()
+    ));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let spec_path = dir.join("spec.json");
+    // Chinese, which o200k_base encodes in far fewer tokens than cl100k_base.
+    let mut spec = spec();
+    spec["paths"]["/ping"]["get"]["description"] =
+        json!("检查服务是否可用，并返回当前的运行状态。".repeat(8));
+    std::fs::write(&spec_path, spec.to_string()).expect("write the spec");
+    let yaml = |encoding: &str| {
+        format!(
+            "results: {{encoding: {encoding}}}\nupstreams:\n  kept:\n    openapi:\n      spec_path: '{}'\n",
+            spec_path.display()
+        )
+    };
+    let app = App::start(config(&yaml("o200k_base")))
+        .await
+        .expect("toolgate starts");
+    app.finish_startup().await.expect("the spec is imported");
+    let before = definition_tokens(&app, "kept__ping");
+
+    let next = config(&yaml("cl100k_base"));
+    let policy = Policy::from_config(&next).expect("policy");
+    let changes = app.gateway.apply_config(next, policy).await;
+    assert!(
+        changes.is_empty(),
+        "the upstream itself is unchanged: {changes:?}"
+    );
+    let after = definition_tokens(&app, "kept__ping");
+    let listed = serde_json::to_string(
+        &app.gateway
+            .catalog()
+            .get("kept__ping")
+            .unwrap()
+            .definition(),
+    )
+    .expect("the definition serializes");
+    assert_ne!(
+        before, after,
+        "the definition was not recounted in cl100k_base"
+    );
+    // Exact in the new encoding, as the count of the listed text (which includes the
+    // count itself, so it is within a token or two).
+    let counted =
+        toolgate::truncate::count(&listed, toolgate::truncate::Encoding::Cl100kBase) as u64;
+    assert!(
+        counted.abs_diff(after) <= 2,
+        "listed {after} tokens, cl100k_base counts {counted}"
+    );
+    app.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

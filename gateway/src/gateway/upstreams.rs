@@ -64,6 +64,26 @@ impl Mounted {
     }
 }
 
+impl Mounted {
+    /// The same running upstream, its definitions counted in `encoding`.
+    fn counted_in(&self, encoding: crate::truncate::Encoding) -> Mounted {
+        let mut shaping = self.shaping.clone();
+        shaping.definitions.encoding = encoding;
+        Mounted {
+            upstream: self.upstream.clone(),
+            kind: self.kind,
+            namespace: self.namespace,
+            call_timeout: self.call_timeout,
+            health: self.health.clone(),
+            concurrency: self.concurrency.clone(),
+            audit_arguments: self.audit_arguments,
+            result_max_tokens: self.result_max_tokens,
+            shaping,
+            stop: self.stop.clone(),
+        }
+    }
+}
+
 /// The upstreams by name.
 pub(crate) type UpstreamMap = BTreeMap<String, Arc<Mounted>>;
 
@@ -144,6 +164,14 @@ impl Gateway {
                     if let Some(removed) = map.remove(name) {
                         removed.stop.cancel();
                         retired.push(removed);
+                    }
+                }
+                // A new `results.encoding` counts every definition anew: the upstreams
+                // left running get it too, and the rebuild below refits their tools.
+                let encoding = self.config().results.encoding;
+                for mounted in map.values_mut() {
+                    if mounted.shaping.definitions.encoding != encoding {
+                        *mounted = Arc::new(mounted.counted_in(encoding));
                     }
                 }
             });
