@@ -1,5 +1,7 @@
 //! The upstream lifecycle in process: an OpenAPI import that a reload or a removal made
-//! obsolete while its spec was loading must not bring its upstream back.
+//! obsolete while its spec was loading must not bring its upstream back; a reload that
+//! leaves an upstream running still applies what changed around it (the encoding its
+//! definitions are counted in).
 //!
 //! The spec is served from 127.0.0.1 by a server that holds every answer until the test
 //! releases it, so "the change happened while the import ran" is a fact, not a race.
