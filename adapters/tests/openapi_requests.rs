@@ -556,3 +556,37 @@ async fn validation_is_lenient_where_the_spec_is_wrong() {
             .any(|r| r["operation"] == "addMeasure")
     );
 }
+
+/// A path argument of `.` or `..` would make a dot segment, which the URL resolves
+/// (`/api/responses/..` is `/api/`): another endpoint of the same API, reached with
+/// the gateway's credentials by a caller allowed only this tool. Refused before any
+/// request; dots inside a segment, or percent-encoded, are ordinary text.
+#[tokio::test]
+async fn path_arguments_cannot_climb_out_of_their_segment() {
+    let api = serve().await;
+    let (up, _) = load("requests-api.yaml", api.port).await;
+    for id in ["..", ".", "a/../..", "../x", "x/.", "..\\x"] {
+        let before = api.count();
+        let refused = up
+            .call(
+                "getResponseBeta",
+                json!({"id": id}).as_object().unwrap().clone(),
+                ctx(),
+            )
+            .await;
+        assert!(
+            matches!(refused, Err(ToolError::InvalidArgs(ref m)) if m.contains("'id'") && m.contains("segment")),
+            "{id:?}: {refused:?}"
+        );
+        assert_eq!(api.count(), before, "{id:?} reached the API");
+    }
+    for (id, path) in [
+        ("...", "/api/responses/..."),
+        ("%2e%2e", "/api/responses/%252e%252e"),
+        ("a..b/c", "/api/responses/a..b%2Fc"),
+        ("v1.2", "/api/responses/v1.2"),
+    ] {
+        let seen = send(&api, &up, "getResponseBeta", json!({"id": id})).await;
+        assert_eq!(seen.path, path, "{id:?}");
+    }
+}

@@ -56,6 +56,25 @@ pub(crate) fn enc(s: &str, reserved_ok: bool) -> String {
     utf8_percent_encode(s, if reserved_ok { RESERVED_OK } else { STRICT }).to_string()
 }
 
+/// Whether `path` has a `.` or `..` segment, which URL resolution removes along with
+/// the segment before it. Values are percent-encoded, so `%2E` here came from the spec
+/// and `%252E` from an argument; only literal dots can be an argument's.
+pub(super) fn has_dot_segment(path: &str) -> bool {
+    path.split('/')
+        .any(|segment| segment == "." || segment == "..")
+}
+
+/// Whether a path argument holds a `.` or `..` segment of its own (between `/` or `\`).
+pub(super) fn climbs(v: &Value) -> bool {
+    let text_climbs = |s: &str| s.split(['/', '\\']).any(|part| part == "." || part == "..");
+    match v {
+        Value::String(s) => text_climbs(s),
+        Value::Array(items) => items.iter().any(climbs),
+        Value::Object(map) => map.iter().any(|(k, x)| text_climbs(k) || climbs(x)),
+        _ => false,
+    }
+}
+
 /// The text replacing `{name}` in the path.
 pub(super) fn path_value(p: &Parameter, v: &Value) -> String {
     let e = |s: &str| enc(s, p.allow_reserved);

@@ -45,6 +45,16 @@ pub(super) fn build(
                 match p.location {
                     Location::Path => {
                         path = path.replace(&format!("{{{}}}", p.name), &encode::path_value(p, v));
+                        // `.` or `..` as a segment is resolved by the URL: `/things/..`
+                        // is `/`, another endpoint of the API than this tool's. Also
+                        // refused inside a value (`a/../..`, sent as `a%2F..%2F..`):
+                        // servers that decode before routing would resolve it.
+                        if encode::has_dot_segment(&path) || encode::climbs(v) {
+                            return Err(bad(format!(
+                                "path parameter '{}' cannot make a '.' or '..' path segment",
+                                p.name
+                            )));
+                        }
                     }
                     Location::Query => {
                         if !v.is_null() {
