@@ -557,6 +557,33 @@ async fn validation_is_lenient_where_the_spec_is_wrong() {
     );
 }
 
+/// Header parameters that would route or frame the request (`Host`, the length and
+/// transfer headers, hop-by-hop ones) are the gateway's: not arguments, never sent
+/// from one. Other header parameters are.
+#[tokio::test]
+async fn routing_and_framing_headers_are_not_arguments() {
+    let api = serve().await;
+    let (up, _) = load("requests-api.yaml", api.port).await;
+    let schema = input_schema(&up, "routedHeaders");
+    let properties: Vec<&String> = schema["properties"]
+        .as_object()
+        .map(|p| p.keys().collect())
+        .unwrap_or_default();
+    assert_eq!(properties, ["X-Request-Tag"], "{schema:#}");
+    let steering = json!({"X-Request-Tag": "t1", "Host": "internal.example"});
+    assert!(
+        !violations(&up, "routedHeaders", &steering).is_empty(),
+        "Host was accepted as an argument"
+    );
+    let seen = send(&api, &up, "routedHeaders", json!({"X-Request-Tag": "t1"})).await;
+    assert_eq!(seen.header("x-request-tag"), Some("t1"));
+    assert_eq!(
+        seen.header("host"),
+        Some(format!("127.0.0.1:{}", api.port).as_str())
+    );
+    assert_eq!(seen.header("transfer-encoding"), None);
+}
+
 /// A path argument of `.` or `..` would make a dot segment, which the URL resolves
 /// (`/api/responses/..` is `/api/`): another endpoint of the same API, reached with
 /// the gateway's credentials by a caller allowed only this tool. Refused before any

@@ -439,11 +439,7 @@ fn operation<'a>(
                 ));
             }
         };
-        // OpenAPI says these header parameters are ignored (set by content negotiation/auth)
-        if location == Location::Header
-            && ["accept", "content-type", "authorization"]
-                .contains(&name.to_ascii_lowercase().as_str())
-        {
+        if location == Location::Header && !caller_may_set_header(&name) {
             continue;
         }
         let (schema_src, json_content) = match (p.get("schema"), p.get("content")) {
@@ -556,6 +552,31 @@ fn operation<'a>(
 }
 
 /// The `{name}` variables of a path template.
+/// Whether a header parameter is the caller's to set. OpenAPI says `Accept`,
+/// `Content-Type` and `Authorization` parameters are ignored (content negotiation and
+/// auth set them); the gateway also keeps for itself the headers that route and frame
+/// the request (`Host` would steer it to another virtual host behind the same
+/// address, the length and transfer headers would reframe it) and the hop-by-hop ones.
+fn caller_may_set_header(name: &str) -> bool {
+    const GATEWAYS: [&str; 14] = [
+        "accept",
+        "content-type",
+        "authorization",
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "upgrade",
+        "expect",
+    ];
+    !GATEWAYS.contains(&name.to_ascii_lowercase().as_str())
+}
+
 /// A path key's query value that is a whole template (`/search?q={q}`,
 /// `/things/{id}?api-version={api-version}`) names an argument, not a constant: sent
 /// as it stands, the API would get the braces. Each becomes a query parameter under
