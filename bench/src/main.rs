@@ -7,6 +7,8 @@
 //! cargo run --release -p toolgate-bench -- truncation     # token counting and truncation
 //! cargo run --release -p toolgate-bench -- search         # search recall on real MCP servers
 //! cargo run -p toolgate-bench -- all --smoke              # tiny sizes: proves it runs
+//! cargo run --release -p toolgate-bench -- peers-install  # venvs for the peer rows
+//! cargo run --release -p toolgate-bench -- overhead --only mcp,peers
 //! ```
 //!
 //! The bench starts its own upstreams in a child process (an MCP server over streamable
@@ -22,6 +24,7 @@ mod catalog;
 mod client;
 mod load;
 mod overhead;
+mod peers;
 mod proc;
 mod report;
 mod search;
@@ -57,7 +60,7 @@ pub struct Settings {
     pub truncate_bytes: usize,
     /// `toolgate` binary (else found next to this one, built when missing).
     pub toolgate: Option<PathBuf>,
-    /// Parts to run (overhead paths `mcp`, `rest`, `api-mcp`, `stdio`; catalog parts
+    /// Parts to run (overhead paths `mcp`, `rest`, `api-mcp`, `stdio`, `peers`; catalog parts
     /// `imports`, `list`, `sessions`); empty: all.
     pub only: Vec<String>,
 }
@@ -110,6 +113,7 @@ const PARTS: &[&str] = &[
     "rest",
     "api-mcp",
     "stdio",
+    "peers",
     "imports",
     "list",
     "sessions",
@@ -122,8 +126,10 @@ const USAGE: &str =
     "usage: toolgate-bench <all|overhead|catalog|truncation|tasks|search> [--smoke] [--toolgate PATH]
          [--rounds N] [--seconds S] [--warmup S] [--concurrency 1,16,64]
          [--list-runs N] [--sessions N]
-         [--only mcp,mcp-sessionless,rest,api-mcp,stdio,imports,list,sessions,truncation,tasks,
-                 search]
+         [--only mcp,mcp-sessionless,rest,api-mcp,stdio,peers,imports,list,sessions,truncation,
+                 tasks,search]
+       toolgate-bench peers-install [contextforge] [litellm]
+                                                   (venvs for the peer rows, pinned)
        toolgate-bench upstreams [--tools N]        (internal: the bench's upstreams)
        toolgate-bench stdio-server                 (internal: an MCP server on stdin/stdout)
        toolgate-bench import-one SPEC [--runs N]   (internal: one OpenAPI import, timed)
@@ -141,6 +147,7 @@ fn main() -> ExitCode {
         "stdio-server" => upstreams::stdio_server(),
         "import-one" => catalog::import_one(rest),
         "cluster-spec" => catalog::write_cluster_spec(rest),
+        "peers-install" => peers::install(rest),
         "all" | "overhead" | "catalog" | "truncation" | "tasks" | "search" => {
             match parse_settings(rest) {
                 Ok(settings) => run(command, settings),

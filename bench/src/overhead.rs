@@ -6,7 +6,8 @@
 //! the stdio MCP server through the gateway (direct stdio from the bench at c=1 only,
 //! since one pipe answers one request at a time). A bare forwarding proxy in front of
 //! the MCP server is measured beside them: what one more hop costs with no gateway
-//! work at all.
+//! work at all. So are the peer gateways that are installed (`peers`): the same MCP
+//! call through each, in the same rounds.
 
 use std::time::Duration;
 
@@ -16,6 +17,7 @@ use serde_json::{Value, json};
 use crate::Settings;
 use crate::client::{ApiDirect, McpHttp, Rest, StdioDirect};
 use crate::load::{self, Conn, Round};
+use crate::peers::{self, Peer, PeerKind, Started};
 use crate::proc::{Gateway, TempDir, Upstreams, cpu_time, self_exe, toolgate_bin};
 use crate::report::{OverheadRow, Report, Summary};
 use crate::upstreams::{API_OPERATION, FAST_TOOL, openapi_spec};
@@ -34,7 +36,13 @@ enum Target {
     ApiMcp,
     StdioGateway,
     StdioDirect,
+    /// The MCP call through a peer gateway.
+    Peer(PeerKind),
 }
+
+/// Peers run up to this concurrency only: a one-process Python peer already queues at
+/// c=16, and more callers would only lengthen its queue and the run.
+const PEER_MAX_CONCURRENCY: usize = 16;
 
 impl Target {
     fn via_gateway(self) -> bool {
@@ -76,6 +84,7 @@ async fn connect(
     target: Target,
     upstreams: &Upstreams,
     gateway: &Gateway,
+    peers: &[Peer],
     count: usize,
 ) -> Result<Vec<Conn>> {
     let api_tool = format!("api__{API_OPERATION}");
@@ -105,6 +114,22 @@ async fn connect(
             Target::ApiMcp => session(gateway.url("/mcp"), &api_tool, json!({"id": "42"})).await?,
             Target::StdioGateway => session(gateway.url("/mcp"), "pipe__echo", hi()).await?,
             Target::StdioDirect => Conn::Stdio(Box::new(StdioDirect::start(&self_exe()?).await?)),
+            Target::Peer(kind) => {
+                let peer = peers
+                    .iter()
+                    .find(|p| p.kind == kind)
+                    .context("peer not running")?;
+                let mut session =
+                    McpHttp::connect(&peer.mcp_url, &peer.tool, hi(), Some(&peer.bearer)).await?;
+                // A peer opens its upstream session on a session's first call (seconds
+                // for 16 at once): done here, outside the rounds, as the gateway's is
+                // open before its first round.
+                session
+                    .call()
+                    .await
+                    .context("first call through the peer")?;
+                Conn::Mcp(Box::new(session))
+            }
         };
         conns.push(conn);
     }
@@ -112,9 +137,16 @@ async fn connect(
 }
 
 pub(crate) async fn run(settings: &Settings, report: &mut Report) -> Result<()> {
-    if !["mcp", "mcp-sessionless", "rest", "api-mcp", "stdio"]
-        .iter()
-        .any(|p| settings.wants(p))
+    if ![
+        "mcp",
+        "mcp-sessionless",
+        "rest",
+        "api-mcp",
+        "stdio",
+        "peers",
+    ]
+    .iter()
+    .any(|p| settings.wants(p))
     {
         return Ok(());
     }
@@ -130,6 +162,7 @@ pub(crate) async fn run(settings: &Settings, report: &mut Report) -> Result<()> 
     let gateway = Gateway::start(&bin, "overhead", &config)
         .await
         .context("start the gateway")?;
+    let peers = start_peers(settings, &upstreams, report).await;
 
     for &c in &settings.concurrency {
         eprintln!("overhead: concurrency {c}");
@@ -157,9 +190,18 @@ pub(crate) async fn run(settings: &Settings, report: &mut Report) -> Result<()> 
                 targets.push(Target::StdioDirect);
             }
         }
+        if !peers.is_empty() && c <= PEER_MAX_CONCURRENCY {
+            // A peer's row reads against the direct call and the bare proxy.
+            for needed in [Target::McpDirect, Target::McpProxy] {
+                if !targets.contains(&needed) {
+                    targets.push(needed);
+                }
+            }
+            targets.extend(peers.iter().map(|p| Target::Peer(p.kind)));
+        }
         let mut pools = Vec::new();
         for &target in &targets {
-            let conns = connect(target, &upstreams, &gateway, c)
+            let conns = connect(target, &upstreams, &gateway, &peers, c)
                 .await
                 .with_context(|| format!("connect {target:?} x{c}"))?;
             pools.push((target, Some(conns), Vec::<Round>::new()));
@@ -175,7 +217,14 @@ pub(crate) async fn run(settings: &Settings, report: &mut Report) -> Result<()> 
                 let (target, conns, rounds) = &mut pools[index];
                 let taken = conns.take().unwrap_or_default();
                 let total = taken.len() * settings.max_calls;
-                let cpu_before = cpu_time(gateway.proc.pid());
+                // The gateway's process, or a peer's whole process group.
+                let current = *target;
+                let cpu = || match current {
+                    Target::Peer(kind) => peers.iter().find(|p| p.kind == kind)?.cpu_time(),
+                    t if t.via_gateway() => cpu_time(gateway.proc.pid()),
+                    _ => None,
+                };
+                let cpu_before = cpu();
                 let (back, mut result) =
                     load::round(taken, settings.warmup, settings.measure, settings.max_calls)
                         .await
@@ -183,10 +232,9 @@ pub(crate) async fn run(settings: &Settings, report: &mut Report) -> Result<()> 
                 // Per call over the whole round (warm-up included): CPU time is only
                 // readable per process, not per window.
                 let all_calls = result.calls_including_warmup.min(total).max(1);
-                if target.via_gateway()
-                    && let (Some(before), Some(after)) = (cpu_before, cpu_time(gateway.proc.pid()))
-                {
-                    result.gateway_cpu = Some((after - before) / all_calls as u32);
+                if let (Some(before), Some(after)) = (cpu_before, cpu()) {
+                    // Saturating: a peer's helper process that exited took its time along.
+                    result.gateway_cpu = Some(after.saturating_sub(before) / all_calls as u32);
                 }
                 *conns = Some(back);
                 eprintln!(
@@ -209,22 +257,36 @@ pub(crate) async fn run(settings: &Settings, report: &mut Report) -> Result<()> 
                 .find(|(target, _, _)| *target == t)
                 .map(|(_, _, rounds)| Summary::of(rounds))
         };
-        let rows = [
-            ("MCP streamable HTTP", Target::McpDirect, Target::McpGateway),
+        let mut rows = vec![
             (
-                "MCP via a bare proxy (floor)",
+                "MCP streamable HTTP".to_owned(),
+                Target::McpDirect,
+                Target::McpGateway,
+            ),
+            (
+                crate::report::FLOOR_ROW.to_owned(),
                 Target::McpDirect,
                 Target::McpProxy,
             ),
-            (
-                "MCP 2026-07-28, sessionless",
-                Target::McpSessionlessDirect,
-                Target::McpSessionlessGateway,
-            ),
-            ("OpenAPI via REST", Target::ApiDirect, Target::ApiRest),
-            ("OpenAPI via MCP", Target::ApiDirect, Target::ApiMcp),
-            ("stdio via MCP", Target::StdioDirect, Target::StdioGateway),
         ];
+        rows.extend(
+            peers
+                .iter()
+                .map(|p| (p.row_label(), Target::McpDirect, Target::Peer(p.kind))),
+        );
+        rows.extend(
+            [
+                (
+                    "MCP 2026-07-28, sessionless",
+                    Target::McpSessionlessDirect,
+                    Target::McpSessionlessGateway,
+                ),
+                ("OpenAPI via REST", Target::ApiDirect, Target::ApiRest),
+                ("OpenAPI via MCP", Target::ApiDirect, Target::ApiMcp),
+                ("stdio via MCP", Target::StdioDirect, Target::StdioGateway),
+            ]
+            .map(|(path, direct, via)| (path.to_owned(), direct, via)),
+        );
         for (path, direct, via) in rows {
             if let Some(gateway) = summary(via) {
                 report.overhead.push(OverheadRow {
@@ -236,6 +298,8 @@ pub(crate) async fn run(settings: &Settings, report: &mut Report) -> Result<()> 
             }
         }
     }
+    // Stops every peer's process group.
+    drop(peers);
     drop(gateway);
 
     if !settings.smoke {
@@ -265,4 +329,27 @@ pub(crate) async fn run(settings: &Settings, report: &mut Report) -> Result<()> 
         }
     }
     Ok(())
+}
+
+/// The installed peers, started in front of the bench's MCP server; each one not
+/// installed or not starting is one line in the report instead.
+async fn start_peers(settings: &Settings, upstreams: &Upstreams, report: &mut Report) -> Vec<Peer> {
+    let mut running = Vec::new();
+    if !settings.wants("peers") {
+        return running;
+    }
+    for kind in PeerKind::ALL {
+        eprintln!("overhead: starting peer {}", kind.label());
+        match peers::start(kind, &upstreams.url("/mcp"), FAST_TOOL).await {
+            Started::Ready(peer) => {
+                eprintln!("overhead: {} ready at {}", peer.row_label(), peer.mcp_url);
+                running.push(*peer);
+            }
+            Started::Skipped(line) => {
+                eprintln!("overhead: {line}");
+                report.note(line);
+            }
+        }
+    }
+    running
 }

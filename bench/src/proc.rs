@@ -87,6 +87,59 @@ impl Drop for Proc {
     }
 }
 
+/// A child started as the leader of its own process group, with everything it forks
+/// (a Python server's workers and helpers): the whole group is the unit that is timed
+/// ([`group_cpu_time`]) and stopped. On drop: SIGTERM to the group, SIGKILL to the group
+/// 10 s later or as soon as the leader has exited, so no worker outlives the bench.
+pub(crate) struct ProcGroup {
+    child: Child,
+    name: String,
+}
+
+impl ProcGroup {
+    pub(crate) fn spawn(name: &str, cmd: &mut Command) -> Result<ProcGroup> {
+        use std::os::unix::process::CommandExt;
+        let child = cmd
+            .process_group(0)
+            .spawn()
+            .with_context(|| format!("start {name} ({cmd:?})"))?;
+        Ok(ProcGroup {
+            child,
+            name: name.to_owned(),
+        })
+    }
+
+    /// The leader's pid, which is also the group id.
+    pub(crate) fn pgid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// An error when the leader has exited.
+    pub(crate) fn check_alive(&mut self) -> Result<()> {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            bail!("{} exited early ({status})", self.name);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for ProcGroup {
+    fn drop(&mut self) {
+        let pgid = self.child.id();
+        let _ = toolgate_test_support::sys::signal_group(pgid, libc::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Workers the leader did not take down with it, and a leader that ignored TERM.
+        let _ = toolgate_test_support::sys::signal_group(pgid, libc::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
 /// A free TCP port on 127.0.0.1 (bound, read, released).
 pub(crate) fn free_port() -> Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
@@ -298,15 +351,56 @@ pub(crate) fn shared_dir() -> PathBuf {
 /// CPU time (user + system) a process has used so far, from `/proc/<pid>/stat`.
 pub(crate) fn cpu_time(pid: u32) -> Option<Duration> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, ticks, _) = stat_group_and_ticks(&stat)?;
+    Some(ticks_to_duration(ticks))
+}
+
+/// CPU time (user + system) of every live process in process group `pgid`, summed, with
+/// that of the children they have reaped: a multi-process server (workers, helpers) is
+/// timed as a whole. A member that exited but was not reaped by another member (it was
+/// re-parented outside the group) takes its time with it.
+pub(crate) fn group_cpu_time(pgid: u32) -> Option<Duration> {
+    let mut ticks = 0;
+    let mut found = false;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        // Processes come and go while we read: skip the ones gone.
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        if let Some((group, own, reaped)) = stat_group_and_ticks(&stat)
+            && group == pgid
+        {
+            ticks += own + reaped;
+            found = true;
+        }
+    }
+    found.then(|| ticks_to_duration(ticks))
+}
+
+/// The process group, the user + system ticks, and those of reaped children, of a
+/// `/proc/<pid>/stat` line.
+fn stat_group_and_ticks(stat: &str) -> Option<(u32, u64, u64)> {
     // Fields after the command name (which may hold spaces) start at field 3.
     let rest = stat.rsplit_once(')')?.1;
     let fields: Vec<&str> = rest.split_whitespace().collect();
+    let group: u32 = fields.get(2)?.parse().ok()?;
     let utime: u64 = fields.get(11)?.parse().ok()?;
     let stime: u64 = fields.get(12)?.parse().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let ticks = toolgate_test_support::sys::clock_ticks_per_second();
-    let ticks = if ticks > 0 { ticks as u64 } else { 100 };
-    Some(Duration::from_secs_f64(
-        (utime + stime) as f64 / ticks as f64,
-    ))
+    let cutime: u64 = fields.get(13)?.parse().ok()?;
+    let cstime: u64 = fields.get(14)?.parse().ok()?;
+    Some((group, utime + stime, cutime + cstime))
+}
+
+fn ticks_to_duration(ticks: u64) -> Duration {
+    let per_second = toolgate_test_support::sys::clock_ticks_per_second();
+    let per_second = if per_second > 0 {
+        per_second as u64
+    } else {
+        100
+    };
+    Duration::from_secs_f64(ticks as f64 / per_second as f64)
 }

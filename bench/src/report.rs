@@ -32,8 +32,11 @@ impl Summary {
     }
 }
 
+/// The bare proxy's row: the floor the other MCP rows are also read against.
+pub(crate) const FLOOR_ROW: &str = "MCP via a bare proxy (floor)";
+
 pub(crate) struct OverheadRow {
-    pub path: &'static str,
+    pub path: String,
     pub concurrency: usize,
     pub direct: Option<Summary>,
     pub gateway: Summary,
@@ -66,12 +69,25 @@ pub(crate) struct Target {
 pub(crate) struct Report {
     pub header: String,
     pub overhead: Vec<OverheadRow>,
+    /// Lines under the call-overhead table (a peer skipped, and why).
+    pub notes: Vec<String>,
     pub rows: Vec<Row>,
     pub targets: Vec<Target>,
 }
 
 pub(crate) fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
+}
+
+/// Two decimals, or two significant digits below 0.1 (a peer's ratio is a few
+/// thousandths, which `0.00` would hide).
+fn fmt_ratio(r: f64) -> String {
+    if r >= 0.1 || r == 0.0 {
+        format!("{r:.2}")
+    } else {
+        let decimals = (1.0 - r.log10().floor()) as usize;
+        format!("{r:.decimals$}")
+    }
 }
 
 fn fmt_us(d: Duration) -> String {
@@ -119,6 +135,7 @@ impl Report {
         Report {
             header: format!("Machine: {}. Mode: {mode}.", machine()),
             overhead: Vec::new(),
+            notes: Vec::new(),
             rows: Vec::new(),
             targets: Vec::new(),
         }
@@ -129,6 +146,22 @@ impl Report {
             name: name.into(),
             value: value.into(),
         });
+    }
+
+    pub(crate) fn note(&mut self, line: impl Into<String>) {
+        self.notes.push(line.into());
+    }
+
+    /// Throughput of an MCP row over the bare proxy's at the same concurrency.
+    fn over_floor(&self, row: &OverheadRow) -> Option<f64> {
+        if !row.path.starts_with("MCP") || row.path == FLOOR_ROW {
+            return None;
+        }
+        let floor = self
+            .overhead
+            .iter()
+            .find(|r| r.path == FLOOR_ROW && r.concurrency == row.concurrency)?;
+        (floor.gateway.throughput > 0.0).then(|| row.gateway.throughput / floor.gateway.throughput)
     }
 
     pub(crate) fn target(&mut self, what: &str, target: &str, measured: String, met: bool) {
@@ -147,20 +180,21 @@ impl Report {
             let _ = writeln!(out, "## Call overhead\n");
             let _ = writeln!(
                 out,
-                "| path | c | direct calls/s | gateway calls/s | gateway/direct | direct p50 µs | gateway p50 µs | added p50 µs | direct p99 µs | gateway p99 µs | gateway CPU µs/call |"
+                "| path | c | direct calls/s | gateway calls/s | gateway/direct | gateway/bare proxy | direct p50 µs | gateway p50 µs | added p50 µs | direct p99 µs | gateway p99 µs | gateway CPU µs/call |"
             );
-            let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|");
+            let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|");
             for row in &self.overhead {
                 let dash = || "—".to_owned();
                 let direct = row.direct.as_ref();
                 let _ = writeln!(
                     out,
-                    "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} |",
+                    "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} |",
                     row.path,
                     row.concurrency,
                     direct.map_or_else(dash, |d| format!("{:.0}", d.throughput)),
                     row.gateway.throughput,
-                    row.ratio().map_or_else(dash, |r| format!("{r:.2}")),
+                    row.ratio().map_or_else(dash, fmt_ratio),
+                    self.over_floor(row).map_or_else(dash, fmt_ratio),
                     direct.map_or_else(dash, |d| fmt_us(d.p50)),
                     fmt_us(row.gateway.p50),
                     row.added_p50().map_or_else(dash, |a| format!("{a:+.0}")),
@@ -170,6 +204,9 @@ impl Report {
                 );
             }
             out.push('\n');
+        }
+        for note in &self.notes {
+            let _ = writeln!(out, "Note: {note}\n");
         }
         if !self.rows.is_empty() {
             let _ = writeln!(out, "## Catalog scale, truncation and background calls\n");

@@ -2,6 +2,8 @@
 //! sessions, a 200-tool catalog, a 64 KB truncation, a
 //! three-server search slice) completes and prints a table with
 //! every row. No timing is asserted: this machine's numbers belong in bench/README.md.
+//! The peer gateways are pointed at an empty directory, so their rows must be skipped
+//! with one notice each (CI installs no peer).
 
 use std::time::Duration;
 
@@ -10,7 +12,14 @@ mod common;
 #[test]
 fn smoke_run_prints_every_row() {
     // Generous: the first run may build the toolgate binary.
-    let (status, stdout, stderr) = common::run_bench(&["all", "--smoke"], Duration::from_secs(900));
+    let no_peers =
+        std::env::temp_dir().join(format!("toolgate-bench-no-peers-{}", std::process::id()));
+    let no_peers = no_peers.to_string_lossy().into_owned();
+    let (status, stdout, stderr) = common::run_bench_with_env(
+        &["all", "--smoke"],
+        &[("TOOLGATE_BENCH_PEERS", &no_peers)],
+        Duration::from_secs(900),
+    );
     assert!(
         status.success(),
         "toolgate-bench all --smoke failed ({status}):\n{stdout}\n{stderr}"
@@ -51,11 +60,26 @@ fn smoke_run_prints_every_row() {
             "row {row:?} missing from the report:\n{stdout}"
         );
     }
-    // Direct stdio is measured at c=1 only; every other row has a direct side.
+    for peer in ["ContextForge", "LiteLLM"] {
+        let notice = format!("Note: {peer} not installed in ");
+        assert!(
+            stdout.lines().any(|l| l.starts_with(&notice)),
+            "no skip notice for {peer}:\n{stdout}"
+        );
+        assert!(
+            !stdout.contains(&format!("| MCP via {peer} ")),
+            "a row for {peer}, which is not installed:\n{stdout}"
+        );
+    }
+    // Direct stdio is measured at c=1 only; every other row has a direct side. (The
+    // third cell is the direct throughput; the bare-proxy ratio is "—" off MCP rows.)
     assert!(
         stdout
             .lines()
-            .any(|l| l.starts_with("| stdio via MCP | 1 | ") && !l.contains("| — |")),
+            .any(|l| l.starts_with("| stdio via MCP | 1 | ")
+                && l.split('|')
+                    .nth(3)
+                    .is_some_and(|direct| direct.trim() != "—")),
         "stdio direct missing at c=1:\n{stdout}"
     );
 }

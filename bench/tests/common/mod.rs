@@ -5,7 +5,17 @@ use std::time::{Duration, Instant};
 
 /// Runs `toolgate-bench ARGS`, killed past `timeout` (a panic naming it); answers its
 /// exit status, stdout and stderr (through files: a full pipe cannot stall it).
+#[allow(dead_code)] // Each test binary uses one of the two.
 pub(crate) fn run_bench(args: &[&str], timeout: Duration) -> (ExitStatus, String, String) {
+    run_bench_with_env(args, &[], timeout)
+}
+
+/// [`run_bench`] with extra environment variables.
+pub(crate) fn run_bench_with_env(
+    args: &[&str],
+    env: &[(&str, &str)],
+    timeout: Duration,
+) -> (ExitStatus, String, String) {
     let dir = std::env::temp_dir().join(format!(
         "toolgate-bench-test-{}-{}",
         std::process::id(),
@@ -16,6 +26,7 @@ pub(crate) fn run_bench(args: &[&str], timeout: Duration) -> (ExitStatus, String
     let stderr_path = dir.join("stderr.txt");
     let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate-bench"))
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&stdout_path).expect("stdout file"))
         .stderr(std::fs::File::create(&stderr_path).expect("stderr file"))
