@@ -7,34 +7,49 @@
 //! followed only within the origin (scheme, host, port) of the request the headers were
 //! put on; one to another origin fails with an error that says why. Every hop also
 //! passes `check`, the caller's own URL rule (the SSRF guard for OpenAPI upstreams).
+//!
+//! [`judge`] is the rule itself; [`policy`] hands it to reqwest, and the OpenAPI call
+//! client (`openapi/client.rs`), which follows redirects itself, asks it on every hop.
 
 use reqwest::redirect::{Attempt, Policy};
 use url::Url;
 
-/// A policy following at most `max` redirects, each within the first request's origin
-/// unless `cross_origin` (for requests that carry nothing of the operator's), and each
-/// passing `check`.
+/// Whether a redirect to `next` may be followed, `previous` being every URL requested
+/// so far in this chain (the first request's included): at most `max` redirects, each
+/// within the first request's origin unless `cross_origin` (for requests that carry
+/// nothing of the operator's), and each passing `check`. The error says why not.
+pub fn judge(
+    max: usize,
+    cross_origin: bool,
+    previous: &[Url],
+    next: &Url,
+    check: impl Fn(&Url) -> Result<(), String>,
+) -> Result<(), String> {
+    if previous.len() > max {
+        return Err(format!("more than {max} redirects"));
+    }
+    if !cross_origin
+        && let Some(first) = previous.first()
+        && first.origin() != next.origin()
+    {
+        let to = next.origin().ascii_serialization();
+        return Err(format!(
+            "redirect to another origin ({to}) not followed: the upstream's configured \
+             headers and credentials are only sent to its own origin"
+        ));
+    }
+    check(next).map_err(|e| format!("redirect refused: {e}"))
+}
+
+/// [`judge`] as a reqwest redirect policy.
 pub fn policy<F>(max: usize, cross_origin: bool, check: F) -> Policy
 where
     F: Fn(&Url) -> Result<(), String> + Send + Sync + 'static,
 {
     Policy::custom(move |attempt: Attempt| {
-        if attempt.previous().len() > max {
-            return attempt.error(format!("more than {max} redirects"));
-        }
-        if !cross_origin
-            && let Some(first) = attempt.previous().first()
-            && first.origin() != attempt.url().origin()
-        {
-            let to = attempt.url().origin().ascii_serialization();
-            return attempt.error(format!(
-                "redirect to another origin ({to}) not followed: the upstream's configured \
-                 headers and credentials are only sent to its own origin"
-            ));
-        }
-        match check(attempt.url()) {
+        match judge(max, cross_origin, attempt.previous(), attempt.url(), &check) {
             Ok(()) => attempt.follow(),
-            Err(e) => attempt.error(format!("redirect refused: {e}")),
+            Err(e) => attempt.error(e),
         }
     })
 }

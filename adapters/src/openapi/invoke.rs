@@ -2,7 +2,7 @@
 //! spec describes) and response mapping (HTTP response -> MCP `CallToolResult`).
 
 use base64::Engine;
-use futures::StreamExt;
+use bytes::Bytes;
 use serde_json::{Map, Value, json};
 use url::Url;
 
@@ -15,11 +15,12 @@ use crate::{CallOutput, JsonObject, ToolError};
 /// A request ready to send.
 #[derive(Debug, Clone)]
 pub(super) struct Prepared {
-    pub method: reqwest::Method,
+    pub method: http::Method,
     pub url: Url,
     pub headers: Vec<(String, String)>,
     pub cookies: Vec<String>,
-    pub body: Option<(String, Vec<u8>)>,
+    /// Content type and bytes (shared, not copied, by every try of the call).
+    pub body: Option<(String, Bytes)>,
 }
 
 /// Builds the request for `op` from validated `args`.
@@ -182,13 +183,13 @@ pub(super) fn build(
         }
     };
     let method =
-        reqwest::Method::from_bytes(op.method.as_bytes()).expect("methods come from a fixed list");
+        http::Method::from_bytes(op.method.as_bytes()).expect("methods come from a fixed list");
     Ok(Prepared {
         method,
         url,
         headers,
         cookies,
-        body,
+        body: body.map(|(ct, bytes)| (ct, Bytes::from(bytes))),
     })
 }
 
@@ -214,38 +215,16 @@ fn one_block(block: Value) -> Value {
 /// Puts the call's trace context on a request as `traceparent` and `tracestate`, in
 /// place of any such header a parameter or `forward_headers` put there: the API's
 /// parent is the gateway's span, not the caller's.
-pub(super) fn put_trace(
-    headers: &mut reqwest::header::HeaderMap,
-    trace: Option<&crate::TraceContext>,
-) {
+pub(super) fn put_trace(headers: &mut http::HeaderMap, trace: Option<&crate::TraceContext>) {
     let Some(trace) = trace else {
         return;
     };
     headers.remove("tracestate");
     for (name, value) in trace.fields() {
-        if let Ok(value) = reqwest::header::HeaderValue::from_str(value) {
+        if let Ok(value) = http::HeaderValue::from_str(value) {
             headers.insert(name, value);
         }
     }
-}
-
-/// Reads at most `max` bytes of the body; `true` when it was cut.
-pub(super) async fn read_capped(
-    resp: reqwest::Response,
-    max: u64,
-) -> Result<(Vec<u8>, bool), reqwest::Error> {
-    let mut body = Vec::new();
-    let mut stream = resp.bytes_stream();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk?;
-        let room = (max as usize).saturating_sub(body.len());
-        if chunk.len() > room {
-            body.extend_from_slice(&chunk[..room]);
-            return Ok((body, true));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok((body, false))
 }
 
 fn excerpt(s: &str, max: usize) -> String {
@@ -258,7 +237,7 @@ fn excerpt(s: &str, max: usize) -> String {
 
 /// Maps a response to a `CallToolResult`.
 pub(super) fn map_response(
-    status: reqwest::StatusCode,
+    status: http::StatusCode,
     content_type: Option<&str>,
     body: Vec<u8>,
     truncated: bool,
@@ -358,7 +337,7 @@ mod tests {
 
     #[test]
     fn the_calls_trace_replaces_any_trace_header_already_there() {
-        let mut headers = reqwest::header::HeaderMap::new();
+        let mut headers = http::HeaderMap::new();
         headers.insert("traceparent", "from-a-parameter".parse().unwrap());
         headers.insert("tracestate", "forwarded=1".parse().unwrap());
         headers.insert("x-other", "kept".parse().unwrap());
@@ -377,7 +356,7 @@ mod tests {
 
     fn answer(ct: &str, body: &[u8]) -> String {
         let out = map_response(
-            reqwest::StatusCode::OK,
+            http::StatusCode::OK,
             Some(ct),
             body.to_vec(),
             false,
@@ -405,7 +384,7 @@ mod tests {
             r#"{"content":[{"type":"text","text":"binary response: application/octet-stream, 2 bytes"}]}"#
         );
         let out = map_response(
-            reqwest::StatusCode::NOT_FOUND,
+            http::StatusCode::NOT_FOUND,
             Some("text/plain"),
             b"no such item".to_vec(),
             false,

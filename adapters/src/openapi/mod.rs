@@ -9,7 +9,8 @@
 //!         -> refs (every $ref checked; schemas inlined, cycle-safe)
 //!         -> model (operations, parameters, bodies, servers, security)
 //!         -> naming + convert (operation -> MCP tool definition, filters)
-//! call    -> invoke + encode (request exactly as the spec says) + auth -> response
+//! call    -> invoke + encode (request exactly as the spec says) + auth
+//!         -> client (hyper; the ssrf guard in its connector and on every redirect) -> response
 //! ```
 //!
 //! [`OpenApiUpstream::load`] runs it and returns an [`ImportReport`] listing every
@@ -57,7 +58,9 @@
 //!   `idempotentHint` for PUT/DELETE, `openWorldHint` always.
 
 mod auth;
+mod client;
 pub mod config;
+mod connector;
 mod convert;
 mod dynamic;
 mod encode;

@@ -5,16 +5,27 @@
 //! Every URL fetched because a spec (or a registration) says so — the spec, its `$ref`
 //! documents, the API's `servers`, OAuth2 `tokenUrl`s and every redirect of each — goes
 //! through [`Guard`], the only way this module hands out an HTTP client. The check runs
-//! on IP literals in the URL (which reqwest never resolves) and on resolved addresses
-//! (a DNS resolver plugged into reqwest drops forbidden ones, so a public name pointing
-//! at 10.0.0.1 is refused too); both ask [`is_forbidden`]. IPv6 addresses that carry
-//! an IPv4 one (mapped, compatible, NAT64, 6to4, Teredo) are judged by that IPv4.
+//! on IP literals in the URL ([`check_url`]; no client resolves them) and on resolved
+//! addresses ([`resolve`]: a public name pointing at 10.0.0.1 is refused too, and only
+//! the addresses it returns are connected to); both ask [`is_forbidden`]. IPv6
+//! addresses that carry an IPv4 one (mapped, compatible, NAT64, 6to4, Teredo) are
+//! judged by that IPv4.
+//!
+//! Two clients apply it: API calls go through [`super::client::ApiClient`] (hyper, the
+//! guard in its connector and on every redirect hop, see [`super::connector`]);
+//! specs, `$ref` documents, token requests and health checks through reqwest, with
+//! [`resolve`] as its DNS resolver and [`crate::redirect`] as its redirect policy.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+
+use super::client::{ApiClient, ApiRequest, ApiResponse, SendError};
+
+/// An error as resolvers and connectors pass them on.
+pub(super) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Whether `ip` is an address an untrusted URL must not reach.
 pub fn is_forbidden(ip: IpAddr) -> bool {
@@ -114,13 +125,64 @@ pub(super) fn check_url(url: &url::Url, allow_private: bool) -> Result<(), Strin
         }
         None => return Err("the URL has no host".into()),
     };
-    if is_forbidden(ip) {
+    check_ip(ip, allow_private)
+}
+
+/// Refuses a forbidden address unless private networks are allowed: the rule for an
+/// IP literal, in a URL or in the host a connection is asked for.
+pub(super) fn check_ip(ip: IpAddr, allow_private: bool) -> Result<(), String> {
+    if !allow_private && is_forbidden(ip) {
         return Err(format!(
             "{ip} is a private, loopback or link-local address; set \
              allow_private_networks: true to allow it"
         ));
     }
     Ok(())
+}
+
+/// The addresses `host` resolves to (the system's resolver, bounded by `timeout`).
+pub(super) async fn lookup(host: &str, timeout: Duration) -> Result<Vec<SocketAddr>, BoxError> {
+    let lookup = tokio::net::lookup_host((host, 0));
+    Ok(tokio::time::timeout(timeout, lookup)
+        .await
+        .map_err(|_| format!("resolving '{host}' timed out"))??
+        .collect())
+}
+
+/// Keeps those of `host`'s resolved `addrs` that may be reached; fails when none is
+/// left. A client connects only to what this returns: no second resolution between the
+/// check and the connection.
+pub(super) fn vet(
+    host: &str,
+    addrs: Vec<SocketAddr>,
+    allow_private: bool,
+) -> Result<Vec<SocketAddr>, BoxError> {
+    let total = addrs.len();
+    let allowed: Vec<SocketAddr> = addrs
+        .into_iter()
+        .filter(|a| allow_private || !is_forbidden(a.ip()))
+        .collect();
+    if allowed.is_empty() {
+        let msg = if total == 0 {
+            format!("'{host}' did not resolve to any address")
+        } else {
+            format!(
+                "'{host}' resolves only to private, loopback or link-local \
+                 addresses; set allow_private_networks: true to allow it"
+            )
+        };
+        return Err(msg.into());
+    }
+    Ok(allowed)
+}
+
+/// [`lookup`], then [`vet`].
+pub(super) async fn resolve(
+    host: &str,
+    allow_private: bool,
+    timeout: Duration,
+) -> Result<Vec<SocketAddr>, BoxError> {
+    vet(host, lookup(host, timeout).await?, allow_private)
 }
 
 /// A resolver that drops forbidden addresses and fails when none is left.
@@ -136,28 +198,7 @@ impl Resolve for GuardedResolver {
         let timeout = self.timeout;
         let host = name.as_str().to_owned();
         Box::pin(async move {
-            let lookup = tokio::net::lookup_host((host.as_str(), 0));
-            let addrs: Vec<SocketAddr> = tokio::time::timeout(timeout, lookup)
-                .await
-                .map_err(|_| format!("resolving '{host}' timed out"))??
-                .collect();
-            let total = addrs.len();
-            let allowed: Vec<SocketAddr> = addrs
-                .into_iter()
-                .filter(|a| allow_private || !is_forbidden(a.ip()))
-                .collect();
-            if allowed.is_empty() {
-                let msg = if total == 0 {
-                    format!("'{host}' did not resolve to any address")
-                } else {
-                    format!(
-                        "'{host}' resolves only to private, loopback or link-local \
-                         addresses; set allow_private_networks: true to allow it"
-                    )
-                };
-                return Err(msg.into());
-            }
-            let addrs: Addrs = Box::new(allowed.into_iter());
+            let addrs: Addrs = Box::new(resolve(&host, allow_private, timeout).await?.into_iter());
             Ok(addrs)
         })
     }
@@ -167,12 +208,14 @@ impl Resolve for GuardedResolver {
 pub(super) const MAX_REDIRECTS: usize = 5;
 
 /// The only way to fetch what a spec names: every request URL and every redirect hop
-/// is checked, names resolve through [`GuardedResolver`], no proxies (a proxy would
-/// resolve names where the guard cannot see them), and timeouts.
+/// is checked, names resolve through [`resolve`], no proxies (a proxy would resolve
+/// names where the guard cannot see them), and timeouts.
 #[derive(Debug, Clone)]
 pub(super) struct Guard {
-    /// For API calls and token requests, which carry credentials and configured
-    /// headers: redirects stay within the origin (see [`crate::redirect`]).
+    /// For API calls, which carry credentials and configured headers: redirects stay
+    /// within the origin (see [`crate::redirect`]).
+    api: ApiClient,
+    /// For token requests and health checks: the same redirect rule as `api`.
     calls: reqwest::Client,
     /// For spec and `$ref` documents, fetched without credentials: redirects may
     /// change origin (specs are often served through one).
@@ -181,7 +224,8 @@ pub(super) struct Guard {
 }
 
 impl Guard {
-    pub(super) fn new(allow_private: bool, timeout: Duration) -> reqwest::Result<Guard> {
+    /// The clients of one upstream; the error says what could not be set up.
+    pub(super) fn new(allow_private: bool, timeout: Duration) -> Result<Guard, String> {
         let build = |cross_origin: bool| {
             reqwest::Client::builder()
                 .dns_resolver(Arc::new(GuardedResolver {
@@ -198,8 +242,10 @@ impl Guard {
                 .timeout(timeout)
                 .pool_idle_timeout(Duration::from_secs(60))
                 .build()
+                .map_err(|e| crate::error::error_chain(&e))
         };
         Ok(Guard {
+            api: ApiClient::new(allow_private, timeout)?,
             calls: build(false)?,
             documents: build(true)?,
             allow_private,
@@ -211,7 +257,14 @@ impl Guard {
         check_url(url, self.allow_private)
     }
 
-    /// A request to an API (or its token endpoint), once `url` passed the guard.
+    /// Sends a call to an API, once its URL passed the guard (the connector and the
+    /// redirects see to the rest).
+    pub(super) async fn call(&self, request: ApiRequest) -> Result<ApiResponse, SendError> {
+        self.check(&request.url).map_err(SendError::Refused)?;
+        self.api.send(request).await
+    }
+
+    /// A request to an API's token endpoint or health path, once `url` passed the guard.
     pub(super) fn request(
         &self,
         method: reqwest::Method,

@@ -2,8 +2,8 @@
 //! an MCP server. Loading runs the whole pipeline once (fetch, then normalize, check
 //! refs, model, convert in [`super::import`] on a blocking thread); calls build the
 //! request from arguments the gateway already checked against the tool's input schema,
-//! apply auth and map the response. One pooled reqwest client per upstream, guarded
-//! against SSRF.
+//! apply auth and map the response. One pooled client per upstream (hyper for the
+//! calls, reqwest for documents, tokens and health checks), guarded against SSRF.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use url::Url;
 
 use super::auth::{Applied, Auth};
+use super::client::{self, ApiRequest, SendError};
 use super::config::OpenApiConfig;
 use super::convert::Converted;
 use super::import::{Built, build};
@@ -87,10 +88,8 @@ impl OpenApiUpstream {
                 LoadError::Config(format!("forward_headers: '{h}' is not a header name"))
             })?;
         }
-        let guard =
-            ssrf::Guard::new(config.allow_private_networks, config.timeout).map_err(|e| {
-                LoadError::Config(format!("cannot build the HTTP client: {}", error_chain(&e)))
-            })?;
+        let guard = ssrf::Guard::new(config.allow_private_networks, config.timeout)
+            .map_err(|e| LoadError::Config(format!("cannot build the HTTP client: {e}")))?;
         // One bound on the whole import, however many documents it reads.
         let deadline = std::time::Instant::now() + config.import_timeout;
         let loaded =
@@ -198,20 +197,16 @@ impl OpenApiUpstream {
                         .await
                         .map_err(ToolError::Failed)?;
                 }
-                let (client, req) = self
+                let mut request = self
                     .request(&prepared, &applied, incoming)
-                    .map_err(|e| ToolError::Failed(format!("refused to call {what}: {e}")))?
-                    .build_split();
-                let mut req = req.map_err(|e| self.send_error(tool, e, limit))?;
-                // Over the client's own timeout (`timeout`), which a background call
-                // may outlast.
-                *req.timeout_mut() = Some(limit);
-                invoke::put_trace(req.headers_mut(), ctx.trace.as_ref());
-                let resp = client
-                    .execute(req)
+                    .map_err(|e| self.send_error(tool, e, limit, &what))?;
+                invoke::put_trace(&mut request.headers, ctx.trace.as_ref());
+                let resp = self
+                    .guard
+                    .call(request)
                     .await
-                    .map_err(|e| self.send_error(tool, e, limit))?;
-                if resp.status() == reqwest::StatusCode::UNAUTHORIZED
+                    .map_err(|e| self.send_error(tool, e, limit, &what))?;
+                if resp.status() == http::StatusCode::UNAUTHORIZED
                     && !applied.used_oauth.is_empty()
                     && !retried
                 {
@@ -222,12 +217,12 @@ impl OpenApiUpstream {
                     continue;
                 }
                 let status = resp.status();
-                if status == reqwest::StatusCode::TOO_MANY_REQUESTS {
+                if status == http::StatusCode::TOO_MANY_REQUESTS {
                     // The caller can act on this (wait, then retry): a kind of its own,
                     // with the API's hint, not an HTTP error result.
                     let retry_after = resp
                         .headers()
-                        .get(reqwest::header::RETRY_AFTER)
+                        .get(http::header::RETRY_AFTER)
                         .and_then(|v| v.to_str().ok())
                         .and_then(crate::error::retry_after_header);
                     return Err(ToolError::RateLimited {
@@ -244,12 +239,12 @@ impl OpenApiUpstream {
                 }
                 let ct = resp
                     .headers()
-                    .get(reqwest::header::CONTENT_TYPE)
+                    .get(http::header::CONTENT_TYPE)
                     .and_then(|v| v.to_str().ok())
                     .map(str::to_owned);
-                let (body, cut) = invoke::read_capped(resp, self.config.max_response_bytes)
+                let (body, cut) = client::read_capped(resp, self.config.max_response_bytes)
                     .await
-                    .map_err(|e| self.send_error(tool, e, limit))?;
+                    .map_err(|e| self.send_error(tool, e, limit, &what))?;
                 let bytes = body.len();
                 let mut output = invoke::map_response(status, ct.as_deref(), body, cut, &what);
                 // What was sent and what came back, for one-line summaries (`GET
@@ -276,12 +271,16 @@ impl OpenApiUpstream {
         }
     }
 
+    /// The request for one try of a call: the prepared one with `applied` credentials
+    /// and the forwarded headers, appended in the order reqwest appended them.
     fn request(
         &self,
         p: &invoke::Prepared,
         applied: &Applied,
         incoming: &http::HeaderMap,
-    ) -> Result<reqwest::RequestBuilder, String> {
+    ) -> Result<ApiRequest, SendError> {
+        use http::header::{CONTENT_TYPE, COOKIE, HeaderName, HeaderValue};
+        let invalid = |e: &dyn std::fmt::Display| SendError::Failed(format!("builder error: {e}"));
         let mut url = p.url.clone();
         if !applied.query.is_empty() {
             let q = match url.query() {
@@ -290,34 +289,58 @@ impl OpenApiUpstream {
             };
             url.set_query(Some(&q));
         }
-        let mut req = self.guard.request(p.method.clone(), url)?;
+        let mut headers = http::HeaderMap::new();
+        if let Some(basic) = client::take_credentials(&mut url) {
+            headers.append(http::header::AUTHORIZATION, basic);
+        }
         for h in &self.config.forward_headers {
-            for v in incoming.get_all(h.as_str()) {
-                req = req.header(h.as_str(), v.clone());
+            let name = HeaderName::from_bytes(h.as_bytes()).map_err(|e| invalid(&e))?;
+            for v in incoming.get_all(&name) {
+                headers.append(name.clone(), v.clone());
             }
         }
         for (k, v) in p.headers.iter().chain(&applied.headers) {
-            req = req.header(k.as_str(), v.as_str());
+            let name = HeaderName::from_bytes(k.as_bytes()).map_err(|e| invalid(&e))?;
+            let value = HeaderValue::from_str(v).map_err(|e| invalid(&e))?;
+            headers.append(name, value);
         }
-        let cookies: Vec<&String> = p.cookies.iter().chain(&applied.cookies).collect();
+        let cookies: Vec<&str> = p
+            .cookies
+            .iter()
+            .chain(&applied.cookies)
+            .map(String::as_str)
+            .collect();
         if !cookies.is_empty() {
-            let c: Vec<&str> = cookies.iter().map(|s| s.as_str()).collect();
-            req = req.header("cookie", c.join("; "));
+            let value = HeaderValue::from_str(&cookies.join("; ")).map_err(|e| invalid(&e))?;
+            headers.append(COOKIE, value);
         }
-        if let Some((ct, bytes)) = &p.body {
-            req = req.header("content-type", ct.as_str()).body(bytes.clone());
-        }
-        Ok(req)
+        let body = match &p.body {
+            Some((ct, bytes)) => {
+                let value = HeaderValue::from_str(ct).map_err(|e| invalid(&e))?;
+                headers.append(CONTENT_TYPE, value);
+                bytes.clone()
+            }
+            None => bytes::Bytes::new(),
+        };
+        Ok(ApiRequest {
+            method: p.method.clone(),
+            url,
+            headers,
+            body,
+        })
     }
 
-    fn send_error(&self, tool: &str, e: reqwest::Error, limit: Duration) -> ToolError {
-        if e.is_timeout() {
-            return ToolError::timeout(&self.name, tool, limit);
+    /// The error a failed send is to the caller: refused by the guard, the call's
+    /// timeout, or the upstream unavailable (and its last error).
+    fn send_error(&self, tool: &str, e: SendError, limit: Duration, what: &str) -> ToolError {
+        match e {
+            SendError::Refused(e) => ToolError::Failed(format!("refused to call {what}: {e}")),
+            SendError::Timeout => ToolError::timeout(&self.name, tool, limit),
+            SendError::Failed(detail) => {
+                *self.last_error.lock().expect("not poisoned") = Some(detail.clone());
+                ToolError::unavailable(&self.name, detail)
+            }
         }
-        // the URL may carry an API key in its query: never put it in a message
-        let detail = error_chain(&e.without_url());
-        *self.last_error.lock().expect("not poisoned") = Some(detail.clone());
-        ToolError::unavailable(&self.name, detail)
     }
 }
 
