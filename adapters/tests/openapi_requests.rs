@@ -557,6 +557,60 @@ async fn validation_is_lenient_where_the_spec_is_wrong() {
     );
 }
 
+/// Templates that span segments — RFC 6570's `{+name}`, Google's `{name=pattern}` —
+/// take the declared parameter by its plain name and send its slashes as they are;
+/// a value that would climb out is still refused.
+#[tokio::test]
+async fn multi_segment_path_templates() {
+    let api = serve().await;
+    let (up, _) = load("requests-api.yaml", api.port).await;
+    for tool in ["cancelOperation", "listInstances"] {
+        let schema = input_schema(&up, tool);
+        let properties: Vec<&String> = schema["properties"]
+            .as_object()
+            .map(|p| p.keys().collect())
+            .unwrap_or_default();
+        assert!(
+            properties == ["name"] || properties == ["parent"],
+            "{tool}: {schema:#}"
+        );
+    }
+    let seen = send(
+        &api,
+        &up,
+        "cancelOperation",
+        json!({"name": "operations/op-1"}),
+    )
+    .await;
+    seen.expect_query("POST", "/api/v1/operations/op-1:cancel", None);
+    let seen = send(
+        &api,
+        &up,
+        "listInstances",
+        json!({"parent": "projects/p1/locations/eu west"}),
+    )
+    .await;
+    seen.expect_query(
+        "GET",
+        "/api/v1/projects/p1/locations/eu%20west/instances",
+        None,
+    );
+    let refused = up
+        .call(
+            "listInstances",
+            json!({"parent": "projects/../../admin"})
+                .as_object()
+                .unwrap()
+                .clone(),
+            ctx(),
+        )
+        .await;
+    assert!(
+        matches!(refused, Err(ToolError::InvalidArgs(_))),
+        "{refused:?}"
+    );
+}
+
 /// Header parameters that would route or frame the request (`Host`, the length and
 /// transfer headers, hop-by-hop ones) are the gateway's: not arguments, never sent
 /// from one. Other header parameters are.

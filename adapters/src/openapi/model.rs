@@ -487,6 +487,7 @@ fn operation<'a>(
     }
     let mut target = pathkey::split(path);
     query_templates_become_parameters(&mut target, &mut parameters);
+    let multi_segment = plain_path_templates(&mut target);
     // path template variables without a declared parameter still need a value
     for var in template_vars(&target.path) {
         if !parameters
@@ -503,6 +504,11 @@ fn operation<'a>(
                 allow_reserved: false,
                 json_content: false,
             });
+        }
+    }
+    for p in &mut parameters {
+        if p.location == Location::Path && multi_segment.contains(&p.name) {
+            p.allow_reserved = true;
         }
     }
     let mut body = match op.get("requestBody") {
@@ -575,6 +581,31 @@ fn caller_may_set_header(name: &str) -> bool {
         "expect",
     ];
     !GATEWAYS.contains(&name.to_ascii_lowercase().as_str())
+}
+
+/// Path templates beyond OpenAPI's plain `{name}`, as specs converted from other API
+/// descriptions carry them: RFC 6570's reserved expansion `{+name}` and Google's
+/// `{name=projects/*/locations/*}` both stand for a value that spans segments, slashes
+/// sent as they are. Each becomes `{name}`; the names returned are those whose values
+/// keep their slashes (a `.` or `..` segment in them is still refused when sent).
+fn plain_path_templates(target: &mut PathKey) -> Vec<String> {
+    let mut multi_segment = Vec::new();
+    let vars: Vec<String> = template_vars(&target.path)
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    for var in vars {
+        let name = var.strip_prefix('+').unwrap_or(&var);
+        let name = name.split_once('=').map_or(name, |(name, _)| name);
+        if name == var || name.is_empty() {
+            continue;
+        }
+        target.path = target
+            .path
+            .replace(&format!("{{{var}}}"), &format!("{{{name}}}"));
+        multi_segment.push(name.to_owned());
+    }
+    multi_segment
 }
 
 /// A path key's query value that is a whole template (`/search?q={q}`,
