@@ -557,6 +557,51 @@ async fn validation_is_lenient_where_the_spec_is_wrong() {
     );
 }
 
+/// OpenAPI 3.2: the QUERY method (a read whose question is its body) and
+/// `additionalOperations` (any other method by name) are tools; a name that is not an
+/// HTTP method is skipped with the reason, never sent.
+#[tokio::test]
+async fn openapi_32_query_and_additional_operations() {
+    let api = serve().await;
+    let (up, _) = load("requests-v32.yaml", api.port).await;
+    let find = up.tools().iter().find(|t| t.name == "findOrders").cloned();
+    let find = find.expect("the QUERY operation is a tool");
+    assert_eq!(find.raw["annotations"]["readOnlyHint"], json!(true));
+    let seen = send(&api, &up, "findOrders", json!({"status": "open"})).await;
+    seen.expect_query("QUERY", "/api/orders", None);
+    assert_json_body(&seen, "application/json", r#"{"status":"open"}"#);
+    let seen = send(
+        &api,
+        &up,
+        "copyFile",
+        json!({"name": "a.txt", "Destination": "/files/b.txt"}),
+    )
+    .await;
+    seen.expect_query("COPY", "/api/files/a.txt", None);
+    assert_eq!(seen.header("destination"), Some("/files/b.txt"));
+
+    let text = std::fs::read_to_string(common::data("requests-v32.yaml"))
+        .unwrap()
+        .replace("PORT", &api.port.to_string())
+        .replace("      COPY:", "      \"NOT A METHOD\":");
+    let path =
+        std::env::temp_dir().join(format!("toolgate-{}-bad-method.yaml", std::process::id()));
+    std::fs::write(&path, text).unwrap();
+    let mut config = OpenApiConfig::from_path(path.to_string_lossy().into_owned());
+    config.allow_private_networks = true;
+    let (up, report) = OpenApiUpstream::load("req", config).await.unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert!(up.tools().iter().all(|t| t.name != "copyFile"));
+    assert!(
+        report
+            .skipped
+            .iter()
+            .any(|s| s.reason.contains("not an HTTP method name")),
+        "{:?}",
+        report.skipped
+    );
+}
+
 /// Templates that span segments — RFC 6570's `{+name}`, Google's `{name=pattern}` —
 /// take the declared parameter by its plain name and send its slashes as they are;
 /// a value that would climb out is still refused.

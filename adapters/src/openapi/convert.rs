@@ -387,7 +387,8 @@ pub(super) fn tool_json(name: &str, op: &mut Operation, conv: &mut Converted) ->
     if let Some(o) = op.output_schema.take() {
         t.insert("outputSchema".into(), o);
     }
-    let read_only = op.method == "GET" || op.method == "HEAD";
+    // QUERY (OpenAPI 3.2) is safe like GET: a read with its question in the body.
+    let read_only = matches!(op.method.as_str(), "GET" | "HEAD" | "QUERY");
     let mut ann = Map::new();
     ann.insert("readOnlyHint".into(), json!(read_only));
     if !read_only {

@@ -54,7 +54,7 @@
 //! - **request**: a path key's fragment is dropped and its query sent as query
 //!   parameters (see `pathkey`).
 //! - **outputSchema**: the shape of the first 2xx JSON response when it is an object.
-//! - **annotations**: `readOnlyHint` for GET/HEAD, `destructiveHint` for DELETE,
+//! - **annotations**: `readOnlyHint` for GET/HEAD/QUERY, `destructiveHint` for DELETE,
 //!   `idempotentHint` for PUT/DELETE, `openWorldHint` always.
 
 mod auth;

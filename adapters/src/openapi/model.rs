@@ -17,8 +17,8 @@ use super::pathkey::{self, PathKey};
 use super::refs::{Direction, Inliner, Refs};
 
 /// Methods an OpenAPI path item may hold, in a fixed order.
-pub(super) const METHODS: [&str; 8] = [
-    "get", "put", "post", "delete", "options", "head", "patch", "trace",
+pub(super) const METHODS: [&str; 9] = [
+    "get", "put", "post", "delete", "options", "head", "patch", "trace", "query",
 ];
 
 /// Where a parameter goes.
@@ -269,9 +269,16 @@ pub(super) fn build(docs: &Documents) -> Result<Api, LoadError> {
             .as_object()
             .ok_or_else(|| LoadError::invalid(&item_ptr, "a path item must be an object"))?;
         let item_servers = servers(item.get("servers"), &format!("{item_ptr}/servers"))?;
-        for method in METHODS {
-            let Some(op) = item.get(method) else { continue };
-            let ptr = format!("{item_ptr}/{method}");
+        for (method, op, ptr) in operations_of(item, &item_ptr) {
+            let method = method.as_str();
+            let op = match op {
+                Ok(op) => op,
+                Err(reason) => {
+                    let label = format!("{} {path}", method.to_uppercase());
+                    api.skipped.push((label, format!("{ptr}: {reason}")));
+                    continue;
+                }
+            };
             let op = op
                 .as_object()
                 .ok_or_else(|| LoadError::invalid(&ptr, "an operation must be an object"))?;
@@ -581,6 +588,36 @@ fn caller_may_set_header(name: &str) -> bool {
         "expect",
     ];
     !GATEWAYS.contains(&name.to_ascii_lowercase().as_str())
+}
+
+/// A path item's operations with their JSON pointers: the fixed methods (OpenAPI 3.2
+/// adds `query`, HTTP's QUERY: a safe GET with a body) and 3.2's `additionalOperations`,
+/// any other method by its name as sent (`COPY`, `LOCK`). A name that is not an HTTP
+/// method token is left out with an error entry, never sent.
+fn operations_of<'a>(
+    item: &'a Map<String, Value>,
+    item_ptr: &str,
+) -> Vec<(String, Result<&'a Value, String>, String)> {
+    let mut out: Vec<(String, Result<&'a Value, String>, String)> = METHODS
+        .iter()
+        .filter_map(|m| Some((m.to_string(), Ok(item.get(*m)?), format!("{item_ptr}/{m}"))))
+        .collect();
+    if let Some(Value::Object(more)) = item.get("additionalOperations") {
+        for (method, op) in more {
+            let ptr = format!("{item_ptr}/additionalOperations/{}", escape(method));
+            let known = METHODS.contains(&method.to_ascii_lowercase().as_str());
+            let token = http::Method::from_bytes(method.as_bytes()).is_ok();
+            let op = match (known, token) {
+                (false, true) => Ok(op),
+                (true, _) => Err(format!(
+                    "'{method}' belongs in the path item itself, not in additionalOperations"
+                )),
+                (false, false) => Err(format!("'{method}' is not an HTTP method name")),
+            };
+            out.push((method.to_ascii_lowercase(), op, ptr));
+        }
+    }
+    out
 }
 
 /// Path templates beyond OpenAPI's plain `{name}`, as specs converted from other API
