@@ -558,8 +558,9 @@ async fn validation_is_lenient_where_the_spec_is_wrong() {
 }
 
 /// OpenAPI 3.2: the QUERY method (a read whose question is its body) and
-/// `additionalOperations` (any other method by name) are tools; a name that is not an
-/// HTTP method is skipped with the reason, never sent.
+/// `additionalOperations` (any other method by name) are tools, a `querystring`
+/// parameter is the whole query; a name that is not an HTTP method is skipped with the
+/// reason, never sent.
 #[tokio::test]
 async fn openapi_32_query_and_additional_operations() {
     let api = serve().await;
@@ -579,6 +580,15 @@ async fn openapi_32_query_and_additional_operations() {
     .await;
     seen.expect_query("COPY", "/api/files/a.txt", None);
     assert_eq!(seen.header("destination"), Some("/files/b.txt"));
+    // `in: querystring`: the object's members are the query's pairs
+    let seen = send(
+        &api,
+        &up,
+        "listReports",
+        json!({"filter": {"status": "open now", "limit": 5}}),
+    )
+    .await;
+    seen.expect_query("GET", "/api/reports", Some("status=open%20now&limit=5"));
 
     let text = std::fs::read_to_string(common::data("requests-v32.yaml"))
         .unwrap()

@@ -440,19 +440,37 @@ fn operation<'a>(
             Some("query") => Location::Query,
             Some("header") => Location::Header,
             Some("cookie") => Location::Cookie,
+            // OpenAPI 3.2: the whole query string as one parameter. In its form media
+            // type it is an object whose members are the query's pairs: a form-style,
+            // exploded query parameter sends exactly that.
+            Some("querystring") => {
+                let form = p
+                    .get("content")
+                    .and_then(Value::as_object)
+                    .and_then(|c| c.keys().next())
+                    .is_none_or(|mt| mt == "application/x-www-form-urlencoded");
+                if !form {
+                    return Err(format!(
+                        "{pptr}: parameter '{name}' sends the query string in a media type \
+                         other than application/x-www-form-urlencoded, which is not supported"
+                    ));
+                }
+                Location::Query
+            }
             other => {
                 return Err(format!(
                     "{pptr}: parameter '{name}' has unsupported location {other:?}"
                 ));
             }
         };
+        let whole_query = p.get("in").and_then(Value::as_str) == Some("querystring");
         if location == Location::Header && !caller_may_set_header(&name) {
             continue;
         }
         let (schema_src, json_content) = match (p.get("schema"), p.get("content")) {
             (Some(s), _) => (Some(s), false),
             (None, Some(Value::Object(c))) => match c.iter().next() {
-                Some((mt, m)) => (m.get("schema"), mt.contains("json")),
+                Some((mt, m)) => (m.get("schema"), mt.contains("json") && !whole_query),
                 None => (None, false),
             },
             _ => (None, false),
@@ -475,11 +493,12 @@ fn operation<'a>(
             .get("style")
             .and_then(Value::as_str)
             .and_then(Style::parse)
+            .filter(|_| !whole_query)
             .unwrap_or(default_style);
-        let explode = p
-            .get("explode")
-            .and_then(Value::as_bool)
-            .unwrap_or(style == Style::Form);
+        let explode = whole_query
+            || p.get("explode")
+                .and_then(Value::as_bool)
+                .unwrap_or(style == Style::Form);
         parameters.push(Parameter {
             required: location == Location::Path
                 || p.get("required").and_then(Value::as_bool) == Some(true),
