@@ -106,14 +106,8 @@ impl Settings {
     }
 }
 
-/// What `--only` may name.
+/// What `--only` may name besides the call paths ([`overhead::PATHS`]).
 const PARTS: &[&str] = &[
-    "mcp",
-    "mcp-sessionless",
-    "rest",
-    "api-mcp",
-    "stdio",
-    "peers",
     "imports",
     "list",
     "sessions",
@@ -217,7 +211,8 @@ fn parse_settings(args: &[String]) -> Result<Settings, String> {
             "--only" => {
                 settings.only = value("--only")?.split(',').map(str::to_owned).collect();
                 for part in &settings.only {
-                    if !PARTS.contains(&part.as_str()) {
+                    if !PARTS.contains(&part.as_str()) && !overhead::PATHS.contains(&part.as_str())
+                    {
                         return Err(format!("--only: unknown part '{part}'"));
                     }
                 }

@@ -136,18 +136,18 @@ async fn connect(
     Ok(conns)
 }
 
+/// What `--only` may name of this part.
+pub(crate) const PATHS: [&str; 6] = [
+    "mcp",
+    "mcp-sessionless",
+    "rest",
+    "api-mcp",
+    "stdio",
+    "peers",
+];
+
 pub(crate) async fn run(settings: &Settings, report: &mut Report) -> Result<()> {
-    if ![
-        "mcp",
-        "mcp-sessionless",
-        "rest",
-        "api-mcp",
-        "stdio",
-        "peers",
-    ]
-    .iter()
-    .any(|p| settings.wants(p))
-    {
+    if !PATHS.iter().any(|p| settings.wants(p)) {
         return Ok(());
     }
     let bin = toolgate_bin(settings.toolgate.as_deref())?;
