@@ -435,6 +435,7 @@ fn operation<'a>(
     let mut parameters = Vec::new();
     for (pdoc, p, pptr) in raw {
         let name = str_of(p, "name").ok_or_else(|| format!("{pptr}: parameter without a name"))?;
+        let whole_query = p.get("in").and_then(Value::as_str) == Some("querystring");
         let location = match p.get("in").and_then(Value::as_str) {
             Some("path") => Location::Path,
             Some("query") => Location::Query,
@@ -463,7 +464,6 @@ fn operation<'a>(
                 ));
             }
         };
-        let whole_query = p.get("in").and_then(Value::as_str) == Some("querystring");
         if location == Location::Header && !caller_may_set_header(&name) {
             continue;
         }
@@ -512,8 +512,8 @@ fn operation<'a>(
         });
     }
     let mut target = pathkey::split(path);
-    query_templates_become_parameters(&mut target, &mut parameters);
     let multi_segment = plain_path_templates(&mut target);
+    query_templates_become_parameters(&mut target, &mut parameters);
     // path template variables without a declared parameter still need a value
     for var in template_vars(&target.path) {
         if !parameters
@@ -590,7 +590,7 @@ fn operation<'a>(
 /// the request (`Host` would steer it to another virtual host behind the same
 /// address, the length and transfer headers would reframe it) and the hop-by-hop ones.
 fn caller_may_set_header(name: &str) -> bool {
-    const GATEWAYS: [&str; 14] = [
+    const GATEWAY_OWNED: [&str; 14] = [
         "accept",
         "content-type",
         "authorization",
@@ -606,7 +606,7 @@ fn caller_may_set_header(name: &str) -> bool {
         "upgrade",
         "expect",
     ];
-    !GATEWAYS.contains(&name.to_ascii_lowercase().as_str())
+    !GATEWAY_OWNED.contains(&name.to_ascii_lowercase().as_str())
 }
 
 /// A path item's operations with their JSON pointers: the fixed methods (OpenAPI 3.2

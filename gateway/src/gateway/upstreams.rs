@@ -20,7 +20,9 @@ use crate::config::{Config, Namespace, UpstreamChanges};
 use crate::health::{self, Tracker};
 use crate::policy::Policy;
 
-/// One mounted upstream with the gateway's per-upstream settings.
+/// One mounted upstream with the gateway's per-upstream settings. A clone is the same
+/// running upstream (its connection, health, call slots and stop token are shared).
+#[derive(Clone)]
 pub struct Mounted {
     pub upstream: DynUpstream,
     pub kind: &'static str,
@@ -60,26 +62,6 @@ impl Mounted {
             result_max_tokens: None,
             shaping: crate::catalog::Shaping::of_kind(kind),
             stop: CancellationToken::new(),
-        }
-    }
-}
-
-impl Mounted {
-    /// The same running upstream, its definitions counted in `encoding`.
-    fn counted_in(&self, encoding: crate::truncate::Encoding) -> Mounted {
-        let mut shaping = self.shaping.clone();
-        shaping.definitions.encoding = encoding;
-        Mounted {
-            upstream: self.upstream.clone(),
-            kind: self.kind,
-            namespace: self.namespace,
-            call_timeout: self.call_timeout,
-            health: self.health.clone(),
-            concurrency: self.concurrency.clone(),
-            audit_arguments: self.audit_arguments,
-            result_max_tokens: self.result_max_tokens,
-            shaping,
-            stop: self.stop.clone(),
         }
     }
 }
@@ -171,7 +153,9 @@ impl Gateway {
                 let encoding = self.config().results.encoding;
                 for mounted in map.values_mut() {
                     if mounted.shaping.definitions.encoding != encoding {
-                        *mounted = Arc::new(mounted.counted_in(encoding));
+                        let mut recounted = (**mounted).clone();
+                        recounted.shaping.definitions.encoding = encoding;
+                        *mounted = Arc::new(recounted);
                     }
                 }
             });

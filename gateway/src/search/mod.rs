@@ -308,16 +308,19 @@ fn embed_in_background(
     }
 }
 
+/// A tool's whole description (not an abbreviated listing's), as search reads it.
+fn full_description(entry: &crate::catalog::Entry) -> &str {
+    entry
+        .full("description")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
 /// What the embedding model reads of each catalog entry, in index order.
 fn embedding_texts(catalog: &Catalog) -> impl Iterator<Item = String> + '_ {
     let mut cleaned = String::new();
     catalog.entries().iter().map(move |entry| {
-        let def: &crate::catalog::Entry = entry;
-        let description = def
-            .full("description")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        clean_text(description, &mut cleaned);
+        clean_text(full_description(entry), &mut cleaned);
         fuse::embedding_text(&entry.original, &cleaned)
     })
 }
@@ -354,11 +357,7 @@ impl SearchIndex {
             let doc_id = index.docs.len() as u32;
             let mut len = [0u32; FIELDS];
             let def: &crate::catalog::Entry = entry;
-            let description = def
-                .full("description")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            clean_text(description, &mut cleaned);
+            clean_text(full_description(def), &mut cleaned);
             let summary = first_sentence(&cleaned);
 
             let mut add = |index: &mut SearchIndex, field: usize, text: &str, whole: bool| {
