@@ -433,6 +433,81 @@ async fn slow_idle_and_surplus_clients_are_cut_and_real_requests_still_served() 
     gateway.assert_alive();
 }
 
+/// Reads one HTTP/1 answer head from `stream` (at most 10 s): its text up to the
+/// blank line.
+async fn answer_head(stream: &mut TcpStream) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && head.len() < 16 * 1024 {
+        match tokio::time::timeout_at(deadline, stream.read(&mut byte)).await {
+            Ok(Ok(1)) => head.push(byte[0]),
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&head).into_owned()
+}
+
+/// A refusal sent before the request's body has arrived (here a 401 to a POST whose
+/// body is still on its way) must not leave a keep-alive client reusing a connection
+/// the server is about to close: either the answer says `Connection: close`, or the
+/// connection serves the next request. (Python's httpx failed the discovery test
+/// with "Server disconnected without sending a response" when neither held.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_sent_before_the_body_arrived_does_not_strand_a_kept_alive_client() {
+    let gateway = Gateway::start(json!({
+        "upstreams": {},
+        "tenants": {"a": {"api_keys": [hash_key(KEY_A)]}},
+    }))
+    .await;
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+    for round in 0..3 {
+        let mut stream = TcpStream::connect(("127.0.0.1", gateway.port))
+            .await
+            .unwrap();
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+             Accept: application/json, text/event-stream\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let refusal = answer_head(&mut stream).await;
+        assert_eq!(status_of(&refusal), 401, "round {round}: {refusal}");
+        if refusal
+            .to_ascii_lowercase()
+            .contains("\r\nconnection: close")
+        {
+            assert!(
+                closed_within(&mut stream, Duration::from_secs(10)).await,
+                "round {round}: the answer said close and the connection stayed open"
+            );
+            continue;
+        }
+        // Told nothing, the client may send the body and its next request.
+        let next = format!("{body}GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+        let reused = async {
+            stream.write_all(next.as_bytes()).await.ok()?;
+            // The refusal's own body, then the next answer.
+            let mut rest = Vec::new();
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            let mut chunk = [0u8; 4096];
+            while !String::from_utf8_lossy(&rest).contains("HTTP/1.1 200") {
+                match tokio::time::timeout_at(deadline, stream.read(&mut chunk)).await {
+                    Ok(Ok(n)) if n > 0 => rest.extend_from_slice(&chunk[..n]),
+                    _ => return None,
+                }
+            }
+            Some(())
+        };
+        assert!(
+            reused.await.is_some(),
+            "round {round}: the answer kept the connection alive ({refusal:?}) \
+             but the next request on it got no answer"
+        );
+    }
+}
+
 /// Lowers the file-descriptor limit of process `pid` (the gateway, not this test).
 #[cfg(target_os = "linux")]
 fn limit_fds(pid: u32, limit: u64) {

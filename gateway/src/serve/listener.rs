@@ -15,11 +15,18 @@
 //! - **Accept errors** (e.g. `EMFILE`, out of file descriptors) are logged and retried
 //!   after a growing pause: the listener never stops.
 //!
+//! - **Unread bodies**: an answer sent before its request's body was read (a refusal
+//!   such as a 401) says `Connection: close`. hyper drains only the body bytes that
+//!   have already arrived and otherwise closes the connection after the answer; a
+//!   client told nothing would reuse the connection and find it closed under its
+//!   next request.
+//!
 //! Connections are watched by their own task: one timer tick a connection, no shared
 //! structure, and nothing touched per byte beyond an uncontended lock.
 
 use std::convert::Infallible;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -118,13 +125,21 @@ async fn connection(
         let activity = activity.clone();
         hyper::service::service_fn(move |request: http::Request<Incoming>| {
             let in_flight = activity.request_started();
-            let request = request.map(|body| Body::new(TimedBody::new(body, body_timeout)));
+            let activity = activity.clone();
+            let request =
+                request.map(|body| Body::new(TimedBody::new(body, body_timeout, activity.clone())));
             let mut app = app.clone();
             async move {
-                let response = match app.call(request).await {
+                let mut response = match app.call(request).await {
                     Ok(response) => response,
                     Err(never) => match never {},
                 };
+                if activity.body_unread() {
+                    response.headers_mut().insert(
+                        http::header::CONNECTION,
+                        http::HeaderValue::from_static("close"),
+                    );
+                }
                 Ok::<_, Infallible>(response.map(|body| Tracked {
                     body,
                     _in_flight: in_flight,
@@ -168,6 +183,9 @@ async fn connection(
 /// What a connection is doing, for its watchdog.
 struct Activity {
     state: Mutex<State>,
+    /// The current request's body has bytes the handler has not read. HTTP/1 serves
+    /// one request at a time, so one flag a connection is enough.
+    body_unread: AtomicBool,
 }
 
 struct State {
@@ -189,6 +207,7 @@ impl Activity {
                 last: now,
                 head_since: Some(now),
             }),
+            body_unread: AtomicBool::new(false),
         }
     }
 
@@ -210,6 +229,15 @@ impl Activity {
 
     fn wrote(&self) {
         self.lock().last = Instant::now();
+    }
+
+    fn set_body_unread(&self, unread: bool) {
+        self.body_unread.store(unread, Ordering::Relaxed);
+    }
+
+    /// Whether the current request's body was left (partly) unread.
+    fn body_unread(&self) -> bool {
+        self.body_unread.load(Ordering::Relaxed)
     }
 
     fn request_started(self: &Arc<Self>) -> InFlight {
@@ -309,19 +337,23 @@ impl AsyncWrite for Watched {
     }
 }
 
-/// A request body that must be complete by its deadline.
+/// A request body that must be complete by its deadline, and tells its connection
+/// whether it was read to the end.
 struct TimedBody {
     inner: Incoming,
     timeout: Duration,
     deadline: Pin<Box<tokio::time::Sleep>>,
+    activity: Arc<Activity>,
 }
 
 impl TimedBody {
-    fn new(inner: Incoming, timeout: Duration) -> TimedBody {
+    fn new(inner: Incoming, timeout: Duration, activity: Arc<Activity>) -> TimedBody {
+        activity.set_body_unread(!http_body::Body::is_end_stream(&inner));
         TimedBody {
             inner,
             timeout,
             deadline: Box::pin(tokio::time::sleep(timeout)),
+            activity,
         }
     }
 }
@@ -355,6 +387,9 @@ impl http_body::Body for TimedBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         if let Poll::Ready(frame) = Pin::new(&mut self.inner).poll_frame(cx) {
+            if frame.is_none() || self.inner.is_end_stream() {
+                self.activity.set_body_unread(false);
+            }
             return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
         }
         if self.deadline.as_mut().poll(cx).is_ready() {
