@@ -24,6 +24,7 @@
 pub mod error;
 pub mod mcp;
 pub mod openapi;
+mod output;
 pub mod redirect;
 pub mod secret;
 pub mod skills;
@@ -38,6 +39,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 pub use error::ToolError;
+pub use output::{CallOutput, Plain};
 pub use secret::Secret;
 
 /// A JSON object as it travels on the wire.
@@ -225,23 +227,6 @@ impl CallContext {
     /// Time left until the deadline (zero once it has passed).
     pub fn remaining(&self) -> Duration {
         self.deadline.saturating_duration_since(Instant::now())
-    }
-}
-
-/// The result of a call: a raw MCP `CallToolResult` object (`content`,
-/// `structuredContent`, `isError`, `_meta`, …), passed through as the upstream sent it.
-/// A tool that ran and reported failure is a successful call with `isError: true`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CallOutput {
-    pub raw: JsonObject,
-}
-
-impl CallOutput {
-    pub fn is_error(&self) -> bool {
-        self.raw
-            .get("isError")
-            .and_then(Value::as_bool)
-            .unwrap_or(false)
     }
 }
 

@@ -147,7 +147,7 @@ async fn connected(up: &McpUpstream) {
 }
 
 fn text_of(out: &toolgate_adapters::CallOutput) -> String {
-    out.raw["content"][0]["text"]
+    out.object()["content"][0]["text"]
         .as_str()
         .unwrap_or_default()
         .to_owned()
@@ -167,7 +167,7 @@ async fn long_op_with_progress(up: &McpUpstream, duration: f64, steps: u32) {
         )
         .await
         .expect("long operation");
-    assert!(!out.is_error(), "{:?}", out.raw);
+    assert!(!out.is_error(), "{:?}", out.object());
     // try_recv, not recv: the updates must already be there when the result is.
     let mut got = Vec::new();
     while let Ok(p) = rx.try_recv() {
@@ -481,7 +481,7 @@ async fn upstream_errors_map_to_the_taxonomy() {
             .await;
         match &r {
             Err(ToolError::InvalidArgs(m)) => assert!(m.contains("get-sum"), "{m}"),
-            Ok(out) => assert!(out.is_error(), "{:?}", out.raw),
+            Ok(out) => assert!(out.is_error(), "{:?}", out.object()),
             other => panic!("unexpected {other:?}"),
         }
         // A deadline shorter than the work: Timeout, and the connection survives.
@@ -571,7 +571,7 @@ async fn sampling_through_the_callers_client(up: Arc<McpUpstream>) {
     assert!(
         text_of(&out).contains("hi from the client"),
         "{:?}",
-        out.raw
+        out.object()
     );
     let seen = client.seen.lock().unwrap().clone();
     let sampling: Vec<_> = seen
@@ -597,7 +597,7 @@ async fn sampling_through_the_callers_client(up: Arc<McpUpstream>) {
     .await
     .expect("a refused sampling request ends the call promptly");
     match r {
-        Ok(out) => assert!(out.is_error(), "{:?}", out.raw),
+        Ok(out) => assert!(out.is_error(), "{:?}", out.object()),
         Err(ToolError::Failed(_)) => {}
         other => panic!("unexpected {other:?}"),
     }

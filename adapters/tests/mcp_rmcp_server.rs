@@ -73,7 +73,7 @@ async fn echo(up: &McpUpstream, message: &str) -> Result<String, ToolError> {
     let out = up
         .call("echo", args, CallContext::new(Duration::from_secs(5), "t"))
         .await?;
-    Ok(out.raw["content"][0]["text"]
+    Ok(out.object()["content"][0]["text"]
         .as_str()
         .unwrap_or_default()
         .to_owned())

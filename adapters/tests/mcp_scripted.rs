@@ -275,7 +275,7 @@ async fn survives_a_misbehaving_server_and_maps_its_errors() {
                 .call("replies", JsonObject::new(), ctx())
                 .await
                 .expect("replies");
-            replies = serde_json::from_str(out.raw["content"][0]["text"].as_str().unwrap())
+            replies = serde_json::from_str(out.object()["content"][0]["text"].as_str().unwrap())
                 .expect("json");
             if replies.as_object().is_some_and(|m| m.len() == 3) {
                 break;
@@ -311,7 +311,7 @@ async fn survives_a_misbehaving_server_and_maps_its_errors() {
         let mut c = ctx();
         c.progress = Some(tx);
         let out = up.call("batch", JsonObject::new(), c).await.expect("batch");
-        assert_eq!(out.raw["content"][0]["text"], "batched");
+        assert_eq!(out.object()["content"][0]["text"], "batched");
         let first = rx.try_recv().expect("first progress before the result");
         let second = rx.try_recv().expect("second progress before the result");
         assert_eq!((first.progress, second.progress), (1.0, 2.0));
@@ -352,7 +352,7 @@ async fn refuses_a_protocol_version_it_does_not_speak() {
 }
 
 fn text(out: &toolgate_adapters::CallOutput) -> Value {
-    serde_json::from_str(out.raw["content"][0]["text"].as_str().expect("text")).expect("json")
+    serde_json::from_str(out.object()["content"][0]["text"].as_str().expect("text")).expect("json")
 }
 
 #[tokio::test]

@@ -131,7 +131,7 @@ fn requests_go_through_the_proxy_the_environment_names() {
                 .call("echo", args, CallContext::new(Duration::from_secs(5), "t"))
                 .await
                 .expect("call");
-            assert_eq!(out.raw["content"][0]["text"], "echo: via the proxy");
+            assert_eq!(out.object()["content"][0]["text"], "echo: via the proxy");
             // initialize, initialized, tools/list, the call (and maybe the GET stream).
             let through = seen.load(Ordering::SeqCst);
             assert!(through >= 4, "{through} requests went through the proxy");

@@ -175,7 +175,7 @@ async fn call(up: &OpenApiUpstream, tool: &str, arguments: Value) -> CallOutput 
 }
 
 fn text_of(out: &CallOutput) -> String {
-    out.raw["content"][0]["text"]
+    out.object()["content"][0]["text"]
         .as_str()
         .unwrap_or("")
         .to_owned()
@@ -216,7 +216,7 @@ async fn parameters_in_every_location_and_style() {
     assert_eq!(seen.header("authorization"), Some("Bearer tok-bearer"));
     assert!(seen.body.is_empty());
     assert!(!out.is_error());
-    assert_eq!(out.raw["structuredContent"], json!({"id": "a b/c"}));
+    assert_eq!(out.object()["structuredContent"], json!({"id": "a b/c"}));
     assert_eq!(text_of(&out), r#"{"id":"a b/c"}"#);
 
     call(
@@ -360,7 +360,7 @@ async fn form_multipart_text_and_binary_bodies_with_auth() {
     assert_eq!(seen.header("cookie"), Some("auth_token=key-c"));
     assert_eq!(seen.body, b"hello note");
     assert_eq!(text_of(&out), "noted");
-    assert!(out.raw.get("structuredContent").is_none());
+    assert!(out.object().get("structuredContent").is_none());
 
     let out = call(&up, "deleteItem", json!({"id": "i9"})).await;
     let seen = api.last();
@@ -410,7 +410,7 @@ async fn oauth2_client_credentials_token_is_fetched_cached_and_refreshed() {
     // a 401 drops the token; the call is retried once with a fresh one
     api.tokens.reject_first.store(true, Ordering::SeqCst);
     let out = call(&up, "putBlob", json!({"body": blob})).await;
-    assert!(!out.is_error(), "{:?}", out.raw);
+    assert!(!out.is_error(), "{:?}", out.object());
     assert_eq!(api.tokens.issued.load(Ordering::SeqCst), 2);
     assert_eq!(
         api.last().header("authorization"),
@@ -429,17 +429,17 @@ async fn responses_errors_timeouts_and_validation() {
         None,
         "security: [] means no auth"
     );
-    assert_eq!(out.raw["content"][0]["type"], "image");
-    assert_eq!(out.raw["content"][0]["mimeType"], "image/png");
+    assert_eq!(out.object()["content"][0]["type"], "image");
+    assert_eq!(out.object()["content"][0]["mimeType"], "image/png");
     assert_eq!(
-        out.raw["content"][0]["data"],
+        out.object()["content"][0]["data"],
         base64::engine::general_purpose::STANDARD
             .encode(PNG)
             .as_str()
     );
 
     let out = call(&up, "alwaysFails", json!({})).await;
-    let text = assert_tool_error(&out.raw, "HTTP 404");
+    let text = assert_tool_error(&*out.object(), "HTTP 404");
     assert!(text.contains("no such thing"), "{text}");
 
     let started = std::time::Instant::now();
@@ -499,7 +499,7 @@ async fn swagger_petstore_v3_calls() {
     let seen = api.last();
     seen.expect("GET", "/api/v3/pet/7");
     assert_eq!(seen.header("api_key"), Some("pk"));
-    assert_eq!(out.raw["structuredContent"]["name"], "doggie");
+    assert_eq!(out.object()["structuredContent"]["name"], "doggie");
     // clients validate structured results against the output schema: the lenient
     // schema accepts this answer although it lacks the spec's required `photoUrls`
     let tool = up
@@ -512,7 +512,7 @@ async fn swagger_petstore_v3_calls() {
     assert!(output_schema["properties"]["photoUrls"].is_object());
     assert!(jsonschema::is_valid(
         output_schema,
-        &out.raw["structuredContent"]
+        &out.object()["structuredContent"]
     ));
 
     call(&up, "findPetsByTags", json!({"tags": ["x", "y"]})).await;

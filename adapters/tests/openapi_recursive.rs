@@ -61,7 +61,7 @@ async fn send(api: &MockApi, up: &OpenApiUpstream, tool: &str, args: Value) -> R
         )
         .await
         .unwrap_or_else(|e| panic!("{tool}: {e:?}"));
-    assert!(!out.is_error(), "{tool}: {:?}", out.raw);
+    assert!(!out.is_error(), "{tool}: {:?}", out.object());
     api.one_since(before)
 }
 

@@ -76,7 +76,7 @@ async fn send(api: &MockApi, up: &OpenApiUpstream, tool: &str, args: Value) -> R
         .call(tool, args.as_object().unwrap().clone(), ctx())
         .await
         .unwrap_or_else(|e| panic!("{tool}: {e:?}"));
-    assert!(!out.is_error(), "{tool}: {:?}", out.raw);
+    assert!(!out.is_error(), "{tool}: {:?}", out.object());
     api.one_since(before)
 }
 

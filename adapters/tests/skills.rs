@@ -186,7 +186,9 @@ async fn lists_gets_reads_and_calls() {
         .call("alpha", JsonObject::new(), ctx())
         .await
         .expect("the tool call");
-    let content = output.raw["content"].as_array().unwrap();
+    assert!(!output.is_error());
+    let output = output.into_object();
+    let content = output["content"].as_array().unwrap();
     assert_eq!(content[0]["text"], "# Alpha heading\n\nDo alpha things.\n");
     let links: Vec<&str> = content[1..]
         .iter()
@@ -204,7 +206,6 @@ async fn lists_gets_reads_and_calls() {
             "skill://alpha/skill.yaml",
         ]
     );
-    assert!(!output.is_error());
     let missing = upstream.call("gamma", JsonObject::new(), ctx()).await;
     assert_eq!(missing.unwrap_err().code(), "not_found");
     upstream.shutdown().await;

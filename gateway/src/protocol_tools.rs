@@ -165,7 +165,7 @@ fn output(value: Value) -> CallOutput {
         json!([{"type": "text", "text": value.to_string()}]),
     );
     raw.insert("structuredContent".into(), value);
-    CallOutput { raw }
+    CallOutput::new(raw)
 }
 
 /// `tool_expand_tools`.

@@ -238,6 +238,35 @@ pub fn count_till_limit(text: &str, encoding: Encoding, limit: usize) -> Option<
     PieceCounter::new(encoding).count_till_limit(text, limit, &mut Progress::default())
 }
 
+/// The tokens of `texts` together, when they fit `limit`; counting stops as soon as
+/// they do not. Each text's count so far is kept in its `progress` (for the exact
+/// counts that follow a miss).
+fn count_texts_till_limit<'t>(
+    texts: impl Iterator<Item = &'t str>,
+    encoding: Encoding,
+    limit: usize,
+    progress: &mut [Progress],
+) -> Option<usize> {
+    let mut seen = 0usize;
+    for (text, progress) in texts.zip(progress) {
+        seen += PieceCounter::new(encoding).count_till_limit(text, limit - seen, progress)?;
+    }
+    Some(seen)
+}
+
+/// The tokens of a result made only of text blocks (`texts`), when they fit the
+/// budget: such a result passes on untouched (no byte limit applies to text).
+/// `None` when it must be cut ([`truncate_result_for`] on its parsed form).
+pub fn plain_tokens(texts: &[std::borrow::Cow<'_, str>], budget: &Budget) -> Option<usize> {
+    let mut progress = vec![Progress::default(); texts.len()];
+    count_texts_till_limit(
+        texts.iter().map(|text| &**text),
+        budget.encoding,
+        budget.max_tokens.max(MIN_TOKENS),
+        &mut progress,
+    )
+}
+
 // ---------------------------------------------------------------------------------
 // Looking at a result without changing it.
 
@@ -382,16 +411,13 @@ pub fn truncate_result_for(
     let mut checked = vec![Progress::default(); survey.texts.len()];
     if under {
         let content = content_slice(&raw);
-        for (&at, progress) in survey.texts.iter().zip(&mut checked) {
-            let text = text_at(content, at).unwrap_or("");
-            let mut counter = PieceCounter::new(enc);
-            match counter.count_till_limit(text, max_tokens - seen, progress) {
-                Some(n) => seen += n,
-                None => {
-                    under = false;
-                    break;
-                }
-            }
+        let texts = survey
+            .texts
+            .iter()
+            .map(|&at| text_at(content, at).unwrap_or(""));
+        match count_texts_till_limit(texts, enc, max_tokens, &mut checked) {
+            Some(n) => seen = n,
+            None => under = false,
         }
     }
     if under && let Some(structured) = &survey.structured {

@@ -161,7 +161,7 @@ fn text_result(text: &str, is_error: bool) -> CallOutput {
     if is_error {
         raw.insert("isError".into(), Value::Bool(true));
     }
-    CallOutput { raw }
+    CallOutput::new(raw)
 }
 
 #[async_trait::async_trait]

@@ -11,7 +11,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::jsonrpc::{INVALID_PARAMS, METHOD_NOT_FOUND, Origin, Rpc, RpcFailure};
+use super::jsonrpc::{Answer, INVALID_PARAMS, METHOD_NOT_FOUND, Origin, Rpc, RpcFailure};
 use super::supervisor::{self, Shared, describe};
 use super::{McpOptions, McpTransport};
 use crate::{
@@ -190,9 +190,11 @@ impl Upstream for McpUpstream {
             )
         };
         let result = if relay {
-            super::task_call::run(&rpc, params, &ctx).await
+            super::task_call::run(&rpc, params, &ctx)
+                .await
+                .map(Answer::Value)
         } else {
-            rpc.request(
+            rpc.request_answer(
                 "tools/call",
                 params,
                 deadline,
@@ -202,14 +204,18 @@ impl Upstream for McpUpstream {
             )
             .await
         };
-        match result {
-            Ok(Value::Object(raw)) => Ok(CallOutput { raw }),
-            Ok(other) => Err(ToolError::Failed(format!(
-                "tool '{tool}' on upstream '{}' returned a malformed result (a JSON {} \
-                 instead of an object); report this to the upstream's maintainers",
+        let malformed = |kind: &str| {
+            ToolError::Failed(format!(
+                "tool '{tool}' on upstream '{}' returned a malformed result ({kind} \
+                 instead of a JSON object); report this to the upstream's maintainers",
                 self.name,
-                kind(&other)
-            ))),
+            ))
+        };
+        match result {
+            // Passed on as the upstream wrote it when nothing in it needs reading.
+            Ok(Answer::Text(text)) => CallOutput::from_json(text).map_err(malformed),
+            Ok(Answer::Value(Value::Object(raw))) => Ok(CallOutput::new(raw)),
+            Ok(Answer::Value(other)) => Err(malformed(crate::error::json_kind(&other))),
             Err(RpcFailure::Error { code, message, .. }) if code == INVALID_PARAMS => {
                 Err(ToolError::InvalidArgs(format!(
                     "upstream '{}' rejected the call to '{tool}': {message}{}; \
@@ -352,16 +358,5 @@ impl Drop for McpUpstream {
     fn drop(&mut self) {
         // Without this the supervisor would keep the connection (and a child) alive.
         self.shared.shutdown.cancel();
-    }
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
     }
 }

@@ -273,7 +273,7 @@ pub(super) fn map_response(
         }
         raw.insert("content".into(), one_block(text(msg)));
         raw.insert("isError".into(), json!(true));
-        return CallOutput { raw };
+        return CallOutput::new(raw);
     }
     if body.is_empty() {
         let reason = status.canonical_reason().unwrap_or("");
@@ -284,7 +284,7 @@ pub(super) fn map_response(
                 status.as_u16()
             ))),
         );
-        return CallOutput { raw };
+        return CallOutput::new(raw);
     }
     let utf8 = std::str::from_utf8(&body).ok();
     if (is_json || ct.is_empty())
@@ -296,11 +296,11 @@ pub(super) fn map_response(
         if v.is_object() {
             raw.insert("structuredContent".into(), v);
         }
-        return CallOutput { raw };
+        return CallOutput::new(raw);
     }
     if let Some(s) = utf8.filter(|_| is_json || is_text || ct.is_empty()) {
         raw.insert("content".into(), one_block(text(format!("{s}{cut_note}"))));
-        return CallOutput { raw };
+        return CallOutput::new(raw);
     }
     if ct.starts_with("image/") && !truncated && body.len() <= MAX_INLINE_IMAGE {
         let data = base64::engine::general_purpose::STANDARD.encode(&body);
@@ -312,7 +312,7 @@ pub(super) fn map_response(
                 ("mimeType".to_owned(), Value::String(ct)),
             ]))),
         );
-        return CallOutput { raw };
+        return CallOutput::new(raw);
     }
     let ct = if ct.is_empty() {
         "unknown type".into()
@@ -328,7 +328,7 @@ pub(super) fn map_response(
         "content".into(),
         one_block(text(format!("binary response: {ct}, {size}"))),
     );
-    CallOutput { raw }
+    CallOutput::new(raw)
 }
 
 #[cfg(test)]
@@ -362,7 +362,7 @@ mod tests {
             false,
             "GET /x",
         );
-        Value::Object(out.raw).to_string()
+        Value::Object(out.into_object()).to_string()
     }
 
     #[test]
@@ -391,7 +391,7 @@ mod tests {
             "GET /x",
         );
         assert_eq!(
-            Value::Object(out.raw).to_string(),
+            Value::Object(out.into_object()).to_string(),
             r#"{"content":[{"type":"text","text":"HTTP 404 Not Found from GET /x: no such item"}],"isError":true}"#
         );
     }

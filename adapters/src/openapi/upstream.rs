@@ -249,7 +249,7 @@ impl OpenApiUpstream {
                 let mut output = invoke::map_response(status, ct.as_deref(), body, cut, &what);
                 // What was sent and what came back, for one-line summaries (`GET
                 // /pets/42 → 200 (1.2 KB)`). The path only: a query may carry a key.
-                output.raw.insert(
+                output.object_mut().insert(
                     "_meta".into(),
                     serde_json::json!({"toolgate/http": {
                         "method": prepared.method.as_str(),

@@ -289,9 +289,7 @@ impl Upstream for SkillsUpstream {
                 "skill '{tool}' could not be loaded: {reason}; fix the file or try again"
             ))
         })?;
-        Ok(CallOutput {
-            raw: listing::tool_result(&skill, text),
-        })
+        Ok(CallOutput::new(listing::tool_result(&skill, text)))
     }
 
     async fn check(&self, timeout: Duration) -> Result<(), ToolError> {

@@ -12,6 +12,10 @@ use super::{Gateway, Mounted};
 use crate::access::Caller;
 use crate::errors::unknown_tool;
 
+/// Results with more text than this are fitted to their budget on the blocking pool:
+/// tokenizing a megabyte takes tens of milliseconds.
+const LARGE_TEXT_BYTES: usize = 64 * 1024;
+
 /// A result's size in tokens before and after fitting it to its budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ResultUsage {
@@ -170,12 +174,15 @@ impl Gateway {
         drop(permit);
         let (outcome, tokens) = match outcome {
             Ok(mut output) => {
-                // Links to the upstream's resources, in the form clients read them back.
-                crate::offerings::rewrite_tool_result(
-                    &mut output.raw,
-                    mounted.namespace,
-                    &entry.upstream,
-                );
+                // Links to the upstream's resources, in the form clients read them back
+                // (a plain result has none).
+                if output.plain_json().is_none() {
+                    crate::offerings::rewrite_tool_result(
+                        output.object_mut(),
+                        mounted.namespace,
+                        &entry.upstream,
+                    );
+                }
                 let (output, tokens) = self
                     .fit_to_budget(name, mounted, output, Arc::clone(&entry))
                     .await;
@@ -320,8 +327,14 @@ impl Gateway {
         {
             budget.max_tokens = max;
         }
+        if let Some(plain) = output.plain()
+            && plain.json.len() <= LARGE_TEXT_BYTES
+            && let Some(tokens) = crate::truncate::plain_tokens(&plain.texts, &budget)
+        {
+            return (output, (tokens, tokens, false));
+        }
+        let output = output.into_object();
         let large = output
-            .raw
             .get("content")
             .and_then(serde_json::Value::as_array)
             .is_some_and(|blocks| {
@@ -330,9 +343,9 @@ impl Gateway {
                     .filter_map(|b| b.get("text").and_then(serde_json::Value::as_str))
                     .map(str::len)
                     .sum::<usize>()
-                    > 64 * 1024
+                    > LARGE_TEXT_BYTES
             })
-            || output.raw.get("structuredContent").is_some_and(|s| {
+            || output.get("structuredContent").is_some_and(|s| {
                 s.as_array().is_some_and(|a| a.len() > 256)
                     || s.as_object().is_some_and(|o| {
                         o.values()
@@ -340,7 +353,7 @@ impl Gateway {
                     })
             });
         let fitted = if large {
-            let raw = output.raw;
+            let raw = output;
             match tokio::task::spawn_blocking(move || {
                 crate::truncate::truncate_result_for(raw, &budget, entry.full("outputSchema"))
             })
@@ -351,15 +364,13 @@ impl Gateway {
                     let message =
                         format!("the result of '{name}' could not be fitted to its token budget");
                     return (
-                        CallOutput {
-                            raw: crate::errors::error_result(&ToolError::Failed(message)),
-                        },
+                        CallOutput::new(crate::errors::error_result(&ToolError::Failed(message))),
                         (0, 0, true),
                     );
                 }
             }
         } else {
-            crate::truncate::truncate_result_for(output.raw, &budget, entry.full("outputSchema"))
+            crate::truncate::truncate_result_for(output, &budget, entry.full("outputSchema"))
         };
         if let Some(reason) = &fitted.unfit {
             // A result the client would reject (its structured part missing or not
@@ -371,14 +382,12 @@ impl Gateway {
                 fitted.original_tokens
             );
             return (
-                CallOutput {
-                    raw: crate::errors::error_result(&ToolError::Failed(message)),
-                },
+                CallOutput::new(crate::errors::error_result(&ToolError::Failed(message))),
                 (fitted.original_tokens, 0, true),
             );
         }
         (
-            CallOutput { raw: fitted.raw },
+            CallOutput::new(fitted.raw),
             (
                 fitted.original_tokens,
                 fitted.result_tokens,

@@ -422,12 +422,15 @@ impl Run {
 
     async fn finish(&self, outcome: Result<(CallOutput, crate::gateway::ResultUsage), ToolError>) {
         let outcome = match outcome {
-            Ok((output, _)) if output.is_error() => Outcome::Failed {
-                reason: first_text(&output.raw)
-                    .unwrap_or_else(|| "the tool reported an error".to_owned()),
-                result: Some(Value::Object(output.raw)),
-            },
-            Ok((output, _)) => Outcome::Completed(Value::Object(output.raw)),
+            Ok((output, _)) if output.is_error() => {
+                let output = output.into_object();
+                Outcome::Failed {
+                    reason: first_text(&output)
+                        .unwrap_or_else(|| "the tool reported an error".to_owned()),
+                    result: Some(Value::Object(output)),
+                }
+            }
+            Ok((output, _)) => Outcome::Completed(Value::Object(output.into_object())),
             Err(error) => Outcome::Failed {
                 reason: error.to_string(),
                 result: Some(Value::Object(crate::errors::error_result(&error))),

@@ -34,6 +34,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::time::Instant;
@@ -115,6 +116,38 @@ pub(crate) enum RpcEvent {
 
 pub(crate) type Reply = Result<Value, RpcFailure>;
 
+/// A response's `result`: parsed, or as the peer's JSON text when the message was a
+/// plain response (read without building a tree: see [`Rpc::dispatch_bytes`]).
+#[derive(Debug)]
+pub(crate) enum Answer {
+    Value(Value),
+    Text(Box<RawValue>),
+}
+
+impl Answer {
+    pub(crate) fn into_value(self) -> Value {
+        match self {
+            Answer::Value(value) => value,
+            // The text was read as JSON already, so this parses.
+            Answer::Text(text) => serde_json::from_str(text.get()).unwrap_or(Value::Null),
+        }
+    }
+}
+
+/// A response with a result, its `result` kept as text. Other members (`jsonrpc`)
+/// are skipped; one with a `method` or an `error` is not a result (see
+/// [`Rpc::dispatch_result_text`]).
+#[derive(serde::Deserialize)]
+struct ResultMessage<'a> {
+    #[serde(borrow)]
+    id: &'a RawValue,
+    result: Box<RawValue>,
+    #[serde(default, borrow)]
+    method: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    error: Option<&'a RawValue>,
+}
+
 /// One connection's request/response bookkeeping.
 pub(crate) struct Rpc {
     upstream: Arc<str>,
@@ -133,7 +166,7 @@ pub(crate) struct Rpc {
 
 #[derive(Default)]
 struct State {
-    pending: HashMap<u64, oneshot::Sender<Reply>>,
+    pending: HashMap<u64, oneshot::Sender<Result<Answer, RpcFailure>>>,
     /// progressToken (as its JSON text, so `1` and `"1"` stay distinct) -> sink.
     progress: HashMap<String, ProgressSink>,
     /// Callers' calls in flight (not protocol traffic), with their downstream client.
@@ -285,6 +318,22 @@ impl Rpc {
         progress: Option<ProgressSink>,
         origin: Origin,
     ) -> Reply {
+        self.request_answer(method, params, deadline, cancel, progress, origin)
+            .await
+            .map(Answer::into_value)
+    }
+
+    /// [`Rpc::request`] with the result as it arrived: the peer's JSON text when
+    /// the response was plain (a tool result passed on without a parse).
+    pub(crate) async fn request_answer(
+        self: &Arc<Self>,
+        method: &str,
+        params: Value,
+        deadline: Instant,
+        cancel: Option<&CancellationToken>,
+        progress: Option<ProgressSink>,
+        origin: Origin,
+    ) -> Result<Answer, RpcFailure> {
         if deadline <= Instant::now() {
             // Sending would only be followed by a cancellation right away.
             return Err(RpcFailure::Timeout);
@@ -370,7 +419,7 @@ impl Rpc {
             st.pending.remove(&id).is_some()
         };
         if was_pending && matches!(outcome, Err(RpcFailure::Cancelled | RpcFailure::Timeout)) {
-            let reason = if outcome == Err(RpcFailure::Cancelled) {
+            let reason = if matches!(outcome, Err(RpcFailure::Cancelled)) {
                 "cancelled by the caller"
             } else {
                 "deadline exceeded"
@@ -423,7 +472,7 @@ impl Rpc {
     /// skipped (a broken message must not take the connection down).
     pub(crate) fn dispatch_bytes(self: &Arc<Self>, bytes: &[u8], related: Option<u64>) {
         let trimmed = bytes.trim_ascii();
-        if trimmed.is_empty() {
+        if trimmed.is_empty() || self.dispatch_result_text(trimmed) {
             return;
         }
         match serde_json::from_slice::<Value>(trimmed) {
@@ -442,7 +491,7 @@ impl Rpc {
     /// tool result.
     pub(crate) fn dispatch_line(self: &Arc<Self>, bytes: &[u8]) -> Result<(), String> {
         let trimmed = bytes.trim_ascii();
-        if trimmed.is_empty() {
+        if trimmed.is_empty() || self.dispatch_result_text(trimmed) {
             return Ok(());
         }
         match serde_json::from_slice::<Value>(trimmed) {
@@ -481,6 +530,32 @@ impl Rpc {
         }
     }
 
+    /// Resolves the request a plain response answers, its `result` kept as the peer's
+    /// text (most messages a connection reads are results, and a tool's result is
+    /// usually passed on unread: see `CallOutput`). Whether `bytes` was such a
+    /// response; anything else (requests, notifications, errors, batches, an id we
+    /// do not read as ours) is left to the full parse.
+    fn dispatch_result_text(&self, bytes: &[u8]) -> bool {
+        if bytes.first() != Some(&b'{') {
+            return false;
+        }
+        let Ok(message) = serde_json::from_slice::<ResultMessage>(bytes) else {
+            return false;
+        };
+        if message.method.is_some() || message.error.is_some() {
+            return false;
+        }
+        let Some(id) = serde_json::from_str::<Value>(message.id.get())
+            .ok()
+            .as_ref()
+            .and_then(id_of)
+        else {
+            return false;
+        };
+        self.resolve(id, Ok(Answer::Text(message.result)));
+        true
+    }
+
     fn handle_response(&self, mut obj: Map<String, Value>) {
         let Some(id) = obj.get("id").and_then(id_of) else {
             // A response with id null answers a request the server could not parse:
@@ -502,7 +577,7 @@ impl Rpc {
                 data,
             })
         } else if let Some(result) = obj.remove("result") {
-            Ok(result)
+            Ok(Answer::Value(result))
         } else {
             Err(RpcFailure::Error {
                 code: -32603,
@@ -510,6 +585,11 @@ impl Rpc {
                 data: None,
             })
         };
+        self.resolve(id, reply);
+    }
+
+    /// Hands `reply` to the request `id` waits on.
+    fn resolve(&self, id: u64, reply: Result<Answer, RpcFailure>) {
         let tx = self.lock().pending.remove(&id);
         match tx {
             Some(tx) => {

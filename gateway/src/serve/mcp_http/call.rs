@@ -476,7 +476,10 @@ impl CallStream {
 
     fn result(&self, outcome: Outcome) -> Vec<u8> {
         let raw = match outcome {
-            Ok((output, _)) => output.raw,
+            Ok((output, _)) => match output.plain_json() {
+                Some(json) => return wire::result_message(&self.id, &self.plain_result(json)),
+                None => output.into_object(),
+            },
             Err(error) => match errors::to_mcp(&error) {
                 McpFailure::Protocol(error) => {
                     return wire::error_message(
@@ -515,6 +518,26 @@ impl CallStream {
         }
         let result = serde_json::to_string(&raw).unwrap_or_default();
         wire::result_message(&self.id, &result)
+    }
+
+    /// A plain result (text blocks and `isError` only, see `CallOutput`) as the
+    /// upstream wrote it, with what [`CallStream::result`] adds to any result (its
+    /// `_meta` correlation id, the sessionless `resultType`) written in front: a plain
+    /// result has neither key, and holds `content`, so the rest follows a comma.
+    fn plain_result(&self, json: &str) -> String {
+        let correlation = serde_json::to_string(&self.correlation_id).unwrap_or_default();
+        let mut out = String::with_capacity(json.len() + correlation.len() + 80);
+        out.push_str("{\"_meta\":{\"");
+        out.push_str(crate::telemetry::CORRELATION_META);
+        out.push_str("\":");
+        out.push_str(&correlation);
+        out.push('}');
+        if let Scope::Sessionless { .. } = self.scope {
+            out.push_str(",\"resultType\":\"complete\"");
+        }
+        out.push(',');
+        out.push_str(&json[1..]);
+        out
     }
 
     #[allow(deprecated)]

@@ -229,15 +229,15 @@ pub(super) async fn execute(
             .map(|(output, usage)| (output, Some(usage)))
     };
     let (outcome, usage) = match outcome {
-        Ok((output, usage)) => (Ok(output), usage),
+        Ok((output, usage)) => (Ok(output.into_object()), usage),
         Err(error) => (Err(error), None),
     };
     let summary = match &outcome {
-        Ok(output) => summary::complete(&name, &output.raw),
+        Ok(output) => summary::complete(&name, output),
         Err(error) => summary::failed(&name, error),
     };
     Finished {
-        outcome: outcome.map(|output| output.raw),
+        outcome,
         usage,
         summary,
         duration: started.elapsed(),

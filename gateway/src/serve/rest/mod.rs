@@ -384,7 +384,7 @@ async fn expand_session(
     match protocol_tools::expand(&door.gateway, &caller, &arguments).await {
         Ok((output, _)) => Json(
             output
-                .raw
+                .object()
                 .get("structuredContent")
                 .cloned()
                 .unwrap_or(Value::Null),
