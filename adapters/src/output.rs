@@ -31,11 +31,22 @@ pub struct CallOutput {
 #[derive(Debug, Clone)]
 enum Form {
     Object(JsonObject),
-    /// The upstream's JSON text of a plain result (see the module docs).
+    /// The upstream's JSON text of a plain result (see the module docs), with where
+    /// its texts are (read once, when the result arrived).
     Plain {
         json: Box<RawValue>,
         is_error: bool,
+        texts: Vec<Text>,
     },
+}
+
+/// One text block's text in a plain result.
+#[derive(Debug, Clone)]
+enum Text {
+    /// As it stands in the JSON text (it has no escapes), by byte range.
+    At(std::ops::Range<usize>),
+    /// Unescaped (it had escapes).
+    Unescaped(String),
 }
 
 /// A plain result, read from its JSON text without copying what needs no unescaping.
@@ -92,10 +103,26 @@ impl CallOutput {
     /// it is not a JSON object.
     pub fn from_json(json: Box<RawValue>) -> Result<CallOutput, &'static str> {
         if let Some(plain) = view(json.get()) {
+            let start = json.get().as_ptr() as usize;
+            let texts = plain
+                .content
+                .into_iter()
+                .map(|block| match block.text {
+                    Cow::Borrowed(text) => {
+                        // A borrowed text is a slice of `json`.
+                        let at = text.as_ptr() as usize - start;
+                        Text::At(at..at + text.len())
+                    }
+                    Cow::Owned(text) => Text::Unescaped(text),
+                })
+                .collect();
             let is_error = plain.is_error;
-            drop(plain);
             return Ok(CallOutput {
-                form: Form::Plain { json, is_error },
+                form: Form::Plain {
+                    json,
+                    is_error,
+                    texts,
+                },
             });
         }
         match serde_json::from_str::<Value>(json.get()) {
@@ -114,13 +141,19 @@ impl CallOutput {
 
     /// The result as the upstream's JSON text with its text blocks, when it is plain.
     pub fn plain(&self) -> Option<Plain<'_>> {
-        let Form::Plain { json, .. } = &self.form else {
+        let Form::Plain { json, texts, .. } = &self.form else {
             return None;
         };
-        let view = view(json.get())?;
+        let json = json.get();
         Some(Plain {
-            json: json.get(),
-            texts: view.content.into_iter().map(|block| block.text).collect(),
+            json,
+            texts: texts
+                .iter()
+                .map(|text| match text {
+                    Text::At(at) => Cow::Borrowed(&json[at.clone()]),
+                    Text::Unescaped(text) => Cow::Borrowed(text.as_str()),
+                })
+                .collect(),
         })
     }
 

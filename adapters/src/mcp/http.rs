@@ -31,11 +31,21 @@ pub(crate) struct HttpClient {
     pub client: reqwest::Client,
     /// The endpoint's client when it is plain HTTP without a proxy (see the module
     /// docs), with the endpoint as hyper takes it (parsed once); `None`: reqwest.
-    direct: Option<(HyperClient<HttpConnector, Full<Bytes>>, http::Uri)>,
+    direct: Option<Direct>,
     pub url: Url,
     pub headers: HeaderMap,
     /// Bounds connecting and each protocol-level wait (not tool calls).
     pub timeout: Duration,
+}
+
+/// hyper's client for a plain-HTTP endpoint (see the module docs).
+struct Direct {
+    client: HyperClient<HttpConnector, Full<Bytes>>,
+    /// The endpoint as hyper takes it (parsed once).
+    uri: http::Uri,
+    /// Its `Host` header, written once: hyper's client would format it again for
+    /// every request.
+    host: Option<HeaderValue>,
 }
 
 /// An answer from the endpoint, from whichever client carried the request.
@@ -121,7 +131,8 @@ impl HttpClient {
             let client = HyperClient::builder(TokioExecutor::new())
                 .pool_idle_timeout(Duration::from_secs(90))
                 .build(connector);
-            (client, uri)
+            let host = host_header(&uri);
+            Direct { client, uri, host }
         });
         Ok(Arc::new(Self {
             client,
@@ -145,7 +156,7 @@ impl HttpClient {
         for (name, value) in extra {
             headers.insert(name, value);
         }
-        let Some((direct, uri)) = &self.direct else {
+        let Some(direct) = &self.direct else {
             let mut req = self
                 .client
                 .request(method, self.url.clone())
@@ -158,11 +169,18 @@ impl HttpClient {
                 detail: error_chain(e),
             });
         };
+        if let Some(host) = &direct.host {
+            // A configured `Host` stays, as hyper would keep it.
+            headers
+                .entry(http::header::HOST)
+                .or_insert_with(|| host.clone());
+        }
         let mut req = http::Request::new(Full::new(Bytes::from(body)));
         *req.method_mut() = method;
-        *req.uri_mut() = uri.clone();
+        *req.uri_mut() = direct.uri.clone();
         *req.headers_mut() = headers;
         direct
+            .client
             .request(req)
             .await
             .map(Reply::Direct)
@@ -171,6 +189,17 @@ impl HttpClient {
                 detail: crate::error::error_chain(&e),
             })
     }
+}
+
+/// The `Host` header hyper's client writes for `uri`: the host, and the port when it
+/// is not 80.
+fn host_header(uri: &http::Uri) -> Option<HeaderValue> {
+    let host = uri.host()?;
+    let value = match uri.port_u16() {
+        Some(port) if port != 80 => format!("{host}:{port}"),
+        _ => host.to_owned(),
+    };
+    HeaderValue::from_str(&value).ok()
 }
 
 /// The trace context a request carries in `params._meta` (`traceparent`,
@@ -345,6 +374,11 @@ mod tests {
             Some("http://127.0.0.1:8080/mcp?x=1")
         );
         assert!(direct("http://[::1]:9/mcp").is_some());
+        let host = |url: &str| host_header(&url.parse().unwrap());
+        assert_eq!(host("http://127.0.0.1:8080/mcp").unwrap(), "127.0.0.1:8080");
+        assert_eq!(host("http://example.test/mcp").unwrap(), "example.test");
+        assert_eq!(host("http://example.test:80/mcp").unwrap(), "example.test");
+        assert_eq!(host("http://[::1]:9/mcp").unwrap(), "[::1]:9");
         assert_eq!(direct("https://example.com/mcp"), None);
         assert_eq!(direct("http://user:secret@127.0.0.1:8080/mcp"), None);
         assert_eq!(direct("http://user@127.0.0.1:8080/mcp"), None);
