@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
-use super::jsonrpc::{Origin, Reply, Rpc, RpcFailure};
+use super::jsonrpc::{Answer, Origin, Reply, Rpc, RpcFailure};
 use crate::{CallContext, Progress, ToolDef};
 
 /// The protocol version whose tasks this relays.
@@ -69,7 +69,8 @@ pub(super) async fn run(rpc: &Arc<Rpc>, mut params: Value, ctx: &CallContext) ->
             ctx.progress.clone(),
             Origin::Call(ctx.client.clone()),
         )
-        .await?;
+        .await
+        .map(Answer::into_value)?;
     // An upstream may run the call at once and answer its result: that is the answer.
     let Some(task) = created.get("task").filter(|t| t.is_object()) else {
         return Ok(created);
@@ -146,7 +147,8 @@ pub(super) async fn run(rpc: &Arc<Rpc>, mut params: Value, ctx: &CallContext) ->
             ctx.progress.clone(),
             Origin::Call(ctx.client.clone()),
         )
-        .await;
+        .await
+        .map(Answer::into_value);
     if matches!(result, Err(RpcFailure::Cancelled | RpcFailure::Timeout)) {
         cancel(rpc, &task_id).await;
     }

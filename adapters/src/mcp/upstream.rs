@@ -194,7 +194,7 @@ impl Upstream for McpUpstream {
                 .await
                 .map(Answer::Value)
         } else {
-            rpc.request_answer(
+            rpc.request(
                 "tools/call",
                 params,
                 deadline,
@@ -302,7 +302,8 @@ impl Upstream for McpUpstream {
                 ctx.progress.clone(),
                 Origin::Call(ctx.client.clone()),
             )
-            .await;
+            .await
+            .map(Answer::into_value);
         match result {
             Ok(value) => Ok(Ok(value)),
             Err(RpcFailure::Error {

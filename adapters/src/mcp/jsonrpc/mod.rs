@@ -307,25 +307,12 @@ impl Rpc {
     ) -> Reply {
         self.request(method, params, deadline, None, None, Origin::Protocol)
             .await
-    }
-
-    pub(crate) async fn request(
-        self: &Arc<Self>,
-        method: &str,
-        params: Value,
-        deadline: Instant,
-        cancel: Option<&CancellationToken>,
-        progress: Option<ProgressSink>,
-        origin: Origin,
-    ) -> Reply {
-        self.request_answer(method, params, deadline, cancel, progress, origin)
-            .await
             .map(Answer::into_value)
     }
 
-    /// [`Rpc::request`] with the result as it arrived: the peer's JSON text when
-    /// the response was plain (a tool result passed on without a parse).
-    pub(crate) async fn request_answer(
+    /// The result comes as it arrived: the peer's JSON text when the response was
+    /// plain (a tool result passed on without a parse; [`Answer::into_value`] parses).
+    pub(crate) async fn request(
         self: &Arc<Self>,
         method: &str,
         params: Value,
