@@ -24,7 +24,7 @@ use reqwest::{Response, Url};
 
 use super::HttpConfig;
 use super::framing::{SseDecoder, SseEvent, SseItem};
-use super::jsonrpc::truncate_utf8;
+use super::jsonrpc::{Outgoing, truncate_utf8};
 
 /// The per-upstream HTTP side: client, endpoint and headers.
 pub(crate) struct HttpClient {
@@ -202,25 +202,21 @@ fn host_header(uri: &http::Uri) -> Option<HeaderValue> {
     HeaderValue::from_str(&value).ok()
 }
 
-/// The trace context a request carries in `params._meta` (`traceparent`,
+/// The trace context a message carries in `params._meta` (`traceparent`,
 /// `tracestate`: see [`crate::TraceContext`]) as HTTP headers too, for the server's
 /// HTTP layer and the proxies on the way. Values that are not valid header values
 /// are left out.
-pub(crate) fn trace_headers(msg: &serde_json::Value) -> Vec<(HeaderName, HeaderValue)> {
-    let Some(meta) = msg
-        .get("params")
-        .and_then(|params| params.get("_meta"))
-        .and_then(serde_json::Value::as_object)
-    else {
-        return Vec::new();
-    };
-    ["traceparent", "tracestate"]
-        .into_iter()
-        .filter_map(|name| {
-            let value = HeaderValue::from_str(meta.get(name)?.as_str()?).ok()?;
-            Some((HeaderName::from_static(name), value))
-        })
-        .collect()
+pub(crate) fn trace_headers(msg: &Outgoing) -> Vec<(HeaderName, HeaderValue)> {
+    [
+        ("traceparent", &msg.traceparent),
+        ("tracestate", &msg.tracestate),
+    ]
+    .into_iter()
+    .filter_map(|(name, value)| {
+        let value = HeaderValue::from_str(value.as_deref()?).ok()?;
+        Some((HeaderName::from_static(name), value))
+    })
+    .collect()
 }
 
 /// The endpoint for hyper's client, when it may take it: plain `http://`, no
@@ -330,13 +326,14 @@ mod tests {
             "params": {"name": "t", "_meta": {
                 "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
                 "tracestate": "a=1", "progressToken": "tg-1"}}});
-        let headers = trace_headers(&msg);
+        let headers = trace_headers(&Outgoing::from_value(&msg));
         let names: Vec<&str> = headers.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["traceparent", "tracestate"]);
         assert_eq!(headers[1].1, "a=1");
         let bad = serde_json::json!({"params": {"_meta": {"traceparent": "bad\nvalue"}}});
-        assert!(trace_headers(&bad).is_empty());
-        assert!(trace_headers(&serde_json::json!({"params": {}})).is_empty());
+        assert!(trace_headers(&Outgoing::from_value(&bad)).is_empty());
+        let none = serde_json::json!({"params": {}});
+        assert!(trace_headers(&Outgoing::from_value(&none)).is_empty());
     }
 
     #[test]

@@ -16,14 +16,13 @@ use std::sync::{Arc, OnceLock};
 use async_trait::async_trait;
 use reqwest::Url;
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
-use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::framing::MAX_FRAME;
 use super::http::{HttpClient, Reply, error_chain, error_excerpt, read_sse};
-use super::jsonrpc::{Outbound, Rpc};
+use super::jsonrpc::{Outbound, Outgoing, Rpc};
 use super::transport::{Connected, Link};
 
 /// Opens the SSE stream and waits (bounded by the HTTP timeout) for the endpoint.
@@ -141,15 +140,21 @@ struct SseOut {
 
 #[async_trait]
 impl Outbound for SseOut {
-    async fn send(&self, msg: Value, _id: Option<u64>, _deadline: Instant) -> Result<(), String> {
+    async fn send(
+        &self,
+        msg: Outgoing,
+        _id: Option<u64>,
+        _deadline: Instant,
+    ) -> Result<(), String> {
         let endpoint = self.endpoint.get().ok_or("no endpoint yet")?.clone();
-        let body = serde_json::to_vec(&msg).map_err(|e| e.to_string())?;
+        let trace = super::http::trace_headers(&msg);
+        let body = msg.json;
         let req = self
             .http
             .client
             .post(endpoint)
             .headers(self.http.headers.clone())
-            .headers(super::http::trace_headers(&msg).into_iter().collect())
+            .headers(trace.into_iter().collect())
             .header(CONTENT_TYPE, "application/json")
             .body(body);
         let resp = tokio::time::timeout(self.http.timeout, req.send())

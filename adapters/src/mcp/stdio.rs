@@ -16,7 +16,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
@@ -25,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::StdioConfig;
 use super::framing::{Line, LineSplitter};
-use super::jsonrpc::{Outbound, Rpc};
+use super::jsonrpc::{Outbound, Outgoing, Rpc};
 use super::transport::{Connected, Link};
 
 /// The smallest stdout line bound honoured: an `initialize` answer must fit.
@@ -118,8 +117,13 @@ struct StdioOut {
 
 #[async_trait]
 impl Outbound for StdioOut {
-    async fn send(&self, msg: Value, _id: Option<u64>, _deadline: Instant) -> Result<(), String> {
-        let mut line = serde_json::to_vec(&msg).map_err(|e| e.to_string())?;
+    async fn send(
+        &self,
+        msg: Outgoing,
+        _id: Option<u64>,
+        _deadline: Instant,
+    ) -> Result<(), String> {
+        let mut line = msg.json;
         line.push(b'\n');
         // Handing the line to the writer task (rather than writing here) matters: a
         // caller cancelled halfway through `write_all` would leave half a line on the

@@ -18,7 +18,6 @@ use std::time::Duration;
 use async_trait::async_trait;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue};
 use http::{Method, StatusCode};
-use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -26,7 +25,7 @@ use super::framing::MAX_FRAME;
 use super::http::{
     HttpClient, Reply, SendError, error_excerpt, has_content_type, read_body, read_sse,
 };
-use super::jsonrpc::{Outbound, Rpc, RpcFailure};
+use super::jsonrpc::{Outbound, Outgoing, Rpc, RpcFailure};
 use super::transport::{Connected, Link};
 
 const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
@@ -307,9 +306,9 @@ impl StreamableOut {
 
 #[async_trait]
 impl Outbound for StreamableOut {
-    async fn send(&self, msg: Value, id: Option<u64>, _deadline: Instant) -> Result<(), String> {
-        let body = serde_json::to_vec(&msg).map_err(|e| e.to_string())?;
+    async fn send(&self, msg: Outgoing, id: Option<u64>, _deadline: Instant) -> Result<(), String> {
         let trace = super::http::trace_headers(&msg);
+        let body = msg.json;
         if let Some(id) = id {
             let Some(me) = self.me.upgrade() else {
                 return Err("connection closed".into());

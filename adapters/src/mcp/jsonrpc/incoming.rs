@@ -169,7 +169,11 @@ impl Rpc {
                 }
             };
             let deadline = Instant::now() + FIRE_AND_FORGET_TIMEOUT;
-            let sent = tokio::time::timeout_at(deadline, rpc.outbound.send(reply, None, deadline));
+            let sent = tokio::time::timeout_at(
+                deadline,
+                rpc.outbound
+                    .send(super::Outgoing::from_value(&reply), None, deadline),
+            );
             if !matches!(sent.await, Ok(Ok(()))) {
                 tracing::debug!(upstream = %rpc.upstream, "could not answer a server request");
             }

@@ -73,6 +73,53 @@ pub(crate) enum Origin {
     Call(Option<Arc<dyn ClientBridge>>),
 }
 
+/// One JSON-RPC message as it goes on the wire.
+pub(crate) struct Outgoing {
+    /// Its JSON text.
+    pub json: Vec<u8>,
+    /// The W3C trace context it carries in `params._meta` (see [`crate::TraceContext`]),
+    /// which the HTTP transports copy into headers.
+    pub traceparent: Option<String>,
+    pub tracestate: Option<String>,
+}
+
+impl Outgoing {
+    pub(crate) fn from_value(msg: &Value) -> Outgoing {
+        let meta = msg
+            .get("params")
+            .and_then(|params| params.get("_meta"))
+            .and_then(Value::as_object);
+        let field = |name: &str| Some(meta?.get(name)?.as_str()?.to_owned());
+        Outgoing {
+            // A `Value` always serializes (its keys are strings).
+            json: serde_json::to_vec(msg).unwrap_or_default(),
+            traceparent: field("traceparent"),
+            tracestate: field("tracestate"),
+        }
+    }
+
+    /// `{"jsonrpc":"2.0","id":<id>,"method":<method>,"params":<params>}`, written
+    /// directly: building the envelope as a map was a dozen allocations a call.
+    fn request(id: u64, method: &str, params: &Map<String, Value>) -> Outgoing {
+        let meta = params.get("_meta").and_then(Value::as_object);
+        let field = |name: &str| Some(meta?.get(name)?.as_str()?.to_owned());
+        let mut json = Vec::with_capacity(128);
+        json.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+        // Numbers, strings and maps of `Value`s always serialize.
+        let _ = serde_json::to_writer(&mut json, &id);
+        json.extend_from_slice(b",\"method\":");
+        let _ = serde_json::to_writer(&mut json, method);
+        json.extend_from_slice(b",\"params\":");
+        let _ = serde_json::to_writer(&mut json, params);
+        json.push(b'}');
+        Outgoing {
+            json,
+            traceparent: field("traceparent"),
+            tracestate: field("tracestate"),
+        }
+    }
+}
+
 /// Puts one JSON-RPC message on the wire.
 #[async_trait]
 pub(crate) trait Outbound: Send + Sync + 'static {
@@ -81,7 +128,7 @@ pub(crate) trait Outbound: Send + Sync + 'static {
     /// A transport that learns of the request's failure after returning (an HTTP error
     /// status for a POST it carries on in the background) reports it with
     /// [`Rpc::fail`].
-    async fn send(&self, msg: Value, id: Option<u64>, deadline: Instant) -> Result<(), String>;
+    async fn send(&self, msg: Outgoing, id: Option<u64>, deadline: Instant) -> Result<(), String>;
 }
 
 /// Why a request produced no result.
@@ -287,6 +334,7 @@ impl Rpc {
             msg["params"] = params;
         }
         let deadline = Instant::now() + timeout;
+        let msg = Outgoing::from_value(&msg);
         match tokio::time::timeout_at(deadline, self.outbound.send(msg, None, deadline)).await {
             Ok(r) => r,
             Err(_) => Err(format!("sending {method} timed out")),
@@ -361,14 +409,8 @@ impl Rpc {
                 key
             })
         };
-        // Built field by field: `json!` would copy `params` (the call's arguments) into
-        // a new tree through the value serializer. Same keys, same order.
-        let mut msg = Map::with_capacity(4);
-        msg.insert("jsonrpc".into(), Value::String("2.0".into()));
-        msg.insert("id".into(), Value::from(id));
-        msg.insert("method".into(), Value::String(method.to_owned()));
-        msg.insert("params".into(), Value::Object(params));
-        let msg = Value::Object(msg);
+        let msg = Outgoing::request(id, method, &params);
+        drop(params);
 
         let never = CancellationToken::new();
         let cancel = cancel.unwrap_or(&never);
@@ -615,4 +657,28 @@ pub(crate) fn truncate_utf8(s: &mut String, max: usize) {
     }
     s.truncate(end);
     s.push('…');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_is_written_as_its_tree_would_serialize() {
+        let params = json!({"name": "t\"x", "arguments": {"b": 1, "a": [true, null]},
+            "_meta": {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                      "progressToken": "tg-7"}});
+        let Value::Object(map) = params.clone() else {
+            unreachable!()
+        };
+        let written = Outgoing::request(u64::MAX, "tools/call", &map);
+        let tree = json!({"jsonrpc": "2.0", "id": u64::MAX, "method": "tools/call",
+            "params": params});
+        assert_eq!(written.json, serde_json::to_vec(&tree).unwrap());
+        let from_tree = Outgoing::from_value(&tree);
+        assert_eq!(written.json, from_tree.json);
+        assert_eq!(written.traceparent, from_tree.traceparent);
+        assert!(written.traceparent.is_some());
+        assert_eq!(written.tracestate, None);
+    }
 }
