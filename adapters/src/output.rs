@@ -128,7 +128,7 @@ impl CallOutput {
         match serde_json::from_str::<Value>(json.get()) {
             Ok(Value::Object(raw)) => Ok(CallOutput::new(raw)),
             Ok(other) => Err(crate::error::json_kind(&other)),
-            Err(_) => Err("malformed JSON"),
+            Err(_) => Err("text that is not valid JSON"),
         }
     }
 
@@ -253,6 +253,14 @@ mod tests {
             let parsed: JsonObject = serde_json::from_str(text).unwrap();
             assert_eq!(out.into_object(), parsed, "{text}");
         }
+    }
+
+    #[test]
+    fn text_that_no_parser_accepts_is_refused_not_passed_on() {
+        // A lone surrogate passes a raw scan but is no text.
+        let raw = RawValue::from_string(r#"{"content":[{"type":"text","text":"\ud800"}]}"#.into())
+            .unwrap();
+        assert!(CallOutput::from_json(raw).is_err());
     }
 
     #[test]

@@ -207,7 +207,7 @@ impl Upstream for McpUpstream {
         let malformed = |kind: &str| {
             ToolError::Failed(format!(
                 "tool '{tool}' on upstream '{}' returned a malformed result ({kind} \
-                 instead of a JSON object); report this to the upstream's maintainers",
+                 where a JSON object was expected); report this to the upstream's maintainers",
                 self.name,
             ))
         };
