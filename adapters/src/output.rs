@@ -15,10 +15,10 @@
 use std::borrow::Cow;
 
 use serde::Deserialize;
+use serde_json::Value;
 use serde_json::value::RawValue;
-use serde_json::{Map, Value};
 
-type JsonObject = Map<String, Value>;
+use crate::JsonObject;
 
 /// The result of a call: an MCP `CallToolResult` object (`content`,
 /// `structuredContent`, `isError`, `_meta`, …), passed through as the upstream sent it.

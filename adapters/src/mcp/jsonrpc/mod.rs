@@ -84,25 +84,28 @@ pub(crate) struct Outgoing {
 }
 
 impl Outgoing {
-    pub(crate) fn from_value(msg: &Value) -> Outgoing {
-        let meta = msg
-            .get("params")
+    /// `json` with the trace context of `params._meta`.
+    fn new(json: Vec<u8>, params: Option<&Map<String, Value>>) -> Outgoing {
+        let meta = params
             .and_then(|params| params.get("_meta"))
             .and_then(Value::as_object);
         let field = |name: &str| Some(meta?.get(name)?.as_str()?.to_owned());
         Outgoing {
-            // A `Value` always serializes (its keys are strings).
-            json: serde_json::to_vec(msg).unwrap_or_default(),
+            json,
             traceparent: field("traceparent"),
             tracestate: field("tracestate"),
         }
     }
 
+    pub(crate) fn from_value(msg: &Value) -> Outgoing {
+        // A `Value` always serializes (its keys are strings).
+        let json = serde_json::to_vec(msg).unwrap_or_default();
+        Outgoing::new(json, msg.get("params").and_then(Value::as_object))
+    }
+
     /// `{"jsonrpc":"2.0","id":<id>,"method":<method>,"params":<params>}`, written
     /// directly: building the envelope as a map was a dozen allocations a call.
     fn request(id: u64, method: &str, params: &Map<String, Value>) -> Outgoing {
-        let meta = params.get("_meta").and_then(Value::as_object);
-        let field = |name: &str| Some(meta?.get(name)?.as_str()?.to_owned());
         let mut json = Vec::with_capacity(128);
         json.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
         // Numbers, strings and maps of `Value`s always serialize.
@@ -112,11 +115,7 @@ impl Outgoing {
         json.extend_from_slice(b",\"params\":");
         let _ = serde_json::to_writer(&mut json, params);
         json.push(b'}');
-        Outgoing {
-            json,
-            traceparent: field("traceparent"),
-            tracestate: field("tracestate"),
-        }
+        Outgoing::new(json, Some(params))
     }
 }
 
