@@ -1260,8 +1260,7 @@ fn status_kb(pid: u32, field: &str) -> Option<u64> {
 /// What is bounded is the memory the gateway allocates for it, imported and listed:
 /// its peak RSS less the pages of its mapped binary and libraries, which a debug
 /// build (what tests run) has three times a release build's. The bench's `serve
-/// generated cluster API` row measures the release binary's whole peak RSS against
-/// the same 150 MB.
+/// generated cluster API` row measures the same of the release binary.
 #[tokio::test]
 async fn a_large_swagger_spec_with_shared_definitions_is_served_within_150_mb() {
     const PEAK_MB: u64 = 150;

@@ -251,7 +251,11 @@ pub(super) fn convert(op: &Operation) -> Converted {
         properties.insert(name.clone(), schema);
         bindings.push(Binding { arg: name, target });
     }
-    let mut input = json!({"type": "object", "properties": properties});
+    // Built as values: `json!` would serialize `properties` into a deep copy.
+    let mut input = Value::Object(Map::from_iter([
+        ("type".to_owned(), Value::from("object")),
+        ("properties".to_owned(), Value::Object(properties)),
+    ]));
     if !required.is_empty() {
         input["required"] = Value::Array(required);
     }
