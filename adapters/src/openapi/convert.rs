@@ -251,11 +251,12 @@ pub(super) fn convert(op: &Operation) -> Converted {
         properties.insert(name.clone(), schema);
         bindings.push(Binding { arg: name, target });
     }
-    // Built as values: `json!` would serialize `properties` into a deep copy.
-    let mut input = Value::Object(Map::from_iter([
-        ("type".to_owned(), Value::from("object")),
-        ("properties".to_owned(), Value::Object(properties)),
-    ]));
+    // `json!` serializes `properties` into a new tree, each map and list allocated at
+    // its exact size: the copy is what the tool keeps, and it is smaller than the tree
+    // built up by inserts (moving `properties` in instead saved 8 % of a large import's
+    // time but kept the slack: a 4 MB cluster API served at 153 MB less mapped files
+    // against 150 MB allowed, `openapi_gateway.rs`).
+    let mut input = json!({"type": "object", "properties": properties});
     if !required.is_empty() {
         input["required"] = Value::Array(required);
     }

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use super::lenient;
 use super::load::{Documents, LoadError};
@@ -189,10 +189,7 @@ fn part_kinds(schema: &Value) -> Value {
         .and_then(Value::as_object)
         .map(|props| props.iter().map(|(k, s)| (k.clone(), kind(s))).collect())
         .unwrap_or_default();
-    Value::Object(Map::from_iter([(
-        "properties".to_owned(),
-        Value::Object(properties),
-    )]))
+    json!({ "properties": properties })
 }
 
 /// A security scheme.
