@@ -163,6 +163,12 @@ impl Fixture {
                 self.log(&cx, "Tool processing data").await?;
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 self.log(&cx, "Tool execution completed").await?;
+                // rmcp sends these lines on the session's own stream, not the call's:
+                // the gateway gives such a line to the call in flight, and one written
+                // the instant before the result can arrive after it, when no call is in
+                // flight any more (two streams, no order between them). The pause keeps
+                // the scenario about passing log lines through, not about that race.
+                tokio::time::sleep(Duration::from_millis(50)).await;
                 text_result("Tool with logging executed successfully")
             }
             "test_error_handling" => json!({"isError": true, "content": [{"type": "text",
