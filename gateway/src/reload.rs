@@ -5,11 +5,13 @@
 //! writing a new file and renaming it over the old one, and Kubernetes updates a
 //! mounted ConfigMap by swapping the `..data` symlink the file's path goes through;
 //! a watch on the file itself would lose track after the first such change, a watch on
-//! its directory sees every one. Events are debounced ([`DEBOUNCE`]), and the file's
-//! content hash turns events that leave it as it was (its own reads, other files in
-//! the directory) into no-ops. The watcher is the platform's native one (inotify,
-//! FSEvents, kqueue via `notify`); when it cannot start (e.g. the inotify watch limit
-//! is reached) the file is read every [`POLL_EVERY`] instead.
+//! its directory sees every one. A change to another regular file there (a log written
+//! beside the config) wakes nothing (see `concerns`); the other changes are debounced
+//! ([`DEBOUNCE`]), and the file's content hash turns those that leave it as it was
+//! (its own reads, a swap to the same content) into no-ops. The watcher is the
+//! platform's native one (inotify, FSEvents, kqueue via `notify`); when it cannot start
+//! (e.g. the inotify watch limit is reached) the file is read every [`POLL_EVERY`]
+//! instead.
 //!
 //! **Validation first.** A reload parses and validates the whole file with the code
 //! path startup uses (`Config::load`, `Policy::from_config`, and the authenticator
@@ -415,14 +417,19 @@ fn native_watcher(
 ) -> Result<notify::RecommendedWatcher, String> {
     use notify::event::{AccessKind, AccessMode};
     use notify::{EventKind, RecursiveMode, Watcher};
+    let config = path.to_path_buf();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         let relevant = match event {
-            // Reads (ours included) change nothing; a write that finished does.
-            Ok(event) => match event.kind {
-                EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
-                EventKind::Access(_) => false,
-                _ => true,
-            },
+            Ok(event) => {
+                // Reads (ours included) change nothing; a write that finished does.
+                let kind = match event.kind {
+                    EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+                    EventKind::Access(_) => false,
+                    _ => true,
+                };
+                kind && (event.paths.is_empty()
+                    || event.paths.iter().any(|changed| concerns(changed, &config)))
+            }
             // An error (e.g. dropped events on overflow): look at the file anyway.
             Err(_) => true,
         };
@@ -445,6 +452,34 @@ fn native_watcher(
         }
     }
     Ok(watcher)
+}
+
+/// Whether a change at `changed` (a path in a watched directory) can concern the config
+/// file at `config`. Only one kind of change cannot: to a regular file that is not the
+/// one `config` leads to now, such as a log written next to the config file, which
+/// would otherwise wake the reloader on every line. Symlinks and directories decide
+/// where `config` leads (a Kubernetes `..data` swap), and a path that is gone may have
+/// been one: those count.
+fn concerns(changed: &Path, config: &Path) -> bool {
+    let Ok(entry) = std::fs::symlink_metadata(changed) else {
+        return true;
+    };
+    if !entry.file_type().is_file() {
+        return true;
+    }
+    std::fs::metadata(config).map_or(true, |target| same_file(&entry, &target))
+}
+
+#[cfg(unix)]
+fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    (a.dev(), a.ino()) == (b.dev(), b.ino())
+}
+
+/// Without inode numbers every file may be the config file.
+#[cfg(not(unix))]
+fn same_file(_: &std::fs::Metadata, _: &std::fs::Metadata) -> bool {
+    true
 }
 
 fn directory_of(path: &Path) -> PathBuf {
@@ -475,6 +510,54 @@ mod tests {
     use super::*;
 
     const KEY: &str = "reload-key-0123456789abcdef";
+
+    /// A log written next to the config file does not wake the reloader; the config
+    /// file, whatever path or link leads to it, and the links and directories that
+    /// decide where it leads do.
+    #[cfg(unix)]
+    #[test]
+    fn only_changes_that_can_concern_the_config_file_wake_the_reloader() {
+        let dir = std::env::temp_dir().join(format!("toolgate-concerns-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("..2026_11_27")).unwrap();
+        let real = dir.join("..2026_11_27/config.yaml");
+        std::fs::write(&real, "tenants: {}\n").unwrap();
+        std::os::unix::fs::symlink("..2026_11_27", dir.join("..data")).unwrap();
+        let config = dir.join("config.yaml");
+        std::os::unix::fs::symlink("..data/config.yaml", &config).unwrap();
+        let log = dir.join("toolgate.log");
+        std::fs::write(&log, "a line\n").unwrap();
+        let hard_link = dir.join("same-inode.yaml");
+        std::fs::hard_link(&real, &hard_link).unwrap();
+
+        assert!(!concerns(&log, &config), "a log beside the config file");
+        assert!(
+            concerns(&real, &config),
+            "the file the config path leads to"
+        );
+        assert!(concerns(&hard_link, &config), "another name of that file");
+        assert!(
+            concerns(&config, &config),
+            "the config path itself (a symlink)"
+        );
+        assert!(concerns(&dir.join("..data"), &config), "the swapped link");
+        assert!(
+            concerns(&dir.join("..2026_11_27"), &config),
+            "a data directory"
+        );
+        assert!(
+            concerns(&dir.join("gone.yaml"), &config),
+            "a path that is gone"
+        );
+        // Once the config path leads elsewhere, the old file is just another file.
+        let other = dir.join("other.yaml");
+        std::fs::write(&other, "tenants: {}\n").unwrap();
+        std::fs::remove_file(&config).unwrap();
+        std::os::unix::fs::symlink("other.yaml", &config).unwrap();
+        assert!(!concerns(&real, &config), "the file the config path left");
+        assert!(concerns(&other, &config), "the file it leads to now");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn the_reload_history_keeps_the_last_ones() {
