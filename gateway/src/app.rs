@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use axum::Router;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
@@ -56,8 +55,8 @@ impl App {
     /// The HTTP application: `/mcp`, the REST surface, the ops and admin endpoints,
     /// admitting callers with `authenticator` (see [`Authenticator::for_config`]; only
     /// the HTTP surfaces need one, so `check` and `tools` never fetch a JWKS).
-    pub fn router(&self, authenticator: Authenticator) -> Router {
-        crate::serve::router(
+    pub fn router(&self, authenticator: Authenticator) -> crate::serve::Front {
+        crate::serve::Front::new(
             self.gateway.clone(),
             self.store.clone(),
             authenticator,

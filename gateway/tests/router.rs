@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use axum::Router;
 use axum::body::Body;
 use http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
 use http_body_util::BodyExt;
@@ -20,6 +19,7 @@ use toolgate::app::App;
 use toolgate::config::Config;
 use toolgate::credentials::{Authenticator, hash_key};
 use toolgate::gateway::Mounted;
+use toolgate::serve::Front;
 use toolgate_adapters::{
     CallContext, CallOutput, Connection, JsonObject, ToolDef, ToolError, Upstream,
 };
@@ -70,7 +70,7 @@ tenants:
 }
 
 struct TestApp {
-    router: Router,
+    router: Front,
     /// Calls that reached an upstream (refused calls must never get there).
     calls: Arc<AtomicUsize>,
 }
@@ -702,9 +702,9 @@ async fn listed_origins_get_cors_and_others_do_not() {
         config_yaml()
     ))
     .await;
-    let preflight = |origin: &'static str| {
+    let preflight = |path: &'static str, origin: &'static str| {
         empty(
-            to(Method::OPTIONS, "/v1/tools/up__echo/call", None)
+            to(Method::OPTIONS, path, None)
                 .header(header::ORIGIN, origin)
                 .header(header::ACCESS_CONTROL_REQUEST_METHOD, "POST")
                 .header(
@@ -713,19 +713,52 @@ async fn listed_origins_get_cors_and_others_do_not() {
                 ),
         )
     };
-    let allowed = app.send(preflight(APP)).await;
-    assert_eq!(allowed.status, StatusCode::NO_CONTENT);
-    assert_eq!(allowed.header("access-control-allow-origin"), Some(APP));
+    // `/mcp` is served without the router's layers (`serve::Front`): the same answers.
+    for path in ["/v1/tools/up__echo/call", "/mcp"] {
+        let allowed = app.send(preflight(path, APP)).await;
+        assert_eq!(allowed.status, StatusCode::NO_CONTENT, "{path}");
+        assert_eq!(allowed.header("access-control-allow-origin"), Some(APP));
+        assert!(
+            allowed
+                .header("access-control-allow-headers")
+                .is_some_and(|h| h.contains("authorization") && h.contains("mcp-session-id")),
+            "{path}: {:?}",
+            allowed.headers
+        );
+        let refused = app.send(preflight(path, "http://evil.example")).await;
+        assert_eq!(refused.status, StatusCode::FORBIDDEN, "{path}");
+        assert!(refused.header("access-control-allow-origin").is_none());
+    }
+
+    // A page of a listed origin starts an MCP session and may read its id.
+    let initialize = |origin: &'static str| {
+        let mut request = mcp(
+            Some(KEY_A),
+            None,
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": SESSION_VERSION, "capabilities": {},
+                "clientInfo": {"name": "router-test", "version": "1"}}}),
+        );
+        request
+            .headers_mut()
+            .insert(header::ORIGIN, HeaderValue::from_static(origin));
+        request
+    };
+    let reply = app.send(initialize(APP)).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    assert!(reply.header("mcp-session-id").is_some());
+    assert_eq!(reply.header("access-control-allow-origin"), Some(APP));
     assert!(
-        allowed
-            .header("access-control-allow-headers")
-            .is_some_and(|h| h.contains("authorization") && h.contains("mcp-session-id")),
+        reply
+            .header("access-control-expose-headers")
+            .is_some_and(|h| h.contains("mcp-session-id")),
         "{:?}",
-        allowed.headers
+        reply.headers
     );
-    let refused = app.send(preflight("http://evil.example")).await;
+    let refused = app.send(initialize("http://evil.example")).await;
     assert_eq!(refused.status, StatusCode::FORBIDDEN);
     assert!(refused.header("access-control-allow-origin").is_none());
+    assert!(refused.header("mcp-session-id").is_none());
 
     let call = |origin: &'static str| {
         with_json(

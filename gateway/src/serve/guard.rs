@@ -51,15 +51,32 @@ const EXPOSED_HEADERS: &str =
 
 /// The guard, as axum middleware over the whole router.
 pub async fn check(State(gateway): State<Arc<Gateway>>, request: Request, next: Next) -> Response {
+    match screen(&gateway, &request) {
+        Screened::Answer(response) => response,
+        Screened::Pass { cors } => finish(next.run(request).await, cors),
+    }
+}
+
+/// What the guard says about a request.
+pub(crate) enum Screened {
+    /// Answered here: a refusal or a preflight.
+    Answer(Response),
+    /// It goes on; `cors` is the listed origin whose page may read the answer.
+    Pass { cors: Option<String> },
+}
+
+/// The guard's checks, before a request is served. The `/mcp` fast path
+/// ([`super::Front`]) and the middleware ([`check`]) both ask this, then [`finish`].
+pub(crate) fn screen(gateway: &Gateway, request: &Request) -> Screened {
     let path = request.uri().path();
     if matches!(path, "/healthz" | "/readyz") {
-        return next.run(request).await;
+        return Screened::Pass { cors: None };
     }
     let shape = Shape::of(path);
     let config = gateway.config();
     let host = match refuse_host(request.uri(), request.headers(), &config.allowed_hosts) {
         Ok(host) => host,
-        Err(refused) => return refused.respond(shape),
+        Err(refused) => return Screened::Answer(refused.respond(shape)),
     };
     let origin = request
         .headers()
@@ -73,15 +90,17 @@ pub async fn check(State(gateway): State<Arc<Gateway>>, request: Request, next: 
     let listed = origin.as_deref().is_some_and(|o| config.cors.allows(o));
     if is_preflight {
         if !listed {
-            return Refused::new(
-                StatusCode::FORBIDDEN,
-                "origin_not_allowed",
-                "cross-origin requests to this gateway are refused: list the page's origin \
-                 under cors.allowed_origins in the gateway config to allow them",
-            )
-            .respond(shape);
+            return Screened::Answer(
+                Refused::new(
+                    StatusCode::FORBIDDEN,
+                    "origin_not_allowed",
+                    "cross-origin requests to this gateway are refused: list the page's \
+                     origin under cors.allowed_origins in the gateway config to allow them",
+                )
+                .respond(shape),
+            );
         }
-        return preflight(origin.as_deref().unwrap_or_default());
+        return Screened::Answer(preflight(origin.as_deref().unwrap_or_default()));
     }
     if shape.is_guarded() {
         if let Some(origin) = origin.as_deref()
@@ -92,21 +111,30 @@ pub async fn check(State(gateway): State<Arc<Gateway>>, request: Request, next: 
                 origin,
                 "refused a request from a foreign Origin (cross-site request)"
             );
-            return Refused::new(
-                StatusCode::FORBIDDEN,
-                "origin_not_allowed",
-                "Forbidden: requests from this Origin are refused (a web page on another \
-                 site); to allow a web app, list its origin under cors.allowed_origins in \
-                 the gateway config",
-            )
-            .respond(shape);
+            return Screened::Answer(
+                Refused::new(
+                    StatusCode::FORBIDDEN,
+                    "origin_not_allowed",
+                    "Forbidden: requests from this Origin are refused (a web page on another \
+                     site); to allow a web app, list its origin under cors.allowed_origins in \
+                     the gateway config",
+                )
+                .respond(shape),
+            );
         }
         if let Some(refused) = refuse_content_type(request.method(), request.headers()) {
-            return refused.respond(shape);
+            return Screened::Answer(refused.respond(shape));
         }
     }
-    let mut response = next.run(request).await;
-    if listed && let Some(origin) = origin.as_deref() {
+    Screened::Pass {
+        cors: origin.filter(|_| listed),
+    }
+}
+
+/// The guard's part of an answer to a request it let pass: CORS headers for a listed
+/// origin.
+pub(crate) fn finish(mut response: Response, cors: Option<String>) -> Response {
+    if let Some(origin) = cors.as_deref() {
         allow_origin(response.headers_mut(), origin);
         if let Ok(exposed) = HeaderValue::from_str(EXPOSED_HEADERS) {
             response

@@ -31,7 +31,6 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::Body;
 use bytes::Bytes;
 use http_body::Frame;
@@ -52,12 +51,18 @@ const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 /// Serves `app` on `listener` until `stop`, then lets the open connections finish
 /// (the caller bounds how long it waits).
-pub async fn serve(
+pub async fn serve<App>(
     listener: TcpListener,
-    app: Router,
+    app: App,
     limits: ServerConfig,
     stop: CancellationToken,
-) {
+) where
+    App: Service<axum::extract::Request, Response = axum::response::Response, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    App::Future: Send,
+{
     let cap = limits.max_connections.clamp(1, MAX_CONNECTIONS);
     let permits = Arc::new(Semaphore::new(cap));
     let limits = Arc::new(limits);
@@ -104,12 +109,18 @@ pub async fn serve(
 }
 
 /// Serves one connection until it ends, times out or the gateway stops.
-async fn connection(
+async fn connection<App>(
     stream: TcpStream,
-    app: Router,
+    app: App,
     limits: &ServerConfig,
     stop: CancellationToken,
-) {
+) where
+    App: Service<axum::extract::Request, Response = axum::response::Response, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    App::Future: Send,
+{
     // Small SSE frames must not wait for Nagle's algorithm (a 40 ms stall per call
     // against clients that delay their ACKs).
     if let Err(error) = stream.set_nodelay(true) {
