@@ -2,9 +2,9 @@
 //! reconnects), the configured headers (marked sensitive so they never show in debug
 //! output or logs), bounded body reading and SSE stream reading.
 //!
-//! Requests to the endpoint itself ([`HttpClient::send`]) go through hyper's pooled
-//! client directly when the endpoint is plain `http://` and no proxy setting in the
-//! environment covers it. reqwest wraps every request in layers a JSON-RPC POST does
+//! Requests to the endpoint itself ([`HttpClient::send`]) go through hyper's HTTP/1
+//! client directly, on connections kept by [`super::http1_pool`], when the endpoint is
+//! plain `http://` and no proxy setting in the environment covers it. reqwest wraps every request in layers a JSON-RPC POST does
 //! not need (redirects, retries, the URL parsed twice more per request): a large share
 //! of the instructions of a whole call through the gateway (bench/README.md).
 //! reqwest carries everything else: `https://` (TLS), proxies, and the legacy SSE
@@ -16,14 +16,13 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Method, StatusCode};
 use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Response, Url};
 
 use super::HttpConfig;
 use super::framing::{SseDecoder, SseEvent, SseItem};
+use super::http1_pool::{Leased, Pool};
 use super::jsonrpc::{Outgoing, truncate_utf8};
 
 /// The per-upstream HTTP side: client, endpoint and headers.
@@ -40,9 +39,9 @@ pub(crate) struct HttpClient {
 
 /// hyper's client for a plain-HTTP endpoint (see the module docs).
 struct Direct {
-    client: HyperClient<HttpConnector, Full<Bytes>>,
-    /// The endpoint as hyper takes it (parsed once).
-    uri: http::Uri,
+    pool: Arc<Pool>,
+    /// The request target: the endpoint's path and query (parsed once).
+    target: http::Uri,
     /// Its `Host` header, written once: hyper's client would format it again for
     /// every request.
     host: Option<HeaderValue>,
@@ -50,7 +49,7 @@ struct Direct {
 
 /// An answer from the endpoint, from whichever client carried the request.
 pub(crate) enum Reply {
-    Direct(http::Response<hyper::body::Incoming>),
+    Direct(Leased),
     Reqwest(Response),
 }
 
@@ -66,14 +65,14 @@ pub(crate) struct SendError {
 impl Reply {
     pub(crate) fn status(&self) -> StatusCode {
         match self {
-            Reply::Direct(resp) => resp.status(),
+            Reply::Direct(leased) => leased.response.status(),
             Reply::Reqwest(resp) => resp.status(),
         }
     }
 
     pub(crate) fn headers(&self) -> &HeaderMap {
         match self {
-            Reply::Direct(resp) => resp.headers(),
+            Reply::Direct(leased) => leased.response.headers(),
             Reply::Reqwest(resp) => resp.headers(),
         }
     }
@@ -81,9 +80,12 @@ impl Reply {
     /// The next piece of the body; `None` at its end. The error says what broke.
     pub(crate) async fn chunk(&mut self) -> Result<Option<Bytes>, String> {
         match self {
-            Reply::Direct(resp) => loop {
-                match resp.body_mut().frame().await {
-                    None => return Ok(None),
+            Reply::Direct(leased) => loop {
+                match leased.response.body_mut().frame().await {
+                    None => {
+                        leased.ended();
+                        return Ok(None);
+                    }
                     Some(Err(e)) => return Err(crate::error::error_chain(&e)),
                     Some(Ok(frame)) => {
                         // Trailers carry nothing for us.
@@ -128,11 +130,15 @@ impl HttpClient {
             connector.set_connect_timeout(Some(cfg.timeout));
             connector.set_keepalive(Some(Duration::from_secs(30)));
             connector.set_nodelay(true);
-            let client = HyperClient::builder(TokioExecutor::new())
-                .pool_idle_timeout(Duration::from_secs(90))
-                .build(connector);
             let host = host_header(&uri);
-            Direct { client, uri, host }
+            let target = uri
+                .path_and_query()
+                .map_or_else(|| http::Uri::from_static("/"), |p| p.clone().into());
+            Direct {
+                pool: Pool::new(connector, uri),
+                target,
+                host,
+            }
         });
         Ok(Arc::new(Self {
             client,
@@ -177,17 +183,10 @@ impl HttpClient {
         }
         let mut req = http::Request::new(Full::new(Bytes::from(body)));
         *req.method_mut() = method;
-        *req.uri_mut() = direct.uri.clone();
+        *req.uri_mut() = direct.target.clone();
         *req.headers_mut() = headers;
-        direct
-            .client
-            .request(req)
-            .await
-            .map(Reply::Direct)
-            .map_err(|e| SendError {
-                is_connect: e.is_connect(),
-                detail: crate::error::error_chain(&e),
-            })
+        let (response, lease) = direct.pool.send(req).await?;
+        Ok(Reply::Direct(Leased::new(response, lease)))
     }
 }
 

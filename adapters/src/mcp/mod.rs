@@ -51,6 +51,7 @@
 
 mod framing;
 mod http;
+mod http1_pool;
 mod jsonrpc;
 mod listing;
 mod sse;

@@ -1,0 +1,379 @@
+//! Kept-alive HTTP/1 connections to one plain-HTTP endpoint, for the direct path of
+//! [`super::http::HttpClient`].
+//!
+//! hyper_util's pooled client spawns a task for every request whose answer has a
+//! body, only to put the connection back once that body has been read: one task
+//! started, woken and dropped per tool call. Here whoever reads the answer puts the
+//! connection back when its body ends ([`Lease`]), so a call costs no task of its own;
+//! each connection keeps the one task that drives it.
+//!
+//! Rules the pooled client had, kept: connections are reused most recently used
+//! first; one that has been idle for [`IDLE_TIMEOUT`] is closed instead of used; a
+//! request that a reused connection closed before sending is sent again on another
+//! (it never reached the server, so this repeats nothing). New here: at most
+//! [`MAX_IDLE`] idle connections are kept, and an answer dropped before its body ended
+//! takes its connection with it (its unread rest would otherwise be read as the next
+//! answer's start).
+
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Body as _;
+use hyper::body::Incoming;
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::client::legacy::connect::HttpConnector;
+use tokio::time::Instant;
+use tower_service::Service;
+
+use super::http::SendError;
+
+/// How long an idle connection is kept for reuse (what the pooled client was set to).
+pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+/// Idle connections kept at most; more are closed as they come back.
+pub(crate) const MAX_IDLE: usize = 64;
+/// Reused connections tried for one request before a new one is opened: each may
+/// have been closed by the server while it idled.
+const MAX_REUSED_TRIES: usize = 3;
+
+/// The connections to one endpoint.
+pub(crate) struct Pool {
+    connector: HttpConnector,
+    /// The endpoint, which the connector dials.
+    endpoint: http::Uri,
+    idle: Mutex<Vec<Idle>>,
+}
+
+struct Idle {
+    sender: SendRequest<Full<Bytes>>,
+    since: Instant,
+}
+
+/// A connection lent to one request; [`Lease::release`] gives it back.
+pub(crate) struct Lease {
+    sender: SendRequest<Full<Bytes>>,
+    pool: Weak<Pool>,
+}
+
+impl Lease {
+    /// Gives the connection back for the next request, once its answer has been read
+    /// to the end. It may not take a request at this very moment (its task has still
+    /// to notice the answer's end); the next request waits for that.
+    pub(crate) fn release(self) {
+        let Some(pool) = self.pool.upgrade() else {
+            return;
+        };
+        if self.sender.is_closed() {
+            return;
+        }
+        let mut idle = pool.lock();
+        if idle.len() < MAX_IDLE {
+            idle.push(Idle {
+                sender: self.sender,
+                since: Instant::now(),
+            });
+        }
+    }
+}
+
+impl Pool {
+    pub(crate) fn new(connector: HttpConnector, endpoint: http::Uri) -> Arc<Pool> {
+        Arc::new(Pool {
+            connector,
+            endpoint,
+            idle: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Idle>> {
+        // A panic elsewhere leaves a list of connections that is still a list.
+        self.idle.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The most recently used idle connection that is still open and fresh.
+    fn checkout(&self) -> Option<SendRequest<Full<Bytes>>> {
+        let mut idle = self.lock();
+        while let Some(entry) = idle.pop() {
+            if !entry.sender.is_closed() && entry.since.elapsed() < IDLE_TIMEOUT {
+                return Some(entry.sender);
+            }
+        }
+        None
+    }
+
+    /// Sends `request` (origin-form target, `Host` set) on a kept-alive connection, or
+    /// a new one. Not bounded here: callers put their own deadline on the answer.
+    pub(crate) async fn send(
+        self: &Arc<Self>,
+        mut request: http::Request<Full<Bytes>>,
+    ) -> Result<(http::Response<Incoming>, Lease), SendError> {
+        for _ in 0..MAX_REUSED_TRIES {
+            let Some(mut sender) = self.checkout() else {
+                break;
+            };
+            if sender.ready().await.is_err() {
+                // Closed while idle.
+                continue;
+            }
+            match sender.try_send_request(request).await {
+                Ok(response) => return Ok((response, self.lease(sender))),
+                Err(mut error) => match error.take_message() {
+                    // Closed before the request went out: try another connection.
+                    Some(unsent) => request = unsent,
+                    None => return Err(failure(false, &error.into_error())),
+                },
+            }
+        }
+        let mut sender = self.connect().await?;
+        match sender.send_request(request).await {
+            Ok(response) => Ok((response, self.lease(sender))),
+            Err(error) => Err(failure(false, &error)),
+        }
+    }
+
+    fn lease(self: &Arc<Self>, sender: SendRequest<Full<Bytes>>) -> Lease {
+        Lease {
+            sender,
+            pool: Arc::downgrade(self),
+        }
+    }
+
+    /// A new connection, its task started.
+    async fn connect(&self) -> Result<SendRequest<Full<Bytes>>, SendError> {
+        let io = self
+            .connector
+            .clone()
+            .call(self.endpoint.clone())
+            .await
+            .map_err(|e| SendError {
+                is_connect: true,
+                detail: crate::error::error_chain(&e),
+            })?;
+        let (sender, connection) = hyper::client::conn::http1::handshake(io)
+            .await
+            .map_err(|e| failure(true, &e))?;
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(error = %crate::error::error_chain(&error), "upstream connection ended");
+            }
+        });
+        Ok(sender)
+    }
+}
+
+fn failure(is_connect: bool, error: &hyper::Error) -> SendError {
+    SendError {
+        is_connect,
+        detail: crate::error::error_chain(error),
+    }
+}
+
+/// An answer and the connection it came on: the connection goes back to the pool
+/// when the body has been read to its end, or when the answer is dropped with nothing
+/// left to read; dropped with bytes unread, it is closed.
+pub(crate) struct Leased {
+    pub response: http::Response<Incoming>,
+    lease: Option<Lease>,
+}
+
+impl Leased {
+    pub(crate) fn new(response: http::Response<Incoming>, lease: Lease) -> Leased {
+        Leased {
+            response,
+            lease: Some(lease),
+        }
+    }
+
+    /// The body has ended: the connection may serve the next request.
+    pub(crate) fn ended(&mut self) {
+        if let Some(lease) = self.lease.take() {
+            lease.release();
+        }
+    }
+}
+
+impl Drop for Leased {
+    fn drop(&mut self) {
+        if self.response.body().is_end_stream() {
+            self.ended();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use http_body_util::BodyExt;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    const WAIT: Duration = Duration::from_secs(10);
+
+    /// A loopback HTTP/1 server: every request on a connection is answered with the
+    /// connection's number and the request's number on it, in a body of `body_len`
+    /// bytes (at least that text; `None`: an empty body); after `close_after` requests
+    /// the server closes the connection. Counts the connections it accepted.
+    async fn server(body_len: Option<usize>, close_after: usize) -> (http::Uri, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let connection = count.fetch_add(1, Ordering::SeqCst) + 1;
+                tokio::spawn(async move {
+                    let mut buffer = Vec::new();
+                    for request in 1..=close_after {
+                        // One request: headers up to the blank line, no body.
+                        while !buffer.windows(4).any(|w| w == b"\r\n\r\n") {
+                            let mut chunk = [0u8; 1024];
+                            match stream.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+                            }
+                        }
+                        let end = buffer.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+                        buffer.drain(..end + 4);
+                        let mut body = String::new();
+                        if let Some(len) = body_len {
+                            body = format!("{connection}/{request}");
+                            while body.len() < len {
+                                body.push('.');
+                            }
+                        }
+                        let head =
+                            format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", body.len());
+                        if stream.write_all(head.as_bytes()).await.is_err()
+                            || stream.write_all(body.as_bytes()).await.is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        let uri: http::Uri = format!("http://{address}/mcp").parse().unwrap();
+        (uri, accepted)
+    }
+
+    fn pool(endpoint: &http::Uri) -> Arc<Pool> {
+        Pool::new(HttpConnector::new(), endpoint.clone())
+    }
+
+    fn request(endpoint: &http::Uri) -> http::Request<Full<Bytes>> {
+        let mut request = http::Request::new(Full::new(Bytes::new()));
+        *request.uri_mut() = http::Uri::from_static("/mcp");
+        let host = endpoint.authority().unwrap().as_str().parse().unwrap();
+        request.headers_mut().insert(http::header::HOST, host);
+        request
+    }
+
+    /// One request; the body's text, read to its end.
+    async fn text(pool: &Arc<Pool>, endpoint: &http::Uri) -> String {
+        let (response, lease) = tokio::time::timeout(WAIT, pool.send(request(endpoint)))
+            .await
+            .expect("answered in time")
+            .unwrap_or_else(|e| panic!("sent: {}", e.detail));
+        let mut leased = Leased::new(response, lease);
+        let mut body = Vec::new();
+        while let Some(frame) = tokio::time::timeout(WAIT, leased.response.body_mut().frame())
+            .await
+            .expect("body in time")
+        {
+            if let Ok(data) = frame.unwrap().into_data() {
+                body.extend_from_slice(&data);
+            }
+        }
+        leased.ended();
+        String::from_utf8(body)
+            .unwrap()
+            .trim_end_matches('.')
+            .to_owned()
+    }
+
+    #[tokio::test]
+    async fn answers_read_to_the_end_give_their_connection_to_the_next_request() {
+        let (endpoint, accepted) = server(Some(0), 100).await;
+        let pool = pool(&endpoint);
+        for n in 1..=5 {
+            assert_eq!(text(&pool, &endpoint).await, format!("1/{n}"));
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+        assert_eq!(pool.lock().len(), 1, "the connection is idle in the pool");
+    }
+
+    #[tokio::test]
+    async fn an_answer_dropped_with_its_body_unread_takes_its_connection_along() {
+        // A body large enough not to arrive with the head.
+        let (endpoint, accepted) = server(Some(256 * 1024), 100).await;
+        let pool = pool(&endpoint);
+        let (response, lease) = pool.send(request(&endpoint)).await.ok().unwrap();
+        drop(Leased::new(response, lease));
+        assert!(pool.lock().is_empty());
+        // The next request gets its own answer, on a new connection.
+        assert_eq!(text(&pool, &endpoint).await, "2/1");
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn an_empty_answer_dropped_unread_gives_its_connection_back() {
+        let (endpoint, accepted) = server(None, 100).await;
+        let pool = pool(&endpoint);
+        // A zero-length body (such as a 202 to a notification) needs no reading.
+        for _ in 0..3 {
+            let (response, lease) = pool.send(request(&endpoint)).await.ok().unwrap();
+            drop(Leased::new(response, lease));
+        }
+        assert_eq!(text(&pool, &endpoint).await, "");
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_connection_the_server_closed_while_idle_is_replaced() {
+        // The server closes every connection after one answer.
+        let (endpoint, accepted) = server(Some(0), 1).await;
+        let pool = pool(&endpoint);
+        assert_eq!(text(&pool, &endpoint).await, "1/1");
+        // Whether the close was seen before the next request or not, the request is
+        // answered on a new connection.
+        assert_eq!(text(&pool, &endpoint).await, "2/1");
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn idle_connections_are_kept_up_to_the_bound() {
+        let (endpoint, accepted) = server(None, 100).await;
+        let pool = pool(&endpoint);
+        let mut leases = Vec::new();
+        for _ in 0..MAX_IDLE + 3 {
+            leases.push(pool.send(request(&endpoint)).await.ok().unwrap());
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), MAX_IDLE + 3);
+        for (response, lease) in leases {
+            drop(Leased::new(response, lease));
+        }
+        assert_eq!(pool.lock().len(), MAX_IDLE);
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_endpoint_is_a_connect_error() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endpoint: http::Uri = format!("http://{}/mcp", listener.local_addr().unwrap())
+            .parse()
+            .unwrap();
+        drop(listener);
+        let error = pool(&endpoint)
+            .send(request(&endpoint))
+            .await
+            .err()
+            .expect("nothing listens");
+        assert!(error.is_connect, "{}", error.detail);
+    }
+}
