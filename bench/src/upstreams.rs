@@ -21,10 +21,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
 use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
+use toolgate_adapters::mcp::http1_pool::{Leased, Pool};
 
 /// Text every tool result carries (the clients check for it).
 pub(crate) const MARKER: &str = "bench-ok";
@@ -213,12 +212,14 @@ fn mcp_endpoint(server: Arc<McpServer>) -> MethodRouter {
         .with_state(server)
 }
 
-/// Where the bare proxy forwards to, and its pooled client: hyper's, without reqwest's
-/// layers, as the cheapest forwarding there is (the gateway uses the same client for
-/// plain-HTTP MCP upstreams).
+/// Where the bare proxy forwards to, and its connections: hyper's HTTP/1 client on the
+/// pool the gateway keeps for plain-HTTP MCP upstreams, the cheapest forwarding there
+/// is (no task per request, no reqwest layers).
 struct Proxy {
-    client: HyperClient<HttpConnector, Full<Bytes>>,
+    pool: Arc<Pool>,
+    /// The request target (origin-form) and `Host`.
     target: http::Uri,
+    host: HeaderValue,
 }
 
 /// The headers an MCP exchange needs, each way.
@@ -234,26 +235,38 @@ async fn proxy_post(State(proxy): State<Arc<Proxy>>, headers: HeaderMap, body: B
     let mut request = http::Request::new(Full::new(body));
     *request.method_mut() = http::Method::POST;
     *request.uri_mut() = proxy.target.clone();
+    request
+        .headers_mut()
+        .insert(header::HOST, proxy.host.clone());
     for name in FORWARDED {
         if let Some(value) = headers.get(name) {
             request.headers_mut().insert(name, value.clone());
         }
     }
-    let answer = match proxy.client.request(request).await {
-        Ok(answer) => answer,
-        Err(error) => return (StatusCode::BAD_GATEWAY, error.to_string()).into_response(),
+    let mut answer = match proxy.pool.send(request).await {
+        Ok((response, lease)) => Leased::new(response, lease),
+        Err(error) => return (StatusCode::BAD_GATEWAY, error.detail).into_response(),
     };
-    let status = answer.status();
+    let status = answer.response.status();
     let mut out = HeaderMap::new();
     for name in FORWARDED {
-        if let Some(value) = answer.headers().get(name) {
+        if let Some(value) = answer.response.headers().get(name) {
             out.insert(name, value.clone());
         }
     }
-    match answer.into_body().collect().await {
-        Ok(body) => (status, out, body.to_bytes()).into_response(),
-        Err(error) => (StatusCode::BAD_GATEWAY, error.to_string()).into_response(),
+    let mut body = Vec::new();
+    while let Some(frame) = answer.response.body_mut().frame().await {
+        match frame {
+            Ok(frame) => {
+                if let Ok(data) = frame.into_data() {
+                    body.extend_from_slice(&data);
+                }
+            }
+            Err(error) => return (StatusCode::BAD_GATEWAY, error.to_string()).into_response(),
+        }
     }
+    answer.ended();
+    (status, out, body).into_response()
 }
 
 /// `toolgate-bench upstreams [--tools N]`: serves `/mcp` (fast), `/big/mcp` (N tools)
@@ -282,8 +295,9 @@ pub(crate) fn main(args: &[String]) -> Result<()> {
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(Duration::from_secs(5)));
         let proxy = Arc::new(Proxy {
-            client: HyperClient::builder(TokioExecutor::new()).build(connector),
-            target: format!("http://127.0.0.1:{port}/mcp").parse()?,
+            pool: Pool::new(connector, format!("http://127.0.0.1:{port}/mcp").parse()?),
+            target: http::Uri::from_static("/mcp"),
+            host: HeaderValue::from_str(&format!("127.0.0.1:{port}"))?,
         });
         let app = Router::new()
             .route(

@@ -22,6 +22,7 @@ use reqwest::{Response, Url};
 
 use super::HttpConfig;
 use super::framing::{SseDecoder, SseEvent, SseItem};
+pub(crate) use super::http1_pool::SendError;
 use super::http1_pool::{Leased, Pool};
 use super::jsonrpc::{Outgoing, truncate_utf8};
 
@@ -51,15 +52,6 @@ struct Direct {
 pub(crate) enum Reply {
     Direct(Leased),
     Reqwest(Response),
-}
-
-/// Why a request got no answer.
-pub(crate) struct SendError {
-    /// The server could not be reached at all (connection refused, DNS, connect
-    /// timeout): the connection is gone rather than this one request.
-    pub is_connect: bool,
-    /// The error and its causes, without the URL.
-    pub detail: String,
 }
 
 impl Reply {

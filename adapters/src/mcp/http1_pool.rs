@@ -1,5 +1,6 @@
 //! Kept-alive HTTP/1 connections to one plain-HTTP endpoint, for the direct path of
-//! [`super::http::HttpClient`].
+//! the MCP HTTP transports (`super::http`); public for the bench's bare proxy, which
+//! forwards the same way so that its floor stays the cheapest hop.
 //!
 //! hyper_util's pooled client spawns a task for every request whose answer has a
 //! body, only to put the connection back once that body has been read: one task
@@ -27,18 +28,26 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use tokio::time::Instant;
 use tower_service::Service;
 
-use super::http::SendError;
+/// Why a request got no answer.
+#[derive(Debug)]
+pub struct SendError {
+    /// The server could not be reached at all (connection refused, DNS, connect
+    /// timeout): the connection is gone rather than this one request.
+    pub is_connect: bool,
+    /// The error and its causes, without the URL.
+    pub detail: String,
+}
 
 /// How long an idle connection is kept for reuse (what the pooled client was set to).
-pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 /// Idle connections kept at most; more are closed as they come back.
-pub(crate) const MAX_IDLE: usize = 64;
+pub const MAX_IDLE: usize = 64;
 /// Reused connections tried for one request before a new one is opened: each may
 /// have been closed by the server while it idled.
 const MAX_REUSED_TRIES: usize = 3;
 
 /// The connections to one endpoint.
-pub(crate) struct Pool {
+pub struct Pool {
     connector: HttpConnector,
     /// The endpoint, which the connector dials.
     endpoint: http::Uri,
@@ -51,7 +60,7 @@ struct Idle {
 }
 
 /// A connection lent to one request; [`Lease::release`] gives it back.
-pub(crate) struct Lease {
+pub struct Lease {
     sender: SendRequest<Full<Bytes>>,
     pool: Weak<Pool>,
 }
@@ -60,7 +69,7 @@ impl Lease {
     /// Gives the connection back for the next request, once its answer has been read
     /// to the end. It may not take a request at this very moment (its task has still
     /// to notice the answer's end); the next request waits for that.
-    pub(crate) fn release(self) {
+    pub fn release(self) {
         let Some(pool) = self.pool.upgrade() else {
             return;
         };
@@ -78,7 +87,7 @@ impl Lease {
 }
 
 impl Pool {
-    pub(crate) fn new(connector: HttpConnector, endpoint: http::Uri) -> Arc<Pool> {
+    pub fn new(connector: HttpConnector, endpoint: http::Uri) -> Arc<Pool> {
         Arc::new(Pool {
             connector,
             endpoint,
@@ -104,7 +113,7 @@ impl Pool {
 
     /// Sends `request` (origin-form target, `Host` set) on a kept-alive connection, or
     /// a new one. Not bounded here: callers put their own deadline on the answer.
-    pub(crate) async fn send(
+    pub async fn send(
         self: &Arc<Self>,
         mut request: http::Request<Full<Bytes>>,
     ) -> Result<(http::Response<Incoming>, Lease), SendError> {
@@ -172,13 +181,13 @@ fn failure(is_connect: bool, error: &hyper::Error) -> SendError {
 /// An answer and the connection it came on: the connection goes back to the pool
 /// when the body has been read to its end, or when the answer is dropped with nothing
 /// left to read; dropped with bytes unread, it is closed.
-pub(crate) struct Leased {
+pub struct Leased {
     pub response: http::Response<Incoming>,
     lease: Option<Lease>,
 }
 
 impl Leased {
-    pub(crate) fn new(response: http::Response<Incoming>, lease: Lease) -> Leased {
+    pub fn new(response: http::Response<Incoming>, lease: Lease) -> Leased {
         Leased {
             response,
             lease: Some(lease),
@@ -186,7 +195,7 @@ impl Leased {
     }
 
     /// The body has ended: the connection may serve the next request.
-    pub(crate) fn ended(&mut self) {
+    pub fn ended(&mut self) {
         if let Some(lease) = self.lease.take() {
             lease.release();
         }

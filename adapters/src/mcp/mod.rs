@@ -51,7 +51,7 @@
 
 mod framing;
 mod http;
-mod http1_pool;
+pub mod http1_pool;
 mod jsonrpc;
 mod listing;
 mod sse;
