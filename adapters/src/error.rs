@@ -187,6 +187,25 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
     text
 }
 
+/// Whether a wait ran out somewhere in `error`'s causes (reqwest's rule).
+pub fn is_timeout(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut source = Some(error);
+    while let Some(e) = source {
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::TimedOut
+        {
+            return true;
+        }
+        if let Some(hyper) = e.downcast_ref::<hyper::Error>()
+            && hyper.is_timeout()
+        {
+            return true;
+        }
+        source = e.source();
+    }
+    false
+}
+
 /// What kind of JSON value this is, for messages ("expected an object, got an array").
 pub fn json_kind(value: &serde_json::Value) -> &'static str {
     use serde_json::Value;

@@ -23,7 +23,7 @@ use reqwest::{Response, Url};
 use super::HttpConfig;
 use super::framing::{SseDecoder, SseEvent, SseItem};
 pub(crate) use super::http1_pool::SendError;
-use super::http1_pool::{Leased, Pool};
+use super::http1_pool::{Leased, Pool, host_header, origin_form};
 use super::jsonrpc::{Outgoing, truncate_utf8};
 
 /// The per-upstream HTTP side: client, endpoint and headers.
@@ -123,9 +123,7 @@ impl HttpClient {
             connector.set_keepalive(Some(Duration::from_secs(30)));
             connector.set_nodelay(true);
             let host = host_header(&uri);
-            let target = uri
-                .path_and_query()
-                .map_or_else(|| http::Uri::from_static("/"), |p| p.clone().into());
+            let target = origin_form(&uri);
             Direct {
                 pool: Pool::new(connector, uri),
                 target,
@@ -164,6 +162,7 @@ impl HttpClient {
             }
             return req.send().await.map(Reply::Reqwest).map_err(|e| SendError {
                 is_connect: e.is_connect(),
+                is_timeout: e.is_timeout(),
                 detail: error_chain(e),
             });
         };
@@ -180,17 +179,6 @@ impl HttpClient {
         let (response, lease) = direct.pool.send(req).await?;
         Ok(Reply::Direct(Leased::new(response, lease)))
     }
-}
-
-/// The `Host` header hyper's client writes for `uri`: the host, and the port when it
-/// is not 80.
-fn host_header(uri: &http::Uri) -> Option<HeaderValue> {
-    let host = uri.host()?;
-    let value = match uri.port_u16() {
-        Some(port) if port != 80 => format!("{host}:{port}"),
-        _ => host.to_owned(),
-    };
-    HeaderValue::from_str(&value).ok()
 }
 
 /// The trace context a message carries in `params._meta` (`traceparent`,

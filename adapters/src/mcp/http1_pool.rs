@@ -1,6 +1,8 @@
-//! Kept-alive HTTP/1 connections to one plain-HTTP endpoint, for the direct path of
-//! the MCP HTTP transports (`super::http`); public for the bench's bare proxy, which
-//! forwards the same way so that its floor stays the cheapest hop.
+//! Kept-alive HTTP/1 connections to one plain-HTTP origin: the MCP HTTP transports'
+//! direct path (`super::http`) and OpenAPI calls to `http://` APIs
+//! (`crate::openapi::client`, through its SSRF-guarded connector). Public for the
+//! bench's bare proxy, which forwards the same way so that its floor stays the
+//! cheapest hop.
 //!
 //! hyper_util's pooled client spawns a task for every request whose answer has a
 //! body, only to put the connection back once that body has been read: one task
@@ -25,6 +27,8 @@ use hyper::body::Body as _;
 use hyper::body::Incoming;
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tower_service::Service;
 
@@ -34,6 +38,8 @@ pub struct SendError {
     /// The server could not be reached at all (connection refused, DNS, connect
     /// timeout): the connection is gone rather than this one request.
     pub is_connect: bool,
+    /// A wait ran out on the way (connecting, or the connector's own resolving).
+    pub is_timeout: bool,
     /// The error and its causes, without the URL.
     pub detail: String,
 }
@@ -46,13 +52,16 @@ pub const MAX_IDLE: usize = 64;
 /// have been closed by the server while it idled.
 const MAX_REUSED_TRIES: usize = 3;
 
-/// The connections to one endpoint.
-pub struct Pool {
-    connector: HttpConnector,
+/// The connections to one origin, made by `C` (which is where a guard on the address
+/// connected to lives).
+pub struct Pool<C = HttpConnector> {
+    connector: C,
     /// The endpoint, which the connector dials.
     endpoint: http::Uri,
-    idle: Mutex<Vec<Idle>>,
+    idle: Arc<IdleList>,
 }
+
+type IdleList = Mutex<Vec<Idle>>;
 
 struct Idle {
     sender: SendRequest<Full<Bytes>>,
@@ -62,7 +71,7 @@ struct Idle {
 /// A connection lent to one request; [`Lease::release`] gives it back.
 pub struct Lease {
     sender: SendRequest<Full<Bytes>>,
-    pool: Weak<Pool>,
+    idle: Weak<IdleList>,
 }
 
 impl Lease {
@@ -70,13 +79,13 @@ impl Lease {
     /// to the end. It may not take a request at this very moment (its task has still
     /// to notice the answer's end); the next request waits for that.
     pub fn release(self) {
-        let Some(pool) = self.pool.upgrade() else {
+        let Some(idle) = self.idle.upgrade() else {
             return;
         };
         if self.sender.is_closed() {
             return;
         }
-        let mut idle = pool.lock();
+        let mut idle = lock(&idle);
         if idle.len() < MAX_IDLE {
             idle.push(Idle {
                 sender: self.sender,
@@ -86,23 +95,44 @@ impl Lease {
     }
 }
 
-impl Pool {
-    pub fn new(connector: HttpConnector, endpoint: http::Uri) -> Arc<Pool> {
+fn lock(idle: &IdleList) -> std::sync::MutexGuard<'_, Vec<Idle>> {
+    // A panic elsewhere leaves a list of connections that is still a list.
+    idle.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The `Host` header for `uri`: its host, and its port when that is not 80.
+pub fn host_header(uri: &http::Uri) -> Option<http::HeaderValue> {
+    let host = uri.host()?;
+    let value = match uri.port_u16() {
+        Some(port) if port != 80 => format!("{host}:{port}"),
+        _ => host.to_owned(),
+    };
+    http::HeaderValue::from_str(&value).ok()
+}
+
+/// The request target for `uri` on a direct connection: its path and query.
+pub fn origin_form(uri: &http::Uri) -> http::Uri {
+    uri.path_and_query()
+        .map_or_else(|| http::Uri::from_static("/"), |p| p.clone().into())
+}
+
+impl<C> Pool<C>
+where
+    C: Service<http::Uri, Response = TokioIo<TcpStream>> + Clone + Send + Sync + 'static,
+    C::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    C::Future: Send,
+{
+    pub fn new(connector: C, endpoint: http::Uri) -> Arc<Pool<C>> {
         Arc::new(Pool {
             connector,
             endpoint,
-            idle: Mutex::new(Vec::new()),
+            idle: Arc::new(Mutex::new(Vec::new())),
         })
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Idle>> {
-        // A panic elsewhere leaves a list of connections that is still a list.
-        self.idle.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The most recently used idle connection that is still open and fresh.
     fn checkout(&self) -> Option<SendRequest<Full<Bytes>>> {
-        let mut idle = self.lock();
+        let mut idle = lock(&self.idle);
         while let Some(entry) = idle.pop() {
             if !entry.sender.is_closed() && entry.since.elapsed() < IDLE_TIMEOUT {
                 return Some(entry.sender);
@@ -141,10 +171,10 @@ impl Pool {
         }
     }
 
-    fn lease(self: &Arc<Self>, sender: SendRequest<Full<Bytes>>) -> Lease {
+    fn lease(&self, sender: SendRequest<Full<Bytes>>) -> Lease {
         Lease {
             sender,
-            pool: Arc::downgrade(self),
+            idle: Arc::downgrade(&self.idle),
         }
     }
 
@@ -155,9 +185,13 @@ impl Pool {
             .clone()
             .call(self.endpoint.clone())
             .await
-            .map_err(|e| SendError {
-                is_connect: true,
-                detail: crate::error::error_chain(&e),
+            .map_err(|e| {
+                let error: Box<dyn std::error::Error + Send + Sync> = e.into();
+                SendError {
+                    is_connect: true,
+                    is_timeout: crate::error::is_timeout(error.as_ref()),
+                    detail: crate::error::error_chain(error.as_ref()),
+                }
             })?;
         let (sender, connection) = hyper::client::conn::http1::handshake(io)
             .await
@@ -174,6 +208,7 @@ impl Pool {
 fn failure(is_connect: bool, error: &hyper::Error) -> SendError {
     SendError {
         is_connect,
+        is_timeout: crate::error::is_timeout(error),
         detail: crate::error::error_chain(error),
     }
 }
@@ -194,11 +229,33 @@ impl Leased {
         }
     }
 
+    /// An answer that came on a connection of another client (nothing to give back).
+    pub fn unpooled(response: http::Response<Incoming>) -> Leased {
+        Leased {
+            response,
+            lease: None,
+        }
+    }
+
     /// The body has ended: the connection may serve the next request.
     pub fn ended(&mut self) {
         if let Some(lease) = self.lease.take() {
             lease.release();
         }
+    }
+}
+
+impl std::ops::Deref for Leased {
+    type Target = http::Response<Incoming>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.response
+    }
+}
+
+impl std::ops::DerefMut for Leased {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.response
     }
 }
 
@@ -315,7 +372,11 @@ mod tests {
             assert_eq!(text(&pool, &endpoint).await, format!("1/{n}"));
         }
         assert_eq!(accepted.load(Ordering::SeqCst), 1);
-        assert_eq!(pool.lock().len(), 1, "the connection is idle in the pool");
+        assert_eq!(
+            lock(&pool.idle).len(),
+            1,
+            "the connection is idle in the pool"
+        );
     }
 
     #[tokio::test]
@@ -325,7 +386,7 @@ mod tests {
         let pool = pool(&endpoint);
         let (response, lease) = pool.send(request(&endpoint)).await.ok().unwrap();
         drop(Leased::new(response, lease));
-        assert!(pool.lock().is_empty());
+        assert!(lock(&pool.idle).is_empty());
         // The next request gets its own answer, on a new connection.
         assert_eq!(text(&pool, &endpoint).await, "2/1");
         assert_eq!(accepted.load(Ordering::SeqCst), 2);
@@ -368,7 +429,7 @@ mod tests {
         for (response, lease) in leases {
             drop(Leased::new(response, lease));
         }
-        assert_eq!(pool.lock().len(), MAX_IDLE);
+        assert_eq!(lock(&pool.idle).len(), MAX_IDLE);
     }
 
     #[tokio::test]

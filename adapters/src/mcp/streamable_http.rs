@@ -165,7 +165,9 @@ impl StreamableOut {
         let Some(rpc) = self.rpc() else { return };
         let resp = match self.post(body, trace).await {
             Ok(r) => r,
-            Err(SendError { is_connect, detail }) => {
+            Err(SendError {
+                is_connect, detail, ..
+            }) => {
                 if is_connect {
                     // The server is gone: reconnect (with backoff) rather than failing
                     // calls one by one.
@@ -286,7 +288,9 @@ impl StreamableOut {
                     tracing::debug!(upstream = %self.upstream, status = %status, "GET stream refused");
                     return;
                 }
-                Ok(Err(SendError { is_connect, detail })) => {
+                Ok(Err(SendError {
+                    is_connect, detail, ..
+                })) => {
                     if is_connect {
                         // The server is unreachable: show it (Reconnecting) now rather
                         // than at the next call.

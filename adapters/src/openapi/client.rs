@@ -19,9 +19,17 @@
 //! - TCP keepalive and connect timeouts (in [`GuardedConnector`]), idle connections
 //!   kept 60 s (at most [`MAX_IDLE_PER_HOST`] per host).
 //!
+//! `http://` origins go on HTTP/1 connections of toolgate's own
+//! ([`crate::mcp::http1_pool`], the same [`GuardedConnector`] dialing): hyper-util's
+//! client spawns a task per HTTP/1 request to put its connection back after the body,
+//! which the reader of the body does here ([`ApiResponse`]). `https://` keeps
+//! hyper-util's client (TLS, HTTP/2 by ALPN, whose connections need no putting back).
+//!
 //! Bounding a whole call is the caller's (the call's deadline covers every hop and
 //! the body).
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -39,7 +47,8 @@ use url::Url;
 
 use super::connector::{GuardedConnector, tls_config};
 use super::ssrf::{self, MAX_REDIRECTS};
-use crate::error::error_chain;
+use crate::error::{error_chain, is_timeout};
+use crate::mcp::http1_pool::{self, Leased, Pool};
 
 /// Idle connections kept per host: enough for a busy API's concurrency, bounded so
 /// that a burst does not leave hundreds of sockets open for a minute.
@@ -54,8 +63,14 @@ pub(super) struct ApiRequest {
     pub body: Bytes,
 }
 
-/// The API's answer to the last hop.
-pub(super) type ApiResponse = http::Response<hyper::body::Incoming>;
+/// The API's answer to the last hop (an `http::Response` by `Deref`): read its body to
+/// the end and its connection serves the next request.
+pub(super) type ApiResponse = Leased;
+
+/// Plain-HTTP origins with a pool of their own at most, per upstream: a spec names one
+/// or a few servers (redirects never leave the first request's origin); past the
+/// bound, requests take hyper-util's client.
+const MAX_PLAIN_ORIGINS: usize = 16;
 
 /// Why a request got no answer.
 #[derive(Debug)]
@@ -73,6 +88,10 @@ pub(super) enum SendError {
 #[derive(Clone)]
 pub(super) struct ApiClient {
     client: Client<HttpsConnector<GuardedConnector>, Full<Bytes>>,
+    /// The connector of `client`, for the `http://` pools.
+    connector: GuardedConnector,
+    /// One pool per `http://` origin (`host:port`).
+    plain: Arc<Mutex<HashMap<String, Arc<Pool<GuardedConnector>>>>>,
     allow_private: bool,
 }
 
@@ -94,7 +113,7 @@ impl ApiClient {
         connector: GuardedConnector,
         allow_private: bool,
     ) -> Result<ApiClient, String> {
-        let https = HttpsConnector::from((connector, tls_config()?));
+        let https = HttpsConnector::from((connector.clone(), tls_config()?));
         let client = Client::builder(TokioExecutor::new())
             .timer(TokioTimer::new())
             // Without a timer the idle timeout is never applied.
@@ -104,8 +123,58 @@ impl ApiClient {
             .build(https);
         Ok(ApiClient {
             client,
+            connector,
+            plain: Arc::default(),
             allow_private,
         })
+    }
+
+    /// The pool for `uri`'s origin when it is plain HTTP (and the bound allows one).
+    fn plain_pool(&self, uri: &Uri) -> Option<Arc<Pool<GuardedConnector>>> {
+        if uri.scheme() != Some(&http::uri::Scheme::HTTP) {
+            return None;
+        }
+        let origin = uri.authority()?.as_str();
+        let mut pools = self.plain.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(pool) = pools.get(origin) {
+            return Some(pool.clone());
+        }
+        if pools.len() >= MAX_PLAIN_ORIGINS {
+            return None;
+        }
+        let endpoint: Uri = format!("http://{origin}/").parse().ok()?;
+        let pool = Pool::new(self.connector.clone(), endpoint);
+        pools.insert(origin.to_owned(), pool.clone());
+        Some(pool)
+    }
+
+    /// One hop: on the origin's own pool when it is plain HTTP, else hyper-util's
+    /// client.
+    async fn hop(&self, mut req: http::Request<Full<Bytes>>) -> Result<ApiResponse, SendError> {
+        let Some(pool) = self.plain_pool(req.uri()) else {
+            return match self.client.request(req).await {
+                Ok(response) => Ok(Leased::unpooled(response)),
+                Err(e) if is_timeout(&e) => Err(SendError::Timeout),
+                Err(e) => Err(SendError::Failed(format!(
+                    "error sending request: {}",
+                    error_chain(&e)
+                ))),
+            };
+        };
+        // What hyper-util's client does before sending on HTTP/1: `Host` unless set,
+        // the target in origin form.
+        if let Some(host) = http1_pool::host_header(req.uri()) {
+            req.headers_mut().entry(http::header::HOST).or_insert(host);
+        }
+        *req.uri_mut() = http1_pool::origin_form(req.uri());
+        match pool.send(req).await {
+            Ok((response, lease)) => Ok(Leased::new(response, lease)),
+            Err(e) if e.is_timeout => Err(SendError::Timeout),
+            Err(e) => Err(SendError::Failed(format!(
+                "error sending request: {}",
+                e.detail
+            ))),
+        }
     }
 
     /// Sends `request`, following redirects (see the module docs). The first URL is
@@ -130,13 +199,7 @@ impl ApiClient {
             *req.method_mut() = method.clone();
             *req.uri_mut() = uri;
             *req.headers_mut() = headers.clone();
-            let resp = self.client.request(req).await.map_err(|e| {
-                if is_timeout(&e) {
-                    SendError::Timeout
-                } else {
-                    SendError::Failed(format!("error sending request: {}", error_chain(&e)))
-                }
-            })?;
+            let resp = self.hop(req).await?;
             let status = resp.status();
             if !matches!(
                 status,
@@ -236,29 +299,13 @@ fn referer(next: &Url, from: &Url) -> Option<HeaderValue> {
     HeaderValue::from_str(referer.as_str()).ok()
 }
 
-/// Whether a wait ran out somewhere in `error`'s causes (reqwest's rule).
-fn is_timeout(error: &(dyn std::error::Error + 'static)) -> bool {
-    let mut source = Some(error);
-    while let Some(e) = source {
-        if let Some(io) = e.downcast_ref::<std::io::Error>()
-            && io.kind() == std::io::ErrorKind::TimedOut
-        {
-            return true;
-        }
-        if let Some(hyper) = e.downcast_ref::<hyper::Error>()
-            && hyper.is_timeout()
-        {
-            return true;
-        }
-        source = e.source();
-    }
-    false
-}
-
 /// Reads at most `max` bytes of the body; `true` when it was cut.
-pub(super) async fn read_capped(resp: ApiResponse, max: u64) -> Result<(Vec<u8>, bool), SendError> {
+pub(super) async fn read_capped(
+    mut resp: ApiResponse,
+    max: u64,
+) -> Result<(Vec<u8>, bool), SendError> {
     let max = usize::try_from(max).unwrap_or(usize::MAX);
-    let mut incoming = resp.into_body();
+    let incoming = resp.body_mut();
     // The declared length sizes the buffer, within the limit and never more than 1 MB
     // on the API's word alone.
     let declared = incoming.size_hint().exact().unwrap_or(0);
@@ -282,6 +329,7 @@ pub(super) async fn read_capped(resp: ApiResponse, max: u64) -> Result<(Vec<u8>,
         }
         body.extend_from_slice(&chunk);
     }
+    resp.ended();
     Ok((body, false))
 }
 
