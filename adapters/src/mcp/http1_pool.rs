@@ -268,7 +268,7 @@ impl Drop for Leased {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use http_body_util::BodyExt;
@@ -283,7 +283,10 @@ mod tests {
     /// connection's number and the request's number on it, in a body of `body_len`
     /// bytes (at least that text; `None`: an empty body); after `close_after` requests
     /// the server closes the connection. Counts the connections it accepted.
-    async fn server(body_len: Option<usize>, close_after: usize) -> (http::Uri, Arc<AtomicUsize>) {
+    pub(crate) async fn server(
+        body_len: Option<usize>,
+        close_after: usize,
+    ) -> (http::Uri, Arc<AtomicUsize>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         let accepted = Arc::new(AtomicUsize::new(0));

@@ -343,42 +343,14 @@ async fn https_with_an_untrusted_certificate_is_refused() {
 /// answer read to its end before the next call.
 #[tokio::test]
 async fn plain_http_calls_reuse_a_kept_alive_connection() {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let count = accepted.clone();
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            count.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(async move {
-                let mut buffer = Vec::new();
-                // At most 10 requests a connection, each headers only.
-                for _ in 0..10 {
-                    while !buffer.windows(4).any(|w| w == b"\r\n\r\n") {
-                        let mut chunk = [0u8; 1024];
-                        match stream.read(&mut chunk).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => buffer.extend_from_slice(&chunk[..n]),
-                        }
-                    }
-                    let end = buffer.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-                    buffer.drain(..end + 4);
-                    let answer = "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
-                    if stream.write_all(answer.as_bytes()).await.is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
+    use std::sync::atomic::Ordering;
+    // Answers "<connection>/<request on it>".
+    let (endpoint, accepted) = crate::mcp::http1_pool::tests::server(Some(0), 10).await;
     let api = client(GuardedConnector::new(true, T), true);
-    let url = format!("http://127.0.0.1:{port}/items/1");
-    for _ in 0..3 {
+    let url = format!("{endpoint}").replace("/mcp", "/items/1");
+    for n in 1..=3 {
         let (status, body) = send(&api, request(Method::GET, &url)).await.unwrap();
-        assert_eq!((status, body.as_str()), (StatusCode::OK, "ok"));
+        assert_eq!((status, body), (StatusCode::OK, format!("1/{n}")));
     }
     assert_eq!(accepted.load(Ordering::SeqCst), 1);
 }

@@ -49,20 +49,37 @@ use crate::config::front_door::{MAX_CONNECTIONS, ServerConfig};
 const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
 const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
-/// Serves `app` on `listener` until `stop`, then lets the open connections finish
-/// (the caller bounds how long it waits).
-pub async fn serve<App>(
-    listener: TcpListener,
-    app: App,
-    limits: ServerConfig,
-    stop: CancellationToken,
-) where
-    App: Service<axum::extract::Request, Response = axum::response::Response, Error = Infallible>
+/// What the listener serves: the router, or [`super::Front`] around it (any
+/// always-ready, infallible service of axum requests).
+pub trait HttpApp: Clone + Send + 'static {
+    type Answer: Future<Output = Result<axum::response::Response, Infallible>> + Send;
+
+    fn answer(&mut self, request: axum::extract::Request) -> Self::Answer;
+}
+
+impl<T> HttpApp for T
+where
+    T: Service<axum::extract::Request, Response = axum::response::Response, Error = Infallible>
         + Clone
         + Send
         + 'static,
-    App::Future: Send,
+    T::Future: Send,
 {
+    type Answer = T::Future;
+
+    fn answer(&mut self, request: axum::extract::Request) -> Self::Answer {
+        self.call(request)
+    }
+}
+
+/// Serves `app` on `listener` until `stop`, then lets the open connections finish
+/// (the caller bounds how long it waits).
+pub async fn serve(
+    listener: TcpListener,
+    app: impl HttpApp,
+    limits: ServerConfig,
+    stop: CancellationToken,
+) {
     let cap = limits.max_connections.clamp(1, MAX_CONNECTIONS);
     let permits = Arc::new(Semaphore::new(cap));
     let limits = Arc::new(limits);
@@ -109,18 +126,12 @@ pub async fn serve<App>(
 }
 
 /// Serves one connection until it ends, times out or the gateway stops.
-async fn connection<App>(
+async fn connection(
     stream: TcpStream,
-    app: App,
+    app: impl HttpApp,
     limits: &ServerConfig,
     stop: CancellationToken,
-) where
-    App: Service<axum::extract::Request, Response = axum::response::Response, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
-    App::Future: Send,
-{
+) {
     // Small SSE frames must not wait for Nagle's algorithm (a 40 ms stall per call
     // against clients that delay their ACKs).
     if let Err(error) = stream.set_nodelay(true) {
@@ -141,7 +152,7 @@ async fn connection<App>(
                 request.map(|body| Body::new(TimedBody::new(body, body_timeout, activity.clone())));
             let mut app = app.clone();
             async move {
-                let mut response = match app.call(request).await {
+                let mut response = match app.answer(request).await {
                     Ok(response) => response,
                     Err(never) => match never {},
                 };
