@@ -38,7 +38,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 use toolgate_adapters::JsonObject;
 
-use super::merge::{self, types_of};
+use super::merge::{self, types_of, types_of_map};
 use super::{refs, root};
 
 /// Deepest nesting walked (the converters describe nothing deeper either).
@@ -64,7 +64,7 @@ enum Kind {
 
 /// The kind of value `m` holds when it is a JSON-string slot (module docs).
 fn slot_kind(m: &Map<String, Value>) -> Option<Kind> {
-    let types = types_of(&Value::Object(m.clone()));
+    let types = types_of_map(m);
     let has = |t: &str| types.iter().any(|x| x == t);
     if has("string") {
         return None;
@@ -100,7 +100,7 @@ fn takes_any_string(m: &Map<String, Value>) -> bool {
     if m.contains_key("enum") || m.contains_key("const") {
         return false;
     }
-    let types = types_of(&Value::Object(m.clone()));
+    let types = types_of_map(m);
     if types.is_empty() {
         // Untyped: anything, unless its keywords say it is an object or an array.
         let shaped = [
@@ -360,9 +360,7 @@ fn rewrite(
 
 /// The string declaration standing for a slot.
 fn string_form(m: &Map<String, Value>, kind: Kind) -> Value {
-    let nullable = types_of(&Value::Object(m.clone()))
-        .iter()
-        .any(|t| t == "null");
+    let nullable = types_of_map(m).iter().any(|t| t == "null");
     let base = m
         .get("description")
         .and_then(Value::as_str)

@@ -6,6 +6,12 @@ use serde_json::{Map, Value, json};
 /// The JSON types a schema declares (`type` string or array, plus `null` for an
 /// OpenAPI 3.0 `nullable: true`), in the order written.
 pub(super) fn types_of(s: &Value) -> Vec<String> {
+    s.as_object().map(types_of_map).unwrap_or_default()
+}
+
+/// [`types_of`] for a schema already known to be an object (no copy of it needed:
+/// this runs for every schema node a call's arguments are decoded against).
+pub(super) fn types_of_map(s: &Map<String, Value>) -> Vec<String> {
     let mut out: Vec<String> = match s.get("type") {
         Some(Value::String(t)) => vec![t.clone()],
         Some(Value::Array(ts)) => ts

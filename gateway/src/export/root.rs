@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::merge::{self, is_null_only, is_object, types_of};
+use super::merge::{self, is_null_only, is_object, types_of_map};
 
 /// A root made into a plain object schema, and a sentence for the tool description
 /// when alternatives were merged.
@@ -93,7 +93,7 @@ pub(super) fn object_root(schema: &Value) -> Result<Fixed, String> {
             break;
         }
     }
-    let types = types_of(&Value::Object(root.clone()));
+    let types = types_of_map(&root);
     let non_null: Vec<&String> = types.iter().filter(|t| *t != "null").collect();
     if !non_null.is_empty() && !non_null.iter().any(|t| *t == "object") {
         return Err(format!(
