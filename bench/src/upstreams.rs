@@ -23,7 +23,7 @@ use axum::routing::{MethodRouter, get, post};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::{Value, json};
-use toolgate_adapters::mcp::http1_pool::{Leased, Pool};
+use toolgate_adapters::mcp::http1_pool::{Leased, MCP_LIMITS, Pool};
 
 /// Text every tool result carries (the clients check for it).
 pub(crate) const MARKER: &str = "bench-ok";
@@ -295,7 +295,11 @@ pub(crate) fn main(args: &[String]) -> Result<()> {
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(Duration::from_secs(5)));
         let proxy = Arc::new(Proxy {
-            pool: Pool::new(connector, format!("http://127.0.0.1:{port}/mcp").parse()?),
+            pool: Pool::new(
+                connector,
+                format!("http://127.0.0.1:{port}/mcp").parse()?,
+                MCP_LIMITS,
+            ),
             target: http::Uri::from_static("/mcp"),
             host: HeaderValue::from_str(&format!("127.0.0.1:{port}"))?,
         });

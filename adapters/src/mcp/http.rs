@@ -4,9 +4,10 @@
 //!
 //! Requests to the endpoint itself ([`HttpClient::send`]) go through hyper's HTTP/1
 //! client directly, on connections kept by [`super::http1_pool`], when the endpoint is
-//! plain `http://` and no proxy setting in the environment covers it. reqwest wraps every request in layers a JSON-RPC POST does
-//! not need (redirects, retries, the URL parsed twice more per request): a large share
-//! of the instructions of a whole call through the gateway (bench/README.md).
+//! plain `http://` and no proxy setting in the environment covers it. reqwest wraps
+//! every request in layers a JSON-RPC POST does not need (redirects, retries, the URL
+//! parsed twice more per request): a large share of the instructions of a whole call
+//! through the gateway (bench/README.md).
 //! reqwest carries everything else: `https://` (TLS), proxies, and the legacy SSE
 //! transport's requests.
 
@@ -23,7 +24,7 @@ use reqwest::{Response, Url};
 use super::HttpConfig;
 use super::framing::{SseDecoder, SseEvent, SseItem};
 pub(crate) use super::http1_pool::SendError;
-use super::http1_pool::{Leased, Pool, host_header, origin_form};
+use super::http1_pool::{Leased, MCP_LIMITS, Pool, host_header, origin_form};
 use super::jsonrpc::{Outgoing, truncate_utf8};
 
 /// The per-upstream HTTP side: client, endpoint and headers.
@@ -125,7 +126,7 @@ impl HttpClient {
             let host = host_header(&uri);
             let target = origin_form(&uri);
             Direct {
-                pool: Pool::new(connector, uri),
+                pool: Pool::new(connector, uri, MCP_LIMITS),
                 target,
                 host,
             }

@@ -11,13 +11,15 @@
 //! each connection keeps the one task that drives it.
 //!
 //! Rules the pooled client had, kept: connections are reused most recently used
-//! first; one that has been idle for [`IDLE_TIMEOUT`] is closed instead of used; a
+//! first; one idle longer than its pool's [`Limits::idle_timeout`] is closed instead
+//! of used (and swept, oldest first, whenever a connection comes back: there is no
+//! timer); at most [`Limits::max_idle`] idle connections are kept (the oldest goes); a
 //! request that a reused connection closed before sending is sent again on another
-//! (it never reached the server, so this repeats nothing). New here: at most
-//! [`MAX_IDLE`] idle connections are kept, and an answer dropped before its body ended
-//! takes its connection with it (its unread rest would otherwise be read as the next
-//! answer's start).
+//! (it never reached the server, so this repeats nothing). New here: an answer
+//! dropped before its body ended takes its connection with it (its unread rest would
+//! otherwise be read as the next answer's start).
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -44,10 +46,18 @@ pub struct SendError {
     pub detail: String,
 }
 
-/// How long an idle connection is kept for reuse (what the pooled client was set to).
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
-/// Idle connections kept at most; more are closed as they come back.
-pub const MAX_IDLE: usize = 64;
+/// How long a pool keeps idle connections, and how many.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub idle_timeout: Duration,
+    pub max_idle: usize,
+}
+
+/// The MCP transports' limits (the idle timeout their pooled client was set to).
+pub const MCP_LIMITS: Limits = Limits {
+    idle_timeout: Duration::from_secs(90),
+    max_idle: 64,
+};
 /// Reused connections tried for one request before a new one is opened: each may
 /// have been closed by the server while it idled.
 const MAX_REUSED_TRIES: usize = 3;
@@ -61,7 +71,11 @@ pub struct Pool<C = HttpConnector> {
     idle: Arc<IdleList>,
 }
 
-type IdleList = Mutex<Vec<Idle>>;
+/// Idle connections, oldest first, and the pool's limits.
+struct IdleList {
+    connections: Mutex<VecDeque<Idle>>,
+    limits: Limits,
+}
 
 struct Idle {
     sender: SendRequest<Full<Bytes>>,
@@ -79,15 +93,23 @@ impl Lease {
     /// to the end. It may not take a request at this very moment (its task has still
     /// to notice the answer's end); the next request waits for that.
     pub fn release(self) {
-        let Some(idle) = self.idle.upgrade() else {
+        let Some(list) = self.idle.upgrade() else {
             return;
         };
         if self.sender.is_closed() {
             return;
         }
-        let mut idle = lock(&idle);
-        if idle.len() < MAX_IDLE {
-            idle.push(Idle {
+        let limits = list.limits;
+        let mut idle = lock(&list);
+        while idle
+            .front()
+            .is_some_and(|oldest| oldest.since.elapsed() >= limits.idle_timeout)
+            || idle.len() >= limits.max_idle.max(1)
+        {
+            idle.pop_front();
+        }
+        if limits.max_idle > 0 {
+            idle.push_back(Idle {
                 sender: self.sender,
                 since: Instant::now(),
             });
@@ -95,9 +117,9 @@ impl Lease {
     }
 }
 
-fn lock(idle: &IdleList) -> std::sync::MutexGuard<'_, Vec<Idle>> {
+fn lock(idle: &IdleList) -> std::sync::MutexGuard<'_, VecDeque<Idle>> {
     // A panic elsewhere leaves a list of connections that is still a list.
-    idle.lock().unwrap_or_else(|e| e.into_inner())
+    idle.connections.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The `Host` header for `uri`: its host, and its port when that is not 80.
@@ -122,19 +144,23 @@ where
     C::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     C::Future: Send,
 {
-    pub fn new(connector: C, endpoint: http::Uri) -> Arc<Pool<C>> {
+    pub fn new(connector: C, endpoint: http::Uri, limits: Limits) -> Arc<Pool<C>> {
         Arc::new(Pool {
             connector,
             endpoint,
-            idle: Arc::new(Mutex::new(Vec::new())),
+            idle: Arc::new(IdleList {
+                connections: Mutex::new(VecDeque::new()),
+                limits,
+            }),
         })
     }
 
     /// The most recently used idle connection that is still open and fresh.
     fn checkout(&self) -> Option<SendRequest<Full<Bytes>>> {
+        let idle_timeout = self.idle.limits.idle_timeout;
         let mut idle = lock(&self.idle);
-        while let Some(entry) = idle.pop() {
-            if !entry.sender.is_closed() && entry.since.elapsed() < IDLE_TIMEOUT {
+        while let Some(entry) = idle.pop_back() {
+            if !entry.sender.is_closed() && entry.since.elapsed() < idle_timeout {
                 return Some(entry.sender);
             }
         }
@@ -333,7 +359,7 @@ pub(crate) mod tests {
     }
 
     fn pool(endpoint: &http::Uri) -> Arc<Pool> {
-        Pool::new(HttpConnector::new(), endpoint.clone())
+        Pool::new(HttpConnector::new(), endpoint.clone(), MCP_LIMITS)
     }
 
     fn request(endpoint: &http::Uri) -> http::Request<Full<Bytes>> {
@@ -425,14 +451,39 @@ pub(crate) mod tests {
         let (endpoint, accepted) = server(None, 100).await;
         let pool = pool(&endpoint);
         let mut leases = Vec::new();
-        for _ in 0..MAX_IDLE + 3 {
+        for _ in 0..MCP_LIMITS.max_idle + 3 {
             leases.push(pool.send(request(&endpoint)).await.ok().unwrap());
         }
-        assert_eq!(accepted.load(Ordering::SeqCst), MAX_IDLE + 3);
+        assert_eq!(accepted.load(Ordering::SeqCst), MCP_LIMITS.max_idle + 3);
         for (response, lease) in leases {
             drop(Leased::new(response, lease));
         }
-        assert_eq!(lock(&pool.idle).len(), MAX_IDLE);
+        assert_eq!(lock(&pool.idle).len(), MCP_LIMITS.max_idle);
+    }
+
+    #[tokio::test]
+    async fn connections_idle_past_the_timeout_are_swept_when_one_comes_back() {
+        let (endpoint, accepted) = server(None, 100).await;
+        let limits = Limits {
+            idle_timeout: Duration::from_millis(50),
+            max_idle: 64,
+        };
+        let pool = Pool::new(HttpConnector::new(), endpoint.clone(), limits);
+        let first = pool.send(request(&endpoint)).await.ok().unwrap();
+        let second = pool.send(request(&endpoint)).await.ok().unwrap();
+        drop(Leased::new(first.0, first.1));
+        drop(Leased::new(second.0, second.1));
+        assert_eq!(lock(&pool.idle).len(), 2);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // A third, fresh connection comes back: the two stale ones go.
+        let third = pool.send(request(&endpoint)).await.ok().unwrap();
+        assert_eq!(
+            accepted.load(Ordering::SeqCst),
+            3,
+            "stale ones are not reused"
+        );
+        drop(Leased::new(third.0, third.1));
+        assert_eq!(lock(&pool.idle).len(), 1);
     }
 
     #[tokio::test]

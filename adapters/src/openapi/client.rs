@@ -48,11 +48,13 @@ use url::Url;
 use super::connector::{GuardedConnector, tls_config};
 use super::ssrf::{self, MAX_REDIRECTS};
 use crate::error::{error_chain, is_timeout};
-use crate::mcp::http1_pool::{self, Leased, Pool};
+use crate::mcp::http1_pool::{self, Leased, Limits, Pool};
 
 /// Idle connections kept per host: enough for a busy API's concurrency, bounded so
 /// that a burst does not leave hundreds of sockets open for a minute.
 const MAX_IDLE_PER_HOST: usize = 32;
+/// How long an idle connection is kept.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A request to an API.
 pub(super) struct ApiRequest {
@@ -118,7 +120,7 @@ impl ApiClient {
             .timer(TokioTimer::new())
             // Without a timer the idle timeout is never applied.
             .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(Duration::from_secs(60))
+            .pool_idle_timeout(IDLE_TIMEOUT)
             .pool_max_idle_per_host(MAX_IDLE_PER_HOST)
             .build(https);
         Ok(ApiClient {
@@ -143,7 +145,11 @@ impl ApiClient {
             return None;
         }
         let endpoint: Uri = format!("http://{origin}/").parse().ok()?;
-        let pool = Pool::new(self.connector.clone(), endpoint);
+        let limits = Limits {
+            idle_timeout: IDLE_TIMEOUT,
+            max_idle: MAX_IDLE_PER_HOST,
+        };
+        let pool = Pool::new(self.connector.clone(), endpoint, limits);
         pools.insert(origin.to_owned(), pool.clone());
         Some(pool)
     }
@@ -155,10 +161,7 @@ impl ApiClient {
             return match self.client.request(req).await {
                 Ok(response) => Ok(Leased::unpooled(response)),
                 Err(e) if is_timeout(&e) => Err(SendError::Timeout),
-                Err(e) => Err(SendError::Failed(format!(
-                    "error sending request: {}",
-                    error_chain(&e)
-                ))),
+                Err(e) => Err(not_sent(&error_chain(&e))),
             };
         };
         // What hyper-util's client does before sending on HTTP/1: `Host` unless set,
@@ -170,10 +173,7 @@ impl ApiClient {
         match pool.send(req).await {
             Ok((response, lease)) => Ok(Leased::new(response, lease)),
             Err(e) if e.is_timeout => Err(SendError::Timeout),
-            Err(e) => Err(SendError::Failed(format!(
-                "error sending request: {}",
-                e.detail
-            ))),
+            Err(e) => Err(not_sent(&e.detail)),
         }
     }
 
@@ -297,6 +297,11 @@ fn referer(next: &Url, from: &Url) -> Option<HeaderValue> {
     let _ = referer.set_password(None);
     referer.set_fragment(None);
     HeaderValue::from_str(referer.as_str()).ok()
+}
+
+/// A request that got no answer, whichever client carried it.
+fn not_sent(detail: &str) -> SendError {
+    SendError::Failed(format!("error sending request: {detail}"))
 }
 
 /// Reads at most `max` bytes of the body; `true` when it was cut.
