@@ -130,6 +130,13 @@ impl CallTrace {
         }
     }
 
+    /// Puts the correlation id in a REST answer's [`CORRELATION_HEADER`].
+    pub fn tag(&self, response: &mut axum::response::Response) {
+        if let Ok(value) = http::HeaderValue::from_str(&self.correlation_id) {
+            response.headers_mut().insert(CORRELATION_HEADER, value);
+        }
+    }
+
     /// A call context under this trace: `timeout` to go, the correlation id, and the
     /// request's span as the parent of what the call does.
     pub fn call_context(&self, timeout: Duration) -> CallContext {
@@ -150,9 +157,7 @@ pub async fn rest_calls(
     let trace = CallTrace::start("rest", request.headers(), None);
     request.extensions_mut().insert(trace.clone());
     let mut response = next.run(request).instrument(trace.span.clone()).await;
-    if let Ok(value) = http::HeaderValue::from_str(&trace.correlation_id) {
-        response.headers_mut().insert(CORRELATION_HEADER, value);
-    }
+    trace.tag(&mut response);
     response
 }
 

@@ -71,6 +71,9 @@ tenants:
 
 struct TestApp {
     router: Front,
+    /// The same app as `serve::router` builds it: every request through axum's router,
+    /// none on `Front`'s fast paths.
+    plain: axum::Router,
     /// Calls that reached an upstream (refused calls must never get there).
     calls: Arc<AtomicUsize>,
 }
@@ -104,8 +107,18 @@ async fn app(yaml: &str) -> TestApp {
     let authenticator = Authenticator::for_config(&gateway.config())
         .await
         .expect("the authenticator builds");
+    let plain = toolgate::serve::router(
+        app.gateway.clone(),
+        app.store.clone(),
+        authenticator.clone(),
+        app.stop.child_token(),
+    );
     let router = app.router(authenticator);
-    TestApp { router, calls }
+    TestApp {
+        router,
+        plain,
+        calls,
+    }
 }
 
 /// An upstream answering from this process. Tools (`<upstream>__<tool>` in the
@@ -324,6 +337,19 @@ impl TestApp {
             .await
             .expect("an answer in time")
             .expect("the router is infallible");
+        Self::read(response).await
+    }
+
+    /// [`TestApp::send`] through axum's router alone (no fast path).
+    async fn send_plain(&self, request: Request<Body>) -> Reply {
+        let response = tokio::time::timeout(WAIT, self.plain.clone().oneshot(request))
+            .await
+            .expect("an answer in time")
+            .expect("the router is infallible");
+        Self::read(response).await
+    }
+
+    async fn read(response: axum::response::Response) -> Reply {
         let (parts, body) = response.into_parts();
         let body = tokio::time::timeout(WAIT, body.collect())
             .await
@@ -781,6 +807,118 @@ async fn listed_origins_get_cors_and_others_do_not() {
         StatusCode::FORBIDDEN
     );
     assert_eq!(app.calls(), 1);
+}
+
+/// `POST /v1/tools/{name}/call` is answered by `Front` without the router; every answer
+/// must be the router's: percent-encoded names, refusals, bodies too large, other
+/// methods, the correlation id on each.
+#[tokio::test]
+async fn rest_calls_answer_alike_with_and_without_the_router() {
+    let app = app(&config_yaml()).await;
+    let echo = json!({"arguments": {"message": "hi"}}).to_string();
+    let call = |path: &str, key: Option<&str>, body: &str| {
+        to(Method::POST, path, key)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body.to_owned()))
+            .expect("a valid request")
+    };
+    let too_big = format!(
+        "{{\"arguments\": {{\"message\": \"{}\"}}}}",
+        "x".repeat(4 * 1024 * 1024)
+    );
+    let cases = [
+        (
+            "a call",
+            "/v1/tools/up__echo/call",
+            Some(KEY_A),
+            &*echo,
+            StatusCode::OK,
+            "",
+        ),
+        (
+            "a percent-encoded name",
+            "/v1/tools/up%5F%5Fecho/call",
+            Some(KEY_A),
+            &*echo,
+            StatusCode::OK,
+            "",
+        ),
+        (
+            "a denied tool",
+            "/v1/tools/up__secret/call",
+            Some(KEY_B),
+            "{}",
+            StatusCode::NOT_FOUND,
+            "not_found",
+        ),
+        (
+            "no credentials",
+            "/v1/tools/up__echo/call",
+            None,
+            &*echo,
+            StatusCode::UNAUTHORIZED,
+            "missing_credentials",
+        ),
+        (
+            "a body that is not JSON",
+            "/v1/tools/up__echo/call",
+            Some(KEY_A),
+            "{",
+            StatusCode::BAD_REQUEST,
+            "invalid_body",
+        ),
+        (
+            "a body over the limit",
+            "/v1/tools/up__echo/call",
+            Some(KEY_A),
+            &*too_big,
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+        ),
+    ];
+    for (what, path, key, body, status, code) in cases {
+        let fast = app.send(call(path, key, body)).await;
+        let plain = app.send_plain(call(path, key, body)).await;
+        for (via, reply) in [("fast path", &fast), ("router", &plain)] {
+            assert_eq!(reply.status, status, "{what} ({via}): {}", reply.text());
+            assert!(
+                reply
+                    .header("toolgate-correlation-id")
+                    .is_some_and(|id| id.len() == 32),
+                "{what} ({via}): a correlation id on every answer: {:?}",
+                reply.headers
+            );
+            if code.is_empty() {
+                assert_eq!(reply.json()["content"][0]["text"], "Echo: hi", "{what}");
+            } else {
+                assert_eq!(reply.json()["error"]["code"], code, "{what} ({via})");
+            }
+        }
+        if code.is_empty() {
+            assert_eq!(fast.json(), plain.json(), "{what}");
+        } else {
+            assert_eq!(fast.body, plain.body, "{what}");
+        }
+    }
+    // Other methods and malformed paths are the router's: the same answer either way.
+    for (method, path) in [
+        (Method::GET, "/v1/tools/up__echo/call"),
+        (Method::POST, "/v1/tools//call"),
+        (Method::POST, "/v1/tools/up__echo/call/"),
+        (Method::POST, "/v1/tools/a/b/call"),
+        (Method::POST, "/v1/tools/%FF/call"),
+    ] {
+        let request = || empty(to(method.clone(), path, Some(KEY_A)));
+        let fast = app.send(request()).await;
+        let plain = app.send_plain(request()).await;
+        assert_ne!(fast.status, StatusCode::OK, "{method} {path}");
+        assert_eq!(
+            (fast.status, &fast.body),
+            (plain.status, &plain.body),
+            "{method} {path}"
+        );
+    }
+    assert_eq!(app.calls(), 4, "the two calls, each both ways");
 }
 
 // ---------------------------------------------------------------------------------

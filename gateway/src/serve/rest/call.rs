@@ -2,8 +2,14 @@
 //! streamed) and the batch endpoints: name resolution, argument clean-up for
 //! function-calling clients, the policy-checked call, and the answer with its summary.
 
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
 
 use serde_json::Value;
 use toolgate_adapters::{CallContext, JsonObject, ToolError};
@@ -244,11 +250,13 @@ pub(super) async fn execute(
     }
 }
 
-/// [`execute`] in a task of its own, for a caller that may hang up: dropping the
-/// returned future (the client went away, so the request handler was dropped) cancels
-/// the call instead of abandoning it. The task runs on until the upstream has been told
-/// (`notifications/cancelled`, or the request aborted) and the call path has written
-/// its audit line and metric with outcome `cancelled`.
+/// [`execute`] for a caller that may hang up. The call runs in the caller's task; if
+/// the caller drops it before the end (the client went away, so the request handler
+/// was dropped), the call is cancelled and moved to a task of its own, which runs on
+/// until the upstream has been told (`notifications/cancelled`, or the request
+/// aborted) and the call path has written its audit line and metric with outcome
+/// `cancelled`. No task per call otherwise: spawning one cost a tool call about as
+/// much as the router's layers.
 pub(super) async fn execute_cancellable(
     gateway: Arc<Gateway>,
     caller: Caller,
@@ -256,24 +264,71 @@ pub(super) async fn execute_cancellable(
     arguments: JsonObject,
     ctx: CallContext,
 ) -> Finished {
-    let _cancel_on_drop = ctx.cancel.clone().drop_guard();
-    let started = Instant::now();
-    let task = tokio::spawn({
+    let cancel = ctx.cancel.clone();
+    let call = {
         let name = name.clone();
-        async move { execute(&gateway, &caller, &name, arguments, ctx).await }
-    });
-    match task.await {
-        Ok(finished) => finished,
-        Err(_) => {
-            let error = ToolError::Failed(format!(
-                "the call to '{name}' stopped unexpectedly inside the gateway; retry it"
-            ));
-            Finished {
-                summary: summary::failed(&name, &error),
-                outcome: Err(error),
-                usage: None,
-                duration: started.elapsed(),
+        Box::pin(async move { execute(&gateway, &caller, &name, arguments, ctx).await })
+    };
+    FinishOnDrop {
+        call: Some(call),
+        cancel,
+        name,
+        started: Instant::now(),
+    }
+    .await
+}
+
+/// A call polled by its caller and handed to a task of its own when the caller drops
+/// it unfinished ([`execute_cancellable`]).
+struct FinishOnDrop {
+    call: Option<Pin<Box<dyn Future<Output = Finished> + Send>>>,
+    cancel: CancellationToken,
+    name: String,
+    started: Instant,
+}
+
+impl Future for FinishOnDrop {
+    type Output = Finished;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Finished> {
+        let Some(call) = self.call.as_mut() else {
+            return Poll::Pending;
+        };
+        // A panic inside the call answers as a failed call, as it did when the call ran
+        // in a task of its own, instead of taking the connection down.
+        let polled = std::panic::catch_unwind(AssertUnwindSafe(|| call.as_mut().poll(cx)));
+        match polled {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(finished)) => {
+                self.call = None;
+                Poll::Ready(finished)
             }
+            Err(_) => {
+                self.call = None;
+                let error = ToolError::Failed(format!(
+                    "the call to '{}' stopped unexpectedly inside the gateway; retry it",
+                    self.name
+                ));
+                Poll::Ready(Finished {
+                    summary: summary::failed(&self.name, &error),
+                    outcome: Err(error),
+                    usage: None,
+                    duration: self.started.elapsed(),
+                })
+            }
+        }
+    }
+}
+
+impl Drop for FinishOnDrop {
+    fn drop(&mut self) {
+        // Cancelled when the caller is done with it, finished or not (nothing of the
+        // call outlives its answer).
+        self.cancel.cancel();
+        if let Some(call) = self.call.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(call);
         }
     }
 }

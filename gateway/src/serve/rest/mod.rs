@@ -18,7 +18,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::extract::{Extension, Path, Query, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::from_fn;
 use axum::response::{IntoResponse, Response};
@@ -46,10 +46,7 @@ pub fn router(door: Arc<FrontDoor>) -> Router {
     Router::new()
         .route("/v1/tools", get(list_tools))
         .route("/v1/tools/{name}/schema", get(tool_schema))
-        .route(
-            "/v1/tools/{name}/call",
-            post(call_tool).layer(from_fn(rest_calls)),
-        )
+        .route("/v1/tools/{name}/call", post(call_route))
         .route("/v1/sessions", post(create_session))
         .route("/v1/sessions/{id}", delete(end_session))
         .route("/v1/sessions/{id}/tools", get(session_tools))
@@ -69,9 +66,12 @@ pub fn router(door: Arc<FrontDoor>) -> Router {
         .route("/v1/tasks/{id}/events", get(task_events::task_events))
         .route("/v1/tasks/{id}/input", post(tasks::answer_input))
         .route("/openapi.json", get(openapi::document))
-        .layer(axum::extract::DefaultBodyLimit::max(4 * 1024 * 1024))
+        .layer(axum::extract::DefaultBodyLimit::max(BODY_LIMIT))
         .with_state(door)
 }
+
+/// The largest request body the REST surface reads.
+const BODY_LIMIT: usize = 4 * 1024 * 1024;
 
 fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
     (
@@ -216,13 +216,93 @@ async fn tool_schema(
     }
 }
 
-async fn call_tool(
+/// The tool name in a `POST /v1/tools/{name}/call` path, percent-decoded as the
+/// router's `Path` would: what lets the listener's fast path ([`super::Front`]) serve
+/// a call without the router. `None` for any other path, and for a name that does not
+/// decode to UTF-8 (the router answers that one).
+pub(crate) fn call_path_name(path: &str) -> Option<String> {
+    let segment = path.strip_prefix("/v1/tools/")?.strip_suffix("/call")?;
+    if segment.is_empty() || segment.contains('/') {
+        return None;
+    }
+    percent_encoding::percent_decode_str(segment)
+        .decode_utf8()
+        .ok()
+        .map(|name| name.into_owned())
+}
+
+/// `POST /v1/tools/{name}/call` as a route of the router.
+async fn call_route(
     State(door): State<Arc<FrontDoor>>,
-    Extension(trace): Extension<CallTrace>,
-    headers: HeaderMap,
     Path(name): Path<String>,
-    body: axum::body::Bytes,
+    request: axum::extract::Request,
 ) -> Response {
+    serve_call(door, name, request).await
+}
+
+/// `POST /v1/tools/{name}/call`, whichever way it came ([`call_route`] or the
+/// listener's fast path): the request's trace and span, the call, and the correlation
+/// id on every answer, refusals included.
+pub(crate) async fn serve_call(
+    door: Arc<FrontDoor>,
+    name: String,
+    request: axum::extract::Request,
+) -> Response {
+    use tracing::Instrument;
+    let trace = CallTrace::start("rest", request.headers(), None);
+    let span = trace.span.clone();
+    let mut response = call_tool(door, &trace, name, request)
+        .instrument(span)
+        .await;
+    trace.tag(&mut response);
+    response
+}
+
+/// The request body, at most [`BODY_LIMIT`] bytes, within the listener's body timeout.
+async fn read_body(body: axum::body::Body) -> Result<axum::body::Bytes, Response> {
+    let failed = match axum::body::to_bytes(body, BODY_LIMIT).await {
+        Ok(bytes) => return Ok(bytes),
+        Err(failed) => failed,
+    };
+    if let Some(late) = super::listener::body_timeout(&failed) {
+        return Err(error(
+            StatusCode::REQUEST_TIMEOUT,
+            "body_timeout",
+            late.to_string(),
+        ));
+    }
+    let chain = std::iter::successors(Some(&failed as &(dyn std::error::Error + 'static)), |e| {
+        e.source()
+    });
+    if chain
+        .into_iter()
+        .any(|e| e.is::<http_body_util::LengthLimitError>())
+    {
+        return Err(error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!("the request body is larger than {BODY_LIMIT} bytes: send less"),
+        ));
+    }
+    Err(error(
+        StatusCode::BAD_REQUEST,
+        "invalid_body",
+        format!("the request body could not be read: {failed}"),
+    ))
+}
+
+async fn call_tool(
+    door: Arc<FrontDoor>,
+    trace: &CallTrace,
+    name: String,
+    request: axum::extract::Request,
+) -> Response {
+    let (parts, body) = request.into_parts();
+    let headers = parts.headers;
+    let body = match read_body(body).await {
+        Ok(body) => body,
+        Err(refused) => return refused,
+    };
     let mut request: JsonObject = if body.is_empty() {
         JsonObject::new()
     } else {
@@ -273,7 +353,7 @@ async fn call_tool(
     };
     if background {
         let started =
-            tasks::start(&door, &caller, &name, arguments, Arc::new(headers), &trace).await;
+            tasks::start(&door, &caller, &name, arguments, Arc::new(headers), trace).await;
         return match started {
             Ok(record) => tasks::accepted(&record),
             Err(refusal) => tool_error(&refusal),

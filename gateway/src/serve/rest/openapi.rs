@@ -431,7 +431,7 @@ fn build() -> Value {
     let session_query = json!({"name": "session", "in": "query", "required": false,
         "description": "A session whose visible set applies", "schema": {"type": "string"}});
     let call_errors = errors(&[
-        "400", "401", "404", "409", "429", "499", "502", "503", "504",
+        "400", "401", "404", "408", "409", "413", "429", "499", "502", "503", "504",
     ]);
     let task_id =
         json!({"name": "id", "in": "path", "required": true, "schema": {"type": "string"}});
@@ -620,7 +620,8 @@ fn describe(status: &str) -> &'static str {
         "415" => "The body is not JSON: send Content-Type: application/json",
         "404" => "No such tool, session or task for these credentials",
         "409" => "The tool is allowed but not selected in this session: expand first",
-        "413" => "Too many calls in one batch",
+        "408" => "The request body did not arrive in time (the listener's body timeout)",
+        "413" => "The request body is too large, or a batch has too many calls",
         "429" => {
             "Rate limited (retry after the Retry-After header's seconds), or too many \
             background calls running for the tenant"
