@@ -125,6 +125,7 @@ const USAGE: &str =
        toolgate-bench peers-install [contextforge] [litellm]
                                                    (venvs for the peer rows, pinned)
        toolgate-bench upstreams [--tools N]        (internal: the bench's upstreams)
+       toolgate-bench proxy --target URL           (internal: the bare forwarding proxy)
        toolgate-bench stdio-server                 (internal: an MCP server on stdin/stdout)
        toolgate-bench import-one SPEC [--runs N]   (internal: one OpenAPI import, timed)
        toolgate-bench cluster-spec FILE            (writes the generated cluster API spec)";
@@ -138,6 +139,7 @@ fn main() -> ExitCode {
     let rest = &args[1..];
     let result = match command {
         "upstreams" => upstreams::main(rest),
+        "proxy" => upstreams::proxy_main(rest),
         "stdio-server" => upstreams::stdio_server(),
         "import-one" => catalog::import_one(rest),
         "cluster-spec" => catalog::write_cluster_spec(rest),

@@ -223,22 +223,35 @@ pub(crate) fn toolgate_bin(explicit: Option<&Path>) -> Result<PathBuf> {
     Ok(bin)
 }
 
-/// The bench's upstreams (`toolgate-bench upstreams`) in a child process: they run on
-/// their own runtime, so the load generator does not share threads with them.
+/// The bench's upstreams (`toolgate-bench upstreams`), or its bare proxy
+/// (`toolgate-bench proxy`), in a child process: they run on their own runtime, so the
+/// load generator does not share threads with them.
 pub(crate) struct Upstreams {
     /// Held for its drop (stops the process).
-    _proc: Proc,
+    proc: Proc,
     pub port: u16,
 }
 
 impl Upstreams {
     pub(crate) fn start(big_tools: usize) -> Result<Upstreams> {
+        Self::spawn(
+            "bench upstreams",
+            &["upstreams", "--tools", &big_tools.to_string()],
+        )
+    }
+
+    /// The bare forwarding proxy in front of the MCP server at `target`.
+    pub(crate) fn start_proxy(target: &str) -> Result<Upstreams> {
+        Self::spawn("bench proxy", &["proxy", "--target", target])
+    }
+
+    fn spawn(label: &str, args: &[&str]) -> Result<Upstreams> {
         let mut cmd = Command::new(self_exe()?);
-        cmd.args(["upstreams", "--tools", &big_tools.to_string()])
+        cmd.args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
-        let mut proc = Proc::spawn("bench upstreams", &mut cmd)?;
+        let mut proc = Proc::spawn(label, &mut cmd)?;
         let stdout = proc.child.stdout.take().context("upstreams stdout")?;
         // The first line is `READY <port>`; read it on a thread so the wait is bounded.
         let (tx, rx) = std::sync::mpsc::channel();
@@ -249,14 +262,18 @@ impl Upstreams {
         });
         let line = rx
             .recv_timeout(Duration::from_secs(30))
-            .map_err(|_| anyhow!("bench upstreams did not report their port within 30 s"))?;
+            .map_err(|_| anyhow!("{label} did not report their port within 30 s"))?;
         proc.check_alive()?;
         let port = line
             .trim()
             .strip_prefix("READY ")
             .and_then(|p| p.parse().ok())
-            .ok_or_else(|| anyhow!("bench upstreams said {line:?}, expected READY <port>"))?;
-        Ok(Upstreams { _proc: proc, port })
+            .ok_or_else(|| anyhow!("{label} said {line:?}, expected READY <port>"))?;
+        Ok(Upstreams { proc, port })
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.proc.pid()
     }
 
     pub(crate) fn url(&self, path: &str) -> String {

@@ -13,7 +13,8 @@ pub(crate) struct Summary {
     pub throughput: f64,
     pub p50: Duration,
     pub p99: Duration,
-    /// Gateway CPU time per call (median over rounds), for paths through it.
+    /// CPU time per call (median over rounds) of what is in the middle: the gateway,
+    /// the bare proxy, or a peer.
     pub gateway_cpu: Option<Duration>,
 }
 
@@ -180,7 +181,7 @@ impl Report {
             let _ = writeln!(out, "## Call overhead\n");
             let _ = writeln!(
                 out,
-                "| path | c | direct calls/s | gateway calls/s | gateway/direct | gateway/bare proxy | direct p50 µs | gateway p50 µs | added p50 µs | direct p99 µs | gateway p99 µs | gateway CPU µs/call |"
+                "| path | c | direct calls/s | gateway calls/s | gateway/direct | gateway/bare proxy | direct p50 µs | gateway p50 µs | added p50 µs | direct p99 µs | gateway p99 µs | CPU µs/call in the middle |"
             );
             let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|");
             for row in &self.overhead {

@@ -2,8 +2,9 @@
 //! gateway: a minimal MCP server (JSON-RPC over streamable HTTP with plain
 //! `application/json` answers, one session id per `initialize`), a large-catalog MCP
 //! server, a tiny HTTP API with its OpenAPI spec, and the same MCP server over stdio.
-//! Also a bare forwarding proxy in front of the minimal MCP server (`/proxy/mcp`):
-//! one more HTTP hop and nothing else, the floor any gateway's overhead sits on.
+//! Also a bare forwarding proxy in front of the minimal MCP server (`/proxy/mcp`, in a
+//! process of its own so its CPU per call can be read): one more HTTP hop and nothing
+//! else, the floor any gateway's overhead sits on.
 //!
 //! Every tool call answers the same fixed result carrying [`MARKER`]. Bad input gets a
 //! JSON-RPC error, never a panic.
@@ -278,6 +279,52 @@ pub(crate) fn main(args: &[String]) -> Result<()> {
         [flag, n] if flag == "--tools" => n.parse().context("--tools N")?,
         _ => anyhow::bail!("usage: toolgate-bench upstreams [--tools N]"),
     };
+    serve(move || {
+        Ok(Router::new()
+            .route("/mcp", mcp_endpoint(McpServer::new("fast", fast_tools())))
+            .route(
+                "/big/mcp",
+                mcp_endpoint(McpServer::new("big", big_tools(tools))),
+            )
+            .route("/api/items/{id}", get(api_item)))
+    })
+}
+
+/// `toolgate-bench proxy --target URL`: the bare forwarding proxy at `/proxy/mcp`, in
+/// front of the MCP server at `URL`, in a process of its own (so the bench can read
+/// what one hop costs in CPU); otherwise as [`main`].
+pub(crate) fn proxy_main(args: &[String]) -> Result<()> {
+    let [flag, target] = args else {
+        anyhow::bail!("usage: toolgate-bench proxy --target URL");
+    };
+    anyhow::ensure!(
+        flag == "--target",
+        "usage: toolgate-bench proxy --target URL"
+    );
+    let target: http::Uri = target.parse().context("--target URL")?;
+    let authority = target.authority().context("--target needs a host")?.clone();
+    serve(move || {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(Duration::from_secs(5)));
+        let proxy = Arc::new(Proxy {
+            pool: Pool::new(connector, target.clone(), MCP_LIMITS),
+            target: http::Uri::try_from(target.path())?,
+            host: HeaderValue::from_str(authority.as_str())?,
+        });
+        Ok(Router::new().route(
+            "/proxy/mcp",
+            post(proxy_post)
+                .get(|| async { StatusCode::METHOD_NOT_ALLOWED })
+                .delete(|| async { StatusCode::OK })
+                .with_state(proxy),
+        ))
+    })
+}
+
+/// Serves the app `build` makes (inside the runtime) on a loopback port, prints
+/// `READY <port>`, and exits when stdin closes (or after [`MAX_LIFETIME`]).
+fn serve(build: impl FnOnce() -> Result<Router> + Send + 'static) -> Result<()> {
     // Exit when the parent closes our stdin (or dies).
     std::thread::spawn(|| {
         let mut sink = [0u8; 64];
@@ -291,32 +338,7 @@ pub(crate) fn main(args: &[String]) -> Result<()> {
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let port = listener.local_addr()?.port();
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(Duration::from_secs(5)));
-        let proxy = Arc::new(Proxy {
-            pool: Pool::new(
-                connector,
-                format!("http://127.0.0.1:{port}/mcp").parse()?,
-                MCP_LIMITS,
-            ),
-            target: http::Uri::from_static("/mcp"),
-            host: HeaderValue::from_str(&format!("127.0.0.1:{port}"))?,
-        });
-        let app = Router::new()
-            .route(
-                "/proxy/mcp",
-                post(proxy_post)
-                    .get(|| async { StatusCode::METHOD_NOT_ALLOWED })
-                    .delete(|| async { StatusCode::OK })
-                    .with_state(proxy),
-            )
-            .route("/mcp", mcp_endpoint(McpServer::new("fast", fast_tools())))
-            .route(
-                "/big/mcp",
-                mcp_endpoint(McpServer::new("big", big_tools(tools))),
-            )
-            .route("/api/items/{id}", get(api_item));
+        let app = build()?;
         println!("READY {port}");
         std::io::stdout().flush()?;
         tokio::select! {
