@@ -415,25 +415,10 @@ fn native_watcher(
     path: &Path,
     wake: mpsc::Sender<()>,
 ) -> Result<notify::RecommendedWatcher, String> {
-    use notify::event::{AccessKind, AccessMode};
-    use notify::{EventKind, RecursiveMode, Watcher};
-    let config = path.to_path_buf();
+    use notify::{RecursiveMode, Watcher};
+    let mut relevance = Relevance::new(path.to_path_buf());
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        let relevant = match event {
-            Ok(event) => {
-                // Reads (ours included) change nothing; a write that finished does.
-                let kind = match event.kind {
-                    EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
-                    EventKind::Access(_) => false,
-                    _ => true,
-                };
-                kind && (event.paths.is_empty()
-                    || event.paths.iter().any(|changed| concerns(changed, &config)))
-            }
-            // An error (e.g. dropped events on overflow): look at the file anyway.
-            Err(_) => true,
-        };
-        if relevant {
+        if relevance.wakes(&event) {
             // Full means a wake-up is already pending.
             let _ = wake.try_send(());
         }
@@ -452,6 +437,67 @@ fn native_watcher(
         }
     }
     Ok(watcher)
+}
+
+/// Which watched events can concern the config file ([`concerns`]), remembering the
+/// paths found not to: a log written next to the config file sends an event per
+/// write, and looking at the file (two `stat`s) each time cost about as many system
+/// calls as the tool calls being logged. Only a change of what is where (a file
+/// created, removed, renamed, linked, its metadata changed) can make such a path the
+/// config file, so any event other than a write forgets what was remembered.
+struct Relevance {
+    config: PathBuf,
+    not_config: std::collections::HashSet<PathBuf>,
+}
+
+/// Paths remembered at most (forgotten all at once beyond).
+const NOT_CONFIG_KEPT: usize = 64;
+
+impl Relevance {
+    fn new(config: PathBuf) -> Relevance {
+        Relevance {
+            config,
+            not_config: std::collections::HashSet::new(),
+        }
+    }
+
+    fn wakes(&mut self, event: &notify::Result<notify::Event>) -> bool {
+        use notify::EventKind;
+        use notify::event::{AccessKind, AccessMode, ModifyKind};
+        let Ok(event) = event else {
+            // An error (e.g. dropped events on overflow): look at the file anyway.
+            self.not_config.clear();
+            return true;
+        };
+        let written = match event.kind {
+            // Reads (ours included) change nothing; a write that finished does.
+            EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+            EventKind::Access(_) => return false,
+            EventKind::Modify(ModifyKind::Data(_)) => true,
+            _ => false,
+        };
+        if !written {
+            self.not_config.clear();
+        }
+        if event.paths.is_empty() {
+            return true;
+        }
+        let mut wakes = false;
+        for changed in &event.paths {
+            if written && self.not_config.contains(changed) {
+                continue;
+            }
+            if concerns(changed, &self.config) {
+                wakes = true;
+            } else {
+                if self.not_config.len() >= NOT_CONFIG_KEPT {
+                    self.not_config.clear();
+                }
+                self.not_config.insert(changed.clone());
+            }
+        }
+        wakes
+    }
 }
 
 /// Whether a change at `changed` (a path in a watched directory) can concern the config
@@ -556,6 +602,48 @@ mod tests {
         std::os::unix::fs::symlink("other.yaml", &config).unwrap();
         assert!(!concerns(&real, &config), "the file the config path left");
         assert!(concerns(&other, &config), "the file it leads to now");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Writes to a path found not to be the config file are not looked at again; a
+    /// change of what is where makes every path count again.
+    #[cfg(unix)]
+    #[test]
+    fn writes_to_a_file_found_not_to_be_the_config_are_not_looked_at_again() {
+        use notify::event::{AccessKind, AccessMode, CreateKind, DataChange, ModifyKind};
+        use notify::{Event, EventKind};
+        let dir = std::env::temp_dir().join(format!("toolgate-relevance-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = dir.join("config.yaml");
+        std::fs::write(&config, "tenants: {}\n").unwrap();
+        let log = dir.join("toolgate.log");
+        std::fs::write(&log, "a line\n").unwrap();
+        let event = |kind, path: &Path| Ok(Event::new(kind).add_path(path.to_path_buf()));
+        let written = EventKind::Modify(ModifyKind::Data(DataChange::Any));
+        let closed = EventKind::Access(AccessKind::Close(AccessMode::Write));
+        let mut relevance = Relevance::new(config.clone());
+
+        assert!(!relevance.wakes(&event(written, &log)), "a log line");
+        assert!(relevance.not_config.contains(&log), "remembered");
+        assert!(relevance.wakes(&event(written, &config)), "the config file");
+        assert!(relevance.wakes(&event(closed, &config)), "the config file");
+        // The log becomes the config file (a rename over it): the rename forgets.
+        std::fs::rename(&log, &config).unwrap();
+        let renamed = EventKind::Modify(ModifyKind::Name(notify::event::RenameMode::Both));
+        assert!(
+            relevance.wakes(&Ok(Event::new(renamed)
+                .add_path(log.clone())
+                .add_path(config.clone())))
+        );
+        assert!(relevance.not_config.is_empty(), "forgotten");
+        assert!(relevance.wakes(&event(written, &config)), "the config file");
+        // A new file: looked at, found not to be the config, remembered.
+        std::fs::write(&log, "again\n").unwrap();
+        assert!(!relevance.wakes(&event(EventKind::Create(CreateKind::File), &log)));
+        assert!(!relevance.wakes(&event(written, &log)));
+        assert!(relevance.wakes(&Err(notify::Error::generic("overflow"))));
+        assert!(relevance.not_config.is_empty(), "an error forgets too");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
