@@ -333,23 +333,23 @@ fn normalized(value: &Value, name: &str) -> String {
 
 impl TestApp {
     async fn send(&self, request: Request<Body>) -> Reply {
-        let response = tokio::time::timeout(WAIT, self.router.clone().oneshot(request))
-            .await
-            .expect("an answer in time")
-            .expect("the router is infallible");
-        Self::read(response).await
+        Self::read(self.router.clone().oneshot(request)).await
     }
 
     /// [`TestApp::send`] through axum's router alone (no fast path).
     async fn send_plain(&self, request: Request<Body>) -> Reply {
-        let response = tokio::time::timeout(WAIT, self.plain.clone().oneshot(request))
+        Self::read(self.plain.clone().oneshot(request)).await
+    }
+
+    async fn read(
+        answer: impl std::future::Future<
+            Output = Result<axum::response::Response, std::convert::Infallible>,
+        >,
+    ) -> Reply {
+        let response = tokio::time::timeout(WAIT, answer)
             .await
             .expect("an answer in time")
             .expect("the router is infallible");
-        Self::read(response).await
-    }
-
-    async fn read(response: axum::response::Response) -> Reply {
         let (parts, body) = response.into_parts();
         let body = tokio::time::timeout(WAIT, body.collect())
             .await
