@@ -24,7 +24,7 @@ use axum::routing::{MethodRouter, get, post};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::{Value, json};
-use toolgate_adapters::mcp::http1_pool::{Leased, MCP_LIMITS, Pool};
+use toolgate_adapters::mcp::http1_pool::{MCP_LIMITS, Pool};
 
 /// Text every tool result carries (the clients check for it).
 pub(crate) const MARKER: &str = "bench-ok";
@@ -245,7 +245,7 @@ async fn proxy_post(State(proxy): State<Arc<Proxy>>, headers: HeaderMap, body: B
         }
     }
     let mut answer = match proxy.pool.send(request).await {
-        Ok((response, lease)) => Leased::new(response, lease),
+        Ok(answer) => answer,
         Err(error) => return (StatusCode::BAD_GATEWAY, error.detail).into_response(),
     };
     let status = answer.response.status();
@@ -255,17 +255,10 @@ async fn proxy_post(State(proxy): State<Arc<Proxy>>, headers: HeaderMap, body: B
             out.insert(name, value.clone());
         }
     }
-    let mut body = Vec::new();
-    while let Some(frame) = answer.response.body_mut().frame().await {
-        match frame {
-            Ok(frame) => {
-                if let Ok(data) = frame.into_data() {
-                    body.extend_from_slice(&data);
-                }
-            }
-            Err(error) => return (StatusCode::BAD_GATEWAY, error.to_string()).into_response(),
-        }
-    }
+    let body = match answer.response.body_mut().collect().await {
+        Ok(body) => body.to_bytes(),
+        Err(error) => return (StatusCode::BAD_GATEWAY, error.to_string()).into_response(),
+    };
     answer.ended();
     (status, out, body).into_response()
 }

@@ -482,21 +482,19 @@ impl Relevance {
         if event.paths.is_empty() {
             return true;
         }
-        let mut wakes = false;
         for changed in &event.paths {
             if written && self.not_config.contains(changed) {
                 continue;
             }
             if concerns(changed, &self.config) {
-                wakes = true;
-            } else {
-                if self.not_config.len() >= NOT_CONFIG_KEPT {
-                    self.not_config.clear();
-                }
-                self.not_config.insert(changed.clone());
+                return true;
             }
+            if self.not_config.len() >= NOT_CONFIG_KEPT {
+                self.not_config.clear();
+            }
+            self.not_config.insert(changed.clone());
         }
-        wakes
+        false
     }
 }
 

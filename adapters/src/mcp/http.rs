@@ -177,8 +177,7 @@ impl HttpClient {
         *req.method_mut() = method;
         *req.uri_mut() = direct.target.clone();
         *req.headers_mut() = headers;
-        let (response, lease) = direct.pool.send(req).await?;
-        Ok(Reply::Direct(Leased::new(response, lease)))
+        Ok(Reply::Direct(direct.pool.send(req).await?))
     }
 }
 

@@ -83,7 +83,7 @@ struct Idle {
 }
 
 /// A connection lent to one request; [`Lease::release`] gives it back.
-pub struct Lease {
+struct Lease {
     sender: SendRequest<Full<Bytes>>,
     idle: Weak<IdleList>,
 }
@@ -92,7 +92,7 @@ impl Lease {
     /// Gives the connection back for the next request, once its answer has been read
     /// to the end. It may not take a request at this very moment (its task has still
     /// to notice the answer's end); the next request waits for that.
-    pub fn release(self) {
+    fn release(self) {
         let Some(list) = self.idle.upgrade() else {
             return;
         };
@@ -172,7 +172,7 @@ where
     pub async fn send(
         self: &Arc<Self>,
         mut request: http::Request<Full<Bytes>>,
-    ) -> Result<(http::Response<Incoming>, Lease), SendError> {
+    ) -> Result<Leased, SendError> {
         for _ in 0..MAX_REUSED_TRIES {
             let Some(mut sender) = self.checkout() else {
                 break;
@@ -182,7 +182,7 @@ where
                 continue;
             }
             match sender.try_send_request(request).await {
-                Ok(response) => return Ok((response, self.lease(sender))),
+                Ok(response) => return Ok(self.lease(response, sender)),
                 Err(mut error) => match error.take_message() {
                     // Closed before the request went out: try another connection.
                     Some(unsent) => request = unsent,
@@ -192,15 +192,22 @@ where
         }
         let mut sender = self.connect().await?;
         match sender.send_request(request).await {
-            Ok(response) => Ok((response, self.lease(sender))),
+            Ok(response) => Ok(self.lease(response, sender)),
             Err(error) => Err(failure(false, &error)),
         }
     }
 
-    fn lease(&self, sender: SendRequest<Full<Bytes>>) -> Lease {
-        Lease {
-            sender,
-            idle: Arc::downgrade(&self.idle),
+    fn lease(
+        &self,
+        response: http::Response<Incoming>,
+        sender: SendRequest<Full<Bytes>>,
+    ) -> Leased {
+        Leased {
+            response,
+            lease: Some(Lease {
+                sender,
+                idle: Arc::downgrade(&self.idle),
+            }),
         }
     }
 
@@ -213,11 +220,7 @@ where
             .await
             .map_err(|e| {
                 let error: Box<dyn std::error::Error + Send + Sync> = e.into();
-                SendError {
-                    is_connect: true,
-                    is_timeout: crate::error::is_timeout(error.as_ref()),
-                    detail: crate::error::error_chain(error.as_ref()),
-                }
+                failure(true, error.as_ref())
             })?;
         let (sender, connection) = hyper::client::conn::http1::handshake(io)
             .await
@@ -231,7 +234,7 @@ where
     }
 }
 
-fn failure(is_connect: bool, error: &hyper::Error) -> SendError {
+fn failure(is_connect: bool, error: &(dyn std::error::Error + 'static)) -> SendError {
     SendError {
         is_connect,
         is_timeout: crate::error::is_timeout(error),
@@ -248,13 +251,6 @@ pub struct Leased {
 }
 
 impl Leased {
-    pub fn new(response: http::Response<Incoming>, lease: Lease) -> Leased {
-        Leased {
-            response,
-            lease: Some(lease),
-        }
-    }
-
     /// An answer that came on a connection of another client (nothing to give back).
     pub fn unpooled(response: http::Response<Incoming>) -> Leased {
         Leased {
@@ -372,11 +368,10 @@ pub(crate) mod tests {
 
     /// One request; the body's text, read to its end.
     async fn text(pool: &Arc<Pool>, endpoint: &http::Uri) -> String {
-        let (response, lease) = tokio::time::timeout(WAIT, pool.send(request(endpoint)))
+        let mut leased = tokio::time::timeout(WAIT, pool.send(request(endpoint)))
             .await
             .expect("answered in time")
             .unwrap_or_else(|e| panic!("sent: {}", e.detail));
-        let mut leased = Leased::new(response, lease);
         let mut body = Vec::new();
         while let Some(frame) = tokio::time::timeout(WAIT, leased.response.body_mut().frame())
             .await
@@ -413,8 +408,7 @@ pub(crate) mod tests {
         // A body large enough not to arrive with the head.
         let (endpoint, accepted) = server(Some(256 * 1024), 100).await;
         let pool = pool(&endpoint);
-        let (response, lease) = pool.send(request(&endpoint)).await.ok().unwrap();
-        drop(Leased::new(response, lease));
+        drop(pool.send(request(&endpoint)).await.ok().unwrap());
         assert!(lock(&pool.idle).is_empty());
         // The next request gets its own answer, on a new connection.
         assert_eq!(text(&pool, &endpoint).await, "2/1");
@@ -427,8 +421,7 @@ pub(crate) mod tests {
         let pool = pool(&endpoint);
         // A zero-length body (such as a 202 to a notification) needs no reading.
         for _ in 0..3 {
-            let (response, lease) = pool.send(request(&endpoint)).await.ok().unwrap();
-            drop(Leased::new(response, lease));
+            drop(pool.send(request(&endpoint)).await.ok().unwrap());
         }
         assert_eq!(text(&pool, &endpoint).await, "");
         assert_eq!(accepted.load(Ordering::SeqCst), 1);
@@ -455,9 +448,7 @@ pub(crate) mod tests {
             leases.push(pool.send(request(&endpoint)).await.ok().unwrap());
         }
         assert_eq!(accepted.load(Ordering::SeqCst), MCP_LIMITS.max_idle + 3);
-        for (response, lease) in leases {
-            drop(Leased::new(response, lease));
-        }
+        drop(leases);
         assert_eq!(lock(&pool.idle).len(), MCP_LIMITS.max_idle);
     }
 
@@ -471,8 +462,8 @@ pub(crate) mod tests {
         let pool = Pool::new(HttpConnector::new(), endpoint.clone(), limits);
         let first = pool.send(request(&endpoint)).await.ok().unwrap();
         let second = pool.send(request(&endpoint)).await.ok().unwrap();
-        drop(Leased::new(first.0, first.1));
-        drop(Leased::new(second.0, second.1));
+        drop(first);
+        drop(second);
         assert_eq!(lock(&pool.idle).len(), 2);
         tokio::time::sleep(Duration::from_millis(100)).await;
         // A third, fresh connection comes back: the two stale ones go.
@@ -482,7 +473,7 @@ pub(crate) mod tests {
             3,
             "stale ones are not reused"
         );
-        drop(Leased::new(third.0, third.1));
+        drop(third);
         assert_eq!(lock(&pool.idle).len(), 1);
     }
 

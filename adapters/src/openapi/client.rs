@@ -171,7 +171,7 @@ impl ApiClient {
         }
         *req.uri_mut() = http1_pool::origin_form(req.uri());
         match pool.send(req).await {
-            Ok((response, lease)) => Ok(Leased::new(response, lease)),
+            Ok(leased) => Ok(leased),
             Err(e) if e.is_timeout => Err(SendError::Timeout),
             Err(e) => Err(not_sent(&e.detail)),
         }

@@ -390,10 +390,16 @@ pub struct BodyTimeout(Duration);
 
 /// The [`BodyTimeout`] behind a body read error, if that is what ended the read.
 pub fn body_timeout(error: &axum::Error) -> Option<&BodyTimeout> {
+    cause::<BodyTimeout>(error)
+}
+
+/// The first error of type `T` in `error`'s chain of causes (a body read error wraps
+/// what ended the read: a timeout, a length limit).
+pub fn cause<T: std::error::Error + 'static>(error: &axum::Error) -> Option<&T> {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(current) = source {
-        if let Some(late) = current.downcast_ref::<BodyTimeout>() {
-            return Some(late);
+        if let Some(found) = current.downcast_ref::<T>() {
+            return Some(found);
         }
         source = current.source();
     }

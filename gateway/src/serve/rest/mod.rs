@@ -271,13 +271,7 @@ async fn read_body(body: axum::body::Body) -> Result<axum::body::Bytes, Response
             late.to_string(),
         ));
     }
-    let chain = std::iter::successors(Some(&failed as &(dyn std::error::Error + 'static)), |e| {
-        e.source()
-    });
-    if chain
-        .into_iter()
-        .any(|e| e.is::<http_body_util::LengthLimitError>())
-    {
+    if super::listener::cause::<http_body_util::LengthLimitError>(&failed).is_some() {
         return Err(error(
             StatusCode::PAYLOAD_TOO_LARGE,
             "body_too_large",
