@@ -559,8 +559,8 @@ async fn validation_is_lenient_where_the_spec_is_wrong() {
 
 /// OpenAPI 3.2: the QUERY method (a read whose question is its body) and
 /// `additionalOperations` (any other method by name) are tools, a `querystring`
-/// parameter is the whole query; a name that is not an HTTP method is skipped with the
-/// reason, never sent.
+/// parameter is the whole query; a name that is not an HTTP method, and `CONNECT`, are
+/// skipped with the reason, never sent.
 #[tokio::test]
 async fn openapi_32_query_and_additional_operations() {
     let api = serve().await;
@@ -590,26 +590,29 @@ async fn openapi_32_query_and_additional_operations() {
     .await;
     seen.expect_query("GET", "/api/reports", Some("status=open%20now&limit=5"));
 
-    let text = std::fs::read_to_string(common::data("requests-v32.yaml"))
-        .unwrap()
-        .replace("PORT", &api.port.to_string())
-        .replace("      COPY:", "      \"NOT A METHOD\":");
-    let path =
-        std::env::temp_dir().join(format!("toolgate-{}-bad-method.yaml", std::process::id()));
-    std::fs::write(&path, text).unwrap();
-    let mut config = OpenApiConfig::from_path(path.to_string_lossy().into_owned());
-    config.allow_private_networks = true;
-    let (up, report) = OpenApiUpstream::load("req", config).await.unwrap();
-    let _ = std::fs::remove_file(&path);
-    assert!(up.tools().iter().all(|t| t.name != "copyFile"));
-    assert!(
-        report
-            .skipped
-            .iter()
-            .any(|s| s.reason.contains("not an HTTP method name")),
-        "{:?}",
-        report.skipped
-    );
+    for (method, reason) in [
+        ("\"NOT A METHOD\"", "not an HTTP method name"),
+        ("CONNECT", "opens a tunnel"),
+        ("connect", "opens a tunnel"),
+    ] {
+        let text = std::fs::read_to_string(common::data("requests-v32.yaml"))
+            .unwrap()
+            .replace("PORT", &api.port.to_string())
+            .replace("      COPY:", &format!("      {method}:"));
+        let path =
+            std::env::temp_dir().join(format!("toolgate-{}-bad-method.yaml", std::process::id()));
+        std::fs::write(&path, text).unwrap();
+        let mut config = OpenApiConfig::from_path(path.to_string_lossy().into_owned());
+        config.allow_private_networks = true;
+        let (up, report) = OpenApiUpstream::load("req", config).await.unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert!(up.tools().iter().all(|t| t.name != "copyFile"), "{method}");
+        assert!(
+            report.skipped.iter().any(|s| s.reason.contains(reason)),
+            "{method}: {:?}",
+            report.skipped
+        );
+    }
 }
 
 /// Templates that span segments — RFC 6570's `{+name}`, Google's `{name=pattern}` —

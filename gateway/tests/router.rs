@@ -921,6 +921,95 @@ async fn rest_calls_answer_alike_with_and_without_the_router() {
     assert_eq!(app.calls(), 4, "the two calls, each both ways");
 }
 
+/// `max_request_body_bytes` is the one body limit: `/mcp` and every REST route that
+/// reads a body answer a larger one with 413, in their own JSON shape, naming the
+/// setting, before anything reaches an upstream; a body under it is read.
+#[tokio::test]
+async fn every_surface_keeps_the_one_body_limit() {
+    let limit = 2048;
+    let app = app(&format!(
+        "{}max_request_body_bytes: {limit}\n",
+        config_yaml()
+    ))
+    .await;
+    let session = app
+        .send(empty(to(Method::POST, "/v1/sessions", Some(KEY_A))))
+        .await
+        .json()["session_id"]
+        .as_str()
+        .expect("a session id")
+        .to_owned();
+    let post = |path: &str, body: String| {
+        to(Method::POST, path, Some(KEY_A))
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body))
+            .expect("a valid request")
+    };
+    let padded = |size: usize| {
+        let call = json!({"arguments": {"message": "hi"}, "padding": ""}).to_string();
+        let body = call.replace(
+            r#""padding":"""#,
+            &format!(r#""padding":"{}""#, "x".repeat(size - call.len())),
+        );
+        assert_eq!(body.len(), size);
+        body
+    };
+    let under = app
+        .send(post("/v1/tools/up__echo/call", padded(limit)))
+        .await;
+    assert_eq!(under.status, StatusCode::OK, "{}", under.text());
+    let over = padded(limit + 1);
+    for path in [
+        "/v1/tools/up__echo/call".to_owned(),
+        "/v1/tool_calls".to_owned(),
+        "/v1/tool_use".to_owned(),
+        format!("/v1/sessions/{session}/tools/expand"),
+        "/v1/tasks/no-such-task/input".to_owned(),
+    ] {
+        for (via, reply) in [
+            ("fast path", app.send(post(&path, over.clone())).await),
+            ("router", app.send_plain(post(&path, over.clone())).await),
+        ] {
+            assert_eq!(
+                reply.status,
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "{path} ({via}): {}",
+                reply.text()
+            );
+            let body = reply.json();
+            assert_eq!(
+                body["error"]["code"], "body_too_large",
+                "{path} ({via}): {body}"
+            );
+            let message = body["error"]["message"].as_str().unwrap_or_default();
+            assert!(
+                message.contains("max_request_body_bytes") && message.contains(&limit.to_string()),
+                "{path} ({via}): the message names the setting and its value: {message}"
+            );
+        }
+    }
+    let reply = app
+        .send(
+            to(Method::POST, "/mcp", Some(KEY_A))
+                .header(header::CONTENT_TYPE, "application/json")
+                .header(header::ACCEPT, "application/json, text/event-stream")
+                .body(Body::from(over.clone()))
+                .expect("a valid request"),
+        )
+        .await;
+    assert_eq!(
+        reply.status,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "{}",
+        reply.text()
+    );
+    assert_eq!(
+        app.calls(),
+        1,
+        "only the call under the limit reached the upstream"
+    );
+}
+
 // ---------------------------------------------------------------------------------
 // Authentication.
 // ---------------------------------------------------------------------------------

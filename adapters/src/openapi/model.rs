@@ -612,7 +612,7 @@ fn caller_may_set_header(name: &str) -> bool {
 /// A path item's operations with their JSON pointers: the fixed methods (OpenAPI 3.2
 /// adds `query`, HTTP's QUERY: a safe GET with a body) and 3.2's `additionalOperations`,
 /// any other method by its name as sent (`COPY`, `LOCK`). A name that is not an HTTP
-/// method token is left out with an error entry, never sent.
+/// method token, and `CONNECT`, are left out with an error entry, never sent.
 fn operations_of<'a>(
     item: &'a Map<String, Value>,
     item_ptr: &str,
@@ -627,6 +627,11 @@ fn operations_of<'a>(
             let known = METHODS.contains(&method.to_ascii_lowercase().as_str());
             let token = http::Method::from_bytes(method.as_bytes()).is_ok();
             let op = match (known, token) {
+                // A tunnel to somewhere the request names: not an operation of the
+                // API, and not a request the gateway relays.
+                _ if method.eq_ignore_ascii_case("connect") => Err(format!(
+                    "'{method}' opens a tunnel rather than calling the API; it is not offered"
+                )),
                 (false, true) => Ok(op),
                 (true, _) => Err(format!(
                     "'{method}' belongs in the path item itself, not in additionalOperations"

@@ -81,7 +81,7 @@ pub struct Config {
     /// Default health checks for every upstream.
     #[serde(default)]
     pub health: HealthConfig,
-    /// Largest accepted request body on `/mcp`, in bytes.
+    /// Largest accepted request body on `/mcp` and the REST API (`/v1`), in bytes.
     #[serde(default = "default_max_body")]
     pub max_request_body_bytes: usize,
     /// Every tool result is fitted to this budget, counted with a real BPE tokenizer

@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 use toolgate_adapters::{JsonObject, ToolError};
 
 use super::call::{self, Finished};
-use super::{caller, error, tasks};
+use super::{RestBody, caller, error, tasks};
 use crate::access::Caller;
 use crate::serve::auth::FrontDoor;
 use crate::tasks::TaskRecord;
@@ -57,7 +57,7 @@ pub(super) async fn openai(
     Extension(trace): Extension<CallTrace>,
     headers: HeaderMap,
     Query(query): Query<HashMap<String, String>>,
-    body: axum::body::Bytes,
+    RestBody(body): RestBody,
 ) -> Response {
     let expected = "expected the `tool_calls` array of an assistant message (the array itself, or an object holding it as `tool_calls`)";
     let (items, session) = match read_batch(&body, &query, "tool_calls", expected) {
@@ -110,7 +110,7 @@ pub(super) async fn anthropic(
     Extension(trace): Extension<CallTrace>,
     headers: HeaderMap,
     Query(query): Query<HashMap<String, String>>,
-    body: axum::body::Bytes,
+    RestBody(body): RestBody,
 ) -> Response {
     let expected =
         "expected an assistant message with a `content` array of blocks (or the array itself)";

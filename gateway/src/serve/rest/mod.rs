@@ -43,6 +43,7 @@ mod task_events;
 mod tasks;
 
 pub fn router(door: Arc<FrontDoor>) -> Router {
+    let body_limit = door.gateway.config().max_request_body_bytes;
     Router::new()
         .route("/v1/tools", get(list_tools))
         .route("/v1/tools/{name}/schema", get(tool_schema))
@@ -66,12 +67,10 @@ pub fn router(door: Arc<FrontDoor>) -> Router {
         .route("/v1/tasks/{id}/events", get(task_events::task_events))
         .route("/v1/tasks/{id}/input", post(tasks::answer_input))
         .route("/openapi.json", get(openapi::document))
-        .layer(axum::extract::DefaultBodyLimit::max(BODY_LIMIT))
+        // Every body is read by [`RestBody`]; this is the limit of anything else.
+        .layer(axum::extract::DefaultBodyLimit::max(body_limit))
         .with_state(door)
 }
-
-/// The largest request body the REST surface reads.
-const BODY_LIMIT: usize = 4 * 1024 * 1024;
 
 fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
     (
@@ -258,9 +257,29 @@ pub(crate) async fn serve_call(
     response
 }
 
-/// The request body, at most [`BODY_LIMIT`] bytes, within the listener's body timeout.
-async fn read_body(body: axum::body::Body) -> Result<axum::body::Bytes, Response> {
-    let failed = match axum::body::to_bytes(body, BODY_LIMIT).await {
+/// A REST request's body, read as [`read_body`] does: every route answers a body over
+/// `max_request_body_bytes`, a slow one or a broken one alike, in JSON.
+pub(super) struct RestBody(pub axum::body::Bytes);
+
+impl axum::extract::FromRequest<Arc<FrontDoor>> for RestBody {
+    type Rejection = Response;
+
+    async fn from_request(
+        request: axum::extract::Request,
+        door: &Arc<FrontDoor>,
+    ) -> Result<Self, Response> {
+        read_body(door, request.into_body()).await.map(RestBody)
+    }
+}
+
+/// The request body, at most `max_request_body_bytes` (the limit `/mcp` has too),
+/// within the listener's body timeout.
+async fn read_body(
+    door: &FrontDoor,
+    body: axum::body::Body,
+) -> Result<axum::body::Bytes, Response> {
+    let limit = door.gateway.config().max_request_body_bytes;
+    let failed = match axum::body::to_bytes(body, limit).await {
         Ok(bytes) => return Ok(bytes),
         Err(failed) => failed,
     };
@@ -275,7 +294,10 @@ async fn read_body(body: axum::body::Body) -> Result<axum::body::Bytes, Response
         return Err(error(
             StatusCode::PAYLOAD_TOO_LARGE,
             "body_too_large",
-            format!("the request body is larger than {BODY_LIMIT} bytes: send less"),
+            format!(
+                "the request body is larger than {limit} bytes (max_request_body_bytes in \
+                 the gateway config): send less"
+            ),
         ));
     }
     Err(error(
@@ -293,7 +315,7 @@ async fn call_tool(
 ) -> Response {
     let (parts, body) = request.into_parts();
     let headers = parts.headers;
-    let body = match read_body(body).await {
+    let body = match read_body(&door, body).await {
         Ok(body) => body,
         Err(refused) => return refused,
     };
@@ -439,7 +461,7 @@ async fn expand_session(
     State(door): State<Arc<FrontDoor>>,
     headers: HeaderMap,
     Path(id): Path<String>,
-    body: axum::body::Bytes,
+    RestBody(body): RestBody,
 ) -> Response {
     let caller = match caller(&door, &headers, Some(&id)).await {
         Ok(caller) => caller,

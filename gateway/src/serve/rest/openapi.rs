@@ -540,7 +540,7 @@ fn build() -> Value {
                 "requestBody": {"required": true, "content": {"application/json": {"schema":
                     {"type": "object", "additionalProperties": true}}}},
                 "responses": with(ok("200", "The task", &task_view),
-                    errors(&["400", "401", "404", "429", "503"])),
+                    errors(&["400", "401", "404", "408", "413", "429", "503"])),
             }},
             "/v1/tasks/{id}/events": {"get": {
                 "operationId": "taskEvents",
@@ -585,7 +585,7 @@ fn build() -> Value {
                 "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
                 "requestBody": {"required": true, "content": {"application/json": {"schema": expand_request}}},
                 "responses": with(ok("200", "What was added, and what was not and why", &json!({"type": "object"})),
-                    errors(&["400", "401", "404", "429"])),
+                    errors(&["400", "401", "404", "408", "413", "429"])),
             }},
             "/v1/tool_calls": {"post": {
                 "operationId": "runToolCalls",
@@ -597,7 +597,7 @@ fn build() -> Value {
                 "requestBody": {"required": true, "content": {"application/json": {"schema": {
                     "oneOf": [openai_calls, {"type": "array", "items": openai_call}]}}}},
                 "responses": with(ok("200", "One tool message per call", &tool_messages),
-                    errors(&["400", "401", "404", "413", "429"])),
+                    errors(&["400", "401", "404", "408", "413", "429"])),
             }},
             "/v1/tool_use": {"post": {
                 "operationId": "runToolUse",
@@ -606,7 +606,7 @@ fn build() -> Value {
                 "requestBody": {"required": true, "content": {"application/json": {"schema": {
                     "oneOf": [anthropic_message, {"type": "array", "items": anthropic_block}]}}}},
                 "responses": with(ok("200", "A user message of tool_result blocks", &tool_results),
-                    errors(&["400", "401", "404", "413", "429"])),
+                    errors(&["400", "401", "404", "408", "413", "429"])),
             }},
         },
     })

@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use toolgate_adapters::{JsonObject, ToolError};
 
 use super::call::{self, Answer, AnswerUsage};
-use super::{caller, tool_error};
+use super::{RestBody, caller, tool_error};
 use crate::access::Caller;
 use crate::serve::auth::FrontDoor;
 use crate::tasks::{Owner, StartRefused, TaskCall, TaskError, TaskRecord, TaskState, Tasks};
@@ -345,7 +345,7 @@ pub(super) async fn answer_input(
     headers: HeaderMap,
     Path(id): Path<String>,
     Query(query): Query<TaskQuery>,
-    body: axum::body::Bytes,
+    RestBody(body): RestBody,
 ) -> Response {
     let owner = match owner(&door, &headers, &query).await {
         Ok(owner) => owner,
