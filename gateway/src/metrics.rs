@@ -54,7 +54,7 @@ const OK_CALLS_KEPT: usize = 4096;
 
 /// Every metric the gateway exports.
 pub struct Metrics {
-    ok_calls: std::sync::RwLock<std::collections::HashMap<String, OkCall>>,
+    ok_calls: std::sync::RwLock<foldhash::HashMap<String, OkCall>>,
     registry: Registry,
     calls: Family<CallLabels, Counter>,
     latency: Family<ToolLabels, Histogram>,

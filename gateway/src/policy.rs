@@ -10,7 +10,9 @@
 //! A tool outside the allowed set is indistinguishable from a tool that does not
 //! exist: same answer, same error, on every path.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use foldhash::HashMap;
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -206,7 +208,7 @@ pub struct Policy {
 impl Policy {
     /// Compiles the config's tenants; an invalid pattern is an error naming it.
     pub fn from_config(config: &Config) -> Result<Policy, String> {
-        let mut tenants = HashMap::new();
+        let mut tenants = HashMap::default();
         let open = config.tenants.is_empty();
         if open {
             // No tenants: one endpoint, every tool listed — whatever the catalog's size.
@@ -239,7 +241,7 @@ impl Policy {
             initial_tool_tokens: config.sessions.initial_max_tokens.saturating_sub(
                 crate::protocol_tools::listed_tokens(config.results.encoding),
             ),
-            cache: Mutex::new(HashMap::new()),
+            cache: Mutex::new(HashMap::default()),
         })
     }
 

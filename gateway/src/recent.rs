@@ -4,7 +4,7 @@
 //! bounded: [`BUCKETS`] buckets per upstream, at most [`MAX_UPSTREAMS`] upstreams
 //! (the least recently counted one makes room).
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -72,7 +72,7 @@ impl Default for RecentCalls {
     fn default() -> Self {
         RecentCalls {
             start: Instant::now(),
-            rings: Mutex::new(HashMap::new()),
+            rings: Mutex::new(HashMap::default()),
         }
     }
 }

@@ -16,7 +16,9 @@
 //! the retry hint) rather than evicting a live one: one tenant's initializes must never
 //! end another tenant's sessions. Sessions idle past `idle_ttl` are reclaimed.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
+
+use foldhash::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 

@@ -17,7 +17,9 @@
 //! never copied: the entry holds only the fields it changes (a large OpenAPI import's
 //! schemas are held once, and a rebuild copies no schema).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::HashMap;
 use std::sync::Arc;
 
 use serde_json::Value;

@@ -28,12 +28,12 @@
 //! - other notifications (`resources/updated`, `prompts/list_changed`, …) go to the
 //!   broadcast; `tools/list_changed` goes to the supervisor.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use foldhash::HashMap;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};

@@ -10,7 +10,7 @@
 //! addressed to it exactly (a `resources/updated` for a URI it subscribed to); it is
 //! never handed to whoever called last, which could be another tenant's session.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
