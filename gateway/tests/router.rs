@@ -921,6 +921,87 @@ async fn rest_calls_answer_alike_with_and_without_the_router() {
     assert_eq!(app.calls(), 4, "the two calls, each both ways");
 }
 
+/// A path no route serves and a method a route does not take are answered in the
+/// API's JSON error shape (a 405 with its `Allow` header), credentials or not; the
+/// guard still comes first.
+#[tokio::test]
+async fn unrouted_requests_get_json_errors() {
+    let app = app(&config_yaml()).await;
+    for (method, path, status, code, allow) in [
+        (
+            Method::GET,
+            "/v1/nope",
+            StatusCode::NOT_FOUND,
+            "not_found",
+            None,
+        ),
+        (
+            Method::GET,
+            "/nope",
+            StatusCode::NOT_FOUND,
+            "not_found",
+            None,
+        ),
+        (
+            Method::DELETE,
+            "/v1/tools",
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            Some("GET"),
+        ),
+        (
+            Method::GET,
+            "/v1/tools/up__echo/call",
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            Some("POST"),
+        ),
+        (
+            Method::PUT,
+            "/v1/sessions",
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            Some("POST"),
+        ),
+    ] {
+        for key in [Some(KEY_A), None] {
+            let reply = app.send(empty(to(method.clone(), path, key))).await;
+            assert_eq!(reply.status, status, "{method} {path}: {}", reply.text());
+            let body = reply.json();
+            assert_eq!(body["error"]["code"], code, "{method} {path}: {body}");
+            let message = body["error"]["message"].as_str().unwrap_or_default();
+            assert!(message.contains(path), "{method} {path}: {message}");
+            if let Some(allowed) = allow {
+                let header = reply.header("allow").unwrap_or_default();
+                assert!(
+                    header.contains(allowed),
+                    "{method} {path}: Allow {header:?}"
+                );
+            }
+        }
+    }
+    let long = format!("/v1/{}", "x".repeat(5000));
+    let reply = app.send(empty(to(Method::GET, &long, Some(KEY_A)))).await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND);
+    assert!(
+        reply.body.len() < 600,
+        "the path is cut in the message: {}",
+        reply.body.len()
+    );
+    let foreign = app
+        .send(empty(
+            Request::builder()
+                .uri("/v1/nope")
+                .header(header::HOST, "evil.example"),
+        ))
+        .await;
+    assert_eq!(
+        foreign.status,
+        StatusCode::FORBIDDEN,
+        "the guard answers first"
+    );
+}
+
 /// `max_request_body_bytes` is the one body limit: `/mcp` and every REST route that
 /// reads a body answer a larger one with 413, in their own JSON shape, naming the
 /// setting, before anything reaches an upstream; a body under it is read.

@@ -78,6 +78,9 @@ impl Front {
             .merge(console::router(door.clone(), admin))
             .merge(rest::router(door))
             .merge(mcp_routes)
+            // After every route (a fallback set before a merge would panic it).
+            .fallback(rest::no_such_endpoint)
+            .method_not_allowed_fallback(rest::method_not_allowed)
             .layer(axum::middleware::from_fn_with_state(
                 gateway.clone(),
                 guard::check,

@@ -80,6 +80,38 @@ fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response
         .into_response()
 }
 
+/// A path no route serves: the API's JSON error, as for everything else under it.
+pub(super) async fn no_such_endpoint(method: http::Method, uri: http::Uri) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        format!(
+            "no endpoint answers {method} {}: the REST API is described at /openapi.json",
+            shortened(uri.path())
+        ),
+    )
+}
+
+/// A path served, but not with this method; axum adds the `Allow` header to any 405.
+pub(super) async fn method_not_allowed(method: http::Method, uri: http::Uri) -> Response {
+    error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!(
+            "{} does not take {method}: the Allow header lists the methods it takes",
+            shortened(uri.path())
+        ),
+    )
+}
+
+/// A path as an error message repeats it: at most 200 characters.
+fn shortened(path: &str) -> String {
+    match path.char_indices().nth(200) {
+        Some((end, _)) => format!("{}…", &path[..end]),
+        None => path.to_owned(),
+    }
+}
+
 fn tool_error(error: &ToolError) -> Response {
     let mut response = error_response(error);
     if let ToolError::RateLimited {
