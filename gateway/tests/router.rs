@@ -868,6 +868,14 @@ async fn rest_calls_answer_alike_with_and_without_the_router() {
             "invalid_body",
         ),
         (
+            "a misspelt member",
+            "/v1/tools/up__echo/call",
+            Some(KEY_A),
+            r#"{"argument": {"message": "hi"}}"#,
+            StatusCode::BAD_REQUEST,
+            "invalid_body",
+        ),
+        (
             "a body over the limit",
             "/v1/tools/up__echo/call",
             Some(KEY_A),
@@ -1027,10 +1035,10 @@ async fn every_surface_keeps_the_one_body_limit() {
             .expect("a valid request")
     };
     let padded = |size: usize| {
-        let call = json!({"arguments": {"message": "hi"}, "padding": ""}).to_string();
+        let call = json!({"arguments": {"message": ""}}).to_string();
         let body = call.replace(
-            r#""padding":"""#,
-            &format!(r#""padding":"{}""#, "x".repeat(size - call.len())),
+            r#""message":"""#,
+            &format!(r#""message":"{}""#, "x".repeat(size - call.len())),
         );
         assert_eq!(body.len(), size);
         body

@@ -104,7 +104,7 @@ pub(super) async fn method_not_allowed(method: http::Method, uri: http::Uri) -> 
     )
 }
 
-/// A path as an error message repeats it: at most 200 characters.
+/// A path or name as an error message repeats it: at most 200 characters.
 fn shortened(path: &str) -> String {
     match path.char_indices().nth(200) {
         Some((end, _)) => format!("{}…", &path[..end]),
@@ -368,6 +368,21 @@ async fn call_tool(
             }
         }
     };
+    // A misspelt member would otherwise look like a call without arguments.
+    if let Some(unknown) = request
+        .keys()
+        .find(|key| !["arguments", "session", "background"].contains(&key.as_str()))
+    {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_body",
+            format!(
+                "unknown member {:?} in the call's body: it takes `arguments` (the tool's \
+                 arguments), `session` and `background`",
+                shortened(unknown)
+            ),
+        );
+    }
     // Taken out of the request, not copied.
     let arguments = match request.remove("arguments") {
         None | Some(Value::Null) => JsonObject::new(),

@@ -87,6 +87,7 @@ struct Skipped {
 
 /// `POST /v1/tools/{name}/call`.
 #[derive(JsonSchema)]
+#[schemars(deny_unknown_fields)]
 #[allow(dead_code)]
 struct CallRequest {
     /// The tool's arguments (its input schema).
