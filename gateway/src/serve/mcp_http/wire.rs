@@ -63,12 +63,10 @@ impl<'a> Envelope<'a> {
     pub(crate) fn parse(body: &'a [u8]) -> Result<Self, String> {
         match body.iter().find(|b| !b.is_ascii_whitespace()) {
             Some(b'{') => serde_json::from_slice(body).map_err(|e| e.to_string()),
-            Some(b'[') => Err(
-                "JSON-RPC batches are not supported by this protocol version: \
-                 send one message per request"
-                    .into(),
-            ),
-            _ => Err("the body is not a JSON object".into()),
+            // The caller adds what to send instead (stdio reads these too: "message",
+            // not "body").
+            Some(b'[') => Err("JSON-RPC batches are not supported by this protocol version".into()),
+            _ => Err("the message is not a JSON object".into()),
         }
     }
 
@@ -424,8 +422,11 @@ mod tests {
         assert!(matches!(old.kind(), Kind::Invalid));
         let bad_id = Envelope::parse(br#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#).unwrap();
         assert!(matches!(bad_id.kind(), Kind::Invalid));
-        assert!(Envelope::parse(b"[{}]").is_err());
-        assert!(Envelope::parse(b"nope").is_err());
+        // The caller says what to send instead, once: these only say what is wrong.
+        let batch = Envelope::parse(b"[{}]").err().unwrap_or_default();
+        assert!(batch.contains("batches") && !batch.contains("send"), "{batch}");
+        let text = Envelope::parse(b"nope").err().unwrap_or_default();
+        assert!(text.contains("not a JSON object") && !text.contains("body"), "{text}");
         assert!(Envelope::parse(b"{").is_err());
     }
 
