@@ -424,9 +424,15 @@ mod tests {
         assert!(matches!(bad_id.kind(), Kind::Invalid));
         // The caller says what to send instead, once: these only say what is wrong.
         let batch = Envelope::parse(b"[{}]").err().unwrap_or_default();
-        assert!(batch.contains("batches") && !batch.contains("send"), "{batch}");
+        assert!(
+            batch.contains("batches") && !batch.contains("send"),
+            "{batch}"
+        );
         let text = Envelope::parse(b"nope").err().unwrap_or_default();
-        assert!(text.contains("not a JSON object") && !text.contains("body"), "{text}");
+        assert!(
+            text.contains("not a JSON object") && !text.contains("body"),
+            "{text}"
+        );
         assert!(Envelope::parse(b"{").is_err());
     }
 
