@@ -18,13 +18,13 @@ use crate::protocol_tools::EXPAND;
 pub struct Caller {
     pub tenant: Arc<Tenant>,
     /// The session id and its expanded tools; `None` when sessionless (2026-07-28).
-    pub session: Option<(String, BTreeSet<String>)>,
+    pub session: Option<(String, Arc<BTreeSet<String>>)>,
 }
 
 impl Caller {
     pub fn scope(&self) -> Scope<'_> {
         match &self.session {
-            Some((_, expanded)) => Scope::Session(expanded),
+            Some((_, expanded)) => Scope::Session(expanded.as_ref()),
             None => Scope::Stateless,
         }
     }

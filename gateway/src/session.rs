@@ -19,7 +19,7 @@
 use std::collections::BTreeSet;
 
 use foldhash::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -101,8 +101,11 @@ pub struct Session {
     pub id: String,
     /// The tenant that created it; any other tenant gets "not found".
     pub tenant: String,
-    /// Names added with `tool_expand_tools` (the policy still filters them).
-    pub expanded: BTreeSet<String>,
+    /// Names added with `tool_expand_tools` (the policy still filters them). Shared:
+    /// every request reads its session, and a session grown to hundreds of names was
+    /// copied name by name on each one; an expansion copies it only while a request
+    /// still holds the old set.
+    pub expanded: Arc<BTreeSet<String>>,
 }
 
 /// What an expansion changed.
@@ -328,7 +331,7 @@ impl SessionStore for MemoryStore {
         let session = Session {
             id: new_session_id(),
             tenant: tenant.to_owned(),
-            expanded: BTreeSet::new(),
+            expanded: Arc::default(),
         };
         table.insert(session.clone(), now);
         Ok(session)
@@ -343,7 +346,7 @@ impl SessionStore for MemoryStore {
         let session = Session {
             id: id.to_owned(),
             tenant: tenant.to_owned(),
-            expanded: BTreeSet::new(),
+            expanded: Arc::default(),
         };
         table.insert(session.clone(), now);
         Ok(session)
@@ -372,13 +375,13 @@ impl SessionStore for MemoryStore {
         }
         let mut expansion = Expansion::default();
         for name in names {
-            if session.expanded.insert(name.clone()) {
+            if Arc::make_mut(&mut session.expanded).insert(name.clone()) {
                 expansion.added.push(name.clone());
             } else if !expansion.added.contains(name) && !expansion.already.contains(name) {
                 expansion.already.push(name.clone());
             }
         }
-        expansion.expanded = session.expanded.clone();
+        expansion.expanded = BTreeSet::clone(&session.expanded);
         Ok(Some(expansion))
     }
 
@@ -425,6 +428,42 @@ mod tests {
         );
         assert_eq!(base64url(b"\xff\xff\xff"), "____");
         assert_eq!(base64url(b"Ma"), "TWE");
+    }
+
+    /// Reading a session shares its expanded set (a session grown to hundreds of names
+    /// is not copied on every request); an expansion leaves a set already read as it
+    /// was and shows in the next read.
+    #[tokio::test]
+    async fn reads_share_the_expanded_set_and_expansions_do_not_change_one_read() {
+        let store = MemoryStore::new(Duration::from_secs(60), crate::state::suite::LIMITS);
+        let id = store.create("t").await.expect("store").id;
+        let names: Vec<String> = (0..300).map(|i| format!("up__tool_{i}")).collect();
+        store
+            .expand(&id, "t", &names)
+            .await
+            .expect("store")
+            .expect("the session");
+        let first = store.get(&id).await.expect("store").expect("the session");
+        let second = store.get(&id).await.expect("store").expect("the session");
+        assert!(
+            Arc::ptr_eq(&first.expanded, &second.expanded),
+            "two reads share one set"
+        );
+        assert_eq!(first.expanded.len(), 300);
+        let more = ["up__one_more".to_owned()];
+        store
+            .expand(&id, "t", &more)
+            .await
+            .expect("store")
+            .expect("the session");
+        assert_eq!(
+            first.expanded.len(),
+            300,
+            "a set already read stays as it was"
+        );
+        let third = store.get(&id).await.expect("store").expect("the session");
+        assert_eq!(third.expanded.len(), 301);
+        assert!(third.expanded.contains("up__one_more"));
     }
 
     #[tokio::test]

@@ -187,7 +187,7 @@ fn session(id: &str, tenant: String, members: Vec<String>) -> Session {
     Session {
         id: id.to_owned(),
         tenant,
-        expanded: members.into_iter().collect(),
+        expanded: std::sync::Arc::new(members.into_iter().collect()),
     }
 }
 
