@@ -1281,6 +1281,45 @@ async fn admin_metrics_and_tenant_credentials_open_only_their_own_doors() {
         refusals.windows(2).all(|pair| pair[0] == pair[1]),
         "the admin API answers every refused credential alike"
     );
+    // A registration body is read only once the token is checked, and one over the
+    // admin API's limit is refused in its JSON shape.
+    let oversized = || {
+        to(Method::POST, "/admin/upstreams", Some(ADMIN_TOKEN))
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(format!(
+                "{{\"name\": \"big\", \"openapi\": {{\"spec_url\": \"{}\"}}}}",
+                "x".repeat(1024 * 1024)
+            )))
+            .expect("a valid request")
+    };
+    let reply = app.send(oversized()).await;
+    assert_eq!(
+        reply.status,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "{}",
+        reply.text()
+    );
+    assert_eq!(
+        reply.json()["error"]["code"],
+        "body_too_large",
+        "{}",
+        reply.text()
+    );
+    let unauthorized = to(Method::POST, "/admin/upstreams", Some(KEY_A))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from("x".repeat(2 * 1024 * 1024)))
+        .expect("a valid request");
+    let reply = app.send(unauthorized).await;
+    assert_eq!(
+        reply.status,
+        StatusCode::UNAUTHORIZED,
+        "the token first: {}",
+        reply.text()
+    );
+    assert_eq!(
+        reply.body, refusals[0],
+        "refused as any other request without the token"
+    );
 
     // `/metrics`: the metrics or admin token; a tenant's key is not enough.
     for (key, want) in [

@@ -276,9 +276,11 @@ pub fn router(admin: Arc<Admin>) -> Router {
         .route("/admin/upstreams", get(list).post(register))
         .route("/admin/upstreams/{name}", axum::routing::delete(remove))
         .route("/admin/upstreams/{name}/refresh", post(refresh))
-        .layer(axum::extract::DefaultBodyLimit::max(1024 * 1024))
         .with_state(admin)
 }
+
+/// The largest registration body read (a registration names its spec, never holds it).
+const BODY_LIMIT: usize = 1024 * 1024;
 
 /// A registration from a request body, its name checked.
 fn parse_registration(body: &[u8]) -> Result<Registration, Answer> {
@@ -351,11 +353,20 @@ async fn list(State(admin): State<Arc<Admin>>, headers: HeaderMap) -> Response {
 async fn register(
     State(admin): State<Arc<Admin>>,
     headers: HeaderMap,
-    body: axum::body::Bytes,
+    body: axum::body::Body,
 ) -> Response {
     if let Some(refusal) = refuse(&admin, &headers) {
         return refusal;
     }
+    // Read only once the token is checked, and refused in the admin API's JSON.
+    let body = match axum::body::to_bytes(body, BODY_LIMIT).await {
+        Ok(body) => body,
+        Err(failed) => {
+            let (status, code, message) =
+                super::listener::body_refusal(&failed, BODY_LIMIT, "the admin API's limit");
+            return respond(error(status, code, message));
+        }
+    };
     respond(admin.register(&body).await)
 }
 

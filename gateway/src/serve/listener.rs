@@ -393,6 +393,37 @@ pub fn body_timeout(error: &axum::Error) -> Option<&BodyTimeout> {
     cause::<BodyTimeout>(error)
 }
 
+/// Why a JSON API refuses a body it could not read within `limit` bytes: `(status,
+/// code, message)` — 408 `body_timeout`, 413 `body_too_large` (naming `limit_setting`,
+/// where the limit is configured), or 400 `invalid_body`. The REST and admin APIs
+/// answer them in their error shape.
+pub fn body_refusal(
+    failed: &axum::Error,
+    limit: usize,
+    limit_setting: &str,
+) -> (http::StatusCode, &'static str, String) {
+    use http::StatusCode;
+    if let Some(late) = body_timeout(failed) {
+        return (
+            StatusCode::REQUEST_TIMEOUT,
+            "body_timeout",
+            late.to_string(),
+        );
+    }
+    if cause::<http_body_util::LengthLimitError>(failed).is_some() {
+        return (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!("the request body is larger than {limit} bytes ({limit_setting}): send less"),
+        );
+    }
+    (
+        StatusCode::BAD_REQUEST,
+        "invalid_body",
+        format!("the request body could not be read: {failed}"),
+    )
+}
+
 /// The first error of type `T` in `error`'s chain of causes (a body read error wraps
 /// what ended the read: a timeout, a length limit).
 pub fn cause<T: std::error::Error + 'static>(error: &axum::Error) -> Option<&T> {

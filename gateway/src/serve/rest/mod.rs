@@ -311,32 +311,11 @@ async fn read_body(
     body: axum::body::Body,
 ) -> Result<axum::body::Bytes, Response> {
     let limit = door.gateway.config().max_request_body_bytes;
-    let failed = match axum::body::to_bytes(body, limit).await {
-        Ok(bytes) => return Ok(bytes),
-        Err(failed) => failed,
-    };
-    if let Some(late) = super::listener::body_timeout(&failed) {
-        return Err(error(
-            StatusCode::REQUEST_TIMEOUT,
-            "body_timeout",
-            late.to_string(),
-        ));
-    }
-    if super::listener::cause::<http_body_util::LengthLimitError>(&failed).is_some() {
-        return Err(error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "body_too_large",
-            format!(
-                "the request body is larger than {limit} bytes (max_request_body_bytes in \
-                 the gateway config): send less"
-            ),
-        ));
-    }
-    Err(error(
-        StatusCode::BAD_REQUEST,
-        "invalid_body",
-        format!("the request body could not be read: {failed}"),
-    ))
+    axum::body::to_bytes(body, limit).await.map_err(|failed| {
+        let setting = "max_request_body_bytes in the gateway config";
+        let (status, code, message) = super::listener::body_refusal(&failed, limit, setting);
+        error(status, code, message)
+    })
 }
 
 async fn call_tool(
