@@ -463,6 +463,11 @@ fn with_json(builder: http::request::Builder, body: &Value) -> Request<Body> {
         .expect("a valid request")
 }
 
+/// Fails with the answer's text unless it has `status`.
+fn expect_status(reply: &Reply, status: StatusCode) {
+    assert_eq!(reply.status, status, "{}", reply.text());
+}
+
 fn empty(builder: http::request::Builder) -> Request<Body> {
     builder.body(Body::empty()).expect("a valid request")
 }
@@ -1086,12 +1091,7 @@ async fn every_surface_keeps_the_one_body_limit() {
                 .expect("a valid request"),
         )
         .await;
-    assert_eq!(
-        reply.status,
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "{}",
-        reply.text()
-    );
+    expect_status(&reply, StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(
         app.calls(),
         1,
@@ -1293,12 +1293,7 @@ async fn admin_metrics_and_tenant_credentials_open_only_their_own_doors() {
             .expect("a valid request")
     };
     let reply = app.send(oversized()).await;
-    assert_eq!(
-        reply.status,
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "{}",
-        reply.text()
-    );
+    expect_status(&reply, StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(
         reply.json()["error"]["code"],
         "body_too_large",
