@@ -11,12 +11,11 @@
 //! exist: same answer, same error, on every path.
 
 use std::collections::BTreeSet;
-
-use foldhash::HashMap;
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use foldhash::HashMap;
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use governor::clock::{Clock, DefaultClock};
 use governor::{Quota, RateLimiter};

@@ -4,10 +4,10 @@
 //! bounded: [`BUCKETS`] buckets per upstream, at most [`MAX_UPSTREAMS`] upstreams
 //! (the least recently counted one makes room).
 
-use foldhash::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use foldhash::HashMap;
 use serde::Serialize;
 
 /// The width of one bucket.

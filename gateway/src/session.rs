@@ -17,12 +17,11 @@
 //! end another tenant's sessions. Sessions idle past `idle_ttl` are reclaimed.
 
 use std::collections::BTreeSet;
-
-use foldhash::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use foldhash::{HashMap, HashSet};
 
 pub use crate::state::Unavailable;
 

@@ -143,7 +143,8 @@ fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-fn cut(text: &str, max: usize) -> String {
+/// `text` in at most `max` characters, the last of a cut one an ellipsis.
+pub(crate) fn cut(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         return text.to_owned();
     }

@@ -18,10 +18,9 @@
 //! schemas are held once, and a rebuild copies no schema).
 
 use std::collections::BTreeMap;
-
-use foldhash::HashMap;
 use std::sync::Arc;
 
+use foldhash::HashMap;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use toolgate_adapters::{JsonObject, ToolDef};

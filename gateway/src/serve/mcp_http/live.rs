@@ -10,11 +10,11 @@
 //! addressed to it exactly (a `resources/updated` for a URI it subscribed to); it is
 //! never handed to whoever called last, which could be another tenant's session.
 
-use foldhash::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use bytes::Bytes;
+use foldhash::{HashMap, HashSet};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;

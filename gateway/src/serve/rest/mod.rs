@@ -87,7 +87,7 @@ pub(super) async fn no_such_endpoint(method: http::Method, uri: http::Uri) -> Re
         "not_found",
         format!(
             "no endpoint answers {method} {}: the REST API is described at /openapi.json",
-            shortened(uri.path())
+            crate::summary::cut(uri.path(), 200)
         ),
     )
 }
@@ -99,17 +99,9 @@ pub(super) async fn method_not_allowed(method: http::Method, uri: http::Uri) -> 
         "method_not_allowed",
         format!(
             "{} does not take {method}: the Allow header lists the methods it takes",
-            shortened(uri.path())
+            crate::summary::cut(uri.path(), 200)
         ),
     )
-}
-
-/// A path or name as an error message repeats it: at most 200 characters.
-fn shortened(path: &str) -> String {
-    match path.char_indices().nth(200) {
-        Some((end, _)) => format!("{}…", &path[..end]),
-        None => path.to_owned(),
-    }
 }
 
 fn tool_error(error: &ToolError) -> Response {
@@ -358,7 +350,7 @@ async fn call_tool(
             format!(
                 "unknown member {:?} in the call's body: it takes `arguments` (the tool's \
                  arguments), `session` and `background`",
-                shortened(unknown)
+                crate::summary::cut(unknown, 200)
             ),
         );
     }
