@@ -1099,6 +1099,72 @@ async fn every_surface_keeps_the_one_body_limit() {
     );
 }
 
+/// Credentials are checked before a body is read, on every REST route that takes one
+/// (as on `/mcp`): a caller without them gets the refusal any request without them
+/// gets — not a 413 that tells it the size limit, and not a wait while the gateway
+/// reads a body it will refuse. A body that never ends proves nothing was read.
+#[tokio::test]
+async fn no_body_is_read_before_the_credentials_are_checked() {
+    let limit = 2048;
+    let app = app(&format!(
+        "{}max_request_body_bytes: {limit}\n",
+        config_yaml()
+    ))
+    .await;
+    let session = app
+        .send(empty(to(Method::POST, "/v1/sessions", Some(KEY_A))))
+        .await
+        .json()["session_id"]
+        .as_str()
+        .expect("a session id")
+        .to_owned();
+    let oversized = || Body::from(format!(r#"{{"arguments": "{}"}}"#, "x".repeat(limit)));
+    let endless =
+        || Body::from_stream(futures::stream::pending::<Result<Vec<u8>, std::io::Error>>());
+    for key in [None, Some("not-a-key")] {
+        let expected = app.send(empty(to(Method::GET, "/v1/tools", key))).await;
+        expect_status(&expected, StatusCode::UNAUTHORIZED);
+        for path in [
+            "/v1/tools/up__echo/call".to_owned(),
+            "/v1/tool_calls".to_owned(),
+            "/v1/tool_use".to_owned(),
+            format!("/v1/sessions/{session}/tools/expand"),
+            "/v1/tasks/no-such-task/input".to_owned(),
+        ] {
+            for what in ["oversized", "endless"] {
+                for via in ["fast path", "router"] {
+                    let body = if what == "oversized" {
+                        oversized()
+                    } else {
+                        endless()
+                    };
+                    let request = to(Method::POST, &path, key)
+                        .header(header::CONTENT_TYPE, "application/json")
+                        .body(body)
+                        .expect("a valid request");
+                    let sent = async {
+                        if via == "router" {
+                            app.send_plain(request).await
+                        } else {
+                            app.send(request).await
+                        }
+                    };
+                    let context = format!("{path} ({via}), {what} body, key {key:?}");
+                    let reply = tokio::time::timeout(WAIT, sent).await.unwrap_or_else(|_| {
+                        panic!("{context}: no answer in {WAIT:?}: the body was read first")
+                    });
+                    assert_eq!(
+                        (reply.status, reply.text()),
+                        (expected.status, expected.text()),
+                        "{context}: refused like any request without credentials"
+                    );
+                }
+            }
+        }
+    }
+    assert_eq!(app.calls(), 0, "nothing reached the upstream");
+}
+
 // ---------------------------------------------------------------------------------
 // Authentication.
 // ---------------------------------------------------------------------------------

@@ -30,8 +30,9 @@ use serde_json::{Value, json};
 use toolgate_adapters::{JsonObject, ToolError};
 
 use super::call::{self, Finished};
-use super::{RestBody, caller, error, tasks};
+use super::{RestBody, caller_of, error, tasks};
 use crate::access::Caller;
+use crate::policy::Tenant;
 use crate::serve::auth::FrontDoor;
 use crate::tasks::TaskRecord;
 use crate::telemetry::CallTrace;
@@ -57,7 +58,7 @@ pub(super) async fn openai(
     Extension(trace): Extension<CallTrace>,
     headers: HeaderMap,
     Query(query): Query<HashMap<String, String>>,
-    RestBody(body): RestBody,
+    RestBody { tenant, body }: RestBody,
 ) -> Response {
     let expected = "expected the `tool_calls` array of an assistant message (the array itself, or an object holding it as `tool_calls`)";
     let (items, session) = match read_batch(&body, &query, "tool_calls", expected) {
@@ -71,7 +72,16 @@ pub(super) async fn openai(
             Err(message) => return invalid_body(format!("tool_calls[{index}]: {message}")),
         }
     }
-    let finished = match run(&door, &trace, &headers, session.as_deref(), &requests).await {
+    let finished = match run(
+        &door,
+        &trace,
+        &headers,
+        tenant,
+        session.as_deref(),
+        &requests,
+    )
+    .await
+    {
         Ok(finished) => finished,
         Err(response) => return response,
     };
@@ -110,7 +120,7 @@ pub(super) async fn anthropic(
     Extension(trace): Extension<CallTrace>,
     headers: HeaderMap,
     Query(query): Query<HashMap<String, String>>,
-    RestBody(body): RestBody,
+    RestBody { tenant, body }: RestBody,
 ) -> Response {
     let expected =
         "expected an assistant message with a `content` array of blocks (or the array itself)";
@@ -148,7 +158,16 @@ pub(super) async fn anthropic(
             Err(message) => return invalid_body(format!("content[{index}]: {message}")),
         }
     }
-    let finished = match run(&door, &trace, &headers, session.as_deref(), &requests).await {
+    let finished = match run(
+        &door,
+        &trace,
+        &headers,
+        tenant,
+        session.as_deref(),
+        &requests,
+    )
+    .await
+    {
         Ok(finished) => finished,
         Err(response) => return response,
     };
@@ -290,6 +309,7 @@ async fn run(
     door: &Arc<FrontDoor>,
     trace: &CallTrace,
     headers: &HeaderMap,
+    tenant: Arc<Tenant>,
     session: Option<&str>,
     requests: &[Request],
 ) -> Result<Vec<Entry>, Response> {
@@ -305,7 +325,7 @@ async fn run(
             ),
         ));
     }
-    let caller: Caller = caller(door, headers, session).await?;
+    let caller: Caller = caller_of(door, tenant, session).await?;
     let request_headers = Arc::new(headers.clone());
     let calls: Vec<_> = requests
         .iter()

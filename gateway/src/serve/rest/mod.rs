@@ -32,6 +32,7 @@ use crate::access::{Caller, View};
 use crate::catalog::DefinitionCosts;
 use crate::errors::http_status;
 use crate::export::{self, ExportOptions, Format};
+use crate::policy::Tenant;
 use crate::protocol_tools;
 use crate::telemetry::{CallTrace, rest_calls};
 
@@ -129,6 +130,15 @@ async fn caller(
     session: Option<&str>,
 ) -> Result<Caller, Response> {
     let tenant = door.admit_as(headers, Shape::Rest).await?;
+    caller_of(door, tenant, session).await
+}
+
+/// The caller of a request whose tenant the front door already admitted.
+async fn caller_of(
+    door: &FrontDoor,
+    tenant: Arc<Tenant>,
+    session: Option<&str>,
+) -> Result<Caller, Response> {
     let session = match session {
         None => None,
         Some(id) => {
@@ -281,9 +291,14 @@ pub(crate) async fn serve_call(
     response
 }
 
-/// A REST request's body, read as [`read_body`] does: every route answers a body over
+/// A REST request's admitted tenant and its body. The front door answers first, so
+/// nobody without credentials gets a body read (as on `/mcp` and the admin API); the
+/// body is then read as [`read_body`] does: every route answers a body over
 /// `max_request_body_bytes`, a slow one or a broken one alike, in JSON.
-pub(super) struct RestBody(pub axum::body::Bytes);
+pub(super) struct RestBody {
+    pub tenant: Arc<Tenant>,
+    pub body: axum::body::Bytes,
+}
 
 impl axum::extract::FromRequest<Arc<FrontDoor>> for RestBody {
     type Rejection = Response;
@@ -292,7 +307,9 @@ impl axum::extract::FromRequest<Arc<FrontDoor>> for RestBody {
         request: axum::extract::Request,
         door: &Arc<FrontDoor>,
     ) -> Result<Self, Response> {
-        read_body(door, request.into_body()).await.map(RestBody)
+        let tenant = door.admit_as(request.headers(), Shape::Rest).await?;
+        let body = read_body(door, request.into_body()).await?;
+        Ok(RestBody { tenant, body })
     }
 }
 
@@ -318,6 +335,11 @@ async fn call_tool(
 ) -> Response {
     let (parts, body) = request.into_parts();
     let headers = parts.headers;
+    // Credentials before the body: see [`RestBody`].
+    let tenant = match door.admit_as(&headers, Shape::Rest).await {
+        Ok(tenant) => tenant,
+        Err(refused) => return refused,
+    };
     let body = match read_body(&door, body).await {
         Ok(body) => body,
         Err(refused) => return refused,
@@ -381,7 +403,7 @@ async fn call_tool(
         Ok(background) => background,
         Err(message) => return error(StatusCode::BAD_REQUEST, "invalid_body", message),
     };
-    let caller = match caller(&door, &headers, session).await {
+    let caller = match caller_of(&door, tenant, session).await {
         Ok(caller) => caller,
         Err(response) => return response,
     };
@@ -477,11 +499,10 @@ async fn session_tools(
 
 async fn expand_session(
     State(door): State<Arc<FrontDoor>>,
-    headers: HeaderMap,
     Path(id): Path<String>,
-    RestBody(body): RestBody,
+    RestBody { tenant, body }: RestBody,
 ) -> Response {
-    let caller = match caller(&door, &headers, Some(&id)).await {
+    let caller = match caller_of(&door, tenant, Some(&id)).await {
         Ok(caller) => caller,
         Err(response) => return response,
     };

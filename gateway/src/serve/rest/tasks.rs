@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use toolgate_adapters::{JsonObject, ToolError};
 
 use super::call::{self, Answer, AnswerUsage};
-use super::{RestBody, caller, tool_error};
+use super::{RestBody, caller, caller_of, tool_error};
 use crate::access::Caller;
 use crate::serve::auth::FrontDoor;
 use crate::tasks::{Owner, StartRefused, TaskCall, TaskError, TaskRecord, TaskState, Tasks};
@@ -342,13 +342,12 @@ pub(super) async fn cancel_task(
 /// Answers the task as `GET` does.
 pub(super) async fn answer_input(
     State(door): State<Arc<FrontDoor>>,
-    headers: HeaderMap,
     Path(id): Path<String>,
     Query(query): Query<TaskQuery>,
-    RestBody(body): RestBody,
+    RestBody { tenant, body }: RestBody,
 ) -> Response {
-    let owner = match owner(&door, &headers, &query).await {
-        Ok(owner) => owner,
+    let owner = match caller_of(&door, tenant, query.session.as_deref()).await {
+        Ok(caller) => Tasks::owner_of(&caller),
         Err(response) => return response,
     };
     let answers = match serde_json::from_slice(&body) {
