@@ -236,17 +236,30 @@ impl Upstreams {
     pub(crate) fn start(big_tools: usize) -> Result<Upstreams> {
         Self::spawn(
             "bench upstreams",
+            None,
             &["upstreams", "--tools", &big_tools.to_string()],
         )
     }
 
-    /// The bare forwarding proxy in front of the MCP server at `target`.
+    /// The bare forwarding proxy in front of the MCP server at `target`. With
+    /// `TOOLGATE_BENCH_PROXY_WRAPPER` set, the proxy runs through that program (given
+    /// the bench's path and the proxy's arguments; it must `exec` them), e.g. a
+    /// profiler's script: what lets the floor be profiled as the gateway is with
+    /// `--toolgate`.
     pub(crate) fn start_proxy(target: &str) -> Result<Upstreams> {
-        Self::spawn("bench proxy", &["proxy", "--target", target])
+        let wrapper = std::env::var_os("TOOLGATE_BENCH_PROXY_WRAPPER");
+        Self::spawn("bench proxy", wrapper, &["proxy", "--target", target])
     }
 
-    fn spawn(label: &str, args: &[&str]) -> Result<Upstreams> {
-        let mut cmd = Command::new(self_exe()?);
+    fn spawn(label: &str, wrapper: Option<std::ffi::OsString>, args: &[&str]) -> Result<Upstreams> {
+        let mut cmd = match wrapper {
+            Some(wrapper) => {
+                let mut cmd = Command::new(wrapper);
+                cmd.arg(self_exe()?);
+                cmd
+            }
+            None => Command::new(self_exe()?),
+        };
         cmd.args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
