@@ -105,7 +105,7 @@ pub(crate) fn screen(gateway: &Gateway, request: &Request) -> Screened {
     if shape.is_guarded() {
         if let Some(origin) = origin.as_deref()
             && !listed
-            && !same_origin(origin, host.as_deref())
+            && !same_origin(origin, host)
         {
             tracing::warn!(
                 origin,
@@ -241,11 +241,11 @@ impl Refused {
 /// DNS-rebinding protection: exactly one `Host` (an absolute-form target naming the
 /// same authority), one of `allowed` (any host when the list is empty; an entry
 /// without a port allows every port of that host). `Ok` carries the authority.
-fn refuse_host(
-    uri: &http::Uri,
-    headers: &HeaderMap,
+fn refuse_host<'a>(
+    uri: &'a http::Uri,
+    headers: &'a HeaderMap,
     allowed: &[String],
-) -> Result<Option<String>, Refused> {
+) -> Result<Option<&'a str>, Refused> {
     let malformed = |what: &str| {
         Refused::new(
             StatusCode::BAD_REQUEST,
@@ -276,7 +276,7 @@ fn refuse_host(
     }
     let text = host.or(target);
     if allowed.is_empty() {
-        return Ok(text.map(str::to_owned));
+        return Ok(text);
     }
     let Some((name, port)) = text.and_then(split_authority) else {
         return Err(malformed("missing or malformed Host header"));
@@ -286,7 +286,7 @@ fn refuse_host(
         .filter_map(|e| split_authority(e))
         .any(|(host, p)| host.eq_ignore_ascii_case(name) && p.is_none_or(|p| Some(p) == port));
     if is_allowed {
-        return Ok(text.map(str::to_owned));
+        return Ok(text);
     }
     tracing::warn!(
         host = name,

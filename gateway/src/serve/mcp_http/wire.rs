@@ -326,31 +326,54 @@ fn accepts(headers: &HeaderMap, media: &str) -> bool {
 }
 
 /// Whether the `Accept` header lists one of `media` (exactly: a wildcard counts only
-/// when given), parameters ignored, with a weight above 0. Read in place: this runs on
-/// every request.
+/// when given), parameters ignored, with a weight above 0.
 pub(crate) fn accept_lists(headers: &HeaderMap, media: &[&str]) -> bool {
-    headers
-        .get_all(header::ACCEPT)
-        .iter()
+    let mut listed = false;
+    for_each_accepted(headers, |essence| {
+        listed |= media.iter().any(|m| essence.eq_ignore_ascii_case(m));
+    });
+    listed
+}
+
+/// Gives `each` the essence (`type/subtype`) of every media range the `Accept`
+/// header lists with a weight above 0. Read in place, in one pass: this runs on
+/// every request, twice over when it was read once per media type asked about.
+fn for_each_accepted(headers: &HeaderMap, mut each: impl FnMut(&str)) {
+    let values = headers.get_all(header::ACCEPT).iter();
+    for range in values
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .any(|range| {
-            let mut parts = range.split(';');
-            let essence = parts.next().unwrap_or("").trim();
-            media.iter().any(|m| essence.eq_ignore_ascii_case(m))
-                && !parts.any(|p| {
-                    p.trim()
-                        .strip_prefix("q=")
-                        .and_then(|q| q.trim().parse::<f32>().ok())
-                        .is_some_and(|q| q <= 0.0)
-                })
-        })
+    {
+        let mut parts = range.split(';');
+        let essence = parts.next().unwrap_or("").trim();
+        let refused = parts.any(|p| {
+            p.trim()
+                .strip_prefix("q=")
+                .and_then(|q| q.trim().parse::<f32>().ok())
+                .is_some_and(|q| q <= 0.0)
+        });
+        if !refused {
+            each(essence);
+        }
+    }
+}
+
+/// Whether the `Accept` header takes both of a POST's answer forms, JSON and an SSE
+/// stream (each listed, or `*/*`).
+fn accepts_json_and_stream(headers: &HeaderMap) -> bool {
+    let (mut json, mut stream) = (false, false);
+    for_each_accepted(headers, |essence| {
+        let any = essence == "*/*";
+        json |= any || essence.eq_ignore_ascii_case(JSON);
+        stream |= any || essence.eq_ignore_ascii_case(EVENT_STREAM);
+    });
+    json && stream
 }
 
 /// The checks of a POST: the client accepts both answer forms, sends JSON, and names
 /// a protocol version this gateway speaks (when it names one).
 pub(crate) fn refuse_post(headers: &HeaderMap) -> Option<Response> {
-    if !accepts(headers, JSON) || !accepts(headers, EVENT_STREAM) {
+    if !accepts_json_and_stream(headers) {
         return Some(refusal(
             StatusCode::NOT_ACCEPTABLE,
             INVALID_REQUEST,
@@ -481,5 +504,23 @@ mod tests {
             HeaderValue::from_static("Text/Event-Stream"),
         );
         assert!(refuse_get(&headers).is_none());
+        // Both forms are needed, from one value or several, in any case; a wildcard
+        // covers both.
+        for (accept, taken) in [
+            (&["application/json"][..], false),
+            (&["text/event-stream"][..], false),
+            (&["application/json", "text/event-stream"][..], true),
+            (&["TEXT/EVENT-STREAM;q=0.5, Application/JSON"][..], true),
+            (&["*/*"][..], true),
+            (&["text/event-stream", "*/*;q=0"][..], false),
+        ] {
+            headers.remove(header::ACCEPT);
+            for value in accept {
+                headers.append(header::ACCEPT, HeaderValue::from_static(value));
+            }
+            let refused = refuse_post(&headers).map(|r| r.status());
+            let expected = (!taken).then_some(StatusCode::NOT_ACCEPTABLE);
+            assert_eq!(refused, expected, "Accept: {accept:?}");
+        }
     }
 }
