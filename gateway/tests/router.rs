@@ -1015,12 +1015,19 @@ async fn unrouted_requests_get_json_errors() {
     );
 }
 
-/// `max_request_body_bytes` is the one body limit: `/mcp` and every REST route that
-/// reads a body answer a larger one with 413, in their own JSON shape, naming the
-/// setting, before anything reaches an upstream; a body under it is read.
-#[tokio::test]
-async fn every_surface_keeps_the_one_body_limit() {
-    let limit = 2048;
+/// Every REST route that reads a body (`session` for the session's own).
+fn body_routes(session: &str) -> [String; 5] {
+    [
+        "/v1/tools/up__echo/call".to_owned(),
+        "/v1/tool_calls".to_owned(),
+        "/v1/tool_use".to_owned(),
+        format!("/v1/sessions/{session}/tools/expand"),
+        "/v1/tasks/no-such-task/input".to_owned(),
+    ]
+}
+
+/// The test app with `max_request_body_bytes: limit`, and a session of tenant A.
+async fn app_with_body_limit(limit: usize) -> (TestApp, String) {
     let app = app(&format!(
         "{}max_request_body_bytes: {limit}\n",
         config_yaml()
@@ -1033,6 +1040,16 @@ async fn every_surface_keeps_the_one_body_limit() {
         .as_str()
         .expect("a session id")
         .to_owned();
+    (app, session)
+}
+
+/// `max_request_body_bytes` is the one body limit: `/mcp` and every REST route that
+/// reads a body answer a larger one with 413, in their own JSON shape, naming the
+/// setting, before anything reaches an upstream; a body under it is read.
+#[tokio::test]
+async fn every_surface_keeps_the_one_body_limit() {
+    let limit = 2048;
+    let (app, session) = app_with_body_limit(limit).await;
     let post = |path: &str, body: String| {
         to(Method::POST, path, Some(KEY_A))
             .header(header::CONTENT_TYPE, "application/json")
@@ -1053,13 +1070,7 @@ async fn every_surface_keeps_the_one_body_limit() {
         .await;
     assert_eq!(under.status, StatusCode::OK, "{}", under.text());
     let over = padded(limit + 1);
-    for path in [
-        "/v1/tools/up__echo/call".to_owned(),
-        "/v1/tool_calls".to_owned(),
-        "/v1/tool_use".to_owned(),
-        format!("/v1/sessions/{session}/tools/expand"),
-        "/v1/tasks/no-such-task/input".to_owned(),
-    ] {
+    for path in body_routes(&session) {
         for (via, reply) in [
             ("fast path", app.send(post(&path, over.clone())).await),
             ("router", app.send_plain(post(&path, over.clone())).await),
@@ -1106,31 +1117,14 @@ async fn every_surface_keeps_the_one_body_limit() {
 #[tokio::test]
 async fn no_body_is_read_before_the_credentials_are_checked() {
     let limit = 2048;
-    let app = app(&format!(
-        "{}max_request_body_bytes: {limit}\n",
-        config_yaml()
-    ))
-    .await;
-    let session = app
-        .send(empty(to(Method::POST, "/v1/sessions", Some(KEY_A))))
-        .await
-        .json()["session_id"]
-        .as_str()
-        .expect("a session id")
-        .to_owned();
+    let (app, session) = app_with_body_limit(limit).await;
     let oversized = || Body::from(format!(r#"{{"arguments": "{}"}}"#, "x".repeat(limit)));
     let endless =
         || Body::from_stream(futures::stream::pending::<Result<Vec<u8>, std::io::Error>>());
     for key in [None, Some("not-a-key")] {
         let expected = app.send(empty(to(Method::GET, "/v1/tools", key))).await;
         expect_status(&expected, StatusCode::UNAUTHORIZED);
-        for path in [
-            "/v1/tools/up__echo/call".to_owned(),
-            "/v1/tool_calls".to_owned(),
-            "/v1/tool_use".to_owned(),
-            format!("/v1/sessions/{session}/tools/expand"),
-            "/v1/tasks/no-such-task/input".to_owned(),
-        ] {
+        for path in body_routes(&session) {
             for what in ["oversized", "endless"] {
                 for via in ["fast path", "router"] {
                     let body = if what == "oversized" {

@@ -72,16 +72,7 @@ pub(super) async fn openai(
             Err(message) => return invalid_body(format!("tool_calls[{index}]: {message}")),
         }
     }
-    let finished = match run(
-        &door,
-        &trace,
-        &headers,
-        tenant,
-        session.as_deref(),
-        &requests,
-    )
-    .await
-    {
+    let finished = match run(&door, &trace, &headers, tenant, session, &requests).await {
         Ok(finished) => finished,
         Err(response) => return response,
     };
@@ -158,16 +149,7 @@ pub(super) async fn anthropic(
             Err(message) => return invalid_body(format!("content[{index}]: {message}")),
         }
     }
-    let finished = match run(
-        &door,
-        &trace,
-        &headers,
-        tenant,
-        session.as_deref(),
-        &requests,
-    )
-    .await
-    {
+    let finished = match run(&door, &trace, &headers, tenant, session, &requests).await {
         Ok(finished) => finished,
         Err(response) => return response,
     };
@@ -310,7 +292,7 @@ async fn run(
     trace: &CallTrace,
     headers: &HeaderMap,
     tenant: Arc<Tenant>,
-    session: Option<&str>,
+    session: Option<String>,
     requests: &[Request],
 ) -> Result<Vec<Entry>, Response> {
     let config = door.gateway.config();
@@ -325,7 +307,7 @@ async fn run(
             ),
         ));
     }
-    let caller: Caller = caller_of(door, tenant, session).await?;
+    let caller: Caller = caller_of(door, tenant, session.as_deref()).await?;
     let request_headers = Arc::new(headers.clone());
     let calls: Vec<_> = requests
         .iter()
