@@ -68,7 +68,7 @@ pub fn router(door: Arc<FrontDoor>) -> Router {
         .route("/v1/tasks/{id}/events", get(task_events::task_events))
         .route("/v1/tasks/{id}/input", post(tasks::answer_input))
         .route("/openapi.json", get(openapi::document))
-        // Every body is read by [`RestBody`]; this is the limit of anything else.
+        // Every body is read by [`admit_then_read`]; this is the limit of anything else.
         .layer(axum::extract::DefaultBodyLimit::max(body_limit))
         .with_state(door)
 }
@@ -291,10 +291,7 @@ pub(crate) async fn serve_call(
     response
 }
 
-/// A REST request's admitted tenant and its body. The front door answers first, so
-/// nobody without credentials gets a body read (as on `/mcp` and the admin API); the
-/// body is then read as [`read_body`] does: every route answers a body over
-/// `max_request_body_bytes`, a slow one or a broken one alike, in JSON.
+/// A REST request's admitted tenant and its body, as [`admit_then_read`] gives them.
 pub(super) struct RestBody {
     pub tenant: Arc<Tenant>,
     pub body: axum::body::Bytes,
@@ -307,24 +304,30 @@ impl axum::extract::FromRequest<Arc<FrontDoor>> for RestBody {
         request: axum::extract::Request,
         door: &Arc<FrontDoor>,
     ) -> Result<Self, Response> {
-        let tenant = door.admit_as(request.headers(), Shape::Rest).await?;
-        let body = read_body(door, request.into_body()).await?;
+        let (parts, body) = request.into_parts();
+        let (tenant, body) = admit_then_read(door, &parts.headers, body).await?;
         Ok(RestBody { tenant, body })
     }
 }
 
-/// The request body, at most `max_request_body_bytes` (the limit `/mcp` has too),
-/// within the listener's body timeout.
-async fn read_body(
+/// The one rule of every REST route that reads a body: the front door answers first,
+/// so nobody without credentials gets a body read (as on `/mcp` and the admin API);
+/// then the body is read, at most `max_request_body_bytes` (the limit `/mcp` has
+/// too) within the listener's body timeout, a larger, slow or broken one refused in
+/// JSON.
+async fn admit_then_read(
     door: &FrontDoor,
+    headers: &HeaderMap,
     body: axum::body::Body,
-) -> Result<axum::body::Bytes, Response> {
+) -> Result<(Arc<Tenant>, axum::body::Bytes), Response> {
+    let tenant = door.admit_as(headers, Shape::Rest).await?;
     let limit = door.gateway.config().max_request_body_bytes;
-    axum::body::to_bytes(body, limit).await.map_err(|failed| {
+    let body = axum::body::to_bytes(body, limit).await.map_err(|failed| {
         let setting = "max_request_body_bytes in the gateway config";
         let (status, code, message) = super::listener::body_refusal(&failed, limit, setting);
         error(status, code, message)
-    })
+    })?;
+    Ok((tenant, body))
 }
 
 async fn call_tool(
@@ -335,13 +338,8 @@ async fn call_tool(
 ) -> Response {
     let (parts, body) = request.into_parts();
     let headers = parts.headers;
-    // Credentials before the body: see [`RestBody`].
-    let tenant = match door.admit_as(&headers, Shape::Rest).await {
-        Ok(tenant) => tenant,
-        Err(refused) => return refused,
-    };
-    let body = match read_body(&door, body).await {
-        Ok(body) => body,
+    let (tenant, body) = match admit_then_read(&door, &headers, body).await {
+        Ok(admitted) => admitted,
         Err(refused) => return refused,
     };
     let mut request: JsonObject = if body.is_empty() {
