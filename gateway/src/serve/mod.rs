@@ -121,7 +121,7 @@ impl tower_service::Service<axum::extract::Request> for Front {
             return futures::future::Either::Right(self.router.call(request));
         };
         let (mcp, gateway) = (self.mcp.clone(), self.gateway.clone());
-        futures::future::Either::Left(Box::pin(async move {
+        futures::future::Either::Left(boxed_in_place(move || async move {
             Ok(match guard::screen(&gateway, &request) {
                 guard::Screened::Answer(response) => response,
                 guard::Screened::Pass { cors } => {
@@ -136,6 +136,21 @@ impl tower_service::Service<axum::extract::Request> for Front {
             })
         }))
     }
+}
+
+/// Boxes a request's future with its memory allocated first, so the future is written
+/// into the box where it will live. `Box::pin(future)` built this one (8.8 KB: it holds
+/// every state of the call path, nested) on the stack and then copied it into the box,
+/// a copy on every request; allocating first lets the compiler write the few fields an
+/// unstarted future has straight into the heap.
+#[inline(always)]
+fn boxed_in_place<F>(make: impl FnOnce() -> F) -> futures::future::BoxFuture<'static, F::Output>
+where
+    F: std::future::Future + Send + 'static,
+{
+    let place: Box<std::mem::MaybeUninit<F>> = Box::new_uninit();
+    let boxed: Box<F> = Box::write(place, make());
+    Box::into_pin(boxed)
 }
 
 /// The requests [`Front`] answers without the router: the ones on every tool call.
