@@ -63,7 +63,7 @@ pub(super) async fn run(rpc: &Arc<Rpc>, mut params: Value, ctx: &CallContext) ->
     let created = rpc
         .request(
             "tools/call",
-            params,
+            params.into(),
             deadline,
             Some(&ctx.cancel),
             ctx.progress.clone(),
@@ -141,7 +141,7 @@ pub(super) async fn run(rpc: &Arc<Rpc>, mut params: Value, ctx: &CallContext) ->
     let result = rpc
         .request(
             "tasks/result",
-            json!({"taskId": task_id}),
+            json!({"taskId": task_id}).into(),
             deadline,
             Some(&ctx.cancel),
             ctx.progress.clone(),

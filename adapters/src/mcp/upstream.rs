@@ -11,7 +11,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::jsonrpc::{Answer, INVALID_PARAMS, METHOD_NOT_FOUND, Origin, Rpc, RpcFailure};
+use super::jsonrpc::{Answer, INVALID_PARAMS, METHOD_NOT_FOUND, Origin, Params, Rpc, RpcFailure};
 use super::supervisor::{self, Shared, describe};
 use super::{McpOptions, McpTransport};
 use crate::{
@@ -163,21 +163,6 @@ impl Upstream for McpUpstream {
             return Err(ToolError::cancelled(tool));
         }
         let rpc = self.rpc()?;
-        // Built directly (not with `json!`, which would copy the arguments through the
-        // value serializer); same keys, same order.
-        let mut params = Map::new();
-        params.insert("name".into(), Value::String(tool.to_owned()));
-        params.insert("arguments".into(), Value::Object(arguments));
-        if let Some(trace) = &ctx.trace {
-            // The MCP convention for trace context (the HTTP transports copy it into
-            // headers too, see `http::trace_headers`).
-            let meta = trace
-                .fields()
-                .map(|(key, value)| (key.to_owned(), Value::String(value.to_owned())))
-                .collect();
-            params.insert("_meta".into(), Value::Object(meta));
-        }
-        let params = Value::Object(params);
         let deadline = Instant::from_std(ctx.deadline);
         // A background call of a tool the upstream runs as a task goes up as one.
         let relay = ctx.background && {
@@ -190,10 +175,29 @@ impl Upstream for McpUpstream {
             )
         };
         let result = if relay {
-            super::task_call::run(&rpc, params, &ctx)
+            // Built directly (not with `json!`, which would copy the arguments through
+            // the value serializer); the keys and order `Params::ToolCall` writes.
+            let mut params = Map::new();
+            params.insert("name".into(), Value::String(tool.to_owned()));
+            params.insert("arguments".into(), Value::Object(arguments));
+            if let Some(trace) = &ctx.trace {
+                let meta = trace
+                    .fields()
+                    .map(|(key, value)| (key.to_owned(), Value::String(value.to_owned())))
+                    .collect();
+                params.insert("_meta".into(), Value::Object(meta));
+            }
+            super::task_call::run(&rpc, Value::Object(params), &ctx)
                 .await
                 .map(Answer::Value)
         } else {
+            // The MCP convention for trace context is `params._meta` (the HTTP
+            // transports copy it into headers too, see `http::trace_headers`).
+            let params = Params::ToolCall {
+                name: tool,
+                arguments: &arguments,
+                trace: ctx.trace.as_ref(),
+            };
             rpc.request(
                 "tools/call",
                 params,
@@ -296,7 +300,7 @@ impl Upstream for McpUpstream {
         let result = rpc
             .request(
                 method,
-                params.unwrap_or_else(|| Value::Object(Map::new())),
+                params.unwrap_or_else(|| Value::Object(Map::new())).into(),
                 Instant::from_std(ctx.deadline),
                 Some(&ctx.cancel),
                 ctx.progress.clone(),

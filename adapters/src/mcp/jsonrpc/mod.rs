@@ -41,6 +41,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 mod incoming;
+mod params;
+
+pub(crate) use params::Params;
 
 use crate::{ClientBridge, ProgressSink};
 
@@ -84,9 +87,11 @@ pub(crate) struct Outgoing {
 }
 
 impl Outgoing {
-    /// `json` with the trace context of `params._meta`.
-    fn new(json: Vec<u8>, params: Option<&Map<String, Value>>) -> Outgoing {
-        let meta = params
+    pub(crate) fn from_value(msg: &Value) -> Outgoing {
+        // A `Value` always serializes (its keys are strings).
+        let json = serde_json::to_vec(msg).unwrap_or_default();
+        let meta = msg
+            .get("params")
             .and_then(|params| params.get("_meta"))
             .and_then(Value::as_object);
         let field = |name: &str| Some(meta?.get(name)?.as_str()?.to_owned());
@@ -97,25 +102,25 @@ impl Outgoing {
         }
     }
 
-    pub(crate) fn from_value(msg: &Value) -> Outgoing {
-        // A `Value` always serializes (its keys are strings).
-        let json = serde_json::to_vec(msg).unwrap_or_default();
-        Outgoing::new(json, msg.get("params").and_then(Value::as_object))
-    }
-
     /// `{"jsonrpc":"2.0","id":<id>,"method":<method>,"params":<params>}`, written
-    /// directly: building the envelope as a map was a dozen allocations a call.
-    fn request(id: u64, method: &str, params: &Map<String, Value>) -> Outgoing {
+    /// directly: building the envelope as a map was a dozen allocations a call. With
+    /// `token`, `params._meta.progressToken` is that token (see [`Params::write`]).
+    fn request(id: u64, method: &str, params: &Params<'_>, token: Option<&str>) -> Outgoing {
         let mut json = Vec::with_capacity(128);
         json.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-        // Numbers, strings and maps of `Value`s always serialize.
+        // Numbers and strings always serialize.
         let _ = serde_json::to_writer(&mut json, &id);
         json.extend_from_slice(b",\"method\":");
         let _ = serde_json::to_writer(&mut json, method);
         json.extend_from_slice(b",\"params\":");
-        let _ = serde_json::to_writer(&mut json, params);
+        params.write(&mut json, token);
         json.push(b'}');
-        Outgoing::new(json, Some(params))
+        let (traceparent, tracestate) = params.trace();
+        Outgoing {
+            json,
+            traceparent,
+            tracestate,
+        }
     }
 }
 
@@ -352,9 +357,16 @@ impl Rpc {
         params: Value,
         deadline: Instant,
     ) -> Reply {
-        self.request(method, params, deadline, None, None, Origin::Protocol)
-            .await
-            .map(Answer::into_value)
+        self.request(
+            method,
+            params.into(),
+            deadline,
+            None,
+            None,
+            Origin::Protocol,
+        )
+        .await
+        .map(Answer::into_value)
     }
 
     /// The result comes as it arrived: the peer's JSON text when the response was
@@ -362,7 +374,7 @@ impl Rpc {
     pub(crate) async fn request(
         self: &Arc<Self>,
         method: &str,
-        params: Value,
+        params: Params<'_>,
         deadline: Instant,
         cancel: Option<&CancellationToken>,
         progress: Option<ProgressSink>,
@@ -373,11 +385,6 @@ impl Rpc {
             return Err(RpcFailure::Timeout);
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let mut params = match params {
-            Value::Object(m) => m,
-            // Params are always objects in MCP; anything else is a bug of ours.
-            _ => Map::new(),
-        };
         let (tx, mut rx) = oneshot::channel();
         let token_key = {
             let mut st = self.lock();
@@ -390,15 +397,9 @@ impl Rpc {
             }
             progress.map(|sink| {
                 // A string token cannot collide with another upstream's, and `id` is
-                // unique on this connection.
-                let token = Value::String(format!("tg-{id}"));
-                let meta = params
-                    .entry("_meta")
-                    .or_insert_with(|| Value::Object(Map::new()));
-                if let Value::Object(meta) = meta {
-                    meta.insert("progressToken".into(), token.clone());
-                }
-                let key = token.to_string();
+                // unique on this connection. The key is the token's JSON text, as
+                // progress notifications are looked up by (see `handle_progress`).
+                let key = format!("\"tg-{id}\"");
                 if st.progress.len() >= MAX_PROGRESS_ROUTES {
                     // Routes kept for progress after a result go once their caller
                     // stopped listening.
@@ -408,7 +409,7 @@ impl Rpc {
                 key
             })
         };
-        let msg = Outgoing::request(id, method, &params);
+        let msg = Outgoing::request(id, method, &params, token_key.as_deref());
         drop(params);
 
         let never = CancellationToken::new();
@@ -670,7 +671,7 @@ mod tests {
         let Value::Object(map) = params.clone() else {
             unreachable!()
         };
-        let written = Outgoing::request(u64::MAX, "tools/call", &map);
+        let written = Outgoing::request(u64::MAX, "tools/call", &Params::Map(map), None);
         let tree = json!({"jsonrpc": "2.0", "id": u64::MAX, "method": "tools/call",
             "params": params});
         assert_eq!(written.json, serde_json::to_vec(&tree).unwrap());
