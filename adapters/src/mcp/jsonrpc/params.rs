@@ -97,48 +97,44 @@ impl Params<'_> {
 /// map: an existing `_meta` object keeps its place and an existing token its place in
 /// it; otherwise each goes last. A `_meta` that is not an object is left as it is.
 fn write_map_with_token(json: &mut Vec<u8>, map: &Map<String, Value>, token: &str) {
+    let put_token =
+        |json: &mut Vec<u8>, _: Option<&Value>| json.extend_from_slice(token.as_bytes());
+    write_with_field(json, map, "_meta", |json, meta| match meta {
+        Some(Value::Object(meta)) => write_with_field(json, meta, "progressToken", put_token),
+        Some(other) => {
+            let _ = serde_json::to_writer(&mut *json, other);
+        }
+        None => write_with_field(json, &Map::new(), "progressToken", put_token),
+    });
+}
+
+/// Writes `map` as an object whose field `name` `put` writes: in its place when the
+/// map has it (given its value), last otherwise (given `None`).
+fn write_with_field(
+    json: &mut Vec<u8>,
+    map: &Map<String, Value>,
+    name: &str,
+    put: impl Fn(&mut Vec<u8>, Option<&Value>),
+) {
     json.push(b'{');
     let mut first = true;
-    let mut had_meta = false;
+    let mut seen = false;
     for (key, value) in map {
         comma(json, &mut first);
         let _ = serde_json::to_writer(&mut *json, key);
         json.push(b':');
-        match value {
-            Value::Object(meta) if key == "_meta" => {
-                had_meta = true;
-                json.push(b'{');
-                let mut first = true;
-                let mut had_token = false;
-                for (key, value) in meta {
-                    comma(json, &mut first);
-                    let _ = serde_json::to_writer(&mut *json, key);
-                    json.push(b':');
-                    if key == "progressToken" {
-                        had_token = true;
-                        json.extend_from_slice(token.as_bytes());
-                    } else {
-                        let _ = serde_json::to_writer(&mut *json, value);
-                    }
-                }
-                if !had_token {
-                    comma(json, &mut first);
-                    json.extend_from_slice(b"\"progressToken\":");
-                    json.extend_from_slice(token.as_bytes());
-                }
-                json.push(b'}');
-            }
-            _ => {
-                had_meta |= key == "_meta";
-                let _ = serde_json::to_writer(&mut *json, value);
-            }
+        if key == name {
+            seen = true;
+            put(json, Some(value));
+        } else {
+            let _ = serde_json::to_writer(&mut *json, value);
         }
     }
-    if !had_meta {
+    if !seen {
         comma(json, &mut first);
-        json.extend_from_slice(b"\"_meta\":{\"progressToken\":");
-        json.extend_from_slice(token.as_bytes());
-        json.push(b'}');
+        let _ = serde_json::to_writer(&mut *json, name);
+        json.push(b':');
+        put(json, None);
     }
     json.push(b'}');
 }
