@@ -11,7 +11,9 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::jsonrpc::{Answer, INVALID_PARAMS, METHOD_NOT_FOUND, Origin, Params, Rpc, RpcFailure};
+use super::jsonrpc::{
+    Answer, INVALID_PARAMS, METHOD_NOT_FOUND, Origin, Params, Rpc, RpcFailure, tool_call_map,
+};
 use super::supervisor::{self, Shared, describe};
 use super::{McpOptions, McpTransport};
 use crate::{
@@ -175,18 +177,7 @@ impl Upstream for McpUpstream {
             )
         };
         let result = if relay {
-            // Built directly (not with `json!`, which would copy the arguments through
-            // the value serializer); the keys and order `Params::ToolCall` writes.
-            let mut params = Map::new();
-            params.insert("name".into(), Value::String(tool.to_owned()));
-            params.insert("arguments".into(), Value::Object(arguments));
-            if let Some(trace) = &ctx.trace {
-                let meta = trace
-                    .fields()
-                    .map(|(key, value)| (key.to_owned(), Value::String(value.to_owned())))
-                    .collect();
-                params.insert("_meta".into(), Value::Object(meta));
-            }
+            let params = tool_call_map(tool, arguments, ctx.trace.as_ref());
             super::task_call::run(&rpc, Value::Object(params), &ctx)
                 .await
                 .map(Answer::Value)

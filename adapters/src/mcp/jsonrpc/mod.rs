@@ -43,7 +43,7 @@ use tokio_util::sync::CancellationToken;
 mod incoming;
 mod params;
 
-pub(crate) use params::Params;
+pub(crate) use params::{Params, tool_call_map};
 
 use crate::{ClientBridge, ProgressSink};
 
@@ -90,15 +90,12 @@ impl Outgoing {
     pub(crate) fn from_value(msg: &Value) -> Outgoing {
         // A `Value` always serializes (its keys are strings).
         let json = serde_json::to_vec(msg).unwrap_or_default();
-        let meta = msg
-            .get("params")
-            .and_then(|params| params.get("_meta"))
-            .and_then(Value::as_object);
-        let field = |name: &str| Some(meta?.get(name)?.as_str()?.to_owned());
+        let (traceparent, tracestate) =
+            params::meta_trace(msg.get("params").and_then(Value::as_object));
         Outgoing {
             json,
-            traceparent: field("traceparent"),
-            tracestate: field("tracestate"),
+            traceparent,
+            tracestate,
         }
     }
 

@@ -80,17 +80,43 @@ impl Params<'_> {
     /// headers.
     pub(super) fn trace(&self) -> (Option<String>, Option<String>) {
         match self {
-            Params::Map(map) => {
-                let meta = map.get("_meta").and_then(Value::as_object);
-                let field = |name: &str| Some(meta?.get(name)?.as_str()?.to_owned());
-                (field("traceparent"), field("tracestate"))
-            }
+            Params::Map(map) => meta_trace(Some(map)),
             Params::ToolCall { trace, .. } => (
                 trace.map(|trace| trace.traceparent.clone()),
                 trace.and_then(|trace| trace.tracestate.clone()),
             ),
         }
     }
+}
+
+/// `(traceparent, tracestate)` of a params object's `_meta`, where a message built as
+/// a tree carries them.
+pub(super) fn meta_trace(params: Option<&Map<String, Value>>) -> (Option<String>, Option<String>) {
+    let meta = params
+        .and_then(|params| params.get("_meta"))
+        .and_then(Value::as_object);
+    let field = |name: &str| Some(meta?.get(name)?.as_str()?.to_owned());
+    (field("traceparent"), field("tracestate"))
+}
+
+/// The map whose text [`Params::ToolCall`] writes, for a tool call that has to be
+/// changed as a tree (relayed as the upstream's task, which adds `task`).
+pub(crate) fn tool_call_map(
+    name: &str,
+    arguments: Map<String, Value>,
+    trace: Option<&TraceContext>,
+) -> Map<String, Value> {
+    let mut params = Map::new();
+    params.insert("name".into(), Value::String(name.to_owned()));
+    params.insert("arguments".into(), Value::Object(arguments));
+    if let Some(trace) = trace {
+        let meta = trace
+            .fields()
+            .map(|(key, value)| (key.to_owned(), Value::String(value.to_owned())))
+            .collect();
+        params.insert("_meta".into(), Value::Object(meta));
+    }
+    params
 }
 
 /// `map` with `_meta.progressToken` set to `token`, as inserting it would leave the
@@ -219,16 +245,7 @@ mod tests {
                 arguments: &arguments,
                 trace,
             };
-            let mut map = Map::new();
-            map.insert("name".into(), json!("srv__t\"x"));
-            map.insert("arguments".into(), Value::Object(arguments.clone()));
-            if let Some(trace) = trace {
-                let meta = trace
-                    .fields()
-                    .map(|(k, v)| (k.to_owned(), Value::String(v.to_owned())))
-                    .collect();
-                map.insert("_meta".into(), Value::Object(meta));
-            }
+            let map = tool_call_map("srv__t\"x", arguments.clone(), trace);
             let mut json = Vec::new();
             call.write(&mut json, token);
             let expected = match token {
