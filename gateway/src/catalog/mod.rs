@@ -101,16 +101,17 @@ impl Entry {
             definition_json: Arc::from(""),
             validator: Default::default(),
         };
-        if let Some((limit, encoding)) = budget {
-            entry.fit(limit, encoding);
-        }
-        entry.definition_json = brief::to_text(entry.exposed()).into();
+        let listed = budget.and_then(|(limit, encoding)| entry.fit(limit, encoding));
+        entry.definition_json = listed
+            .unwrap_or_else(|| brief::to_text(entry.exposed()))
+            .into();
         entry
     }
 
     /// Abbreviates the listed definition when the whole one is over `limit` tokens, and
-    /// marks both costs in its `_meta`.
-    fn fit(&mut self, limit: usize, encoding: Encoding) {
+    /// marks both costs in its `_meta`. Answers the listed text when the text counted
+    /// last is it (the count settled), so that it is not written twice.
+    fn fit(&mut self, limit: usize, encoding: Encoding) -> Option<String> {
         let room = limit.saturating_sub(MARKS_RESERVE);
         let whole = brief::to_text(Layers(&self.source, &EMPTY, &self.changed));
         let full = crate::truncate::count(&whole, encoding);
@@ -154,16 +155,20 @@ impl Entry {
         }
         // The marks count too: settle on the count of the text that carries it.
         let mut listed = full;
+        let mut settled = None;
         for _ in 0..4 {
             self.mark(DEFINITION_TOKENS, listed);
-            let now = crate::truncate::count(&brief::to_text(self.exposed()), encoding);
+            let text = brief::to_text(self.exposed());
+            let now = crate::truncate::count(&text, encoding);
             if now == listed {
+                settled = Some(text);
                 break;
             }
             listed = now;
         }
         self.definition_tokens = listed;
         self.full_tokens = if self.abbreviated() { full } else { listed };
+        settled
     }
 
     /// Sets one cost mark in the listed `_meta`.

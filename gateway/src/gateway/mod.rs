@@ -228,13 +228,9 @@ impl Gateway {
         include: impl Fn(&str) -> bool,
     ) -> Vec<serde_json::Value> {
         let search = || self.search.index_for(catalog).search(query, limit, include);
-        // With an embedding model a query costs milliseconds of encoder work: other
-        // tasks move off this runtime thread meanwhile (not possible on a
-        // current-thread runtime or outside one, where it simply runs).
-        let multi_thread = tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-        let hits = if self.search.embeds() && multi_thread {
-            tokio::task::block_in_place(search)
+        // With an embedding model a query costs milliseconds of encoder work.
+        let hits = if self.search.embeds() {
+            off_the_workers(search)
         } else {
             search()
         };
@@ -247,5 +243,19 @@ impl Gateway {
                 })
             })
             .collect()
+    }
+}
+
+/// Runs `work` (CPU-bound for long: an encoder pass, a catalog rebuild over thousands
+/// of large definitions) with this runtime thread's other tasks moved to another
+/// thread meanwhile, so `/healthz` and calls in flight are still served. On a
+/// current-thread runtime or outside one, where that is not possible, it simply runs.
+pub(crate) fn off_the_workers<R>(work: impl FnOnce() -> R) -> R {
+    let multi_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if multi_thread {
+        tokio::task::block_in_place(work)
+    } else {
+        work()
     }
 }

@@ -10,7 +10,15 @@ use crate::offerings::{OfferingSource, Offerings};
 impl Gateway {
     /// Rebuilds the catalog from the upstreams' current tools; returns the collisions
     /// it resolved (already logged).
+    ///
+    /// A rebuild that builds many large definitions anew takes seconds (each is
+    /// counted and fitted to its budget in every export format); it runs, and waits
+    /// for a rebuild in progress, with this runtime thread's other tasks moved away.
     pub fn rebuild_catalog(&self) -> Vec<Collision> {
+        super::off_the_workers(|| self.rebuild_catalog_here())
+    }
+
+    fn rebuild_catalog_here(&self) -> Vec<Collision> {
         // One rebuild at a time: two racing rebuilds could otherwise publish an older
         // snapshot after a newer one.
         let _serial = self.rebuild_lock.lock().unwrap_or_else(|e| e.into_inner());
