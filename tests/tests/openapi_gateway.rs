@@ -1411,43 +1411,43 @@ async fn a_large_run_time_import_leaves_a_one_thread_gateway_answering() {
     .await;
 
     let started = Instant::now();
-    let registration = tokio::spawn({
-        let url = gw.url("/admin/upstreams");
-        async move {
-            let answer = http()
-                .post(url)
-                .bearer_auth(ADMIN_TOKEN)
-                .timeout(Duration::from_secs(600))
-                .json(&json!({"name": "cluster", "openapi": {
-                    "spec_path": "cluster.json",
-                    "base_url": "http://127.0.0.1:9/",
-                    "allow_private_networks": true
-                }}))
+    let registration = as_admin(
+        &gw,
+        reqwest::Method::POST,
+        "/admin/upstreams",
+        Some(json!({"name": "cluster", "openapi": {
+            "spec_path": "cluster.json",
+            "base_url": "http://127.0.0.1:9/",
+            "allow_private_networks": true
+        }})),
+    );
+    let client = http();
+    let registered = std::cell::Cell::new(false);
+    // A probe in flight when the registration answers is waited for: the one the
+    // build held would answer at about the same time.
+    let probing = async {
+        let (mut slowest, mut probes) = (Duration::ZERO, 0);
+        // Bounded by the registration's own timeout (`admin`'s 120 s) and by count.
+        while !registered.get() && probes < 6_000 {
+            let sent = Instant::now();
+            let answer = client
+                .get(gw.url("/healthz"))
                 .send()
                 .await
-                .expect("POST /admin/upstreams");
-            let status = answer.status();
-            (status, answer.text().await.unwrap_or_default())
+                .expect("GET /healthz during the import");
+            assert_eq!(answer.status(), 200, "/healthz during the import");
+            slowest = slowest.max(sent.elapsed());
+            probes += 1;
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-    });
-    let client = http();
-    let mut slowest = Duration::ZERO;
-    let mut probes = 0;
-    // Bounded: 600 s of import at most (the registration's own timeout).
-    while !registration.is_finished() && probes < 6_000 {
-        let sent = Instant::now();
-        let answer = client
-            .get(gw.url("/healthz"))
-            .timeout(Duration::from_secs(600))
-            .send()
-            .await
-            .expect("GET /healthz during the import");
-        assert_eq!(answer.status(), 200, "/healthz during the import");
-        slowest = slowest.max(sent.elapsed());
-        probes += 1;
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let (status, body) = registration.await.expect("the registration task");
+        (slowest, probes)
+    };
+    let registering = async {
+        let answer = registration.await;
+        registered.set(true);
+        answer
+    };
+    let ((status, body), (slowest, probes)) = tokio::join!(registering, probing);
     let import = started.elapsed();
     assert_eq!(status, 201, "{body}");
     eprintln!(
