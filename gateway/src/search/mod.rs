@@ -6,8 +6,9 @@
 //!
 //! # Index
 //!
-//! [`SearchIndex::build`] takes a [`Catalog`] snapshot (it is rebuilt whenever the
-//! catalog is) and turns every entry into a small multi-field document:
+//! [`SearchIndex::build`] takes a [`Catalog`] snapshot (it is rebuilt by the first
+//! search after the catalog changes, off the runtime's thread: tens of milliseconds
+//! for a thousand tools) and turns every entry into a small multi-field document:
 //!
 //! | field        | from                                             | weight |
 //! |--------------|--------------------------------------------------|--------|
@@ -229,6 +230,15 @@ impl SearchCache {
                 index
             }
         }
+    }
+
+    /// Whether `catalog`'s index is built: a search of another catalog builds it
+    /// first (tens of milliseconds for a thousand tools).
+    pub fn has_index_for(&self, catalog: &std::sync::Arc<Catalog>) -> bool {
+        let newest = self.newest.lock().unwrap_or_else(|e| e.into_inner());
+        newest
+            .as_ref()
+            .is_some_and(|(source, _)| std::sync::Arc::ptr_eq(source, catalog))
     }
 
     /// Whether searches run an embedding model (a query then costs milliseconds).
@@ -1501,6 +1511,25 @@ mod tests {
             })
             .collect();
         Catalog::build(&sources).0
+    }
+
+    /// The cache says which snapshot's index it holds: the one a search built, not a
+    /// newer snapshot (whose first search builds it, off the runtime's thread).
+    #[test]
+    fn the_cache_knows_which_catalog_it_has_indexed() {
+        let cache = SearchCache::default();
+        let first = std::sync::Arc::new(sample());
+        assert!(!cache.has_index_for(&first));
+        let hits = cache.index_for(&first).search("pull", 10, |_| true);
+        assert!(!hits.is_empty());
+        assert!(cache.has_index_for(&first));
+        let newer = std::sync::Arc::new(sample());
+        assert!(
+            !cache.has_index_for(&newer),
+            "a new snapshot has no index yet"
+        );
+        cache.index_for(&newer);
+        assert!(cache.has_index_for(&newer) && !cache.has_index_for(&first));
     }
 
     fn sample() -> Catalog {
