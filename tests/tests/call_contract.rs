@@ -751,6 +751,38 @@ async fn function_calling_callers_are_pointed_to_what_they_can_call() {
         toolgate_e2e::rest_get(&gateway, "/v1/tools?format=openai&strict=true", None).await;
     assert_eq!(status, 200);
 
+    // A query parameter a route does not read is refused, not ignored: a misspelt
+    // `format` would list OpenAI schemas, a call's `session` in the query (it goes in
+    // the body) would run the call outside the session. Through the router (listing)
+    // and the listener's fast path (a call) alike.
+    let (status, body) = toolgate_e2e::rest_get(&gateway, "/v1/tools?fromat=gemini", None).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], "unknown_query_parameter", "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("\"fromat\"") && message.contains("format, strict, session"),
+        "{message}"
+    );
+    let (status, body) = toolgate_e2e::rest_post(
+        &gateway,
+        "/v1/tools/rec__storeRecord/call?session=s-1",
+        None,
+        json!({"arguments": {}}),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], "unknown_query_parameter", "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("\"session\"")
+            && message.contains("reads none")
+            && message.contains("body"),
+        "{message}"
+    );
+    // Names are compared decoded: `%66ormat` is `format`.
+    let (status, body) = toolgate_e2e::rest_get(&gateway, "/v1/tools?%66ormat=gemini", None).await;
+    assert_eq!((status, &body["format"]), (200, &json!("gemini")), "{body}");
+
     // An unknown tool points to tool_search (callable on every surface), never to an
     // MCP method a function-calling model cannot send.
     let (status, body) = toolgate_e2e::rest_post(

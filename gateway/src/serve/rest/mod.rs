@@ -14,6 +14,7 @@
 //!   background calls (`tasks.rs`, `task_events.rs`).
 //!
 //! Errors are JSON `{"error": {"code", "message"}}` with the status of the error kind.
+//! A query parameter a route does not read is refused (`query.rs`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -39,16 +40,20 @@ use crate::telemetry::{CallTrace, rest_calls};
 mod batch;
 mod call;
 mod openapi;
+mod query;
 pub(crate) mod stream;
 mod task_events;
 mod tasks;
+
+/// One call's route, as the router and `/openapi.json` write it.
+const CALL_ROUTE: &str = "/v1/tools/{name}/call";
 
 pub fn router(door: Arc<FrontDoor>) -> Router {
     let body_limit = door.gateway.config().max_request_body_bytes;
     Router::new()
         .route("/v1/tools", get(list_tools))
         .route("/v1/tools/{name}/schema", get(tool_schema))
-        .route("/v1/tools/{name}/call", post(call_route))
+        .route(CALL_ROUTE, post(call_route))
         .route("/v1/sessions", post(create_session))
         .route("/v1/sessions/{id}", delete(end_session))
         .route("/v1/sessions/{id}/tools", get(session_tools))
@@ -68,6 +73,7 @@ pub fn router(door: Arc<FrontDoor>) -> Router {
         .route("/v1/tasks/{id}/events", get(task_events::task_events))
         .route("/v1/tasks/{id}/input", post(tasks::answer_input))
         .route("/openapi.json", get(openapi::document))
+        .route_layer(from_fn(query::known_only))
         // Every body is read by [`admit_then_read`]; this is the limit of anything else.
         .layer(axum::extract::DefaultBodyLimit::max(body_limit))
         .with_state(door)
@@ -337,6 +343,10 @@ async fn call_tool(
     request: axum::extract::Request,
 ) -> Response {
     let (parts, body) = request.into_parts();
+    // The listener's fast path passes no router: the route layer's rule, here.
+    if let Some(refused) = query::refuse_unknown(&parts.method, CALL_ROUTE, &parts.uri) {
+        return refused;
+    }
     let headers = parts.headers;
     let (tenant, body) = match admit_then_read(&door, &headers, body).await {
         Ok(admitted) => admitted,

@@ -9,6 +9,7 @@ use std::sync::OnceLock;
 
 use axum::Json;
 use axum::response::{IntoResponse, Response};
+use http::Method;
 use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Map, Value, json};
@@ -371,8 +372,31 @@ fn ndjson_event() -> Value {
 }
 
 pub(super) async fn document() -> Response {
+    Json(built().clone()).into_response()
+}
+
+/// The document, built once.
+fn built() -> &'static Value {
     static DOCUMENT: OnceLock<Value> = OnceLock::new();
-    Json(DOCUMENT.get_or_init(build).clone()).into_response()
+    DOCUMENT.get_or_init(build)
+}
+
+/// The query parameters the document lists for `method route` (a route as the router
+/// writes it), or `None` for an operation it does not describe.
+pub(super) fn query_parameters(method: &Method, route: &str) -> Option<Vec<&'static str>> {
+    let operation = built()
+        .get("paths")?
+        .get(route)?
+        .get(method.as_str().to_ascii_lowercase())?;
+    let parameters = operation.get("parameters").and_then(Value::as_array);
+    Some(
+        parameters
+            .into_iter()
+            .flatten()
+            .filter(|p| p["in"] == "query")
+            .filter_map(|p| p["name"].as_str())
+            .collect(),
+    )
 }
 
 fn build() -> Value {
@@ -398,13 +422,14 @@ fn build() -> Value {
     let task_finished = generator.subschema_for::<TaskFinished>().to_value();
     let components = generator.take_definitions(true);
 
-    // Every route may meet the front door's refusals (a Host or Origin not allowed);
-    // every route that takes a body, its content-type rule.
+    // Every route may meet the front door's refusals (a Host or Origin not allowed)
+    // and refuses a query parameter it does not read (400, `query.rs`); every route
+    // that takes a body or parameters (its own 400s), the content-type rule.
     let errors = |codes: &[&str]| -> Map<String, Value> {
         let front_door: &[&str] = if codes.contains(&"400") {
             &["403", "415"]
         } else {
-            &["403"]
+            &["400", "403"]
         };
         codes
             .iter()
@@ -615,7 +640,10 @@ fn build() -> Value {
 
 fn describe(status: &str) -> &'static str {
     match status {
-        "400" => "The request is malformed or the arguments do not match the input schema",
+        "400" => {
+            "The request is malformed, the arguments do not match the input schema, or a \
+            query parameter is not one the route reads"
+        }
         "401" => "Credentials missing or not accepted",
         "403" => "The Host or Origin header is not allowed (allowed_hosts, cors.allowed_origins)",
         "415" => "The body is not JSON: send Content-Type: application/json",
