@@ -1251,6 +1251,9 @@ fn status_kb(pid: u32, field: &str) -> Option<u64> {
         .ok()
 }
 
+/// How long a debug build may take to be ready on the large spec beside other tests.
+const LARGE_IMPORT_READY: Duration = Duration::from_secs(240);
+
 /// A 4 MB Swagger 2.0 spec shaped like a cluster API (generated: hundreds of
 /// operations reaching one six-level definition tree, each tool's flattened schema up
 /// to ~190 KB) is imported, listed and called within 150 MB of peak resident memory:
@@ -1261,8 +1264,6 @@ fn status_kb(pid: u32, field: &str) -> Option<u64> {
 /// its peak RSS less the pages of its mapped binary and libraries, which a debug
 /// build (what tests run) has three times a release build's. The bench's `serve
 /// generated cluster API` row measures the same of the release binary.
-const LARGE_IMPORT_READY: Duration = Duration::from_secs(240);
-
 #[tokio::test]
 async fn a_large_swagger_spec_with_shared_definitions_is_served_within_150_mb() {
     const PEAK_MB: u64 = 150;

@@ -24,7 +24,7 @@ pub(super) async fn known_only(route: MatchedPath, request: Request, next: Next)
 
 /// The refusal of the first query parameter of `uri` that `method route` (a route as
 /// the router and the document write it: `/v1/tools/{name}/call`) does not read.
-pub(crate) fn refuse_unknown(method: &Method, route: &str, uri: &Uri) -> Option<Response> {
+pub(super) fn refuse_unknown(method: &Method, route: &str, uri: &Uri) -> Option<Response> {
     let query = uri.query()?;
     let known = openapi::query_parameters(method, route)?;
     let (unknown, _) = url::form_urlencoded::parse(query.as_bytes())
