@@ -7,32 +7,13 @@ use std::sync::Arc;
 
 use toolgate_adapters::{CallContext, CallOutput, JsonObject, ToolError};
 
+use crate::catalog::gateway_tools::EXPAND;
 use crate::catalog::{Catalog, Entry};
 use crate::errors::unknown_tool;
 use crate::gateway::{Gateway, ResultUsage};
-use crate::policy::{self, Access, Allowed, Scope, Tenant};
-use crate::protocol_tools::EXPAND;
+use crate::policy::{self, Access, Allowed, Scope};
 
-/// Who is calling, in which scope.
-#[derive(Debug, Clone)]
-pub struct Caller {
-    pub tenant: Arc<Tenant>,
-    /// The session id and its expanded tools; `None` when sessionless (2026-07-28).
-    pub session: Option<(String, Arc<BTreeSet<String>>)>,
-}
-
-impl Caller {
-    pub fn scope(&self) -> Scope<'_> {
-        match &self.session {
-            Some((_, expanded)) => Scope::Session(expanded.as_ref()),
-            None => Scope::Stateless,
-        }
-    }
-
-    pub fn session_id(&self) -> Option<&str> {
-        self.session.as_ref().map(|(id, _)| id.as_str())
-    }
-}
+pub use crate::policy::Caller;
 
 /// One consistent view for a request: the catalog snapshot and the caller's allowed
 /// set in it.

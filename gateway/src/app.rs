@@ -1,5 +1,5 @@
-//! The application assembled from a config: the gateway core, its registration store
-//! and the HTTP router. `toolgate serve`, `stdio`, `check` and
+//! The application assembled from a config: the gateway core and the services built
+//! on it (registrations, background calls, the reload log). `toolgate serve`, `stdio`, `check` and
 //! `tools` start it, and so do in-process tests: one way to start toolgate.
 
 use std::sync::Arc;
@@ -7,15 +7,24 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
-use crate::credentials::Authenticator;
 use crate::gateway::Gateway;
-use crate::registry::{self, RegistrationStore};
+use crate::registry::{self, Registry};
+use crate::reload::ReloadLog;
+use crate::state::Shared;
+use crate::tasks::Tasks;
 
-/// A started toolgate: the core plus what its surfaces need.
+/// A started toolgate: the core and the services built on it. The core (config,
+/// catalog, policy, upstreams, sessions, the call path) knows none of the services;
+/// they hold it. Surfaces take what they need from here.
 pub struct App {
     pub gateway: Arc<Gateway>,
-    /// Where runtime registrations are kept (the data directory's file, or Redis).
-    pub store: Arc<dyn RegistrationStore>,
+    /// OpenAPI imports and runtime registrations (and where those are kept).
+    pub registry: Arc<Registry>,
+    /// Background calls: the task store (shared like the sessions) and the calls this
+    /// replica runs.
+    pub tasks: Arc<Tasks>,
+    /// The last config reloads and their outcomes (the console shows them).
+    pub reloads: Arc<ReloadLog>,
     /// Cancelled on shutdown: stops the routers' background work.
     pub stop: CancellationToken,
 }
@@ -41,27 +50,23 @@ impl App {
     /// Starts the core (MCP and skills upstreams connect in the background) and starts
     /// importing the OpenAPI upstreams and the stored registrations. Returns at once; [`App::finish_startup`] waits for the first
     /// tool lists.
-    pub async fn start(config: Config) -> Result<App, StartError> {
-        let gateway = Gateway::start(config).map_err(StartError::Core)?;
-        let store = registry::store_for(&gateway);
-        registry::start_imports(&gateway, store.as_ref()).await;
-        Ok(App {
+    pub async fn start(config: Config) -> Result<Arc<App>, StartError> {
+        let shared = Shared::from_config(&config).map_err(StartError::Core)?;
+        let tasks = Tasks::new(
+            &config.tasks,
+            crate::tasks::store_for(&config, shared.as_deref()),
+        );
+        let gateway = Gateway::start(config, shared).map_err(StartError::Core)?;
+        tasks.spawn_reaper(&gateway, gateway.stop_token().child_token());
+        let registry = Registry::new(gateway.clone());
+        registry::start_imports(&registry).await;
+        Ok(Arc::new(App {
             gateway,
-            store,
+            registry,
+            tasks,
+            reloads: Arc::default(),
             stop: CancellationToken::new(),
-        })
-    }
-
-    /// The HTTP application: `/mcp`, the REST surface, the ops and admin endpoints,
-    /// admitting callers with `authenticator` (see [`Authenticator::for_config`]; only
-    /// the HTTP surfaces need one, so `check` and `tools` never fetch a JWKS).
-    pub fn router(&self, authenticator: Authenticator) -> crate::serve::Front {
-        crate::serve::Front::new(
-            self.gateway.clone(),
-            self.store.clone(),
-            authenticator,
-            self.stop.child_token(),
-        )
+        }))
     }
 
     /// Waits for the upstreams' first tool lists (bounded by `startup_timeout`), then
@@ -89,9 +94,12 @@ impl App {
         Ok(())
     }
 
-    /// Stops the routers' background work and every upstream.
+    /// Stops the routers' background work, the background calls this replica runs
+    /// (their records say why) and every upstream.
     pub async fn shutdown(&self) {
         self.stop.cancel();
+        self.gateway.stop_token().cancel();
+        self.tasks.shut_down(&self.gateway).await;
         self.gateway.shutdown().await;
     }
 }

@@ -320,7 +320,7 @@ fn tool_description(definition: &JsonObject, name: &str) -> String {
     if let Some(t) = title {
         return t;
     }
-    match name.split_once(crate::catalog::SEPARATOR) {
+    match name.split_once(crate::config::upstream::SEPARATOR) {
         Some((upstream, tool)) if !tool.is_empty() => {
             format!("Calls the tool '{tool}' of '{upstream}'.")
         }

@@ -8,7 +8,8 @@
 //! Modules, one line each:
 //! - [`access`]: who is asking (tenant, session) and what they may list and call.
 //! - [`app`]: toolgate assembled from a config: core, registration store, router.
-//! - [`catalog`]: the namespaced catalog, every upstream's tools under one set of names.
+//! - [`catalog`]: the namespaced catalog, every upstream's tools, prompts, resources and
+//!   templates under one set of names and URIs.
 //! - [`coalesce`]: progress output coalesced for the tool-call event stream.
 //! - [`config`]: the config file model, its validation and its diffs.
 //! - [`credentials`]: API keys and JWTs: how an `Authorization` header becomes a tenant.
@@ -18,7 +19,6 @@
 //! - [`health`]: periodic upstream checks and the state every status surface reports.
 //! - [`logging`]: log output, with the audit line of every call written directly.
 //! - [`metrics`]: Prometheus metrics of calls, refusals, results and health.
-//! - [`offerings`]: prompts, resources and templates under catalog names and URIs.
 //! - [`policy`]: tenants and the one decision function.
 //! - [`protocol_tools`]: the gateway's own tools (`tool_search`, `tool_expand_tools`, …).
 //! - [`registry`]: OpenAPI imports and runtime registrations, and where they are kept.
@@ -26,8 +26,8 @@
 //! - [`reload`]: config hot reload without a restart or dropped sessions.
 //! - [`search`]: the engine behind `tool_search`.
 //! - [`serve`]: the thin surfaces: `/mcp`, stdio, REST, ops and admin endpoints, the console.
-//! - [`session`]: sessions and the tools each has expanded.
-//! - [`state`]: what replicas share through Redis (sessions, limits, registrations).
+//! - [`state`]: state backends by concern, in memory or in Redis: sessions, rate
+//!   limits, registrations, tasks.
 //! - [`summary`]: one-line human summaries of a call's start and end.
 //! - [`tasks`]: durable records of background calls: state, progress, result, leases.
 //! - [`telemetry`]: W3C trace context in and out, spans exported over OTLP.
@@ -46,7 +46,6 @@ pub mod gateway;
 pub mod health;
 pub mod logging;
 pub mod metrics;
-pub mod offerings;
 pub mod policy;
 pub mod protocol_tools;
 pub mod recent;
@@ -54,7 +53,6 @@ pub mod registry;
 pub mod reload;
 pub mod search;
 pub mod serve;
-pub mod session;
 pub mod state;
 pub mod summary;
 pub mod tasks;

@@ -173,7 +173,7 @@ async fn logged(
 }
 
 /// Starts toolgate and waits for the upstreams' first lists.
-async fn start(config: Config) -> Result<App, ExitCode> {
+async fn start(config: Config) -> Result<Arc<App>, ExitCode> {
     let app = App::start(config).await.map_err(exit)?;
     app.finish_startup().await.map_err(exit)?;
     Ok(app)
@@ -215,7 +215,12 @@ async fn serve_http(
     // the sessions and the connections stay.
     // The embedded defaults have no file to reload.
     if let Some(path) = path {
-        let reloader = Arc::new(Reloader::new(gateway.clone(), path, authenticator.clone()));
+        let reloader = Arc::new(Reloader::new(
+            app.registry.clone(),
+            app.reloads.clone(),
+            path,
+            authenticator.clone(),
+        ));
         #[cfg(unix)]
         if let Err(error) = reloader.reload_on_sighup(app.stop.child_token()) {
             tracing::warn!(%error, "SIGHUP will not reload the config");
@@ -224,7 +229,7 @@ async fn serve_http(
             reloader.watch(app.stop.child_token());
         }
     }
-    let router = app.router(authenticator);
+    let router = serve::Front::new(app.clone(), authenticator, app.stop.child_token());
     tracing::info!(%address, "listening (MCP at /mcp)");
     let metrics_listener = match &gateway.config().metrics.listen {
         None => None,
@@ -284,7 +289,7 @@ async fn serve_stdio(config: Config, tenant: Option<String>) -> ExitCode {
         app.shutdown().await;
         return ExitCode::from(2);
     };
-    let outcome = serve::stdio::run(gateway.clone(), tenant).await;
+    let outcome = serve::stdio::run(app.clone(), tenant).await;
     app.shutdown().await;
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -21,6 +21,7 @@ use governor::clock::{Clock, DefaultClock};
 use governor::{Quota, RateLimiter};
 
 use crate::catalog::Catalog;
+use crate::config::patterns::glob;
 use crate::config::{Config, Rate, StateBackend, TenantConfig};
 
 /// The tenant of requests when no tenants are configured (an open gateway).
@@ -32,6 +33,27 @@ type Limiter = RateLimiter<
     DefaultClock,
     governor::middleware::NoOpMiddleware,
 >;
+
+/// Who is calling, in which scope.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub tenant: Arc<Tenant>,
+    /// The session id and its expanded tools; `None` when sessionless (2026-07-28).
+    pub session: Option<(String, Arc<BTreeSet<String>>)>,
+}
+
+impl Caller {
+    pub fn scope(&self) -> Scope<'_> {
+        match &self.session {
+            Some((_, expanded)) => Scope::Session(expanded.as_ref()),
+            None => Scope::Stateless,
+        }
+    }
+
+    pub fn session_id(&self) -> Option<&str> {
+        self.session.as_ref().map(|(id, _)| id.as_str())
+    }
+}
 
 /// One tenant, compiled.
 pub struct Tenant {
@@ -69,7 +91,7 @@ pub struct Allowed {
     /// The names a new session sees (a subset of `names`).
     pub initial: BTreeSet<String>,
     /// Allowed prompts, resources and templates, by their policy names (see
-    /// [`crate::offerings`]); sessions do not narrow these.
+    /// [`crate::catalog::offerings`]); sessions do not narrow these.
     pub offerings: BTreeSet<String>,
     /// Upstreams whose every URI the tenant may read (it is allowed `<upstream>__*`).
     pub whole_upstreams: BTreeSet<String>,
@@ -238,7 +260,7 @@ impl Policy {
             anonymous: config.anonymous_tenant.clone(),
             initial_max_tools: config.sessions.initial_max_tools,
             initial_tool_tokens: config.sessions.initial_max_tokens.saturating_sub(
-                crate::protocol_tools::listed_tokens(config.results.encoding),
+                crate::catalog::gateway_tools::listed_tokens(config.results.encoding),
             ),
             cache: Mutex::new(HashMap::default()),
         })
@@ -321,7 +343,9 @@ impl Policy {
             .collect();
         let whole_upstreams = offerings
             .upstreams()
-            .filter(|upstream| tenant.allows(&crate::offerings::whole_upstream_name(upstream)))
+            .filter(|upstream| {
+                tenant.allows(&crate::catalog::offerings::whole_upstream_name(upstream))
+            })
             .map(str::to_owned)
             .collect();
         let allowed = Arc::new(Allowed {
@@ -574,38 +598,6 @@ impl Access {
 
 /// A tenant pattern compiled: the one parser of patterns, for the policy and for the
 /// config's check alike.
-fn glob(pattern: &str) -> Result<Glob, String> {
-    Glob::new(pattern).map_err(|e| format!("pattern '{pattern}' is invalid: {e}"))
-}
-
-/// Every tenant pattern that does not compile, as `(path, message)`, so a config
-/// check reports them all (the policy itself stops at the first). An `allow` entry
-/// may start with `!` (a deny); a `deny` entry's `!` is optional.
-pub fn pattern_problems(config: &Config) -> Vec<(String, String)> {
-    let mut problems = Vec::new();
-    for (name, tenant) in &config.tenants {
-        let lists = [
-            ("allow", tenant.allow.as_slice()),
-            ("deny", tenant.deny.as_slice()),
-            ("initial", tenant.initial.as_deref().unwrap_or_default()),
-        ];
-        for (field, patterns) in lists {
-            for (index, pattern) in patterns.iter().enumerate() {
-                // As `compile` reads each list.
-                let body = match field {
-                    "allow" => pattern.strip_prefix('!').unwrap_or(pattern),
-                    "deny" => pattern.trim_start_matches('!'),
-                    _ => pattern.as_str(),
-                };
-                if let Err(message) = glob(body) {
-                    problems.push((format!("tenants.{name}.{field}[{index}]"), message));
-                }
-            }
-        }
-    }
-    problems
-}
-
 fn compile(name: &str, config: &TenantConfig, share: u32) -> Result<Tenant, String> {
     let mut allow = GlobSetBuilder::new();
     let mut deny = GlobSetBuilder::new();

@@ -41,7 +41,7 @@ use crate::config::{Config, UpstreamChanges, changed_tenants};
 use crate::credentials::Authenticator;
 use crate::gateway::Gateway;
 use crate::policy::Policy;
-use crate::registry::{self, Origin};
+use crate::registry::{self, Origin, Registry};
 
 /// Quiet time after the last file event before the file is read: one save or one
 /// ConfigMap update is a burst of events within a few milliseconds.
@@ -174,6 +174,10 @@ impl ReloadLog {
 /// Reloads one config file into a running gateway.
 pub struct Reloader {
     gateway: Arc<Gateway>,
+    /// OpenAPI upstreams added or changed by a reload are imported through it.
+    registry: Arc<Registry>,
+    /// Where each reload's outcome is kept for the console.
+    log: Arc<ReloadLog>,
     path: PathBuf,
     authenticator: Authenticator,
     /// The hash of the content last read (applied or rejected). The lock also keeps
@@ -182,11 +186,19 @@ pub struct Reloader {
 }
 
 impl Reloader {
+    /// Reloads `path` into the registry's gateway, recording outcomes in `log`.
     /// `authenticator` is the one the HTTP surfaces use: a reload that changes API keys
     /// or JWT settings swaps them in it.
-    pub fn new(gateway: Arc<Gateway>, path: PathBuf, authenticator: Authenticator) -> Reloader {
+    pub fn new(
+        registry: Arc<Registry>,
+        log: Arc<ReloadLog>,
+        path: PathBuf,
+        authenticator: Authenticator,
+    ) -> Reloader {
         Reloader {
-            gateway,
+            gateway: registry.gateway.clone(),
+            registry,
+            log,
             path,
             authenticator,
             last_seen: tokio::sync::Mutex::new(None),
@@ -215,9 +227,7 @@ impl Reloader {
             Ok(summary) => {
                 // Log, then count: a client that sees the count can find the line.
                 log_applied(trigger, &summary);
-                self.gateway
-                    .reloads
-                    .record(trigger, true, summary.describe());
+                self.log.record(trigger, true, summary.describe());
                 self.gateway.metrics.record_config_reload("ok");
                 Outcome::Applied(summary)
             }
@@ -232,7 +242,7 @@ impl Reloader {
             error = %reason,
             "config reload rejected; the running config is kept"
         );
-        self.gateway.reloads.record(trigger, false, reason.clone());
+        self.log.record(trigger, false, reason.clone());
         self.gateway.metrics.record_config_reload("rejected");
         Outcome::Rejected(reason)
     }
@@ -284,7 +294,7 @@ impl Reloader {
                 // meanwhile; a changed one keeps serving its previous spec until the new
                 // one is in. An import a later reload made obsolete is dropped.
                 registry::import_in_background(
-                    &self.gateway,
+                    &self.registry,
                     name.clone(),
                     openapi,
                     Origin::Config,
@@ -690,8 +700,14 @@ mod tests {
         std::fs::write(&path, text).unwrap();
         let config = Config::load(&path).unwrap();
         let authenticator = Authenticator::new(config.api_keys(), None).await.unwrap();
-        let gateway = Gateway::start(config).unwrap();
-        let reloader = Arc::new(Reloader::new(gateway.clone(), path, authenticator.clone()));
+        let gateway = Gateway::start(config, None).unwrap();
+        let registry = Registry::new(gateway.clone());
+        let reloader = Arc::new(Reloader::new(
+            registry,
+            Arc::default(),
+            path,
+            authenticator.clone(),
+        ));
         Setup {
             dir,
             gateway,

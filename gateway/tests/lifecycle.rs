@@ -103,7 +103,7 @@ fn config(yaml: &str) -> Config {
     config.data_dir = std::env::temp_dir().join(format!(
         "toolgate-lifecycle-test-{}-{}",
         std::process::id(),
-        toolgate::session::new_session_id()
+        toolgate::state::sessions::new_session_id()
     ));
     config
 }
@@ -141,11 +141,11 @@ async fn a_reload_that_removes_an_upstream_wins_over_its_first_import() {
     // of the same settings, whose answer the test reads, waits beside it.
     held.wait_for_requests(1).await;
     assert!(app.gateway.upstreams().contains_key("held"), "placeholder");
-    let gateway = app.gateway.clone();
+    let registry = app.registry.clone();
     let openapi = held.openapi();
     let direct =
         tokio::spawn(
-            async move { registry::import(&gateway, "held", openapi, Origin::Config).await },
+            async move { registry::import(&registry, "held", openapi, Origin::Config).await },
         );
     held.wait_for_requests(2).await;
 
@@ -179,16 +179,16 @@ async fn a_registration_removed_while_it_imports_stays_removed() {
         openapi: held.openapi(),
     };
     // As a replica does when another one announces a registration.
-    registry::import_registration(&app.gateway, registration.clone()).await;
-    let gateway = app.gateway.clone();
+    registry::import_registration(&app.registry, registration.clone()).await;
+    let registry = app.registry.clone();
     let openapi = registration.openapi.clone();
     let direct =
         tokio::spawn(
-            async move { registry::import(&gateway, "reg", openapi, Origin::Stored).await },
+            async move { registry::import(&registry, "reg", openapi, Origin::Stored).await },
         );
     held.wait_for_requests(2).await;
 
-    assert!(registry::unmount_registration(&app.gateway, "reg").await);
+    assert!(registry::unmount_registration(&app.registry, "reg").await);
     held.release();
     let outcome = tokio::time::timeout(Duration::from_secs(10), direct)
         .await
@@ -240,7 +240,7 @@ async fn a_reload_that_changes_the_encoding_recounts_upstreams_left_running() {
     let dir = std::env::temp_dir().join(format!(
         "toolgate-lifecycle-encoding-{}-{}",
         std::process::id(),
-        toolgate::session::new_session_id()
+        toolgate::state::sessions::new_session_id()
     ));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let spec_path = dir.join("spec.json");

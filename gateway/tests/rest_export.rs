@@ -16,11 +16,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
+use toolgate::app::App;
 use toolgate::config::Config;
 use toolgate::credentials::Authenticator;
 use toolgate::export::{Format, export_name};
 use toolgate::gateway::Gateway;
-use toolgate::registry::{self, FileStore, RegistrationStore};
 use toolgate_adapters::JsonObject;
 
 #[path = "export_formats/harness.rs"]
@@ -51,9 +51,8 @@ async fn serve(specs: &[PathBuf]) -> (Arc<Gateway>, String, CancellationToken) {
         "upstreams": upstreams,
     }))
     .expect("a valid config");
-    let gateway = Gateway::start(config).expect("the gateway starts");
-    let store: Arc<dyn RegistrationStore> = Arc::new(FileStore::new(&data_dir));
-    registry::start_imports(&gateway, store.as_ref()).await;
+    let started = App::start(config).await.expect("the gateway starts");
+    let gateway = started.gateway.clone();
     let pending = gateway.wait_for_upstreams(Duration::from_secs(120)).await;
     assert!(pending.is_empty(), "upstreams not imported: {pending:?}");
     gateway.rebuild_catalog();
@@ -61,7 +60,7 @@ async fn serve(specs: &[PathBuf]) -> (Arc<Gateway>, String, CancellationToken) {
         .await
         .expect("an empty authenticator");
     let stop = CancellationToken::new();
-    let app = toolgate::serve::router(gateway.clone(), store, authenticator, stop.child_token());
+    let app = toolgate::serve::router(started, authenticator, stop.child_token());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind 127.0.0.1");

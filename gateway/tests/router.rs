@@ -88,7 +88,7 @@ async fn app(yaml: &str) -> TestApp {
     config.data_dir = std::env::temp_dir().join(format!(
         "toolgate-router-test-{}-{}",
         std::process::id(),
-        toolgate::session::new_session_id()
+        toolgate::state::sessions::new_session_id()
     ));
     let app = App::start(config).await.expect("toolgate starts");
     let gateway = &app.gateway;
@@ -107,13 +107,8 @@ async fn app(yaml: &str) -> TestApp {
     let authenticator = Authenticator::for_config(&gateway.config())
         .await
         .expect("the authenticator builds");
-    let plain = toolgate::serve::router(
-        app.gateway.clone(),
-        app.store.clone(),
-        authenticator.clone(),
-        app.stop.child_token(),
-    );
-    let router = app.router(authenticator);
+    let plain = toolgate::serve::router(app.clone(), authenticator.clone(), app.stop.child_token());
+    let router = toolgate::serve::Front::new(app.clone(), authenticator, app.stop.child_token());
     TestApp {
         router,
         plain,

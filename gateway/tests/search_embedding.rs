@@ -177,7 +177,7 @@ fn the_gateway_refuses_a_missing_model() {
         &|_| None,
     )
     .expect("the config parses");
-    let Err(err) = toolgate::gateway::Gateway::start(config) else {
+    let Err(err) = toolgate::gateway::Gateway::start(config, None) else {
         panic!("a missing model stops startup");
     };
     assert!(err.contains("search.embedding_model"), "{err}");

@@ -17,7 +17,7 @@ use toolgate::tasks::{StartRefused, TaskCall, TaskRecord, TaskState, Tasks};
 use toolgate_adapters::{CallContext, ToolError};
 use toolgate_test_support::SlowApi;
 
-async fn start(api: &SlowApi, extra: &str) -> App {
+async fn start(api: &SlowApi, extra: &str) -> Arc<App> {
     let yaml = format!(
         "call_timeout: 2s\n\
          tasks: {{call_timeout: 10m, lease: 3s, max_result_bytes: 4000}}\n\
@@ -30,7 +30,7 @@ async fn start(api: &SlowApi, extra: &str) -> App {
     config.data_dir = std::env::temp_dir().join(format!(
         "toolgate-tasks-test-{}-{}",
         std::process::id(),
-        toolgate::session::new_session_id()
+        toolgate::state::sessions::new_session_id()
     ));
     let app = App::start(config).await.expect("toolgate starts");
     app.finish_startup().await.expect("the API is imported");
@@ -63,8 +63,7 @@ fn call(caller: &Caller, tool: &str, arguments: Value) -> TaskCall {
 
 /// Starts `tool` as a task of `caller`.
 async fn start_task(app: &App, caller: &Caller, tool: &str, arguments: Value) -> TaskRecord {
-    app.gateway
-        .tasks
+    app.tasks
         .start(&app.gateway, call(caller, tool, arguments))
         .await
         .unwrap_or_else(|refused| panic!("{tool} did not start as a task: {refused:?}"))
@@ -74,7 +73,6 @@ async fn start_task(app: &App, caller: &Caller, tool: &str, arguments: Value) ->
 async fn finished(app: &App, caller: &Caller, task: &TaskRecord, max: Duration) -> TaskRecord {
     let owner = Tasks::owner_of(caller);
     let done = app
-        .gateway
         .tasks
         .wait_until(&owner, task.id.as_str(), max, |t| t.state.is_terminal())
         .await
@@ -147,7 +145,6 @@ async fn cancelling_a_task_stops_its_upstream_call() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let owner = Tasks::owner_of(&caller);
     let cancelled = app
-        .gateway
         .tasks
         .cancel(&app.gateway, &owner, task.id.as_str())
         .await
@@ -164,7 +161,6 @@ async fn cancelling_a_task_stops_its_upstream_call() {
     // The ending stands, whatever the stopped call reports afterwards.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let read = app
-        .gateway
         .tasks
         .get(&owner, task.id.as_str())
         .await
@@ -172,7 +168,6 @@ async fn cancelling_a_task_stops_its_upstream_call() {
         .unwrap();
     assert_eq!(read.state, TaskState::Cancelled);
     let again = app
-        .gateway
         .tasks
         .cancel(&app.gateway, &owner, task.id.as_str())
         .await;
@@ -191,7 +186,7 @@ async fn execution_modes_and_refusals_are_checked_before_a_task_exists() {
     let tenants = tenants.as_str();
     let app = start(&api, tenants).await;
     let acme = caller(&app, "acme");
-    let tasks = &app.gateway.tasks;
+    let tasks = &app.tasks;
     let refused = |r: Result<TaskRecord, StartRefused>| match r {
         Err(StartRefused::Tool(error)) => error,
         other => panic!("expected a refusal, got {other:?}"),
@@ -297,7 +292,7 @@ async fn openapi_tools_list_their_task_support() {
 
 /// server-everything over stdio: its `simulate-research-query` runs only as a task
 /// (2025-11-25 tasks), so a gateway task of it is relayed as the upstream's own task.
-async fn start_everything(deps: &toolgate_test_support::deps::NodeDeps) -> App {
+async fn start_everything(deps: &toolgate_test_support::deps::NodeDeps) -> Arc<App> {
     let upstream = json!({
         "upstreams": {"everything": {"stdio": {
             "command": deps.node(),
@@ -309,7 +304,7 @@ async fn start_everything(deps: &toolgate_test_support::deps::NodeDeps) -> App {
     config.data_dir = std::env::temp_dir().join(format!(
         "toolgate-tasks-relay-{}-{}",
         std::process::id(),
-        toolgate::session::new_session_id()
+        toolgate::state::sessions::new_session_id()
     ));
     let app = App::start(config).await.expect("toolgate starts");
     app.finish_startup()
@@ -364,7 +359,6 @@ async fn an_upstream_task_is_relayed_with_its_status_and_result() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let owner = Tasks::owner_of(&caller);
     let cancelled = app
-        .gateway
         .tasks
         .cancel(&app.gateway, &owner, task.id.as_str())
         .await
@@ -372,7 +366,6 @@ async fn an_upstream_task_is_relayed_with_its_status_and_result() {
     assert_eq!(cancelled.state, TaskState::Cancelled);
     // No upstream task id ever reaches the gateway's record.
     let read = app
-        .gateway
         .tasks
         .get(&owner, task.id.as_str())
         .await
@@ -392,7 +385,6 @@ async fn shutting_down_fails_the_tasks_running_here_with_the_reason() {
     app.shutdown().await;
     let owner = Tasks::owner_of(&caller);
     let read = app
-        .gateway
         .tasks
         .get(&owner, task.id.as_str())
         .await

@@ -30,6 +30,8 @@ use crate::truncate::Encoding;
 use crate::config::{Namespace, TaskSupport};
 
 mod brief;
+pub mod gateway_tools;
+pub mod offerings;
 mod shaping;
 
 pub use brief::{abbreviate_schema, schema_at};
@@ -37,8 +39,7 @@ pub use shaping::{DefinitionBudgets, Shaping, TaskModes};
 
 /// Longest name on any surface.
 pub const MAX_NAME_LEN: usize = 64;
-/// Separator between upstream and tool.
-pub const SEPARATOR: &str = "__";
+pub use crate::config::upstream::SEPARATOR;
 const HASH_HEX_LEN: usize = 8;
 
 /// One tool in the catalog.
@@ -347,7 +348,7 @@ pub struct Catalog {
     /// Prompts, resources and templates of the same snapshot (one snapshot, so the
     /// policy's cached allowed sets cover every kind of item at once).
     /// `None` until set (and in the prompts catalog inside the offerings themselves).
-    offerings: Option<Arc<crate::offerings::Offerings>>,
+    offerings: Option<Arc<crate::catalog::offerings::Offerings>>,
 }
 
 impl Catalog {
@@ -486,14 +487,14 @@ impl Catalog {
     }
 
     /// This snapshot with the upstreams' prompts, resources and templates.
-    pub fn with_offerings(mut self, offerings: crate::offerings::Offerings) -> Catalog {
+    pub fn with_offerings(mut self, offerings: crate::catalog::offerings::Offerings) -> Catalog {
         self.offerings = Some(Arc::new(offerings));
         self
     }
 
-    /// Prompts, resources and templates (see [`crate::offerings`]).
-    pub fn offerings(&self) -> &crate::offerings::Offerings {
-        static NONE: std::sync::LazyLock<crate::offerings::Offerings> =
+    /// Prompts, resources and templates (see [`crate::catalog::offerings`]).
+    pub fn offerings(&self) -> &crate::catalog::offerings::Offerings {
+        static NONE: std::sync::LazyLock<crate::catalog::offerings::Offerings> =
             std::sync::LazyLock::new(Default::default);
         self.offerings.as_deref().unwrap_or(&NONE)
     }

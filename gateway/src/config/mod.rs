@@ -25,14 +25,16 @@ pub mod env;
 pub mod front_door;
 pub mod jwt;
 pub(crate) mod one_of;
+pub(crate) mod patterns;
 pub mod rate_limit;
+pub mod state;
 pub mod tasks;
 pub mod upstream;
 pub mod validate;
 
-pub use crate::state::settings::{FailPolicy, StateBackend, StateConfig};
 pub use diff::{RESTART_ONLY, RestartOnly, UpstreamChanges, changed_tenants};
 pub use rate_limit::{Rate, RateLimitConfig, RateWindow};
+pub use state::{FailPolicy, StateBackend, StateConfig};
 pub use tasks::TasksConfig;
 pub use upstream::{
     MAX_UPSTREAM_NAME, Namespace, ResolvedSettings, TaskSupport, ToolSettings, UpstreamConfig,

@@ -30,7 +30,7 @@ pub fn check_upstream_name(name: &str) -> Result<(), String> {
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        && !name.contains("__");
+        && !name.contains(SEPARATOR);
     if legal {
         Ok(())
     } else {
@@ -40,6 +40,10 @@ pub fn check_upstream_name(name: &str) -> Result<(), String> {
         ))
     }
 }
+
+/// Separator between upstream and tool in catalog names (`<upstream>__<tool>` under
+/// [`Namespace::Prefix`]); an upstream name may not contain it.
+pub const SEPARATOR: &str = "__";
 
 /// How the upstream's tools are named in the catalog.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -104,7 +104,7 @@ impl Config {
                 "JWTs name tenants: configure `tenants` too".into(),
             );
         }
-        for (path, message) in crate::policy::pattern_problems(self) {
+        for (path, message) in super::patterns::pattern_problems(self) {
             invalid(path, message);
         }
         for (field, message) in self.state.problems() {

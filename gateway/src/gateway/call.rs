@@ -9,8 +9,8 @@ use toolgate_adapters::{CallContext, CallOutput, Connection, JsonObject, ToolErr
 use tracing::Instrument;
 
 use super::{Gateway, Mounted};
-use crate::access::Caller;
 use crate::errors::unknown_tool;
+use crate::policy::Caller;
 
 /// Results with more text than this are fitted to their budget on the blocking pool:
 /// tokenizing a megabyte takes tens of milliseconds.
@@ -55,7 +55,7 @@ impl Gateway {
     /// token counts (a result under its budget carries none in `_meta`: it passes as
     /// the upstream sent it, but for the correlation id the MCP surface adds).
     ///
-    /// The policy check happens before, in [`crate::access::call`]; `caller` only
+    /// The policy check happens before, in `access::call`; `caller` only
     /// names the tenant and session in the audit line.
     pub async fn call_counted(
         &self,
@@ -72,7 +72,7 @@ impl Gateway {
         let Some(mounted) = upstreams.get(&entry.upstream) else {
             return Err(self.refused(caller, name, None, unknown_tool(name)));
         };
-        if !ctx.background && entry.task_support() == crate::tasks::TaskSupport::Required {
+        if !ctx.background && entry.task_support() == crate::config::TaskSupport::Required {
             let refusal = crate::errors::task_required(name);
             return Err(self.refused(caller, name, Some(&entry.upstream), refusal));
         }
@@ -177,7 +177,7 @@ impl Gateway {
                 // Links to the upstream's resources, in the form clients read them back
                 // (a plain result has none).
                 if output.plain_json().is_none() {
-                    crate::offerings::rewrite_tool_result(
+                    crate::catalog::offerings::rewrite_tool_result(
                         output.object_mut(),
                         mounted.namespace,
                         &entry.upstream,

@@ -29,10 +29,9 @@ use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::policy::{Policy, Refusal, Tenant};
-use crate::registry::Registrations;
 use crate::search::SearchCache;
-use crate::session::{MemoryStore, SessionStore};
 use crate::state::Shared;
+use crate::state::sessions::{MemoryStore, SessionStore};
 use upstreams::UpstreamMap;
 
 pub struct Gateway {
@@ -54,13 +53,6 @@ pub struct Gateway {
     pub sessions: Arc<dyn SessionStore>,
     /// The Redis-backed shared state (`state.backend: redis`); `None` in memory.
     pub shared: Option<Arc<Shared>>,
-    /// Runtime registrations mounted in this process.
-    pub registrations: Registrations,
-    /// Background calls: the task store (shared like the sessions) and the calls
-    /// this replica runs.
-    pub tasks: Arc<crate::tasks::Tasks>,
-    /// The last config reloads and their outcomes.
-    pub reloads: crate::reload::ReloadLog,
     stop: CancellationToken,
     /// Set once, when startup stopped waiting for the upstreams' first answers.
     startup: std::sync::OnceLock<Startup>,
@@ -84,9 +76,10 @@ pub struct Startup {
 impl Gateway {
     /// Starts every upstream that needs no import (in the background) and the tasks
     /// that keep the catalog and health current. Returns at once; OpenAPI upstreams
-    /// are imported by `registry::start_imports`, and
-    /// [`Gateway::wait_for_upstreams`] waits for the first answers.
-    pub fn start(config: Config) -> Result<Arc<Gateway>, String> {
+    /// are imported by the application that holds this core (`App::start`), and
+    /// [`Gateway::wait_for_upstreams`] waits for the first answers. `shared` is the
+    /// Redis-backed state when `state.backend` is `redis` ([`Shared::from_config`]).
+    pub fn start(config: Config, shared: Option<Arc<Shared>>) -> Result<Arc<Gateway>, String> {
         let policy = Policy::from_config(&config)?;
         // The model is read before anything starts: a configured model that cannot be
         // used stops startup with the file at fault rather than searching without it.
@@ -97,27 +90,20 @@ impl Gateway {
             )),
             None => None,
         };
-        let shared = Shared::from_config(&config)?;
         let sessions: Arc<dyn SessionStore> = match &shared {
             Some(shared) => shared.sessions.clone(),
             None => Arc::new(MemoryStore::new(
                 config.sessions.idle_ttl,
-                crate::session::Limits::from_config(&config.sessions),
+                crate::state::sessions::Limits::from_config(&config.sessions),
             )),
         };
-        let tasks = crate::tasks::Tasks::new(
-            &config.tasks,
-            crate::tasks::store_for(&config, shared.as_deref()),
-        );
         let gateway = Arc::new(Gateway {
-            tasks,
             running: ArcSwap::from_pointee(Running {
                 config: Arc::new(config),
                 policy: Arc::new(policy),
             }),
             sessions,
             shared,
-            registrations: Registrations::default(),
             upstreams: ArcSwap::default(),
             lifecycle: std::sync::Mutex::new(()),
             catalog: ArcSwap::default(),
@@ -126,7 +112,6 @@ impl Gateway {
             search: SearchCache::with_embedder(embedder),
             catalog_version: watch::channel(0).0,
             metrics: Metrics::new(),
-            reloads: crate::reload::ReloadLog::default(),
             stop: CancellationToken::new(),
             startup: std::sync::OnceLock::new(),
         });
@@ -140,9 +125,6 @@ impl Gateway {
             }
         }
         gateway.rebuild_catalog();
-        gateway
-            .tasks
-            .spawn_reaper(&gateway, gateway.stop.child_token());
         Ok(gateway)
     }
 
@@ -175,7 +157,7 @@ impl Gateway {
 
     /// Why this replica cannot serve right now: the shared state store does not answer.
     /// `Ok` with the memory backend.
-    pub async fn shared_state_ready(&self) -> Result<(), crate::state::Unavailable> {
+    pub async fn shared_state_ready(&self) -> Result<(), crate::state::conn::Unavailable> {
         match &self.shared {
             Some(shared) => shared.conn.ready().await,
             None => Ok(()),
@@ -204,18 +186,6 @@ impl Gateway {
     /// Receives a new value every time the catalog changes.
     pub fn catalog_changes(&self) -> watch::Receiver<u64> {
         self.catalog_version.subscribe()
-    }
-
-    /// Ranked tools for `query` among the view's allowed names (`tool_search`).
-    pub fn search(
-        &self,
-        view: &crate::access::View,
-        query: &str,
-        limit: usize,
-    ) -> Vec<serde_json::Value> {
-        self.search_where(&view.catalog, query, limit, |name| {
-            view.allowed.names.contains(name)
-        })
     }
 
     /// Ranked tools for `query` among the names `include` admits: the `tool_search`

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use super::Gateway;
+use crate::catalog::offerings::{OfferingSource, Offerings};
 use crate::catalog::{Catalog, Collision, Source};
-use crate::offerings::{OfferingSource, Offerings};
 
 impl Gateway {
     /// Rebuilds the catalog from the upstreams' current tools; returns the collisions

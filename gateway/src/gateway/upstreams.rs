@@ -314,7 +314,6 @@ impl Gateway {
     /// Stops the background tasks and every upstream.
     pub async fn shutdown(&self) {
         self.stop.cancel();
-        self.tasks.shut_down(self).await;
         for mounted in self.upstreams().values() {
             mounted.stop.cancel();
             mounted.upstream.shutdown().await;

@@ -6,39 +6,85 @@
 //! is in, a [`Placeholder`] stands in (state `starting`); a failed import leaves a
 //! placeholder that reports the error (state `down`), so `/v1/upstreams` and
 //! `toolgate check` show what went wrong.
-//! Registrations are kept by a [`RegistrationStore`] (see [`store`]); with
+//! Registrations are kept by a [`RegistrationStore`] (see [`crate::state::registrations`]); with
 //! `state.backend: redis` they live in Redis and every replica follows them (see
 //! [`crate::state::registrations`]).
 //!
-//! Modules: [`store`] (where registrations are kept), [`placeholder`] (the stand-in
-//! while an import runs or after it failed).
+//! Modules: [`placeholder`] (the stand-in
+//! while an import runs or after it failed), [`follow`] (other replicas' registrations,
+//! with `state.backend: redis`).
+//!
+//! A [`Registry`] is a service beside the gateway core: it holds the core, never the
+//! other way round.
 
+mod follow;
 pub mod placeholder;
-pub mod store;
 
+pub use crate::state::registrations::file::FileStore;
+pub use crate::state::registrations::{Registration, RegistrationStore, StoreError};
 pub use placeholder::Placeholder;
-pub use store::{FileStore, RegistrationStore, StoreError, store_for};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use toolgate_adapters::Connection;
 use toolgate_adapters::openapi::{ImportReport, LoadError, OpenApiConfig, OpenApiUpstream};
 
 use crate::gateway::{Gateway, Mounted};
+use crate::state::registrations::redis::RedisRegistrations;
 
-/// One upstream registered through the admin API, as stored.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Registration {
-    pub name: String,
-    pub openapi: OpenApiConfig,
+/// OpenAPI imports and runtime registrations of one gateway: the core they mount into,
+/// what this process has mounted, and where registrations are kept.
+pub struct Registry {
+    pub gateway: Arc<Gateway>,
+    /// The runtime registrations mounted in this process.
+    mounted: Registrations,
+    /// Where registrations are kept: Redis when the gateway shares state, else the
+    /// data directory's file.
+    store: Arc<dyn RegistrationStore>,
+    /// The Redis store again, to follow other replicas' registrations.
+    shared: Option<Arc<RedisRegistrations>>,
+}
+
+impl Registry {
+    /// The registry of `gateway`, its store chosen by the `state` backend.
+    pub fn new(gateway: Arc<Gateway>) -> Arc<Registry> {
+        let shared = gateway
+            .shared
+            .as_ref()
+            .map(|shared| Arc::new(RedisRegistrations::new(shared.conn.clone())));
+        let store: Arc<dyn RegistrationStore> = match &shared {
+            Some(redis) => redis.clone(),
+            None => Arc::new(FileStore::new(&gateway.config().data_dir)),
+        };
+        Arc::new(Registry {
+            gateway,
+            mounted: Registrations::default(),
+            store,
+            shared,
+        })
+    }
+
+    /// Where registrations are kept.
+    pub fn store(&self) -> &Arc<dyn RegistrationStore> {
+        &self.store
+    }
+
+    /// The config registration `name` was mounted from in this process, if any.
+    pub fn mounted(&self, name: &str) -> Option<OpenApiConfig> {
+        self.mounted.get(name)
+    }
+
+    /// Notes that registration `name` is mounted here from `config` (the admin API,
+    /// once its import is in).
+    pub fn note_mounted(&self, name: &str, config: OpenApiConfig) {
+        self.mounted.note(name, config);
+    }
 }
 
 /// The runtime registrations mounted in this process, with the config each came from.
 #[derive(Default)]
-pub struct Registrations {
+struct Registrations {
     mounted: std::sync::Mutex<BTreeMap<String, OpenApiConfig>>,
 }
 
@@ -48,22 +94,22 @@ impl Registrations {
     }
 
     /// Notes that registration `name` is mounted here from `config`.
-    pub fn note(&self, name: &str, config: OpenApiConfig) {
+    fn note(&self, name: &str, config: OpenApiConfig) {
         self.lock().insert(name.to_owned(), config);
     }
 
     /// Forgets registration `name` (it was removed).
-    pub fn forget(&self, name: &str) {
+    fn forget(&self, name: &str) {
         self.lock().remove(name);
     }
 
     /// The config registration `name` was mounted from here, if any.
-    pub fn get(&self, name: &str) -> Option<OpenApiConfig> {
+    fn get(&self, name: &str) -> Option<OpenApiConfig> {
         self.lock().get(name).cloned()
     }
 
     /// The registrations mounted here.
-    pub fn names(&self) -> Vec<String> {
+    fn names(&self) -> Vec<String> {
         self.lock().keys().cloned().collect()
     }
 }
@@ -85,13 +131,13 @@ pub enum Origin {
 }
 
 impl Origin {
-    fn still_wanted(self, gateway: &Gateway, name: &str, openapi: &OpenApiConfig) -> bool {
-        let config = gateway.config();
+    fn still_wanted(self, registry: &Registry, name: &str, openapi: &OpenApiConfig) -> bool {
+        let config = registry.gateway.config();
         let in_config = config.upstreams.get(name);
         match self {
             Origin::Config => in_config.and_then(|u| u.openapi()) == Some(openapi),
             Origin::Stored => {
-                in_config.is_none() && gateway.registrations.get(name).as_ref() == Some(openapi)
+                in_config.is_none() && registry.mounted.get(name).as_ref() == Some(openapi)
             }
             Origin::Request => in_config.is_none_or(|u| u.openapi() == Some(openapi)),
         }
@@ -113,16 +159,17 @@ pub enum ImportError {
 /// Imports an OpenAPI upstream and mounts it under `name`, unless it stopped being
 /// wanted while its spec loaded (see [`Origin`]).
 pub async fn import(
-    gateway: &Arc<Gateway>,
+    registry: &Registry,
     name: &str,
     config: OpenApiConfig,
     origin: Origin,
 ) -> Result<ImportReport, ImportError> {
+    let gateway = &registry.gateway;
     let (upstream, report) = OpenApiUpstream::load(name, config.clone()).await?;
     let mounted = Mounted::configured(&gateway.config(), name, Arc::new(upstream), "openapi");
     let wanted = gateway
-        .mount_if(name.to_owned(), mounted, |gateway| {
-            origin.still_wanted(gateway, name, &config)
+        .mount_if(name.to_owned(), mounted, |_| {
+            origin.still_wanted(registry, name, &config)
         })
         .await;
     if !wanted {
@@ -173,11 +220,12 @@ pub async fn preview(
 /// keeps its previous spec if the new import fails); otherwise a [`Placeholder`]
 /// stands in (state `starting`, then `down` with the error if the import fails).
 pub async fn import_in_background(
-    gateway: &Arc<Gateway>,
+    registry: &Arc<Registry>,
     name: String,
     mut openapi: OpenApiConfig,
     origin: Origin,
 ) {
+    let gateway = &registry.gateway;
     let serving = gateway
         .upstreams()
         .get(&name)
@@ -188,8 +236,8 @@ pub async fn import_in_background(
         let placeholder = Arc::new(Placeholder::new(name.clone()));
         let mounted = Mounted::configured(&gateway.config(), &name, placeholder.clone(), "openapi");
         let wanted = gateway
-            .mount_if(name.clone(), mounted, |gateway| {
-                origin.still_wanted(gateway, &name, &openapi)
+            .mount_if(name.clone(), mounted, |_| {
+                origin.still_wanted(registry, &name, &openapi)
             })
             .await;
         if !wanted {
@@ -197,11 +245,11 @@ pub async fn import_in_background(
         }
         Some(placeholder)
     };
-    let gateway = gateway.clone();
+    let registry = registry.clone();
     tokio::spawn(async move {
         if origin == Origin::Stored
             && let Err(refused) =
-                confine_spec_path(spec_dir(&gateway).as_deref(), &mut openapi).await
+                confine_spec_path(spec_dir(&registry.gateway).as_deref(), &mut openapi).await
         {
             tracing::error!(upstream = %name, error = %refused, "stored registration refused");
             if let Some(placeholder) = placeholder {
@@ -209,7 +257,7 @@ pub async fn import_in_background(
             }
             return;
         }
-        match import(&gateway, &name, openapi, origin).await {
+        match import(&registry, &name, openapi, origin).await {
             Ok(_) | Err(ImportError::Obsolete(_)) => {}
             Err(error) => match placeholder {
                 Some(placeholder) => {
@@ -276,47 +324,47 @@ fn spec_dir(gateway: &Gateway) -> Option<std::path::PathBuf> {
 
 /// Imports a runtime registration (announced by another replica, or found stored) in
 /// the background and notes it as this process's.
-pub async fn import_registration(gateway: &Arc<Gateway>, registration: Registration) {
+pub async fn import_registration(registry: &Arc<Registry>, registration: Registration) {
     let Registration { name, openapi } = registration;
-    gateway.registrations.note(&name, openapi.clone());
-    import_in_background(gateway, name, openapi, Origin::Stored).await;
+    registry.mounted.note(&name, openapi.clone());
+    import_in_background(registry, name, openapi, Origin::Stored).await;
 }
 
 /// Removes a runtime registration from this process.
-pub async fn unmount_registration(gateway: &Gateway, name: &str) -> bool {
-    gateway.registrations.forget(name);
-    gateway.unmount(name).await
+pub async fn unmount_registration(registry: &Registry, name: &str) -> bool {
+    registry.mounted.forget(name);
+    registry.gateway.unmount(name).await
 }
 
 /// Starts importing every OpenAPI upstream of the config file and every stored
 /// registration, each in the background behind a placeholder. With a shared state
 /// backend, also starts following the other replicas' registrations.
-pub async fn start_imports(gateway: &Arc<Gateway>, store: &dyn RegistrationStore) {
-    let config = gateway.config();
+pub async fn start_imports(registry: &Arc<Registry>) {
+    let config = registry.gateway.config();
     for (name, upstream) in &config.upstreams {
         if let Some(openapi) = upstream.openapi() {
-            import_in_background(gateway, name.clone(), openapi.clone(), Origin::Config).await;
+            import_in_background(registry, name.clone(), openapi.clone(), Origin::Config).await;
         }
     }
-    match store.load().await {
+    match registry.store.load().await {
         Ok(registrations) => {
             for registration in registrations {
                 if config.upstreams.contains_key(&registration.name) {
                     tracing::warn!(upstream = %registration.name, "stored registration ignored: the config file defines an upstream of that name");
                     continue;
                 }
-                import_registration(gateway, registration).await;
+                import_registration(registry, registration).await;
             }
         }
         Err(error) => tracing::error!(%error, "stored registrations could not be read"),
     }
     // Started after the stored set was noted, so its first reconcile finds those
     // registrations already underway.
-    if let Some(shared) = &gateway.shared {
-        tokio::spawn(crate::state::registrations::follow(
-            Arc::downgrade(gateway),
-            shared.registrations.clone(),
-            gateway.stop_token(),
+    if let Some(shared) = &registry.shared {
+        tokio::spawn(follow::follow(
+            Arc::downgrade(registry),
+            shared.clone(),
+            registry.gateway.stop_token(),
         ));
     }
 }

@@ -27,11 +27,12 @@ use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
 use crate::gateway::Gateway;
-use crate::registry::{self, Registration, RegistrationStore};
+use crate::registry::{self, Registration, RegistrationStore, Registry};
 
 /// Shared by the admin handlers and the console: one set of operations, one lock.
 pub struct Admin {
     gateway: Arc<Gateway>,
+    registry: Arc<Registry>,
     store: Arc<dyn RegistrationStore>,
     token: Option<toolgate_adapters::Secret>,
     /// One change at a time: the stored set is read, changed and written whole.
@@ -42,11 +43,13 @@ pub struct Admin {
 pub type Answer = (StatusCode, Value);
 
 impl Admin {
-    pub fn new(gateway: Arc<Gateway>, store: Arc<dyn RegistrationStore>) -> Arc<Admin> {
+    pub fn new(registry: Arc<Registry>) -> Arc<Admin> {
+        let gateway = registry.gateway.clone();
         let token = gateway.config().admin.as_ref().map(|a| a.token.clone());
         Arc::new(Admin {
             gateway,
-            store,
+            store: registry.store().clone(),
+            registry,
             token,
             changes: Mutex::new(()),
         })
@@ -170,7 +173,7 @@ impl Admin {
             }
         }
         let imported = registry::import(
-            &self.gateway,
+            &self.registry,
             &name,
             registration.openapi.clone(),
             registry::Origin::Request,
@@ -198,9 +201,8 @@ impl Admin {
             }
         };
         if !self.gateway.config().upstreams.contains_key(&name) {
-            self.gateway
-                .registrations
-                .note(&name, registration.openapi.clone());
+            self.registry
+                .note_mounted(&name, registration.openapi.clone());
             let stored = match self.store.put(&registration).await {
                 Ok(()) if status == StatusCode::OK => self.store.announce_refresh(&name).await,
                 other => other,
@@ -259,7 +261,7 @@ impl Admin {
                 );
             }
         };
-        let was_mounted = registry::unmount_registration(&self.gateway, name).await;
+        let was_mounted = registry::unmount_registration(&self.registry, name).await;
         if !was_stored && !was_mounted {
             return error(
                 StatusCode::NOT_FOUND,

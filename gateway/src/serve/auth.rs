@@ -12,14 +12,17 @@ use axum::response::Response;
 use http::{HeaderValue, StatusCode, header};
 use serde_json::json;
 
+use crate::app::App;
 use crate::credentials::Authenticator;
 use crate::gateway::Gateway;
 use crate::policy::{Refusal, Tenant};
-use crate::session::Session;
+use crate::state::sessions::Session;
 
-/// What the front door needs.
+/// What the front door needs, and what the surfaces behind it reach through it: the
+/// application (the core and its services) and the core itself, at hand.
 pub struct FrontDoor {
     pub gateway: Arc<Gateway>,
+    pub app: Arc<App>,
     pub authenticator: Authenticator,
 }
 
@@ -206,13 +209,13 @@ pub fn state_unavailable(shape: Shape, message: &str) -> Response {
 
 /// A new session refused: the store is unreachable (as [`state_unavailable`]) or the
 /// table or the tenant's quota is full (503, `Retry-After` until a session idles out).
-pub fn session_refused(shape: Shape, refused: &crate::session::Refused) -> Response {
+pub fn session_refused(shape: Shape, refused: &crate::state::sessions::Refused) -> Response {
     match refused {
-        crate::session::Refused::Unavailable(unavailable) => state_unavailable(
+        crate::state::sessions::Refused::Unavailable(unavailable) => state_unavailable(
             shape,
             &format!("the session could not be recorded: {unavailable}"),
         ),
-        crate::session::Refused::Full {
+        crate::state::sessions::Refused::Full {
             message,
             retry_after,
         } => refusal(

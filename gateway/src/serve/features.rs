@@ -3,7 +3,7 @@
 //! `resources/list`, `resources/templates/list`, `resources/read`,
 //! `resources/subscribe`, `resources/unsubscribe` and `completion/complete`.
 //!
-//! Lists come from the catalog snapshot (see [`crate::offerings`]), filtered by the
+//! Lists come from the catalog snapshot (see [`crate::catalog::offerings`]), filtered by the
 //! caller's allowed set and paginated with our own cursors across upstreams. A
 //! request about one item is resolved to its upstream and the upstream's own name or
 //! URI, checked against the policy, and forwarded; URIs in the answer are rewritten
@@ -14,9 +14,9 @@ use serde_json::{Map, Value, json};
 use toolgate_adapters::{CallContext, RpcError};
 
 use crate::access::{Caller, View};
+use crate::catalog::offerings;
 use crate::errors::{self, McpFailure};
 use crate::gateway::Gateway;
-use crate::offerings;
 
 /// JSON-RPC codes these answers use.
 const INVALID_PARAMS: i64 = -32602;

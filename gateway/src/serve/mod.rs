@@ -25,19 +25,14 @@ use axum::Router;
 use axum::routing::any;
 use tokio_util::sync::CancellationToken;
 
+use crate::app::App;
 use crate::credentials::Authenticator;
 use crate::gateway::Gateway;
-use crate::registry::RegistrationStore;
 
 /// The HTTP application: `/mcp` plus the ops endpoints, the admin API, the console and
 /// the REST surface, behind the [`guard`].
-pub fn router(
-    gateway: Arc<Gateway>,
-    store: Arc<dyn RegistrationStore>,
-    authenticator: Authenticator,
-    stop: CancellationToken,
-) -> Router {
-    Front::new(gateway, store, authenticator, stop).router
+pub fn router(app: Arc<App>, authenticator: Authenticator, stop: CancellationToken) -> Router {
+    Front::new(app, authenticator, stop).router
 }
 
 /// The HTTP application as the listener serves it: [`router`], with `/mcp` and
@@ -54,25 +49,25 @@ pub struct Front {
 }
 
 impl Front {
-    pub fn new(
-        gateway: Arc<Gateway>,
-        store: Arc<dyn RegistrationStore>,
-        authenticator: Authenticator,
-        stop: CancellationToken,
-    ) -> Front {
+    /// The HTTP surfaces of `app`, admitting callers with `authenticator` (see
+    /// [`Authenticator::for_config`]; only the HTTP surfaces need one, so `check` and
+    /// `tools` never fetch a JWKS). `stop` ends their background work.
+    pub fn new(app: Arc<App>, authenticator: Authenticator, stop: CancellationToken) -> Front {
+        let gateway = app.gateway.clone();
         let door = Arc::new(auth::FrontDoor {
             gateway: gateway.clone(),
+            app: app.clone(),
             authenticator,
         });
         let mcp = Arc::new(McpFront {
             door: door.clone(),
-            sessions: mcp_http::McpSessions::new(gateway.clone(), stop),
+            sessions: mcp_http::McpSessions::new(&app, stop),
             max_body: gateway.config().max_request_body_bytes,
         });
         let mcp_routes = Router::new()
             .route("/mcp", any(mcp_front))
             .with_state(mcp.clone());
-        let admin = admin::Admin::new(gateway.clone(), store);
+        let admin = admin::Admin::new(app.registry.clone());
         let router = ops::router(door.clone())
             .merge(admin::router(admin.clone()))
             .merge(console::router(door.clone(), admin))

@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::auth::Admitted;
 use super::mcp_http::McpSessions;
+use crate::app::App;
 use crate::gateway::Gateway;
 use crate::policy::Tenant;
 
@@ -34,10 +35,11 @@ use crate::policy::Tenant;
 const OUTPUT_QUEUE: usize = 1024;
 
 /// Serves one stdio client as `tenant` until stdin closes.
-pub async fn run(gateway: Arc<Gateway>, tenant: Arc<Tenant>) -> anyhow::Result<()> {
+pub async fn run(app: Arc<App>, tenant: Arc<Tenant>) -> anyhow::Result<()> {
     let stop = CancellationToken::new();
+    let gateway = app.gateway.clone();
     let door = Arc::new(Door {
-        sessions: McpSessions::new(gateway.clone(), stop.clone()),
+        sessions: McpSessions::new(&app, stop.clone()),
         gateway: gateway.clone(),
         tenant,
         session: std::sync::Mutex::new(None),

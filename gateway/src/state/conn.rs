@@ -10,11 +10,15 @@ use std::time::{Duration, Instant};
 use redis::RedisResult;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSub};
 
-use super::Unavailable;
 use crate::config::StateConfig;
 
 /// How long a readiness answer is reused (probes come often; Redis need not).
 const READY_CACHE: Duration = Duration::from_secs(1);
+
+/// The shared store could not be reached or did not answer in time.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct Unavailable(pub String);
 
 pub struct RedisConn {
     client: redis::Client,

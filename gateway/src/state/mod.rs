@@ -6,7 +6,7 @@
 //! replica can serve any request (no sticky routing):
 //!
 //! - sessions and their expanded tools ([`redis_sessions`], behind
-//!   [`crate::session::SessionStore`]); an MCP session is nothing more than that
+//!   [`crate::state::sessions::SessionStore`]); an MCP session is nothing more than that
 //!   record (see [`crate::serve::mcp_http`]), so any replica serves it;
 //! - tenant rate limits ([`ratelimit`]: GCRA in a Lua script on Redis' clock), with a
 //!   configured fail-open or fail-closed policy while Redis is unreachable;
@@ -19,9 +19,8 @@
 
 pub mod conn;
 pub mod ratelimit;
-pub mod redis_sessions;
 pub mod registrations;
-pub mod settings;
+pub mod sessions;
 #[cfg(test)]
 pub(crate) mod suite;
 
@@ -29,17 +28,13 @@ use std::sync::Arc;
 
 use crate::config::{Config, StateBackend};
 
-/// The shared store could not be reached or did not answer in time.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{0}")]
-pub struct Unavailable(pub String);
-
-/// The Redis-backed parts of a gateway (absent with `backend: memory`).
+/// The Redis-backed parts of the gateway core (absent with `backend: memory`): the
+/// connection, sessions and rate limits. The services beside the core keep their own
+/// records on the same connection (registrations, tasks).
 pub struct Shared {
     pub conn: Arc<conn::RedisConn>,
-    pub sessions: Arc<redis_sessions::RedisSessionStore>,
+    pub sessions: Arc<sessions::redis::RedisSessionStore>,
     pub limiter: ratelimit::SharedLimiter,
-    pub registrations: Arc<registrations::RedisRegistrations>,
 }
 
 impl Shared {
@@ -51,18 +46,16 @@ impl Shared {
         }
         let conn = conn::RedisConn::new(&config.state)?;
         tracing::info!(redis = %conn.address(), prefix = %config.state.key_prefix, "shared state in Redis");
-        let sessions = Arc::new(redis_sessions::RedisSessionStore::new(
+        let sessions = Arc::new(sessions::redis::RedisSessionStore::new(
             conn.clone(),
             config.sessions.idle_ttl,
-            crate::session::Limits::from_config(&config.sessions),
+            sessions::Limits::from_config(&config.sessions),
         ));
         let limiter = ratelimit::SharedLimiter::new(conn.clone(), config.state.on_unavailable);
-        let registrations = Arc::new(registrations::RedisRegistrations::new(conn.clone()));
         Ok(Some(Arc::new(Shared {
             conn,
             sessions,
             limiter,
-            registrations,
         })))
     }
 }

@@ -1,5 +1,5 @@
 //! One test suite for every session store: the same async functions run against
-//! [`crate::session::MemoryStore`] and the Redis store, so both backends keep the
+//! [`crate::state::sessions::MemoryStore`] and the Redis store, so both backends keep the
 //! same contract. Plus the Redis-only parts: the shared rate limit (exact under
 //! concurrency, fail-open and fail-closed) and the registration store.
 //!
@@ -13,9 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{Config, StateConfig};
-use crate::session::{Limits, Refused, SessionStore};
 use crate::state::conn::RedisConn;
-use crate::state::redis_sessions::RedisSessionStore;
+use crate::state::sessions::redis::RedisSessionStore;
+use crate::state::sessions::{Limits, Refused, SessionStore};
 
 pub(crate) type Factory =
     dyn Fn(Duration, Limits) -> Pin<Box<dyn Future<Output = Option<Arc<dyn SessionStore>>> + Send>>;
@@ -121,7 +121,7 @@ async fn create_get_and_ownership(store: &dyn SessionStore) {
     );
     assert_eq!(store.get("no-such-session").await.unwrap(), None);
 
-    let fixed = format!("fixed-{}", crate::session::new_session_id());
+    let fixed = format!("fixed-{}", crate::state::sessions::new_session_id());
     let first = store.get_or_create(&fixed, "acme").await.unwrap();
     assert_eq!(
         (first.id.as_str(), first.tenant.as_str()),

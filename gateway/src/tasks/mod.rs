@@ -44,7 +44,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::state::Unavailable;
+use crate::state::conn::Unavailable;
 
 /// Most tasks in one page of [`TaskStore::list`].
 pub const MAX_PAGE: usize = 100;
@@ -69,7 +69,7 @@ pub struct TaskId(String);
 impl TaskId {
     /// A fresh random id.
     pub fn new() -> TaskId {
-        TaskId(crate::session::new_session_id())
+        TaskId(crate::state::sessions::new_session_id())
     }
 
     /// An id a caller sent, if it has the form of one (16 to 64 characters of the

@@ -24,7 +24,7 @@ use sha2::{Digest, Sha256};
 use super::Console;
 use super::sessions::{LIFETIME, Role};
 use crate::policy::Tenant;
-use crate::state::Unavailable;
+use crate::state::conn::Unavailable;
 
 /// The session cookie's name.
 pub(super) const COOKIE: &str = "toolgate_console";

@@ -171,7 +171,10 @@ fn search(console: &Console, viewer: &Viewer, scope: &Scope, q: &str) -> Vec<Str
                 tenant: tenant.clone(),
                 session: None,
             };
-            gateway.search(&View::of(gateway, &caller), q, SEARCH_LIMIT)
+            let view = View::of(gateway, &caller);
+            gateway.search_where(&view.catalog, q, SEARCH_LIMIT, |name| {
+                view.allowed.names.contains(name)
+            })
         }
     };
     hits.iter()

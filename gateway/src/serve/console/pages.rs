@@ -230,7 +230,7 @@ async fn health_body(console: &Console) -> String {
         }
     }
     out.push_str("</dl><h2>Config reloads</h2>");
-    let reloads = gateway.reloads.entries();
+    let reloads = console.door.app.reloads.entries();
     if reloads.is_empty() {
         out.push_str(&html::notice(
             "info",

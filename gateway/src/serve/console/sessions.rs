@@ -17,8 +17,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
-use crate::state::Unavailable;
 use crate::state::conn::RedisConn;
+use crate::state::conn::Unavailable;
 
 /// The most console sessions at once.
 pub(super) const MAX_SESSIONS: usize = 64;
@@ -90,8 +90,8 @@ impl Sessions {
 
     /// A new session for `role`: its id and CSRF token.
     pub(super) async fn create(&self, role: Role) -> Result<(String, String), Unavailable> {
-        let id = crate::session::new_session_id();
-        let csrf = crate::session::new_session_id();
+        let id = crate::state::sessions::new_session_id();
+        let csrf = crate::state::sessions::new_session_id();
         match &self.shared {
             None => self.create_in_memory(&id, &csrf, role),
             Some(conn) => create_shared(conn, &id, &csrf, &role).await?,

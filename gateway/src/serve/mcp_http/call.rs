@@ -385,7 +385,7 @@ impl CallStream {
             requests.insert(key.clone(), json!({"method": method, "params": params}));
             self.awaiting.push((key, answer));
         }
-        let token = crate::session::new_session_id();
+        let token = crate::state::sessions::new_session_id();
         self.parking = Some(token.clone());
         self.done = true;
         let result = json!({

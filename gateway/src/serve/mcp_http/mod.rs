@@ -42,6 +42,7 @@ use toolgate_adapters::RpcError;
 
 use super::auth::Admitted;
 use crate::access::Caller;
+use crate::app::App;
 use crate::gateway::Gateway;
 use crate::serve::features;
 use live::Live;
@@ -65,6 +66,8 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// The session front door of `/mcp`.
 pub struct McpSessions {
+    /// The application: its background calls serve `tasks/*` and task-augmented calls.
+    app: Arc<App>,
     gateway: Arc<Gateway>,
     live: Arc<Live>,
     /// The protocol tools' definitions, serialized and counted once.
@@ -73,10 +76,12 @@ pub struct McpSessions {
 }
 
 impl McpSessions {
-    pub fn new(gateway: Arc<Gateway>, stop: CancellationToken) -> McpSessions {
+    pub fn new(app: &Arc<App>, stop: CancellationToken) -> McpSessions {
+        let gateway = app.gateway.clone();
         let protocol_tools = methods::ProtocolTools::new(gateway.config().results.encoding);
         McpSessions {
             live: Live::start(&gateway),
+            app: app.clone(),
             gateway,
             protocol_tools,
             stop,
@@ -114,7 +119,7 @@ impl McpSessions {
         &self,
         request: Request,
         tenant: Arc<crate::policy::Tenant>,
-        session: Option<crate::session::Session>,
+        session: Option<crate::state::sessions::Session>,
     ) -> Response {
         let (parts, body) = request.into_parts();
         let limit = self.gateway.config().max_request_body_bytes;
@@ -229,7 +234,7 @@ impl McpSessions {
                         tasks::CallMode::Task => {
                             let arguments = params.arguments.unwrap_or_default();
                             return tasks::extension_call(
-                                &self.gateway,
+                                &self.app,
                                 &caller,
                                 id,
                                 params.name,
@@ -245,7 +250,7 @@ impl McpSessions {
                     .await;
             }
             task_method if tasks::is_task_method(task_method) => {
-                return tasks::extension_method(&self.gateway, &caller, id, task_method, envelope)
+                return tasks::extension_method(&self.app, &caller, id, task_method, envelope)
                     .await;
             }
             "tools/list" => {
@@ -336,7 +341,7 @@ impl McpSessions {
                 if params.task.is_some() {
                     let arguments = params.arguments.unwrap_or_default();
                     let message = tasks::legacy_call(
-                        gateway,
+                        &self.app,
                         &self.live,
                         &caller,
                         id,
@@ -361,10 +366,10 @@ impl McpSessions {
             "tools/list" => return self.list_tools(id, &caller, envelope, ""),
             // It may stream: a task waiting for input asks the client on it.
             "tasks/result" => {
-                return tasks::legacy_result(gateway, &self.live, &caller, id, envelope).await;
+                return tasks::legacy_result(&self.app, &self.live, &caller, id, envelope).await;
             }
             task_method if tasks::is_task_method(task_method) => {
-                tasks::legacy_method(gateway, &caller, id, task_method, envelope).await
+                tasks::legacy_method(&self.app, &caller, id, task_method, envelope).await
             }
             "ping" => wire::result_message(id, "{}"),
             "initialize" => wire::error_message(

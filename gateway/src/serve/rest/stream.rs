@@ -66,7 +66,7 @@ pub(crate) fn respond(
     mut ctx: CallContext,
     framing: Framing,
 ) -> Response {
-    let tool_call_id = format!("call_{}", crate::session::new_session_id());
+    let tool_call_id = format!("call_{}", crate::state::sessions::new_session_id());
     let (events, body) = mpsc::channel::<Bytes>(64);
     let (progress, updates) = toolgate_adapters::progress_channel();
     ctx.progress = Some(progress);

@@ -213,7 +213,7 @@ impl Follow {
             }
             let seen = record.progress_log.len();
             let wait = KEEP_ALIVE.min(until - now);
-            let tasks = &self.door.gateway.tasks;
+            let tasks = &self.door.app.tasks;
             let read = tokio::select! {
                 read = tasks.wait_until(&self.owner, &self.id, wait, |r| r.progress_log.len() > seen) => read,
                 _ = self.sender.closed() => return,

@@ -57,7 +57,7 @@ pub(super) async fn start(
         request_headers,
         trace: Some(trace.clone()),
     };
-    match gateway.tasks.start(gateway, task).await {
+    match door.app.tasks.start(gateway, task).await {
         Ok(record) => Ok(record),
         Err(StartRefused::Tool(refusal)) => Err(refusal),
         Err(StartRefused::Task(refusal)) => Err(task_refusal(refusal)),
@@ -279,7 +279,7 @@ pub(super) async fn owned(
     owner: &Owner,
     id: &str,
 ) -> Result<TaskRecord, Response> {
-    match door.gateway.tasks.get(owner, id).await {
+    match door.app.tasks.get(owner, id).await {
         Ok(Some(record)) => Ok(record),
         Ok(None) => Err(tool_error(&not_found())),
         Err(refusal) => Err(tool_error(&task_refusal(refusal))),
@@ -316,7 +316,7 @@ pub(super) async fn cancel_task(
         Err(response) => return response,
     };
     let gateway = &door.gateway;
-    match gateway.tasks.cancel(gateway, &owner, &id).await {
+    match door.app.tasks.cancel(gateway, &owner, &id).await {
         Ok(record) => Json(view(&record)).into_response(),
         Err(TaskError::Finished { state, .. }) => (
             StatusCode::CONFLICT,
@@ -363,7 +363,7 @@ pub(super) async fn answer_input(
             );
         }
     };
-    match door.gateway.tasks.answer_input(&owner, &id, answers).await {
+    match door.app.tasks.answer_input(&owner, &id, answers).await {
         Ok(record) => Json(view(&record)).into_response(),
         Err(refusal) => tool_error(&task_refusal(refusal)),
     }

@@ -69,16 +69,16 @@ pub(crate) fn extension_mode(
 
 /// A sessionless call started as a task: the flat `CreateTaskResult`.
 pub(crate) async fn extension_call(
-    gateway: &Arc<Gateway>,
+    app: &App,
     caller: &Caller,
     id: &str,
     name: String,
     arguments: JsonObject,
     headers: Arc<http::HeaderMap>,
 ) -> Response {
-    let message = match start(gateway, caller, name, arguments, headers).await {
+    let message = match start(app, caller, name, arguments, headers).await {
         Ok(record) => {
-            let mut task = extension_task(&gateway.tasks, &record);
+            let mut task = extension_task(&app.tasks, &record);
             task.insert("resultType".into(), json!("task"));
             wire::result_message(id, &to_text(task))
         }
@@ -97,12 +97,13 @@ struct UpdateParams {
 /// A sessionless `tasks/*` request (its `_meta` already checked by the version's
 /// ladder).
 pub(crate) async fn extension_method(
-    gateway: &Arc<Gateway>,
+    app: &App,
     caller: &Caller,
     id: &str,
     method: &str,
     envelope: &Envelope<'_>,
 ) -> Response {
+    let gateway = &app.gateway;
     if matches!(method, "tasks/result" | "tasks/list") {
         return wire::json_response(wire::error_message(
             id,
@@ -129,7 +130,7 @@ pub(crate) async fn extension_method(
         Ok(task) => task,
         Err(refused) => return wire::json_response(refused),
     };
-    let tasks = &gateway.tasks;
+    let tasks = &app.tasks;
     let owner = Tasks::owner_of(caller);
     let ack = || wire::result_message(id, r#"{"resultType":"complete"}"#);
     let message = match method {

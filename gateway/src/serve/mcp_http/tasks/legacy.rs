@@ -5,7 +5,7 @@ use super::*;
 /// A session's `tools/call` with `params.task`: the `CreateTaskResult`, `{task}`.
 /// The requested `ttl` is not honoured: the answer says the one `tasks.ttl` gives.
 pub(crate) async fn legacy_call(
-    gateway: &Arc<Gateway>,
+    app: &App,
     live: &Arc<Live>,
     caller: &Caller,
     id: &str,
@@ -13,11 +13,11 @@ pub(crate) async fn legacy_call(
     arguments: JsonObject,
     headers: Arc<http::HeaderMap>,
 ) -> Vec<u8> {
-    match start(gateway, caller, name, arguments, headers).await {
+    match start(app, caller, name, arguments, headers).await {
         Ok(record) => {
-            let task = legacy_task(&gateway.tasks, &record);
+            let task = legacy_task(&app.tasks, &record);
             if let Some(session) = caller.session_id() {
-                announce_status(gateway, live, session, &record);
+                announce_status(app, live, session, &record);
             }
             wire::result_message(id, &json!({"task": task}).to_string())
         }
@@ -34,8 +34,8 @@ const STATUS_EVERY: Duration = Duration::from_millis(250);
 /// the task's status or status message this replica sees, until it ends (or a
 /// task's `call_timeout` and a lease later). Best effort, as the spec has it: a
 /// client must not rely on them, and polls.
-fn announce_status(gateway: &Arc<Gateway>, live: &Arc<Live>, session: &str, record: &TaskRecord) {
-    let tasks = gateway.tasks.clone();
+fn announce_status(app: &App, live: &Arc<Live>, session: &str, record: &TaskRecord) {
+    let tasks = app.tasks.clone();
     let live = Arc::downgrade(live);
     let session = session.to_owned();
     let owner = record.owner.clone();
@@ -72,13 +72,14 @@ fn announce_status(gateway: &Arc<Gateway>, live: &Arc<Live>, session: &str, reco
 
 /// A session's `tasks/*` request.
 pub(crate) async fn legacy_method(
-    gateway: &Arc<Gateway>,
+    app: &App,
     caller: &Caller,
     id: &str,
     method: &str,
     envelope: &Envelope<'_>,
 ) -> Vec<u8> {
-    let tasks = &gateway.tasks;
+    let gateway = &app.gateway;
+    let tasks = &app.tasks;
     let owner = Tasks::owner_of(caller);
     if method == "tasks/list" {
         #[derive(Deserialize)]
@@ -144,7 +145,7 @@ pub(crate) async fn legacy_method(
 /// POSTed in the session like any answer — is recorded in the task store, where the
 /// call waits for it, and the stream ends with the result.
 pub(crate) async fn legacy_result(
-    gateway: &Arc<Gateway>,
+    app: &App,
     live: &Arc<Live>,
     caller: &Caller,
     id: &str,
@@ -154,7 +155,7 @@ pub(crate) async fn legacy_result(
         Ok(task) => task,
         Err(refused) => return wire::json_response(refused),
     };
-    let tasks = gateway.tasks.clone();
+    let tasks = app.tasks.clone();
     let owner = Tasks::owner_of(caller);
     let max = tasks.config().call_timeout;
     let until = tokio::time::Instant::now() + max;

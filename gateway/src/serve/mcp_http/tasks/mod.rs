@@ -43,6 +43,7 @@ use super::call::CallMeta;
 use super::live::Live;
 use super::wire::{self, Envelope};
 use crate::access::{Caller, View};
+use crate::app::App;
 use crate::errors::{self, McpFailure};
 use crate::gateway::Gateway;
 use crate::tasks::{StartRefused, TaskCall, TaskError, TaskRecord, TaskState, TaskSupport, Tasks};
@@ -158,12 +159,13 @@ fn task_id(envelope: &Envelope<'_>, id: &str, method: &str) -> Result<String, Ve
 
 /// Starts `name` as a task for `caller`.
 async fn start(
-    gateway: &Arc<Gateway>,
+    app: &App,
     caller: &Caller,
     name: String,
     arguments: JsonObject,
     headers: Arc<http::HeaderMap>,
 ) -> Result<TaskRecord, StartRefused> {
+    let gateway = &app.gateway;
     // The task's call continues the caller's trace when the request's headers carry
     // one (`traceparent`), as a plain call does.
     let trace = crate::telemetry::CallTrace::start("mcp", &headers, None);
@@ -174,5 +176,5 @@ async fn start(
         request_headers: headers,
         trace: Some(trace),
     };
-    gateway.tasks.start(gateway, call).await
+    app.tasks.start(gateway, call).await
 }

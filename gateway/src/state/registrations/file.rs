@@ -1,51 +1,11 @@
-//! Where runtime registrations are kept between restarts: the [`RegistrationStore`]
-//! contract, and its embedded default, a JSON file in the data directory replaced
-//! atomically (write, fsync, rename). The Redis store is `crate::state::registrations`.
+//! The embedded registration store: a JSON file in the data directory replaced
+//! atomically (write, fsync, rename).
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::Registration;
-use crate::gateway::Gateway;
-
-/// Why the registration store could not be read or changed.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// The shared store (Redis) does not answer: retry later.
-    #[error(transparent)]
-    Unavailable(#[from] crate::state::Unavailable),
-    /// The file could not be read or written.
-    #[error("{0}")]
-    Io(String),
-    /// What is stored cannot be read back (not a registration file, or an entry that
-    /// is not a registration).
-    #[error("{0}")]
-    Corrupt(String),
-}
-
-/// Where registrations are kept between restarts.
-#[async_trait]
-pub trait RegistrationStore: Send + Sync {
-    async fn load(&self) -> Result<Vec<Registration>, StoreError>;
-    /// Adds or replaces one registration.
-    async fn put(&self, registration: &Registration) -> Result<(), StoreError>;
-    /// Removes one registration; `false` when there was none of that name.
-    async fn remove(&self, name: &str) -> Result<bool, StoreError>;
-    /// Tells other replicas sharing this store that `name`'s spec was re-fetched.
-    async fn announce_refresh(&self, _name: &str) -> Result<(), StoreError> {
-        Ok(())
-    }
-}
-
-/// The store for this gateway's `state` backend: Redis when shared, else the file.
-pub fn store_for(gateway: &Gateway) -> Arc<dyn RegistrationStore> {
-    match &gateway.shared {
-        Some(shared) => shared.registrations.clone(),
-        None => Arc::new(FileStore::new(&gateway.config().data_dir)),
-    }
-}
+use super::{Registration, RegistrationStore, StoreError};
 
 /// The embedded store: `<data_dir>/registrations.json`.
 pub struct FileStore {

@@ -14,7 +14,7 @@
 //! union, and each name is reported as newly added by exactly one of them; creations
 //! from several replicas never pass a limit together. A creation first drops ids idle
 //! past the TTL from the sorted sets, then counts (the limits are
-//! [`Limits`](crate::session::Limits); a full table refuses, never evicts).
+//! [`Limits`](crate::state::sessions::Limits); a full table refuses, never evicts).
 //!
 //! The scripts that refresh a session name its tenant's sorted set from the stored
 //! tenant, inside the script: right for one Redis server (what [`RedisConn`] speaks
@@ -27,8 +27,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use redis::Script;
 
-use super::conn::RedisConn;
-use crate::session::{
+use crate::state::conn::RedisConn;
+use crate::state::sessions::{
     Expansion, FullBound, Limits, Refused, Session, SessionStore, StoreResult, new_session_id,
 };
 

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use toolgate_adapters::{JsonObject, ToolDef};
 
-use crate::catalog::{Catalog, Source, item_name};
+use super::{Catalog, Source, item_name};
 use crate::config::Namespace;
 
 /// The scheme and prefix of a namespaced upstream's URIs.
