@@ -13,9 +13,9 @@ use url::Url;
 
 use super::config::Credential;
 use super::encode::enc;
+use super::guard::Guard;
 use super::load::LoadError;
 use super::model::{Location, SecurityScheme};
-use super::ssrf::Guard;
 use crate::error::error_chain;
 
 /// Refresh a token this long before it expires.

@@ -15,9 +15,16 @@ use super::load::{self, LoadError};
 use super::model;
 use super::naming;
 use super::normalize;
+use super::operations;
 use super::refs;
-use super::upstream::Entry;
 use crate::{JsonObject, ToolDef};
+
+/// One tool: its operation, conversion and base URL.
+pub(super) struct Entry {
+    pub op: model::Operation,
+    pub conv: convert::Converted,
+    pub base: Result<Url, String>,
+}
 
 /// The gateway names tools `<upstream>__<tool>` within 64 characters.
 const MAX_QUALIFIED: usize = 64;
@@ -195,7 +202,7 @@ pub(super) fn build(
     in_time()?;
     refs::check_refs(&docs)?;
     in_time()?;
-    let api = model::build(&docs)?;
+    let api = operations::build(&docs)?;
     in_time()?;
     let root_servers = api.servers.clone();
     drop(docs);

@@ -21,7 +21,7 @@ use serde_json::{Map, Number, Value};
 use url::Url;
 
 use super::config::OpenApiConfig;
-use super::ssrf;
+use super::guard;
 
 /// Why an upstream could not be loaded. Each message says what is wrong and where.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -110,7 +110,7 @@ fn join(base: Option<&Url>, rel: &str) -> Result<Url, String> {
 /// Loads the spec named by `config` and every document it references.
 pub(super) async fn load_documents(
     config: &OpenApiConfig,
-    guard: &ssrf::Guard,
+    guard: &guard::Guard,
 ) -> Result<Documents, LoadError> {
     let base = match (&config.spec_url, &config.spec_path) {
         (Some(u), None) => {
@@ -350,7 +350,7 @@ fn collect_external_refs(v: &Value, path: &mut Vec<String>, out: &mut Vec<String
                 out.push(r.clone());
             }
             for (k, x) in m {
-                if (x.is_object() || x.is_array()) && !super::refs::is_data(path, k, x) {
+                if (x.is_object() || x.is_array()) && !is_data(path, k, x) {
                     path.push(k.clone());
                     collect_external_refs(x, path, out);
                     path.pop();
@@ -372,7 +372,7 @@ fn collect_external_refs(v: &Value, path: &mut Vec<String>, out: &mut Vec<String
 async fn fetch(
     url: &Url,
     config: &OpenApiConfig,
-    guard: &ssrf::Guard,
+    guard: &guard::Guard,
 ) -> Result<Vec<u8>, LoadError> {
     let cap = config.max_spec_bytes;
     let fail = |detail: String| LoadError::Fetch {
@@ -602,6 +602,21 @@ fn float(v: f64) -> Value {
     Number::from_f64(v)
         .map(Value::Number)
         .unwrap_or(Value::Null)
+}
+
+/// Whether key `k` (under `path`) holds example or literal data, where a `$ref` is
+/// just a value (GitHub's SCIM examples carry `"$ref": "https://..."` members).
+pub(super) fn is_data(path: &[String], k: &str, x: &Value) -> bool {
+    let parent = path.last().map(String::as_str);
+    if matches!(parent, Some("properties" | "patternProperties")) {
+        return false;
+    }
+    match k {
+        "example" | "default" | "enum" | "const" => true,
+        "examples" => x.is_array(),
+        "value" => path.len() >= 2 && path[path.len() - 2] == "examples",
+        _ => false,
+    }
 }
 
 #[cfg(test)]

@@ -4,14 +4,22 @@
 //! The pipeline, one room each:
 //!
 //! ```text
-//! config  -> load (fetch/read, JSON/YAML, referenced documents; ssrf guard)
+//! config  -> load (fetch/read, JSON/YAML, referenced documents; through the guard)
 //!         -> normalize (2.0 -> 3.x, schema idioms -> JSON Schema 2020-12)
-//!         -> refs (every $ref checked; schemas inlined, cycle-safe)
-//!         -> model (operations, parameters, bodies, servers, security)
+//!         -> refs (every $ref checked; schemas inlined, cycle-safe; refs/dynamic:
+//!            $recursiveRef and $dynamicRef)
+//!         -> operations (builds the model: operations, parameters, bodies, servers,
+//!            security; media and variants read bodies and responses)
 //!         -> naming + convert (operation -> MCP tool definition, filters)
+//!         -> import (all of the above for one upstream) -> upstream
 //! call    -> invoke + encode (request exactly as the spec says) + auth
-//!         -> client (hyper; the ssrf guard in its connector and on every redirect) -> response
+//!         -> guard -> client (hyper; the ssrf rules in its connector and on every
+//!            redirect) -> response
 //! ```
+//!
+//! Each room imports only rooms before it in this picture (`model` holds the types
+//! every later room shares, `ssrf` the address rules); a test in the workspace
+//! (`tests/tests/architecture.rs`) fails on any import cycle among them.
 //!
 //! [`OpenApiUpstream::load`] runs it and returns an [`ImportReport`] listing every
 //! operation left out and why.
@@ -62,9 +70,9 @@ mod client;
 pub mod config;
 mod connector;
 mod convert;
-mod dynamic;
 mod encode;
 mod files;
+mod guard;
 mod import;
 mod invoke;
 mod lenient;
@@ -73,6 +81,7 @@ mod media;
 mod model;
 mod naming;
 mod normalize;
+mod operations;
 mod pathkey;
 mod refs;
 mod ssrf;

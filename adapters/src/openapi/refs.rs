@@ -11,9 +11,10 @@
 
 use serde_json::{Map, Value, json};
 
-use super::dynamic;
-use super::load::{Documents, LoadError};
+use super::load::{Documents, LoadError, is_data};
 use super::normalize::normalize_schema_node;
+
+mod dynamic;
 
 /// Longest `$ref` chain followed (`a -> b -> c`) before giving up.
 const MAX_CHAIN: usize = 32;
@@ -134,21 +135,6 @@ fn walk_refs(
         _ => {}
     }
     Ok(())
-}
-
-/// Whether key `k` (under `path`) holds example or literal data, where a `$ref` is
-/// just a value (GitHub's SCIM examples carry `"$ref": "https://..."` members).
-pub(super) fn is_data(path: &[String], k: &str, x: &Value) -> bool {
-    let parent = path.last().map(String::as_str);
-    if matches!(parent, Some("properties" | "patternProperties")) {
-        return false;
-    }
-    match k {
-        "example" | "default" | "enum" | "const" => true,
-        "examples" => x.is_array(),
-        "value" => path.len() >= 2 && path[path.len() - 2] == "examples",
-        _ => false,
-    }
 }
 
 /// Whether schemas are for arguments (input) or results (output): `readOnly` properties

@@ -16,21 +16,12 @@ use url::Url;
 use super::auth::{Applied, Auth};
 use super::client::{self, ApiRequest, SendError};
 use super::config::OpenApiConfig;
-use super::convert::Converted;
-use super::import::{Built, build};
+use super::import::{Built, Entry, build};
 use super::invoke;
 use super::load::{self, LoadError};
-use super::model::Operation;
-use super::ssrf;
+use super::{guard, ssrf};
 use crate::error::error_chain;
 use crate::{CallContext, CallOutput, Connection, JsonObject, ToolDef, ToolError, Upstream};
-
-/// One tool: its operation, conversion and base URL.
-pub(super) struct Entry {
-    pub op: Operation,
-    pub conv: Converted,
-    pub base: Result<Url, String>,
-}
 
 /// An OpenAPI upstream.
 pub struct OpenApiUpstream {
@@ -39,7 +30,7 @@ pub struct OpenApiUpstream {
     tools: Arc<Vec<ToolDef>>,
     entries: HashMap<String, Entry>,
     /// Every request this upstream sends goes through it (SSRF guard, redirects).
-    guard: ssrf::Guard,
+    guard: guard::Guard,
     auth: Auth,
     health_base: Option<Url>,
     tools_tx: watch::Sender<u64>,
@@ -88,7 +79,7 @@ impl OpenApiUpstream {
                 LoadError::Config(format!("forward_headers: '{h}' is not a header name"))
             })?;
         }
-        let guard = ssrf::Guard::new(config.allow_private_networks, config.timeout)
+        let guard = guard::Guard::new(config.allow_private_networks, config.timeout)
             .map_err(|e| LoadError::Config(format!("cannot build the HTTP client: {e}")))?;
         // One bound on the whole import, however many documents it reads.
         let deadline = std::time::Instant::now() + config.import_timeout;

@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use super::refs::Refs;
+use super::Refs;
 
 /// Most nodes searched for an anchor in one schema (a spec's size is its author's choice).
 const MAX_SEARCH: usize = 100_000;
@@ -111,8 +111,8 @@ fn find_anchor<'a>(root: &'a Value, name: &str, plain: bool) -> Option<&'a Value
 mod tests {
     use serde_json::{Value, json};
 
-    use super::super::load::{Document, Documents};
-    use super::super::refs::{Direction, Inliner};
+    use super::super::super::load::{Document, Documents};
+    use super::super::{Direction, Inliner};
 
     /// The inlined input schema of `components/schemas/<name>` in a document whose
     /// schemas are `schemas`, and the notes left for the import report.
