@@ -3,12 +3,12 @@
 //! Most results a gateway passes on are a few text blocks: `{"content":[{"type":
 //! "text","text":"…"}],"isError":false}`. Parsing such an answer into a
 //! `serde_json::Value` tree and serializing it again for the caller costs a tenth of
-//! a whole call's instructions (bench/README.md). So an upstream's answer that is
-//! exactly that shape — a `content` list of plain text blocks, an optional boolean
-//! `isError`, nothing else, on one line — is kept as the upstream's own JSON text
-//! ([`CallOutput::plain`]) and written to the caller as it came; everything the
-//! gateway must look into or change (structured content, binaries, resources,
-//! `_meta`, annotations) is parsed as before. Both forms hold the same result:
+//! a whole call's instructions (bench/HISTORY.md, "Plain results passed through",
+//! item 7). So an upstream's answer that is exactly that shape — a `content` list of
+//! plain text blocks, an optional boolean `isError`, nothing else, on one line — is
+//! kept as the upstream's own JSON text ([`CallOutput::plain`]) and written to the
+//! caller as it came; everything the gateway must look into or change (structured
+//! content, binaries, resources, `_meta`, annotations) is parsed as before. Both forms hold the same result:
 //! [`CallOutput::object`] and [`CallOutput::into_object`] give the parsed form of
 //! either.
 

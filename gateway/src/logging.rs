@@ -4,7 +4,7 @@
 //! The audit line is on the call path of every call. The generic formatter writes each
 //! field through `fmt::write`, wraps names in (disabled) styling and formats the
 //! timestamp field by field: a visible share of a whole MCP call through the gateway
-//! (bench/README.md, "Where the time and memory go"). [`LineFormat`] writes the same bytes directly
+//! (bench/README.md, "Audit line and HTTP transport"). [`LineFormat`] writes the same bytes directly
 //! when it can vouch for them — an event on [`AUDIT_TARGET`], no colours, no span
 //! around it — and hands every other event to the generic formatter. A unit test
 //! checks the two agree byte for byte.
@@ -49,7 +49,8 @@ const QUEUED_LINES: usize = 16_384;
 /// Lines are written by a thread of their own, in batches (one `write` for every line
 /// queued meanwhile): a locked, unbuffered write to stderr for every audit line, on
 /// the thread answering the call, was 13 % of the gateway's CPU per call at c=16
-/// (bench/README.md). The queue is bounded and lossless.
+/// (bench/HISTORY.md, "Call overhead against the bare proxy", item 1). The queue is
+/// bounded and lossless.
 ///
 /// Each output filters on its own: the log never shows the call path's spans (an
 /// audit line inside one keeps the direct path), the export takes nothing else.

@@ -16,10 +16,10 @@ use toolgate::serve;
 /// mimalloc, not glibc's malloc: a call allocates and frees about 150 times, often on
 /// another worker thread than the one that allocated (tokio moves tasks), and glibc's
 /// arenas took an eighth of the gateway's CPU at c=16 with lock hand-offs besides;
-/// mimalloc's thread-local free lists cut CPU per call by a fifth (bench/README.md,
-/// "mimalloc"). `no_thp` keeps transparent huge pages off: with them, serving a large
-/// spec took ~30 MB more resident memory, and the bench's runs with and without them
-/// were within each other's spread.
+/// mimalloc's thread-local free lists cut CPU per call by a fifth (bench/HISTORY.md,
+/// "mimalloc", item 10). `no_thp` keeps transparent huge pages off: with them, serving a
+/// large spec took ~30 MB more resident memory, and the bench's runs with and without
+/// them were within each other's spread.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

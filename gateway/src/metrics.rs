@@ -38,7 +38,7 @@ struct OutcomeLabels {
 
 /// The metrics a successful call of one tool updates, looked up once: the call path
 /// then counts without building label sets (nine `String`s) and hashing them four
-/// times per call (bench/README.md).
+/// times per call (bench/HISTORY.md, "Call overhead against the bare proxy", item 4).
 #[derive(Clone)]
 struct OkCall {
     upstream: String,

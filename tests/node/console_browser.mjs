@@ -240,7 +240,7 @@ try {
   await page.waitForSelector('tr[data-upstream="ev"] [data-state="down"]', { timeout: 45000 });
   check((await page.locator('tr[data-upstream="notes"] [data-state="healthy"]').count()) === 1, "notes stays healthy");
   await shot(page, "11-upstream-down");
-  // A small one for the README (docs/console.png is a copy).
+  // A small one for docs/console.md (docs/console.png is a copy).
   await page.screenshot({ path: join(shots, "readme-upstreams.png"), clip: { x: 0, y: 0, width: 1280, height: 480 } });
   console.log("step down ok");
 

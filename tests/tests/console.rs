@@ -527,13 +527,14 @@ async fn the_console_in_a_real_browser() {
     eprintln!("console screenshots: {}", shots.display());
 }
 
-/// The README's Console example, run as written: its config block starts the gateway
-/// (the token from the environment) and its `curl` line signs in, printing the cookie
-/// the README shows (only the gateway's address differs).
+/// The Console example of docs/console.md, run as written: its config block starts the
+/// gateway (the token from the environment) and its `curl` line signs in, printing the
+/// cookie the page shows (only the gateway's address differs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readme_console_example_runs_as_written() {
-    let readme = std::fs::read_to_string(workspace_root().join("README.md")).expect("README");
-    let section = &readme[readme.find("## Console").expect("the Console section")..];
+    let readme =
+        std::fs::read_to_string(workspace_root().join("docs/console.md")).expect("docs/console.md");
+    let section = &readme[readme.find("# Console").expect("the Console section")..];
     let block = |fence: &str| {
         let start = section.find(fence).expect("a code block") + fence.len();
         section[start..start + section[start..].find("```").expect("its end")].to_owned()

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 use toolgate_e2e::{
     Gateway, NodeDeps, everything_stdio_upstream, hash_key, heavy_lock, http, require,
-    rest_get as get, rest_post as post, unique_marker,
+    rest_get as get, rest_post as post, unique_marker, workspace_root,
 };
 
 const KEY: &str = "rest-tenant-key-0123456789";
@@ -222,5 +222,60 @@ async fn rest_sessions_expand_within_the_allowed_set() {
     .await;
     assert_eq!(status, 404, "{body}");
     assert_eq!(delete(&gateway, &session, KEY).await, 404);
+    gateway.assert_alive();
+}
+
+/// The "Function-calling clients" example of docs/endpoints.md, run as written (only
+/// the gateway's URL differs) against server-everything: the tools as strict OpenAI
+/// functions, then a `tool_calls` batch answered with the tool message it shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_docs_function_calling_example_runs_as_written() {
+    let deps = require!(NodeDeps::find());
+    let _serial = heavy_lock().await;
+    let page = std::fs::read_to_string(workspace_root().join("docs/endpoints.md"))
+        .expect("docs/endpoints.md");
+    let section = &page[page
+        .find("## Function-calling clients (plain HTTP)")
+        .expect("the section")..];
+    let start = section.find("```sh\n").expect("a sh block") + "```sh\n".len();
+    let example = &section[start..start + section[start..].find("```").expect("its end")];
+    let mut gateway = Gateway::start(json!({"upstreams": {"everything":
+        everything_stdio_upstream(&deps, &unique_marker("rest-docs-example"))}}))
+    .await;
+    let script = example.replace("http://127.0.0.1:8080", &gateway.base);
+    assert_ne!(script, example, "the example names http://127.0.0.1:8080");
+    let output = tokio::time::timeout(
+        std::time::Duration::from_secs(120),
+        tokio::process::Command::new("sh")
+            .args(["-euc", &script])
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the example finishes within 120 s")
+    .expect("run sh");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert!(
+        output.status.success(),
+        "the example failed:\n{stdout}\n{stderr}"
+    );
+    let mut answers = serde_json::Deserializer::from_str(&stdout).into_iter::<Value>();
+    let tools = answers.next().expect("the tools").expect("JSON");
+    let names: Vec<&str> = tools["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tools: {tools}"))
+        .iter()
+        .filter_map(|tool| tool["function"]["name"].as_str())
+        .collect();
+    assert!(names.contains(&"everything__echo"), "{names:?}");
+    let answer = answers.next().expect("the batch's answer").expect("JSON");
+    assert_eq!(
+        answer["messages"],
+        json!([{"role": "tool", "tool_call_id": "call_1", "content": "Echo: hi"}]),
+        "{answer}"
+    );
     gateway.assert_alive();
 }

@@ -731,15 +731,16 @@ async fn the_event_stream_resumes_after_a_disconnect_with_nothing_lost_or_repeat
     gateway.assert_alive();
 }
 
-/// The README's "Background calls (REST)" example, run as written (only the
-/// gateway's URL differs) against server-everything.
+/// The "Background calls (REST)" example of docs/endpoints.md, run as written (only
+/// the gateway's URL differs) against server-everything.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readme_background_call_example_runs_as_written() {
     let deps = require!(NodeDeps::find());
     let _serial = heavy_lock().await;
-    let readme = std::fs::read_to_string(workspace_root().join("README.md")).expect("README");
+    let readme = std::fs::read_to_string(workspace_root().join("docs/endpoints.md"))
+        .expect("docs/endpoints.md");
     let section = &readme[readme
-        .find("### Background calls (REST)")
+        .find("## Background calls (REST)")
         .expect("the section")..];
     let start = section.find("```sh\n").expect("a sh block") + "```sh\n".len();
     let example = &section[start..start + section[start..].find("```").expect("its end")];

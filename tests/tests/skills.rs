@@ -1,6 +1,6 @@
 //! Skill packages as an upstream, end to end through the real binary.
 //!
-//! The README's skills config, run as written from a temp dir (its relative path
+//! The skills config of docs/skills.md, run as written from a temp dir (its relative path
 //! resolved against the file), serves two skills: a 2025-11-25 session lists their
 //! prompts, resources and tools, gets a prompt, reads files through the gateway's
 //! URIs (text and blob), calls a skill's tool and reads back the links it returned;
@@ -49,10 +49,11 @@ fn two_skills(root: &Path) {
     write(&root.join("beta/SKILL.md"), "# Beta tools\n\nUse beta.\n");
 }
 
-/// The yaml block of the README's "Skill upstreams" section.
+/// The yaml block of docs/skills.md ("Skill upstreams").
 fn readme_config() -> String {
-    let readme = std::fs::read_to_string(workspace_root().join("README.md")).expect("README");
-    let section = &readme[readme.find("### Skill upstreams").expect("the section")..];
+    let readme =
+        std::fs::read_to_string(workspace_root().join("docs/skills.md")).expect("docs/skills.md");
+    let section = &readme[readme.find("# Skill upstreams").expect("the section")..];
     let start = section.find("```yaml\n").expect("a yaml block") + "```yaml\n".len();
     section[start..start + section[start..].find("```").expect("its end")].to_owned()
 }

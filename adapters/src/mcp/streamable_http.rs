@@ -319,8 +319,9 @@ impl Outbound for StreamableOut {
             };
             // The POST runs inside the request that waits for its answer: no task of
             // its own, no wake-up of another worker thread to hand the answer over
-            // (bench/README.md). The caller's own deadline and cancellation end it by
-            // dropping it, which closes the POST's connection: the server sees that.
+            // (bench/HISTORY.md, "Call overhead against the bare proxy", item 3). The
+            // caller's own deadline and cancellation end it by dropping it, which closes
+            // the POST's connection: the server sees that.
             tokio::select! {
                 biased;
                 _ = me.run_request(body, trace, id) => {}

@@ -4,10 +4,10 @@
 //!
 //! reqwest carried these calls before. Its redirect, retry and timeout layers and the
 //! URL parsed again on the way cost about a tenth of a REST tool call's instructions
-//! (bench/README.md), and its SSRF guard had to live in reqwest's resolver and redirect
-//! policy. What reqwest did that a call relies on is kept here, and nothing more (no
-//! proxies: the guard must see every name resolved; no decompression: reqwest had no
-//! such feature on):
+//! (bench/HISTORY.md, "Call overhead against the bare proxy", item 6), and its SSRF
+//! guard had to live in reqwest's resolver and redirect policy. What reqwest did that a
+//! call relies on is kept here, and nothing more (no proxies: the guard must see every
+//! name resolved; no decompression: reqwest had no such feature on):
 //!
 //! - `Accept: */*` unless the request sets one; credentials in the URL sent as Basic
 //!   auth ([`take_credentials`]); the fragment never sent;

@@ -183,15 +183,16 @@ mod tests {
         assert_eq!(next, running);
     }
 
-    /// The README's "What needs a restart" bullet names exactly the settings of
-    /// [`RESTART_ONLY`], so the docs cannot drift from what a reload does.
+    /// The "What needs a restart" bullet of docs/config.md (Hot reload) names exactly
+    /// the settings of [`RESTART_ONLY`], so the docs cannot drift from what a reload does.
     #[test]
     fn the_readme_lists_the_restart_only_settings() {
-        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
-            .expect("README.md is readable");
+        let readme =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/config.md"))
+                .expect("docs/config.md is readable");
         let start = readme
             .find("- **What needs a restart.**")
-            .expect("the README has a \"What needs a restart\" bullet");
+            .expect("docs/config.md has a \"What needs a restart\" bullet");
         let bullet = &readme[start..];
         // The bullet runs to the next bullet or paragraph.
         let rest = &bullet[2..];
@@ -202,7 +203,7 @@ mod tests {
             .map_or(bullet.len(), |end| end + 2);
         let listed: BTreeSet<&str> = bullet[..end].split('`').skip(1).step_by(2).collect();
         let table: BTreeSet<&str> = RESTART_ONLY.iter().map(|s| s.name).collect();
-        assert_eq!(listed, table, "README.md vs RESTART_ONLY");
+        assert_eq!(listed, table, "docs/config.md vs RESTART_ONLY");
     }
 
     #[test]

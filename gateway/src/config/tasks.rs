@@ -109,17 +109,18 @@ mod tests {
 
     use crate::config::Config;
 
-    /// The README's background-call examples parse: the `background` settings as they
-    /// say, and the `tasks:` block to exactly the defaults.
+    /// The background-call examples of docs/tasks.md parse: the `background` settings
+    /// as they say, and the `tasks:` block to exactly the defaults.
     #[test]
     fn the_readme_examples_parse_as_they_say() {
-        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
-            .expect("README.md is readable");
+        let readme =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/tasks.md"))
+                .expect("docs/tasks.md is readable");
         let section = readme
-            .split("### Background calls (tasks)")
+            .split("# Background calls (tasks)")
             .nth(1)
-            .and_then(|rest| rest.split("\n### ").next())
-            .expect("the README has a background calls section");
+            .and_then(|rest| rest.split("\n## ").next())
+            .expect("docs/tasks.md has a background calls section");
         let blocks: Vec<&str> = section
             .split("```yaml\n")
             .skip(1)

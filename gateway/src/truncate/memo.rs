@@ -203,8 +203,8 @@ fn split_count<'t>(
 /// Short pieces and segments whose counts a worker thread keeps across texts (per
 /// encoding): one API's results repeat the same keys and words call after call, and
 /// the pre-tokenizer's regex search and BPE's allocations cost most of a small
-/// result's count (bench/README.md). Emptied when full: bounded memory, and nothing
-/// to evict.
+/// result's count (bench/HISTORY.md, "Call overhead against the bare proxy", item 5).
+/// Emptied when full: bounded memory, and nothing to evict.
 const KNOWN_ENTRIES: usize = 1 << 12;
 
 /// What a kept count is the count of.
