@@ -54,7 +54,7 @@ impl App {
         let shared = Shared::from_config(&config).map_err(StartError::Core)?;
         let tasks = Tasks::new(
             &config.tasks,
-            crate::tasks::store_for(&config, shared.as_deref()),
+            crate::state::tasks::store_for(&config, shared.as_deref()),
         );
         let gateway = Gateway::start(config, shared).map_err(StartError::Core)?;
         tasks.spawn_reaper(&gateway, gateway.stop_token().child_token());

@@ -29,7 +29,8 @@
 //! - [`state`]: state backends by concern, in memory or in Redis: sessions, rate
 //!   limits, registrations, tasks.
 //! - [`summary`]: one-line human summaries of a call's start and end.
-//! - [`tasks`]: durable records of background calls: state, progress, result, leases.
+//! - [`tasks`]: background calls run as tasks: leases, the reaper, the owner's input
+//!   (their durable records are [`state::tasks`]).
 //! - [`telemetry`]: W3C trace context in and out, spans exported over OTLP.
 //! - [`truncate`]: token budgets for tool results.
 //! - [`validate`]: arguments checked against each tool's `inputSchema`.

@@ -1,21 +1,24 @@
-//! Shared state: what several gateway replicas must agree on.
+//! Shared state: what several gateway replicas must agree on, grouped by concern. Each
+//! concern is a folder: its `mod.rs` is the contract (what the store or limiter
+//! answers, and the records it keeps), and each backend is a file beside it.
 //!
-//! With `state: {backend: memory}` (the default) sessions, rate limits and runtime
-//! registrations live in the process, which is right for one gateway. With
+//! With `state: {backend: memory}` (the default) sessions, rate limits, runtime
+//! registrations and tasks live in the process, which is right for one gateway. With
 //! `backend: redis` they live in one Redis server that every replica uses, so any
 //! replica can serve any request (no sticky routing):
 //!
-//! - sessions and their expanded tools ([`redis_sessions`], behind
-//!   [`crate::state::sessions::SessionStore`]); an MCP session is nothing more than that
-//!   record (see [`crate::serve::mcp_http`]), so any replica serves it;
-//! - tenant rate limits ([`ratelimit`]: GCRA in a Lua script on Redis' clock), with a
-//!   configured fail-open or fail-closed policy while Redis is unreachable;
-//! - runtime registrations ([`registrations`]: a hash plus a pub/sub channel every
-//!   replica follows).
+//! - sessions and their expanded tools ([`sessions`]); an MCP session is nothing more
+//!   than that record (see [`crate::serve::mcp_http`]), so any replica serves it;
+//! - tenant rate limits ([`ratelimit`]: GCRA in process, or in a Lua script on Redis'
+//!   clock), with a configured fail-open or fail-closed policy while Redis is
+//!   unreachable;
+//! - runtime registrations ([`registrations`]: a file, or a hash plus a pub/sub
+//!   channel every replica follows);
+//! - background calls' task records ([`tasks`]: leases, progress, results, input).
 //!
 //! [`conn::RedisConn`] is the one connection (reconnecting, every command bounded by
-//! `command_timeout`); its errors are [`Unavailable`], which surfaces answer with 503
-//! and a message saying what to do, never "not found".
+//! `command_timeout`); its errors are [`conn::Unavailable`], which surfaces answer with
+//! 503 and a message saying what to do, never "not found".
 
 pub mod conn;
 pub mod ratelimit;
@@ -23,6 +26,7 @@ pub mod registrations;
 pub mod sessions;
 #[cfg(test)]
 pub(crate) mod suite;
+pub mod tasks;
 
 use std::sync::Arc;
 

@@ -180,8 +180,8 @@ mod tests {
 
     use super::*;
     use crate::config::TasksConfig;
-    use crate::tasks::memory::MemoryTaskStore;
-    use crate::tasks::{TaskState, suite};
+    use crate::state::tasks::memory::MemoryTaskStore;
+    use crate::state::tasks::{TaskState, suite};
 
     /// A running task and the bridge of its call, answering within `timeout`.
     async fn bridge(timeout: Duration) -> (Arc<Tasks>, Arc<TaskInput>) {

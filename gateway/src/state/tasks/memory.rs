@@ -338,7 +338,7 @@ impl TaskStore for MemoryTaskStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tasks::suite;
+    use crate::state::tasks::suite;
 
     #[tokio::test]
     async fn memory_store_passes_the_task_suite() {

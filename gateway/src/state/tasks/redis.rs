@@ -689,7 +689,7 @@ impl TaskStore for RedisTaskStore {
 mod tests {
     use super::*;
     use crate::state::suite as state_suite;
-    use crate::tasks::suite;
+    use crate::state::tasks::suite;
 
     #[tokio::test]
     async fn redis_store_passes_the_task_suite() {
