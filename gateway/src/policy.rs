@@ -11,28 +11,19 @@
 //! exist: same answer, same error, on every path.
 
 use std::collections::BTreeSet;
-use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use foldhash::HashMap;
 use globset::{Glob, GlobSet, GlobSetBuilder};
-use governor::clock::{Clock, DefaultClock};
-use governor::{Quota, RateLimiter};
 
 use crate::catalog::Catalog;
 use crate::config::patterns::glob;
 use crate::config::{Config, Rate, StateBackend, TenantConfig};
+use crate::state::ratelimit::LocalLimiter;
 
 /// The tenant of requests when no tenants are configured (an open gateway).
 pub const OPEN_TENANT: &str = "default";
-
-type Limiter = RateLimiter<
-    governor::state::NotKeyed,
-    governor::state::InMemoryState,
-    DefaultClock,
-    governor::middleware::NoOpMiddleware,
->;
 
 /// Who is calling, in which scope.
 #[derive(Debug, Clone)]
@@ -74,7 +65,7 @@ pub struct Tenant {
     /// The in-process limiter: the whole rate with `state.backend: memory`; with a
     /// shared backend, the rate divided by `state.replicas`, used only while the shared
     /// limiter cannot be reached (fail-open).
-    limiter: Option<Limiter>,
+    limiter: Option<LocalLimiter>,
 }
 
 impl std::fmt::Debug for Tenant {
@@ -286,17 +277,6 @@ impl Policy {
         self.tenant(name).ok_or(Refusal::Unauthenticated)
     }
 
-    /// Counts one request against the tenant's in-process rate limit (see
-    /// [`crate::gateway::Gateway::admit`] for the shared one).
-    pub fn admit(&self, tenant: &Tenant) -> Result<(), Refusal> {
-        let Some(limiter) = &tenant.limiter else {
-            return Ok(());
-        };
-        limiter.check().map_err(|not_until| Refusal::RateLimited {
-            retry_after: not_until.wait_time_from(DefaultClock::default().now()),
-        })
-    }
-
     /// What `tenant` may use in `catalog` (cached per catalog snapshot).
     pub fn allowed(&self, tenant: &Tenant, catalog: &Arc<Catalog>) -> Arc<Allowed> {
         // A request admitted just before a config reload brings the previous policy's
@@ -489,6 +469,12 @@ impl Tenant {
         self.rate
     }
 
+    /// The tenant's in-process limiter, when limited (see the field's docs; the
+    /// gateway counts requests with it: [`crate::gateway::Gateway::count_request`]).
+    pub fn local_limiter(&self) -> Option<&LocalLimiter> {
+        self.limiter.as_ref()
+    }
+
     /// Allow patterns match and no deny pattern does: [`Tenant::explain`]'s verdict,
     /// the one rule.
     pub fn allows(&self, name: &str) -> bool {
@@ -641,14 +627,7 @@ fn compile(name: &str, config: &TenantConfig, share: u32) -> Result<Tenant, Stri
         None => None,
     };
     let rate = config.rate_limit.as_ref().map(|limit| limit.rate());
-    let limiter = rate.map(|rate| {
-        let local = rate.divided(share);
-        let burst = NonZeroU32::new(local.burst).unwrap_or(NonZeroU32::MIN);
-        let quota = Quota::with_period(local.emission_interval().max(Duration::from_nanos(1)))
-            .unwrap_or_else(|| Quota::per_second(NonZeroU32::MIN))
-            .allow_burst(burst);
-        RateLimiter::direct(quota)
-    });
+    let limiter = rate.map(|rate| LocalLimiter::new(rate.divided(share)));
     Ok(Tenant {
         name: name.to_owned(),
         allow: allow.build().map_err(|e| e.to_string())?,
@@ -668,6 +647,7 @@ mod tests {
     use super::*;
     use crate::catalog::Source;
     use crate::config::Namespace;
+    use crate::state::ratelimit::Verdict;
     use serde_json::json;
     use toolgate_adapters::ToolDef;
 
@@ -841,19 +821,18 @@ mod tests {
             "tenants:\n  a:\n    allow: ['gh__*', 'nothing__*']\n    rate_limit: {per_second: 1, burst: 2}\n",
         );
         let tenant = policy.tenant("a").unwrap();
-        assert!(policy.admit(&tenant).is_ok());
-        assert!(policy.admit(&tenant).is_ok());
-        assert!(matches!(
-            policy.admit(&tenant),
-            Err(Refusal::RateLimited { .. })
-        ));
+        let limiter = tenant.local_limiter().unwrap();
+        assert!(limiter.check().is_admitted());
+        assert!(limiter.check().is_admitted());
+        assert!(matches!(limiter.check(), Verdict::Wait(_)));
         let hourly = self::policy("tenants:\n  h:\n    rate_limit: {per_hour: 3}\n");
         let tenant = hourly.tenant("h").unwrap();
+        let limiter = tenant.local_limiter().unwrap();
         for _ in 0..3 {
-            assert!(hourly.admit(&tenant).is_ok());
+            assert!(limiter.check().is_admitted());
         }
-        match hourly.admit(&tenant) {
-            Err(Refusal::RateLimited { retry_after }) => {
+        match limiter.check() {
+            Verdict::Wait(retry_after) => {
                 assert!(retry_after > Duration::from_secs(1000), "{retry_after:?}")
             }
             other => panic!("expected a refusal, got {other:?}"),
@@ -863,7 +842,8 @@ mod tests {
             "state: {backend: redis, url: 'redis://127.0.0.1:1', replicas: 4}\ntenants:\n  s:\n    rate_limit: {per_minute: 20, burst: 20}\n",
         );
         let tenant = shared.tenant("s").unwrap();
-        let admitted = (0..20).filter(|_| shared.admit(&tenant).is_ok()).count();
+        let limiter = tenant.local_limiter().unwrap();
+        let admitted = (0..20).filter(|_| limiter.check().is_admitted()).count();
         assert_eq!(admitted, 5, "20 divided over 4 replicas");
         let catalog = catalog(&["get_repo"]);
         assert_eq!(

@@ -1,7 +1,8 @@
 //! The core every surface calls: the upstreams mounted, the catalog built from them,
 //! and the one call path. By concern:
 //! - `upstreams`: the upstream lifecycle (mount, unmount, apply a config, watch tools);
-//! - `factory`: the one way from an upstream's config to a mounted upstream;
+//! - [`factory`]: the one way from an upstream's config to a mounted upstream, for
+//!   every kind (OpenAPI imports included);
 //! - `rebuild`: the catalog rebuilt from the upstreams' tools and offerings;
 //! - `call`: the call path (admission, budget, and one record for audit and metrics).
 //!
@@ -11,7 +12,7 @@
 //! [`ArcSwap`]s: a reader takes a snapshot without a lock and keeps it for its request.
 
 mod call;
-mod factory;
+pub mod factory;
 mod rebuild;
 mod upstreams;
 
@@ -31,6 +32,7 @@ use crate::metrics::Metrics;
 use crate::policy::{Policy, Refusal, Tenant};
 use crate::search::SearchCache;
 use crate::state::Shared;
+use crate::state::ratelimit::Verdict;
 use crate::state::sessions::{MemoryStore, SessionStore};
 use upstreams::UpstreamMap;
 
@@ -165,11 +167,20 @@ impl Gateway {
     }
 
     /// Counts one request of `tenant` against its rate limit: shared between replicas
-    /// with the Redis backend, in process otherwise.
-    pub async fn admit(&self, policy: &Policy, tenant: &Tenant) -> Result<(), Refusal> {
-        match &self.shared {
-            Some(shared) => shared.limiter.admit(policy, tenant).await,
-            None => policy.admit(tenant),
+    /// with the Redis backend, in process otherwise. A request over the limit, or one
+    /// the shared limiter cannot count (`fail_closed`), is refused.
+    pub async fn count_request(&self, tenant: &Tenant) -> Result<(), Refusal> {
+        let (Some(rate), Some(local)) = (tenant.rate(), tenant.local_limiter()) else {
+            return Ok(());
+        };
+        let verdict = match &self.shared {
+            Some(shared) => shared.limiter.check(&tenant.name, rate, local).await,
+            None => local.check(),
+        };
+        match verdict {
+            Verdict::Admitted => Ok(()),
+            Verdict::Wait(retry_after) => Err(Refusal::RateLimited { retry_after }),
+            Verdict::Unavailable(message) => Err(Refusal::LimiterUnavailable { message }),
         }
     }
 

@@ -94,7 +94,7 @@ impl FrontDoor {
             .resolve(authenticated.as_deref())
             .map_err(|r| self.refuse(r, shape, headers))?;
         self.gateway
-            .admit(&policy, &tenant)
+            .count_request(&tenant)
             .await
             .map_err(|r| self.refuse(r, shape, headers))?;
         Ok(tenant)

@@ -380,7 +380,7 @@ pub(super) async fn call(
         }
     };
     // The call counts against the tenant's rate limit, as its own calls do.
-    if gateway.admit(&policy, &tenant).await.is_err() {
+    if gateway.count_request(&tenant).await.is_err() {
         return json_error(
             StatusCode::TOO_MANY_REQUESTS,
             "the tenant is over its rate limit (or the shared limiter is unavailable): try again shortly",

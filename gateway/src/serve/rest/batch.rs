@@ -342,12 +342,7 @@ async fn one(
     call_timeout: std::time::Duration,
     admit: bool,
 ) -> Entry {
-    if admit
-        && let Err(refusal) = door
-            .gateway
-            .admit(&door.gateway.policy(), &caller.tenant)
-            .await
-    {
+    if admit && let Err(refusal) = door.gateway.count_request(&caller.tenant).await {
         return Entry::Called(over_limit(door, request, refusal));
     }
     let arguments = match &request.arguments {

@@ -7,17 +7,18 @@
 //! new arrival time minus the burst tolerance is not in the future.
 //!
 //! While Redis cannot be reached, `state.on_unavailable` decides: `fail_open` limits
-//! in process at the tenant's rate divided by `state.replicas`; `fail_closed`
-//! refuses the request (503) with a message saying why.
+//! in process with the tenant's [`LocalLimiter`] (its rate divided by
+//! `state.replicas`); `fail_closed` answers [`Verdict::Unavailable`] with a message
+//! saying why (surfaces answer 503).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Script;
 
-use super::conn::RedisConn;
+use super::{LocalLimiter, Rate, Verdict};
 use crate::config::FailPolicy;
-use crate::policy::{Policy, Refusal, Tenant};
+use crate::state::conn::RedisConn;
 
 /// KEYS: the tenant's key. ARGV: emission interval (µs), burst tolerance (µs).
 /// Returns 0 when admitted, else the µs to wait.
@@ -53,14 +54,13 @@ impl SharedLimiter {
         }
     }
 
-    /// Counts one request of `tenant` against its shared rate.
-    pub async fn admit(&self, policy: &Policy, tenant: &Tenant) -> Result<(), Refusal> {
-        let Some(rate) = tenant.rate() else {
-            return Ok(());
-        };
+    /// Counts one request of tenant `tenant` against its shared `rate`; `local` is the
+    /// tenant's share, counted instead while Redis cannot be reached and
+    /// `state.on_unavailable` is `fail_open`.
+    pub async fn check(&self, tenant: &str, rate: Rate, local: &LocalLimiter) -> Verdict {
         let emission_us = (rate.emission_interval().as_micros() as u64).max(1);
         let tolerance_us = emission_us.saturating_mul(u64::from(rate.burst));
-        let key = self.conn.key(&format!("ratelimit:{{{}}}", tenant.name));
+        let key = self.conn.key(&format!("ratelimit:{{{tenant}}}"));
         let outcome = self
             .conn
             .run("rate limit", |mut c| async move {
@@ -74,19 +74,15 @@ impl SharedLimiter {
             .await;
         match outcome {
             Ok(wait) => match wait.parse::<u64>() {
-                Ok(0) | Err(_) => Ok(()),
-                Ok(wait_us) => Err(Refusal::RateLimited {
-                    retry_after: Duration::from_micros(wait_us),
-                }),
+                Ok(0) | Err(_) => Verdict::Admitted,
+                Ok(wait_us) => Verdict::Wait(Duration::from_micros(wait_us)),
             },
             Err(unavailable) => match self.on_unavailable {
-                FailPolicy::FailOpen => policy.admit(tenant),
-                FailPolicy::FailClosed => Err(Refusal::LimiterUnavailable {
-                    message: format!(
-                        "{unavailable}. This gateway refuses rate-limited requests until it \
-                         answers (state.on_unavailable: fail_closed)"
-                    ),
-                }),
+                FailPolicy::FailOpen => local.check(),
+                FailPolicy::FailClosed => Verdict::Unavailable(format!(
+                    "{unavailable}. This gateway refuses rate-limited requests until it \
+                     answers (state.on_unavailable: fail_closed)"
+                )),
             },
         }
     }
@@ -95,7 +91,14 @@ impl SharedLimiter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
     use crate::state::suite;
+
+    /// Tenant `t`'s rate in `config`, and its local limiter at this replica's share.
+    fn limits(config: &Config) -> (Rate, LocalLimiter) {
+        let rate = config.tenants["t"].rate_limit.as_ref().unwrap().rate();
+        (rate, LocalLimiter::new(rate.divided(config.state.replicas)))
+    }
 
     /// Two limiters on two connections (two replicas) share one limit: 40 requests
     /// against 20 per hour admit exactly 20.
@@ -107,8 +110,8 @@ mod tests {
         };
         let b = RedisConn::new(&state).unwrap();
         let config = suite::limited_config(&state, "{per_hour: 20, burst: 20}", "fail_open");
-        let policy = Arc::new(Policy::from_config(&config).unwrap());
-        let tenant = policy.tenant("t").unwrap();
+        let (rate, local) = limits(&config);
+        let local = Arc::new(local);
         let limiters = [
             Arc::new(SharedLimiter::new(a, FailPolicy::FailOpen)),
             Arc::new(SharedLimiter::new(b, FailPolicy::FailOpen)),
@@ -116,19 +119,19 @@ mod tests {
         let mut tasks = Vec::new();
         for i in 0..40 {
             let limiter = limiters[i % 2].clone();
-            let (policy, tenant) = (policy.clone(), tenant.clone());
+            let local = local.clone();
             tasks.push(tokio::spawn(async move {
-                limiter.admit(&policy, &tenant).await
+                limiter.check("t", rate, &local).await
             }));
         }
         let mut admitted = 0;
         for task in tasks {
             match task.await.unwrap() {
-                Ok(()) => admitted += 1,
-                Err(Refusal::RateLimited { retry_after }) => {
+                Verdict::Admitted => admitted += 1,
+                Verdict::Wait(retry_after) => {
                     assert!(retry_after > Duration::from_secs(60), "{retry_after:?}")
                 }
-                Err(other) => panic!("unexpected refusal {other:?}"),
+                other => panic!("unexpected verdict {other:?}"),
             }
         }
         assert_eq!(admitted, 20);
@@ -141,17 +144,18 @@ mod tests {
             return;
         };
         let config = suite::limited_config(&state, "{per_second: 10, burst: 1}", "fail_open");
-        let policy = Policy::from_config(&config).unwrap();
-        let tenant = policy.tenant("t").unwrap();
+        let (rate, local) = limits(&config);
         let limiter = SharedLimiter::new(conn, FailPolicy::FailOpen);
-        assert!(limiter.admit(&policy, &tenant).await.is_ok());
-        let Err(Refusal::RateLimited { retry_after }) = limiter.admit(&policy, &tenant).await
-        else {
+        assert!(limiter.check("t", rate, &local).await.is_admitted());
+        let Verdict::Wait(retry_after) = limiter.check("t", rate, &local).await else {
             panic!("burst 1: the second request at once is refused");
         };
         assert!(retry_after <= Duration::from_millis(100), "{retry_after:?}");
         tokio::time::sleep(retry_after + Duration::from_millis(20)).await;
-        assert!(limiter.admit(&policy, &tenant).await.is_ok(), "refilled");
+        assert!(
+            limiter.check("t", rate, &local).await.is_admitted(),
+            "refilled"
+        );
     }
 
     #[tokio::test]
@@ -159,19 +163,18 @@ mod tests {
         let state = suite::test_state("redis://127.0.0.1:1");
         let config = suite::limited_config(&state, "{per_hour: 20, burst: 20}", "fail_open");
         let conn = RedisConn::new(&config.state).unwrap();
-        let policy = Policy::from_config(&config).unwrap();
-        let tenant = policy.tenant("t").unwrap();
+        let (rate, local) = limits(&config);
         let open = SharedLimiter::new(conn.clone(), FailPolicy::FailOpen);
         let mut admitted = 0;
         for _ in 0..20 {
-            if open.admit(&policy, &tenant).await.is_ok() {
+            if open.check("t", rate, &local).await.is_admitted() {
                 admitted += 1;
             }
         }
         assert_eq!(admitted, 10, "20 per hour over 2 replicas: 10 here");
         let closed = SharedLimiter::new(conn, FailPolicy::FailClosed);
-        match closed.admit(&policy, &tenant).await {
-            Err(Refusal::LimiterUnavailable { message }) => {
+        match closed.check("t", rate, &local).await {
+            Verdict::Unavailable(message) => {
                 assert!(message.contains("fail_closed"), "{message}")
             }
             other => panic!("expected a fail-closed refusal, got {other:?}"),
