@@ -16,7 +16,7 @@ use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use toolgate::app::App;
-use toolgate::config::Config;
+use toolgate::config::{Config, Kind};
 use toolgate::credentials::{Authenticator, hash_key};
 use toolgate::gateway::Mounted;
 use toolgate::serve::Front;
@@ -99,7 +99,7 @@ async fn app(yaml: &str) -> TestApp {
         ("slow", Connection::Connected, Duration::from_millis(50)),
     ] {
         let upstream = Arc::new(TestUpstream::new(name, connection, calls.clone()));
-        let mut mounted = Mounted::configured(&gateway.config(), name, upstream, "test");
+        let mut mounted = Mounted::configured(&gateway.config(), name, upstream, Kind::Embedded);
         mounted.call_timeout = call_timeout;
         gateway.mount(name.to_owned(), mounted).await;
     }

@@ -605,7 +605,7 @@ fn set_task_support(changed: &mut JsonObject, source: Option<&Value>, mode: Task
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::ToolSettings;
+    use crate::config::{Kind, ToolSettings};
     use serde_json::json;
 
     fn tool(name: &str) -> ToolDef {
@@ -660,11 +660,11 @@ mod tests {
             })
         };
         // MCP upstreams without settings: each tool's own word (absent: forbidden).
-        let mcp = TaskModes::from_settings("stdio", None, &BTreeMap::new());
+        let mcp = TaskModes::from_settings(Kind::Stdio, None, &BTreeMap::new());
         assert_eq!(mode_of(Some(&mcp)), ["forbidden", "required", "optional"]);
         assert_eq!(mode_of(None), ["forbidden", "required", "optional"]);
         // OpenAPI: optional unless set (a task-only tool stays so).
-        let openapi = TaskModes::from_settings("openapi", None, &BTreeMap::new());
+        let openapi = TaskModes::from_settings(Kind::Openapi, None, &BTreeMap::new());
         assert_eq!(
             mode_of(Some(&openapi)),
             ["optional", "required", "optional"]
@@ -677,7 +677,7 @@ mod tests {
                 definition_max_tokens: None,
             },
         )]);
-        let set = TaskModes::from_settings("stdio", Some(TaskSupport::Forbidden), &per_tool);
+        let set = TaskModes::from_settings(Kind::Stdio, Some(TaskSupport::Forbidden), &per_tool);
         assert_eq!(mode_of(Some(&set)), ["forbidden", "required", "forbidden"]);
         // A tool the upstream runs only as a task stays task-only whatever is set.
         let lowered = BTreeMap::from([(
@@ -687,7 +687,7 @@ mod tests {
                 definition_max_tokens: None,
             },
         )]);
-        let set_optional = TaskModes::from_settings("stdio", None, &lowered);
+        let set_optional = TaskModes::from_settings(Kind::Stdio, None, &lowered);
         assert_eq!(
             mode_of(Some(&set_optional)),
             ["forbidden", "required", "optional"]
@@ -736,7 +736,7 @@ mod tests {
         let raw = json!({"name": "t", "_meta": {"theirs": 1}, "inputSchema": {"type": "object"},
             "execution": "odd", "z": true});
         let tools = [ToolDef::from_raw(raw.as_object().unwrap().clone()).unwrap()];
-        let modes = TaskModes::from_settings("openapi", None, &BTreeMap::new());
+        let modes = TaskModes::from_settings(Kind::Openapi, None, &BTreeMap::new());
         let (catalog, _) = Catalog::build(&[Source {
             upstream: "up",
             namespace: Namespace::Prefix,
@@ -805,7 +805,7 @@ mod tests {
         assert!(two.definition_json.contains("\"description\":\"new\""));
         // A new task mode marks every tool anew.
         let modes: &'static Shaping = Box::leak(Box::new(shaped(&TaskModes::from_settings(
-            "mcp",
+            Kind::Stdio,
             Some(TaskSupport::Forbidden),
             &BTreeMap::new(),
         ))));

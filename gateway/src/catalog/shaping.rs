@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::config::{ResolvedSettings, TaskSupport, ToolSettings};
+use crate::config::{Kind, ResolvedSettings, TaskSupport, ToolSettings};
 use crate::truncate::Encoding;
 
 /// Everything the catalog applies to one upstream's tools.
@@ -15,7 +15,7 @@ pub struct Shaping {
 
 impl Shaping {
     /// The shaping a config's resolved settings give an upstream of `kind`.
-    pub fn from_settings(kind: &str, settings: &ResolvedSettings, encoding: Encoding) -> Shaping {
+    pub fn from_settings(kind: Kind, settings: &ResolvedSettings, encoding: Encoding) -> Shaping {
         Shaping {
             task_modes: TaskModes::from_settings(kind, settings.background, &settings.tools),
             definitions: DefinitionBudgets {
@@ -31,7 +31,7 @@ impl Shaping {
     }
 
     /// Default shaping for an upstream of `kind` (no settings of its own).
-    pub fn of_kind(kind: &str) -> Shaping {
+    pub fn of_kind(kind: Kind) -> Shaping {
         Shaping {
             task_modes: TaskModes::from_settings(kind, None, &BTreeMap::new()),
             definitions: DefinitionBudgets::default(),
@@ -85,11 +85,16 @@ pub struct TaskModes {
 
 impl TaskModes {
     pub fn from_settings(
-        kind: &str,
+        kind: Kind,
         background: Option<TaskSupport>,
         tools: &BTreeMap<String, ToolSettings>,
     ) -> TaskModes {
-        let kind_default = (kind == "openapi").then_some(TaskSupport::Optional);
+        // An HTTP operation says nothing about tasks and can always run in the
+        // background; an MCP server's or a skill's tool says for itself.
+        let kind_default = match kind {
+            Kind::Openapi => Some(TaskSupport::Optional),
+            Kind::Stdio | Kind::Sse | Kind::StreamableHttp | Kind::Skills | Kind::Embedded => None,
+        };
         TaskModes {
             upstream: background.or(kind_default),
             tools: tools

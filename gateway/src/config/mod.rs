@@ -37,8 +37,8 @@ pub use rate_limit::{Rate, RateLimitConfig, RateWindow};
 pub use state::{FailPolicy, StateBackend, StateConfig};
 pub use tasks::TasksConfig;
 pub use upstream::{
-    MAX_UPSTREAM_NAME, Namespace, ResolvedSettings, TaskSupport, ToolSettings, UpstreamConfig,
-    UpstreamKind, UpstreamSettings, check_upstream_name,
+    Kind, MAX_UPSTREAM_NAME, Namespace, ResolvedSettings, TaskSupport, ToolSettings,
+    UpstreamConfig, UpstreamKind, UpstreamSettings, check_upstream_name,
 };
 pub use validate::{Problem, Problems};
 

@@ -138,16 +138,79 @@ pub enum UpstreamKind {
 }
 
 impl UpstreamKind {
+    /// The kind alone, without its settings.
+    pub fn kind(&self) -> Kind {
+        match self {
+            UpstreamKind::Stdio(_) => Kind::Stdio,
+            UpstreamKind::Sse(_) => Kind::Sse,
+            UpstreamKind::StreamableHttp(_) => Kind::StreamableHttp,
+            UpstreamKind::Openapi(_) => Kind::Openapi,
+            UpstreamKind::Skills(_) => Kind::Skills,
+        }
+    }
+
     /// The kind's key in the file: `stdio`, `sse`, `streamable_http`, `openapi` or
     /// `skills`.
     pub fn name(&self) -> &'static str {
+        self.kind().name()
+    }
+}
+
+/// The kind of a mounted upstream: one of the config file's kinds ([`UpstreamKind`]
+/// without its settings), or an upstream mounted by code rather than configured (an
+/// embedding application's or a test's own). Whatever the gateway decides by kind
+/// matches on this; [`Kind::name`] is its one text, for the edges (JSON, logs, the
+/// console).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    Stdio,
+    Sse,
+    StreamableHttp,
+    Openapi,
+    Skills,
+    /// Mounted by code (`Gateway::mount`), not from a config.
+    Embedded,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 6] = [
+        Kind::Stdio,
+        Kind::Sse,
+        Kind::StreamableHttp,
+        Kind::Openapi,
+        Kind::Skills,
+        Kind::Embedded,
+    ];
+
+    /// `stdio`, `sse`, `streamable_http`, `openapi`, `skills` (the config file's keys)
+    /// or `embedded`.
+    pub fn name(self) -> &'static str {
         match self {
-            UpstreamKind::Stdio(_) => "stdio",
-            UpstreamKind::Sse(_) => "sse",
-            UpstreamKind::StreamableHttp(_) => "streamable_http",
-            UpstreamKind::Openapi(_) => "openapi",
-            UpstreamKind::Skills(_) => "skills",
+            Kind::Stdio => "stdio",
+            Kind::Sse => "sse",
+            Kind::StreamableHttp => "streamable_http",
+            Kind::Openapi => "openapi",
+            Kind::Skills => "skills",
+            Kind::Embedded => "embedded",
         }
+    }
+
+    /// The kind named `name` (a [`Kind::name`]), for an edge that reads one back.
+    pub fn from_name(name: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|kind| kind.name() == name)
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // `pad`, so widths in a format string line the name up in a table.
+        f.pad(self.name())
+    }
+}
+
+impl Serialize for Kind {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
     }
 }
 
@@ -428,10 +491,22 @@ mod tests {
     }
 
     #[test]
+    fn kind_names_are_the_file_keys_and_read_back() {
+        for kind in Kind::ALL {
+            assert_eq!(Kind::from_name(kind.name()), Some(kind));
+            assert_eq!(serde_json::to_value(kind).unwrap(), kind.name());
+        }
+        assert_eq!(Kind::StreamableHttp.name(), "streamable_http");
+        assert_eq!(format!("{:<8}|", Kind::Sse), "sse     |");
+        assert_eq!(Kind::from_name("mcp"), None);
+    }
+
+    #[test]
     fn kinds_round_trip_through_the_file_shape() {
         let text = "stdio: {command: x}\nnamespace: none\ncall_timeout: 5s\n";
         let upstream: UpstreamConfig = serde_norway::from_str(text).unwrap();
         assert_eq!(upstream.kind_name(), "stdio");
+        assert_eq!(upstream.kind.kind(), Kind::Stdio);
         assert_eq!(upstream.stdio().unwrap().command, "x");
         assert!(upstream.openapi().is_none() && upstream.skills().is_none());
         assert_eq!(upstream.settings.namespace, Namespace::None);

@@ -1,27 +1,26 @@
-//! The one way from an upstream's config to a mounted upstream, used at startup, on
-//! reload and by the admin API: which adapter runs it, and the per-upstream settings
-//! it is mounted with.
+//! The one way from an upstream's config to a mounted upstream, for every kind: which
+//! adapter runs it, and the per-upstream settings it is mounted with. Used at startup
+//! and on reload (MCP and skills upstreams start here), by the registry's OpenAPI
+//! imports and the admin API. *When* an upstream is mounted is its caller's word (the
+//! lifecycle in `upstreams`; the registry, which puts a stand-in up while a spec loads
+//! and mounts the import only if it is still wanted); *how* is here.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use toolgate_adapters::DynUpstream;
 use toolgate_adapters::mcp::{self, McpOptions};
+use toolgate_adapters::openapi::{ImportReport, LoadError, OpenApiConfig, OpenApiUpstream};
 use toolgate_adapters::skills::SkillsUpstream;
 
-use super::Mounted;
-use crate::config::{Config, UpstreamSettings};
+use super::{Gateway, Mounted};
+use crate::config::{Config, Kind, UpstreamKind, UpstreamSettings};
 
 impl Mounted {
     /// Wraps `upstream` with the settings `config` gives upstream `name`: its own where
     /// it sets them, the global `call_timeout` and `health` where it does not. A
     /// runtime registration (not in the config) gets the global settings and a prefix.
-    pub fn configured(
-        config: &Config,
-        name: &str,
-        upstream: DynUpstream,
-        kind: &'static str,
-    ) -> Mounted {
+    pub fn configured(config: &Config, name: &str, upstream: DynUpstream, kind: Kind) -> Mounted {
         // A registration not in the config: the global settings, nothing of its own.
         let settings = config
             .upstream_settings(name)
@@ -47,20 +46,45 @@ impl Mounted {
 
 /// Starts upstream `name` of `config` when it needs no import first: an MCP upstream
 /// (its supervisor connects in the background) or a skills upstream (it scans in the
-/// background); `None` for an OpenAPI upstream (see `registry::import`) or a name not
+/// background); `None` for an OpenAPI upstream (see [`import_openapi`]) or a name not
 /// in the config.
 pub(super) fn start_local(config: &Config, name: &str) -> Option<Mounted> {
     let upstream_config = config.upstreams.get(name)?;
-    let (upstream, kind): (DynUpstream, &'static str) =
-        match (upstream_config.skills(), upstream_config.transport()) {
-            (Some(skills), _) => (SkillsUpstream::spawn(name, skills), "skills"),
-            (None, Some(transport)) => {
-                let kind = transport.kind();
-                (mcp_upstream(name, transport, config.startup_timeout), kind)
-            }
-            (None, None) => return None,
-        };
-    Some(Mounted::configured(config, name, upstream, kind))
+    let upstream: DynUpstream = match &upstream_config.kind {
+        UpstreamKind::Skills(skills) => SkillsUpstream::spawn(name, skills),
+        UpstreamKind::Stdio(_) | UpstreamKind::Sse(_) | UpstreamKind::StreamableHttp(_) => {
+            mcp_upstream(name, upstream_config.transport()?, config.startup_timeout)
+        }
+        // Its spec is loaded first, and the registry decides when.
+        UpstreamKind::Openapi(_) => return None,
+    };
+    Some(Mounted::configured(
+        config,
+        name,
+        upstream,
+        upstream_config.kind.kind(),
+    ))
+}
+
+/// Loads OpenAPI upstream `name` from `openapi` (the spec fetched and converted; the
+/// report says what was skipped, repaired or renamed) and wraps it with the settings
+/// of the config running once the spec is in (a reload may have come meanwhile).
+/// Nothing is mounted here: the registry mounts it if it is still wanted.
+pub async fn import_openapi(
+    gateway: &Gateway,
+    name: &str,
+    openapi: OpenApiConfig,
+) -> Result<(Mounted, ImportReport), LoadError> {
+    let (upstream, report) = OpenApiUpstream::load(name, openapi).await?;
+    let mounted = Mounted::configured(&gateway.config(), name, Arc::new(upstream), Kind::Openapi);
+    Ok((mounted, report))
+}
+
+/// What stands in for OpenAPI upstream `name` while its spec loads, or after its
+/// import failed (`stand_in` reports which): mounted as the kind it stands in for, with
+/// its settings, so status surfaces list it as what it will be.
+pub fn openapi_stand_in(config: &Config, name: &str, stand_in: DynUpstream) -> Mounted {
+    Mounted::configured(config, name, stand_in, Kind::Openapi)
 }
 
 /// An MCP upstream's supervisor (connecting in the background; quick retries and a

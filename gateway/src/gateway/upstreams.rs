@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use toolgate_adapters::{Connection, DynUpstream};
 
 use super::{Gateway, Startup, factory};
-use crate::config::{Config, Namespace, UpstreamChanges};
+use crate::config::{Config, Kind, Namespace, UpstreamChanges};
 use crate::health::{self, Tracker};
 use crate::policy::Policy;
 
@@ -25,7 +25,7 @@ use crate::policy::Policy;
 #[derive(Clone)]
 pub struct Mounted {
     pub upstream: DynUpstream,
-    pub kind: &'static str,
+    pub kind: Kind,
     pub namespace: Namespace,
     pub call_timeout: Duration,
     pub health: Arc<Tracker>,
@@ -46,7 +46,7 @@ impl Mounted {
     /// [`Mounted::configured`] for the settings a config gives it.
     pub fn new(
         upstream: DynUpstream,
-        kind: &'static str,
+        kind: Kind,
         namespace: Namespace,
         call_timeout: Duration,
         health: crate::config::HealthConfig,
@@ -76,7 +76,8 @@ pub(super) type Lifecycle<'a> = MutexGuard<'a, ()>;
 #[derive(Debug, Clone, Serialize)]
 pub struct UpstreamStatus {
     pub name: String,
-    pub kind: &'static str,
+    /// Serialized as [`Kind::name`].
+    pub kind: Kind,
     #[serde(flatten)]
     pub health: health::Snapshot,
     pub tools: usize,

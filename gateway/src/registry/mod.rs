@@ -2,10 +2,12 @@
 //! time through the admin API; runtime registrations survive restarts.
 //!
 //! Every import runs through [`import`] (a spec loaded, then mounted only if still
-//! wanted); [`import_in_background`] is its one background lifecycle. Until the spec
-//! is in, a [`Placeholder`] stands in (state `starting`); a failed import leaves a
-//! placeholder that reports the error (state `down`), so `/v1/upstreams` and
-//! `toolgate check` show what went wrong.
+//! wanted); [`import_in_background`] is its one background lifecycle. The registry
+//! decides *when* an upstream is imported and whether it is still wanted; *how* a spec
+//! becomes a mounted upstream is the gateway's [`factory`](crate::gateway::factory).
+//! Until the spec is in, a [`Placeholder`] stands in (state `starting`); a failed
+//! import leaves a placeholder that reports the error (state `down`), so
+//! `/v1/upstreams` and `toolgate check` show what went wrong.
 //! Registrations are kept by a [`RegistrationStore`] (see [`crate::state::registrations`]); with
 //! `state.backend: redis` they live in Redis and every replica follows them (see
 //! [`crate::state::registrations`]).
@@ -30,7 +32,7 @@ use std::sync::Arc;
 use toolgate_adapters::Connection;
 use toolgate_adapters::openapi::{ImportReport, LoadError, OpenApiConfig, OpenApiUpstream};
 
-use crate::gateway::{Gateway, Mounted};
+use crate::gateway::{Gateway, factory};
 use crate::state::registrations::redis::RedisRegistrations;
 
 /// OpenAPI imports and runtime registrations of one gateway: the core they mount into,
@@ -165,8 +167,7 @@ pub async fn import(
     origin: Origin,
 ) -> Result<ImportReport, ImportError> {
     let gateway = &registry.gateway;
-    let (upstream, report) = OpenApiUpstream::load(name, config.clone()).await?;
-    let mounted = Mounted::configured(&gateway.config(), name, Arc::new(upstream), "openapi");
+    let (mounted, report) = factory::import_openapi(gateway, name, config.clone()).await?;
     let wanted = gateway
         .mount_if(name.to_owned(), mounted, |_| {
             origin.still_wanted(registry, name, &config)
@@ -234,7 +235,7 @@ pub async fn import_in_background(
         None
     } else {
         let placeholder = Arc::new(Placeholder::new(name.clone()));
-        let mounted = Mounted::configured(&gateway.config(), &name, placeholder.clone(), "openapi");
+        let mounted = factory::openapi_stand_in(&gateway.config(), &name, placeholder.clone());
         let wanted = gateway
             .mount_if(name.clone(), mounted, |_| {
                 origin.still_wanted(registry, &name, &openapi)

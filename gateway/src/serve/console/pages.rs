@@ -12,6 +12,7 @@ use serde_json::Value;
 use super::auth::{Current, Viewer};
 use super::html::{self, esc, url_part};
 use super::{Console, admin_only, signed_in, signed_in_fragment};
+use crate::config::Kind;
 use crate::serve::ops;
 
 /// How often the script refreshes a live region, in milliseconds.
@@ -129,7 +130,8 @@ async fn upstreams_table(console: &Console, current: &Current) -> String {
                 html::sparkline(&series.calls, &series.errors, series.bucket_seconds)
             );
             out.push_str("<td><div class=\"actions\">");
-            if kind == "openapi" {
+            // Refresh imports the spec again: only an OpenAPI upstream has one.
+            if Kind::from_name(kind) == Some(Kind::Openapi) {
                 let _ = write!(
                     out,
                     "<form method=\"post\" action=\"/console/upstreams/{u}/refresh\">{csrf}\
