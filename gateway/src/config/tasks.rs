@@ -1,5 +1,5 @@
 //! The `tasks:` section of the config file: limits of the task store (see
-//! [`crate::tasks`]), the durable records of calls that run in the background.
+//! [`crate::state::tasks`]), the durable records of calls that run in the background.
 
 use std::time::Duration;
 
