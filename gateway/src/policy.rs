@@ -260,7 +260,7 @@ impl Policy {
             anonymous: config.anonymous_tenant.clone(),
             initial_max_tools: config.sessions.initial_max_tools,
             initial_tool_tokens: config.sessions.initial_max_tokens.saturating_sub(
-                crate::catalog::gateway_tools::listed_tokens(config.results.encoding),
+                crate::catalog::protocol_tools::listed_tokens(config.results.encoding),
             ),
             cache: Mutex::new(HashMap::default()),
         })

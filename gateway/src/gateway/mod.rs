@@ -3,19 +3,20 @@
 //! - `upstreams`: the upstream lifecycle (mount, unmount, apply a config, watch tools);
 //! - `factory`: the one way from an upstream's config to a mounted upstream;
 //! - `rebuild`: the catalog rebuilt from the upstreams' tools and offerings;
-//! - `call`: the call path (admission, budget, and one record for audit and metrics).
+//! - `forward`: requests about prompts, resources and completion sent on to their
+//!   upstream.
 //!
 //! Surfaces (MCP over HTTP and stdio, REST, the ops endpoints) hold an `Arc<Gateway>`
-//! and translate their protocol onto [`Gateway::call_counted`] and [`Gateway::catalog`].
+//! and translate their protocol onto the one call path ([`crate::call::call`]) and
+//! [`Gateway::catalog`].
 //! What changes at run time (config and policy, upstreams, catalog) is held in
 //! [`ArcSwap`]s: a reader takes a snapshot without a lock and keeps it for its request.
 
-mod call;
 mod factory;
+mod forward;
 mod rebuild;
 mod upstreams;
 
-pub use call::ResultUsage;
 pub use upstreams::{Mounted, UpstreamStatus};
 
 use std::sync::Arc;

@@ -24,10 +24,9 @@ use toolgate_adapters::{CallOutput, Progress, RpcError, ToolError};
 use super::live::{InFlight, Live};
 use super::sessionless::LogLevel;
 use super::wire;
-use crate::access::{self, Caller};
+use crate::access::Caller;
 use crate::errors::{self, McpFailure};
 use crate::gateway::Gateway;
-use crate::protocol_tools;
 use crate::serve::bridge::{BridgeEvent, QueueBridge};
 use crate::telemetry::CallTrace;
 
@@ -298,14 +297,9 @@ impl CallStream {
             // The request's span lasts as long as its call (its children name it as
             // their parent through `ctx`).
             let _request_span = request_span;
-            if !protocol_tools::is_protocol_tool(&name) {
-                return access::call(&gateway, &caller, &name, arguments, ctx)
-                    .await
-                    .map(|output| (output, false));
-            }
-            protocol_tools::call(&gateway, &caller, &name, arguments, ctx)
+            crate::call::call(&gateway, &caller, &name, arguments, ctx)
                 .await
-                .unwrap_or_else(|| Err(errors::unknown_tool(&name)))
+                .map(|called| (called.output, called.list_changed))
         });
         CallStream {
             call: Some(call),

@@ -57,14 +57,14 @@ pub(super) struct ProtocolTools {
 
 impl ProtocolTools {
     pub(super) fn new(encoding: crate::truncate::Encoding) -> ProtocolTools {
-        let definitions: Vec<Arc<str>> = crate::protocol_tools::definitions()
+        let definitions: Vec<Arc<str>> = crate::catalog::protocol_tools::definitions()
             .into_iter()
             .filter_map(|d| serde_json::to_string(&d).ok())
             .map(Arc::from)
             .collect();
         ProtocolTools {
             definitions,
-            tokens: crate::protocol_tools::listed_tokens(encoding),
+            tokens: crate::catalog::protocol_tools::listed_tokens(encoding),
         }
     }
 }

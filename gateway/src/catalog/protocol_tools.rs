@@ -1,6 +1,6 @@
 //! The gateway's own tools (`tool_expand_tools`, `tool_search`, `tool_invoke`,
 //! `tool_schema`): their names and definitions, which every catalog listing carries and
-//! the policy budgets for. What they do is [`crate::protocol_tools`].
+//! the policy budgets for. What they do is [`crate::call::protocol_tools`].
 
 use serde_json::{Value, json};
 use toolgate_adapters::JsonObject;

@@ -19,11 +19,11 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use toolgate_adapters::{CallContext, CallOutput, JsonObject, ToolError};
 
-use crate::access::{self, Caller, View};
+use crate::access::{Caller, View};
 use crate::gateway::Gateway;
 use crate::policy::Access;
 
-pub use crate::catalog::gateway_tools::{
+pub use crate::catalog::protocol_tools::{
     EXPAND, INVOKE, MAX_NAMES_PER_EXPAND, SCHEMA, SEARCH, definition, definitions,
     is_protocol_tool, listed_tokens,
 };
@@ -33,7 +33,7 @@ const SCHEMA_ENVELOPE_TOKENS: usize = 200;
 
 /// Runs a protocol tool. `Ok(None)` when `name` is not one; the `bool` says whether
 /// the caller's visible set changed (the surface then announces `list_changed`).
-pub async fn call(
+pub(super) async fn call(
     gateway: &Gateway,
     caller: &Caller,
     name: &str,
@@ -332,7 +332,9 @@ async fn invoke(
     if let Some(entry) = gateway.catalog().get(&name) {
         crate::export::decode::decode(entry.get("inputSchema"), &mut tool_arguments);
     }
-    access::call(gateway, caller, &name, tool_arguments, ctx).await
+    super::call_catalog_tool(gateway, caller, &name, tool_arguments, ctx)
+        .await
+        .map(|(output, _)| output)
 }
 
 fn string_list(value: Option<&Value>) -> Option<Vec<String>> {
