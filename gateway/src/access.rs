@@ -2,12 +2,11 @@
 //! the [`View`] of one catalog snapshot their requests are answered from. Listing asks
 //! [`policy::decide`] through it, as the call path ([`crate::call`]) does.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use crate::catalog::{Catalog, Entry};
 use crate::gateway::Gateway;
-use crate::policy::{self, Access, Allowed, Scope};
+use crate::policy::{Access, Allowed, Item, Method};
 
 pub use crate::policy::Caller;
 
@@ -26,19 +25,20 @@ impl View {
     }
 
     pub fn access(&self, caller: &Caller, name: &str) -> Access {
-        policy::decide(&self.allowed, caller.scope(), name)
+        self.allowed.tool_access(caller.scope(), name)
     }
 
     /// The catalog entries the caller sees in `tools/list`, sorted by name.
     pub fn visible(&self, caller: &Caller) -> Vec<Arc<Entry>> {
-        let scope = caller.scope();
-        let mut names: BTreeSet<&String> = self.allowed.initial.iter().collect();
-        if let Scope::Session(expanded) = scope {
-            names.extend(expanded.iter().filter(|n| self.allowed.names.contains(*n)));
-        }
-        names
+        self.allowed
+            .listed_tools(caller.scope())
             .into_iter()
             .filter_map(|name| self.catalog.get(name).cloned())
             .collect()
+    }
+
+    /// [`policy::decide`](crate::policy::decide) for this caller, as a yes or no.
+    pub fn permits(&self, caller: &Caller, item: Item<'_>, method: Method) -> bool {
+        self.allowed.permits(caller.scope(), item, method)
     }
 }

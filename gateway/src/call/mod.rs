@@ -27,7 +27,7 @@ use crate::catalog::Entry;
 use crate::catalog::protocol_tools::EXPAND;
 use crate::errors::unknown_tool;
 use crate::gateway::Gateway;
-use crate::policy::{Access, Caller};
+use crate::policy::{Caller, Decision, Item, Method, decide};
 
 /// What a call answered.
 #[derive(Debug)]
@@ -106,34 +106,33 @@ pub fn authorize(
         decision = tracing::field::Empty,
     );
     crate::telemetry::parent_on(&span, ctx);
-    let access = view.access(caller, name);
-    let callable = access.callable(caller.scope());
+    let decision = decide(&view.allowed, caller.scope(), Item::Tool(name), Method::Use);
     span.record(
         "decision",
-        match access {
-            Access::Hidden => "hidden",
-            _ if !callable => "not_selected",
-            _ => "admitted",
+        match decision {
+            Decision::Hidden => "hidden",
+            Decision::NotSelected => "not_selected",
+            Decision::Allow => "admitted",
         },
     );
     drop(span);
     let entry = view.catalog.get(name).cloned();
-    match (access, entry) {
-        (Access::Hidden, _) | (_, None) => Err(invoke::refused(
+    match (decision, entry) {
+        (Decision::Hidden, _) | (_, None) => Err(invoke::refused(
             gateway,
             caller,
             name,
             None,
             unknown_tool(name),
         )),
-        (_, Some(entry)) if !callable => Err(invoke::refused(
+        (Decision::NotSelected, Some(entry)) => Err(invoke::refused(
             gateway,
             caller,
             name,
             Some(&entry.upstream),
             not_selected(name),
         )),
-        (_, Some(entry)) => {
+        (Decision::Allow, Some(entry)) => {
             tracing::debug!(tenant = %caller.tenant.name, session = ?caller.session_id(), tool = name, "call admitted");
             Ok(Admitted {
                 name: name.to_owned(),

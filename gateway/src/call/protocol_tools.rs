@@ -21,7 +21,7 @@ use toolgate_adapters::{CallContext, CallOutput, JsonObject, ToolError};
 
 use crate::access::{Caller, View};
 use crate::gateway::Gateway;
-use crate::policy::Access;
+use crate::policy::{Item, Method, Scope};
 
 pub use crate::catalog::protocol_tools::{
     EXPAND, INVOKE, MAX_NAMES_PER_EXPAND, SCHEMA, SEARCH, definition, definitions,
@@ -93,24 +93,18 @@ pub async fn expand_names(
     requested: &[String],
 ) -> Result<Value, ToolError> {
     let view = View::of(gateway, caller);
-    let mut valid = Vec::new();
     let mut invalid = Vec::new();
+    let mut already_visible = Vec::new();
+    let mut to_add = Vec::new();
     for name in dedupe(requested) {
-        match view.access(caller, &name) {
-            Access::Hidden => invalid.push(name),
-            access => valid.push((name, access)),
+        if !view.permits(caller, Item::Tool(&name), Method::Expand) {
+            invalid.push(name);
+        } else if view.permits(caller, Item::Tool(&name), Method::List) {
+            already_visible.push(name);
+        } else {
+            to_add.push(name);
         }
     }
-    let already_visible: Vec<String> = valid
-        .iter()
-        .filter(|(_, a)| *a == Access::Visible)
-        .map(|(n, _)| n.clone())
-        .collect();
-    let to_add: Vec<String> = valid
-        .iter()
-        .filter(|(_, a)| *a == Access::Selectable)
-        .map(|(n, _)| n.clone())
-        .collect();
 
     let (expanded_tools, already_selected, expanded_after) = match &caller.session {
         Some((id, _)) => {
@@ -135,9 +129,7 @@ pub async fn expand_names(
     let cap = gateway.config().sessions.expandable_list_cap;
     let expandable: Vec<&String> = view
         .allowed
-        .names
-        .iter()
-        .filter(|n| !view.allowed.initial.contains(*n) && !expanded_after.contains(*n))
+        .expandable_tools(Scope::Session(&expanded_after))
         .filter(|n| !expanded_tools.contains(n))
         .collect();
     let total_expandable = expandable.len();
@@ -146,7 +138,8 @@ pub async fn expand_names(
     let did_you_mean: serde_json::Map<String, Value> = invalid
         .iter()
         .filter_map(|bad| {
-            closest(bad, &view.allowed.names).map(|good| (bad.clone(), Value::String(good)))
+            closest(bad, view.allowed.searchable_tools())
+                .map(|good| (bad.clone(), Value::String(good)))
         })
         .collect();
     let definitions: Vec<Value> = expanded_tools
@@ -197,7 +190,7 @@ fn search(
         .clamp(1, 50) as usize;
     let view = View::of(gateway, caller);
     let results = gateway.search_where(&view.catalog, query, limit, |name| {
-        view.allowed.names.contains(name)
+        view.permits(caller, Item::Tool(name), Method::Search)
     });
     Ok(output(json!({"query": query, "results": results})))
 }
@@ -251,7 +244,7 @@ pub fn schema_answer(
         Some(definition) => (None, definition),
         None => {
             let view = View::of(gateway, caller);
-            if view.access(caller, name) == Access::Hidden {
+            if !view.permits(caller, Item::Tool(name), Method::Describe) {
                 return Err(unknown());
             }
             let entry = Arc::clone(view.catalog.get(name).ok_or_else(unknown)?);

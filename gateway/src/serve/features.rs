@@ -17,6 +17,7 @@ use crate::access::{Caller, View};
 use crate::catalog::offerings;
 use crate::errors::{self, McpFailure};
 use crate::gateway::Gateway;
+use crate::policy::{Item, Method};
 
 /// JSON-RPC codes these answers use.
 const INVALID_PARAMS: i64 = -32602;
@@ -67,7 +68,7 @@ pub async fn answer(
                 .prompts
                 .entries()
                 .iter()
-                .filter(|e| view.allowed.offering(&e.name))
+                .filter(|e| view.permits(caller, Item::Prompt(&e.name), Method::List))
                 .map(|e| e.exposed());
             list(items, &params, "prompts", page_size)
         }
@@ -75,7 +76,7 @@ pub async fn answer(
             let items = snapshot
                 .resources
                 .iter()
-                .filter(|r| view.allowed.offering(&r.name))
+                .filter(|r| view.permits(caller, Item::Resource(&r.name), Method::List))
                 .map(|r| &r.definition);
             list(items, &params, "resources", page_size)
         }
@@ -83,7 +84,7 @@ pub async fn answer(
             let items = snapshot
                 .templates
                 .iter()
-                .filter(|t| view.allowed.offering(&t.name))
+                .filter(|t| view.permits(caller, Item::Template(&t.name), Method::List))
                 .map(|t| &t.definition);
             list(items, &params, "resourceTemplates", page_size)
         }
@@ -92,7 +93,7 @@ pub async fn answer(
             let entry = snapshot
                 .prompts
                 .get(name)
-                .filter(|e| view.allowed.offering(&e.name))
+                .filter(|e| view.permits(caller, Item::Prompt(&e.name), Method::Use))
                 .ok_or_else(|| unknown_prompt(name))?;
             let (upstream, original) = (entry.upstream.clone(), entry.original.clone());
             let mut forwarded = params;
@@ -103,9 +104,13 @@ pub async fn answer(
         }
         "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
             let uri = string_param(&params, "uri", method)?;
+            let wanted = match method {
+                "resources/read" => Method::Use,
+                _ => Method::Subscribe,
+            };
             let target = snapshot
                 .resolve_uri(uri)
-                .filter(|t| view.allowed.offering(&t.name))
+                .filter(|t| view.permits(caller, Item::Resource(&t.name), wanted))
                 .ok_or_else(|| unknown_resource(uri))?;
             if method != "resources/read" && !snapshot.subscribable(&target.upstream) {
                 return Err(RpcError {
@@ -128,7 +133,7 @@ pub async fn answer(
             }
             Ok(result)
         }
-        "completion/complete" => complete(gateway, &view, params, ctx).await,
+        "completion/complete" => complete(gateway, caller, &view, params, ctx).await,
         other => Err(RpcError {
             code: METHOD_NOT_FOUND,
             message: format!("method not found: {other}"),
@@ -148,7 +153,7 @@ pub fn resolve_resource(
     view.catalog
         .offerings()
         .resolve_uri(uri)
-        .filter(|t| view.allowed.offering(&t.name))
+        .filter(|t| view.permits(caller, Item::Resource(&t.name), Method::Use))
         .ok_or_else(|| unknown_resource(uri))
 }
 
@@ -156,6 +161,7 @@ pub fn resolve_resource(
 /// template) resolved like the item itself.
 async fn complete(
     gateway: &Gateway,
+    caller: &Caller,
     view: &View,
     mut params: Map<String, Value>,
     ctx: CallContext,
@@ -172,7 +178,7 @@ async fn complete(
             let entry = snapshot
                 .prompts
                 .get(name)
-                .filter(|e| view.allowed.offering(&e.name))
+                .filter(|e| view.permits(caller, Item::Prompt(&e.name), Method::Complete))
                 .ok_or_else(|| unknown_prompt(name))?;
             let upstream = entry.upstream.clone();
             reference.insert("name".into(), Value::String(entry.original.clone()));
@@ -181,14 +187,16 @@ async fn complete(
         "ref/resource" => {
             let uri = string_param(reference, "uri", "completion/complete")?;
             let (upstream, original) = match snapshot.template(uri) {
-                Some(template) if view.allowed.offering(&template.name) => {
+                Some(template)
+                    if view.permits(caller, Item::Template(&template.name), Method::Complete) =>
+                {
                     (template.upstream.clone(), template.original.clone())
                 }
                 Some(_) => return Err(unknown_resource(uri)),
                 None => {
                     let target = snapshot
                         .resolve_uri(uri)
-                        .filter(|t| view.allowed.offering(&t.name))
+                        .filter(|t| view.permits(caller, Item::Resource(&t.name), Method::Complete))
                         .ok_or_else(|| unknown_resource(uri))?;
                     (target.upstream, target.original)
                 }

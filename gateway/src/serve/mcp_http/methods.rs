@@ -127,7 +127,11 @@ pub(super) fn list_tools(
     let next = next.map(|cursor| format!(",\"nextCursor\":{}", Value::String(cursor)));
     // Allowed tools this list leaves out (the first list is bounded): the model finds
     // them with `tool_search`.
-    let unlisted = view.allowed.names.len().saturating_sub(visible.len());
+    let unlisted = view
+        .allowed
+        .searchable_tools()
+        .len()
+        .saturating_sub(visible.len());
     let meta = format!(
         ",\"_meta\":{{\"{LISTED_TOKENS}\":{listed_tokens},\"{UNLISTED_TOOLS}\":{unlisted}}}"
     );

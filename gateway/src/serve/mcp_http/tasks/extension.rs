@@ -57,7 +57,7 @@ pub(crate) fn extension_mode(
     match support {
         TaskSupport::Forbidden => CallMode::Plain,
         _ if declared => CallMode::Task,
-        TaskSupport::Required if view.access(caller, name).callable(caller.scope()) => {
+        TaskSupport::Required if view.permits(caller, Item::Tool(name), Method::Use) => {
             CallMode::Refused(extension_required(
                 id,
                 &format!("tool '{name}' runs only as a background task"),

@@ -46,6 +46,7 @@ use crate::access::{Caller, View};
 use crate::app::App;
 use crate::errors::{self, McpFailure};
 use crate::gateway::Gateway;
+use crate::policy::{Item, Method};
 use crate::tasks::{StartRefused, TaskCall, TaskError, TaskRecord, TaskState, TaskSupport, Tasks};
 
 /// The 2026-07-28 tasks extension's identifier.

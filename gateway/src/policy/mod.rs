@@ -20,6 +20,10 @@ use globset::{Glob, GlobSet, GlobSetBuilder};
 use governor::clock::{Clock, DefaultClock};
 use governor::{Quota, RateLimiter};
 
+mod decision;
+
+pub use decision::{Access, Allowed, Decision, Item, Method, Scope, decide};
+
 use crate::catalog::Catalog;
 use crate::config::patterns::glob;
 use crate::config::{Config, Rate, StateBackend, TenantConfig};
@@ -83,53 +87,6 @@ impl std::fmt::Debug for Tenant {
     }
 }
 
-/// What a tenant may use in one catalog snapshot.
-#[derive(Debug)]
-pub struct Allowed {
-    /// Allowed names, sorted.
-    pub names: BTreeSet<String>,
-    /// The names a new session sees (a subset of `names`).
-    pub initial: BTreeSet<String>,
-    /// Allowed prompts, resources and templates, by their policy names (see
-    /// [`crate::catalog::offerings`]); sessions do not narrow these.
-    pub offerings: BTreeSet<String>,
-    /// Upstreams whose every URI the tenant may read (it is allowed `<upstream>__*`).
-    pub whole_upstreams: BTreeSet<String>,
-}
-
-impl Allowed {
-    /// Whether anything `upstream` serves in `catalog` is allowed: a tool, a prompt, a
-    /// resource or template, or its unlisted URIs. What a tenant may know about an
-    /// upstream (its status) follows from this.
-    pub fn reaches_upstream(&self, catalog: &Catalog, upstream: &str) -> bool {
-        let offerings = catalog.offerings();
-        self.whole_upstreams.contains(upstream)
-            || catalog
-                .entries()
-                .iter()
-                .any(|e| e.upstream == upstream && self.names.contains(&e.name))
-            || offerings
-                .prompts
-                .entries()
-                .iter()
-                .any(|e| e.upstream == upstream && self.offering(&e.name))
-            || offerings
-                .resources
-                .iter()
-                .chain(offerings.templates.iter())
-                .any(|i| i.upstream == upstream && self.offering(&i.name))
-    }
-
-    /// THE decision for a prompt, resource or template: its policy name is allowed.
-    /// A hidden one is answered exactly like one that does not exist.
-    pub fn offering(&self, name: &str) -> bool {
-        self.offerings.contains(name)
-            || name
-                .strip_suffix("__*")
-                .is_some_and(|upstream| self.whole_upstreams.contains(upstream))
-    }
-}
-
 /// The tools of `initial` whose definitions fit in `tokens` together, taken in name
 /// order, each one that still fits (a large one is left out, smaller ones after it
 /// may still come in): the first `tools/list` is bounded whatever the patterns or the
@@ -150,52 +107,6 @@ fn within_tokens(initial: BTreeSet<String>, catalog: &Catalog, tokens: usize) ->
             fits
         })
         .collect()
-}
-
-/// Where a request stands: inside a session with its expansions, or sessionless
-/// (MCP 2026-07-28), where `tools/list` shows the initial set and any allowed tool may
-/// be called by its exact name.
-#[derive(Debug, Clone, Copy)]
-pub enum Scope<'a> {
-    Session(&'a BTreeSet<String>),
-    Stateless,
-}
-
-/// The answer for one name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    /// Listed, callable.
-    Visible,
-    /// Allowed but not visible: callable only after `tool_expand_tools` (in a session)
-    /// or by exact name (sessionless).
-    Selectable,
-    /// Not allowed or not existing: the same thing to the caller.
-    Hidden,
-}
-
-/// THE decision: may this tenant, in this scope, see or call `name`?
-pub fn decide(allowed: &Allowed, scope: Scope<'_>, name: &str) -> Access {
-    if !allowed.names.contains(name) {
-        return Access::Hidden;
-    }
-    let visible = allowed.initial.contains(name)
-        || matches!(scope, Scope::Session(expanded) if expanded.contains(name));
-    if visible {
-        Access::Visible
-    } else {
-        Access::Selectable
-    }
-}
-
-impl Access {
-    /// Whether a call by exact name goes through in this scope.
-    pub fn callable(self, scope: Scope<'_>) -> bool {
-        match self {
-            Access::Visible => true,
-            Access::Selectable => matches!(scope, Scope::Stateless),
-            Access::Hidden => false,
-        }
-    }
 }
 
 /// An allowed set and the catalog snapshot it was computed for.
@@ -383,7 +294,7 @@ impl Policy {
         let allowed = self.allowed(tenant, catalog);
         let exists = catalog.get(name).is_some();
         let rule = tenant.explain(name);
-        let access = decide(&allowed, Scope::Session(&BTreeSet::new()), name);
+        let access = allowed.tool_access(Scope::Session(&BTreeSet::new()), name);
         let first_list = if !exists || !rule.is_allowed() {
             FirstList::NotAllowed
         } else if allowed.initial.contains(name) {
@@ -585,17 +496,6 @@ fn access_name<S: serde::Serializer>(access: &Access, s: S) -> Result<S::Ok, S::
     s.serialize_str(access.as_str())
 }
 
-impl Access {
-    /// `visible`, `selectable` or `hidden`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Access::Visible => "visible",
-            Access::Selectable => "selectable",
-            Access::Hidden => "hidden",
-        }
-    }
-}
-
 /// A tenant pattern compiled: the one parser of patterns, for the policy and for the
 /// config's check alike.
 fn compile(name: &str, config: &TenantConfig, share: u32) -> Result<Tenant, String> {
@@ -721,19 +621,19 @@ mod tests {
         let a = policy.allowed(&policy.tenant("a").unwrap(), &catalog);
         let b = policy.allowed(&policy.tenant("b").unwrap(), &catalog);
         assert_eq!(
-            decide(&a, Scope::Stateless, "gh__get_repo"),
+            a.tool_access(Scope::Stateless, "gh__get_repo"),
             Access::Visible
         );
         assert_eq!(
-            decide(&a, Scope::Stateless, "gh__delete_repo"),
+            a.tool_access(Scope::Stateless, "gh__delete_repo"),
             Access::Hidden
         );
         assert_eq!(
-            decide(&b, Scope::Stateless, "gh__get_secret"),
+            b.tool_access(Scope::Stateless, "gh__get_secret"),
             Access::Hidden
         );
         assert_eq!(
-            decide(&b, Scope::Stateless, "gh__no_such_tool"),
+            b.tool_access(Scope::Stateless, "gh__no_such_tool"),
             Access::Hidden
         );
     }
@@ -807,19 +707,20 @@ mod tests {
         assert_eq!(picked.initial.iter().collect::<Vec<_>>(), ["gh__get_repo"]);
 
         let mut expanded = BTreeSet::new();
-        let access = decide(&big, Scope::Session(&expanded), "gh__delete_repo");
+        let access = big.tool_access(Scope::Session(&expanded), "gh__delete_repo");
         assert_eq!(access, Access::Selectable);
-        assert!(!access.callable(Scope::Session(&expanded)));
-        assert!(access.callable(Scope::Stateless));
+        let callable = |scope| big.permits(scope, Item::Tool("gh__delete_repo"), Method::Use);
+        assert!(!callable(Scope::Session(&expanded)));
+        assert!(callable(Scope::Stateless));
         expanded.insert("gh__delete_repo".to_owned());
         assert_eq!(
-            decide(&big, Scope::Session(&expanded), "gh__delete_repo"),
+            big.tool_access(Scope::Session(&expanded), "gh__delete_repo"),
             Access::Visible
         );
         // Expanding a name never makes a hidden tool visible.
         expanded.insert("gh__other".to_owned());
         assert_eq!(
-            decide(&big, Scope::Session(&expanded), "gh__other"),
+            big.tool_access(Scope::Session(&expanded), "gh__other"),
             Access::Hidden
         );
     }
