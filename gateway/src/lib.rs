@@ -8,7 +8,8 @@
 //! Modules, one line each:
 //! - [`access`]: who is asking (tenant, session) and what they may list and call.
 //! - [`app`]: toolgate assembled from a config: core, registration store, router.
-//! - [`catalog`]: the namespaced catalog, every upstream's tools under one set of names.
+//! - [`catalog`]: the namespaced catalog, every upstream's tools under one set of names
+//!   (and as `tool_search`, the `toolgate-search` crate, reads it).
 //! - [`coalesce`]: progress output coalesced for the tool-call event stream.
 //! - [`config`]: the config file model, its validation and its diffs.
 //! - [`credentials`]: API keys and JWTs: how an `Authorization` header becomes a tenant.
@@ -24,7 +25,6 @@
 //! - [`registry`]: OpenAPI imports and runtime registrations, and where they are kept.
 //! - [`recent`]: calls and errors per upstream over the last minutes (sparklines).
 //! - [`reload`]: config hot reload without a restart or dropped sessions.
-//! - [`search`]: the engine behind `tool_search`.
 //! - [`serve`]: the thin surfaces: `/mcp`, stdio, REST, ops and admin endpoints, the console.
 //! - [`session`]: sessions and the tools each has expanded.
 //! - [`state`]: what replicas share through Redis (sessions, limits, registrations).
@@ -52,7 +52,6 @@ pub mod protocol_tools;
 pub mod recent;
 pub mod registry;
 pub mod reload;
-pub mod search;
 pub mod serve;
 pub mod session;
 pub mod state;

@@ -30,6 +30,7 @@ use crate::truncate::Encoding;
 use crate::config::{Namespace, TaskSupport};
 
 mod brief;
+mod search;
 mod shaping;
 
 pub use brief::{abbreviate_schema, schema_at};

@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use super::{is_cjk, stem};
+use crate::text::{is_cjk, stemmed};
 
 /// Weight of a related word relative to the word the caller wrote.
 const RELATED_WEIGHT: f64 = 0.5;
@@ -24,12 +24,12 @@ const RELATED_WEIGHT: f64 = 0.5;
 const TRANSLATION_WEIGHT: f64 = 0.8;
 
 /// One thing a query word may stand for: a term, or a phrase of terms (all stemmed).
-pub(super) struct Alternative {
+pub(crate) struct Alternative {
     pub terms: Vec<String>,
     pub weight: f64,
 }
 
-pub(super) struct Synonyms {
+pub(crate) struct Synonyms {
     /// Stemmed word -> what else it may be written as.
     map: HashMap<String, Vec<Alternative>>,
     /// Words that only stand for their alternatives (`my` -> `authenticated`).
@@ -40,18 +40,18 @@ pub(super) struct Synonyms {
 }
 
 impl Synonyms {
-    pub(super) fn of(&self, word: &str) -> &[Alternative] {
+    pub(crate) fn of(&self, word: &str) -> &[Alternative] {
         self.map.get(word).map(Vec::as_slice).unwrap_or(&[])
     }
 
-    pub(super) fn drop_literal(&self, word: &str) -> bool {
+    pub(crate) fn drop_literal(&self, word: &str) -> bool {
         self.replace.iter().any(|w| w == word)
     }
 
     /// The glossary's English for the CJK words `text` contains, as (phrase, weight).
     /// A word inside a longer glossary word already found is not read again
     /// (`拉取请求` is a pull request, not also a bare request).
-    pub(super) fn translations_in(&self, text: &str) -> Vec<(&[String], f64)> {
+    pub(crate) fn translations_in(&self, text: &str) -> Vec<(&[String], f64)> {
         if !text.chars().any(is_cjk) {
             return Vec::new();
         }
@@ -65,12 +65,6 @@ impl Synonyms {
         }
         found
     }
-}
-
-pub(super) fn stemmed(word: &str) -> String {
-    let mut w = word.to_lowercase();
-    stem(&mut w);
-    w
 }
 
 /// Stemmed terms of a phrase (`pull request` -> `pull`, `request`).
@@ -1696,7 +1690,7 @@ const GLOSSARY: &[(&str, &[&str])] = &[
     ("github", &["ギットハブ"]),
 ];
 
-pub(super) fn synonyms() -> &'static Synonyms {
+pub(crate) fn synonyms() -> &'static Synonyms {
     static SYNONYMS: OnceLock<Synonyms> = OnceLock::new();
     SYNONYMS.get_or_init(build)
 }
