@@ -91,6 +91,7 @@ mod fuse;
 mod hash;
 mod index;
 mod synonyms;
+mod tables;
 #[cfg(test)]
 mod testing;
 mod text;

@@ -1,6 +1,8 @@
 //! Text as the index reads it: descriptions cleaned of markup, cut into words,
 //! lowercased, stripped of stopwords and stemmed; the same for queries.
 
+use crate::tables::STOPWORDS;
+
 /// Description text beyond this many bytes is not indexed.
 pub(crate) const MAX_DESCRIPTION_BYTES: usize = 16 * 1024;
 /// Longest token kept, in bytes (longer ones are cut).
@@ -355,17 +357,8 @@ pub(crate) fn mixed_case_words(text: &str, emit: &mut dyn FnMut(&str)) {
     }
 }
 
+/// Whether `word` (lowercase, not stemmed) is one of `data/stopwords.txt`.
 pub(crate) fn is_stopword(word: &str) -> bool {
-    const STOPWORDS: &[&str] = &[
-        "a", "about", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "been",
-        "being", "but", "by", "can", "could", "did", "do", "does", "each", "eg", "else", "etc",
-        "every", "for", "from", "had", "has", "have", "he", "her", "here", "his", "how", "ie",
-        "if", "in", "into", "is", "it", "its", "just", "let", "may", "might", "must", "of", "on",
-        "onto", "or", "our", "please", "she", "should", "so", "some", "such", "than", "that",
-        "the", "their", "them", "then", "there", "these", "they", "this", "those", "to", "us",
-        "using", "via", "was", "we", "were", "what", "when", "where", "which", "while", "who",
-        "whom", "whose", "why", "will", "with", "would", "you", "your", "yours",
-    ];
     STOPWORDS.binary_search(&word).is_ok()
 }
 
