@@ -12,6 +12,18 @@
 //! on their own, and a change to them rebuilds this crate rather than the whole
 //! gateway. The gateway adapts its catalog to [`Corpus`] in one place.
 //!
+//! Modules, one line each:
+//! - `acronyms`: abbreviations learnt from the catalog's own text.
+//! - `cache`: [`SearchCache`], the newest snapshot's index, embedded in the background.
+//! - `document`: [`Document`] and [`Corpus`], what the index reads of a tool and a snapshot.
+//! - [`embed`]: the optional sentence-embedding model (a BERT encoder read from safetensors).
+//! - `fuse`: the model's cosine fused with the word-matching score.
+//! - `hash`: the term dictionary's hasher.
+//! - `index`: [`SearchIndex`] built from a corpus; `index/query.rs` ranks a query.
+//! - `synonyms`: related words, abbreviations and translations of a query word.
+//! - `tables`: the vocabulary files of `data/`, turned into constants by `build.rs`.
+//! - `text`: text cleaned of markup, cut into words, stopwords dropped, stemmed.
+//!
 //! # Index
 //!
 //! [`SearchIndex::build`] takes a [`Corpus`] (the gateway's catalog snapshot; it is
