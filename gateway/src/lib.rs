@@ -13,7 +13,8 @@
 //! - [`call`]: the one call path: protocol tool or catalog tool, authorization on one
 //!   catalog snapshot, validation, call slot, upstream, budget, one audit record.
 //! - [`catalog`]: the namespaced catalog, every upstream's tools, prompts, resources and
-//!   templates under one set of names and URIs.
+//!   templates under one set of names and URIs (`tool_search`, the `toolgate-search`
+//!   crate, reads it through `catalog::search`).
 //! - [`coalesce`]: progress output coalesced for the tool-call event stream.
 //! - [`config`]: the config file model, its validation and its diffs.
 //! - [`credentials`]: API keys and JWTs: how an `Authorization` header becomes a tenant.
@@ -27,7 +28,6 @@
 //! - [`registry`]: OpenAPI imports and runtime registrations, and where they are kept.
 //! - [`recent`]: calls and errors per upstream over the last minutes (sparklines).
 //! - [`reload`]: config hot reload without a restart or dropped sessions.
-//! - [`search`]: the engine behind `tool_search`.
 //! - [`serve`]: the thin surfaces: `/mcp`, stdio, REST, ops and admin endpoints, the console.
 //! - [`state`]: state backends by concern, in memory or in Redis: sessions, rate
 //!   limits, registrations, tasks.
@@ -54,7 +54,6 @@ pub mod policy;
 pub mod recent;
 pub mod registry;
 pub mod reload;
-pub mod search;
 pub mod serve;
 pub mod state;
 pub mod summary;

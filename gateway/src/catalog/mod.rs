@@ -32,6 +32,7 @@ use crate::config::{Namespace, TaskSupport};
 mod brief;
 pub mod offerings;
 pub mod protocol_tools;
+mod search;
 mod shaping;
 
 pub use brief::{abbreviate_schema, schema_at};

@@ -25,12 +25,12 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+use toolgate_search::SearchCache;
 
 use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::policy::{Policy, Refusal, Tenant};
-use crate::search::SearchCache;
 use crate::state::Shared;
 use crate::state::sessions::{MemoryStore, SessionStore};
 use upstreams::UpstreamMap;
@@ -46,7 +46,7 @@ pub struct Gateway {
     rebuild_lock: std::sync::Mutex<()>,
     logged_collisions: std::sync::Mutex<std::collections::HashSet<String>>,
     /// The search index of the newest catalog snapshot, built on first search.
-    search: SearchCache,
+    search: SearchCache<Catalog>,
     /// Bumped on every catalog change; MCP sessions watch it to send `list_changed`.
     catalog_version: watch::Sender<u64>,
     pub metrics: Metrics,
@@ -86,7 +86,7 @@ impl Gateway {
         // used stops startup with the file at fault rather than searching without it.
         let embedder = match &config.search.embedding_model {
             Some(dir) => Some(Arc::new(
-                crate::search::embed::Embedder::load(dir)
+                toolgate_search::embed::Embedder::load(dir)
                     .map_err(|e| format!("search.embedding_model: {e}"))?,
             )),
             None => None,

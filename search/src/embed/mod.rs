@@ -120,7 +120,7 @@ impl Embedder {
 
     /// The unit-length vector of `text` (all zeros only for a degenerate model).
     pub fn embed(&self, text: &str) -> Vec<f32> {
-        let text = crate::search::cap_bytes(text, MAX_TEXT_BYTES);
+        let text = crate::text::cap_bytes(text, MAX_TEXT_BYTES);
         let max = MAX_TOKENS.min(self.model.max_tokens);
         let ids = self.tokenizer.encode(text, max);
         self.model.embed(&ids)

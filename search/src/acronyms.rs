@@ -10,7 +10,8 @@
 //! A query word that is such an abbreviation also stands for its phrase, so "im" finds
 //! `..._message_create` described in full words, and "mr" finds `merge_request`.
 
-use super::{FastMap, is_stopword, normalize};
+use crate::hash::FastMap;
+use crate::text::{is_stopword, normalize};
 
 /// Longest abbreviation learnt, in letters.
 const MAX_LETTERS: usize = 5;
@@ -46,7 +47,7 @@ impl Learnt {
 }
 
 #[derive(Default)]
-pub(super) struct Acronyms {
+pub(crate) struct Acronyms {
     /// Abbreviation (lowercase) -> phrases, best attested first.
     map: FastMap<Box<str>, Vec<Learnt>>,
 }
@@ -54,7 +55,7 @@ pub(super) struct Acronyms {
 impl Acronyms {
     /// The phrases `word` stands for that the caller's own tools (`allowed`, by
     /// document number) attest: a hidden tool teaches nothing.
-    pub(super) fn expansions(
+    pub(crate) fn expansions(
         &self,
         word: &str,
         allowed: impl Fn(u32) -> bool + Copy,
@@ -77,7 +78,7 @@ impl Acronyms {
 }
 
 #[derive(Default)]
-pub(super) struct Builder {
+pub(crate) struct Builder {
     /// Abbreviation -> phrases and the tools attesting each.
     candidates: FastMap<Box<str>, Vec<Learnt>>,
 }
@@ -109,7 +110,7 @@ impl Builder {
 
     /// Learns the abbreviations `text` (of tool `doc`) defines in parentheses after
     /// their words.
-    pub(super) fn defined_in(&mut self, text: &str, doc: u32) {
+    pub(crate) fn defined_in(&mut self, text: &str, doc: u32) {
         let bytes = text.as_bytes();
         let mut from = 0;
         while let Some(open) = text[from..].find('(').map(|i| from + i) {
@@ -145,7 +146,7 @@ impl Builder {
 
     /// Learns the initials of two or three consecutive words of tool `doc`'s name
     /// when `used(initials)` says the tool's own text uses them.
-    pub(super) fn spelled_in_name(
+    pub(crate) fn spelled_in_name(
         &mut self,
         doc: u32,
         name: &[u32],
@@ -170,7 +171,7 @@ impl Builder {
     }
 
     /// The learnt abbreviations whose phrases the index holds (`known`).
-    pub(super) fn finish(self, known: impl Fn(&str) -> bool) -> Acronyms {
+    pub(crate) fn finish(self, known: impl Fn(&str) -> bool) -> Acronyms {
         let mut map = FastMap::default();
         for (abbreviation, mut phrases) in self.candidates {
             phrases.retain(|l| {

@@ -2,7 +2,7 @@
 //!
 //! When `search.embedding_model` is set, every catalog entry's name and description
 //! are embedded once per catalog snapshot, in the background ([`SearchCache`]
-//! (super::SearchCache) starts it; until it is done the search is word matching
+//! (crate::SearchCache) starts it; until it is done the search is word matching
 //! alone), and each query is embedded when it is searched. A tool's final score is
 //!
 //! ```text
@@ -20,19 +20,21 @@
 
 use std::sync::Arc;
 
-use super::embed::Embedder;
+use crate::document::{self, Corpus, Document};
+use crate::embed::Embedder;
+use crate::text::{cap_bytes, clean_text, strip_hash_suffix};
 
 /// What the cosine weighs against the best word-matching score (which counts 1).
-pub(super) const EMBED_WEIGHT: f64 = 1.0;
+pub(crate) const EMBED_WEIGHT: f64 = 1.0;
 /// Tools sharing no word with the query that may still rise by meaning alone.
 const EMBED_CANDIDATES: usize = 50;
 
 /// The unit vectors of one catalog snapshot, one per index entry, and the model that
 /// made them (queries must be embedded by the same).
-pub(super) struct Vectors {
-    pub(super) embedder: Arc<Embedder>,
-    pub(super) dims: usize,
-    pub(super) data: Vec<f32>,
+pub(crate) struct Vectors {
+    pub(crate) embedder: Arc<Embedder>,
+    pub(crate) dims: usize,
+    pub(crate) data: Vec<f32>,
 }
 
 impl Vectors {
@@ -42,10 +44,10 @@ impl Vectors {
 }
 
 /// What the model reads of a tool: its name as words, then its description.
-pub(super) fn embedding_text(original: &str, description: &str) -> String {
+pub(crate) fn embedding_text(original: &str, description: &str) -> String {
     let mut text = String::with_capacity(original.len() + 2 + description.len().min(1024));
     let mut prev: Option<char> = None;
-    for c in super::strip_hash_suffix(original).chars() {
+    for c in strip_hash_suffix(original).chars() {
         if c == '_' || c == '-' || c == '/' || c == '.' {
             text.push(' ');
         } else {
@@ -58,8 +60,17 @@ pub(super) fn embedding_text(original: &str, description: &str) -> String {
         prev = Some(c);
     }
     text.push_str(": ");
-    text.push_str(super::cap_bytes(description, 1024));
+    text.push_str(cap_bytes(description, 1024));
     text
+}
+
+/// What the embedding model reads of each tool of `corpus`, in index order.
+pub(crate) fn embedding_texts<C: Corpus + ?Sized>(corpus: &C) -> impl Iterator<Item = String> + '_ {
+    let mut cleaned = String::new();
+    corpus.documents().map(move |tool| {
+        clean_text(document::description(tool), &mut cleaned);
+        embedding_text(tool.original(), &cleaned)
+    })
 }
 
 /// The share of `query`'s letters that are ASCII (1 for a query without letters).
@@ -79,7 +90,7 @@ fn latin_share(query: &str) -> f64 {
 /// Rewrites `scores` (word-matching scores, exact-name bonus included) into fused
 /// scores for the tools in `mask`; the others are left at zero or as they were
 /// (the caller ranks only tools in `mask`).
-pub(super) fn fuse(scores: &mut [f64], mask: &[bool], vectors: &Vectors, query: &str, bonus: f64) {
+pub(crate) fn fuse(scores: &mut [f64], mask: &[bool], vectors: &Vectors, query: &str, bonus: f64) {
     let latin = latin_share(query);
     if latin == 0.0 || vectors.data.len() != scores.len() * vectors.dims {
         return;
