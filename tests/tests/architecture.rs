@@ -1,6 +1,7 @@
 //! The house's rules about its own shape, read from the source: no import cycle among
-//! the gateway's rooms, none among the adapters' rooms, none among the OpenAPI
-//! adapter's modules (its pipeline runs one way: load → model → convert → invoke).
+//! the gateway's rooms, none among the adapters' or the search crate's rooms, none
+//! among the OpenAPI adapter's modules (its pipeline runs one way: load → refs →
+//! operations → convert → import → upstream; invoke → guard → client).
 //!
 //! A *room* is a top-level module of a crate (`policy`, `catalog`, …), except in the
 //! folders whose children are rooms of their own (`serve/` holds one room per surface,
@@ -378,6 +379,13 @@ fn the_adapter_rooms_import_each_other_one_way() {
         "{graph:?}"
     );
     assert_acyclic("adapters/src", &graph);
+}
+
+#[test]
+fn the_search_rooms_import_each_other_one_way() {
+    let graph = room_graph(&workspace_root().join("search/src"), &[]);
+    assert!(graph.contains_key("index") && graph.contains_key("embed"), "{graph:?}");
+    assert_acyclic("search/src", &graph);
 }
 
 #[test]
