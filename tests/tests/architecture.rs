@@ -384,7 +384,10 @@ fn the_adapter_rooms_import_each_other_one_way() {
 #[test]
 fn the_search_rooms_import_each_other_one_way() {
     let graph = room_graph(&workspace_root().join("search/src"), &[]);
-    assert!(graph.contains_key("index") && graph.contains_key("embed"), "{graph:?}");
+    assert!(
+        graph.contains_key("index") && graph.contains_key("embed"),
+        "{graph:?}"
+    );
     assert_acyclic("search/src", &graph);
 }
 

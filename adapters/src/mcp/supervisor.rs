@@ -218,7 +218,7 @@ async fn connect_and_initialize(
         .await
         .map_err(|e| match e {
             // A 2026-07-28-only server has no `initialize` at all.
-            RpcFailure::Error { code, .. } if code == super::jsonrpc::METHOD_NOT_FOUND => {
+            RpcFailure::Error { code, .. } if code == crate::codes::METHOD_NOT_FOUND => {
                 format!(
                     "initialize failed: {} — the server may speak only MCP 2026-07-28, \
                      which toolgate does not support yet",

@@ -11,11 +11,10 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::jsonrpc::{
-    Answer, INVALID_PARAMS, METHOD_NOT_FOUND, Origin, Params, Rpc, RpcFailure, tool_call_map,
-};
+use super::jsonrpc::{Answer, Origin, Params, Rpc, RpcFailure, tool_call_map};
 use super::supervisor::{self, Shared, describe};
 use super::{McpOptions, McpTransport};
+use crate::codes::{INVALID_PARAMS, METHOD_NOT_FOUND};
 use crate::{
     CallContext, CallOutput, Connection, JsonObject, RpcError, ToolDef, ToolError, Upstream,
 };

@@ -1,5 +1,5 @@
 //! Requests about prompts, resources and completion, forwarded to the upstream that
-//! serves them (see [`crate::serve::features`]): no policy here — the surface decided
+//! serves them (see [`crate::serve::mcp::features`]): no policy here — the surface decided
 //! on the item — only the upstream's state and the caller's deadline.
 
 use std::time::Duration;
@@ -10,7 +10,7 @@ use super::Gateway;
 
 impl Gateway {
     /// Sends a request about prompts, resources or completion to `upstream`, with the
-    /// upstream's own names and URIs in `params` (see [`crate::serve::features`]).
+    /// upstream's own names and URIs in `params` (see [`crate::serve::mcp::features`]).
     pub async fn forward_to(
         &self,
         upstream: &str,

@@ -7,7 +7,7 @@
 //!
 //! - sessions and their expanded tools ([`redis_sessions`], behind
 //!   [`crate::state::sessions::SessionStore`]); an MCP session is nothing more than that
-//!   record (see [`crate::serve::mcp_http`]), so any replica serves it;
+//!   record (see [`crate::serve::mcp`]), so any replica serves it;
 //! - tenant rate limits ([`ratelimit`]: GCRA in a Lua script on Redis' clock), with a
 //!   configured fail-open or fail-closed policy while Redis is unreachable;
 //! - runtime registrations ([`registrations`]: a hash plus a pub/sub channel every

@@ -19,11 +19,9 @@ use crate::errors::{self, McpFailure};
 use crate::gateway::Gateway;
 use crate::policy::{Item, Method};
 
-/// JSON-RPC codes these answers use.
-const INVALID_PARAMS: i64 = -32602;
-const METHOD_NOT_FOUND: i64 = -32601;
-/// The MCP spec's code for a resource that does not exist.
-const RESOURCE_NOT_FOUND: i64 = -32002;
+use toolgate_adapters::codes::INVALID_PARAMS;
+use toolgate_adapters::codes::METHOD_NOT_FOUND;
+use toolgate_adapters::codes::RESOURCE_NOT_FOUND;
 
 /// The methods answered here.
 pub fn is_feature(method: &str) -> bool {
@@ -236,7 +234,7 @@ async fn forward(
                 data: error.data,
             },
             McpFailure::ToolResult(_) => RpcError {
-                code: -32603,
+                code: toolgate_adapters::codes::INTERNAL_ERROR,
                 message: error.to_string(),
                 data: Some(json!({"code": error.code()})),
             },

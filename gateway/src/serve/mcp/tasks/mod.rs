@@ -55,9 +55,8 @@ pub(super) const EXTENSION: &str = "io.modelcontextprotocol/tasks";
 /// The 2025-11-25 version, the one that has core tasks.
 pub(super) const LEGACY_TASKS_VERSION: &str = "2025-11-25";
 
-/// 2026-07-28: the request lacks a capability the method needs (HTTP 400).
-const MISSING_CAPABILITY: i64 = -32021;
-const INTERNAL_ERROR: i64 = -32603;
+use toolgate_adapters::codes::INTERNAL_ERROR;
+use toolgate_adapters::codes::MISSING_CAPABILITY;
 
 /// What ties a message to its task.
 const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
@@ -83,7 +82,7 @@ pub(super) fn is_task_method(method: &str) -> bool {
 fn not_found(id: &str) -> Vec<u8> {
     wire::error_message(
         id,
-        wire::INVALID_PARAMS,
+        toolgate_adapters::codes::INVALID_PARAMS,
         "no such task: it is unknown or expired (tasks are visible only to the caller that \
          created them)",
         None,
@@ -96,19 +95,22 @@ fn task_error(id: &str, error: &TaskError) -> Vec<u8> {
         TaskError::NotFound => not_found(id),
         TaskError::BadCursor => wire::error_message(
             id,
-            wire::INVALID_PARAMS,
+            toolgate_adapters::codes::INVALID_PARAMS,
             "invalid cursor: pass a nextCursor from an earlier tasks/list, or none",
             None,
         ),
         TaskError::Finished { state, .. } => wire::error_message(
             id,
-            wire::INVALID_PARAMS,
+            toolgate_adapters::codes::INVALID_PARAMS,
             &format!("the task is already {state}: a finished task cannot be cancelled"),
             None,
         ),
-        TaskError::InvalidInput(_) => {
-            wire::error_message(id, wire::INVALID_PARAMS, &error.to_string(), None)
-        }
+        TaskError::InvalidInput(_) => wire::error_message(
+            id,
+            toolgate_adapters::codes::INVALID_PARAMS,
+            &error.to_string(),
+            None,
+        ),
         other => wire::error_message(id, INTERNAL_ERROR, &other.to_string(), None),
     }
 }
@@ -151,7 +153,7 @@ fn task_id(envelope: &Envelope<'_>, id: &str, method: &str) -> Result<String, Ve
         .map_err(|error| {
             wire::error_message(
                 id,
-                wire::INVALID_PARAMS,
+                toolgate_adapters::codes::INVALID_PARAMS,
                 &format!("{error} ({method} needs {{\"taskId\": \"<id>\"}})"),
                 None,
             )

@@ -10,11 +10,11 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
+use super::features;
 use super::wire;
 use super::{LEGACY_VERSIONS, NEWEST_LEGACY_VERSION};
 use crate::access::{Caller, View};
 use crate::gateway::Gateway;
-use crate::serve::features;
 use toolgate_adapters::CallContext;
 
 #[derive(Deserialize)]
@@ -31,7 +31,7 @@ pub(super) fn initialize_result(gateway: &Gateway, params: &InitializeParams) ->
         .as_deref()
         .filter(|v| LEGACY_VERSIONS.contains(v))
         .unwrap_or(NEWEST_LEGACY_VERSION);
-    let mut capabilities = crate::serve::features::capabilities(gateway);
+    let mut capabilities = crate::serve::mcp::features::capabilities(gateway);
     // Core tasks exist in this version only (2026-07-28 has them as an extension).
     if version == super::tasks::LEGACY_TASKS_VERSION {
         capabilities["tasks"] = super::tasks::legacy_capability();
@@ -45,7 +45,7 @@ pub(super) fn initialize_result(gateway: &Gateway, params: &InitializeParams) ->
     .to_string()
 }
 
-/// What a 2026-07-28 list result adds (see [`crate::serve::features::decorate_for_stateless`]).
+/// What a 2026-07-28 list result adds (see [`crate::serve::mcp::features::decorate_for_stateless`]).
 pub(super) const STATELESS_LIST_FIELDS: &str =
     r#","resultType":"complete","ttlMs":0,"cacheScope":"private""#;
 
@@ -102,7 +102,7 @@ pub(super) fn list_tools(
         Err(message) => {
             return wire::json_response(wire::error_message(
                 id,
-                wire::INVALID_PARAMS,
+                toolgate_adapters::codes::INVALID_PARAMS,
                 &message,
                 None,
             ));
@@ -165,7 +165,7 @@ pub(super) fn list_tools(
 pub(super) fn discover_result(gateway: &Gateway) -> String {
     let mut versions: Vec<&str> = LEGACY_VERSIONS.to_vec();
     versions.extend(super::sessionless::SESSIONLESS_VERSIONS);
-    let mut capabilities = crate::serve::features::capabilities(gateway);
+    let mut capabilities = crate::serve::mcp::features::capabilities(gateway);
     capabilities["extensions"] = json!({super::tasks::EXTENSION: {}});
     json!({
         "resultType": "complete",
@@ -202,7 +202,12 @@ pub(super) async fn feature(
         None => json!({}),
         Some(Ok(value)) => value,
         Some(Err(error)) => {
-            return wire::error_message(id, wire::INVALID_PARAMS, &error.to_string(), None);
+            return wire::error_message(
+                id,
+                toolgate_adapters::codes::INVALID_PARAMS,
+                &error.to_string(),
+                None,
+            );
         }
     };
     let ctx = CallContext::new(

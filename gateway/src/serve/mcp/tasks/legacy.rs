@@ -89,7 +89,14 @@ pub(crate) async fn legacy_method(
         }
         let cursor = match envelope.params::<ListParams>() {
             Ok(params) => params.cursor,
-            Err(error) => return wire::error_message(id, wire::INVALID_PARAMS, &error, None),
+            Err(error) => {
+                return wire::error_message(
+                    id,
+                    toolgate_adapters::codes::INVALID_PARAMS,
+                    &error,
+                    None,
+                );
+            }
         };
         return match tasks.list(&owner, cursor.as_deref(), LIST_PAGE).await {
             Ok(page) => {
@@ -126,7 +133,7 @@ pub(crate) async fn legacy_method(
         },
         other => wire::error_message(
             id,
-            wire::METHOD_NOT_FOUND,
+            toolgate_adapters::codes::METHOD_NOT_FOUND,
             &format!(
                 "method not found: {other} (protocol {LEGACY_TASKS_VERSION} has tasks/get, \
                  tasks/result, tasks/list and tasks/cancel)"

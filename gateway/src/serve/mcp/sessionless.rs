@@ -33,10 +33,8 @@ pub(super) const VERSION: &str = "2026-07-28";
 /// The versions served without a session.
 pub(super) const SESSIONLESS_VERSIONS: &[&str] = &[VERSION];
 
-/// The 2026-07-28 codes for a request whose headers and body disagree, and for a
-/// version the server does not speak.
-pub(super) const HEADER_MISMATCH: i64 = -32020;
-pub(super) const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+use toolgate_adapters::codes::HEADER_MISMATCH;
+use toolgate_adapters::codes::UNSUPPORTED_PROTOCOL_VERSION;
 
 const METHOD_HEADER: &str = "mcp-method";
 const NAME_HEADER: &str = "mcp-name";
@@ -112,7 +110,7 @@ pub(super) fn check(
     }
     let invalid = |message: String| Refused {
         status: StatusCode::BAD_REQUEST,
-        code: wire::INVALID_PARAMS,
+        code: toolgate_adapters::codes::INVALID_PARAMS,
         message,
         data: None,
     };
@@ -322,18 +320,23 @@ mod tests {
                 HEADER_MISMATCH,
             ),
             ("Mcp-Name twice", twice, body(GOOD_META), HEADER_MISMATCH),
-            ("no _meta", good.clone(), body("null"), wire::INVALID_PARAMS),
+            (
+                "no _meta",
+                good.clone(),
+                body("null"),
+                toolgate_adapters::codes::INVALID_PARAMS,
+            ),
             (
                 "no protocolVersion in _meta",
                 good.clone(),
                 body(r#"{"io.modelcontextprotocol/clientCapabilities":{}}"#),
-                wire::INVALID_PARAMS,
+                toolgate_adapters::codes::INVALID_PARAMS,
             ),
             (
                 "no clientCapabilities",
                 good.clone(),
                 body(r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#),
-                wire::INVALID_PARAMS,
+                toolgate_adapters::codes::INVALID_PARAMS,
             ),
             (
                 "clientCapabilities not an object",
@@ -341,7 +344,7 @@ mod tests {
                 body(
                     &GOOD_META.replace(r#"/clientCapabilities":{}"#, r#"/clientCapabilities":[]"#),
                 ),
-                wire::INVALID_PARAMS,
+                toolgate_adapters::codes::INVALID_PARAMS,
             ),
             (
                 "another version in both places",
@@ -359,7 +362,7 @@ mod tests {
                     r#"/clientCapabilities":{}"#,
                     r#"/clientCapabilities":{},"io.modelcontextprotocol/logLevel":"loud""#,
                 )),
-                wire::INVALID_PARAMS,
+                toolgate_adapters::codes::INVALID_PARAMS,
             ),
         ];
         for (case, headers, body, code) in cases {

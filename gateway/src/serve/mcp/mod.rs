@@ -4,10 +4,14 @@
 //! replica serves any session. A request is read once, as raw JSON slices, and
 //! answered without a per-session task or channel.
 //!
-//! Sessionless (2026-07-28) `tools/call` requests are served here too (see
-//! `sessionless`); the version's other requests (`server/discover`, lists, and
-//! anything whose protocol signals do not check out) still go to rmcp's transport,
-//! which `router` mounts behind this one; see `route`.
+//! Sessionless (2026-07-28) requests are served here too (see `sessionless`): the
+//! same methods, each request carrying its own protocol signals.
+//!
+//! The MCP-only rooms live here: [`features`] (prompts, resources and completion),
+//! [`protocol_errors`] (every `/mcp` error as a JSON-RPC error), `wire` (one message
+//! read as raw JSON slices; answers and SSE frames). Error codes are
+//! `toolgate_adapters::codes`, one place for both crates. stdio (`super::stdio`) is
+//! served by this same implementation.
 //!
 //! Background calls (MCP Tasks) in both generations — `tools/call` with `task` and
 //! `tasks/*` on a session, the tasks extension sessionless — are answered by
@@ -20,8 +24,10 @@
 //! (`list_changed`, late log lines), DELETE ends the session.
 
 mod call;
+pub mod features;
 mod live;
 mod methods;
+pub mod protocol_errors;
 mod sessionless;
 mod tasks;
 pub(crate) use sessionless::name_field;
@@ -44,7 +50,6 @@ use super::auth::Admitted;
 use crate::access::Caller;
 use crate::app::App;
 use crate::gateway::Gateway;
-use crate::serve::features;
 use live::Live;
 use wire::{Envelope, Kind};
 
@@ -103,7 +108,7 @@ impl McpSessions {
             _ => {
                 let mut refused = wire::refusal(
                     StatusCode::METHOD_NOT_ALLOWED,
-                    wire::INVALID_REQUEST,
+                    toolgate_adapters::codes::INVALID_REQUEST,
                     "/mcp takes POST (messages), GET (a session's stream) and DELETE (end a session)",
                 );
                 refused.headers_mut().insert(
@@ -129,11 +134,11 @@ impl McpSessions {
                 return match super::listener::body_timeout(&error) {
                     Some(late) => wire::refusal(
                         StatusCode::REQUEST_TIMEOUT,
-                        wire::INVALID_REQUEST,
+                        toolgate_adapters::codes::INVALID_REQUEST,
                         &late.to_string(),
                     ),
                     // A body without a declared length, past the limit.
-                    None => super::protocol_errors::body_too_large(limit, None),
+                    None => protocol_errors::body_too_large(limit, None),
                 };
             }
         };
@@ -145,7 +150,7 @@ impl McpSessions {
             Err(error) => {
                 return wire::refusal(
                     StatusCode::BAD_REQUEST,
-                    wire::PARSE_ERROR,
+                    toolgate_adapters::codes::PARSE_ERROR,
                     &format!(
                         "{error}: send one JSON-RPC 2.0 request, notification or response object"
                     ),
@@ -259,7 +264,7 @@ impl McpSessions {
             "server/discover" => wire::result_message(id, &methods::discover_result(&self.gateway)),
             "resources/subscribe" | "resources/unsubscribe" => wire::error_message(
                 id,
-                wire::METHOD_NOT_FOUND,
+                toolgate_adapters::codes::METHOD_NOT_FOUND,
                 &format!(
                     "{method} needs a session: protocol {} has none (initialize with \
                      {NEWEST_LEGACY_VERSION} to subscribe)",
@@ -302,7 +307,7 @@ impl McpSessions {
             Err(error) => {
                 return wire::json_response(wire::error_message(
                     id,
-                    wire::INVALID_PARAMS,
+                    toolgate_adapters::codes::INVALID_PARAMS,
                     &error,
                     None,
                 ));
@@ -374,7 +379,7 @@ impl McpSessions {
             "ping" => wire::result_message(id, "{}"),
             "initialize" => wire::error_message(
                 id,
-                wire::INVALID_REQUEST,
+                toolgate_adapters::codes::INVALID_REQUEST,
                 "this session is already initialized: send initialize without an \
                  Mcp-Session-Id header to start a new one",
                 None,
@@ -388,7 +393,7 @@ impl McpSessions {
                 }
                 Err(error) => wire::error_message(
                     id,
-                    wire::INVALID_PARAMS,
+                    toolgate_adapters::codes::INVALID_PARAMS,
                     &format!(
                         "{error} (logging/setLevel needs {{\"level\": \"debug\"|\"info\"|…}})"
                     ),
@@ -428,7 +433,7 @@ impl McpSessions {
             Err(error) => {
                 return wire::error_message(
                     id,
-                    wire::INVALID_PARAMS,
+                    toolgate_adapters::codes::INVALID_PARAMS,
                     &format!("{error} ({method} needs a string `uri`)"),
                     None,
                 );
@@ -562,7 +567,7 @@ struct SetLevel {
 fn session_required() -> Response {
     wire::refusal(
         StatusCode::BAD_REQUEST,
-        wire::INVALID_REQUEST,
+        toolgate_adapters::codes::INVALID_REQUEST,
         "Bad Request: Session ID is required (send initialize first, then echo its \
          Mcp-Session-Id header; or use protocol 2026-07-28, which needs none)",
     )
@@ -571,7 +576,7 @@ fn session_required() -> Response {
 fn invalid_message() -> Response {
     wire::refusal(
         StatusCode::BAD_REQUEST,
-        wire::INVALID_REQUEST,
+        toolgate_adapters::codes::INVALID_REQUEST,
         "not a JSON-RPC 2.0 request, notification or response: send \
          `\"jsonrpc\": \"2.0\"`, and for a request a `method` and a string or number `id`",
     )
@@ -580,7 +585,7 @@ fn invalid_message() -> Response {
 fn method_not_found(id: &str, method: &str) -> Vec<u8> {
     wire::error_message(
         id,
-        wire::METHOD_NOT_FOUND,
+        toolgate_adapters::codes::METHOD_NOT_FOUND,
         &format!("method not found: {method}"),
         None,
     )
@@ -589,7 +594,7 @@ fn method_not_found(id: &str, method: &str) -> Vec<u8> {
 fn call_params_refused(id: &str, error: &str) -> Response {
     wire::json_response(wire::error_message(
         id,
-        wire::INVALID_PARAMS,
+        toolgate_adapters::codes::INVALID_PARAMS,
         &format!("{error} (tools/call needs {{\"name\": \"<tool>\", \"arguments\": {{…}}}})"),
         None,
     ))
@@ -599,7 +604,7 @@ fn call_params_refused(id: &str, error: &str) -> Response {
 fn client_answer(envelope: &Envelope<'_>) -> Result<serde_json::Value, RpcError> {
     if let Some(result) = envelope.result {
         return serde_json::from_str(result.get()).map_err(|e| RpcError {
-            code: wire::PARSE_ERROR,
+            code: toolgate_adapters::codes::PARSE_ERROR,
             message: format!("the client's answer is not JSON: {e}"),
             data: None,
         });
@@ -621,7 +626,7 @@ fn client_answer(envelope: &Envelope<'_>) -> Result<serde_json::Value, RpcError>
             data: error.data,
         },
         None => RpcError {
-            code: wire::INVALID_REQUEST,
+            code: toolgate_adapters::codes::INVALID_REQUEST,
             message: "the client's error answer is malformed".into(),
             data: None,
         },

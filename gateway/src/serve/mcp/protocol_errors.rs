@@ -1,19 +1,18 @@
 //! Makes every error `/mcp` answers a JSON-RPC error object.
 //!
-//! rmcp's HTTP transport answers malformed bodies, oversized bodies, missing sessions
-//! and rejected `Host` headers with plain text (and a parse failure with 415). Clients
-//! and models act better on a JSON-RPC error: this layer rewraps those answers as
-//! `{"jsonrpc":"2.0","id":null,"error":{code,message}}`, keeping the status (a parse
-//! failure becomes 400) so session-expiry semantics (404) are unchanged.
+//! Whatever answers before a message is read — an oversized body, a refusal the HTTP
+//! layers write as plain text, a parse failure (415 from a body extractor) — is
+//! rewrapped as `{"jsonrpc":"2.0","id":null,"error":{code,message}}`: clients and
+//! models act better on a JSON-RPC error. The status is kept (a parse failure becomes
+//! 400), so session-expiry semantics (404) are unchanged.
 
 use axum::body::Body;
 use axum::response::Response;
 use http::{HeaderValue, StatusCode, header};
 use serde_json::json;
 
-/// JSON-RPC 2.0 codes.
-const PARSE_ERROR: i64 = -32700;
-const INVALID_REQUEST: i64 = -32600;
+use toolgate_adapters::codes::INVALID_REQUEST;
+use toolgate_adapters::codes::PARSE_ERROR;
 
 /// Refuses a body whose declared length is over the limit at once, with 413 and a
 /// JSON-RPC error, before reading any of it (reading megabytes only to refuse them

@@ -153,7 +153,7 @@ pub(super) async fn resume(
         }
         None => wire::json_response(wire::error_message(
             &id,
-            wire::INVALID_PARAMS,
+            toolgate_adapters::codes::INVALID_PARAMS,
             &format!(
                 "requestState is unknown or expired (a call waits {} s for the client's \
                  answers, on the replica that asked): call '{}' again without it",
@@ -357,7 +357,7 @@ impl CallStream {
         let mut responses = params.input_responses.unwrap_or_default();
         for (key, answer) in self.awaiting.drain(..) {
             let _ = answer.send(responses.remove(&key).ok_or_else(|| RpcError {
-                code: wire::INVALID_PARAMS,
+                code: toolgate_adapters::codes::INVALID_PARAMS,
                 message: format!("the client sent no answer for input request '{key}'"),
                 data: None,
             }));

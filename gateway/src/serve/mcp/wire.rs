@@ -19,11 +19,7 @@ pub(crate) const EVENT_STREAM: &str = "text/event-stream";
 pub(crate) const SESSION_HEADER: &str = "mcp-session-id";
 pub(crate) const VERSION_HEADER: &str = "mcp-protocol-version";
 
-/// JSON-RPC 2.0 codes.
-pub(crate) const PARSE_ERROR: i64 = -32700;
-pub(crate) const INVALID_REQUEST: i64 = -32600;
-pub(crate) const METHOD_NOT_FOUND: i64 = -32601;
-pub(crate) const INVALID_PARAMS: i64 = -32602;
+use toolgate_adapters::codes::INVALID_REQUEST;
 
 /// One incoming JSON-RPC message, its parts as raw JSON slices of the body: the
 /// `params` of a call are parsed once, by the method that reads them.

@@ -107,7 +107,7 @@ pub(crate) async fn extension_method(
     if matches!(method, "tasks/result" | "tasks/list") {
         return wire::json_response(wire::error_message(
             id,
-            wire::METHOD_NOT_FOUND,
+            toolgate_adapters::codes::METHOD_NOT_FOUND,
             &format!(
                 "method not found: {method} (the {EXTENSION} extension has tasks/get, which \
                  carries the result, tasks/update and tasks/cancel)"
@@ -151,7 +151,7 @@ pub(crate) async fn extension_method(
             },
             Err(error) => wire::error_message(
                 id,
-                wire::INVALID_PARAMS,
+                toolgate_adapters::codes::INVALID_PARAMS,
                 &format!(
                     "{error} (tasks/update needs {{\"taskId\": \"<id>\", \"inputResponses\": \
                      {{\"<key>\": <response>}}}})"
@@ -167,7 +167,7 @@ pub(crate) async fn extension_method(
         },
         other => wire::error_message(
             id,
-            wire::METHOD_NOT_FOUND,
+            toolgate_adapters::codes::METHOD_NOT_FOUND,
             &format!(
                 "method not found: {other} (the {EXTENSION} extension has tasks/get, \
                  tasks/update and tasks/cancel)"
