@@ -453,46 +453,13 @@ pub fn truncate_result_for(
     let original_tokens: usize = totals.iter().sum::<usize>() + structured_tokens.unwrap_or(0);
 
     // Oversized binaries become notices (which count against the budget).
-    let mut notice_tokens = 0usize;
-    let mut notices: Vec<(usize, String)> = Vec::new();
-    for o in &survey.oversized {
-        let text = format!(
-            "[toolgate: {} content dropped: {}, {} bytes, over the {} byte limit]",
-            o.kind, o.mime, o.bytes, budget.binary_max_bytes
-        );
-        notice_tokens += count(&text, enc);
-        dropped.push(serde_json::json!({
-            "what": o.kind,
-            "index": o.index,
-            "mimeType": o.mime,
-            "bytes": o.bytes,
-            "limit": budget.binary_max_bytes,
-        }));
-        notices.push((o.index, text));
-    }
-    if notice_tokens > max_tokens / 4 && notices.len() > 1 {
-        // Many drops: one short notice per block would eat the budget.
-        let short = "[toolgate: binary content dropped, see _meta]".to_owned();
-        let each = count(&short, enc);
-        notice_tokens = each * notices.len();
-        if notice_tokens > max_tokens / 4 {
-            notice_tokens = 0;
-            for n in &mut notices {
-                n.1 = String::new();
-            }
-        } else {
-            for n in &mut notices {
-                n.1 = short.clone();
-            }
-        }
-    }
-    if let Some(Value::Array(content)) = raw.get_mut("content") {
-        for (index, text) in notices {
-            if let Some(slot) = content.get_mut(index) {
-                *slot = serde_json::json!({ "type": "text", "text": text });
-            }
-        }
-    }
+    let notice_tokens = replace_oversized(
+        &mut raw,
+        &survey.oversized,
+        budget,
+        max_tokens,
+        &mut dropped,
+    );
 
     // Texts and structuredContent share what is left.
     // Room for the block that says what was cut from JSON arrays (see below).
@@ -519,39 +486,16 @@ pub fn truncate_result_for(
         (structured_share, structured_tokens, &survey.structured)
         && (tokens > share || structured_over_bytes)
     {
-        let value = raw.get("structuredContent").cloned().unwrap_or_default();
-        let shrunk = catch_unwind(AssertUnwindSafe(|| {
-            structured::shrink(
-                &value,
-                output_schema,
-                budget.structured_max_bytes,
-                share,
-                enc,
-            )
-        }))
-        .unwrap_or_else(|_| Err("shortening it failed".to_owned()));
-        match shrunk {
-            Ok(shrunk) => {
-                raw.insert("structuredContent".into(), shrunk.value);
-                if let Value::Object(meta) = raw
-                    .entry("_meta")
-                    .or_insert_with(|| Value::Object(Map::new()))
-                {
-                    meta.insert("toolgate/structuredCuts".into(), Value::Array(shrunk.cuts));
-                }
-                structured_cut = true;
-            }
-            Err(reason) if output_schema.is_some() => unfit = Some(reason),
-            Err(reason) => {
-                // No schema asks for it: the part that cannot fit goes, flagged.
-                raw.remove("structuredContent");
-                dropped.push(serde_json::json!({
-                    "what": "structuredContent",
-                    "bytes": text.len(),
-                    "limit": budget.structured_max_bytes,
-                    "reason": reason,
-                }));
-            }
+        match shrink_structured(
+            &mut raw,
+            share,
+            output_schema,
+            budget,
+            text.len(),
+            &mut dropped,
+        ) {
+            Ok(cut) => structured_cut = cut,
+            Err(reason) => unfit = Some(reason),
         }
     }
     let mut cut_any = false;
@@ -590,32 +534,7 @@ pub fn truncate_result_for(
         _ => 0,
     };
 
-    let result_tokens: usize = {
-        let content = content_slice(&raw);
-        survey
-            .texts
-            .iter()
-            .map(|&at| count(text_at(content, at).unwrap_or(""), enc))
-            .sum::<usize>()
-            + if survey.oversized.is_empty() {
-                0
-            } else {
-                // notices are text blocks too
-                content_slice(&raw)
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, _)| survey.oversized.iter().any(|o| o.index == *i))
-                    .map(|(_, b)| count(b.get("text").and_then(Value::as_str).unwrap_or(""), enc))
-                    .sum::<usize>()
-            }
-    };
-
-    let result_tokens = result_tokens
-        + note_tokens
-        + raw
-            .get("structuredContent")
-            .and_then(|v| serde_json::to_string(v).ok())
-            .map_or(0, |s| count(&s, enc));
+    let result_tokens = result_tokens(&raw, &survey, enc) + note_tokens;
     let truncated = cut_any || structured_cut || !dropped.is_empty();
     let meta = raw
         .entry("_meta")
@@ -644,6 +563,139 @@ pub fn truncate_result_for(
         truncated,
         unfit,
     }
+}
+
+/// Shrinks `raw`'s `structuredContent` to `share` tokens, still matching
+/// `output_schema`: `Ok(true)` when shrunk (the cuts in `_meta`), `Ok(false)` when it
+/// had to go (no schema asks for it; noted in `dropped`), `Err` with the reason when a
+/// schema asks for it and it cannot be shrunk to fit. `bytes` is its size as sent.
+fn shrink_structured(
+    raw: &mut JsonObject,
+    share: usize,
+    output_schema: Option<&Value>,
+    budget: &Budget,
+    bytes: usize,
+    dropped: &mut Vec<Value>,
+) -> Result<bool, String> {
+    let value = raw.get("structuredContent").cloned().unwrap_or_default();
+    let shrunk = catch_unwind(AssertUnwindSafe(|| {
+        structured::shrink(
+            &value,
+            output_schema,
+            budget.structured_max_bytes,
+            share,
+            budget.encoding,
+        )
+    }))
+    .unwrap_or_else(|_| Err("shortening it failed".to_owned()));
+    match shrunk {
+        Ok(shrunk) => {
+            raw.insert("structuredContent".into(), shrunk.value);
+            if let Value::Object(meta) = raw
+                .entry("_meta")
+                .or_insert_with(|| Value::Object(Map::new()))
+            {
+                meta.insert("toolgate/structuredCuts".into(), Value::Array(shrunk.cuts));
+            }
+            Ok(true)
+        }
+        Err(reason) if output_schema.is_some() => Err(reason),
+        Err(reason) => {
+            // No schema asks for it: the part that cannot fit goes, flagged.
+            raw.remove("structuredContent");
+            dropped.push(serde_json::json!({
+                "what": "structuredContent",
+                "bytes": bytes,
+                "limit": budget.structured_max_bytes,
+                "reason": reason,
+            }));
+            Ok(false)
+        }
+    }
+}
+
+/// Replaces each oversized binary block of `raw` by a text notice (one short notice
+/// each, or none, when many would eat the budget), noting each in `dropped`. Answers
+/// the notices' tokens, which count against the budget.
+fn replace_oversized(
+    raw: &mut JsonObject,
+    oversized: &[Oversized],
+    budget: &Budget,
+    max_tokens: usize,
+    dropped: &mut Vec<Value>,
+) -> usize {
+    let enc = budget.encoding;
+    let mut notice_tokens = 0usize;
+    let mut notices: Vec<(usize, String)> = Vec::new();
+    for o in oversized {
+        let text = format!(
+            "[toolgate: {} content dropped: {}, {} bytes, over the {} byte limit]",
+            o.kind, o.mime, o.bytes, budget.binary_max_bytes
+        );
+        notice_tokens += count(&text, enc);
+        dropped.push(serde_json::json!({
+            "what": o.kind,
+            "index": o.index,
+            "mimeType": o.mime,
+            "bytes": o.bytes,
+            "limit": budget.binary_max_bytes,
+        }));
+        notices.push((o.index, text));
+    }
+    if notice_tokens > max_tokens / 4 && notices.len() > 1 {
+        // Many drops: one short notice per block would eat the budget.
+        let short = "[toolgate: binary content dropped, see _meta]".to_owned();
+        let each = count(&short, enc);
+        notice_tokens = each * notices.len();
+        if notice_tokens > max_tokens / 4 {
+            notice_tokens = 0;
+            for n in &mut notices {
+                n.1 = String::new();
+            }
+        } else {
+            for n in &mut notices {
+                n.1 = short.clone();
+            }
+        }
+    }
+    if let Some(Value::Array(content)) = raw.get_mut("content") {
+        for (index, text) in notices {
+            if let Some(slot) = content.get_mut(index) {
+                *slot = serde_json::json!({ "type": "text", "text": text });
+            }
+        }
+    }
+    notice_tokens
+}
+
+/// The tokens of a fitted result: its text parts, the notices that replaced binaries,
+/// and its `structuredContent` (the JSON-cut note is counted by the caller).
+fn result_tokens(raw: &JsonObject, survey: &Survey, enc: Encoding) -> usize {
+    let texts: usize = {
+        let content = content_slice(raw);
+        survey
+            .texts
+            .iter()
+            .map(|&at| count(text_at(content, at).unwrap_or(""), enc))
+            .sum::<usize>()
+            + if survey.oversized.is_empty() {
+                0
+            } else {
+                // notices are text blocks too
+                content_slice(raw)
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| survey.oversized.iter().any(|o| o.index == *i))
+                    .map(|(_, b)| count(b.get("text").and_then(Value::as_str).unwrap_or(""), enc))
+                    .sum::<usize>()
+            }
+    };
+
+    texts
+        + raw
+            .get("structuredContent")
+            .and_then(|v| serde_json::to_string(v).ok())
+            .map_or(0, |s| count(&s, enc))
 }
 
 /// Tokens set aside for the note on shortened JSON arrays.

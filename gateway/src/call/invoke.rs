@@ -9,6 +9,7 @@ use toolgate_adapters::{CallContext, CallOutput, Connection, JsonObject, ToolErr
 use tracing::Instrument;
 
 use super::Admitted;
+use crate::catalog::Entry;
 use crate::errors::unknown_tool;
 use crate::gateway::{Gateway, Mounted};
 use crate::policy::Caller;
@@ -115,53 +116,15 @@ pub(super) async fn invoke(
         Err(error) => Err(error.clone()),
         Ok(connection) => match connection {
             Connection::Connected => {
-                // A background task's deadline is its own `tasks.call_timeout`;
-                // any other call is also capped by the upstream's.
+                // A background task's deadline is its own `tasks.call_timeout`; any
+                // other call is also capped by the upstream's.
                 let configured = if ctx.background {
                     gateway.config().tasks.call_timeout
                 } else {
                     mounted.call_timeout
                 };
-                let deadline = started + configured;
-                if deadline < ctx.deadline {
-                    ctx.deadline = deadline;
-                }
-                let timeout = ctx.remaining();
-                // Errors say the limit as it was configured (`2s`): the setting
-                // when it is the one that applies (the caller's deadline is
-                // usually the same setting, measured a moment earlier).
-                let limit = if timeout + Duration::from_millis(500) >= configured {
-                    configured
-                } else {
-                    timeout
-                };
-                let cancel = ctx.cancel.clone();
-                match tokio::time::timeout(
-                    timeout + Duration::from_millis(250),
-                    mounted
-                        .upstream
-                        .call(&entry.original, arguments, ctx)
-                        .instrument(span.clone()),
-                )
-                .await
-                {
-                    // An adapter's own, shorter limit (an OpenAPI request's
-                    // `timeout`) says itself which limit it was.
-                    Ok(Err(ToolError::Timeout(message)))
-                        if started.elapsed() + Duration::from_millis(500) < limit =>
-                    {
-                        Err(ToolError::Timeout(message).naming(&entry.original, name))
-                    }
-                    Ok(Err(ToolError::Timeout(_))) | Err(_) => {
-                        // The adapter should have timed out itself; make sure the
-                        // upstream hears about it anyway.
-                        cancel.cancel();
-                        Err(ToolError::timeout(&entry.upstream, name, limit))
-                    }
-                    // Adapters name the upstream's own tool; the caller knows it by
-                    // the catalog name.
-                    Ok(result) => result.map_err(|e| e.naming(&entry.original, name)),
-                }
+                let within = (started, configured);
+                call_upstream(mounted, &entry, name, arguments, ctx, within, &span).await
             }
             Connection::Connecting => {
                 Err(ToolError::unavailable(&entry.upstream, "still starting up"))
@@ -177,18 +140,8 @@ pub(super) async fn invoke(
     };
     drop(permit);
     let (outcome, tokens) = match outcome {
-        Ok(mut output) => {
-            // Links to the upstream's resources, in the form clients read them back
-            // (a plain result has none).
-            if output.plain_json().is_none() {
-                crate::catalog::offerings::rewrite_tool_result(
-                    output.object_mut(),
-                    mounted.namespace,
-                    &entry.upstream,
-                );
-            }
-            let (output, tokens) =
-                fit_to_budget(gateway, name, mounted, output, Arc::clone(&entry)).await;
+        Ok(output) => {
+            let (output, tokens) = finish_result(gateway, name, mounted, &entry, output).await;
             (Ok(output), Some(tokens))
         }
         Err(error) => (Err(error), None),
@@ -227,6 +180,79 @@ pub(super) async fn invoke(
         };
         (output, usage)
     })
+}
+
+/// A result as the caller gets it: links to the upstream's resources in the form
+/// clients read them back (a plain result has none), fitted to the tool's token budget.
+async fn finish_result(
+    gateway: &Gateway,
+    name: &str,
+    mounted: &Mounted,
+    entry: &Arc<Entry>,
+    mut output: CallOutput,
+) -> (CallOutput, (usize, usize, bool)) {
+    if output.plain_json().is_none() {
+        crate::catalog::offerings::rewrite_tool_result(
+            output.object_mut(),
+            mounted.namespace,
+            &entry.upstream,
+        );
+    }
+    fit_to_budget(gateway, name, mounted, output, Arc::clone(entry)).await
+}
+
+/// Calls `entry`'s connected upstream within `(started, configured)`: the call's
+/// deadline is `configured` after `started`, or the caller's own if sooner. Errors name
+/// the tool as the caller knows it.
+async fn call_upstream(
+    mounted: &Mounted,
+    entry: &Entry,
+    name: &str,
+    arguments: JsonObject,
+    mut ctx: CallContext,
+    (started, configured): (Instant, Duration),
+    span: &tracing::Span,
+) -> Result<CallOutput, ToolError> {
+    let deadline = started + configured;
+    if deadline < ctx.deadline {
+        ctx.deadline = deadline;
+    }
+    let timeout = ctx.remaining();
+    // Errors say the limit as it was configured (`2s`): the setting
+    // when it is the one that applies (the caller's deadline is
+    // usually the same setting, measured a moment earlier).
+    let limit = if timeout + Duration::from_millis(500) >= configured {
+        configured
+    } else {
+        timeout
+    };
+    let cancel = ctx.cancel.clone();
+    match tokio::time::timeout(
+        timeout + Duration::from_millis(250),
+        mounted
+            .upstream
+            .call(&entry.original, arguments, ctx)
+            .instrument(span.clone()),
+    )
+    .await
+    {
+        // An adapter's own, shorter limit (an OpenAPI request's
+        // `timeout`) says itself which limit it was.
+        Ok(Err(ToolError::Timeout(message)))
+            if started.elapsed() + Duration::from_millis(500) < limit =>
+        {
+            Err(ToolError::Timeout(message).naming(&entry.original, name))
+        }
+        Ok(Err(ToolError::Timeout(_))) | Err(_) => {
+            // The adapter should have timed out itself; make sure the
+            // upstream hears about it anyway.
+            cancel.cancel();
+            Err(ToolError::timeout(&entry.upstream, name, limit))
+        }
+        // Adapters name the upstream's own tool; the caller knows it by
+        // the catalog name.
+        Ok(result) => result.map_err(|e| e.naming(&entry.original, name)),
+    }
 }
 
 /// Audits and counts a call refused before it reached its upstream, and answers
