@@ -406,27 +406,10 @@ pub fn truncate_result_for(
 
     // Cheap check first: early-exit counts against what is left of the budget. How far
     // each count got is kept: the exact counts below go on from there.
-    let mut under = survey.oversized.is_empty() && !structured_over_bytes;
-    let mut seen = 0usize;
     let mut checked = vec![Progress::default(); survey.texts.len()];
-    if under {
-        let content = content_slice(&raw);
-        let texts = survey
-            .texts
-            .iter()
-            .map(|&at| text_at(content, at).unwrap_or(""));
-        match count_texts_till_limit(texts, enc, max_tokens, &mut checked) {
-            Some(n) => seen = n,
-            None => under = false,
-        }
-    }
-    if under && let Some(structured) = &survey.structured {
-        match count_till_limit(structured, enc, max_tokens - seen) {
-            Some(n) => seen += n,
-            None => under = false,
-        }
-    }
-    if under {
+    if !structured_over_bytes
+        && let Some(seen) = fits_as_is(&raw, &survey, enc, max_tokens, &mut checked)
+    {
         return Truncated {
             raw,
             original_tokens: seen,
@@ -498,33 +481,8 @@ pub fn truncate_result_for(
             Err(reason) => unfit = Some(reason),
         }
     }
-    let mut cut_any = false;
-    let mut json_cuts: Vec<String> = Vec::new();
-    if let Some(Value::Array(content)) = raw.get_mut("content") {
-        for ((&at, &total), &share) in survey.texts.iter().zip(&totals).zip(&shares) {
-            if total <= share {
-                continue;
-            }
-            let Some(slot) = text_at_mut(content, at) else {
-                continue;
-            };
-            let Value::String(text) = slot else { continue };
-            let original = std::mem::take(text);
-            let (shrunk, notes) = catch_unwind(AssertUnwindSafe(|| {
-                shrink_text_noted(&original, total, share, enc)
-            }))
-            .unwrap_or_else(|_| (fallback_marker(total, share, enc), Vec::new()));
-            *text = shrunk;
-            json_cuts.extend(notes);
-            cut_any = true;
-        }
-        // Shortened JSON arrays keep their element type: the "kept N of M" notes go
-        // in a text block of their own (and `_meta`), not into the arrays.
-        let note = json_cut_note(&json_cuts, note_reserve, enc);
-        if !note.is_empty() {
-            content.push(serde_json::json!({"type": "text", "text": note}));
-        }
-    }
+    let (cut_any, json_cuts) =
+        shrink_texts(&mut raw, &survey.texts, &totals, &shares, note_reserve, enc);
     let note_tokens = match content_slice(&raw).last() {
         Some(block) if !json_cuts.is_empty() => block
             .get("text")
@@ -563,6 +521,73 @@ pub fn truncate_result_for(
         truncated,
         unfit,
     }
+}
+
+/// The tokens of `raw` when it fits in `max_tokens` as it is (no oversized binary, its
+/// texts and structured part under the limit), counted only as far as the limit;
+/// `checked` keeps how far each text was counted, for the exact counts after it.
+fn fits_as_is(
+    raw: &JsonObject,
+    survey: &Survey,
+    enc: Encoding,
+    max_tokens: usize,
+    checked: &mut [Progress],
+) -> Option<usize> {
+    if !survey.oversized.is_empty() {
+        return None;
+    }
+    let content = content_slice(raw);
+    let texts = survey
+        .texts
+        .iter()
+        .map(|&at| text_at(content, at).unwrap_or(""));
+    let seen = count_texts_till_limit(texts, enc, max_tokens, checked)?;
+    match &survey.structured {
+        Some(structured) => Some(seen + count_till_limit(structured, enc, max_tokens - seen)?),
+        None => Some(seen),
+    }
+}
+
+/// Shortens each text part of `raw` over its share (`totals[i]` tokens against
+/// `shares[i]`); shortened JSON arrays keep their element type, their "kept N of M"
+/// notes going into one text block of their own (within `note_reserve` tokens).
+/// Answers whether anything was cut, and those notes.
+fn shrink_texts(
+    raw: &mut JsonObject,
+    texts: &[TextAt],
+    totals: &[usize],
+    shares: &[usize],
+    note_reserve: usize,
+    enc: Encoding,
+) -> (bool, Vec<String>) {
+    let mut cut_any = false;
+    let mut json_cuts: Vec<String> = Vec::new();
+    if let Some(Value::Array(content)) = raw.get_mut("content") {
+        for ((&at, &total), &share) in texts.iter().zip(totals).zip(shares) {
+            if total <= share {
+                continue;
+            }
+            let Some(slot) = text_at_mut(content, at) else {
+                continue;
+            };
+            let Value::String(text) = slot else { continue };
+            let original = std::mem::take(text);
+            let (shrunk, notes) = catch_unwind(AssertUnwindSafe(|| {
+                shrink_text_noted(&original, total, share, enc)
+            }))
+            .unwrap_or_else(|_| (fallback_marker(total, share, enc), Vec::new()));
+            *text = shrunk;
+            json_cuts.extend(notes);
+            cut_any = true;
+        }
+        // Shortened JSON arrays keep their element type: the "kept N of M" notes go
+        // in a text block of their own (and `_meta`), not into the arrays.
+        let note = json_cut_note(&json_cuts, note_reserve, enc);
+        if !note.is_empty() {
+            content.push(serde_json::json!({"type": "text", "text": note}));
+        }
+    }
+    (cut_any, json_cuts)
 }
 
 /// Shrinks `raw`'s `structuredContent` to `share` tokens, still matching
