@@ -56,19 +56,19 @@ impl CallParams {
     }
 }
 
-/// Whose call it is.
-pub(super) enum Scope {
+/// Where a call answers: on its session, or on the sessionless request itself.
+pub(super) enum Channel {
     /// A session's (its id).
     Session(String),
     /// A sessionless 2026-07-28 request's, with the log level it asked for.
     Sessionless { log_level: Option<LogLevel> },
 }
 
-impl Scope {
+impl Channel {
     fn session(&self) -> Option<&str> {
         match self {
-            Scope::Session(id) => Some(id),
-            Scope::Sessionless { .. } => None,
+            Channel::Session(id) => Some(id),
+            Channel::Sessionless { .. } => None,
         }
     }
 
@@ -77,8 +77,10 @@ impl Scope {
     /// set any, as before 2026-07-28); a sessionless request only what it asked for.
     fn wants_log(&self, live: &Live, level: LogLevel) -> bool {
         match self {
-            Scope::Session(session) => live.log_level(session).is_none_or(|wanted| level >= wanted),
-            Scope::Sessionless { log_level } => log_level.is_some_and(|wanted| level >= wanted),
+            Channel::Session(session) => {
+                live.log_level(session).is_none_or(|wanted| level >= wanted)
+            }
+            Channel::Sessionless { log_level } => log_level.is_some_and(|wanted| level >= wanted),
         }
     }
 }
@@ -123,7 +125,7 @@ pub(super) struct CallRequest {
     pub gateway: Arc<Gateway>,
     pub live: Arc<Live>,
     pub caller: Caller,
-    pub scope: Scope,
+    pub channel: Channel,
     /// The JSON-RPC id, as raw JSON.
     pub id: String,
     pub params: CallParams,
@@ -203,7 +205,7 @@ pub(super) struct CallStream {
     events: mpsc::Receiver<BridgeEvent>,
     outcome: Option<Outcome>,
     live: Arc<Live>,
-    scope: Scope,
+    channel: Channel,
     id: String,
     tool: String,
     /// Goes back to the client in the result's `_meta` (see [`crate::telemetry`]).
@@ -264,7 +266,7 @@ impl CallStream {
             gateway,
             live,
             caller,
-            scope,
+            channel,
             id,
             params,
             headers,
@@ -279,7 +281,7 @@ impl CallStream {
         );
         let progress_token = params.meta.and_then(|m| m.progress_token);
         let cancel = CancellationToken::new();
-        let in_flight = scope
+        let in_flight = channel
             .session()
             .map(|session| live.call_started(session, &id, cancel.clone()));
 
@@ -307,7 +309,7 @@ impl CallStream {
             events,
             outcome: None,
             live,
-            scope,
+            channel,
             id,
             tool,
             correlation_id: trace.correlation_id,
@@ -338,7 +340,7 @@ impl CallStream {
         // A tool may go on reporting progress after its result (a background
         // stream): a session's caller that gave a progressToken gets it on the
         // session's stream (see `Live::linger`).
-        if let (Some(session), Some(token)) = (self.scope.session(), self.progress_token.take()) {
+        if let (Some(session), Some(token)) = (self.channel.session(), self.progress_token.take()) {
             let (_, closed) = toolgate_adapters::progress_channel();
             let updates = std::mem::replace(&mut self.updates, closed);
             self.live.clone().linger(
@@ -365,7 +367,7 @@ impl CallStream {
         self.id = id;
         self.done = false;
         self.before_result = None;
-        self.scope = Scope::Sessionless { log_level };
+        self.channel = Channel::Sessionless { log_level };
         if let Some(token) = params.meta.and_then(|m| m.progress_token) {
             self.progress_token = Some(token);
         }
@@ -452,7 +454,7 @@ impl CallStream {
             // open, otherwise here, before the result. Sessionless callers keep no
             // list to announce.
             *changed = false;
-            let session = self.scope.session()?;
+            let session = self.channel.session()?;
             let message = wire::notification("notifications/tools/list_changed", &json!({}));
             if !self.live.send_to_session(session, &message) {
                 return Some((message, false));
@@ -506,7 +508,7 @@ impl CallStream {
                 Value::String(self.correlation_id.clone()),
             );
         }
-        if let Scope::Sessionless { .. } = self.scope {
+        if let Channel::Sessionless { .. } = self.channel {
             // The version requires it on every result (Python `mcp` rejects one without).
             raw.entry("resultType").or_insert_with(|| json!("complete"));
         }
@@ -526,7 +528,7 @@ impl CallStream {
         out.push_str("\":");
         out.push_str(&correlation);
         out.push('}');
-        if let Scope::Sessionless { .. } = self.scope {
+        if let Channel::Sessionless { .. } = self.channel {
             out.push_str(",\"resultType\":\"complete\"");
         }
         out.push(',');
@@ -536,7 +538,7 @@ impl CallStream {
 
     #[allow(deprecated)]
     fn progress(&mut self, update: Progress) -> Option<Vec<u8>> {
-        if self.progress_token.is_none() && !self.scope.wants_log(&self.live, LogLevel::Info) {
+        if self.progress_token.is_none() && !self.channel.wants_log(&self.live, LogLevel::Info) {
             return None;
         }
         if !advances(&mut self.last_progress, &update) {
@@ -569,7 +571,7 @@ impl CallStream {
             BridgeEvent::Notify { method, params } => {
                 if method == "notifications/message"
                     && !self
-                        .scope
+                        .channel
                         .wants_log(&self.live, LogLevel::of_message(&params))
                 {
                     return None;
@@ -581,7 +583,7 @@ impl CallStream {
                 params,
                 answer,
             } => {
-                let Some(session) = self.scope.session() else {
+                let Some(session) = self.channel.session() else {
                     // 2026-07-28 has no server-to-client requests: the call answers
                     // `input_required` with it, and the client's retry brings the
                     // answer (see `input_required` and `resume`).

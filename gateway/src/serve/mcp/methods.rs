@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::features;
 use super::wire;
-use super::{LEGACY_VERSIONS, NEWEST_LEGACY_VERSION};
+use super::{NEWEST_SESSION_VERSION, SESSION_VERSIONS};
 use crate::access::{Caller, View};
 use crate::gateway::Gateway;
 use toolgate_adapters::CallContext;
@@ -29,12 +29,12 @@ pub(super) fn initialize_result(gateway: &Gateway, params: &InitializeParams) ->
     let version = params
         .protocol_version
         .as_deref()
-        .filter(|v| LEGACY_VERSIONS.contains(v))
-        .unwrap_or(NEWEST_LEGACY_VERSION);
+        .filter(|v| SESSION_VERSIONS.contains(v))
+        .unwrap_or(NEWEST_SESSION_VERSION);
     let mut capabilities = crate::serve::mcp::features::capabilities(gateway);
     // Core tasks exist in this version only (2026-07-28 has them as an extension).
-    if version == super::tasks::LEGACY_TASKS_VERSION {
-        capabilities["tasks"] = super::tasks::legacy_capability();
+    if version == super::tasks::SESSION_TASKS_VERSION {
+        capabilities["tasks"] = super::tasks::session_capability();
     }
     json!({
         "protocolVersion": version,
@@ -163,7 +163,7 @@ pub(super) fn list_tools(
 /// The 2026-07-28 `server/discover` result: the versions, capabilities and
 /// instructions `initialize` gives a session.
 pub(super) fn discover_result(gateway: &Gateway) -> String {
-    let mut versions: Vec<&str> = LEGACY_VERSIONS.to_vec();
+    let mut versions: Vec<&str> = SESSION_VERSIONS.to_vec();
     versions.extend(super::sessionless::SESSIONLESS_VERSIONS);
     let mut capabilities = crate::serve::mcp::features::capabilities(gateway);
     capabilities["extensions"] = json!({super::tasks::EXTENSION: {}});

@@ -63,8 +63,8 @@ pub const SUPPORTED_VERSIONS: &[&str] = &[
 ];
 
 /// The versions with `initialize` and sessions, served here.
-const LEGACY_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
-const NEWEST_LEGACY_VERSION: &str = "2025-11-25";
+const SESSION_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+const NEWEST_SESSION_VERSION: &str = "2025-11-25";
 
 /// How often an idle GET stream carries a comment, so proxies keep it open.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -267,7 +267,7 @@ impl McpSessions {
                 toolgate_adapters::codes::METHOD_NOT_FOUND,
                 &format!(
                     "{method} needs a session: protocol {} has none (initialize with \
-                     {NEWEST_LEGACY_VERSION} to subscribe)",
+                     {NEWEST_SESSION_VERSION} to subscribe)",
                     sessionless::VERSION
                 ),
                 None,
@@ -345,7 +345,7 @@ impl McpSessions {
                 };
                 if params.task.is_some() {
                     let arguments = params.arguments.unwrap_or_default();
-                    let message = tasks::legacy_call(
+                    let message = tasks::session_call(
                         &self.app,
                         &self.live,
                         &caller,
@@ -361,7 +361,7 @@ impl McpSessions {
                     gateway: gateway.clone(),
                     live: self.live.clone(),
                     caller,
-                    scope: call::Scope::Session(session),
+                    channel: call::Channel::Session(session),
                     id: id.to_owned(),
                     params,
                     headers: Arc::new(headers),
@@ -371,10 +371,10 @@ impl McpSessions {
             "tools/list" => return self.list_tools(id, &caller, envelope, ""),
             // It may stream: a task waiting for input asks the client on it.
             "tasks/result" => {
-                return tasks::legacy_result(&self.app, &self.live, &caller, id, envelope).await;
+                return tasks::session_result(&self.app, &self.live, &caller, id, envelope).await;
             }
             task_method if tasks::is_task_method(task_method) => {
-                tasks::legacy_method(&self.app, &caller, id, task_method, envelope).await
+                tasks::session_method(&self.app, &caller, id, task_method, envelope).await
             }
             "ping" => wire::result_message(id, "{}"),
             "initialize" => wire::error_message(
@@ -485,7 +485,7 @@ impl McpSessions {
                 tenant,
                 session: None,
             },
-            scope: call::Scope::Sessionless { log_level },
+            channel: call::Channel::Sessionless { log_level },
             id,
             params,
             headers: Arc::new(headers),

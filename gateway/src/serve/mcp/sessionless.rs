@@ -83,7 +83,7 @@ pub(super) fn is_sessionless(headers: &HeaderMap, envelope: &Envelope<'_>) -> bo
         return headers
             .get(wire::VERSION_HEADER)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| !super::LEGACY_VERSIONS.contains(&v.trim()));
+            .is_some_and(|v| !super::SESSION_VERSIONS.contains(&v.trim()));
     }
     envelope
         .params
@@ -174,7 +174,7 @@ pub(super) fn check(
             message: format!(
                 "protocol version '{requested}' is not served without a session here: use \
                  {VERSION}, or initialize a session with one of {}",
-                super::LEGACY_VERSIONS.join(", ")
+                super::SESSION_VERSIONS.join(", ")
             ),
             data: Some(json!({"supported": SESSIONLESS_VERSIONS, "requested": requested})),
         });

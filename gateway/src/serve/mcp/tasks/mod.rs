@@ -20,13 +20,13 @@
 //! caller's task id gets exactly the answer of an unknown one.
 
 mod extension;
-mod legacy;
+mod session;
 mod shapes;
 
 pub(super) use extension::{
     CallMode, declares_extension, extension_call, extension_method, extension_mode,
 };
-pub(super) use legacy::{legacy_call, legacy_method, legacy_result};
+pub(super) use session::{session_call, session_method, session_result};
 
 // What the submodules share (they `use super::*`).
 use shapes::*;
@@ -53,7 +53,7 @@ use crate::tasks::{StartRefused, TaskCall, TaskError, TaskRecord, TaskState, Tas
 pub(super) const EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
 /// The 2025-11-25 version, the one that has core tasks.
-pub(super) const LEGACY_TASKS_VERSION: &str = "2025-11-25";
+pub(super) const SESSION_TASKS_VERSION: &str = "2025-11-25";
 
 use toolgate_adapters::codes::INTERNAL_ERROR;
 use toolgate_adapters::codes::MISSING_CAPABILITY;
@@ -66,7 +66,7 @@ const LIST_PAGE: usize = 50;
 
 /// The 2025-11-25 server capability: tasks for `tools/call`, listed and cancellable
 /// (they are bound to the session that made them, so a list reveals nothing).
-pub(super) fn legacy_capability() -> Value {
+pub(super) fn session_capability() -> Value {
     json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}})
 }
 

@@ -31,7 +31,7 @@ pub(super) fn ttl_ms(tasks: &Tasks) -> u64 {
 }
 
 /// A 2025-11-25 `Task`.
-pub(super) fn legacy_task(tasks: &Tasks, record: &TaskRecord) -> Map<String, Value> {
+pub(super) fn session_task(tasks: &Tasks, record: &TaskRecord) -> Map<String, Value> {
     let mut task = Map::new();
     task.insert("taskId".into(), json!(record.id.as_str()));
     task.insert("status".into(), json!(record.state.as_str()));

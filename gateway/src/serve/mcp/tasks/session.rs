@@ -4,7 +4,7 @@ use super::*;
 
 /// A session's `tools/call` with `params.task`: the `CreateTaskResult`, `{task}`.
 /// The requested `ttl` is not honoured: the answer says the one `tasks.ttl` gives.
-pub(crate) async fn legacy_call(
+pub(crate) async fn session_call(
     app: &App,
     live: &Arc<Live>,
     caller: &Caller,
@@ -15,7 +15,7 @@ pub(crate) async fn legacy_call(
 ) -> Vec<u8> {
     match start(app, caller, name, arguments, headers).await {
         Ok(record) => {
-            let task = legacy_task(&app.tasks, &record);
+            let task = session_task(&app.tasks, &record);
             if let Some(session) = caller.session_id() {
                 announce_status(app, live, session, &record);
             }
@@ -56,7 +56,7 @@ fn announce_status(app: &App, live: &Arc<Live>, session: &str, record: &TaskReco
             }
             last = now;
             let Some(live) = live.upgrade() else { return };
-            let task = Value::Object(legacy_task(&tasks, &record));
+            let task = Value::Object(session_task(&tasks, &record));
             live.send_to_session(
                 &session,
                 &wire::notification("notifications/tasks/status", &task),
@@ -71,7 +71,7 @@ fn announce_status(app: &App, live: &Arc<Live>, session: &str, record: &TaskReco
 }
 
 /// A session's `tasks/*` request.
-pub(crate) async fn legacy_method(
+pub(crate) async fn session_method(
     app: &App,
     caller: &Caller,
     id: &str,
@@ -103,7 +103,7 @@ pub(crate) async fn legacy_method(
                 let listed: Vec<Value> = page
                     .tasks
                     .iter()
-                    .map(|record| Value::Object(legacy_task(tasks, record)))
+                    .map(|record| Value::Object(session_task(tasks, record)))
                     .collect();
                 let mut result = json!({"tasks": listed});
                 if let Some(next) = page.next_cursor {
@@ -122,20 +122,20 @@ pub(crate) async fn legacy_method(
         "tasks/get" => match tasks.get(&owner, &task).await {
             Ok(Some(record)) => wire::result_message(
                 id,
-                &to_text(with_progress(legacy_task(tasks, &record), &record)),
+                &to_text(with_progress(session_task(tasks, &record), &record)),
             ),
             Ok(None) => not_found(id),
             Err(error) => task_error(id, &error),
         },
         "tasks/cancel" => match tasks.cancel(gateway, &owner, &task).await {
-            Ok(record) => wire::result_message(id, &to_text(legacy_task(tasks, &record))),
+            Ok(record) => wire::result_message(id, &to_text(session_task(tasks, &record))),
             Err(error) => task_error(id, &error),
         },
         other => wire::error_message(
             id,
             toolgate_adapters::codes::METHOD_NOT_FOUND,
             &format!(
-                "method not found: {other} (protocol {LEGACY_TASKS_VERSION} has tasks/get, \
+                "method not found: {other} (protocol {SESSION_TASKS_VERSION} has tasks/get, \
                  tasks/result, tasks/list and tasks/cancel)"
             ),
             None,
@@ -151,7 +151,7 @@ pub(crate) async fn legacy_method(
 /// (`elicitation/create`, …, tagged with the related task), the client's answer —
 /// POSTed in the session like any answer — is recorded in the task store, where the
 /// call waits for it, and the stream ends with the result.
-pub(crate) async fn legacy_result(
+pub(crate) async fn session_result(
     app: &App,
     live: &Arc<Live>,
     caller: &Caller,
