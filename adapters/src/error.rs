@@ -138,7 +138,7 @@ pub fn rpc_code_note(code: i64) -> String {
 pub fn is_rate_limit(code: i64, message: &str) -> bool {
     let message = message.to_ascii_lowercase();
     code == 429
-        || code == -32029
+        || code == crate::codes::RATE_LIMITED
         || message.contains("rate limit")
         || message.contains("rate-limit")
         || message.contains("too many requests")

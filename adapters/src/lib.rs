@@ -21,6 +21,7 @@
 //! - [`skills`]: skill packages (`SKILL.md` directories) as prompts, tools and resources.
 //! - `sys`: the two libc calls (process-group signals, heap release); the crate's only `unsafe`.
 
+pub mod codes;
 pub mod error;
 pub mod mcp;
 pub mod openapi;

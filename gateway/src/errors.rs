@@ -99,7 +99,7 @@ pub fn unknown_tool(name: &str) -> ToolError {
     ToolError::NotFound(format!(
         "unknown tool '{name}': no tool of that name is available here; find the right \
          one with the {} tool and call it by the exact name it returns",
-        crate::catalog::gateway_tools::SEARCH
+        crate::catalog::protocol_tools::SEARCH
     ))
 }
 

@@ -1,30 +1,33 @@
 //! toolgate: one MCP and HTTP endpoint over many tool upstreams.
 //!
-//! The one call path runs `surface → access → gateway → upstream`: a surface in
-//! [`serve`] admits the caller, [`access`] applies the tenant's policy, [`gateway`]
-//! resolves, validates, calls and records. The binary (`main.rs`) is only the command
+//! The one call path runs `surface → call → upstream`: a surface in [`serve`] admits
+//! the caller and decodes its request, [`call::call`] decides with the [`policy`] on one
+//! catalog snapshot, validates, calls and records. The core ([`gateway`], [`catalog`],
+//! [`policy`], [`config`], the state backends) knows none of the services built on it
+//! ([`registry`], [`tasks`], [`reload`]): [`app::App`] holds them side by side. The binary (`main.rs`) is only the command
 //! line; [`app::App`] is how it (and in-process tests) start toolgate.
 //!
 //! Modules, one line each:
-//! - [`access`]: who is asking (tenant, session) and what they may list and call.
-//! - [`app`]: toolgate assembled from a config: core, registration store, router.
+//! - [`access`]: who is asking (tenant, session) and the view of the catalog they get.
+//! - [`app`]: toolgate assembled from a config: the core and the services built on it.
+//! - [`call`]: the one call path: protocol tool or catalog tool, authorization on one
+//!   catalog snapshot, validation, call slot, upstream, budget, one audit record.
 //! - [`catalog`]: the namespaced catalog, every upstream's tools, prompts, resources and
-//!   templates under one set of names and URIs.
+//!   templates under one set of names and URIs (`tool_search`, the `toolgate-search`
+//!   crate, reads it through `catalog::search`).
 //! - [`coalesce`]: progress output coalesced for the tool-call event stream.
 //! - [`config`]: the config file model, its validation and its diffs.
 //! - [`credentials`]: API keys and JWTs: how an `Authorization` header becomes a tenant.
 //! - [`errors`]: the one place a `ToolError` becomes what a surface sends.
 //! - [`export`]: tool definitions as OpenAI, Anthropic and Gemini function schemas.
-//! - [`gateway`]: the core: upstream lifecycle, catalog rebuild, the call path.
+//! - [`gateway`]: the core: upstream lifecycle, catalog rebuild, forwarded requests.
 //! - [`health`]: periodic upstream checks and the state every status surface reports.
 //! - [`logging`]: log output, with the audit line of every call written directly.
 //! - [`metrics`]: Prometheus metrics of calls, refusals, results and health.
 //! - [`policy`]: tenants and the one decision function.
-//! - [`protocol_tools`]: the gateway's own tools (`tool_search`, `tool_expand_tools`, …).
 //! - [`registry`]: OpenAPI imports and runtime registrations, and where they are kept.
 //! - [`recent`]: calls and errors per upstream over the last minutes (sparklines).
 //! - [`reload`]: config hot reload without a restart or dropped sessions.
-//! - [`search`]: the engine behind `tool_search`.
 //! - [`serve`]: the thin surfaces: `/mcp`, stdio, REST, ops and admin endpoints, the console.
 //! - [`state`]: state backends by concern, in memory or in Redis: sessions, rate
 //!   limits, registrations, tasks.
@@ -37,6 +40,7 @@
 
 pub mod access;
 pub mod app;
+pub mod call;
 pub mod catalog;
 pub mod coalesce;
 pub mod config;
@@ -48,11 +52,9 @@ pub mod health;
 pub mod logging;
 pub mod metrics;
 pub mod policy;
-pub mod protocol_tools;
 pub mod recent;
 pub mod registry;
 pub mod reload;
-pub mod search;
 pub mod serve;
 pub mod state;
 pub mod summary;

@@ -406,27 +406,10 @@ pub fn truncate_result_for(
 
     // Cheap check first: early-exit counts against what is left of the budget. How far
     // each count got is kept: the exact counts below go on from there.
-    let mut under = survey.oversized.is_empty() && !structured_over_bytes;
-    let mut seen = 0usize;
     let mut checked = vec![Progress::default(); survey.texts.len()];
-    if under {
-        let content = content_slice(&raw);
-        let texts = survey
-            .texts
-            .iter()
-            .map(|&at| text_at(content, at).unwrap_or(""));
-        match count_texts_till_limit(texts, enc, max_tokens, &mut checked) {
-            Some(n) => seen = n,
-            None => under = false,
-        }
-    }
-    if under && let Some(structured) = &survey.structured {
-        match count_till_limit(structured, enc, max_tokens - seen) {
-            Some(n) => seen += n,
-            None => under = false,
-        }
-    }
-    if under {
+    if !structured_over_bytes
+        && let Some(seen) = fits_as_is(&raw, &survey, enc, max_tokens, &mut checked)
+    {
         return Truncated {
             raw,
             original_tokens: seen,
@@ -453,9 +436,223 @@ pub fn truncate_result_for(
     let original_tokens: usize = totals.iter().sum::<usize>() + structured_tokens.unwrap_or(0);
 
     // Oversized binaries become notices (which count against the budget).
+    let notice_tokens = replace_oversized(
+        &mut raw,
+        &survey.oversized,
+        budget,
+        max_tokens,
+        &mut dropped,
+    );
+
+    // Texts and structuredContent share what is left.
+    // Room for the block that says what was cut from JSON arrays (see below).
+    let json_like = {
+        let content = content_slice(&raw);
+        survey
+            .texts
+            .iter()
+            .any(|&at| text_at(content, at).is_some_and(|t| t.trim_start().starts_with(['[', '{'])))
+    };
+    let note_reserve = if json_like {
+        JSON_NOTE_TOKENS.min(max_tokens / 4)
+    } else {
+        0
+    };
+    let available = max_tokens.saturating_sub(notice_tokens + note_reserve);
+    let mut parts = totals.clone();
+    parts.extend(structured_tokens);
+    let mut shares = water_fill(&parts, available);
+    let structured_share = structured_tokens.and_then(|_| shares.pop());
+    let mut unfit = None;
+    let mut structured_cut = false;
+    if let (Some(share), Some(tokens), Some(text)) =
+        (structured_share, structured_tokens, &survey.structured)
+        && (tokens > share || structured_over_bytes)
+    {
+        match shrink_structured(
+            &mut raw,
+            share,
+            output_schema,
+            budget,
+            text.len(),
+            &mut dropped,
+        ) {
+            Ok(cut) => structured_cut = cut,
+            Err(reason) => unfit = Some(reason),
+        }
+    }
+    let (cut_any, json_cuts) =
+        shrink_texts(&mut raw, &survey.texts, &totals, &shares, note_reserve, enc);
+    let note_tokens = match content_slice(&raw).last() {
+        Some(block) if !json_cuts.is_empty() => block
+            .get("text")
+            .and_then(Value::as_str)
+            .filter(|t| t.starts_with(JSON_NOTE_PREFIX))
+            .map_or(0, |t| count(t, enc)),
+        _ => 0,
+    };
+
+    let result_tokens = result_tokens(&raw, &survey, enc) + note_tokens;
+    let truncated = cut_any || structured_cut || !dropped.is_empty();
+    let meta = raw
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !meta.is_object() {
+        *meta = Value::Object(Map::new());
+    }
+    if let Value::Object(meta) = meta {
+        meta.insert("toolgate/originalTokens".into(), original_tokens.into());
+        meta.insert("toolgate/resultTokens".into(), result_tokens.into());
+        meta.insert("toolgate/truncated".into(), truncated.into());
+        if !dropped.is_empty() {
+            meta.insert("toolgate/dropped".into(), Value::Array(dropped));
+        }
+        if !json_cuts.is_empty() {
+            meta.insert(
+                "toolgate/jsonCuts".into(),
+                json_cuts.iter().map(|n| Value::String(n.clone())).collect(),
+            );
+        }
+    }
+    Truncated {
+        raw,
+        original_tokens,
+        result_tokens,
+        truncated,
+        unfit,
+    }
+}
+
+/// The tokens of `raw` when it fits in `max_tokens` as it is (no oversized binary, its
+/// texts and structured part under the limit), counted only as far as the limit;
+/// `checked` keeps how far each text was counted, for the exact counts after it.
+fn fits_as_is(
+    raw: &JsonObject,
+    survey: &Survey,
+    enc: Encoding,
+    max_tokens: usize,
+    checked: &mut [Progress],
+) -> Option<usize> {
+    if !survey.oversized.is_empty() {
+        return None;
+    }
+    let content = content_slice(raw);
+    let texts = survey
+        .texts
+        .iter()
+        .map(|&at| text_at(content, at).unwrap_or(""));
+    let seen = count_texts_till_limit(texts, enc, max_tokens, checked)?;
+    match &survey.structured {
+        Some(structured) => Some(seen + count_till_limit(structured, enc, max_tokens - seen)?),
+        None => Some(seen),
+    }
+}
+
+/// Shortens each text part of `raw` over its share (`totals[i]` tokens against
+/// `shares[i]`); shortened JSON arrays keep their element type, their "kept N of M"
+/// notes going into one text block of their own (within `note_reserve` tokens).
+/// Answers whether anything was cut, and those notes.
+fn shrink_texts(
+    raw: &mut JsonObject,
+    texts: &[TextAt],
+    totals: &[usize],
+    shares: &[usize],
+    note_reserve: usize,
+    enc: Encoding,
+) -> (bool, Vec<String>) {
+    let mut cut_any = false;
+    let mut json_cuts: Vec<String> = Vec::new();
+    if let Some(Value::Array(content)) = raw.get_mut("content") {
+        for ((&at, &total), &share) in texts.iter().zip(totals).zip(shares) {
+            if total <= share {
+                continue;
+            }
+            let Some(slot) = text_at_mut(content, at) else {
+                continue;
+            };
+            let Value::String(text) = slot else { continue };
+            let original = std::mem::take(text);
+            let (shrunk, notes) = catch_unwind(AssertUnwindSafe(|| {
+                shrink_text_noted(&original, total, share, enc)
+            }))
+            .unwrap_or_else(|_| (fallback_marker(total, share, enc), Vec::new()));
+            *text = shrunk;
+            json_cuts.extend(notes);
+            cut_any = true;
+        }
+        // Shortened JSON arrays keep their element type: the "kept N of M" notes go
+        // in a text block of their own (and `_meta`), not into the arrays.
+        let note = json_cut_note(&json_cuts, note_reserve, enc);
+        if !note.is_empty() {
+            content.push(serde_json::json!({"type": "text", "text": note}));
+        }
+    }
+    (cut_any, json_cuts)
+}
+
+/// Shrinks `raw`'s `structuredContent` to `share` tokens, still matching
+/// `output_schema`: `Ok(true)` when shrunk (the cuts in `_meta`), `Ok(false)` when it
+/// had to go (no schema asks for it; noted in `dropped`), `Err` with the reason when a
+/// schema asks for it and it cannot be shrunk to fit. `bytes` is its size as sent.
+fn shrink_structured(
+    raw: &mut JsonObject,
+    share: usize,
+    output_schema: Option<&Value>,
+    budget: &Budget,
+    bytes: usize,
+    dropped: &mut Vec<Value>,
+) -> Result<bool, String> {
+    let value = raw.get("structuredContent").cloned().unwrap_or_default();
+    let shrunk = catch_unwind(AssertUnwindSafe(|| {
+        structured::shrink(
+            &value,
+            output_schema,
+            budget.structured_max_bytes,
+            share,
+            budget.encoding,
+        )
+    }))
+    .unwrap_or_else(|_| Err("shortening it failed".to_owned()));
+    match shrunk {
+        Ok(shrunk) => {
+            raw.insert("structuredContent".into(), shrunk.value);
+            if let Value::Object(meta) = raw
+                .entry("_meta")
+                .or_insert_with(|| Value::Object(Map::new()))
+            {
+                meta.insert("toolgate/structuredCuts".into(), Value::Array(shrunk.cuts));
+            }
+            Ok(true)
+        }
+        Err(reason) if output_schema.is_some() => Err(reason),
+        Err(reason) => {
+            // No schema asks for it: the part that cannot fit goes, flagged.
+            raw.remove("structuredContent");
+            dropped.push(serde_json::json!({
+                "what": "structuredContent",
+                "bytes": bytes,
+                "limit": budget.structured_max_bytes,
+                "reason": reason,
+            }));
+            Ok(false)
+        }
+    }
+}
+
+/// Replaces each oversized binary block of `raw` by a text notice (one short notice
+/// each, or none, when many would eat the budget), noting each in `dropped`. Answers
+/// the notices' tokens, which count against the budget.
+fn replace_oversized(
+    raw: &mut JsonObject,
+    oversized: &[Oversized],
+    budget: &Budget,
+    max_tokens: usize,
+    dropped: &mut Vec<Value>,
+) -> usize {
+    let enc = budget.encoding;
     let mut notice_tokens = 0usize;
     let mut notices: Vec<(usize, String)> = Vec::new();
-    for o in &survey.oversized {
+    for o in oversized {
         let text = format!(
             "[toolgate: {} content dropped: {}, {} bytes, over the {} byte limit]",
             o.kind, o.mime, o.bytes, budget.binary_max_bytes
@@ -493,105 +690,14 @@ pub fn truncate_result_for(
             }
         }
     }
+    notice_tokens
+}
 
-    // Texts and structuredContent share what is left.
-    // Room for the block that says what was cut from JSON arrays (see below).
-    let json_like = {
-        let content = content_slice(&raw);
-        survey
-            .texts
-            .iter()
-            .any(|&at| text_at(content, at).is_some_and(|t| t.trim_start().starts_with(['[', '{'])))
-    };
-    let note_reserve = if json_like {
-        JSON_NOTE_TOKENS.min(max_tokens / 4)
-    } else {
-        0
-    };
-    let available = max_tokens.saturating_sub(notice_tokens + note_reserve);
-    let mut parts = totals.clone();
-    parts.extend(structured_tokens);
-    let mut shares = water_fill(&parts, available);
-    let structured_share = structured_tokens.and_then(|_| shares.pop());
-    let mut unfit = None;
-    let mut structured_cut = false;
-    if let (Some(share), Some(tokens), Some(text)) =
-        (structured_share, structured_tokens, &survey.structured)
-        && (tokens > share || structured_over_bytes)
-    {
-        let value = raw.get("structuredContent").cloned().unwrap_or_default();
-        let shrunk = catch_unwind(AssertUnwindSafe(|| {
-            structured::shrink(
-                &value,
-                output_schema,
-                budget.structured_max_bytes,
-                share,
-                enc,
-            )
-        }))
-        .unwrap_or_else(|_| Err("shortening it failed".to_owned()));
-        match shrunk {
-            Ok(shrunk) => {
-                raw.insert("structuredContent".into(), shrunk.value);
-                if let Value::Object(meta) = raw
-                    .entry("_meta")
-                    .or_insert_with(|| Value::Object(Map::new()))
-                {
-                    meta.insert("toolgate/structuredCuts".into(), Value::Array(shrunk.cuts));
-                }
-                structured_cut = true;
-            }
-            Err(reason) if output_schema.is_some() => unfit = Some(reason),
-            Err(reason) => {
-                // No schema asks for it: the part that cannot fit goes, flagged.
-                raw.remove("structuredContent");
-                dropped.push(serde_json::json!({
-                    "what": "structuredContent",
-                    "bytes": text.len(),
-                    "limit": budget.structured_max_bytes,
-                    "reason": reason,
-                }));
-            }
-        }
-    }
-    let mut cut_any = false;
-    let mut json_cuts: Vec<String> = Vec::new();
-    if let Some(Value::Array(content)) = raw.get_mut("content") {
-        for ((&at, &total), &share) in survey.texts.iter().zip(&totals).zip(&shares) {
-            if total <= share {
-                continue;
-            }
-            let Some(slot) = text_at_mut(content, at) else {
-                continue;
-            };
-            let Value::String(text) = slot else { continue };
-            let original = std::mem::take(text);
-            let (shrunk, notes) = catch_unwind(AssertUnwindSafe(|| {
-                shrink_text_noted(&original, total, share, enc)
-            }))
-            .unwrap_or_else(|_| (fallback_marker(total, share, enc), Vec::new()));
-            *text = shrunk;
-            json_cuts.extend(notes);
-            cut_any = true;
-        }
-        // Shortened JSON arrays keep their element type: the "kept N of M" notes go
-        // in a text block of their own (and `_meta`), not into the arrays.
-        let note = json_cut_note(&json_cuts, note_reserve, enc);
-        if !note.is_empty() {
-            content.push(serde_json::json!({"type": "text", "text": note}));
-        }
-    }
-    let note_tokens = match content_slice(&raw).last() {
-        Some(block) if !json_cuts.is_empty() => block
-            .get("text")
-            .and_then(Value::as_str)
-            .filter(|t| t.starts_with(JSON_NOTE_PREFIX))
-            .map_or(0, |t| count(t, enc)),
-        _ => 0,
-    };
-
-    let result_tokens: usize = {
-        let content = content_slice(&raw);
+/// The tokens of a fitted result: its text parts, the notices that replaced binaries,
+/// and its `structuredContent` (the JSON-cut note is counted by the caller).
+fn result_tokens(raw: &JsonObject, survey: &Survey, enc: Encoding) -> usize {
+    let texts: usize = {
+        let content = content_slice(raw);
         survey
             .texts
             .iter()
@@ -601,7 +707,7 @@ pub fn truncate_result_for(
                 0
             } else {
                 // notices are text blocks too
-                content_slice(&raw)
+                content_slice(raw)
                     .iter()
                     .enumerate()
                     .filter(|(i, _)| survey.oversized.iter().any(|o| o.index == *i))
@@ -610,40 +716,11 @@ pub fn truncate_result_for(
             }
     };
 
-    let result_tokens = result_tokens
-        + note_tokens
+    texts
         + raw
             .get("structuredContent")
             .and_then(|v| serde_json::to_string(v).ok())
-            .map_or(0, |s| count(&s, enc));
-    let truncated = cut_any || structured_cut || !dropped.is_empty();
-    let meta = raw
-        .entry("_meta")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if !meta.is_object() {
-        *meta = Value::Object(Map::new());
-    }
-    if let Value::Object(meta) = meta {
-        meta.insert("toolgate/originalTokens".into(), original_tokens.into());
-        meta.insert("toolgate/resultTokens".into(), result_tokens.into());
-        meta.insert("toolgate/truncated".into(), truncated.into());
-        if !dropped.is_empty() {
-            meta.insert("toolgate/dropped".into(), Value::Array(dropped));
-        }
-        if !json_cuts.is_empty() {
-            meta.insert(
-                "toolgate/jsonCuts".into(),
-                json_cuts.iter().map(|n| Value::String(n.clone())).collect(),
-            );
-        }
-    }
-    Truncated {
-        raw,
-        original_tokens,
-        result_tokens,
-        truncated,
-        unfit,
-    }
+            .map_or(0, |s| count(&s, enc))
 }
 
 /// Tokens set aside for the note on shortened JSON arrays.

@@ -367,7 +367,7 @@ fn values_strict_and_gemini_cannot_describe_travel_as_json_strings() {
             "tags": {"anyOf": [{"type": "object", "additionalProperties": true}, {"type": "null"}]}
         }, "required": ["id", "metadata"]}
     }));
-    let invoke = toolgate::protocol_tools::definition("tool_invoke").unwrap();
+    let invoke = toolgate::catalog::protocol_tools::definition("tool_invoke").unwrap();
     let tree = definitions::awkward().remove(0);
     let cases: [(&JsonObject, &[&str], Value, Value); 3] = [
         (

@@ -91,7 +91,7 @@ async fn every_corpus_tool_served_by_get_v1_tools_keeps_each_formats_rules() {
         .iter()
         .map(|entry| (entry.name.clone(), entry.definition()))
         .collect();
-    for definition in toolgate::protocol_tools::definitions() {
+    for definition in toolgate::catalog::protocol_tools::definitions() {
         let name = definition["name"].as_str().unwrap_or_default().to_owned();
         definitions.insert(name, definition);
     }

@@ -15,12 +15,12 @@ use std::sync::{Arc, OnceLock};
 use serde_json::json;
 use toolgate::catalog::{Catalog, Source};
 use toolgate::config::Namespace;
-use toolgate::search::SearchIndex;
-use toolgate::search::embed::Embedder;
 use toolgate_adapters::ToolDef;
+use toolgate_search::SearchIndex;
+use toolgate_search::embed::Embedder;
 
 fn model_dir() -> Option<PathBuf> {
-    toolgate::search::embed::installed_model(
+    toolgate_search::embed::installed_model(
         &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv"),
     )
 }
@@ -189,7 +189,7 @@ fn the_cache_embeds_a_new_catalog_in_the_background() {
     let Some(model) = embedder() else {
         return;
     };
-    let cache = toolgate::search::SearchCache::with_embedder(Some(model));
+    let cache = toolgate_search::SearchCache::with_embedder(Some(model));
     let snapshot = Arc::new(catalog(&[("browser", browser()), ("misc", others())]));
     let first = cache.index_for(&snapshot);
     // Words at once; vectors when the thread is done (bounded wait).

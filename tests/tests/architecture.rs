@@ -1,6 +1,7 @@
 //! The house's rules about its own shape, read from the source: no import cycle among
-//! the gateway's rooms, none among the adapters' rooms, none among the OpenAPI
-//! adapter's modules (its pipeline runs one way: load → model → convert → invoke).
+//! the gateway's rooms, none among the adapters' or the search crate's rooms, none
+//! among the OpenAPI adapter's modules (its pipeline runs one way: load → refs →
+//! operations → convert → import → upstream; invoke → guard → client).
 //!
 //! A *room* is a top-level module of a crate (`policy`, `catalog`, …), except in the
 //! folders whose children are rooms of their own (`serve/` holds one room per surface,
@@ -369,6 +370,77 @@ fn the_gateway_rooms_import_each_other_one_way() {
     assert_acyclic("gateway/src", &graph);
 }
 
+/// The gateway's core: what serves a call. It must stand alone.
+const CORE: &[&str] = &[
+    "access",
+    "call",
+    "catalog",
+    "coalesce",
+    "config",
+    "credentials",
+    "errors",
+    "export",
+    "gateway",
+    "health",
+    "logging",
+    "metrics",
+    "policy",
+    "recent",
+    "state",
+    "state::conn",
+    "state::ratelimit",
+    "state::sessions",
+    "summary",
+    "telemetry",
+    "truncate",
+    "validate",
+];
+
+/// The services built on the core (and their own records), and the surfaces: they may
+/// import the core, never the other way round.
+const SERVICES: &[&str] = &[
+    "app",
+    "registry",
+    "reload",
+    "serve",
+    "state::registrations",
+    "state::tasks",
+    "tasks",
+];
+
+fn is_service(room: &str) -> bool {
+    SERVICES.contains(&room) || room.starts_with("serve::")
+}
+
+/// The core imports none of the services built on it (registrations, background
+/// calls, reload, the surfaces, the application that assembles them); every room is
+/// one or the other, so a new room is placed on purpose.
+#[test]
+fn the_core_imports_no_service() {
+    let graph = room_graph(&workspace_root().join("gateway/src"), &["serve", "state"]);
+    let unplaced: Vec<&String> = graph
+        .keys()
+        .filter(|room| !CORE.contains(&room.as_str()) && !is_service(room))
+        .collect();
+    assert!(
+        unplaced.is_empty(),
+        "rooms neither core nor service (add each to CORE or SERVICES in this file): {unplaced:?}"
+    );
+    let mut wrong = Vec::new();
+    for room in CORE {
+        let Some(imports) = graph.get(*room) else {
+            continue;
+        };
+        for import in imports.iter().filter(|i| is_service(i)) {
+            wrong.push(format!("{room} → {import}"));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "the core imports services (move what it needs into the core, or hand it in from the service): {wrong:?}"
+    );
+}
+
 #[test]
 fn the_adapter_rooms_import_each_other_one_way() {
     let src = workspace_root().join("adapters/src");
@@ -378,6 +450,16 @@ fn the_adapter_rooms_import_each_other_one_way() {
         "{graph:?}"
     );
     assert_acyclic("adapters/src", &graph);
+}
+
+#[test]
+fn the_search_rooms_import_each_other_one_way() {
+    let graph = room_graph(&workspace_root().join("search/src"), &[]);
+    assert!(
+        graph.contains_key("index") && graph.contains_key("embed"),
+        "{graph:?}"
+    );
+    assert_acyclic("search/src", &graph);
 }
 
 #[test]

@@ -13,7 +13,7 @@
 //! (restarting a stdio child) with exponential backoff when the connection is lost.
 //!
 //! ```text
-//! spawn() -> McpUpstream (upstream.rs)        the handle: Upstream impl, reads Shared
+//! spawn() -> McpUpstream (upstream.rs)        the handle: Upstream impl, reads Supervised
 //!              supervisor.rs                  connect, initialize, list, reconnect
 //!                transport.rs                 what a transport hands over: Rpc + Link
 //!                  stdio.rs                   child process, stdin writer, stdout reader

@@ -2,7 +2,7 @@
 //! `tools/list_changed`, and reconnect with exponential backoff when the connection is
 //! lost, until shutdown.
 //!
-//! The state the [`McpUpstream`](super::McpUpstream) handle reads lives in [`Shared`];
+//! The state the [`McpUpstream`](super::McpUpstream) handle reads lives in [`Supervised`];
 //! only this task writes the connection state and the tool list.
 
 use std::sync::{Arc, Mutex};
@@ -35,7 +35,7 @@ const HEALTHY_AFTER: Duration = Duration::from_secs(30);
 pub const STARTUP_RETRY_MAX: Duration = Duration::from_secs(1);
 
 /// State shared between the supervisor and the handle.
-pub(crate) struct Shared {
+pub(crate) struct Supervised {
     pub name: Arc<str>,
     pub transport: McpTransport,
     pub options: McpOptions,
@@ -62,7 +62,7 @@ pub(crate) struct Inner {
     pub initialize_result: Option<JsonObject>,
 }
 
-impl Shared {
+impl Supervised {
     pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         // Every critical section is a plain field update; poisoning cannot leave it
         // half-done.
@@ -103,7 +103,7 @@ impl Shared {
 }
 
 /// The supervisor loop. Returns after shutdown.
-pub(crate) async fn run(shared: Arc<Shared>) {
+pub(crate) async fn run(shared: Arc<Supervised>) {
     let mut http: Option<Arc<HttpClient>> = None;
     let mut backoff = shared.options.backoff_initial;
     let started = Instant::now();
@@ -180,7 +180,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
 
 /// Connects the transport, runs the MCP handshake and the first listing.
 async fn connect_and_initialize(
-    shared: &Shared,
+    shared: &Supervised,
     http: &mut Option<Arc<HttpClient>>,
 ) -> Result<Connected, String> {
     let name = shared.name.clone();
@@ -218,7 +218,7 @@ async fn connect_and_initialize(
         .await
         .map_err(|e| match e {
             // A 2026-07-28-only server has no `initialize` at all.
-            RpcFailure::Error { code, .. } if code == super::jsonrpc::METHOD_NOT_FOUND => {
+            RpcFailure::Error { code, .. } if code == crate::codes::METHOD_NOT_FOUND => {
                 format!(
                     "initialize failed: {} — the server may speak only MCP 2026-07-28, \
                      which toolgate does not support yet",
@@ -294,7 +294,7 @@ fn http_client(
 }
 
 /// Follows the connection until it is lost (`Some(reason)`) or shut down (`None`).
-async fn serve(shared: &Shared, conn: &mut Connected) -> Option<String> {
+async fn serve(shared: &Supervised, conn: &mut Connected) -> Option<String> {
     let rpc = conn.rpc.clone();
     let timeout = shared.options.request_timeout;
     loop {

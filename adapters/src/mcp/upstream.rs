@@ -11,11 +11,10 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::jsonrpc::{
-    Answer, INVALID_PARAMS, METHOD_NOT_FOUND, Origin, Params, Rpc, RpcFailure, tool_call_map,
-};
-use super::supervisor::{self, Shared, describe};
+use super::jsonrpc::{Answer, Origin, Params, Rpc, RpcFailure, tool_call_map};
+use super::supervisor::{self, Supervised, describe};
 use super::{McpOptions, McpTransport};
+use crate::codes::{INVALID_PARAMS, METHOD_NOT_FOUND};
 use crate::{
     CallContext, CallOutput, Connection, JsonObject, RpcError, ToolDef, ToolError, Upstream,
 };
@@ -30,7 +29,7 @@ pub fn spawn(name: String, transport: McpTransport, options: McpOptions) -> Arc<
     // Bounded: a slow receiver loses the oldest notifications (and is told so by
     // `RecvError::Lagged`) instead of growing memory.
     let (notifications, _) = broadcast::channel(256);
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(Supervised {
         name: name.clone().into(),
         transport,
         options,
@@ -52,7 +51,7 @@ pub fn spawn(name: String, transport: McpTransport, options: McpOptions) -> Arc<
 /// One MCP server (stdio, streamable HTTP or legacy SSE) as an [`Upstream`].
 pub struct McpUpstream {
     name: String,
-    shared: Arc<Shared>,
+    shared: Arc<Supervised>,
     task: tokio::sync::Mutex<Option<JoinHandle<()>>>,
 }
 

@@ -20,7 +20,7 @@ use super::refs;
 use crate::{JsonObject, ToolDef};
 
 /// One tool: its operation, conversion and base URL.
-pub(super) struct Entry {
+pub(super) struct Endpoint {
     pub op: model::Operation,
     pub conv: convert::Converted,
     pub base: Result<Url, String>,
@@ -177,7 +177,7 @@ fn remove_at(root: &mut serde_json::Value, pointer: &str) -> bool {
 /// What [`build`] makes of the loaded documents.
 pub(super) struct Built {
     pub tools: Vec<ToolDef>,
-    pub entries: HashMap<String, Entry>,
+    pub entries: HashMap<String, Endpoint>,
     pub auth: Auth,
     pub health_base: Option<Url>,
     pub report: ImportReport,
@@ -324,7 +324,7 @@ pub(super) fn build(
             name: tool_name.clone(),
             raw: raw.into(),
         });
-        entries.insert(tool_name, Entry { op, conv, base });
+        entries.insert(tool_name, Endpoint { op, conv, base });
     }
     report.imported = tools.len();
     report.approx_tokens = bytes / 4;

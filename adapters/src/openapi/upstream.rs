@@ -16,7 +16,7 @@ use url::Url;
 use super::auth::{Applied, Auth};
 use super::client::{self, ApiRequest, SendError};
 use super::config::OpenApiConfig;
-use super::import::{Built, Entry, build};
+use super::import::{Built, Endpoint, build};
 use super::invoke;
 use super::load::{self, LoadError};
 use super::{guard, ssrf};
@@ -28,7 +28,7 @@ pub struct OpenApiUpstream {
     name: String,
     config: OpenApiConfig,
     tools: Arc<Vec<ToolDef>>,
-    entries: HashMap<String, Entry>,
+    entries: HashMap<String, Endpoint>,
     /// Every request this upstream sends goes through it (SSRF guard, redirects).
     guard: guard::Guard,
     auth: Auth,

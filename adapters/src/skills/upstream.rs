@@ -148,7 +148,7 @@ impl SkillsUpstream {
 
     async fn read_resource(&self, uri: &str) -> Result<Value, RpcError> {
         let not_found = || RpcError {
-            code: -32002,
+            code: crate::codes::RESOURCE_NOT_FOUND,
             message: "Resource not found".into(),
             data: Some(json!({"uri": uri})),
         };
@@ -170,7 +170,7 @@ impl SkillsUpstream {
 
     async fn get_prompt(&self, name: &str) -> Result<Value, RpcError> {
         let skill = self.skill(name).ok_or_else(|| RpcError {
-            code: -32602,
+            code: crate::codes::INVALID_PARAMS,
             message: format!("Unknown prompt: {name}"),
             data: None,
         })?;
@@ -181,7 +181,7 @@ impl SkillsUpstream {
 
 fn internal(message: String) -> RpcError {
     RpcError {
-        code: -32603,
+        code: crate::codes::INTERNAL_ERROR,
         message,
         data: None,
     }
@@ -335,7 +335,7 @@ impl Upstream for SkillsUpstream {
                 .map(str::to_owned)
         };
         let missing = |key: &str| RpcError {
-            code: -32602,
+            code: crate::codes::INVALID_PARAMS,
             message: format!("{method} needs a string `{key}`"),
             data: None,
         };
@@ -349,7 +349,7 @@ impl Upstream for SkillsUpstream {
                 None => Err(missing("uri")),
             },
             other => Err(RpcError {
-                code: -32601,
+                code: crate::codes::METHOD_NOT_FOUND,
                 message: format!("Method not found: {other}"),
                 data: None,
             }),

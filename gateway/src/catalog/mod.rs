@@ -30,8 +30,9 @@ use crate::truncate::Encoding;
 use crate::config::{Namespace, TaskSupport};
 
 mod brief;
-pub mod gateway_tools;
 pub mod offerings;
+pub mod protocol_tools;
+mod search;
 mod shaping;
 
 pub use brief::{abbreviate_schema, schema_at};

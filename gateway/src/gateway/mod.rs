@@ -4,19 +4,20 @@
 //! - [`factory`]: the one way from an upstream's config to a mounted upstream, for
 //!   every kind (OpenAPI imports included);
 //! - `rebuild`: the catalog rebuilt from the upstreams' tools and offerings;
-//! - `call`: the call path (admission, budget, and one record for audit and metrics).
+//! - `forward`: requests about prompts, resources and completion sent on to their
+//!   upstream.
 //!
 //! Surfaces (MCP over HTTP and stdio, REST, the ops endpoints) hold an `Arc<Gateway>`
-//! and translate their protocol onto [`Gateway::call_counted`] and [`Gateway::catalog`].
+//! and translate their protocol onto the one call path ([`crate::call::call`]) and
+//! [`Gateway::catalog`].
 //! What changes at run time (config and policy, upstreams, catalog) is held in
 //! [`ArcSwap`]s: a reader takes a snapshot without a lock and keeps it for its request.
 
-mod call;
 pub mod factory;
+mod forward;
 mod rebuild;
 mod upstreams;
 
-pub use call::ResultUsage;
 pub use upstreams::{Mounted, UpstreamStatus};
 
 use std::sync::Arc;
@@ -25,12 +26,12 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+use toolgate_search::SearchCache;
 
 use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::policy::{Policy, Refusal, Tenant};
-use crate::search::SearchCache;
 use crate::state::Shared;
 use crate::state::ratelimit::Verdict;
 use crate::state::sessions::{MemoryStore, SessionStore};
@@ -47,7 +48,7 @@ pub struct Gateway {
     rebuild_lock: std::sync::Mutex<()>,
     logged_collisions: std::sync::Mutex<std::collections::HashSet<String>>,
     /// The search index of the newest catalog snapshot, built on first search.
-    search: SearchCache,
+    search: SearchCache<Catalog>,
     /// Bumped on every catalog change; MCP sessions watch it to send `list_changed`.
     catalog_version: watch::Sender<u64>,
     pub metrics: Metrics,
@@ -87,7 +88,7 @@ impl Gateway {
         // used stops startup with the file at fault rather than searching without it.
         let embedder = match &config.search.embedding_model {
             Some(dir) => Some(Arc::new(
-                crate::search::embed::Embedder::load(dir)
+                toolgate_search::embed::Embedder::load(dir)
                     .map_err(|e| format!("search.embedding_model: {e}"))?,
             )),
             None => None,

@@ -30,11 +30,11 @@ pub struct Mounted {
     pub call_timeout: Duration,
     pub health: Arc<Tracker>,
     /// Bounds the calls running at once on this upstream.
-    pub(super) concurrency: Arc<tokio::sync::Semaphore>,
+    pub(crate) concurrency: Arc<tokio::sync::Semaphore>,
     /// Log argument values in the audit line.
-    pub(super) audit_arguments: bool,
+    pub(crate) audit_arguments: bool,
     /// Token budget of results, when the upstream overrides the global one.
-    pub(super) result_max_tokens: Option<usize>,
+    pub(crate) result_max_tokens: Option<usize>,
     /// How the catalog shapes its tools (task modes, definition budgets).
     pub(super) shaping: crate::catalog::Shaping,
     /// Stops this upstream's health and catalog tasks when it is unmounted.

@@ -1,7 +1,7 @@
 //! Who is calling: the HTTP surfaces' front door. Turns the `Authorization` header
 //! into a [`Tenant`] (API key or JWT; the anonymous tenant when configured), counts the
-//! request against the tenant's rate limit, and hands the tenant to the handlers in
-//! the request's extensions. Refusals are 401 (with `WWW-Authenticate`) or 429 (with
+//! request against the tenant's rate limit, and hands the tenant (and, on `/mcp`, its
+//! session) to the handler that admitted it. Refusals are 401 (with `WWW-Authenticate`) or 429 (with
 //! `Retry-After`), with a JSON-RPC error body on `/mcp`.
 
 use std::sync::Arc;
@@ -239,7 +239,7 @@ fn refusal(
         Shape::JsonRpc => json!({
             "jsonrpc": "2.0",
             "id": null,
-            "error": {"code": -32001, "message": message, "data": {"code": code}},
+            "error": {"code": toolgate_adapters::codes::REFUSED, "message": message, "data": {"code": code}},
         }),
         Shape::Rest => json!({"error": {"code": code, "message": message}}),
     };
@@ -273,8 +273,7 @@ pub struct Admitted {
     pub session: Option<Session>,
 }
 
-/// Admits an `/mcp` request (the tenant also goes into its extensions, where rmcp's
-/// handlers find it) or refuses it.
+/// Admits an `/mcp` request (its tenant and session) or refuses it.
 pub async fn admit_mcp(door: &FrontDoor, request: &mut Request) -> Result<Admitted, Response> {
     let tenant = door.admit(request.headers()).await?;
     let session_id = request
@@ -300,6 +299,5 @@ pub async fn admit_mcp(door: &FrontDoor, request: &mut Request) -> Result<Admitt
             }
         },
     };
-    request.extensions_mut().insert(tenant.clone());
     Ok(Admitted { tenant, session })
 }

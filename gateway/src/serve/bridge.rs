@@ -71,7 +71,7 @@ const BRIDGE_QUEUE: usize = 1024;
 
 fn call_finished() -> RpcError {
     RpcError {
-        code: -32603,
+        code: toolgate_adapters::codes::INTERNAL_ERROR,
         message: "the downstream call this request belonged to has finished".into(),
         data: None,
     }

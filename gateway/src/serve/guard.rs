@@ -222,7 +222,7 @@ impl Refused {
             Shape::Mcp => json!({
                 "jsonrpc": "2.0",
                 "id": null,
-                "error": {"code": -32600, "message": self.message, "data": {"code": self.code}},
+                "error": {"code": toolgate_adapters::codes::INVALID_REQUEST, "message": self.message, "data": {"code": self.code}},
             }),
             Shape::Api | Shape::Other => {
                 json!({"error": {"code": self.code, "message": self.message}})

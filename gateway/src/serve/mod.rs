@@ -1,5 +1,5 @@
 //! Thin surfaces over the gateway core: MCP over streamable HTTP at `/mcp` and over
-//! stdio (one implementation, [`mcp_http`], for both), the ops endpoints, the admin
+//! stdio (one implementation, [`mcp`], for both), the ops endpoints, the admin
 //! API and the plain-HTTP function surface.
 //!
 //! Every HTTP request passes the [`guard`] first (Host, Origin, CORS, JSON bodies)
@@ -10,12 +10,10 @@ pub mod admin;
 pub mod auth;
 pub mod bridge;
 pub mod console;
-pub mod features;
 pub mod guard;
 pub mod listener;
-pub mod mcp_http;
+pub mod mcp;
 pub mod ops;
-pub mod protocol_errors;
 pub mod rest;
 pub mod stdio;
 
@@ -61,7 +59,7 @@ impl Front {
         });
         let mcp = Arc::new(McpFront {
             door: door.clone(),
-            sessions: mcp_http::McpSessions::new(&app, stop),
+            sessions: mcp::McpSessions::new(&app, stop),
             max_body: gateway.config().max_request_body_bytes,
         });
         let mcp_routes = Router::new()
@@ -158,7 +156,7 @@ enum Fast {
 /// What `/mcp` needs.
 struct McpFront {
     door: Arc<auth::FrontDoor>,
-    sessions: mcp_http::McpSessions,
+    sessions: mcp::McpSessions,
     max_body: usize,
 }
 
@@ -171,17 +169,18 @@ async fn mcp_front(
 }
 
 /// Everything `/mcp` does: refuse oversized bodies, admit the caller and check its
-/// session, answer ([`mcp_http`]), and make any error a JSON-RPC error.
+/// session, answer ([`mcp`]), and make any error a JSON-RPC error.
 async fn serve_mcp(
     front: &McpFront,
     mut request: axum::extract::Request,
 ) -> axum::response::Response {
-    if let Some(refused) = protocol_errors::refuse_oversized(request.headers(), front.max_body) {
+    if let Some(refused) = mcp::protocol_errors::refuse_oversized(request.headers(), front.max_body)
+    {
         return refused;
     }
     let response = match auth::admit_mcp(&front.door, &mut request).await {
         Err(refused) => refused,
         Ok(admitted) => front.sessions.route_trusted(request, admitted).await,
     };
-    protocol_errors::as_jsonrpc_error(response).await
+    mcp::protocol_errors::as_jsonrpc_error(response).await
 }

@@ -187,7 +187,7 @@ fn metrics(gateway: &Gateway, headers: &HeaderMap) -> Response {
     // Refresh the health gauges at scrape time.
     let _ = gateway.statuses();
     let wants_openmetrics =
-        crate::serve::mcp_http::wire::accept_lists(headers, &[crate::metrics::OPENMETRICS]);
+        crate::serve::mcp::wire::accept_lists(headers, &[crate::metrics::OPENMETRICS]);
     let (content_type, body) = if wants_openmetrics {
         (
             "application/openmetrics-text; version=1.0.0; charset=utf-8",

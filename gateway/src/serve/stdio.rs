@@ -1,5 +1,5 @@
 //! MCP over stdio (`toolgate stdio`) for desktop clients, answered by the same
-//! implementation as `/mcp` ([`super::mcp_http`]), so the two can never disagree:
+//! implementation as `/mcp` ([`super::mcp`]), so the two can never disagree:
 //! each line read from stdin becomes an in-process `/mcp` request of this process's
 //! tenant, and each JSON-RPC message of its answer (one JSON body, or every event of
 //! an SSE stream) becomes one line on stdout.
@@ -26,7 +26,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::auth::Admitted;
-use super::mcp_http::McpSessions;
+use super::mcp::McpSessions;
 use crate::app::App;
 use crate::gateway::Gateway;
 use crate::policy::Tenant;
@@ -296,7 +296,7 @@ fn mirror_sessionless_headers(body: &[u8], headers: &mut http::HeaderMap) {
     }
     if let Some(method) = &message.method {
         insert(headers, "mcp-method", method);
-        let Some(field) = super::mcp_http::name_field(method) else {
+        let Some(field) = super::mcp::name_field(method) else {
             return;
         };
         if let Some(name) = params[field].as_str() {
@@ -363,7 +363,7 @@ fn too_long(limit: usize) -> Bytes {
         serde_json::json!({
             "jsonrpc": "2.0",
             "id": null,
-            "error": {"code": -32600, "message": format!(
+            "error": {"code": toolgate_adapters::codes::INVALID_REQUEST, "message": format!(
                 "the message is longer than max_request_body_bytes ({limit} bytes); it was skipped"
             )},
         })

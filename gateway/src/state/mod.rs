@@ -8,7 +8,7 @@
 //! replica can serve any request (no sticky routing):
 //!
 //! - sessions and their expanded tools ([`sessions`]); an MCP session is nothing more
-//!   than that record (see [`crate::serve::mcp_http`]), so any replica serves it;
+//!   than that record (see [`crate::serve::mcp`]), so any replica serves it;
 //! - tenant rate limits ([`ratelimit`]: GCRA in process, or in a Lua script on Redis'
 //!   clock), with a configured fail-open or fail-closed policy while Redis is
 //!   unreachable;

@@ -21,7 +21,7 @@ use toolgate_adapters::{ClientBridge, RpcError};
 
 use super::{InputRequest, Owner, TaskError, TaskId, Tasks};
 
-const INTERNAL_ERROR: i64 = -32603;
+use toolgate_adapters::codes::INTERNAL_ERROR;
 
 /// The stored form of a client's error answer: an object with only `error`, which
 /// no MCP result (elicitation, sampling, roots) is.
@@ -285,7 +285,7 @@ mod tests {
     #[test]
     fn only_an_error_object_reads_back_as_an_error() {
         let error = RpcError {
-            code: -32600,
+            code: toolgate_adapters::codes::INVALID_REQUEST,
             message: "no".into(),
             data: Some(json!({"why": 1})),
         };

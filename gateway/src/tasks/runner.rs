@@ -18,14 +18,14 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use toolgate_adapters::{CallContext, CallOutput, JsonObject, ToolError, progress_channel};
+use toolgate_adapters::{CallContext, JsonObject, ToolError, progress_channel};
 
 use super::input::TaskInput;
 use super::{
     NewTask, Outcome, Owner, Progress, TaskError, TaskId, TaskPage, TaskRecord, TaskStore,
     TaskUpdate,
 };
-use crate::access::{self, Caller};
+use crate::access::Caller;
 use crate::config::TasksConfig;
 use crate::gateway::Gateway;
 
@@ -124,16 +124,13 @@ impl Tasks {
         };
         // The gateway's own tools answer at once and are not in the catalog: on every
         // surface they are refused as a forbidden tool is, not as an unknown one.
-        if crate::protocol_tools::is_protocol_tool(&call.tool) {
+        if crate::catalog::protocol_tools::is_protocol_tool(&call.tool) {
             let refusal = crate::errors::task_forbidden(&call.tool);
             return Err(StartRefused::Tool(refusal));
         }
-        access::admit(gateway, &call.caller, &call.tool, &ctx).map_err(StartRefused::Tool)?;
-        let support = gateway
-            .catalog()
-            .get(&call.tool)
-            .map(|entry| entry.task_support());
-        if support.is_none_or(|s| s == super::TaskSupport::Forbidden) {
+        let admitted = crate::call::authorize(gateway, &call.caller, &call.tool, &ctx)
+            .map_err(StartRefused::Tool)?;
+        if admitted.entry.task_support() == super::TaskSupport::Forbidden {
             let refusal = crate::errors::task_forbidden(&call.tool);
             return Err(StartRefused::Tool(refusal));
         }
@@ -345,9 +342,10 @@ impl Run {
         let cancel = ctx.cancel.clone();
         let (sink, mut progress) = progress_channel();
         ctx.progress = Some(sink);
-        let execution = self
-            .gateway
-            .call_counted(&call.caller, &call.tool, call.arguments, ctx);
+        // The one call path, as every surface takes it: the policy decides again on the
+        // catalog of the moment the call runs.
+        let execution =
+            crate::call::call(&self.gateway, &call.caller, &call.tool, call.arguments, ctx);
         tokio::pin!(execution);
         let mut renew = tokio::time::interval(self.tasks.renew_every());
         renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -420,9 +418,9 @@ impl Run {
         }
     }
 
-    async fn finish(&self, outcome: Result<(CallOutput, crate::gateway::ResultUsage), ToolError>) {
-        let outcome = match outcome {
-            Ok((output, _)) if output.is_error() => {
+    async fn finish(&self, outcome: Result<crate::call::Called, ToolError>) {
+        let outcome = match outcome.map(|called| called.output) {
+            Ok(output) if output.is_error() => {
                 let output = output.into_object();
                 Outcome::Failed {
                     reason: first_text(&output)
@@ -430,7 +428,7 @@ impl Run {
                     result: Some(Value::Object(output)),
                 }
             }
-            Ok((output, _)) => Outcome::Completed(Value::Object(output.into_object())),
+            Ok(output) => Outcome::Completed(Value::Object(output.into_object())),
             Err(error) => Outcome::Failed {
                 reason: error.to_string(),
                 result: Some(Value::Object(crate::errors::error_result(&error))),

@@ -136,7 +136,7 @@ impl Rpc {
                     match tokio::time::timeout(within, bridge.request(&method, params)).await {
                         Ok(answer) => answer.map_err(|e| (e.code, e.message, e.data)),
                         Err(_) => Err((
-                            -32603,
+                            crate::codes::INTERNAL_ERROR,
                             "the downstream client did not answer in time".to_owned(),
                             None,
                         )),

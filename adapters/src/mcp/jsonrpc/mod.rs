@@ -47,10 +47,7 @@ pub(crate) use params::{Params, tool_call_map};
 
 use crate::{ClientBridge, ProgressSink};
 
-/// JSON-RPC "method not found".
-pub(crate) const METHOD_NOT_FOUND: i64 = -32601;
-/// JSON-RPC "invalid params".
-pub(crate) const INVALID_PARAMS: i64 = -32602;
+use crate::codes::METHOD_NOT_FOUND;
 
 /// How long a best-effort message we do not wait for (a cancellation, a reply to a
 /// server's ping) may take to send before it is given up.
@@ -590,7 +587,10 @@ impl Rpc {
             return;
         };
         let reply = if let Some(err) = obj.remove("error") {
-            let code = err.get("code").and_then(Value::as_i64).unwrap_or(-32603);
+            let code = err
+                .get("code")
+                .and_then(Value::as_i64)
+                .unwrap_or(crate::codes::INTERNAL_ERROR);
             let message = err
                 .get("message")
                 .and_then(Value::as_str)
@@ -606,7 +606,7 @@ impl Rpc {
             Ok(Answer::Value(result))
         } else {
             Err(RpcFailure::Error {
-                code: -32603,
+                code: crate::codes::INTERNAL_ERROR,
                 message: "response has neither result nor error".into(),
                 data: None,
             })

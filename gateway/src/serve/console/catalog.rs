@@ -19,7 +19,7 @@ use super::{Console, not_found, schema, signed_in};
 use crate::access::{Caller, View};
 use crate::catalog::{Catalog, Entry};
 use crate::export::{self, ExportOptions, Format};
-use crate::policy::Allowed;
+use crate::policy::{self, Allowed, Item, Method};
 
 /// The most rows a catalog listing shows (search or filter to narrow).
 const MAX_ROWS: usize = 300;
@@ -27,29 +27,29 @@ const MAX_ROWS: usize = 300;
 const SEARCH_LIMIT: usize = 50;
 
 /// The catalog snapshot and, for a tenant, what it may use there.
-struct Scope {
+struct Visibility {
     catalog: Arc<Catalog>,
     /// `None` for the admin (everything).
     allowed: Option<Arc<Allowed>>,
 }
 
-impl Scope {
-    fn of(console: &Console, viewer: &Viewer) -> Scope {
+impl Visibility {
+    fn of(console: &Console, viewer: &Viewer) -> Visibility {
         let gateway = &console.door.gateway;
         let catalog = gateway.catalog();
         let allowed = match viewer {
             Viewer::Admin => None,
             Viewer::Tenant(tenant) => Some(gateway.policy().allowed(tenant, &catalog)),
         };
-        Scope { catalog, allowed }
+        Visibility { catalog, allowed }
     }
 
-    fn tool(&self, name: &str) -> bool {
-        self.allowed.as_ref().is_none_or(|a| a.names.contains(name))
-    }
-
-    fn offering(&self, name: &str) -> bool {
-        self.allowed.as_ref().is_none_or(|a| a.offering(name))
+    /// Whether the viewer may use `item` (the admin: anything), as a sessionless
+    /// caller of the tenant would.
+    fn permits(&self, item: Item<'_>) -> bool {
+        self.allowed
+            .as_ref()
+            .is_none_or(|a| a.permits(policy::Scope::Stateless, item, Method::Use))
     }
 }
 
@@ -62,7 +62,7 @@ pub(super) async fn catalog(
         Ok(current) => current,
         Err(response) => return *response,
     };
-    let scope = Scope::of(&console, &current.viewer);
+    let scope = Visibility::of(&console, &current.viewer);
     let q = query.get("q").map(|q| q.trim()).unwrap_or_default();
     let upstream = query
         .get("upstream")
@@ -72,7 +72,7 @@ pub(super) async fn catalog(
         .catalog
         .entries()
         .iter()
-        .filter(|e| scope.tool(&e.name))
+        .filter(|e| scope.permits(Item::Tool(&e.name)))
         .map(|e| e.upstream.as_str())
         .collect();
     let mut body = String::new();
@@ -93,7 +93,7 @@ pub(super) async fn catalog(
             .catalog
             .entries()
             .iter()
-            .filter(|e| scope.tool(&e.name))
+            .filter(|e| scope.permits(Item::Tool(&e.name)))
             .collect()
     } else {
         let hits = search(&console, &current.viewer, &scope, q);
@@ -162,7 +162,7 @@ pub(super) async fn catalog(
 }
 
 /// Ranked tool names for `q`: the `tool_search` engine over what the viewer may use.
-fn search(console: &Console, viewer: &Viewer, scope: &Scope, q: &str) -> Vec<String> {
+fn search(console: &Console, viewer: &Viewer, scope: &Visibility, q: &str) -> Vec<String> {
     let gateway = &console.door.gateway;
     let hits = match viewer {
         Viewer::Admin => gateway.search_where(&scope.catalog, q, SEARCH_LIMIT, |_| true),
@@ -173,7 +173,7 @@ fn search(console: &Console, viewer: &Viewer, scope: &Scope, q: &str) -> Vec<Str
             };
             let view = View::of(gateway, &caller);
             gateway.search_where(&view.catalog, q, SEARCH_LIMIT, |name| {
-                view.allowed.names.contains(name)
+                view.permits(&caller, Item::Tool(name), Method::Search)
             })
         }
     };
@@ -192,14 +192,14 @@ fn truncate(text: &str, chars: usize) -> String {
 }
 
 /// The prompts, resources and templates the viewer may use, in `upstream` when given.
-fn offerings(scope: &Scope, upstream: &str, body: &mut String) {
+fn offerings(scope: &Visibility, upstream: &str, body: &mut String) {
     let offerings = scope.catalog.offerings();
     let in_upstream = |u: &str| upstream.is_empty() || u == upstream;
     let prompts: Vec<_> = offerings
         .prompts
         .entries()
         .iter()
-        .filter(|e| in_upstream(&e.upstream) && scope.offering(&e.name))
+        .filter(|e| in_upstream(&e.upstream) && scope.permits(Item::Prompt(&e.name)))
         .take(MAX_ROWS)
         .collect();
     let prompts: Vec<(&str, String)> = prompts
@@ -218,7 +218,7 @@ fn offerings(scope: &Scope, upstream: &str, body: &mut String) {
         .resources
         .iter()
         .chain(offerings.templates.iter())
-        .filter(|i| in_upstream(&i.upstream) && scope.offering(&i.name))
+        .filter(|i| in_upstream(&i.upstream) && scope.permits(Item::Resource(&i.name)))
         .take(MAX_ROWS)
         .map(|item| (item.uri.as_str(), item.name.clone()))
         .collect();
@@ -253,11 +253,11 @@ pub(super) async fn tool(
         Ok(current) => current,
         Err(response) => return *response,
     };
-    let scope = Scope::of(&console, &current.viewer);
+    let scope = Visibility::of(&console, &current.viewer);
     let Some(entry) = scope
         .catalog
         .get(&name)
-        .filter(|_| scope.tool(&name))
+        .filter(|_| scope.permits(Item::Tool(&name)))
         .cloned()
     else {
         return not_found(&current);
@@ -359,9 +359,13 @@ fn try_form(console: &Console, current: &Current, entry: &Entry, input: &Value) 
     let catalog = console.door.gateway.catalog();
     let mut options = String::new();
     for name in &tenants {
-        let may = policy
-            .tenant(name)
-            .is_some_and(|t| policy.allowed(&t, &catalog).names.contains(&entry.name));
+        let may = policy.tenant(name).is_some_and(|t| {
+            policy.allowed(&t, &catalog).permits(
+                policy::Scope::Stateless,
+                Item::Tool(&entry.name),
+                Method::Use,
+            )
+        });
         let note = if may { "" } else { " (not allowed)" };
         let _ = write!(
             options,

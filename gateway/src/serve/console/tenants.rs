@@ -4,7 +4,7 @@
 //! second reading of the patterns. A tenant signed in with its API key sees only
 //! itself and only the tools it may use.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write;
 use std::sync::Arc;
 
@@ -15,7 +15,7 @@ use http::{HeaderMap, StatusCode};
 use super::auth::{Current, Viewer};
 use super::html::{self, esc, url_part};
 use super::{Console, signed_in};
-use crate::policy::{Explanation, FirstList, Rule, Tenant};
+use crate::policy::{Access, Explanation, FirstList, Item, Method, Rule, Scope, Tenant};
 
 /// The most rows a tenant's lists show.
 const MAX_ROWS: usize = 300;
@@ -98,15 +98,16 @@ fn describe(
         .live_by_tenant()
         .map(|counts| counts.get(&tenant.name).copied().unwrap_or(0).to_string())
         .unwrap_or_else(|| "not counted with shared state".to_owned());
+    let (tools, first_list, offerings) = allowed.counts();
     let _ = write!(
         body,
         "<h2 id=\"tenant-h\">Tenant <code>{}</code></h2><dl class=\"facts\">\
          <dt>Allowed tools</dt><dd id=\"allowed-count\">{}</dd><dt>In a new session's first list</dt><dd>{}</dd>\
          <dt>Prompts and resources allowed</dt><dd>{}</dd><dt>Live MCP/REST sessions</dt><dd id=\"live-sessions\">{}</dd>",
         esc(&tenant.name),
-        allowed.names.len(),
-        allowed.initial.len(),
-        allowed.offerings.len(),
+        tools,
+        first_list,
+        offerings,
         esc(&sessions)
     );
     let config = gateway.config();
@@ -140,7 +141,7 @@ fn describe(
         .entries()
         .iter()
         .map(|e| e.name.as_str())
-        .filter(|n| admin || allowed.names.contains(*n))
+        .filter(|n| admin || allowed.permits(Scope::Stateless, Item::Tool(n), Method::Use))
         .collect();
     let asked = tool.map(|t| t.trim()).unwrap_or_default();
     let _ = write!(
@@ -177,25 +178,26 @@ fn describe(
     let _ = write!(
         body,
         "<h2 id=\"allowed-h\">Allowed tools ({})</h2>",
-        allowed.names.len()
+        allowed.searchable_tools().len()
     );
-    if allowed.names.is_empty() {
+    if allowed.searchable_tools().is_empty() {
         body.push_str("<p>None.</p>");
     } else {
         body.push_str(
             "<table id=\"allowed\" aria-labelledby=\"allowed-h\"><thead><tr><th scope=\"col\">Tool</th>\
              <th scope=\"col\">Allowed by</th><th scope=\"col\">First list</th></tr></thead><tbody>",
         );
-        for name in allowed.names.iter().take(MAX_ROWS) {
+        for name in allowed.searchable_tools().iter().take(MAX_ROWS) {
             let rule = match tenant.explain(name) {
                 Rule::Allowed { by } => format!("<code>{}</code>", esc(by)),
                 _ => String::new(),
             };
-            let first = if allowed.initial.contains(name) {
-                "listed"
-            } else {
-                "by search / expand"
-            };
+            let first =
+                if allowed.tool_access(Scope::Session(&BTreeSet::new()), name) == Access::Visible {
+                    "listed"
+                } else {
+                    "by search / expand"
+                };
             let _ = write!(
                 body,
                 "<tr><th scope=\"row\"><a href=\"/console/tenants?tenant={t}&amp;tool={u}\">{n}</a></th>\
@@ -206,10 +208,13 @@ fn describe(
             );
         }
         body.push_str("</tbody></table>");
-        if allowed.names.len() > MAX_ROWS {
+        if allowed.searchable_tools().len() > MAX_ROWS {
             body.push_str(&html::notice(
                 "info",
-                &format!("{} more not shown.", allowed.names.len() - MAX_ROWS),
+                &format!(
+                    "{} more not shown.",
+                    allowed.searchable_tools().len() - MAX_ROWS
+                ),
             ));
         }
     }
@@ -221,7 +226,7 @@ fn describe(
         .entries()
         .iter()
         .map(|e| e.name.as_str())
-        .filter(|n| !allowed.names.contains(*n))
+        .filter(|n| !allowed.permits(Scope::Stateless, Item::Tool(n), Method::Use))
         .collect();
     let _ = write!(
         body,

@@ -48,7 +48,7 @@ struct Request {
 }
 
 /// What became of one call of a batch.
-enum Entry {
+enum BatchOutcome {
     Called(Finished),
     Started(Box<TaskRecord>),
 }
@@ -81,8 +81,8 @@ pub(super) async fn openai(
         .zip(&finished)
         .map(|(request, entry)| {
             let content = match entry {
-                Entry::Called(finished) => finished.text_for_model(),
-                Entry::Started(task) => task_text(task),
+                BatchOutcome::Called(finished) => finished.text_for_model(),
+                BatchOutcome::Started(task) => task_text(task),
             };
             json!({"role": "tool", "tool_call_id": request.id, "content": content})
         })
@@ -91,12 +91,12 @@ pub(super) async fn openai(
         .iter()
         .zip(&finished)
         .filter_map(|(request, entry)| match entry {
-            Entry::Started(task) => {
+            BatchOutcome::Started(task) => {
                 let mut task = tasks::started(task);
                 task["tool_call_id"] = json!(request.id);
                 Some(task)
             }
-            Entry::Called(_) => None,
+            BatchOutcome::Called(_) => None,
         })
         .collect();
     let mut answer = json!({"messages": messages});
@@ -157,8 +157,8 @@ pub(super) async fn anthropic(
         .iter()
         .zip(&finished)
         .map(|(request, entry)| match entry {
-            Entry::Called(finished) => tool_result(&request.id, finished),
-            Entry::Started(task) => json!({
+            BatchOutcome::Called(finished) => tool_result(&request.id, finished),
+            BatchOutcome::Started(task) => json!({
                 "type": "tool_result",
                 "tool_use_id": request.id,
                 "content": [{"type": "text", "text": task_text(task)}],
@@ -294,7 +294,7 @@ async fn run(
     tenant: Arc<Tenant>,
     session: Option<String>,
     requests: &[Request],
-) -> Result<Vec<Entry>, Response> {
+) -> Result<Vec<BatchOutcome>, Response> {
     let config = door.gateway.config();
     if requests.len() > config.rest.batch_max_calls {
         return Err(error(
@@ -341,16 +341,16 @@ async fn one(
     request_headers: Arc<HeaderMap>,
     call_timeout: std::time::Duration,
     admit: bool,
-) -> Entry {
+) -> BatchOutcome {
     if admit && let Err(refusal) = door.gateway.count_request(&caller.tenant).await {
-        return Entry::Called(over_limit(door, request, refusal));
+        return BatchOutcome::Called(over_limit(door, request, refusal));
     }
     let arguments = match &request.arguments {
         Ok(arguments) => arguments.clone(),
-        Err(problem) => return Entry::Called(not_called(request, problem)),
+        Err(problem) => return BatchOutcome::Called(not_called(request, problem)),
     };
     if request.name.is_empty() {
-        return Entry::Called(not_called(request, "the call names no tool"));
+        return BatchOutcome::Called(not_called(request, "the call names no tool"));
     }
     if request.background {
         return match tasks::start(
@@ -363,8 +363,8 @@ async fn one(
         )
         .await
         {
-            Ok(task) => Entry::Started(Box::new(task)),
-            Err(refusal) => Entry::Called(refused(request, refusal)),
+            Ok(task) => BatchOutcome::Started(Box::new(task)),
+            Err(refusal) => BatchOutcome::Called(refused(request, refusal)),
         };
     }
     // The batch's calls share the request's trace (and so its correlation id).
@@ -378,7 +378,7 @@ async fn one(
         ctx,
     )
     .await;
-    Entry::Called(finished)
+    BatchOutcome::Called(finished)
 }
 
 /// A call of a batch refused by the tenant's rate limit (each call costs one unit).

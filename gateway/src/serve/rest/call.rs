@@ -14,10 +14,11 @@ use tokio_util::sync::CancellationToken;
 use serde_json::Value;
 use toolgate_adapters::{CallContext, JsonObject, ToolError};
 
-use crate::access::{self, Caller};
+use crate::access::Caller;
+use crate::call::{ResultUsage, protocol_tools};
 use crate::export::{self, Format};
-use crate::gateway::{Gateway, ResultUsage};
-use crate::{protocol_tools, summary};
+use crate::gateway::Gateway;
+use crate::summary;
 
 /// What a result without `content` answers as its content.
 static EMPTY_CONTENT: Value = Value::Array(Vec::new());
@@ -224,18 +225,8 @@ pub(super) async fn execute(
 ) -> Finished {
     let started = Instant::now();
     let name = prepare(gateway, name, &mut arguments);
-    let outcome = if protocol_tools::is_protocol_tool(&name) {
-        protocol_tools::call(gateway, caller, &name, arguments, ctx)
-            .await
-            .unwrap_or_else(|| Err(crate::errors::unknown_tool(&name)))
-            .map(|(output, _)| (output, None))
-    } else {
-        access::call_counted(gateway, caller, &name, arguments, ctx)
-            .await
-            .map(|(output, usage)| (output, Some(usage)))
-    };
-    let (outcome, usage) = match outcome {
-        Ok((output, usage)) => (Ok(output.into_object()), usage),
+    let (outcome, usage) = match crate::call::call(gateway, caller, &name, arguments, ctx).await {
+        Ok(called) => (Ok(called.output.into_object()), called.usage),
         Err(error) => (Err(error), None),
     };
     let summary = match &outcome {

@@ -30,11 +30,11 @@ use toolgate_adapters::{JsonObject, ToolError};
 
 use super::auth::{FrontDoor, Shape};
 use crate::access::{Caller, View};
+use crate::call::protocol_tools;
 use crate::catalog::DefinitionCosts;
 use crate::errors::http_status;
 use crate::export::{self, ExportOptions, Format};
 use crate::policy::Tenant;
-use crate::protocol_tools;
 use crate::telemetry::{CallTrace, rest_calls};
 
 mod batch;

@@ -290,7 +290,7 @@ fn bridged_update(event: BridgeEvent) -> Option<Update> {
                 Ok(json!({"roots": []}))
             } else {
                 Err(RpcError {
-                    code: crate::serve::mcp_http::wire::METHOD_NOT_FOUND,
+                    code: toolgate_adapters::codes::METHOD_NOT_FOUND,
                     message: format!(
                         "'{method}' is not available: this call came over the plain-HTTP \
                          surface, whose caller cannot answer it (call the tool over MCP \
