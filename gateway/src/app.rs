@@ -10,7 +10,7 @@ use crate::config::Config;
 use crate::gateway::Gateway;
 use crate::registry::{self, Registry};
 use crate::reload::ReloadLog;
-use crate::state::Shared;
+use crate::state::RedisState;
 use crate::tasks::Tasks;
 
 /// A started toolgate: the core and the services built on it. The core (config,
@@ -51,7 +51,7 @@ impl App {
     /// importing the OpenAPI upstreams and the stored registrations. Returns at once; [`App::finish_startup`] waits for the first
     /// tool lists.
     pub async fn start(config: Config) -> Result<Arc<App>, StartError> {
-        let shared = Shared::from_config(&config).map_err(StartError::Core)?;
+        let shared = RedisState::from_config(&config).map_err(StartError::Core)?;
         let tasks = Tasks::new(
             &config.tasks,
             crate::state::tasks::store_for(&config, shared.as_deref()),

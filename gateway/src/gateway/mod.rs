@@ -32,7 +32,7 @@ use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::policy::{Policy, Refusal, Tenant};
-use crate::state::Shared;
+use crate::state::RedisState;
 use crate::state::ratelimit::Verdict;
 use crate::state::sessions::{MemoryStore, SessionStore};
 use upstreams::UpstreamMap;
@@ -55,7 +55,7 @@ pub struct Gateway {
     /// Sessions and their expanded tools.
     pub sessions: Arc<dyn SessionStore>,
     /// The Redis-backed shared state (`state.backend: redis`); `None` in memory.
-    pub shared: Option<Arc<Shared>>,
+    pub shared: Option<Arc<RedisState>>,
     stop: CancellationToken,
     /// Set once, when startup stopped waiting for the upstreams' first answers.
     startup: std::sync::OnceLock<Startup>,
@@ -81,8 +81,8 @@ impl Gateway {
     /// that keep the catalog and health current. Returns at once; OpenAPI upstreams
     /// are imported by the application that holds this core (`App::start`), and
     /// [`Gateway::wait_for_upstreams`] waits for the first answers. `shared` is the
-    /// Redis-backed state when `state.backend` is `redis` ([`Shared::from_config`]).
-    pub fn start(config: Config, shared: Option<Arc<Shared>>) -> Result<Arc<Gateway>, String> {
+    /// Redis-backed state when `state.backend` is `redis` ([`RedisState::from_config`]).
+    pub fn start(config: Config, shared: Option<Arc<RedisState>>) -> Result<Arc<Gateway>, String> {
         let policy = Policy::from_config(&config)?;
         // The model is read before anything starts: a configured model that cannot be
         // used stops startup with the file at fault rather than searching without it.

@@ -35,16 +35,16 @@ use crate::config::{Config, StateBackend};
 /// The Redis-backed parts of the gateway core (absent with `backend: memory`): the
 /// connection, sessions and rate limits. The services beside the core keep their own
 /// records on the same connection (registrations, tasks).
-pub struct Shared {
+pub struct RedisState {
     pub conn: Arc<conn::RedisConn>,
     pub sessions: Arc<sessions::redis::RedisSessionStore>,
     pub limiter: ratelimit::SharedLimiter,
 }
 
-impl Shared {
+impl RedisState {
     /// Connects lazily (nothing is awaited here: a gateway starts while Redis is down
     /// and reports not ready until it answers). `None` for the memory backend.
-    pub fn from_config(config: &Config) -> Result<Option<Arc<Shared>>, String> {
+    pub fn from_config(config: &Config) -> Result<Option<Arc<RedisState>>, String> {
         if config.state.backend != StateBackend::Redis {
             return Ok(None);
         }
@@ -56,7 +56,7 @@ impl Shared {
             sessions::Limits::from_config(&config.sessions),
         ));
         let limiter = ratelimit::SharedLimiter::new(conn.clone(), config.state.on_unavailable);
-        Ok(Some(Arc::new(Shared {
+        Ok(Some(Arc::new(RedisState {
             conn,
             sessions,
             limiter,

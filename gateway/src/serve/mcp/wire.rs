@@ -213,8 +213,8 @@ impl MessageParts {
     }
 
     pub(crate) fn push_shared(&mut self, text: &std::sync::Arc<str>) {
-        struct Shared(std::sync::Arc<str>);
-        impl AsRef<[u8]> for Shared {
+        struct SharedText(std::sync::Arc<str>);
+        impl AsRef<[u8]> for SharedText {
             fn as_ref(&self) -> &[u8] {
                 self.0.as_bytes()
             }
@@ -223,7 +223,7 @@ impl MessageParts {
             return self.push_str(text);
         }
         self.flush();
-        self.parts.push(Bytes::from_owner(Shared(text.clone())));
+        self.parts.push(Bytes::from_owner(SharedText(text.clone())));
     }
 
     fn flush(&mut self) {

@@ -433,10 +433,10 @@ pub trait TaskStore: Send + Sync {
 }
 
 /// The store for a gateway: in Redis when the gateway shares state there (`shared`,
-/// from [`crate::state::Shared::from_config`]), otherwise in this process.
+/// from [`crate::state::RedisState::from_config`]), otherwise in this process.
 pub fn store_for(
     config: &crate::config::Config,
-    shared: Option<&crate::state::Shared>,
+    shared: Option<&crate::state::RedisState>,
 ) -> Arc<dyn TaskStore> {
     match shared {
         Some(shared) => Arc::new(redis::RedisTaskStore::new(
@@ -522,7 +522,7 @@ mod tests {
     #[test]
     fn the_memory_backend_keeps_tasks_in_process() {
         let config = crate::config::Config::parse("{}", &|_| None).unwrap();
-        let shared = crate::state::Shared::from_config(&config).unwrap();
+        let shared = crate::state::RedisState::from_config(&config).unwrap();
         assert!(shared.is_none());
         // A memory store: creating works without any server.
         let store = store_for(&config, shared.as_deref());
