@@ -697,6 +697,32 @@ pub async fn heavy_lock() -> tokio::sync::MutexGuard<'static, ()> {
     LOCK.lock().await
 }
 
+/// The output of a documentation example that must have succeeded: its stdout and
+/// stderr as text; fails the test with both when it did not.
+pub fn example_succeeded(output: &std::process::Output) -> (String, String) {
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        output.status.success(),
+        "the example failed:\n{stdout}\n{stderr}"
+    );
+    (stdout, stderr)
+}
+
+/// Runs a shell example as written (`sh -euc`), bounded by two minutes.
+pub async fn run_shell_example(script: &str) -> std::process::Output {
+    tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new("sh")
+            .args(["-euc", script])
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the example finishes within 120 s")
+    .expect("run sh")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

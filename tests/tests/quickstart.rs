@@ -4,7 +4,9 @@
 //! serves the same.
 
 use serde_json::json;
-use toolgate_e2e::{Gateway, McpSession, first_text, heavy_lock, tool_names, workspace_root};
+use toolgate_e2e::{
+    Gateway, McpSession, example_succeeded, first_text, heavy_lock, tool_names, workspace_root,
+};
 
 fn npx_available() -> bool {
     let found = std::process::Command::new("npx")
@@ -79,14 +81,7 @@ async fn the_readme_python_example_runs_as_written() {
         "the example names http://127.0.0.1:8080/mcp"
     );
     let output = run_python(py, &script, &[]).await;
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr),
-    );
-    assert!(
-        output.status.success(),
-        "the example failed:\n{stdout}\n{stderr}"
-    );
+    let (stdout, stderr) = example_succeeded(&output);
     assert!(
         stdout.contains("Echo: hi"),
         "stdout:\n{stdout}\nstderr:\n{stderr}"
@@ -136,14 +131,7 @@ async fn the_readme_tenant_python_example_runs_as_written() {
     );
 
     let output = run_python(py.clone(), &script, &[("ACME_API_KEY", key)]).await;
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr),
-    );
-    assert!(
-        output.status.success(),
-        "the example failed:\n{stdout}\n{stderr}"
-    );
+    let (stdout, stderr) = example_succeeded(&output);
     assert!(
         stdout.contains("Echo: hi"),
         "stdout:\n{stdout}\nstderr:\n{stderr}"
@@ -195,14 +183,7 @@ async fn the_readme_inspector_cli_example_runs_as_written() {
     .await
     .expect("the inspector finishes within 120 s")
     .expect("run the inspector");
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr),
-    );
-    assert!(
-        output.status.success(),
-        "the example failed:\n{stdout}\n{stderr}"
-    );
+    let (stdout, stderr) = example_succeeded(&output);
     let listed: serde_json::Value = serde_json::from_str(&stdout)
         .unwrap_or_else(|e| panic!("the inspector printed no JSON ({e}):\n{stdout}\n{stderr}"));
     let names = tool_names(&listed);

@@ -3,8 +3,8 @@
 
 use serde_json::{Value, json};
 use toolgate_e2e::{
-    Gateway, NodeDeps, everything_stdio_upstream, hash_key, heavy_lock, http, require,
-    rest_get as get, rest_post as post, unique_marker, workspace_root,
+    Gateway, NodeDeps, everything_stdio_upstream, example_succeeded, hash_key, heavy_lock, http,
+    require, rest_get as get, rest_post as post, run_shell_example, unique_marker, workspace_root,
 };
 
 const KEY: &str = "rest-tenant-key-0123456789";
@@ -244,24 +244,8 @@ async fn the_docs_function_calling_example_runs_as_written() {
     .await;
     let script = example.replace("http://127.0.0.1:8080", &gateway.base);
     assert_ne!(script, example, "the example names http://127.0.0.1:8080");
-    let output = tokio::time::timeout(
-        std::time::Duration::from_secs(120),
-        tokio::process::Command::new("sh")
-            .args(["-euc", &script])
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("the example finishes within 120 s")
-    .expect("run sh");
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr),
-    );
-    assert!(
-        output.status.success(),
-        "the example failed:\n{stdout}\n{stderr}"
-    );
+    let output = run_shell_example(&script).await;
+    let (stdout, _) = example_succeeded(&output);
     let mut answers = serde_json::Deserializer::from_str(&stdout).into_iter::<Value>();
     let tools = answers.next().expect("the tools").expect("JSON");
     let names: Vec<&str> = tools["tools"]

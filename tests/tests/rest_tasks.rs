@@ -15,8 +15,9 @@ use axum::response::IntoResponse;
 use futures::StreamExt;
 use serde_json::{Value, json};
 use toolgate_e2e::{
-    Gateway, MockApi, NodeDeps, TempDir, everything_stdio_upstream, hash_key, heavy_lock, http,
-    require, rest_get, rest_post, unique_marker, workspace_root,
+    Gateway, MockApi, NodeDeps, TempDir, everything_stdio_upstream, example_succeeded, hash_key,
+    heavy_lock, http, require, rest_get, rest_post, run_shell_example, unique_marker,
+    workspace_root,
 };
 
 const KEY_A: &str = "rest-tasks-tenant-a-key-0123456789";
@@ -749,24 +750,8 @@ async fn the_readme_background_call_example_runs_as_written() {
     let mut gateway = Gateway::start(json!({"upstreams": {"everything": everything}})).await;
     let script = example.replace("http://127.0.0.1:8080", &gateway.base);
     assert_ne!(script, example, "the example names http://127.0.0.1:8080");
-    let output = tokio::time::timeout(
-        Duration::from_secs(120),
-        tokio::process::Command::new("sh")
-            .args(["-euc", &script])
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("the example finishes within 120 s")
-    .expect("run sh");
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr),
-    );
-    assert!(
-        output.status.success(),
-        "the example failed:\n{stdout}\n{stderr}"
-    );
+    let output = run_shell_example(&script).await;
+    let (stdout, stderr) = example_succeeded(&output);
     for want in [
         "event: tool_call_start",
         "event: tool_progress",
