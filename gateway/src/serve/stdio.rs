@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::auth::Admitted;
 use super::mcp::McpSessions;
+use super::mcp::error::McpError;
 use crate::app::App;
 use crate::gateway::Gateway;
 use crate::policy::Tenant;
@@ -360,14 +361,10 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 
 fn too_long(limit: usize) -> Bytes {
     Bytes::from(
-        serde_json::json!({
-            "jsonrpc": "2.0",
-            "id": null,
-            "error": {"code": toolgate_adapters::codes::INVALID_REQUEST, "message": format!(
-                "the message is longer than max_request_body_bytes ({limit} bytes); it was skipped"
-            )},
-        })
-        .to_string(),
+        McpError::body_too_large(format!(
+            "the message is longer than max_request_body_bytes ({limit} bytes); it was skipped"
+        ))
+        .into_message("null"),
     )
 }
 

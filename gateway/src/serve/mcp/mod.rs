@@ -24,6 +24,7 @@
 //! (`list_changed`, late log lines), DELETE ends the session.
 
 mod call;
+pub(crate) mod error;
 pub mod features;
 mod live;
 mod methods;
@@ -40,7 +41,7 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::response::Response;
 use bytes::Bytes;
-use http::{Method, StatusCode};
+use http::Method;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
@@ -50,6 +51,7 @@ use super::auth::Admitted;
 use crate::access::Caller;
 use crate::app::App;
 use crate::gateway::Gateway;
+use error::McpError;
 use live::Live;
 use wire::{Envelope, Kind};
 
@@ -106,11 +108,10 @@ impl McpSessions {
             }
             (Method::GET | Method::DELETE, None) => session_required(),
             _ => {
-                let mut refused = wire::refusal(
-                    StatusCode::METHOD_NOT_ALLOWED,
-                    toolgate_adapters::codes::INVALID_REQUEST,
+                let mut refused = McpError::method_not_allowed(
                     "/mcp takes POST (messages), GET (a session's stream) and DELETE (end a session)",
-                );
+                )
+                .response();
                 refused.headers_mut().insert(
                     http::header::ALLOW,
                     http::HeaderValue::from_static("GET, POST, DELETE"),
@@ -132,11 +133,7 @@ impl McpSessions {
             Ok(bytes) => bytes,
             Err(error) => {
                 return match super::listener::body_timeout(&error) {
-                    Some(late) => wire::refusal(
-                        StatusCode::REQUEST_TIMEOUT,
-                        toolgate_adapters::codes::INVALID_REQUEST,
-                        &late.to_string(),
-                    ),
+                    Some(late) => McpError::body_timeout(late.to_string()).response(),
                     // A body without a declared length, past the limit.
                     None => protocol_errors::body_too_large(limit, None),
                 };
@@ -148,13 +145,10 @@ impl McpSessions {
         let envelope = match Envelope::parse(&bytes) {
             Ok(envelope) => envelope,
             Err(error) => {
-                return wire::refusal(
-                    StatusCode::BAD_REQUEST,
-                    toolgate_adapters::codes::PARSE_ERROR,
-                    &format!(
-                        "{error}: send one JSON-RPC 2.0 request, notification or response object"
-                    ),
-                );
+                return McpError::parse_error(format!(
+                    "{error}: send one JSON-RPC 2.0 request, notification or response object"
+                ))
+                .response();
             }
         };
         let Some(session) = session else {
@@ -213,12 +207,7 @@ impl McpSessions {
         };
         let log_level = match sessionless::check(&headers, envelope, method) {
             Ok(level) => level,
-            Err(refused) => {
-                return wire::json_with_status(
-                    refused.status,
-                    wire::error_message(id, refused.code, &refused.message, refused.data),
-                );
-            }
+            Err(refused) => return refused.answer(id),
         };
         let caller = Caller {
             tenant,
@@ -565,21 +554,19 @@ struct SetLevel {
 
 /// A request without a session that is not `initialize` and not sessionless.
 fn session_required() -> Response {
-    wire::refusal(
-        StatusCode::BAD_REQUEST,
-        toolgate_adapters::codes::INVALID_REQUEST,
+    McpError::invalid_request(
         "Bad Request: Session ID is required (send initialize first, then echo its \
          Mcp-Session-Id header; or use protocol 2026-07-28, which needs none)",
     )
+    .response()
 }
 
 fn invalid_message() -> Response {
-    wire::refusal(
-        StatusCode::BAD_REQUEST,
-        toolgate_adapters::codes::INVALID_REQUEST,
+    McpError::invalid_request(
         "not a JSON-RPC 2.0 request, notification or response: send \
          `\"jsonrpc\": \"2.0\"`, and for a request a `method` and a string or number `id`",
     )
+    .response()
 }
 
 fn method_not_found(id: &str, method: &str) -> Vec<u8> {

@@ -6,13 +6,9 @@
 //! models act better on a JSON-RPC error. The status is kept (a parse failure becomes
 //! 400), so session-expiry semantics (404) are unchanged.
 
-use axum::body::Body;
+use super::error::McpError;
 use axum::response::Response;
 use http::{HeaderValue, StatusCode, header};
-use serde_json::json;
-
-use toolgate_adapters::codes::INVALID_REQUEST;
-use toolgate_adapters::codes::PARSE_ERROR;
 
 /// Refuses a body whose declared length is over the limit at once, with 413 and a
 /// JSON-RPC error, before reading any of it (reading megabytes only to refuse them
@@ -30,24 +26,11 @@ pub fn refuse_oversized(headers: &http::HeaderMap, limit: usize) -> Option<Respo
 /// 413 with a JSON-RPC error naming the limit (and the body's length when declared).
 pub fn body_too_large(limit: usize, length: Option<usize>) -> Response {
     let size = length.map_or_else(String::new, |length| format!(" of {length} bytes"));
-    let body = json!({
-        "jsonrpc": "2.0",
-        "id": null,
-        "error": {
-            "code": INVALID_REQUEST,
-            "message": format!(
-                "request body{size} exceeds the limit of {limit} bytes \
-                 (max_request_body_bytes in the gateway config)"
-            ),
-        },
-    });
-    let mut response = Response::new(Body::from(body.to_string()));
-    *response.status_mut() = StatusCode::PAYLOAD_TOO_LARGE;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
+    McpError::body_too_large(format!(
+        "request body{size} exceeds the limit of {limit} bytes \
+         (max_request_body_bytes in the gateway config)"
+    ))
+    .response()
 }
 
 /// Rewraps an error answer that is not JSON as a JSON-RPC error (same status; a
@@ -71,38 +54,32 @@ pub async fn as_jsonrpc_error(response: Response) -> Response {
         Ok(bytes) => String::from_utf8_lossy(&bytes).trim().to_owned(),
         Err(_) => String::new(),
     };
-    let (status, code, message) = classify(status, &text);
-    parts.status = status;
+    // The other layer's headers stay (an `Allow`, a `WWW-Authenticate`); the body and
+    // the status are the error's.
+    let (answer, body) = classify(status, &text).response().into_parts();
+    parts.status = answer.status;
     parts.headers.remove(header::CONTENT_LENGTH);
     parts.headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    let body = json!({
-        "jsonrpc": "2.0",
-        "id": null,
-        "error": {"code": code, "message": message},
-    });
-    Response::from_parts(parts, Body::from(body.to_string()))
+    Response::from_parts(parts, body)
 }
 
-fn classify(status: StatusCode, text: &str) -> (StatusCode, i64, String) {
+fn classify(status: StatusCode, text: &str) -> McpError {
     let detail = if text.is_empty() {
         status.canonical_reason().unwrap_or("error").to_owned()
     } else {
         text.to_owned()
     };
     if text.starts_with("fail to deserialize") {
-        let code = if text.contains("unrecognized JSON-RPC message") {
-            INVALID_REQUEST
+        let message =
+            format!("{detail}: send one JSON-RPC 2.0 request, notification or response object");
+        return if text.contains("unrecognized JSON-RPC message") {
+            McpError::invalid_request(message)
         } else {
-            PARSE_ERROR
+            McpError::parse_error(message)
         };
-        return (
-            StatusCode::BAD_REQUEST,
-            code,
-            format!("{detail}: send one JSON-RPC 2.0 request, notification or response object"),
-        );
     }
     let hint = match status {
         StatusCode::PAYLOAD_TOO_LARGE => {
@@ -115,16 +92,22 @@ fn classify(status: StatusCode, text: &str) -> (StatusCode, i64, String) {
         StatusCode::FORBIDDEN => " (add this host to allowed_hosts in the gateway config)",
         _ => "",
     };
-    (status, INVALID_REQUEST, format!("{detail}{hint}"))
+    McpError::kept_status(status, format!("{detail}{hint}"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use toolgate_adapters::codes::{INVALID_REQUEST, PARSE_ERROR};
 
     #[test]
     fn parse_failures_become_400_parse_errors() {
-        let (status, code, message) = classify(
+        let McpError {
+            status,
+            code,
+            message,
+            ..
+        } = classify(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "fail to deserialize request body key must be a string at line 1 column 2",
         );
@@ -134,7 +117,12 @@ mod tests {
 
     #[test]
     fn statuses_are_kept_with_a_hint() {
-        let (status, code, message) = classify(
+        let McpError {
+            status,
+            code,
+            message,
+            ..
+        } = classify(
             StatusCode::PAYLOAD_TOO_LARGE,
             "Payload Too Large: request body exceeds 5 bytes",
         );
@@ -143,6 +131,9 @@ mod tests {
             (StatusCode::PAYLOAD_TOO_LARGE, INVALID_REQUEST)
         );
         assert!(message.contains("max_request_body_bytes"));
-        assert_eq!(classify(StatusCode::NOT_FOUND, "").0, StatusCode::NOT_FOUND);
+        assert_eq!(
+            classify(StatusCode::NOT_FOUND, "").status,
+            StatusCode::NOT_FOUND
+        );
     }
 }

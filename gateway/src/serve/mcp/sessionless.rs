@@ -22,33 +22,24 @@
 //! wait (parked, see [`super::call::resume`]) for the client's retry; every result
 //! carries `resultType`, lists also `ttlMs` and `cacheScope`.
 
-use http::{HeaderMap, StatusCode};
+use http::HeaderMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::call::CallMeta;
+use super::error::McpError;
 use super::wire::{self, Envelope};
 
 pub(super) const VERSION: &str = "2026-07-28";
 /// The versions served without a session.
 pub(super) const SESSIONLESS_VERSIONS: &[&str] = &[VERSION];
 
-use toolgate_adapters::codes::HEADER_MISMATCH;
-use toolgate_adapters::codes::UNSUPPORTED_PROTOCOL_VERSION;
-
 const METHOD_HEADER: &str = "mcp-method";
 const NAME_HEADER: &str = "mcp-name";
 const PROTOCOL_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
 
-/// A rung of the ladder the request did not pass: the HTTP status, the JSON-RPC
-/// code, a message saying what to fix, and data.
-#[derive(Debug)]
-pub(super) struct Refused {
-    pub status: StatusCode,
-    pub code: i64,
-    pub message: String,
-    pub data: Option<Value>,
-}
+/// A rung of the ladder the request did not pass: an [`McpError`] saying what to fix.
+pub(super) type Refused = McpError;
 
 /// Syslog severities as MCP names them, least severe first.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug, Deserialize)]
@@ -108,12 +99,7 @@ pub(super) fn check(
         #[serde(default, rename = "_meta")]
         meta: Option<CallMeta>,
     }
-    let invalid = |message: String| Refused {
-        status: StatusCode::BAD_REQUEST,
-        code: toolgate_adapters::codes::INVALID_PARAMS,
-        message,
-        data: None,
-    };
+    let invalid = McpError::invalid_params;
     let params = envelope.params::<Params>().map_err(invalid)?;
     let meta = params.meta.as_ref();
     let version = meta.and_then(|m| m.protocol_version.as_ref());
@@ -130,12 +116,7 @@ pub(super) fn check(
             "'io.modelcontextprotocol/clientCapabilities' must be an object".into(),
         ));
     }
-    let mismatch = |what: String| Refused {
-        status: StatusCode::BAD_REQUEST,
-        code: HEADER_MISMATCH,
-        message: what,
-        data: None,
-    };
+    let mismatch = McpError::header_mismatch;
     if single(headers, wire::VERSION_HEADER) != version.as_str() {
         return Err(mismatch(format!(
             "the MCP-Protocol-Version header must be sent once and equal \
@@ -168,16 +149,14 @@ pub(super) fn check(
         )));
     };
     if !SESSIONLESS_VERSIONS.contains(&requested) {
-        return Err(Refused {
-            status: StatusCode::BAD_REQUEST,
-            code: UNSUPPORTED_PROTOCOL_VERSION,
-            message: format!(
+        return Err(McpError::unsupported_protocol_version(
+            format!(
                 "protocol version '{requested}' is not served without a session here: use \
                  {VERSION}, or initialize a session with one of {}",
                 super::SESSION_VERSIONS.join(", ")
             ),
-            data: Some(json!({"supported": SESSIONLESS_VERSIONS, "requested": requested})),
-        });
+            json!({"supported": SESSIONLESS_VERSIONS, "requested": requested}),
+        ));
     }
     match meta.and_then(|m| m.log_level.as_ref()) {
         None => Ok(None),
@@ -215,6 +194,8 @@ fn single<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::StatusCode;
+    use toolgate_adapters::codes::{HEADER_MISMATCH, UNSUPPORTED_PROTOCOL_VERSION};
 
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut map = HeaderMap::new();

@@ -13,13 +13,12 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::SUPPORTED_VERSIONS;
+use super::error::McpError;
 
 pub(crate) const JSON: &str = "application/json";
 pub(crate) const EVENT_STREAM: &str = "text/event-stream";
 pub(crate) const SESSION_HEADER: &str = "mcp-session-id";
 pub(crate) const VERSION_HEADER: &str = "mcp-protocol-version";
-
-use toolgate_adapters::codes::INVALID_REQUEST;
 
 /// One incoming JSON-RPC message, its parts as raw JSON slices of the body: the
 /// `params` of a call are parsed once, by the method that reads them.
@@ -279,11 +278,6 @@ impl http_body::Body for Parts {
     }
 }
 
-/// A transport-level refusal: an HTTP error status with a JSON-RPC error body.
-pub(crate) fn refusal(status: StatusCode, code: i64, message: &str) -> Response {
-    json_with_status(status, error_message("null", code, message, None))
-}
-
 /// `202 Accepted`: a notification or an answer was taken.
 pub(crate) fn accepted() -> Response {
     let mut response = Response::new(Body::empty());
@@ -370,12 +364,13 @@ fn accepts_json_and_stream(headers: &HeaderMap) -> bool {
 /// a protocol version this gateway speaks (when it names one).
 pub(crate) fn refuse_post(headers: &HeaderMap) -> Option<Response> {
     if !accepts_json_and_stream(headers) {
-        return Some(refusal(
-            StatusCode::NOT_ACCEPTABLE,
-            INVALID_REQUEST,
-            "Not Acceptable: the client must accept both application/json and \
-             text/event-stream (send `Accept: application/json, text/event-stream`)",
-        ));
+        return Some(
+            McpError::not_acceptable(
+                "Not Acceptable: the client must accept both application/json and \
+                 text/event-stream (send `Accept: application/json, text/event-stream`)",
+            )
+            .response(),
+        );
     }
     let is_json = headers
         .get(header::CONTENT_TYPE)
@@ -383,12 +378,13 @@ pub(crate) fn refuse_post(headers: &HeaderMap) -> Option<Response> {
         .and_then(|v| v.split(';').next())
         .is_some_and(|essence| essence.trim().eq_ignore_ascii_case(JSON));
     if !is_json {
-        return Some(refusal(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            INVALID_REQUEST,
-            "Unsupported Media Type: send the JSON-RPC message with \
-             `Content-Type: application/json`",
-        ));
+        return Some(
+            McpError::unsupported_media_type(
+                "Unsupported Media Type: send the JSON-RPC message with \
+                 `Content-Type: application/json`",
+            )
+            .response(),
+        );
     }
     refuse_version(headers)
 }
@@ -396,11 +392,10 @@ pub(crate) fn refuse_post(headers: &HeaderMap) -> Option<Response> {
 /// A GET opens a stream: the client must accept one.
 pub(crate) fn refuse_get(headers: &HeaderMap) -> Option<Response> {
     if !accepts(headers, EVENT_STREAM) {
-        return Some(refusal(
-            StatusCode::NOT_ACCEPTABLE,
-            INVALID_REQUEST,
-            "Not Acceptable: the client must accept text/event-stream",
-        ));
+        return Some(
+            McpError::not_acceptable("Not Acceptable: the client must accept text/event-stream")
+                .response(),
+        );
     }
     refuse_version(headers)
 }
@@ -413,15 +408,14 @@ pub(crate) fn refuse_version(headers: &HeaderMap) -> Option<Response> {
     if known {
         return None;
     }
-    Some(refusal(
-        StatusCode::BAD_REQUEST,
-        INVALID_REQUEST,
-        &format!(
+    Some(
+        McpError::invalid_request(format!(
             "Bad Request: unsupported MCP-Protocol-Version {:?}; supported: {}",
             String::from_utf8_lossy(value.as_bytes()),
             SUPPORTED_VERSIONS.join(", ")
-        ),
-    ))
+        ))
+        .response(),
+    )
 }
 
 #[cfg(test)]

@@ -13,18 +13,14 @@ pub(crate) fn declares_extension(meta: Option<&CallMeta>) -> bool {
 /// The -32021 answer (HTTP 400) for a request that needs the extension declared.
 fn extension_required(id: &str, why: &str) -> Response {
     let data = json!({"requiredCapabilities": {"extensions": {EXTENSION: {}}}});
-    wire::json_with_status(
-        StatusCode::BAD_REQUEST,
-        wire::error_message(
-            id,
-            MISSING_CAPABILITY,
-            &format!(
-                "{why}: declare the '{EXTENSION}' extension in \
-                 params._meta['io.modelcontextprotocol/clientCapabilities'].extensions"
-            ),
-            Some(data),
+    McpError::missing_capability(
+        format!(
+            "{why}: declare the '{EXTENSION}' extension in \
+             params._meta['io.modelcontextprotocol/clientCapabilities'].extensions"
         ),
+        data,
     )
+    .answer(id)
 }
 
 /// How a sessionless `tools/call` is served.

@@ -34,12 +34,12 @@ use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 use axum::response::Response;
-use http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use toolgate_adapters::JsonObject;
 
 use super::call::CallMeta;
+use super::error::McpError;
 use super::live::Live;
 use super::wire::{self, Envelope};
 use crate::access::{Caller, View};
@@ -56,7 +56,6 @@ pub(super) const EXTENSION: &str = "io.modelcontextprotocol/tasks";
 pub(super) const SESSION_TASKS_VERSION: &str = "2025-11-25";
 
 use toolgate_adapters::codes::INTERNAL_ERROR;
-use toolgate_adapters::codes::MISSING_CAPABILITY;
 
 /// What ties a message to its task.
 const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
