@@ -15,7 +15,10 @@ use http::{HeaderMap, StatusCode};
 use super::auth::{Current, Viewer};
 use super::html::{self, esc, url_part};
 use super::{Console, signed_in};
-use crate::policy::{Access, Explanation, FirstList, Item, Method, Rule, Scope, Tenant};
+use crate::catalog::Catalog;
+use crate::policy::{
+    Access, Allowed, Explanation, FirstList, Item, Method, Policy, Rule, Scope, Tenant,
+};
 
 /// The most rows a tenant's lists show.
 const MAX_ROWS: usize = 300;
@@ -93,6 +96,17 @@ fn describe(
     let catalog = gateway.catalog();
     let allowed = policy.allowed(tenant, &catalog);
     let admin = current.viewer.is_admin();
+    facts(console, admin, tenant, &allowed, body);
+    explain_form(&policy, &catalog, admin, tenant, &allowed, tool, body);
+    allowed_table(tenant, &allowed, body);
+    if admin {
+        denied_table(tenant, &catalog, &allowed, body);
+    }
+}
+
+/// The tenant's counts, live sessions and (for the admin) its patterns.
+fn facts(console: &Console, admin: bool, tenant: &Tenant, allowed: &Allowed, body: &mut String) {
+    let gateway = &console.door.gateway;
     let sessions = gateway
         .sessions
         .live_by_tenant()
@@ -135,8 +149,19 @@ fn describe(
         );
     }
     body.push_str("</dl>");
+}
 
-    // Why a given tool is or is not visible.
+/// The form that explains why a tool is or is not visible, and its answer.
+/// `policy`, `catalog` and `allowed` are of one snapshot.
+fn explain_form(
+    policy: &Policy,
+    catalog: &Arc<Catalog>,
+    admin: bool,
+    tenant: &Tenant,
+    allowed: &Allowed,
+    tool: Option<&String>,
+    body: &mut String,
+) {
     let names: Vec<&str> = catalog
         .entries()
         .iter()
@@ -162,7 +187,7 @@ fn describe(
     if !asked.is_empty() {
         // A tenant asking about a tool it may not use learns nothing: hidden is
         // nonexistent.
-        let explanation = policy.explain(tenant, &catalog, asked);
+        let explanation = policy.explain(tenant, catalog, asked);
         let shown = if admin || explanation.rule.is_allowed() && explanation.exists {
             explain_text(asked, &explanation)
         } else {
@@ -173,8 +198,10 @@ fn describe(
             "<div id=\"explanation\" role=\"status\">{shown}</div>"
         );
     }
+}
 
-    // The allowed set, with whether a new session lists each.
+/// The allowed set, with whether a new session lists each.
+fn allowed_table(tenant: &Tenant, allowed: &Allowed, body: &mut String) {
     let _ = write!(
         body,
         "<h2 id=\"allowed-h\">Allowed tools ({})</h2>",
@@ -218,10 +245,10 @@ fn describe(
             ));
         }
     }
-    if !admin {
-        return;
-    }
-    // What the tenant may not use, and the pattern that keeps it out.
+}
+
+/// What the tenant may not use, and the pattern that keeps it out (the admin's view).
+fn denied_table(tenant: &Tenant, catalog: &Catalog, allowed: &Allowed, body: &mut String) {
     let denied: Vec<&str> = catalog
         .entries()
         .iter()
