@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::catalog::{Catalog, Entry};
 use crate::gateway::Gateway;
-use crate::policy::{Access, Allowed, Item, Method};
+use crate::policy::{Allowed, Item, Method};
 
 pub use crate::policy::Caller;
 
@@ -22,10 +22,6 @@ impl View {
         let catalog = gateway.catalog();
         let allowed = gateway.policy().allowed(&caller.tenant, &catalog);
         View { catalog, allowed }
-    }
-
-    pub fn access(&self, caller: &Caller, name: &str) -> Access {
-        self.allowed.tool_access(caller.scope(), name)
     }
 
     /// The catalog entries the caller sees in `tools/list`, sorted by name.

@@ -11,6 +11,7 @@
 //!
 //! `cargo test -p toolgate-e2e --test architecture -- --nocapture` prints each graph
 //! as a plain list (room → what it imports).
+//! With `TOOLGATE_ARCHITECTURE_WHY=1` it also prints the path behind each edge.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -16,9 +16,7 @@ use super::auth::{Current, Viewer};
 use super::html::{self, esc, url_part};
 use super::{Console, signed_in};
 use crate::catalog::Catalog;
-use crate::policy::{
-    Access, Allowed, Explanation, FirstList, Item, Method, Policy, Rule, Scope, Tenant,
-};
+use crate::policy::{Allowed, Explanation, FirstList, Item, Method, Policy, Rule, Scope, Tenant};
 
 /// The most rows a tenant's lists show.
 const MAX_ROWS: usize = 300;
@@ -219,12 +217,12 @@ fn allowed_table(tenant: &Tenant, allowed: &Allowed, body: &mut String) {
                 Rule::Allowed { by } => format!("<code>{}</code>", esc(by)),
                 _ => String::new(),
             };
-            let first =
-                if allowed.tool_access(Scope::Session(&BTreeSet::new()), name) == Access::Visible {
-                    "listed"
-                } else {
-                    "by search / expand"
-                };
+            let new_session = Scope::Session(&BTreeSet::new());
+            let first = if allowed.permits(new_session, Item::Tool(name), Method::List) {
+                "listed"
+            } else {
+                "by search / expand"
+            };
             let _ = write!(
                 body,
                 "<tr><th scope=\"row\"><a href=\"/console/tenants?tenant={t}&amp;tool={u}\">{n}</a></th>\
