@@ -1,15 +1,16 @@
 //! Who is calling: the HTTP surfaces' front door. Turns the `Authorization` header
 //! into a [`Tenant`] (API key or JWT; the anonymous tenant when configured), counts the
 //! request against the tenant's rate limit, and hands the tenant (and, on `/mcp`, its
-//! session) to the handler that admitted it. Refusals are 401 (with `WWW-Authenticate`) or 429 (with
-//! `Retry-After`), with a JSON-RPC error body on `/mcp`.
+//! session) to the handler that admitted it. Refusals are 401 (with `WWW-Authenticate`),
+//! 429 (with `Retry-After`) or 503, handed back as a [`DoorRefusal`]: each surface says
+//! it in its own shape (the MCP error type on `/mcp`, [`DoorRefusal::rest`] elsewhere),
+//! so the door builds no surface's body.
 
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::Request;
 use axum::response::Response;
-use http::{HeaderValue, StatusCode, header};
+use http::{HeaderName, HeaderValue, StatusCode, header};
 use serde_json::json;
 
 use crate::app::App;
@@ -26,26 +27,54 @@ pub struct FrontDoor {
     pub authenticator: Authenticator,
 }
 
-/// How a refusal's body looks: a JSON-RPC error on `/mcp`, `{"error": {code,
-/// message}}` on the REST surface.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Shape {
-    JsonRpc,
-    Rest,
+/// A request the front door turned away, in no surface's shape yet: the status, a
+/// stable code, what to do, and the header that goes with it (`WWW-Authenticate`,
+/// `Retry-After`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DoorRefusal {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    pub header: Option<(HeaderName, HeaderValue)>,
+}
+
+impl DoorRefusal {
+    fn new(
+        status: StatusCode,
+        code: &'static str,
+        message: impl Into<String>,
+        header: Option<(HeaderName, String)>,
+    ) -> DoorRefusal {
+        DoorRefusal {
+            status,
+            code,
+            message: message.into(),
+            // A value that is not a header (never, for the values made here) is left
+            // out rather than failing the refusal.
+            header: header
+                .and_then(|(name, value)| Some((name, HeaderValue::from_str(&value).ok()?))),
+        }
+    }
+
+    /// The REST surfaces' answer: `{"error": {code, message}}` with the status.
+    pub fn rest(self) -> Response {
+        let body = json!({"error": {"code": self.code, "message": self.message}});
+        let mut response = Response::new(Body::from(body.to_string()));
+        *response.status_mut() = self.status;
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        if let Some((name, value)) = self.header {
+            response.headers_mut().insert(name, value);
+        }
+        response
+    }
 }
 
 impl FrontDoor {
-    /// The tenant of an `/mcp` request, or the response refusing it.
-    pub async fn admit(&self, headers: &http::HeaderMap) -> Result<Arc<Tenant>, Response> {
-        self.admit_as(headers, Shape::JsonRpc).await
-    }
-
-    /// The tenant of a request, or the response refusing it in `shape`.
-    pub async fn admit_as(
-        &self,
-        headers: &http::HeaderMap,
-        shape: Shape,
-    ) -> Result<Arc<Tenant>, Response> {
+    /// The tenant of a request, or why it is refused.
+    pub async fn admit(&self, headers: &http::HeaderMap) -> Result<Arc<Tenant>, DoorRefusal> {
         let authorization = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok());
@@ -60,13 +89,12 @@ impl FrontDoor {
                 Ok(Some(name)) if policy.tenant(&name).is_none() => {
                     let error = crate::credentials::AuthError::UnknownTenant;
                     self.audit_refusal(error.code());
-                    return Err(refusal(
-                        shape,
+                    return Err(DoorRefusal::new(
                         StatusCode::UNAUTHORIZED,
                         error.code(),
-                        &error.to_string(),
+                        error.to_string(),
                         Some((
-                            "www-authenticate",
+                            header::WWW_AUTHENTICATE,
                             with_resource_metadata(
                                 error.www_authenticate(),
                                 &self.gateway,
@@ -80,23 +108,22 @@ impl FrontDoor {
                     self.audit_refusal(error.code());
                     let challenge =
                         with_resource_metadata(error.www_authenticate(), &self.gateway, headers);
-                    return Err(refusal(
-                        shape,
+                    return Err(DoorRefusal::new(
                         StatusCode::UNAUTHORIZED,
                         error.code(),
-                        &error.to_string(),
-                        Some(("www-authenticate", challenge)),
+                        error.to_string(),
+                        Some((header::WWW_AUTHENTICATE, challenge)),
                     ));
                 }
             }
         };
         let tenant = policy
             .resolve(authenticated.as_deref())
-            .map_err(|r| self.refuse(r, shape, headers))?;
+            .map_err(|r| self.refuse(r, headers))?;
         self.gateway
             .count_request(&tenant)
             .await
-            .map_err(|r| self.refuse(r, shape, headers))?;
+            .map_err(|r| self.refuse(r, headers))?;
         Ok(tenant)
     }
 
@@ -110,20 +137,19 @@ impl FrontDoor {
         );
     }
 
-    fn refuse(&self, refusal_reason: Refusal, shape: Shape, headers: &http::HeaderMap) -> Response {
+    fn refuse(&self, refusal_reason: Refusal, headers: &http::HeaderMap) -> DoorRefusal {
         self.audit_refusal(match &refusal_reason {
             Refusal::Unauthenticated => "missing_credentials",
             Refusal::RateLimited { .. } => "rate_limited",
             Refusal::LimiterUnavailable { .. } => "state_unavailable",
         });
         match refusal_reason {
-            Refusal::Unauthenticated => refusal(
-                shape,
+            Refusal::Unauthenticated => DoorRefusal::new(
                 StatusCode::UNAUTHORIZED,
                 "missing_credentials",
                 "credentials required: send `Authorization: Bearer <API key or JWT>`",
                 Some((
-                    "www-authenticate",
+                    header::WWW_AUTHENTICATE,
                     with_resource_metadata(
                         "Bearer realm=\"toolgate\"".to_owned(),
                         &self.gateway,
@@ -133,15 +159,14 @@ impl FrontDoor {
             ),
             Refusal::RateLimited { retry_after } => {
                 let seconds = retry_after.as_secs_f64().ceil().max(1.0) as u64;
-                refusal(
-                    shape,
+                DoorRefusal::new(
                     StatusCode::TOO_MANY_REQUESTS,
                     "rate_limited",
-                    &format!("too many requests for this tenant: retry after {seconds} s"),
-                    Some(("retry-after", seconds.to_string())),
+                    format!("too many requests for this tenant: retry after {seconds} s"),
+                    Some((header::RETRY_AFTER, seconds.to_string())),
                 )
             }
-            Refusal::LimiterUnavailable { message } => state_unavailable(shape, &message),
+            Refusal::LimiterUnavailable { message } => state_unavailable(&message),
         }
     }
 }
@@ -197,64 +222,35 @@ pub fn bearer_is_one_of(
 }
 
 /// 503 for a shared state store that cannot be reached: retry shortly.
-pub fn state_unavailable(shape: Shape, message: &str) -> Response {
-    refusal(
-        shape,
+pub fn state_unavailable(message: &str) -> DoorRefusal {
+    DoorRefusal::new(
         StatusCode::SERVICE_UNAVAILABLE,
         "state_unavailable",
         message,
-        Some(("retry-after", "1".to_owned())),
+        Some((header::RETRY_AFTER, "1".to_owned())),
     )
 }
 
 /// A new session refused: the store is unreachable (as [`state_unavailable`]) or the
 /// table or the tenant's quota is full (503, `Retry-After` until a session idles out).
-pub fn session_refused(shape: Shape, refused: &crate::state::sessions::Refused) -> Response {
+pub fn session_refused(refused: &crate::state::sessions::Refused) -> DoorRefusal {
     match refused {
-        crate::state::sessions::Refused::Unavailable(unavailable) => state_unavailable(
-            shape,
-            &format!("the session could not be recorded: {unavailable}"),
-        ),
+        crate::state::sessions::Refused::Unavailable(unavailable) => {
+            state_unavailable(&format!("the session could not be recorded: {unavailable}"))
+        }
         crate::state::sessions::Refused::Full {
             message,
             retry_after,
-        } => refusal(
-            shape,
+        } => DoorRefusal::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "sessions_full",
-            message,
-            Some(("retry-after", retry_after.as_secs().max(1).to_string())),
+            message.clone(),
+            Some((
+                header::RETRY_AFTER,
+                retry_after.as_secs().max(1).to_string(),
+            )),
         ),
     }
-}
-
-fn refusal(
-    shape: Shape,
-    status: StatusCode,
-    code: &str,
-    message: &str,
-    extra_header: Option<(&'static str, String)>,
-) -> Response {
-    let body = match shape {
-        Shape::JsonRpc => json!({
-            "jsonrpc": "2.0",
-            "id": null,
-            "error": {"code": toolgate_adapters::codes::REFUSED, "message": message, "data": {"code": code}},
-        }),
-        Shape::Rest => json!({"error": {"code": code, "message": message}}),
-    };
-    let mut response = Response::new(Body::from(body.to_string()));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    if let Some((name, value)) = extra_header
-        && let Ok(value) = HeaderValue::from_str(&value)
-    {
-        response.headers_mut().insert(name, value);
-    }
-    response
 }
 
 /// The MCP transport's session header.
@@ -274,10 +270,12 @@ pub struct Admitted {
 }
 
 /// Admits an `/mcp` request (its tenant and session) or refuses it.
-pub async fn admit_mcp(door: &FrontDoor, request: &mut Request) -> Result<Admitted, Response> {
-    let tenant = door.admit(request.headers()).await?;
-    let session_id = request
-        .headers()
+pub async fn admit_mcp(
+    door: &FrontDoor,
+    headers: &http::HeaderMap,
+) -> Result<Admitted, DoorRefusal> {
+    let tenant = door.admit(headers).await?;
+    let session_id = headers
         .get(SESSION_HEADER)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
@@ -286,17 +284,14 @@ pub async fn admit_mcp(door: &FrontDoor, request: &mut Request) -> Result<Admitt
         Some(id) => match door.gateway.sessions.get_owned(id, &tenant.name).await {
             Ok(Some(session)) => Some(session),
             Ok(None) => {
-                return Err(refusal(
-                    Shape::JsonRpc,
+                return Err(DoorRefusal::new(
                     StatusCode::NOT_FOUND,
                     "session_not_found",
                     "session not found: it expired or belongs to other credentials; initialize a new session",
                     None,
                 ));
             }
-            Err(unavailable) => {
-                return Err(state_unavailable(Shape::JsonRpc, &unavailable.to_string()));
-            }
+            Err(unavailable) => return Err(state_unavailable(&unavailable.to_string())),
         },
     };
     Ok(Admitted { tenant, session })

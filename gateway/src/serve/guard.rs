@@ -218,23 +218,22 @@ impl Refused {
     }
 
     fn respond(self, shape: Shape) -> Response {
-        let body = match shape {
-            Shape::Mcp => json!({
-                "jsonrpc": "2.0",
-                "id": null,
-                "error": {"code": toolgate_adapters::codes::INVALID_REQUEST, "message": self.message, "data": {"code": self.code}},
-            }),
-            Shape::Api | Shape::Other => {
-                json!({"error": {"code": self.code, "message": self.message}})
+        match shape {
+            Shape::Mcp => {
+                super::mcp::error::McpError::guarded(self.status, self.code, self.message)
+                    .response()
             }
-        };
-        let mut response = Response::new(Body::from(body.to_string()));
-        *response.status_mut() = self.status;
-        response.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-        response
+            Shape::Api | Shape::Other => {
+                let body = json!({"error": {"code": self.code, "message": self.message}});
+                let mut response = Response::new(Body::from(body.to_string()));
+                *response.status_mut() = self.status;
+                response.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                );
+                response
+            }
+        }
     }
 }
 

@@ -170,16 +170,13 @@ async fn mcp_front(
 
 /// Everything `/mcp` does: refuse oversized bodies, admit the caller and check its
 /// session, answer ([`mcp`]), and make any error a JSON-RPC error.
-async fn serve_mcp(
-    front: &McpFront,
-    mut request: axum::extract::Request,
-) -> axum::response::Response {
+async fn serve_mcp(front: &McpFront, request: axum::extract::Request) -> axum::response::Response {
     if let Some(refused) = mcp::protocol_errors::refuse_oversized(request.headers(), front.max_body)
     {
         return refused;
     }
-    let response = match auth::admit_mcp(&front.door, &mut request).await {
-        Err(refused) => refused,
+    let response = match auth::admit_mcp(&front.door, request.headers()).await {
+        Err(refused) => mcp::error::McpError::turned_away(refused).response(),
         Ok(admitted) => front.sessions.route_trusted(request, admitted).await,
     };
     mcp::protocol_errors::as_jsonrpc_error(response).await

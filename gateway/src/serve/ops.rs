@@ -20,7 +20,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::json;
 
-use super::auth::{FrontDoor, Shape, bearer_is_one_of};
+use super::auth::{FrontDoor, bearer_is_one_of};
 use crate::gateway::Gateway;
 
 /// The ops endpoints of the main listener (`/metrics` only when it has no listener
@@ -129,9 +129,9 @@ async fn upstreams(State(door): State<Arc<FrontDoor>>, headers: HeaderMap) -> Re
     if gateway.policy().is_open() || bearer_is_one_of(&headers, &[admin.as_ref()]) {
         return Json(gateway.statuses()).into_response();
     }
-    let tenant = match door.admit_as(&headers, Shape::Rest).await {
+    let tenant = match door.admit(&headers).await {
         Ok(tenant) => tenant,
-        Err(refused) => return refused,
+        Err(refused) => return refused.rest(),
     };
     Json(visible_statuses(gateway, &tenant)).into_response()
 }

@@ -1,36 +1,34 @@
-//! MCP over stdio (`toolgate stdio`) for desktop clients, answered by the same
-//! implementation as `/mcp` ([`super::mcp`]), so the two can never disagree:
-//! each line read from stdin becomes an in-process `/mcp` request of this process's
-//! tenant, and each JSON-RPC message of its answer (one JSON body, or every event of
-//! an SSE stream) becomes one line on stdout.
+//! MCP over stdio (`toolgate stdio`) for desktop clients: a transport around the
+//! same handler as `/mcp` ([`super::mcp::McpSessions::handle`]), so the two can never
+//! disagree. This file only frames: each line read from stdin is one message of this
+//! process's tenant, and each message of the handler's [`Reply`] (one, or every one
+//! of a stream) becomes one line on stdout.
 //!
 //! The process is one session: `initialize` makes it, a keep-alive renews it well
 //! within `sessions.idle_ttl` (a desktop client idle for hours is not locked out),
 //! and its stream of messages that belong to no request (`list_changed`, resource
-//! updates) is copied to stdout as well. A 2026-07-28 client needs no `initialize`:
-//! the headers that version mirrors from the body are derived from the body. Requests
+//! updates) is copied to stdout as well. A 2026-07-28 client needs no `initialize`;
+//! there are no headers to mirror its body (that rung of the version's ladder is
+//! HTTP's). Requests
 //! run concurrently, so a long call never holds up `notifications/cancelled` or the
 //! client's answer to a sampling request. Logs go to stderr, never stdout.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
-use http::{HeaderValue, Method, Request};
 use serde::Deserialize;
-use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::auth::Admitted;
-use super::mcp::McpSessions;
 use super::mcp::error::McpError;
+use super::mcp::{McpSessions, Reply};
 use crate::app::App;
 use crate::gateway::Gateway;
 use crate::policy::Tenant;
+use crate::state::sessions::Session;
 
 /// Lines waiting for stdout; a full queue makes the answering tasks wait.
 const OUTPUT_QUEUE: usize = 1024;
@@ -106,49 +104,43 @@ struct Door {
     sessions: McpSessions,
     gateway: Arc<Gateway>,
     tenant: Arc<Tenant>,
-    /// The session `initialize` made, and its protocol version.
-    session: std::sync::Mutex<Option<(String, String)>>,
+    /// The session `initialize` made.
+    session: std::sync::Mutex<Option<String>>,
 }
 
 impl Door {
-    fn session(&self) -> Option<(String, String)> {
+    fn session(&self) -> Option<String> {
         self.session
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
     }
 
-    /// The caller of a request: this tenant, and the process's session (renewed;
-    /// made again under its id should the store have lost it).
-    async fn admitted(&self) -> Admitted {
-        let session = match self.session() {
-            Some((id, _)) => match self
-                .gateway
-                .sessions
-                .get_or_create(&id, &self.tenant.name)
-                .await
-            {
-                Ok(session) => Some(session),
-                Err(error) => {
-                    tracing::warn!(%error, "the stdio session could not be read");
-                    None
-                }
-            },
-            None => None,
-        };
-        Admitted {
-            tenant: self.tenant.clone(),
-            session,
+    /// The process's session (renewed; made again under its id should the store
+    /// have lost it), once `initialize` made one.
+    async fn current_session(&self) -> Option<Session> {
+        let id = self.session()?;
+        match self
+            .gateway
+            .sessions
+            .get_or_create(&id, &self.tenant.name)
+            .await
+        {
+            Ok(session) => Some(session),
+            Err(error) => {
+                tracing::warn!(%error, "the stdio session could not be read");
+                None
+            }
         }
     }
 
     async fn answer(&self, message: Bytes, out: &mpsc::Sender<Bytes>) {
-        let request = self.request(Method::POST, message);
-        let response = self
+        let session = self.current_session().await;
+        let reply = self
             .sessions
-            .route_trusted(request, self.admitted().await)
+            .handle(&message, self.tenant.clone(), session, None)
             .await;
-        copy_messages(response, out).await;
+        write_reply(reply, out).await;
     }
 
     async fn initialize(
@@ -157,61 +149,39 @@ impl Door {
         out: &mpsc::Sender<Bytes>,
         stop: &CancellationToken,
     ) {
-        let request = self.request(Method::POST, message);
-        let response = self
+        let reply = self
             .sessions
-            .route_trusted(
-                request,
-                Admitted {
-                    tenant: self.tenant.clone(),
-                    session: None,
-                },
-            )
+            .handle(&message, self.tenant.clone(), None, None)
             .await;
-        let id = response
-            .headers()
-            .get("mcp-session-id")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
-            .await
-            .unwrap_or_default();
-        if let Some(id) = id {
-            let version = serde_json::from_slice::<Value>(&body)
-                .ok()
-                .and_then(|v| v["result"]["protocolVersion"].as_str().map(str::to_owned))
-                .unwrap_or_default();
-            let first = self
-                .session
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .replace((id.clone(), version))
-                .is_none();
-            if first {
-                self.start_stream(out.clone(), stop.clone()).await;
-                self.keep_alive(id, stop.clone());
-            }
+        let Reply::Initialized { session, message } = reply else {
+            return write_reply(reply, out).await;
+        };
+        let first = self
+            .session
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .replace(session.clone())
+            .is_none();
+        if first {
+            self.start_stream(&session, out.clone(), stop.clone());
+            self.keep_alive(session, stop.clone());
         }
-        if !body.is_empty() {
-            let _ = out.send(body).await;
-        }
+        let _ = out.send(Bytes::from(message)).await;
     }
 
     /// Copies the session's own stream (messages that belong to no request) to stdout.
-    async fn start_stream(&self, out: mpsc::Sender<Bytes>, stop: CancellationToken) {
-        let mut request = self.request(Method::GET, Bytes::new());
-        request.headers_mut().insert(
-            http::header::ACCEPT,
-            HeaderValue::from_static("text/event-stream"),
-        );
-        let response = self
-            .sessions
-            .route_trusted(request, self.admitted().await)
-            .await;
+    fn start_stream(&self, session: &str, out: mpsc::Sender<Bytes>, stop: CancellationToken) {
+        let mut messages = self.sessions.session_messages(session);
         tokio::spawn(async move {
-            tokio::select! {
-                _ = copy_messages(response, &out) => {}
-                _ = stop.cancelled() => {}
+            loop {
+                let message = tokio::select! {
+                    message = messages.recv() => message,
+                    _ = stop.cancelled() => None,
+                };
+                let Some(message) = message else { return };
+                if out.send(message).await.is_err() {
+                    return;
+                }
             }
         });
     }
@@ -234,74 +204,12 @@ impl Door {
         });
     }
 
-    /// stdin closed: the session ends (DELETE), as an HTTP client's would.
+    /// stdin closed: the session ends, as an HTTP client's would.
     async fn end(&self) {
-        if self.session().is_some() {
-            let request = self.request(Method::DELETE, Bytes::new());
-            let _ = self
-                .sessions
-                .route_trusted(request, self.admitted().await)
-                .await;
-        }
-    }
-
-    /// The in-process `/mcp` request for one stdin message: the headers an HTTP
-    /// client would send, taken from the session or, for a sessionless
-    /// (2026-07-28) message, from its body.
-    fn request(&self, method: Method, body: Bytes) -> Request<Body> {
-        let mut headers = http::HeaderMap::new();
-        headers.insert(
-            http::header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-        headers.insert(
-            http::header::ACCEPT,
-            HeaderValue::from_static("application/json, text/event-stream"),
-        );
-        match self.session() {
-            Some((id, version)) => {
-                insert(&mut headers, "mcp-session-id", &id);
-                insert(&mut headers, "mcp-protocol-version", &version);
-            }
-            None => mirror_sessionless_headers(&body, &mut headers),
-        }
-        let mut request = Request::new(Body::from(body));
-        *request.method_mut() = method;
-        *request.uri_mut() = http::Uri::from_static("/mcp");
-        *request.headers_mut() = headers;
-        request
-    }
-}
-
-fn insert(headers: &mut http::HeaderMap, name: &'static str, value: &str) {
-    if let Ok(value) = HeaderValue::from_str(value) {
-        headers.insert(name, value);
-    }
-}
-
-/// The version, method and name headers 2026-07-28 mirrors from the body.
-fn mirror_sessionless_headers(body: &[u8], headers: &mut http::HeaderMap) {
-    #[derive(Deserialize)]
-    struct Message {
-        #[serde(default)]
-        method: Option<String>,
-        #[serde(default)]
-        params: Option<Value>,
-    }
-    let Ok(message) = serde_json::from_slice::<Message>(body) else {
-        return;
-    };
-    let params = message.params.unwrap_or(Value::Null);
-    if let Some(version) = params["_meta"]["io.modelcontextprotocol/protocolVersion"].as_str() {
-        insert(headers, "mcp-protocol-version", version);
-    }
-    if let Some(method) = &message.method {
-        insert(headers, "mcp-method", method);
-        let Some(field) = super::mcp::name_field(method) else {
-            return;
-        };
-        if let Some(name) = params[field].as_str() {
-            insert(headers, "mcp-name", name);
+        if let Some(id) = self.session()
+            && let Err(error) = self.sessions.end(&id).await
+        {
+            tracing::warn!(%error, "the stdio session could not be ended; it idles out");
         }
     }
 }
@@ -316,47 +224,29 @@ fn is_initialize(message: &[u8]) -> bool {
         .is_ok_and(|m| m.method.as_deref() == Some("initialize"))
 }
 
-/// Every JSON-RPC message of an `/mcp` answer, one per line: the JSON body, or the
-/// `data` of every SSE event (comments and empty events are not messages).
-async fn copy_messages(response: axum::response::Response, out: &mpsc::Sender<Bytes>) {
-    let is_stream = response
-        .headers()
-        .get(http::header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
-    let mut body = response.into_body().into_data_stream();
-    if !is_stream {
-        let mut whole = BytesMut::new();
-        while let Some(Ok(chunk)) = body.next().await {
-            whole.extend_from_slice(&chunk);
+/// Every message of a reply, one per line (a stream's as they come).
+async fn write_reply(reply: Reply, out: &mpsc::Sender<Bytes>) {
+    let line = match reply {
+        Reply::Taken => return,
+        Reply::Message(message) | Reply::Initialized { message, .. } => Bytes::from(message),
+        Reply::Parts(parts) => {
+            let mut line = BytesMut::with_capacity(parts.iter().map(Bytes::len).sum());
+            for part in parts {
+                line.extend_from_slice(&part);
+            }
+            line.freeze()
         }
-        if !whole.is_empty() {
-            let _ = out.send(whole.freeze()).await;
-        }
-        return;
-    }
-    let mut pending = BytesMut::new();
-    while let Some(Ok(chunk)) = body.next().await {
-        pending.extend_from_slice(&chunk);
-        while let Some(end) = find(&pending, b"\n\n") {
-            let event = pending.split_to(end + 2);
-            let mut data = BytesMut::new();
-            for line in event[..].split(|b| *b == b'\n') {
-                if let Some(value) = line.strip_prefix(b"data:") {
-                    if !data.is_empty() {
-                        data.extend_from_slice(b"\n");
-                    }
-                    data.extend_from_slice(value.strip_prefix(b" ").unwrap_or(value));
+        Reply::Refused { error, id } => Bytes::from(error.into_message(&id)),
+        Reply::Stream(mut messages) => {
+            while let Some(message) = messages.next().await {
+                if !message.trim_ascii().is_empty() && out.send(message).await.is_err() {
+                    return;
                 }
             }
-            if !data.trim_ascii().is_empty() && out.send(data.freeze()).await.is_err() {
-                return;
-            }
+            return;
         }
-    }
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
+    };
+    let _ = out.send(line).await;
 }
 
 fn too_long(limit: usize) -> Bytes {
@@ -373,42 +263,41 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sessionless_messages_carry_the_headers_their_body_implies() {
-        let mut headers = http::HeaderMap::new();
-        mirror_sessionless_headers(
-            br#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"toolgate://a/x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#,
-            &mut headers,
-        );
-        assert_eq!(headers["mcp-protocol-version"], "2026-07-28");
-        assert_eq!(headers["mcp-method"], "resources/read");
-        assert_eq!(headers["mcp-name"], "toolgate://a/x");
-        let mut none = http::HeaderMap::new();
-        mirror_sessionless_headers(b"not json", &mut none);
-        assert!(none.is_empty());
+    fn initialize_is_told_apart() {
         assert!(is_initialize(
             br#"{"jsonrpc":"2.0","id":1,"method":"initialize"}"#
         ));
         assert!(!is_initialize(
             br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#
         ));
+        assert!(!is_initialize(b"not json"));
     }
 
+    /// Each message of a reply is one line; a stream's blank messages are none, and
+    /// a refusal is its JSON-RPC error.
     #[tokio::test]
-    async fn every_sse_event_becomes_one_line_and_comments_none() {
-        let body =
-            "id: 0\nretry: 3000\ndata: \n\n: keep-alive\n\ndata: {\"a\":1}\n\ndata: {\"b\":2}\n\n";
-        let mut response = axum::response::Response::new(Body::from(body));
-        response.headers_mut().insert(
-            http::header::CONTENT_TYPE,
-            HeaderValue::from_static("text/event-stream"),
+    async fn every_message_of_a_reply_becomes_one_line() {
+        let lines = |reply: Reply| async move {
+            let (out, mut lines) = mpsc::channel(8);
+            write_reply(reply, &out).await;
+            drop(out);
+            let mut got = Vec::new();
+            while let Some(line) = lines.recv().await {
+                got.push(String::from_utf8(line.to_vec()).unwrap());
+            }
+            got
+        };
+        let messages = [&br#"{"a":1}"#[..], b"", br#"{"b":2}"#].map(Bytes::from_static);
+        assert_eq!(
+            lines(Reply::stream(futures::stream::iter(messages))).await,
+            [r#"{"a":1}"#, r#"{"b":2}"#]
         );
-        let (out, mut lines) = mpsc::channel(8);
-        copy_messages(response, &out).await;
-        drop(out);
-        let mut got = Vec::new();
-        while let Some(line) = lines.recv().await {
-            got.push(String::from_utf8(line.to_vec()).unwrap());
-        }
-        assert_eq!(got, [r#"{"a":1}"#, r#"{"b":2}"#]);
+        let parts = vec![Bytes::from_static(b"{\"c\":"), Bytes::from_static(b"3}")];
+        assert_eq!(lines(Reply::Parts(parts)).await, [r#"{"c":3}"#]);
+        assert!(lines(Reply::Taken).await.is_empty());
+        let refused = lines(Reply::refused(McpError::invalid_request("no"), "4")).await;
+        let refused: serde_json::Value = serde_json::from_str(&refused[0]).unwrap();
+        assert_eq!(refused["id"], 4);
+        assert_eq!(refused["error"]["message"], "no");
     }
 }

@@ -12,8 +12,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use axum::body::Body;
-use axum::response::Response;
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -23,7 +21,7 @@ use toolgate_adapters::{CallOutput, Progress, RpcError, ToolError};
 
 use super::live::{InFlight, Live};
 use super::sessionless::LogLevel;
-use super::wire;
+use super::{Reply, wire};
 use crate::access::Caller;
 use crate::errors::{self, McpFailure};
 use crate::gateway::Gateway;
@@ -133,8 +131,9 @@ pub(super) struct CallRequest {
 }
 
 /// Answers one `tools/call`. A client that hangs up drops this future or the stream
-/// it answers with (the server notices the closed connection), which cancels the call.
-pub(super) async fn answer(request: CallRequest) -> Response {
+/// it answers with (the transport notices the closed connection), which cancels the
+/// call.
+pub(super) async fn answer(request: CallRequest) -> Reply {
     serve(CallStream::start(request)).await
 }
 
@@ -146,14 +145,14 @@ pub(super) async fn resume(
     id: String,
     params: CallParams,
     log_level: Option<LogLevel>,
-) -> Response {
+) -> Reply {
     let token = params.request_state.clone().unwrap_or_default();
     match live.unpark(&token, tenant, &params.name) {
         Some(mut call) => {
             call.resumed(id, params, log_level);
             serve(call).await
         }
-        None => wire::json_response(wire::error_message(
+        None => Reply::Message(wire::error_message(
             &id,
             toolgate_adapters::codes::INVALID_PARAMS,
             &format!(
@@ -170,20 +169,22 @@ pub(super) async fn resume(
 /// How long a call that asked a 2026-07-28 client for input waits for the retry.
 pub(super) const PARK_TTL: std::time::Duration = std::time::Duration::from_secs(300);
 
-async fn serve(mut call: CallStream) -> Response {
+/// The call's messages: the result alone as one message, or everything it sends
+/// before the result as a stream that ends with it.
+async fn serve(mut call: CallStream) -> Reply {
     let first = match call.next().await {
         Some((message, true)) => {
             call.finish();
-            return wire::json_response(message);
+            return Reply::Message(message);
         }
-        Some((message, false)) => wire::sse_frame(&message),
-        // The caller cancelled the call before anything was sent: no response, an
-        // event stream that ends empty.
-        None => return wire::sse_response(Body::empty()),
+        Some((message, false)) => Bytes::from(message),
+        // The caller cancelled the call before anything was sent: no answer, a
+        // stream that ends empty.
+        None => return Reply::stream(futures::stream::empty()),
     };
     let stream = futures::stream::unfold((Some(first), Some(call)), |(first, call)| async move {
-        if let Some(frame) = first {
-            return Some((Ok::<Bytes, std::io::Error>(frame), (None, call)));
+        if let Some(message) = first {
+            return Some((message, (None, call)));
         }
         let mut call = call?;
         let (message, is_last) = call.next().await?;
@@ -193,9 +194,9 @@ async fn serve(mut call: CallStream) -> Response {
         } else {
             Some(call)
         };
-        Some((Ok(wire::sse_frame(&message)), (None, rest)))
+        Some((Bytes::from(message), (None, rest)))
     });
-    wire::sse_response(Body::from_stream(stream))
+    Reply::stream(stream)
 }
 
 /// One call and what it sends on its way; dropping it cancels the call.

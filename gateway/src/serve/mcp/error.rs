@@ -1,15 +1,17 @@
 //! The one MCP error type of `/mcp` (and stdio, which frames the same answers): what
 //! went wrong names its constructor, and the constructor alone chooses the JSON-RPC
 //! code (from `toolgate_adapters::codes`) and the HTTP status that go with it. A
-//! refusal anywhere in the MCP rooms is one of these; the answer is one JSON-RPC error
-//! object with that status.
+//! refusal anywhere in the MCP rooms is one of these, and so are the refusals of the
+//! layers in front of `/mcp` (the front door's [`DoorRefusal`], the guard's): the answer
+//! is one JSON-RPC error object with that status.
 
 use axum::response::Response;
-use http::StatusCode;
-use serde_json::Value;
+use http::{HeaderName, HeaderValue, StatusCode};
+use serde_json::{Value, json};
 use toolgate_adapters::codes;
 
 use super::wire;
+use crate::serve::auth::DoorRefusal;
 
 /// A JSON-RPC error answered with its HTTP status.
 #[derive(Debug, Clone, PartialEq)]
@@ -18,6 +20,10 @@ pub(crate) struct McpError {
     pub code: i64,
     pub message: String,
     pub data: Option<Value>,
+    /// A header the HTTP answer carries with it (`Retry-After`, `WWW-Authenticate`);
+    /// a transport without headers drops it.
+    /// Boxed: it is rare, and the error travels in every `Result` of the MCP rooms.
+    pub header: Option<Box<(HeaderName, HeaderValue)>>,
 }
 
 impl McpError {
@@ -27,6 +33,26 @@ impl McpError {
             code,
             message: message.into(),
             data: None,
+            header: None,
+        }
+    }
+
+    /// The front door turned the request away (401, 404 for an unknown session, 429,
+    /// 503): `REFUSED`, the door's stable code in `data.code`, its header kept.
+    pub(crate) fn turned_away(refusal: DoorRefusal) -> McpError {
+        McpError {
+            data: Some(json!({"code": refusal.code})),
+            header: refusal.header.map(Box::new),
+            ..McpError::new(refusal.status, codes::REFUSED, refusal.message)
+        }
+    }
+
+    /// The guard in front of every surface refused the request (a Host, an Origin, a
+    /// media type): the status kept, the guard's stable code in `data.code`.
+    pub(crate) fn guarded(status: StatusCode, code: &str, message: impl Into<String>) -> McpError {
+        McpError {
+            data: Some(json!({"code": code})),
+            ..McpError::new(status, codes::INVALID_REQUEST, message)
         }
     }
 
@@ -121,7 +147,13 @@ impl McpError {
     /// The answer to the request `id` (JSON text; `null` when it could not be read).
     pub(crate) fn answer(self, id: &str) -> Response {
         let status = self.status;
-        wire::json_with_status(status, self.into_message(id))
+        let header = self.header.clone();
+        let mut response = wire::json_with_status(status, self.into_message(id));
+        if let Some(header) = header {
+            let (name, value) = *header;
+            response.headers_mut().insert(name, value);
+        }
+        response
     }
 
     /// The JSON-RPC error message alone, for a transport without statuses (stdio).
@@ -182,5 +214,23 @@ mod tests {
             assert_eq!(body["error"]["code"], code, "{body}");
             assert_eq!(body["error"]["message"], "x", "{body}");
         }
+    }
+
+    /// The front door's refusal keeps its status, its stable code and its header on
+    /// `/mcp`; the JSON-RPC code says "refused".
+    #[tokio::test]
+    async fn a_door_refusal_keeps_its_status_code_and_header() {
+        let refusal = crate::serve::auth::state_unavailable("the store is down");
+        let response = McpError::turned_away(refusal).response();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.headers()["retry-after"], "1");
+        let body = axum::body::to_bytes(response.into_body(), 1 << 16)
+            .await
+            .expect("a body");
+        let body: Value = serde_json::from_slice(&body).expect("JSON");
+        assert_eq!(body["id"], Value::Null, "{body}");
+        assert_eq!(body["error"]["code"], codes::REFUSED, "{body}");
+        assert_eq!(body["error"]["data"]["code"], "state_unavailable", "{body}");
+        assert_eq!(body["error"]["message"], "the store is down", "{body}");
     }
 }

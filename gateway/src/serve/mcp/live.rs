@@ -87,7 +87,7 @@ impl Live {
         live
     }
 
-    /// Opens a GET stream for `session`.
+    /// Opens a stream of `session`'s own messages (each transport frames them).
     pub(super) fn open_stream(&self, session: &str) -> mpsc::Receiver<Bytes> {
         let (sender, receiver) = mpsc::channel(STREAM_BUFFER);
         let mut streams = lock(&self.streams);
@@ -99,13 +99,13 @@ impl Live {
 
     /// Sends `message` on `session`'s GET streams; false when none took it.
     pub(super) fn send_to_session(&self, session: &str, message: &[u8]) -> bool {
-        let frame = wire::sse_frame(message);
+        let message = Bytes::copy_from_slice(message);
         let mut streams = lock(&self.streams);
         let Some(list) = streams.get_mut(session) else {
             return false;
         };
         // A stream that is full has stopped reading: it is dropped, not waited for.
-        list.retain(|s| s.try_send(frame.clone()).is_ok());
+        list.retain(|s| s.try_send(message.clone()).is_ok());
         let delivered = !list.is_empty();
         if !delivered {
             streams.remove(session);
@@ -114,10 +114,10 @@ impl Live {
     }
 
     fn broadcast(&self, message: &[u8]) {
-        let frame = wire::sse_frame(message);
+        let message = Bytes::copy_from_slice(message);
         let mut streams = lock(&self.streams);
         streams.retain(|_, list| {
-            list.retain(|s| s.try_send(frame.clone()).is_ok());
+            list.retain(|s| s.try_send(message.clone()).is_ok());
             !list.is_empty()
         });
     }

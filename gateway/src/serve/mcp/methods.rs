@@ -5,14 +5,13 @@
 
 use std::sync::Arc;
 
-use axum::response::Response;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::features;
-use super::wire;
 use super::{NEWEST_SESSION_VERSION, SESSION_VERSIONS};
+use super::{Reply, wire};
 use crate::access::{Caller, View};
 use crate::gateway::Gateway;
 use toolgate_adapters::CallContext;
@@ -23,14 +22,19 @@ pub(super) struct InitializeParams<'a> {
     protocol_version: Option<std::borrow::Cow<'a, str>>,
 }
 
-/// The `initialize` result: the client's version when this gateway speaks it (with
+/// The version a session speaks: the client's when this gateway speaks it (with
 /// sessions), otherwise the newest version with sessions.
-pub(super) fn initialize_result(gateway: &Gateway, params: &InitializeParams) -> String {
-    let version = params
-        .protocol_version
-        .as_deref()
-        .filter(|v| SESSION_VERSIONS.contains(v))
-        .unwrap_or(NEWEST_SESSION_VERSION);
+pub(super) fn negotiated_version(params: &InitializeParams) -> &'static str {
+    let asked = params.protocol_version.as_deref();
+    SESSION_VERSIONS
+        .iter()
+        .find(|v| Some(**v) == asked)
+        .copied()
+        .unwrap_or(NEWEST_SESSION_VERSION)
+}
+
+/// The `initialize` result of a session that speaks `version`.
+pub(super) fn initialize_result(gateway: &Gateway, version: &str) -> String {
     let mut capabilities = crate::serve::mcp::features::capabilities(gateway);
     // Core tasks exist in this version only (2026-07-28 has them as an extension).
     if version == super::tasks::SESSION_TASKS_VERSION {
@@ -88,7 +92,7 @@ pub(super) fn list_tools(
     caller: &Caller,
     envelope: &wire::Envelope<'_>,
     extra: &str,
-) -> Response {
+) -> Reply {
     #[derive(Deserialize)]
     struct ListParams {
         #[serde(default)]
@@ -100,7 +104,7 @@ pub(super) fn list_tools(
     let start = match start {
         Ok(start) => start,
         Err(message) => {
-            return wire::json_response(wire::error_message(
+            return Reply::Message(wire::error_message(
                 id,
                 toolgate_adapters::codes::INVALID_PARAMS,
                 &message,
@@ -157,7 +161,7 @@ pub(super) fn list_tools(
         out.push_str(extra);
         out.push_str("}");
     });
-    wire::json_parts_response(parts)
+    Reply::Parts(parts)
 }
 
 /// The 2026-07-28 `server/discover` result: the versions, capabilities and

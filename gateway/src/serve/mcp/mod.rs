@@ -1,27 +1,32 @@
-//! MCP sessions over streamable HTTP (protocol versions 2024-11-05 to 2025-11-25),
-//! served directly on axum: `initialize` creates a session that is only a record in
-//! the session store, so an idle session costs that record and nothing else, and any
-//! replica serves any session. A request is read once, as raw JSON slices, and
-//! answered without a per-session task or channel.
+//! MCP as messages: one handler ([`McpSessions::handle`]) takes a message, its
+//! caller and session and answers a [`Reply`] — one message, a stream of messages,
+//! nothing, or a refusal — whatever carries it. `/mcp` ([`streamable_http`])
+//! and stdio (`super::stdio`) are transports around it: they frame, the handler
+//! answers, so the two can never disagree.
 //!
+//! Sessions (protocol versions 2024-11-05 to 2025-11-25): `initialize` creates a
+//! session that is only a record in the session store, so an idle session costs that
+//! record and nothing else, and any replica serves any session. A message is read
+//! once, as raw JSON slices, and answered without a per-session task or channel.
 //! Sessionless (2026-07-28) requests are served here too (see `sessionless`): the
 //! same methods, each request carrying its own protocol signals.
 //!
 //! The MCP-only rooms live here: [`features`] (prompts, resources and completion),
-//! [`protocol_errors`] (every `/mcp` error as a JSON-RPC error), `wire` (one message
-//! read as raw JSON slices; answers and SSE frames). Error codes are
-//! `toolgate_adapters::codes`, one place for both crates. stdio (`super::stdio`) is
-//! served by this same implementation.
+//! [`error`] (the one MCP error type: its JSON-RPC code and HTTP status),
+//! [`protocol_errors`] (errors of the layers before `/mcp` reads a message), `wire`
+//! (one message read as raw JSON slices; answers and SSE frames). Error codes are
+//! `toolgate_adapters::codes`, one place for both crates.
 //!
 //! Background calls (MCP Tasks) in both generations — `tools/call` with `task` and
 //! `tasks/*` on a session, the tasks extension sessionless — are answered by
 //! [`tasks`] from the gateway's task runner.
 //!
-//! What a session's POST may carry: a request (answered as JSON, or as an SSE stream
+//! What a message may be: a request (answered with one message, or with a stream
 //! when the call sends something before its result: see [`call`]), a notification
-//! (`202`; `notifications/cancelled` stops a call), or the client's answer to a request
-//! the gateway sent it during a call (`202`). GET opens the session's stream
-//! (`list_changed`, late log lines), DELETE ends the session.
+//! (nothing back; `notifications/cancelled` stops a call), or the client's answer to a
+//! request the gateway sent it during a call (nothing back). A session also has its
+//! own stream of messages that belong to no request ([`McpSessions::session_messages`]:
+//! `list_changed`, late log lines) and ends with [`McpSessions::end`].
 
 mod call;
 pub(crate) mod error;
@@ -29,30 +34,30 @@ pub mod features;
 mod live;
 mod methods;
 pub mod protocol_errors;
+pub(crate) mod reply;
 mod sessionless;
+mod streamable_http;
 mod tasks;
-pub(crate) use sessionless::name_field;
 pub(crate) mod wire;
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use axum::body::Body;
-use axum::extract::Request;
-use axum::response::Response;
 use bytes::Bytes;
-use http::Method;
+use http::HeaderMap;
 use serde::Deserialize;
 use serde_json::value::RawValue;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use toolgate_adapters::RpcError;
 
-use super::auth::Admitted;
 use crate::access::Caller;
 use crate::app::App;
 use crate::gateway::Gateway;
+use crate::policy::Tenant;
+use crate::state::sessions::Session;
 use error::McpError;
 use live::Live;
+pub(crate) use reply::Reply;
 use wire::{Envelope, Kind};
 
 /// Every version `/mcp` speaks.
@@ -68,10 +73,8 @@ pub const SUPPORTED_VERSIONS: &[&str] = &[
 const SESSION_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 const NEWEST_SESSION_VERSION: &str = "2025-11-25";
 
-/// How often an idle GET stream carries a comment, so proxies keep it open.
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
-
-/// The session front door of `/mcp`.
+/// The MCP handler, with what it keeps between messages (the calls in flight, the
+/// sessions' streams).
 pub struct McpSessions {
     /// The application: its background calls serve `tasks/*` and task-augmented calls.
     app: Arc<App>,
@@ -95,70 +98,32 @@ impl McpSessions {
         }
     }
 
-    /// Answers one `/mcp` request of an admitted caller (over HTTP, its `Host` and
-    /// `Origin` were checked by [`crate::serve::guard`]; over stdio the requests never
-    /// crossed a network).
-    pub async fn route_trusted(&self, request: Request, admitted: Admitted) -> Response {
-        let method = request.method().clone();
-        match (method, admitted.session) {
-            (Method::POST, session) => self.post(request, admitted.tenant, session).await,
-            (Method::GET, Some(session)) => self.open_stream(&request, &session.id),
-            (Method::DELETE, Some(session)) => {
-                self.end(request.headers().clone(), &session.id).await
-            }
-            (Method::GET | Method::DELETE, None) => session_required(),
-            _ => {
-                let mut refused = McpError::method_not_allowed(
-                    "/mcp takes POST (messages), GET (a session's stream) and DELETE (end a session)",
-                )
-                .response();
-                refused.headers_mut().insert(
-                    http::header::ALLOW,
-                    http::HeaderValue::from_static("GET, POST, DELETE"),
-                );
-                refused
-            }
-        }
-    }
-
-    async fn post(
+    /// Answers one message of `tenant`, on `session` when it names one. `headers` are
+    /// the HTTP request's (what 2026-07-28 mirrors from the body, the trace context,
+    /// what `forward_headers` passes on); a transport without headers sends none,
+    /// and has nothing a body could disagree with.
+    pub(crate) async fn handle(
         &self,
-        request: Request,
-        tenant: Arc<crate::policy::Tenant>,
-        session: Option<crate::state::sessions::Session>,
-    ) -> Response {
-        let (parts, body) = request.into_parts();
-        let limit = self.gateway.config().max_request_body_bytes;
-        let bytes = match axum::body::to_bytes(body, limit).await {
-            Ok(bytes) => bytes,
-            Err(error) => {
-                return match super::listener::body_timeout(&error) {
-                    Some(late) => McpError::body_timeout(late.to_string()).response(),
-                    // A body without a declared length, past the limit.
-                    None => protocol_errors::body_too_large(limit, None),
-                };
-            }
-        };
-        if let Some(refused) = wire::refuse_post(&parts.headers) {
-            return refused;
-        }
-        let envelope = match Envelope::parse(&bytes) {
+        message: &[u8],
+        tenant: Arc<Tenant>,
+        session: Option<Session>,
+        headers: Option<HeaderMap>,
+    ) -> Reply {
+        let envelope = match Envelope::parse(message) {
             Ok(envelope) => envelope,
             Err(error) => {
                 return McpError::parse_error(format!(
                     "{error}: send one JSON-RPC 2.0 request, notification or response object"
                 ))
-                .response();
+                .into();
             }
         };
         let Some(session) = session else {
             if let Some(id) = envelope.initialize_id() {
-                return self
-                    .initialize(&parts.headers, &envelope, id.get(), &tenant)
-                    .await;
+                return self.initialize(&envelope, id.get(), &tenant).await;
             }
-            if sessionless::is_sessionless(&parts.headers, &envelope) {
-                return self.sessionless(&envelope, tenant, parts.headers).await;
+            if sessionless::is_sessionless(headers.as_ref(), &envelope) {
+                return self.sessionless(&envelope, tenant, headers).await;
             }
             return session_required();
         };
@@ -168,24 +133,18 @@ impl McpSessions {
         };
         match envelope.kind() {
             Kind::Request { id, method } => {
-                self.request(
-                    &envelope,
-                    id.get(),
-                    method,
-                    caller,
-                    session.id,
-                    parts.headers,
-                )
-                .await
+                let headers = headers.unwrap_or_default();
+                self.request(&envelope, id.get(), method, caller, session.id, headers)
+                    .await
             }
             Kind::Notification { method } => {
                 self.notification(&envelope, method, &session.id);
-                wire::accepted()
+                Reply::Taken
             }
             Kind::Answer { id } => {
                 self.live
                     .answer(&session.id, id.get(), client_answer(&envelope));
-                wire::accepted()
+                Reply::Taken
             }
             Kind::Invalid => invalid_message(),
         }
@@ -195,24 +154,25 @@ impl McpSessions {
     async fn sessionless(
         &self,
         envelope: &Envelope<'_>,
-        tenant: Arc<crate::policy::Tenant>,
-        headers: http::HeaderMap,
-    ) -> Response {
+        tenant: Arc<Tenant>,
+        headers: Option<HeaderMap>,
+    ) -> Reply {
         let (id, method) = match envelope.kind() {
             Kind::Request { id, method } => (id.get(), method),
             // Closing the request's stream is how this version cancels; a
             // notification or an answer has nothing to act on.
-            Kind::Notification { .. } | Kind::Answer { .. } => return wire::accepted(),
+            Kind::Notification { .. } | Kind::Answer { .. } => return Reply::Taken,
             Kind::Invalid => return invalid_message(),
         };
-        let log_level = match sessionless::check(&headers, envelope, method) {
+        let log_level = match sessionless::check(headers.as_ref(), envelope, method) {
             Ok(level) => level,
-            Err(refused) => return refused.answer(id),
+            Err(refused) => return Reply::refused(refused, id),
         };
         let caller = Caller {
             tenant,
             session: None,
         };
+        let headers = headers.unwrap_or_default();
         let message = match method {
             "tools/call" => {
                 let params = match envelope.params::<call::CallParams>() {
@@ -224,7 +184,7 @@ impl McpSessions {
                     match tasks::extension_mode(&self.gateway, &caller, id, &params.name, declared)
                     {
                         tasks::CallMode::Plain => {}
-                        tasks::CallMode::Refused(refused) => return refused,
+                        tasks::CallMode::Refused(refused) => return *refused,
                         tasks::CallMode::Task => {
                             let arguments = params.arguments.unwrap_or_default();
                             return tasks::extension_call(
@@ -266,35 +226,20 @@ impl McpSessions {
             }
             other => method_not_found(id, other),
         };
-        wire::json_response(message)
+        Reply::Message(message)
     }
 
     /// `tools/list` for `caller`, one page (see [`methods::list_tools`]).
-    fn list_tools(
-        &self,
-        id: &str,
-        caller: &Caller,
-        envelope: &Envelope<'_>,
-        extra: &str,
-    ) -> Response {
+    fn list_tools(&self, id: &str, caller: &Caller, envelope: &Envelope<'_>, extra: &str) -> Reply {
         let gateway = &self.gateway;
         methods::list_tools(id, gateway, &self.protocol_tools, caller, envelope, extra)
     }
 
-    async fn initialize(
-        &self,
-        headers: &http::HeaderMap,
-        envelope: &Envelope<'_>,
-        id: &str,
-        tenant: &crate::policy::Tenant,
-    ) -> Response {
-        if let Some(refused) = wire::refuse_post(headers) {
-            return refused;
-        }
+    async fn initialize(&self, envelope: &Envelope<'_>, id: &str, tenant: &Tenant) -> Reply {
         let params = match envelope.params::<methods::InitializeParams>() {
             Ok(params) => params,
             Err(error) => {
-                return wire::json_response(wire::error_message(
+                return Reply::Message(wire::error_message(
                     id,
                     toolgate_adapters::codes::INVALID_PARAMS,
                     &error,
@@ -305,15 +250,16 @@ impl McpSessions {
         let session = match self.gateway.sessions.create(&tenant.name).await {
             Ok(session) => session,
             Err(refused) => {
-                return super::auth::session_refused(super::auth::Shape::JsonRpc, &refused);
+                let refusal = super::auth::session_refused(&refused);
+                return McpError::turned_away(refusal).into();
             }
         };
-        let result = methods::initialize_result(&self.gateway, &params);
-        let mut response = wire::json_response(wire::result_message(id, &result));
-        if let Ok(value) = http::HeaderValue::from_str(&session.id) {
-            response.headers_mut().insert(wire::SESSION_HEADER, value);
+        let version = methods::negotiated_version(&params);
+        let result = methods::initialize_result(&self.gateway, version);
+        Reply::Initialized {
+            session: session.id,
+            message: wire::result_message(id, &result),
         }
-        response
     }
 
     async fn request(
@@ -323,8 +269,8 @@ impl McpSessions {
         method: &str,
         caller: Caller,
         session: String,
-        headers: http::HeaderMap,
-    ) -> Response {
+        headers: HeaderMap,
+    ) -> Reply {
         let gateway = &self.gateway;
         let message = match method {
             "tools/call" => {
@@ -344,7 +290,7 @@ impl McpSessions {
                         Arc::new(headers),
                     )
                     .await;
-                    return wire::json_response(message);
+                    return Reply::Message(message);
                 }
                 return call::answer(call::CallRequest {
                     gateway: gateway.clone(),
@@ -398,7 +344,7 @@ impl McpSessions {
             }
             other => method_not_found(id, other),
         };
-        wire::json_response(message)
+        Reply::Message(message)
     }
 
     /// `resources/subscribe` and `resources/unsubscribe`: the upstream is told once
@@ -461,9 +407,9 @@ impl McpSessions {
         id: String,
         params: call::CallParams,
         log_level: Option<sessionless::LogLevel>,
-        tenant: Arc<crate::policy::Tenant>,
-        headers: http::HeaderMap,
-    ) -> Response {
+        tenant: Arc<Tenant>,
+        headers: HeaderMap,
+    ) -> Reply {
         if params.request_state().is_some() {
             return call::resume(&self.live, &tenant.name, id, params, log_level).await;
         }
@@ -499,51 +445,16 @@ impl McpSessions {
         }
     }
 
-    /// GET: the session's stream of messages that belong to no request.
-    fn open_stream(&self, request: &Request, session: &str) -> Response {
-        if let Some(refused) = wire::refuse_get(request.headers()) {
-            return refused;
-        }
-        let receiver = self.live.open_stream(session);
-        let stop = self.stop.clone();
-        // A first event with an id and a retry delay, as the spec's resumable
-        // streams start; there is no replay, so a reconnect just opens a new stream.
-        let priming = Bytes::from_static(b"id: 0\nretry: 3000\ndata: \n\n");
-        let mut keep_alive =
-            tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
-        keep_alive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let messages = futures::stream::unfold(
-            (receiver, keep_alive, stop),
-            |(mut receiver, mut keep_alive, stop)| async move {
-                let next = tokio::select! {
-                    message = receiver.recv() => message?,
-                    _ = keep_alive.tick() => Bytes::from_static(b": keep-alive\n\n"),
-                    _ = stop.cancelled() => return None,
-                };
-                Some((
-                    Ok::<Bytes, std::io::Error>(next),
-                    (receiver, keep_alive, stop),
-                ))
-            },
-        );
-        let stream =
-            futures::StreamExt::chain(futures::stream::once(async move { Ok(priming) }), messages);
-        wire::sse_response(Body::from_stream(stream))
+    /// The session's own stream: messages that belong to no request (`list_changed`,
+    /// resource updates, late log lines), as they come, until the session ends.
+    pub(crate) fn session_messages(&self, session: &str) -> mpsc::Receiver<Bytes> {
+        self.live.open_stream(session)
     }
 
-    /// DELETE: the client ends its session.
-    async fn end(&self, headers: http::HeaderMap, session: &str) -> Response {
-        if let Some(refused) = wire::refuse_version(&headers) {
-            return refused;
-        }
+    /// The client ends its session.
+    pub(crate) async fn end(&self, session: &str) -> Result<(), crate::state::conn::Unavailable> {
         self.live.end_session(session);
-        if let Err(unavailable) = self.gateway.sessions.delete(session).await {
-            return super::auth::state_unavailable(
-                super::auth::Shape::JsonRpc,
-                &unavailable.to_string(),
-            );
-        }
-        wire::ended()
+        self.gateway.sessions.delete(session).await
     }
 }
 
@@ -553,20 +464,23 @@ struct SetLevel {
 }
 
 /// A request without a session that is not `initialize` and not sessionless.
-fn session_required() -> Response {
+fn session_required() -> Reply {
+    session_required_error().into()
+}
+
+fn session_required_error() -> McpError {
     McpError::invalid_request(
         "Bad Request: Session ID is required (send initialize first, then echo its \
          Mcp-Session-Id header; or use protocol 2026-07-28, which needs none)",
     )
-    .response()
 }
 
-fn invalid_message() -> Response {
+fn invalid_message() -> Reply {
     McpError::invalid_request(
         "not a JSON-RPC 2.0 request, notification or response: send \
          `\"jsonrpc\": \"2.0\"`, and for a request a `method` and a string or number `id`",
     )
-    .response()
+    .into()
 }
 
 fn method_not_found(id: &str, method: &str) -> Vec<u8> {
@@ -578,8 +492,8 @@ fn method_not_found(id: &str, method: &str) -> Vec<u8> {
     )
 }
 
-fn call_params_refused(id: &str, error: &str) -> Response {
-    wire::json_response(wire::error_message(
+fn call_params_refused(id: &str, error: &str) -> Reply {
+    Reply::Message(wire::error_message(
         id,
         toolgate_adapters::codes::INVALID_PARAMS,
         &format!("{error} (tools/call needs {{\"name\": \"<tool>\", \"arguments\": {{…}}}})"),

@@ -69,38 +69,40 @@ impl LogLevel {
 /// Whether a request without a session is meant as a sessionless one: it says
 /// so in the version header or in its `_meta` (the ladder then tells it what is
 /// missing); otherwise it is a session request that forgot its session.
-pub(super) fn is_sessionless(headers: &HeaderMap, envelope: &Envelope<'_>) -> bool {
-    if headers.contains_key(wire::VERSION_HEADER) {
-        return headers
-            .get(wire::VERSION_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| !super::SESSION_VERSIONS.contains(&v.trim()));
+pub(super) fn is_sessionless(headers: Option<&HeaderMap>, envelope: &Envelope<'_>) -> bool {
+    if let Some(version) = headers.and_then(|h| h.get(wire::VERSION_HEADER)) {
+        return version
+            .to_str()
+            .is_ok_and(|v| !super::SESSION_VERSIONS.contains(&v.trim()));
     }
     envelope
         .params
         .is_some_and(|params| params.get().contains(PROTOCOL_VERSION_KEY))
 }
 
+/// What the ladder reads of a request's params.
+#[derive(Deserialize)]
+struct LadderParams {
+    #[serde(default)]
+    name: Option<Value>,
+    #[serde(default)]
+    uri: Option<Value>,
+    #[serde(default, rename = "taskId")]
+    task_id: Option<Value>,
+    #[serde(default, rename = "_meta")]
+    meta: Option<CallMeta>,
+}
+
 /// The ladder for request `method` (see the module docs): the log level the
-/// request asked for, or the rung it failed.
+/// request asked for, or the rung it failed. A transport without headers (stdio)
+/// skips rung 2: it carries nothing that could disagree with the body.
 pub(super) fn check(
-    headers: &HeaderMap,
+    headers: Option<&HeaderMap>,
     envelope: &Envelope<'_>,
     method: &str,
 ) -> Result<Option<LogLevel>, Refused> {
-    #[derive(Deserialize)]
-    struct Params {
-        #[serde(default)]
-        name: Option<Value>,
-        #[serde(default)]
-        uri: Option<Value>,
-        #[serde(default, rename = "taskId")]
-        task_id: Option<Value>,
-        #[serde(default, rename = "_meta")]
-        meta: Option<CallMeta>,
-    }
     let invalid = McpError::invalid_params;
-    let params = envelope.params::<Params>().map_err(invalid)?;
+    let params = envelope.params::<LadderParams>().map_err(invalid)?;
     let meta = params.meta.as_ref();
     let version = meta.and_then(|m| m.protocol_version.as_ref());
     let capabilities = meta.and_then(|m| m.client_capabilities.as_ref());
@@ -116,6 +118,42 @@ pub(super) fn check(
             "'io.modelcontextprotocol/clientCapabilities' must be an object".into(),
         ));
     }
+    if let Some(headers) = headers {
+        check_mirrors(headers, &params, version, method)?;
+    }
+    let Some(requested) = version.as_str() else {
+        return Err(invalid(format!(
+            "'{PROTOCOL_VERSION_KEY}' must be a string"
+        )));
+    };
+    if !SESSIONLESS_VERSIONS.contains(&requested) {
+        return Err(McpError::unsupported_protocol_version(
+            format!(
+                "protocol version '{requested}' is not served without a session here: use \
+                 {VERSION}, or initialize a session with one of {}",
+                super::SESSION_VERSIONS.join(", ")
+            ),
+            json!({"supported": SESSIONLESS_VERSIONS, "requested": requested}),
+        ));
+    }
+    match meta.and_then(|m| m.log_level.as_ref()) {
+        None => Ok(None),
+        Some(level) => LogLevel::deserialize(level).map(Some).map_err(|_| {
+            invalid(format!(
+                "'io.modelcontextprotocol/logLevel' {level} is not a log level (debug, info, \
+                 notice, warning, error, critical, alert, emergency)"
+            ))
+        }),
+    }
+}
+
+/// Rung 2 of the ladder: the headers HTTP mirrors from the body say what it says.
+fn check_mirrors(
+    headers: &HeaderMap,
+    params: &LadderParams,
+    version: &Value,
+    method: &str,
+) -> Result<(), Refused> {
     let mismatch = McpError::header_mismatch;
     if single(headers, wire::VERSION_HEADER) != version.as_str() {
         return Err(mismatch(format!(
@@ -143,30 +181,7 @@ pub(super) fn check(
             "the Mcp-Name header must be sent once and equal the body's `{field}`"
         )));
     }
-    let Some(requested) = version.as_str() else {
-        return Err(invalid(format!(
-            "'{PROTOCOL_VERSION_KEY}' must be a string"
-        )));
-    };
-    if !SESSIONLESS_VERSIONS.contains(&requested) {
-        return Err(McpError::unsupported_protocol_version(
-            format!(
-                "protocol version '{requested}' is not served without a session here: use \
-                 {VERSION}, or initialize a session with one of {}",
-                super::SESSION_VERSIONS.join(", ")
-            ),
-            json!({"supported": SESSIONLESS_VERSIONS, "requested": requested}),
-        ));
-    }
-    match meta.and_then(|m| m.log_level.as_ref()) {
-        None => Ok(None),
-        Some(level) => LogLevel::deserialize(level).map(Some).map_err(|_| {
-            invalid(format!(
-                "'io.modelcontextprotocol/logLevel' {level} is not a log level (debug, info, \
-                 notice, warning, error, critical, alert, emergency)"
-            ))
-        }),
-    }
+    Ok(())
 }
 
 /// The params field `Mcp-Name` mirrors for `method`, if any: a tool's or prompt's
@@ -226,7 +241,7 @@ mod tests {
 
     fn checked(headers: &HeaderMap, body: &str) -> Result<Option<LogLevel>, Refused> {
         let envelope = Envelope::parse(body.as_bytes()).expect("valid JSON-RPC");
-        check(headers, &envelope, "tools/call")
+        check(Some(headers), &envelope, "tools/call")
     }
 
     #[test]
@@ -357,17 +372,36 @@ mod tests {
     fn only_requests_that_say_so_are_sessionless() {
         let envelope = |b: &'static str| Envelope::parse(b.as_bytes()).unwrap();
         let plain = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#;
-        assert!(!is_sessionless(&HeaderMap::new(), &envelope(plain)));
+        assert!(!is_sessionless(Some(&HeaderMap::new()), &envelope(plain)));
+        assert!(!is_sessionless(None, &envelope(plain)));
         assert!(!is_sessionless(
-            &headers(&[("mcp-protocol-version", "2025-11-25")]),
+            Some(&headers(&[("mcp-protocol-version", "2025-11-25")])),
             &envelope(plain)
         ));
         assert!(is_sessionless(
-            &headers(&[("mcp-protocol-version", "2026-07-28")]),
+            Some(&headers(&[("mcp-protocol-version", "2026-07-28")])),
             &envelope(plain)
         ));
         let with_meta = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
-        assert!(is_sessionless(&HeaderMap::new(), &envelope(with_meta)));
+        assert!(is_sessionless(
+            Some(&HeaderMap::new()),
+            &envelope(with_meta)
+        ));
+        assert!(is_sessionless(None, &envelope(with_meta)));
+    }
+
+    /// A transport without headers (stdio) has nothing to mirror: the body alone is
+    /// checked, and its other rungs still apply.
+    #[test]
+    fn without_headers_only_the_body_is_checked() {
+        let text = body(GOOD_META);
+        let parsed = Envelope::parse(text.as_bytes()).unwrap();
+        assert_eq!(check(None, &parsed, "tools/call").unwrap(), None);
+        let old = GOOD_META.replace("2026-07-28", "2025-11-25");
+        let text = body(&old);
+        let parsed = Envelope::parse(text.as_bytes()).unwrap();
+        let refused = check(None, &parsed, "tools/call").unwrap_err();
+        assert_eq!(refused.code, UNSUPPORTED_PROTOCOL_VERSION);
     }
 
     #[test]

@@ -28,7 +28,7 @@ use axum::{Json, Router};
 use serde_json::{Value, json};
 use toolgate_adapters::{JsonObject, ToolError};
 
-use super::auth::{FrontDoor, Shape};
+use super::auth::{DoorRefusal, FrontDoor};
 use crate::access::{Caller, View};
 use crate::call::protocol_tools;
 use crate::catalog::DefinitionCosts;
@@ -135,7 +135,7 @@ async fn caller(
     headers: &HeaderMap,
     session: Option<&str>,
 ) -> Result<Caller, Response> {
-    let tenant = door.admit_as(headers, Shape::Rest).await?;
+    let tenant = door.admit(headers).await.map_err(DoorRefusal::rest)?;
     caller_of(door, tenant, session).await
 }
 
@@ -153,7 +153,7 @@ async fn caller_of(
                 .sessions
                 .get_owned(id, &tenant.name)
                 .await
-                .map_err(|e| super::auth::state_unavailable(Shape::Rest, &e.to_string()))?
+                .map_err(|e| super::auth::state_unavailable(&e.to_string()).rest())?
                 .ok_or_else(|| {
                     error(
                         StatusCode::NOT_FOUND,
@@ -326,7 +326,7 @@ async fn admit_then_read(
     headers: &HeaderMap,
     body: axum::body::Body,
 ) -> Result<(Arc<Tenant>, axum::body::Bytes), Response> {
-    let tenant = door.admit_as(headers, Shape::Rest).await?;
+    let tenant = door.admit(headers).await.map_err(DoorRefusal::rest)?;
     let limit = door.gateway.config().max_request_body_bytes;
     let body = axum::body::to_bytes(body, limit).await.map_err(|failed| {
         let setting = "max_request_body_bytes in the gateway config";
@@ -457,13 +457,13 @@ fn visible_definitions(door: &FrontDoor, caller: &Caller) -> Vec<Value> {
 }
 
 async fn create_session(State(door): State<Arc<FrontDoor>>, headers: HeaderMap) -> Response {
-    let tenant = match door.admit_as(&headers, Shape::Rest).await {
+    let tenant = match door.admit(&headers).await {
         Ok(tenant) => tenant,
-        Err(response) => return response,
+        Err(refused) => return refused.rest(),
     };
     let session = match door.gateway.sessions.create(&tenant.name).await {
         Ok(session) => session,
-        Err(refused) => return super::auth::session_refused(Shape::Rest, &refused),
+        Err(refused) => return super::auth::session_refused(&refused).rest(),
     };
     let caller = Caller {
         tenant,
@@ -490,7 +490,7 @@ async fn end_session(
     }
     match door.gateway.sessions.delete(&id).await {
         Ok(_) => StatusCode::NO_CONTENT.into_response(),
-        Err(unavailable) => super::auth::state_unavailable(Shape::Rest, &unavailable.to_string()),
+        Err(unavailable) => super::auth::state_unavailable(&unavailable.to_string()).rest(),
     }
 }
 

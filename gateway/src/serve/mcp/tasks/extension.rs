@@ -11,16 +11,16 @@ pub(crate) fn declares_extension(meta: Option<&CallMeta>) -> bool {
 }
 
 /// The -32021 answer (HTTP 400) for a request that needs the extension declared.
-fn extension_required(id: &str, why: &str) -> Response {
+fn extension_required(id: &str, why: &str) -> Reply {
     let data = json!({"requiredCapabilities": {"extensions": {EXTENSION: {}}}});
-    McpError::missing_capability(
+    let error = McpError::missing_capability(
         format!(
             "{why}: declare the '{EXTENSION}' extension in \
              params._meta['io.modelcontextprotocol/clientCapabilities'].extensions"
         ),
         data,
-    )
-    .answer(id)
+    );
+    Reply::refused(error, id)
 }
 
 /// How a sessionless `tools/call` is served.
@@ -31,7 +31,7 @@ pub(crate) enum CallMode {
     Task,
     /// Refused: the tool runs only as a task and the request did not declare the
     /// extension.
-    Refused(Response),
+    Refused(Box<Reply>),
 }
 
 /// The gateway's choice for a sessionless call of `name` (the extension leaves it to
@@ -54,10 +54,10 @@ pub(crate) fn extension_mode(
         TaskSupport::Forbidden => CallMode::Plain,
         _ if declared => CallMode::Task,
         TaskSupport::Required if view.permits(caller, Item::Tool(name), Method::Use) => {
-            CallMode::Refused(extension_required(
+            CallMode::Refused(Box::new(extension_required(
                 id,
                 &format!("tool '{name}' runs only as a background task"),
-            ))
+            )))
         }
         _ => CallMode::Plain,
     }
@@ -71,7 +71,7 @@ pub(crate) async fn extension_call(
     name: String,
     arguments: JsonObject,
     headers: Arc<http::HeaderMap>,
-) -> Response {
+) -> Reply {
     let message = match start(app, caller, name, arguments, headers).await {
         Ok(record) => {
             let mut task = extension_task(&app.tasks, &record);
@@ -80,7 +80,7 @@ pub(crate) async fn extension_call(
         }
         Err(refusal) => start_refused(id, refusal, true),
     };
-    wire::json_response(message)
+    Reply::Message(message)
 }
 
 /// `tasks/update`'s parameters (`taskId` is read by [`task_id`]).
@@ -98,10 +98,10 @@ pub(crate) async fn extension_method(
     id: &str,
     method: &str,
     envelope: &Envelope<'_>,
-) -> Response {
+) -> Reply {
     let gateway = &app.gateway;
     if matches!(method, "tasks/result" | "tasks/list") {
-        return wire::json_response(wire::error_message(
+        return Reply::Message(wire::error_message(
             id,
             toolgate_adapters::codes::METHOD_NOT_FOUND,
             &format!(
@@ -124,7 +124,7 @@ pub(crate) async fn extension_method(
     }
     let task = match task_id(envelope, id, method) {
         Ok(task) => task,
-        Err(refused) => return wire::json_response(refused),
+        Err(refused) => return Reply::Message(refused),
     };
     let tasks = &app.tasks;
     let owner = Tasks::owner_of(caller);
@@ -171,5 +171,5 @@ pub(crate) async fn extension_method(
             None,
         ),
     };
-    wire::json_response(message)
+    Reply::Message(message)
 }

@@ -33,11 +33,11 @@ use shapes::*;
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
-use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use toolgate_adapters::JsonObject;
 
+use super::Reply;
 use super::call::CallMeta;
 use super::error::McpError;
 use super::live::Live;

@@ -157,10 +157,10 @@ pub(crate) async fn session_result(
     caller: &Caller,
     id: &str,
     envelope: &Envelope<'_>,
-) -> Response {
+) -> Reply {
     let task = match task_id(envelope, id, "tasks/result") {
         Ok(task) => task,
-        Err(refused) => return wire::json_response(refused),
+        Err(refused) => return Reply::Message(refused),
     };
     let tasks = app.tasks.clone();
     let owner = Tasks::owner_of(caller);
@@ -173,16 +173,16 @@ pub(crate) async fn session_result(
         .await;
     let record = match first {
         Ok(Some(record)) => record,
-        Ok(None) => return wire::json_response(not_found(id)),
-        Err(error) => return wire::json_response(task_error(id, &error)),
+        Ok(None) => return Reply::Message(not_found(id)),
+        Err(error) => return Reply::Message(task_error(id, &error)),
     };
     let Some(session) = caller.session_id() else {
-        return wire::json_response(final_message(id, &record, max));
+        return Reply::Message(final_message(id, &record, max));
     };
     if record.input_requests.is_empty() {
-        return wire::json_response(final_message(id, &record, max));
+        return Reply::Message(final_message(id, &record, max));
     }
-    let (out, frames) = tokio::sync::mpsc::channel(16);
+    let (out, messages) = tokio::sync::mpsc::channel(16);
     let asking = Asking {
         tasks,
         live: live.clone(),
@@ -194,11 +194,7 @@ pub(crate) async fn session_result(
         max,
     };
     tokio::spawn(asking.run(out));
-    let body = futures::stream::unfold(frames, |mut frames| async move {
-        let frame = frames.recv().await?;
-        Some((Ok::<_, std::io::Error>(frame), frames))
-    });
-    wire::sse_response(axum::body::Body::from_stream(body))
+    Reply::from_receiver(messages)
 }
 
 /// A `tasks/result` stream that relays a task's input requests to its session's
@@ -248,7 +244,7 @@ impl Asking {
                     meta.insert(RELATED_TASK.into(), json!({"taskId": record.id.as_str()}));
                 }
                 let message = wire::request(&request_id, &request.method, &params);
-                if out.send(wire::sse_frame(&message)).await.is_err() {
+                if out.send(bytes::Bytes::from(message)).await.is_err() {
                     return self.abandon(&asked);
                 }
                 let key = key.clone();
@@ -275,7 +271,7 @@ impl Asking {
                 _ = out.closed() => return self.abandon(&asked),
             }
         };
-        let _ = out.send(wire::sse_frame(&last)).await;
+        let _ = out.send(bytes::Bytes::from(last)).await;
         self.abandon(&asked);
     }
 
