@@ -255,6 +255,9 @@ fn operation<'a>(
     })
 }
 
+/// A parameter object (dereferenced) with the document it is in and its JSON pointer.
+type Declared<'a> = (usize, &'a Map<String, Value>, String);
+
 /// An operation's parameter objects (dereferenced, with their document and pointer):
 /// the path item's first, overridden by the operation's own of the same (name, in).
 fn declared_parameters<'a>(
@@ -263,8 +266,8 @@ fn declared_parameters<'a>(
     ptr: &str,
     item: &'a Map<String, Value>,
     op: &'a Map<String, Value>,
-) -> Result<Vec<(usize, &'a Map<String, Value>, String)>, String> {
-    let mut raw: Vec<(usize, &'a Map<String, Value>, String)> = Vec::new();
+) -> Result<Vec<Declared<'a>>, String> {
+    let mut raw: Vec<Declared<'a>> = Vec::new();
     for (list, lptr) in [
         (
             item.get("parameters"),
