@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 
 use super::config::{FilterSet, Filters};
 use super::files;
-use super::model::{BodyKind, Location, Operation};
+use super::model::{Body, BodyKind, Location, Operation};
 use super::naming::arg_name;
 use super::variants;
 use crate::JsonObject;
@@ -105,7 +105,54 @@ fn object_parts(schema: &Value) -> Option<ObjectParts> {
 
 /// Builds the flat input schema and the argument bindings of `op`.
 pub(super) fn convert(op: &Operation) -> Converted {
-    let mut entries: Vec<Arg> = Vec::new();
+    let mut entries = parameter_args(op);
+    let mut body_takes_extra = false;
+    if let Some(body) = &op.body {
+        body_takes_extra = body_args(body, &mut entries);
+    }
+    let Settled {
+        properties,
+        required,
+        with_body,
+        body_prop_args,
+        bindings,
+    } = settle_names(entries);
+    // `json!` serializes `properties` into a new tree, each map and list allocated at
+    // its exact size: the copy is what the tool keeps, and it is smaller than the tree
+    // built up by inserts (moving `properties` in instead saved 8 % of a large import's
+    // time but kept the slack: a 4 MB cluster API served at 153 MB less mapped files
+    // against 150 MB allowed, `openapi_gateway.rs`).
+    let mut input = json!({"type": "object", "properties": properties});
+    if !required.is_empty() {
+        input["required"] = Value::Array(required);
+    }
+    if !with_body.is_empty() {
+        // The body is optional, but once any of its properties is sent, it is sent
+        // whole: each property then needs the body's required ones.
+        let deps: Map<String, Value> = body_prop_args
+            .iter()
+            .map(|b| {
+                let others: Vec<&String> = with_body.iter().filter(|r| *r != b).collect();
+                (b.clone(), json!(others))
+            })
+            .filter(|(_, others)| others.as_array().is_some_and(|a| !a.is_empty()))
+            .collect();
+        input["dependentRequired"] = Value::Object(deps);
+    }
+    if !body_takes_extra {
+        input["additionalProperties"] = json!(false);
+    }
+    Converted {
+        input_schema: input,
+        bindings,
+        body_takes_extra,
+    }
+}
+
+/// One argument per parameter of `op`, under its argument name; a parameter whose name
+/// had to change says in its description what it is sent as.
+fn parameter_args(op: &Operation) -> Vec<Arg> {
+    let mut entries = Vec::new();
     for (i, p) in op.parameters.iter().enumerate() {
         let mut schema = p.schema.clone();
         if arg_name(&p.name) != p.name
@@ -138,77 +185,102 @@ pub(super) fn convert(op: &Operation) -> Converted {
             },
         });
     }
+    entries
+}
+
+/// Appends the arguments of `body` to `entries`: one per property of an object body
+/// (JSON, form, multipart), else one for the whole body, and one for its media type
+/// when it offers several. Whether the body accepts properties beyond the declared ones.
+fn body_args(body: &Body, entries: &mut Vec<Arg>) -> bool {
     let mut body_takes_extra = false;
-    if let Some(body) = &op.body {
-        let flat = matches!(
-            body.kind,
-            BodyKind::Json | BodyKind::Form | BodyKind::Multipart
-        )
-        .then(|| object_parts(&body.schema))
-        .flatten();
-        match flat {
-            Some((props, required, additional)) => {
-                body_takes_extra =
-                    matches!(additional, Some(Value::Bool(true)) | Some(Value::Object(_)));
-                for (k, v) in props {
-                    let need = match (required.contains(&k), body.required) {
-                        (false, _) => Need::Optional,
-                        (true, true) => Need::Required,
-                        (true, false) => Need::WithBody,
-                    };
-                    let v = match body.kind {
-                        BodyKind::Multipart => files::prop_schema(v, body.encoding.get(&k)),
-                        _ => v,
-                    };
-                    entries.push(Arg {
-                        name: arg_name(&k),
-                        location: None,
-                        target: Target::BodyProp(k),
-                        schema: v,
-                        need,
-                    });
-                }
-            }
-            None => {
-                let mut schema = match body.kind {
-                    BodyKind::Binary => json!({"type": "string", "contentEncoding": "base64",
-                        "description": format!("The request body ({}), base64-encoded", body.media_type)}),
-                    BodyKind::Text
-                        if body.schema.get("type").and_then(Value::as_str) != Some("string") =>
-                    {
-                        json!({"type": "string", "description": format!("The request body as {} text", body.media_type)})
-                    }
-                    _ => body.schema.clone(),
+    let flat = matches!(
+        body.kind,
+        BodyKind::Json | BodyKind::Form | BodyKind::Multipart
+    )
+    .then(|| object_parts(&body.schema))
+    .flatten();
+    match flat {
+        Some((props, required, additional)) => {
+            body_takes_extra =
+                matches!(additional, Some(Value::Bool(true)) | Some(Value::Object(_)));
+            for (k, v) in props {
+                let need = match (required.contains(&k), body.required) {
+                    (false, _) => Need::Optional,
+                    (true, true) => Need::Required,
+                    (true, false) => Need::WithBody,
                 };
-                if let (Some(d), Value::Object(m)) = (&body.description, &mut schema)
-                    && !m.contains_key("description")
-                {
-                    m.insert("description".into(), json!(d.trim()));
-                }
+                let v = match body.kind {
+                    BodyKind::Multipart => files::prop_schema(v, body.encoding.get(&k)),
+                    _ => v,
+                };
                 entries.push(Arg {
-                    name: "body".into(),
+                    name: arg_name(&k),
                     location: None,
-                    target: Target::Body,
-                    schema,
-                    need: if body.required {
-                        Need::Required
-                    } else {
-                        Need::Optional
-                    },
+                    target: Target::BodyProp(k),
+                    schema: v,
+                    need,
                 });
             }
         }
-        if let Some(schema) = variants::arg_schema(&body.media_type, &body.choices) {
-            entries.push(Arg {
-                name: "content_type".into(),
-                location: None,
-                target: Target::ContentType,
-                schema,
-                need: Need::Optional,
-            });
-        }
+        None => entries.push(Arg {
+            name: "body".into(),
+            location: None,
+            target: Target::Body,
+            schema: whole_body_schema(body),
+            need: if body.required {
+                Need::Required
+            } else {
+                Need::Optional
+            },
+        }),
     }
-    // Collisions: parameters take a `__<location>` suffix, body properties keep the name.
+    if let Some(schema) = variants::arg_schema(&body.media_type, &body.choices) {
+        entries.push(Arg {
+            name: "content_type".into(),
+            location: None,
+            target: Target::ContentType,
+            schema,
+            need: Need::Optional,
+        });
+    }
+    body_takes_extra
+}
+
+/// The schema of the one argument that is the whole body: a string for binary (base64)
+/// and non-string text bodies, else the body's own, with the body's description.
+fn whole_body_schema(body: &Body) -> Value {
+    let mut schema = match body.kind {
+        BodyKind::Binary => json!({"type": "string", "contentEncoding": "base64",
+            "description": format!("The request body ({}), base64-encoded", body.media_type)}),
+        BodyKind::Text if body.schema.get("type").and_then(Value::as_str) != Some("string") => {
+            json!({"type": "string", "description": format!("The request body as {} text", body.media_type)})
+        }
+        _ => body.schema.clone(),
+    };
+    if let (Some(d), Value::Object(m)) = (&body.description, &mut schema)
+        && !m.contains_key("description")
+    {
+        m.insert("description".into(), json!(d.trim()));
+    }
+    schema
+}
+
+/// The arguments under their final names, sorted into what the input schema lists.
+struct Settled {
+    properties: Map<String, Value>,
+    /// Names of the arguments that must be given.
+    required: Vec<Value>,
+    /// Names of the arguments required once the (optional) body is sent.
+    with_body: Vec<String>,
+    /// Names of the arguments that are body properties.
+    body_prop_args: Vec<String>,
+    bindings: Vec<Binding>,
+}
+
+/// Settles each argument's name (on a collision parameters take a `__<location>`
+/// suffix, body properties keep the name; a name still taken gets a number) and sorts
+/// the arguments into properties, required names and bindings.
+fn settle_names(entries: Vec<Arg>) -> Settled {
     let mut count: HashMap<String, usize> = HashMap::new();
     for e in &entries {
         *count.entry(e.name.clone()).or_default() += 1;
@@ -216,7 +288,7 @@ pub(super) fn convert(op: &Operation) -> Converted {
     let mut properties = Map::new();
     let mut required = Vec::new();
     let mut with_body = Vec::new();
-    let mut body_args = Vec::new();
+    let mut body_prop_args = Vec::new();
     let mut bindings = Vec::new();
     let mut taken: BTreeMap<String, ()> = BTreeMap::new();
     for Arg {
@@ -246,40 +318,17 @@ pub(super) fn convert(op: &Operation) -> Converted {
             Need::Optional => {}
         }
         if matches!(target, Target::BodyProp(_)) {
-            body_args.push(name.clone());
+            body_prop_args.push(name.clone());
         }
         properties.insert(name.clone(), schema);
         bindings.push(Binding { arg: name, target });
     }
-    // `json!` serializes `properties` into a new tree, each map and list allocated at
-    // its exact size: the copy is what the tool keeps, and it is smaller than the tree
-    // built up by inserts (moving `properties` in instead saved 8 % of a large import's
-    // time but kept the slack: a 4 MB cluster API served at 153 MB less mapped files
-    // against 150 MB allowed, `openapi_gateway.rs`).
-    let mut input = json!({"type": "object", "properties": properties});
-    if !required.is_empty() {
-        input["required"] = Value::Array(required);
-    }
-    if !with_body.is_empty() {
-        // The body is optional, but once any of its properties is sent, it is sent
-        // whole: each property then needs the body's required ones.
-        let deps: Map<String, Value> = body_args
-            .iter()
-            .map(|b| {
-                let others: Vec<&String> = with_body.iter().filter(|r| *r != b).collect();
-                (b.clone(), json!(others))
-            })
-            .filter(|(_, others)| others.as_array().is_some_and(|a| !a.is_empty()))
-            .collect();
-        input["dependentRequired"] = Value::Object(deps);
-    }
-    if !body_takes_extra {
-        input["additionalProperties"] = json!(false);
-    }
-    Converted {
-        input_schema: input,
+    Settled {
+        properties,
+        required,
+        with_body,
+        body_prop_args,
         bindings,
-        body_takes_extra,
     }
 }
 

@@ -211,39 +211,8 @@ pub(super) fn build(
         config.auth.clone(),
         spec_url.clone(),
     )?;
-    let operations = api.operations.len() + api.skipped.len();
-    let mut report = ImportReport {
-        spec_version: match version {
-            normalize::Version::Swagger2 => "2.0",
-            normalize::Version::V30 => "3.0",
-            normalize::Version::V31 => "3.1",
-        }
-        .into(),
-        operations,
-        cut_references: api.cuts,
-        skipped: api
-            .skipped
-            .iter()
-            .map(|(o, r)| SkippedOperation {
-                operation: o.clone(),
-                reason: r.clone(),
-            })
-            .collect(),
-        ..ImportReport::default()
-    };
-    let mut kept = Vec::new();
-    for op in api.operations {
-        match convert::filter(&config.filters, &op) {
-            Ok(()) => kept.push(op),
-            Err(reason) => report.skipped.push(SkippedOperation {
-                operation: op
-                    .operation_id
-                    .clone()
-                    .unwrap_or_else(|| format!("{} {}", op.method, op.path)),
-                reason,
-            }),
-        }
-    }
+    let mut report = first_report(version, &api);
+    let kept = kept_by_filters(config, api.operations, &mut report);
     let budget = MAX_QUALIFIED.saturating_sub(name.len() + 2).max(MIN_BARE);
     let naming::Names {
         names,
@@ -254,60 +223,163 @@ pub(super) fn build(
     report.name_budget = budget;
     let mut tools = Vec::with_capacity(kept.len());
     let mut entries = HashMap::with_capacity(kept.len());
-    let mut bytes = 0;
-    let mut nodes = 0;
-    for ((mut op, tool_name), renamed) in kept.into_iter().zip(names).zip(renamed) {
+    let mut size = Size::default();
+    for ((op, tool_name), renamed) in kept.into_iter().zip(names).zip(renamed) {
         in_time()?;
-        let mut conv = convert::convert(&op);
-        let label = op
-            .operation_id
-            .clone()
-            .unwrap_or_else(|| format!("{} {}", op.method, op.path));
-        match repair_schema(&mut conv.input_schema) {
-            Ok(dropped) => {
-                let spec_repairs = std::mem::take(&mut op.repairs);
-                report
-                    .repaired
-                    .extend(spec_repairs.into_iter().chain(dropped).map(|reason| {
-                        SkippedOperation {
-                            operation: label.clone(),
+        let label = label(&op);
+        let Some((raw, op, conv)) = tool(op, &label, &tool_name, renamed, &mut report) else {
+            continue;
+        };
+        size.add(&raw, config, &label)?;
+        let base = resolve_base(config, spec_url.as_ref(), &op.servers);
+        tools.push(ToolDef {
+            name: tool_name.clone(),
+            raw: raw.into(),
+        });
+        entries.insert(tool_name, Endpoint { op, conv, base });
+    }
+    report.imported = tools.len();
+    report.approx_tokens = size.bytes / 4;
+    let health_base = resolve_base(config, spec_url.as_ref(), &root_servers).ok();
+    Ok(Built {
+        tools,
+        entries,
+        auth,
+        health_base,
+        report,
+    })
+}
+
+/// The report as the model leaves it: the spec's version, how many operations it has,
+/// those skipped and the references cut.
+fn first_report(version: normalize::Version, api: &model::Api) -> ImportReport {
+    ImportReport {
+        spec_version: match version {
+            normalize::Version::Swagger2 => "2.0",
+            normalize::Version::V30 => "3.0",
+            normalize::Version::V31 => "3.1",
+        }
+        .into(),
+        operations: api.operations.len() + api.skipped.len(),
+        cut_references: api.cuts,
+        skipped: api
+            .skipped
+            .iter()
+            .map(|(o, r)| SkippedOperation {
+                operation: o.clone(),
+                reason: r.clone(),
+            })
+            .collect(),
+        ..ImportReport::default()
+    }
+}
+
+/// The operations the configured filters keep; the others go in the report as skipped.
+fn kept_by_filters(
+    config: &OpenApiConfig,
+    operations: Vec<model::Operation>,
+    report: &mut ImportReport,
+) -> Vec<model::Operation> {
+    let mut kept = Vec::new();
+    for op in operations {
+        match convert::filter(&config.filters, &op) {
+            Ok(()) => kept.push(op),
+            Err(reason) => report.skipped.push(SkippedOperation {
+                operation: label(&op),
+                reason,
+            }),
+        }
+    }
+    kept
+}
+
+/// How an operation is named in the report: its operationId, or `METHOD /path`.
+fn label(op: &model::Operation) -> String {
+    op.operation_id
+        .clone()
+        .unwrap_or_else(|| format!("{} {}", op.method, op.path))
+}
+
+/// The tool definition of `op` (reported as `label`) named `tool_name`, with the
+/// operation (kept to what calls need) and its conversion; `None` when its input schema
+/// is beyond repair (the report says so). Repairs and a rename go in the report.
+fn tool(
+    mut op: model::Operation,
+    label: &str,
+    tool_name: &str,
+    renamed: Option<naming::Renamed>,
+    report: &mut ImportReport,
+) -> Option<(JsonObject, model::Operation, convert::Converted)> {
+    let mut conv = convert::convert(&op);
+    match repair_schema(&mut conv.input_schema) {
+        Ok(dropped) => {
+            let spec_repairs = std::mem::take(&mut op.repairs);
+            report
+                .repaired
+                .extend(
+                    spec_repairs
+                        .into_iter()
+                        .chain(dropped)
+                        .map(|reason| SkippedOperation {
+                            operation: label.to_owned(),
                             reason,
-                        }
-                    }))
-            }
-            Err(reason) => {
-                report.skipped.push(SkippedOperation {
-                    operation: label,
-                    reason,
-                });
-                continue;
-            }
+                        }),
+                )
         }
-        let mut raw = convert::tool_json(&tool_name, &mut op, &mut conv);
-        op.keep_what_calls_need();
-        if let Some(renamed) = renamed {
-            // Operations sharing an operationId often share their description too:
-            // say which one this tool calls, first, where a model reads it.
-            if let Some(serde_json::Value::String(d)) = raw.get_mut("description") {
-                *d = convert::cap(
-                    &format!(
-                        "({} {}; one of {} operations named '{label}') {d}",
-                        op.method, op.path, renamed.shared_by
-                    ),
-                    convert::MAX_DESCRIPTION,
-                );
-            }
-            report.renamed.push(RenamedOperation {
-                operation: label.clone(),
-                call: format!("{} {}", op.method, op.path),
-                name: tool_name.clone(),
-                reason: renamed.reason,
+        Err(reason) => {
+            report.skipped.push(SkippedOperation {
+                operation: label.to_owned(),
+                reason,
             });
+            return None;
         }
+    }
+    let mut raw = convert::tool_json(tool_name, &mut op, &mut conv);
+    op.keep_what_calls_need();
+    if let Some(renamed) = renamed {
+        // Operations sharing an operationId often share their description too:
+        // say which one this tool calls, first, where a model reads it.
+        if let Some(serde_json::Value::String(d)) = raw.get_mut("description") {
+            *d = convert::cap(
+                &format!(
+                    "({} {}; one of {} operations named '{label}') {d}",
+                    op.method, op.path, renamed.shared_by
+                ),
+                convert::MAX_DESCRIPTION,
+            );
+        }
+        report.renamed.push(RenamedOperation {
+            operation: label.to_owned(),
+            call: format!("{} {}", op.method, op.path),
+            name: tool_name.to_owned(),
+            reason: renamed.reason,
+        });
+    }
+    Some((raw, op, conv))
+}
+
+/// The size of the tools made so far.
+#[derive(Default)]
+struct Size {
+    /// Serialized bytes.
+    bytes: usize,
+    /// JSON nodes.
+    nodes: usize,
+}
+
+impl Size {
+    /// Counts one more tool, `raw` (of the operation `label`); `Err` once the tools hold
+    /// more JSON nodes than the configuration allows.
+    fn add(
+        &mut self,
+        raw: &JsonObject,
+        config: &OpenApiConfig,
+        label: &str,
+    ) -> Result<(), LoadError> {
         // A schema is copied into every tool that uses it: a spec small enough to
         // load could still make tools without end.
-        nodes += json_nodes(&raw);
-        if nodes > config.max_schema_nodes {
+        self.nodes += json_nodes(raw);
+        if self.nodes > config.max_schema_nodes {
             return Err(LoadError::Invalid {
                 pointer: format!("operation {label}"),
                 detail: format!(
@@ -318,24 +390,9 @@ pub(super) fn build(
                 ),
             });
         }
-        bytes += serialized_len(&raw);
-        let base = resolve_base(config, spec_url.as_ref(), &op.servers);
-        tools.push(ToolDef {
-            name: tool_name.clone(),
-            raw: raw.into(),
-        });
-        entries.insert(tool_name, Endpoint { op, conv, base });
+        self.bytes += serialized_len(raw);
+        Ok(())
     }
-    report.imported = tools.len();
-    report.approx_tokens = bytes / 4;
-    let health_base = resolve_base(config, spec_url.as_ref(), &root_servers).ok();
-    Ok(Built {
-        tools,
-        entries,
-        auth,
-        health_base,
-        report,
-    })
 }
 
 #[cfg(test)]

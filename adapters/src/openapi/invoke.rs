@@ -8,7 +8,7 @@ use url::Url;
 
 use super::convert::{Converted, Target};
 use super::encode;
-use super::model::{BodyKind, Location, Operation};
+use super::model::{Body, BodyKind, Location, Operation};
 use super::variants;
 use crate::{CallOutput, JsonObject, ToolError};
 
@@ -30,14 +30,71 @@ pub(super) fn build(
     args: &JsonObject,
     base: &Url,
 ) -> Result<Prepared, ToolError> {
+    let Placed {
+        path,
+        query,
+        headers,
+        cookies,
+        body_props,
+        whole_body,
+        content_type,
+    } = place_args(op, conv, args)?;
+    if let Some(var) = super::model::template_vars(&path).first() {
+        return Err(ToolError::InvalidArgs(format!(
+            "path parameter '{var}' is missing"
+        )));
+    }
+    let url = request_url(op, base, &path, query);
+    let body = match &op.body {
+        None => None,
+        Some(b) => encode_body(b, whole_body, body_props, content_type)?,
+    };
+    let method =
+        http::Method::from_bytes(op.method.as_bytes()).expect("methods come from a fixed list");
+    Ok(Prepared {
+        method,
+        url,
+        headers,
+        cookies,
+        body: body.map(|(ct, bytes)| (ct, Bytes::from(bytes))),
+    })
+}
+
+/// The arguments of one call sorted by where they go.
+struct Placed<'v> {
+    /// The path key's path with the path arguments filled in.
+    path: String,
+    /// Encoded `name=value` pairs (and bare names) from the query arguments.
+    query: Vec<String>,
+    headers: Vec<(String, String)>,
+    cookies: Vec<String>,
+    /// Body properties by their name in the spec (extra arguments too, when the body
+    /// takes them).
+    body_props: Vec<(String, Value)>,
+    /// The argument that is the whole body.
+    whole_body: Option<&'v Value>,
+    /// The media type the caller chose for the body.
+    content_type: Option<&'v str>,
+}
+
+/// Sorts `args` by their bindings into path, query, headers, cookies and body; `Err`
+/// for a value the request cannot carry (a path value making a `.` or `..` segment, a
+/// header value that is no header).
+fn place_args<'v>(
+    op: &Operation,
+    conv: &Converted,
+    args: &'v JsonObject,
+) -> Result<Placed<'v>, ToolError> {
     let bad = |m: String| ToolError::InvalidArgs(m);
-    let mut path = op.target.path.clone();
-    let mut query = Vec::new();
-    let mut content_type: Option<&str> = None;
-    let mut headers = Vec::new();
-    let mut cookies = Vec::new();
-    let mut body_props: Vec<(String, Value)> = Vec::new();
-    let mut whole_body: Option<&Value> = None;
+    let mut placed = Placed {
+        path: op.target.path.clone(),
+        query: Vec::new(),
+        headers: Vec::new(),
+        cookies: Vec::new(),
+        body_props: Vec::new(),
+        whole_body: None,
+        content_type: None,
+    };
     for b in &conv.bindings {
         let Some(v) = args.get(&b.arg) else { continue };
         match &b.target {
@@ -45,12 +102,13 @@ pub(super) fn build(
                 let p = &op.parameters[*i];
                 match p.location {
                     Location::Path => {
-                        path = path.replace(&format!("{{{}}}", p.name), &encode::path_value(p, v));
+                        let path = &mut placed.path;
+                        *path = path.replace(&format!("{{{}}}", p.name), &encode::path_value(p, v));
                         // `.` or `..` as a segment is resolved by the URL: `/things/..`
                         // is `/`, another endpoint of the API than this tool's. Also
                         // refused inside a value (`a/../..`, sent as `a%2F..%2F..`):
                         // servers that decode before routing would resolve it.
-                        if encode::has_dot_segment(&path) || encode::climbs(v) {
+                        if encode::has_dot_segment(path) || encode::climbs(v) {
                             return Err(bad(format!(
                                 "path parameter '{}' cannot make a '.' or '..' path segment",
                                 p.name
@@ -59,37 +117,42 @@ pub(super) fn build(
                     }
                     Location::Query => {
                         if !v.is_null() {
-                            encode::query_pairs(p, v, &mut query);
+                            encode::query_pairs(p, v, &mut placed.query);
                         }
                     }
                     Location::Header => {
                         if !v.is_null() {
-                            headers
+                            placed
+                                .headers
                                 .push((p.name.clone(), encode::header_value(p, v).map_err(bad)?));
                         }
                     }
                     Location::Cookie => {
                         if !v.is_null() {
-                            cookies.push(encode::cookie_pair(p, v));
+                            placed.cookies.push(encode::cookie_pair(p, v));
                         }
                     }
                 }
             }
-            Target::BodyProp(k) => body_props.push((k.clone(), v.clone())),
-            Target::Body => whole_body = Some(v),
-            Target::ContentType => content_type = v.as_str(),
+            Target::BodyProp(k) => placed.body_props.push((k.clone(), v.clone())),
+            Target::Body => placed.whole_body = Some(v),
+            Target::ContentType => placed.content_type = v.as_str(),
         }
     }
     if conv.body_takes_extra {
         for (k, v) in args {
             if !conv.bindings.iter().any(|b| &b.arg == k) {
-                body_props.push((k.clone(), v.clone()));
+                placed.body_props.push((k.clone(), v.clone()));
             }
         }
     }
-    if let Some(var) = super::model::template_vars(&path).first() {
-        return Err(bad(format!("path parameter '{var}' is missing")));
-    }
+    Ok(placed)
+}
+
+/// The request URL: `path` appended to the server URL's path (its own query kept),
+/// then the path key's constant query, unless an argument sends that name itself, and
+/// the arguments' `query` pairs.
+fn request_url(op: &Operation, base: &Url, path: &str, mut query: Vec<String>) -> Url {
     // the server URL may carry a query of its own: keep it, append the path to its path
     let mut url = base.clone();
     url.set_path(&format!("{}{path}", base.path().trim_end_matches('/')));
@@ -117,80 +180,82 @@ pub(super) fn build(
         };
         url.set_query(Some(&q));
     }
-    let body = match &op.body {
-        None => None,
-        Some(b) => {
-            let ct = b.media_type.clone();
-            match b.kind {
-                // an optional body with nothing in it is left out; a required one is sent empty
-                _ if whole_body.is_none() && body_props.is_empty() && !b.required => None,
-                BodyKind::Json => {
-                    let v = whole_body
-                        .cloned()
-                        .unwrap_or_else(|| Value::Object(body_props.into_iter().collect()));
-                    let ct = if b.choices.is_empty() {
-                        ct
-                    } else {
-                        variants::choose(&ct, &b.choices, &v, content_type).map_err(bad)?
-                    };
-                    let ct = if ct == "*/*" {
-                        "application/json".into()
-                    } else {
-                        ct
-                    };
-                    Some((ct, serde_json::to_vec(&v).expect("JSON values serialize")))
-                }
-                BodyKind::Form => {
-                    let props = match whole_body {
-                        Some(Value::Object(m)) => m.clone().into_iter().collect(),
-                        Some(other) => {
-                            return Err(bad(format!("'body' must be an object, not {other}")));
-                        }
-                        None => body_props,
-                    };
-                    Some((ct, encode::form_body(&props, &b.encoding).into_bytes()))
-                }
-                BodyKind::Multipart => {
-                    let props = match whole_body {
-                        Some(Value::Object(m)) => m.clone().into_iter().collect(),
-                        Some(other) => {
-                            return Err(bad(format!("'body' must be an object, not {other}")));
-                        }
-                        None => body_props,
-                    };
-                    let empty = Map::new();
-                    let schemas = b
-                        .schema
-                        .get("properties")
-                        .and_then(Value::as_object)
-                        .unwrap_or(&empty);
-                    let (boundary, bytes) =
-                        encode::multipart_body(&props, &b.encoding, schemas).map_err(bad)?;
-                    Some((format!("multipart/form-data; boundary={boundary}"), bytes))
-                }
-                BodyKind::Text => {
-                    let v = whole_body.cloned().unwrap_or(Value::Null);
-                    Some((ct, encode::scalar(&v).into_bytes()))
-                }
-                BodyKind::Binary => {
-                    let text = whole_body.and_then(Value::as_str).unwrap_or("");
-                    let bytes = base64::engine::general_purpose::STANDARD
-                        .decode(text.trim())
-                        .map_err(|e| bad(format!("'body' must be base64: {e}")))?;
-                    Some((ct, bytes))
-                }
-            }
+    url
+}
+
+/// The body `b` as sent, its content type and bytes, from the whole-body argument or
+/// the body properties; `None` for an optional body with nothing in it.
+fn encode_body(
+    b: &Body,
+    whole_body: Option<&Value>,
+    body_props: Vec<(String, Value)>,
+    content_type: Option<&str>,
+) -> Result<Option<(String, Vec<u8>)>, ToolError> {
+    let bad = |m: String| ToolError::InvalidArgs(m);
+    let ct = b.media_type.clone();
+    let body = match b.kind {
+        // an optional body with nothing in it is left out; a required one is sent empty
+        _ if whole_body.is_none() && body_props.is_empty() && !b.required => None,
+        BodyKind::Json => {
+            let v = whole_body
+                .cloned()
+                .unwrap_or_else(|| Value::Object(body_props.into_iter().collect()));
+            let ct = if b.choices.is_empty() {
+                ct
+            } else {
+                variants::choose(&ct, &b.choices, &v, content_type).map_err(bad)?
+            };
+            let ct = if ct == "*/*" {
+                "application/json".into()
+            } else {
+                ct
+            };
+            Some((ct, serde_json::to_vec(&v).expect("JSON values serialize")))
+        }
+        BodyKind::Form => {
+            let props = object_props(whole_body, body_props)?;
+            Some((ct, encode::form_body(&props, &b.encoding).into_bytes()))
+        }
+        BodyKind::Multipart => {
+            let props = object_props(whole_body, body_props)?;
+            let empty = Map::new();
+            let schemas = b
+                .schema
+                .get("properties")
+                .and_then(Value::as_object)
+                .unwrap_or(&empty);
+            let (boundary, bytes) =
+                encode::multipart_body(&props, &b.encoding, schemas).map_err(bad)?;
+            Some((format!("multipart/form-data; boundary={boundary}"), bytes))
+        }
+        BodyKind::Text => {
+            let v = whole_body.cloned().unwrap_or(Value::Null);
+            Some((ct, encode::scalar(&v).into_bytes()))
+        }
+        BodyKind::Binary => {
+            let text = whole_body.and_then(Value::as_str).unwrap_or("");
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(text.trim())
+                .map_err(|e| bad(format!("'body' must be base64: {e}")))?;
+            Some((ct, bytes))
         }
     };
-    let method =
-        http::Method::from_bytes(op.method.as_bytes()).expect("methods come from a fixed list");
-    Ok(Prepared {
-        method,
-        url,
-        headers,
-        cookies,
-        body: body.map(|(ct, bytes)| (ct, Bytes::from(bytes))),
-    })
+    Ok(body)
+}
+
+/// The members of a form or multipart body: the whole-body argument's (which must be
+/// an object) when given, else the body properties.
+fn object_props(
+    whole_body: Option<&Value>,
+    body_props: Vec<(String, Value)>,
+) -> Result<Vec<(String, Value)>, ToolError> {
+    match whole_body {
+        Some(Value::Object(m)) => Ok(m.clone().into_iter().collect()),
+        Some(other) => Err(ToolError::InvalidArgs(format!(
+            "'body' must be an object, not {other}"
+        ))),
+        None => Ok(body_props),
+    }
 }
 
 /// Images up to this size are returned as image content; larger ones are described.

@@ -192,6 +192,8 @@ struct OpCtx<'r, 'a> {
     output: &'r mut Inliner<'a>,
 }
 
+/// One operation of the model, from its path item and its own object (servers and
+/// security are set by the caller); `Err` skips it with the reason.
 fn operation<'a>(
     ctx: OpCtx<'_, 'a>,
     method: &str,
@@ -208,150 +210,21 @@ fn operation<'a>(
     } = ctx;
     // notes of an operation skipped part-way are not this one's
     input.notes.clear();
-    // path-level parameters first, overridden by operation-level ones of the same (name, in)
-    let mut raw: Vec<(usize, &'a Map<String, Value>, String)> = Vec::new();
-    for (list, lptr) in [
-        (
-            item.get("parameters"),
-            ptr.rsplit_once('/').map(|x| x.0).unwrap_or(ptr).to_owned() + "/parameters",
-        ),
-        (op.get("parameters"), format!("{ptr}/parameters")),
-    ] {
-        let Some(list) = list else { continue };
-        let list = list
-            .as_array()
-            .ok_or_else(|| format!("{lptr} must be an array"))?;
-        for (i, p) in list.iter().enumerate() {
-            let (pdoc, p) = refs.deref(doc, p).map_err(|e| format!("{lptr}/{i}: {e}"))?;
-            let p = p
-                .as_object()
-                .ok_or_else(|| format!("{lptr}/{i} must be an object"))?;
-            let key = (str_of(p, "name"), str_of(p, "in"));
-            raw.retain(|(_, q, _)| (str_of(q, "name"), str_of(q, "in")) != key);
-            raw.push((pdoc, p, format!("{lptr}/{i}")));
-        }
-    }
     let mut parameters = Vec::new();
-    for (pdoc, p, pptr) in raw {
-        let name = str_of(p, "name").ok_or_else(|| format!("{pptr}: parameter without a name"))?;
-        let whole_query = p.get("in").and_then(Value::as_str) == Some("querystring");
-        let location = match p.get("in").and_then(Value::as_str) {
-            Some("path") => Location::Path,
-            Some("query") => Location::Query,
-            Some("header") => Location::Header,
-            Some("cookie") => Location::Cookie,
-            // OpenAPI 3.2: the whole query string as one parameter. In its form media
-            // type it is an object whose members are the query's pairs: a form-style,
-            // exploded query parameter sends exactly that.
-            Some("querystring") => {
-                let form = p
-                    .get("content")
-                    .and_then(Value::as_object)
-                    .and_then(|c| c.keys().next())
-                    .is_none_or(|mt| mt == "application/x-www-form-urlencoded");
-                if !form {
-                    return Err(format!(
-                        "{pptr}: parameter '{name}' sends the query string in a media type \
-                         other than application/x-www-form-urlencoded, which is not supported"
-                    ));
-                }
-                Location::Query
-            }
-            other => {
-                return Err(format!(
-                    "{pptr}: parameter '{name}' has unsupported location {other:?}"
-                ));
-            }
-        };
-        if location == Location::Header && !caller_may_set_header(&name) {
-            continue;
+    for (pdoc, p, pptr) in declared_parameters(refs, doc, ptr, item, op)? {
+        if let Some(parameter) = parameter(input, pdoc, p, &pptr)? {
+            parameters.push(parameter);
         }
-        let (schema_src, json_content) = match (p.get("schema"), p.get("content")) {
-            (Some(s), _) => (Some(s), false),
-            (None, Some(Value::Object(c))) => match c.iter().next() {
-                Some((mt, m)) => (m.get("schema"), mt.contains("json") && !whole_query),
-                None => (None, false),
-            },
-            _ => (None, false),
-        };
-        let mut schema = match schema_src {
-            Some(s) => input.schema(pdoc, s).map_err(|e| format!("{pptr}: {e}"))?,
-            None => serde_json::json!({"type": "string"}),
-        };
-        let description = str_of(p, "description").filter(|d| !d.trim().is_empty());
-        if let (Some(d), Value::Object(m)) = (&description, &mut schema)
-            && !m.contains_key("description")
-        {
-            m.insert("description".into(), Value::String(d.trim().to_owned()));
-        }
-        let default_style = match location {
-            Location::Path | Location::Header => Style::Simple,
-            Location::Query | Location::Cookie => Style::Form,
-        };
-        let style = p
-            .get("style")
-            .and_then(Value::as_str)
-            .and_then(Style::parse)
-            .filter(|_| !whole_query)
-            .unwrap_or(default_style);
-        let explode = whole_query
-            || p.get("explode")
-                .and_then(Value::as_bool)
-                .unwrap_or(style == Style::Form);
-        parameters.push(Parameter {
-            required: location == Location::Path
-                || p.get("required").and_then(Value::as_bool) == Some(true),
-            name,
-            location,
-            schema,
-            style,
-            explode,
-            allow_reserved: p.get("allowReserved").and_then(Value::as_bool) == Some(true),
-            json_content,
-        });
     }
     let mut target = pathkey::split(path);
-    let multi_segment = plain_path_templates(&mut target);
-    query_templates_become_parameters(&mut target, &mut parameters);
-    // path template variables without a declared parameter still need a value
-    for var in template_vars(&target.path) {
-        if !parameters
-            .iter()
-            .any(|p| p.location == Location::Path && p.name == var)
-        {
-            parameters.push(Parameter {
-                name: var.to_owned(),
-                location: Location::Path,
-                required: true,
-                schema: serde_json::json!({"type": "string"}),
-                style: Style::Simple,
-                explode: false,
-                allow_reserved: false,
-                json_content: false,
-            });
-        }
-    }
-    for p in &mut parameters {
-        if p.location == Location::Path && multi_segment.contains(&p.name) {
-            p.allow_reserved = true;
-        }
-    }
+    complete_from_target(&mut target, &mut parameters);
     let mut body = match op.get("requestBody") {
         Some(b) => {
             request_body(refs, doc, b, input).map_err(|e| format!("{ptr}/requestBody: {e}"))?
         }
         None => None,
     };
-    // dynamic references cut or unresolved while inlining this operation's inputs
-    let mut repairs = std::mem::take(&mut input.notes);
-    for p in &mut parameters {
-        let at = format!("parameter '{}'", p.name);
-        lenient::relax(&mut p.schema, &at, &mut repairs);
-    }
-    if let Some(b) = &mut body {
-        repairs.append(&mut b.repairs);
-        lenient::relax(&mut b.schema, "request body", &mut repairs);
-    }
+    let repairs = relax_inputs(input, &mut parameters, &mut body);
     let output_schema = match op.get("responses") {
         Some(r) => output_schema(refs, doc, r, output),
         None => None,
@@ -382,7 +255,184 @@ fn operation<'a>(
     })
 }
 
-/// The `{name}` variables of a path template.
+/// A parameter object (dereferenced) with the document it is in and its JSON pointer.
+type Declared<'a> = (usize, &'a Map<String, Value>, String);
+
+/// An operation's parameter objects (dereferenced, with their document and pointer):
+/// the path item's first, overridden by the operation's own of the same (name, in).
+fn declared_parameters<'a>(
+    refs: &Refs<'a>,
+    doc: usize,
+    ptr: &str,
+    item: &'a Map<String, Value>,
+    op: &'a Map<String, Value>,
+) -> Result<Vec<Declared<'a>>, String> {
+    let mut raw: Vec<Declared<'a>> = Vec::new();
+    for (list, lptr) in [
+        (
+            item.get("parameters"),
+            ptr.rsplit_once('/').map(|x| x.0).unwrap_or(ptr).to_owned() + "/parameters",
+        ),
+        (op.get("parameters"), format!("{ptr}/parameters")),
+    ] {
+        let Some(list) = list else { continue };
+        let list = list
+            .as_array()
+            .ok_or_else(|| format!("{lptr} must be an array"))?;
+        for (i, p) in list.iter().enumerate() {
+            let (pdoc, p) = refs.deref(doc, p).map_err(|e| format!("{lptr}/{i}: {e}"))?;
+            let p = p
+                .as_object()
+                .ok_or_else(|| format!("{lptr}/{i} must be an object"))?;
+            let key = (str_of(p, "name"), str_of(p, "in"));
+            raw.retain(|(_, q, _)| (str_of(q, "name"), str_of(q, "in")) != key);
+            raw.push((pdoc, p, format!("{lptr}/{i}")));
+        }
+    }
+    Ok(raw)
+}
+
+/// One parameter of the model from its object `p` (at `pptr` in document `pdoc`), its
+/// schema inlined; `None` for a header the caller may not set.
+fn parameter<'a>(
+    input: &mut Inliner<'a>,
+    pdoc: usize,
+    p: &'a Map<String, Value>,
+    pptr: &str,
+) -> Result<Option<Parameter>, String> {
+    let name = str_of(p, "name").ok_or_else(|| format!("{pptr}: parameter without a name"))?;
+    let whole_query = p.get("in").and_then(Value::as_str) == Some("querystring");
+    let location = parameter_location(p, pptr, &name)?;
+    if location == Location::Header && !caller_may_set_header(&name) {
+        return Ok(None);
+    }
+    let (schema_src, json_content) = match (p.get("schema"), p.get("content")) {
+        (Some(s), _) => (Some(s), false),
+        (None, Some(Value::Object(c))) => match c.iter().next() {
+            Some((mt, m)) => (m.get("schema"), mt.contains("json") && !whole_query),
+            None => (None, false),
+        },
+        _ => (None, false),
+    };
+    let mut schema = match schema_src {
+        Some(s) => input.schema(pdoc, s).map_err(|e| format!("{pptr}: {e}"))?,
+        None => serde_json::json!({"type": "string"}),
+    };
+    let description = str_of(p, "description").filter(|d| !d.trim().is_empty());
+    if let (Some(d), Value::Object(m)) = (&description, &mut schema)
+        && !m.contains_key("description")
+    {
+        m.insert("description".into(), Value::String(d.trim().to_owned()));
+    }
+    let default_style = match location {
+        Location::Path | Location::Header => Style::Simple,
+        Location::Query | Location::Cookie => Style::Form,
+    };
+    let style = p
+        .get("style")
+        .and_then(Value::as_str)
+        .and_then(Style::parse)
+        .filter(|_| !whole_query)
+        .unwrap_or(default_style);
+    let explode = whole_query
+        || p.get("explode")
+            .and_then(Value::as_bool)
+            .unwrap_or(style == Style::Form);
+    Ok(Some(Parameter {
+        required: location == Location::Path
+            || p.get("required").and_then(Value::as_bool) == Some(true),
+        name,
+        location,
+        schema,
+        style,
+        explode,
+        allow_reserved: p.get("allowReserved").and_then(Value::as_bool) == Some(true),
+        json_content,
+    }))
+}
+
+/// Where parameter `name` (object `p`, at `pptr`) is sent, or why it cannot be.
+fn parameter_location(p: &Map<String, Value>, pptr: &str, name: &str) -> Result<Location, String> {
+    match p.get("in").and_then(Value::as_str) {
+        Some("path") => Ok(Location::Path),
+        Some("query") => Ok(Location::Query),
+        Some("header") => Ok(Location::Header),
+        Some("cookie") => Ok(Location::Cookie),
+        // OpenAPI 3.2: the whole query string as one parameter. In its form media
+        // type it is an object whose members are the query's pairs: a form-style,
+        // exploded query parameter sends exactly that.
+        Some("querystring") => {
+            let form = p
+                .get("content")
+                .and_then(Value::as_object)
+                .and_then(|c| c.keys().next())
+                .is_none_or(|mt| mt == "application/x-www-form-urlencoded");
+            if !form {
+                return Err(format!(
+                    "{pptr}: parameter '{name}' sends the query string in a media type \
+                     other than application/x-www-form-urlencoded, which is not supported"
+                ));
+            }
+            Ok(Location::Query)
+        }
+        other => Err(format!(
+            "{pptr}: parameter '{name}' has unsupported location {other:?}"
+        )),
+    }
+}
+
+/// Brings the parameters in line with the path key `target`: its extended templates
+/// made plain (their values keep their slashes), its query templates made query
+/// parameters, and a string path parameter for each template variable none declares.
+fn complete_from_target(target: &mut PathKey, parameters: &mut Vec<Parameter>) {
+    let multi_segment = plain_path_templates(target);
+    query_templates_become_parameters(target, parameters);
+    // path template variables without a declared parameter still need a value
+    for var in template_vars(&target.path) {
+        if !parameters
+            .iter()
+            .any(|p| p.location == Location::Path && p.name == var)
+        {
+            parameters.push(Parameter {
+                name: var.to_owned(),
+                location: Location::Path,
+                required: true,
+                schema: serde_json::json!({"type": "string"}),
+                style: Style::Simple,
+                explode: false,
+                allow_reserved: false,
+                json_content: false,
+            });
+        }
+    }
+    for p in parameters {
+        if p.location == Location::Path && multi_segment.contains(&p.name) {
+            p.allow_reserved = true;
+        }
+    }
+}
+
+/// Relaxes the input schemas (parameters', then the body's) where the validator would
+/// refuse what the spec evidently means; the repairs made, after the notes of
+/// dynamic references cut or unresolved while inlining them.
+fn relax_inputs(
+    input: &mut Inliner<'_>,
+    parameters: &mut [Parameter],
+    body: &mut Option<Body>,
+) -> Vec<String> {
+    // dynamic references cut or unresolved while inlining this operation's inputs
+    let mut repairs = std::mem::take(&mut input.notes);
+    for p in parameters {
+        let at = format!("parameter '{}'", p.name);
+        lenient::relax(&mut p.schema, &at, &mut repairs);
+    }
+    if let Some(b) = body {
+        repairs.append(&mut b.repairs);
+        lenient::relax(&mut b.schema, "request body", &mut repairs);
+    }
+    repairs
+}
+
 /// Whether a header parameter is the caller's to set. OpenAPI says `Accept`,
 /// `Content-Type` and `Authorization` parameters are ignored (content negotiation and
 /// auth set them); the gateway also keeps for itself the headers that route and frame

@@ -78,137 +78,45 @@ impl SearchIndex {
     /// Indexes every tool of `corpus`.
     pub fn build<C: Corpus + ?Sized>(corpus: &C) -> SearchIndex {
         let mut index = SearchIndex::default();
-        // Per-document term frequencies, indexed by term, and the terms touched.
-        let mut tf_of: Vec<[u16; FIELDS]> = Vec::new();
-        let mut touched: Vec<u32> = Vec::new();
-        let mut cleaned = String::new();
-        let mut word = String::new();
-        let mut seen: FastMap<Box<str>, Option<u32>> = FastMap::default();
-        // (term, posting) in document order; `offsets[t + 1]` counts term t's postings
-        // until they are laid out term by term below.
-        let mut flat: Vec<(u32, Posting)> = Vec::new();
-        // Each term's text by id, and the current tool's name as term ids in order.
-        let mut text_of: Vec<Box<str>> = Vec::new();
-        let mut name_seq: Vec<u32> = Vec::new();
-        let mut acronyms = acronyms::Builder::default();
-        let mut servers: FastMap<String, u32> = FastMap::default();
+        let mut builder = Builder::default();
         index.offsets.push(0);
         for tool in corpus.documents() {
-            let doc_id = index.docs.len() as u32;
-            let mut len = [0u32; FIELDS];
-            clean_text(document::description(tool), &mut cleaned);
-            let summary = first_sentence(&cleaned);
-
-            let mut add = |index: &mut SearchIndex, field: usize, text: &str, whole: bool| {
-                let split: Splitter = if whole { mixed_case_words } else { split_words };
-                split(text, &mut |raw| {
-                    // Words repeat across a catalog: normalise and intern each once.
-                    let id = match seen.get(raw) {
-                        Some(&id) => id,
-                        None => {
-                            let id = normalize(raw, &mut word).map(|t| index.intern(t));
-                            if id.is_some_and(|id| id as usize == text_of.len()) {
-                                text_of.push(word.as_str().into());
-                            }
-                            seen.insert(raw.into(), id);
-                            id
-                        }
-                    };
-                    if let Some(id) = id {
-                        if id as usize >= tf_of.len() {
-                            tf_of.resize(id as usize + 1, [0; FIELDS]);
-                        }
-                        let tf = &mut tf_of[id as usize];
-                        if *tf == [0; FIELDS] {
-                            touched.push(id);
-                        }
-                        tf[field] = tf[field].saturating_add(1);
-                        len[field] += 1;
-                        if field == NAME {
-                            name_seq.push(id);
-                        }
-                    }
-                });
-            };
-            add(&mut index, NAME, strip_hash_suffix(tool.original()), false);
-            add(&mut index, UPSTREAM, tool.upstream(), false);
-            let title = document::title(tool);
-            let headline = title.unwrap_or(summary);
-            add(&mut index, HEADLINE, headline, false);
-            add(&mut index, DESCRIPTION, &cleaned, false);
-            // Names written in mixed case (`GitLab`, `MongoDB`) are also words whole:
-            // that is how a query or a server's name spells them in lowercase.
-            add(&mut index, HEADLINE, headline, true);
-            add(&mut index, DESCRIPTION, &cleaned, true);
-            if let Some(props) = document::parameters(tool) {
-                for (key, schema) in props {
-                    add(&mut index, PARAMS, key, false);
-                    if let Some(text) = schema.get("description").and_then(Value::as_str) {
-                        let text = cap_bytes(text, MAX_DESCRIPTION_BYTES);
-                        acronyms.defined_in(text, doc_id);
-                        add(&mut index, PARAM_TEXT, text, false);
-                    }
-                }
-            }
-
-            // Abbreviations: those the description defines (`instant messaging (IM)`),
-            // and those the tool's text uses for words its name spells out in full
-            // (`create_merge_request` described as "Create an MR").
-            acronyms.defined_in(&cleaned, doc_id);
-            acronyms.spelled_in_name(doc_id, &name_seq, &text_of, |abbreviation| {
-                index.terms.get(abbreviation).is_some_and(|&t| {
-                    let tf = tf_of[t as usize];
-                    tf[HEADLINE] > 0 || tf[DESCRIPTION] > 0
-                })
-            });
-            name_seq.clear();
-
-            let mut name_terms = Vec::new();
-            for &term in &touched {
-                let tf = std::mem::take(&mut tf_of[term as usize]);
-                if tf[NAME] > 0 {
-                    name_terms.push(term);
-                }
-                flat.push((term, Posting { doc: doc_id, tf }));
-                index.offsets[term as usize + 1] += 1;
-            }
-            touched.clear();
-
-            index.docs.push(Doc {
-                name: tool.name().to_owned(),
-                name_lower: tool.name().to_lowercase(),
-                original_lower: tool.original().to_lowercase(),
-                upstream: tool.upstream().to_owned(),
-                description: cap_chars(
-                    if summary.is_empty() {
-                        title.unwrap_or("")
-                    } else {
-                        summary
-                    },
-                    MAX_HIT_DESCRIPTION,
-                ),
-                len,
-                name_terms,
-                server: {
-                    let next = servers.len() as u32;
-                    *servers.entry(tool.upstream().to_owned()).or_insert(next)
-                },
-            });
+            builder.add_tool(&mut index, tool);
         }
+        let Builder {
+            terms,
+            acronyms,
+            flat,
+            ..
+        } = builder;
         index.acronyms = acronyms.finish(|term| index.terms.contains_key(term));
+        index.file_by_length(terms.text_of);
+        index.lay_out_postings(flat);
+        index
+    }
+
+    /// Files the terms of plain lowercase ASCII letters (`text_of`: each term's text
+    /// by id) by their length, where a typo's candidates are looked for.
+    fn file_by_length(&mut self, text_of: Vec<Box<str>>) {
         for (id, term) in text_of.into_iter().enumerate() {
             if term.bytes().all(|b| b.is_ascii_lowercase()) {
-                if term.len() >= index.by_length.len() {
-                    index.by_length.resize(term.len() + 1, Vec::new());
+                if term.len() >= self.by_length.len() {
+                    self.by_length.resize(term.len() + 1, Vec::new());
                 }
-                index.by_length[term.len()].push((term, id as u32));
+                self.by_length[term.len()].push((term, id as u32));
             }
         }
-        for t in 1..index.offsets.len() {
-            index.offsets[t] += index.offsets[t - 1];
+    }
+
+    /// Lays out the (term, posting) pairs of `flat`, in document order, term by term:
+    /// `offsets[t + 1]` holds the count of term t's postings until it becomes where
+    /// they end.
+    fn lay_out_postings(&mut self, flat: Vec<(u32, Posting)>) {
+        for t in 1..self.offsets.len() {
+            self.offsets[t] += self.offsets[t - 1];
         }
-        let mut next: Vec<u32> = index.offsets[..index.offsets.len() - 1].to_vec();
-        index.postings = vec![
+        let mut next: Vec<u32> = self.offsets[..self.offsets.len() - 1].to_vec();
+        self.postings = vec![
             Posting {
                 doc: 0,
                 tf: [0; FIELDS]
@@ -217,10 +125,9 @@ impl SearchIndex {
         ];
         for (term, posting) in flat {
             let slot = &mut next[term as usize];
-            index.postings[*slot as usize] = posting;
+            self.postings[*slot as usize] = posting;
             *slot += 1;
         }
-        index
     }
 
     /// Embeds every tool now, on this thread (the bench and tests; the gateway embeds
@@ -276,5 +183,164 @@ impl SearchIndex {
         self.terms.insert(term.into(), id);
         self.offsets.push(0);
         id
+    }
+}
+
+/// What indexing the tools one after another carries from one tool to the next: the
+/// term counts, buffers reused for each tool, and what the whole index gathers.
+#[derive(Default)]
+struct Builder {
+    terms: TermCounts,
+    /// The current tool's description, cleaned.
+    cleaned: String,
+    /// (term, posting) in document order; `offsets[t + 1]` counts term t's postings
+    /// until they are laid out term by term.
+    flat: Vec<(u32, Posting)>,
+    acronyms: acronyms::Builder,
+    /// Each upstream's number, in the order they were first seen.
+    servers: FastMap<String, u32>,
+}
+
+impl Builder {
+    /// Indexes one more tool: its fields' words, the abbreviations it defines or uses,
+    /// its postings and its document.
+    fn add_tool<D: Document + ?Sized>(&mut self, index: &mut SearchIndex, tool: &D) {
+        let doc_id = index.docs.len() as u32;
+        let terms = &mut self.terms;
+        terms.len = [0; FIELDS];
+        clean_text(document::description(tool), &mut self.cleaned);
+        let cleaned = &self.cleaned;
+        let summary = first_sentence(cleaned);
+
+        terms.add(index, NAME, strip_hash_suffix(tool.original()), false);
+        terms.add(index, UPSTREAM, tool.upstream(), false);
+        let title = document::title(tool);
+        let headline = title.unwrap_or(summary);
+        terms.add(index, HEADLINE, headline, false);
+        terms.add(index, DESCRIPTION, cleaned, false);
+        // Names written in mixed case (`GitLab`, `MongoDB`) are also words whole:
+        // that is how a query or a server's name spells them in lowercase.
+        terms.add(index, HEADLINE, headline, true);
+        terms.add(index, DESCRIPTION, cleaned, true);
+        if let Some(props) = document::parameters(tool) {
+            for (key, schema) in props {
+                terms.add(index, PARAMS, key, false);
+                if let Some(text) = schema.get("description").and_then(Value::as_str) {
+                    let text = cap_bytes(text, MAX_DESCRIPTION_BYTES);
+                    self.acronyms.defined_in(text, doc_id);
+                    terms.add(index, PARAM_TEXT, text, false);
+                }
+            }
+        }
+
+        // Abbreviations: those the description defines (`instant messaging (IM)`),
+        // and those the tool's text uses for words its name spells out in full
+        // (`create_merge_request` described as "Create an MR").
+        self.acronyms.defined_in(cleaned, doc_id);
+        self.acronyms
+            .spelled_in_name(doc_id, &terms.name_seq, &terms.text_of, |abbreviation| {
+                index.terms.get(abbreviation).is_some_and(|&t| {
+                    let tf = terms.tf_of[t as usize];
+                    tf[HEADLINE] > 0 || tf[DESCRIPTION] > 0
+                })
+            });
+        terms.name_seq.clear();
+
+        let name_terms = terms.post(doc_id, &mut self.flat, &mut index.offsets);
+
+        index.docs.push(Doc {
+            name: tool.name().to_owned(),
+            name_lower: tool.name().to_lowercase(),
+            original_lower: tool.original().to_lowercase(),
+            upstream: tool.upstream().to_owned(),
+            description: cap_chars(
+                if summary.is_empty() {
+                    title.unwrap_or("")
+                } else {
+                    summary
+                },
+                MAX_HIT_DESCRIPTION,
+            ),
+            len: terms.len,
+            name_terms,
+            server: {
+                let next = self.servers.len() as u32;
+                *self
+                    .servers
+                    .entry(tool.upstream().to_owned())
+                    .or_insert(next)
+            },
+        });
+    }
+}
+
+/// The current tool's term counts, and the words seen so far as terms.
+#[derive(Default)]
+struct TermCounts {
+    /// The current tool's term frequencies, indexed by term.
+    tf_of: Vec<[u16; FIELDS]>,
+    /// The terms the current tool has (a nonzero `tf_of` entry).
+    touched: Vec<u32>,
+    /// The current tool's words per field.
+    len: [u32; FIELDS],
+    /// The current tool's name as term ids in order.
+    name_seq: Vec<u32>,
+    /// Each raw word seen with its term, if it makes one.
+    seen: FastMap<Box<str>, Option<u32>>,
+    /// Each term's text by id.
+    text_of: Vec<Box<str>>,
+    /// Buffer for a word being normalised.
+    word: String,
+}
+
+impl TermCounts {
+    /// Counts the words of `text` in `field` of the current tool (`whole`: words
+    /// written in mixed case, taken whole), interning the new ones in `index`.
+    fn add(&mut self, index: &mut SearchIndex, field: usize, text: &str, whole: bool) {
+        let split: Splitter = if whole { mixed_case_words } else { split_words };
+        split(text, &mut |raw| {
+            // Words repeat across a catalog: normalise and intern each once.
+            let id = match self.seen.get(raw) {
+                Some(&id) => id,
+                None => {
+                    let id = normalize(raw, &mut self.word).map(|t| index.intern(t));
+                    if id.is_some_and(|id| id as usize == self.text_of.len()) {
+                        self.text_of.push(self.word.as_str().into());
+                    }
+                    self.seen.insert(raw.into(), id);
+                    id
+                }
+            };
+            if let Some(id) = id {
+                if id as usize >= self.tf_of.len() {
+                    self.tf_of.resize(id as usize + 1, [0; FIELDS]);
+                }
+                let tf = &mut self.tf_of[id as usize];
+                if *tf == [0; FIELDS] {
+                    self.touched.push(id);
+                }
+                tf[field] = tf[field].saturating_add(1);
+                self.len[field] += 1;
+                if field == NAME {
+                    self.name_seq.push(id);
+                }
+            }
+        });
+    }
+
+    /// Turns the current tool's counts into its postings (appended to `flat`, each
+    /// counted in `offsets`), clearing them for the next tool; the terms of its name.
+    fn post(&mut self, doc: u32, flat: &mut Vec<(u32, Posting)>, offsets: &mut [u32]) -> Vec<u32> {
+        let mut name_terms = Vec::new();
+        for &term in &self.touched {
+            let tf = std::mem::take(&mut self.tf_of[term as usize]);
+            if tf[NAME] > 0 {
+                name_terms.push(term);
+            }
+            flat.push((term, Posting { doc, tf }));
+            offsets[term as usize + 1] += 1;
+        }
+        self.touched.clear();
+        name_terms
     }
 }
