@@ -12,7 +12,10 @@
 //!   JWKS is reloaded every `jwks_refresh`, and at once (at most every 30 s) when a
 //!   token names a key id it does not know, so key rotation needs no restart.
 //!
-//! [`Authenticator::authenticate`] turns the header into `Ok(Some(tenant))`, `Ok(None)`
+//! Either may also name the person calling, the *subject*: a JWT by its `sub` claim
+//! (or `subject_claim`), an API key when it is a personal one (`{hash, subject}`).
+//!
+//! [`Authenticator::authenticate`] turns the header into `Ok(Some(identity))`, `Ok(None)`
 //! when there is no header (the caller decides whether anonymous requests are allowed),
 //! or an [`AuthError`] whose message tells the client what to fix without echoing the
 //! token or naming any tenant. Tokens are never logged.
@@ -146,9 +149,17 @@ impl fmt::Display for AuthError {
 
 impl std::error::Error for AuthError {}
 
+/// Who a credential names: its tenant, and the person within it when it names one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub tenant: String,
+    pub subject: Option<String>,
+}
+
 struct ApiKey {
     digest: [u8; 32],
     tenant: String,
+    subject: Option<String>,
 }
 
 struct Inner {
@@ -182,16 +193,21 @@ impl Authenticator {
         Authenticator::new(config.api_keys(), config.jwt_settings()).await
     }
 
-    /// Builds the authenticator from `(tenant, "sha256:…")` pairs and the JWT settings.
-    /// Refuses malformed hashes (naming the tenant), one hash shared by two tenants,
-    /// an invalid [`JwtConfig`], and a JWKS that cannot be read or fetched (10 s
-    /// timeout) or holds no usable key.
+    /// Builds the authenticator from the tenants' keys and the JWT settings. Refuses
+    /// malformed hashes (naming the tenant), one hash given to two tenants or two
+    /// subjects, an invalid subject, an invalid [`JwtConfig`], and a JWKS that cannot
+    /// be read or fetched (10 s timeout) or holds no usable key.
     pub async fn new(
-        api_keys: Vec<(String, String)>,
+        api_keys: Vec<crate::config::KeyGrant>,
         jwt: Option<JwtConfig>,
     ) -> Result<Authenticator, String> {
         let mut keys: Vec<ApiKey> = Vec::with_capacity(api_keys.len());
-        for (tenant, hash) in api_keys {
+        for crate::config::KeyGrant {
+            tenant,
+            hash,
+            subject,
+        } in api_keys
+        {
             if tenant.trim().is_empty() {
                 return Err("an API key has an empty tenant name".into());
             }
@@ -202,17 +218,25 @@ impl Authenticator {
                      the key itself"
                 ));
             };
+            if let Some(subject) = &subject {
+                crate::config::subject::check(subject)
+                    .map_err(|why| format!("an API key of tenant `{tenant}`: {why}"))?;
+            }
             if let Some(other) = keys.iter().find(|k| k.digest == digest) {
-                if other.tenant == tenant {
+                if other.tenant == tenant && other.subject == subject {
                     continue;
                 }
                 return Err(format!(
-                    "tenants `{}` and `{tenant}` have the same API key: give each tenant its \
-                     own key",
+                    "tenants `{}` and `{tenant}` have the same API key (or one key is given \
+                     to two subjects): give each tenant and each person its own key",
                     other.tenant
                 ));
             }
-            keys.push(ApiKey { digest, tenant });
+            keys.push(ApiKey {
+                digest,
+                tenant,
+                subject,
+            });
         }
         let jwt = match jwt {
             Some(config) => {
@@ -249,13 +273,12 @@ impl Authenticator {
         !inner.api_keys.is_empty() || inner.jwt.is_some()
     }
 
-    /// The tenant named by an `Authorization` header value: `Ok(None)` without a
-    /// header, `Ok(Some(tenant))` for a valid API key or JWT, an [`AuthError`]
-    /// otherwise.
+    /// Who an `Authorization` header value names: `Ok(None)` without a header,
+    /// `Ok(Some(identity))` for a valid API key or JWT, an [`AuthError`] otherwise.
     pub async fn authenticate(
         &self,
         authorization: Option<&str>,
-    ) -> Result<Option<String>, AuthError> {
+    ) -> Result<Option<Identity>, AuthError> {
         let Some(header) = authorization else {
             return Ok(None);
         };
@@ -284,7 +307,10 @@ impl Authenticator {
             return verifier.verify(token, header).await.map(Some);
         }
         match inner.lookup_api_key(token) {
-            Some(tenant) => Ok(Some(tenant.to_owned())),
+            Some(key) => Ok(Some(Identity {
+                tenant: key.tenant.clone(),
+                subject: key.subject.clone(),
+            })),
             None if jwt_header.is_some() => Err(AuthError::InvalidCredentials(
                 "the bearer token looks like a JWT, but JWT authentication is not enabled \
                  on this gateway: use an API key"
@@ -305,12 +331,12 @@ impl Authenticator {
 impl Inner {
     /// Compares the presented key's digest with every configured digest, without
     /// stopping at the first match or at the first differing byte.
-    fn lookup_api_key(&self, token: &str) -> Option<&str> {
+    fn lookup_api_key(&self, token: &str) -> Option<&ApiKey> {
         let presented: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         let mut found = None;
         for key in &self.api_keys {
             if toolgate_adapters::secret::digests_equal(&key.digest, &presented) {
-                found = Some(key.tenant.as_str());
+                found = Some(key);
             }
         }
         found
@@ -323,25 +349,71 @@ mod tests {
     use std::path::Path;
     use std::time::Duration;
 
+    fn grant(tenant: &str, key: &str, subject: Option<&str>) -> crate::config::KeyGrant {
+        crate::config::KeyGrant {
+            tenant: tenant.into(),
+            hash: hash_key(key),
+            subject: subject.map(Into::into),
+        }
+    }
+
+    fn identity(tenant: &str, subject: Option<&str>) -> Identity {
+        Identity {
+            tenant: tenant.into(),
+            subject: subject.map(Into::into),
+        }
+    }
+
     #[tokio::test]
     async fn replace_swaps_the_keys_of_every_clone() {
-        let old = Authenticator::new(vec![("a".into(), hash_key("key-a"))], None)
+        let old = Authenticator::new(vec![grant("a", "key-a", None)], None)
             .await
             .unwrap();
         let clone = old.clone();
-        let next = Authenticator::new(vec![("b".into(), hash_key("key-b"))], None)
+        let next = Authenticator::new(vec![grant("b", "key-b", None)], None)
             .await
             .unwrap();
         assert_eq!(
             clone.authenticate(Some("Bearer key-a")).await,
-            Ok(Some("a".into()))
+            Ok(Some(identity("a", None)))
         );
         old.replace(next);
         assert!(clone.authenticate(Some("Bearer key-a")).await.is_err());
         assert_eq!(
             clone.authenticate(Some("Bearer key-b")).await,
-            Ok(Some("b".into()))
+            Ok(Some(identity("b", None)))
         );
+    }
+
+    /// A personal key names its subject; a shared one none; one key cannot be given
+    /// to two people, and a subject must be printable and bounded.
+    #[tokio::test]
+    async fn a_personal_key_names_its_subject() {
+        let keys = vec![
+            grant("team", "alice-key", Some("alice")),
+            grant("team", "bob-key", Some("bob")),
+            grant("team", "team-key", None),
+        ];
+        let auth = Authenticator::new(keys, None).await.unwrap();
+        assert_eq!(
+            auth.authenticate(Some("Bearer alice-key")).await,
+            Ok(Some(identity("team", Some("alice"))))
+        );
+        assert_eq!(
+            auth.authenticate(Some("Bearer bob-key")).await,
+            Ok(Some(identity("team", Some("bob"))))
+        );
+        assert_eq!(
+            auth.authenticate(Some("Bearer team-key")).await,
+            Ok(Some(identity("team", None)))
+        );
+        let twice = vec![
+            grant("team", "k", Some("alice")),
+            grant("team", "k", Some("bob")),
+        ];
+        assert!(Authenticator::new(twice, None).await.is_err());
+        let control = vec![grant("team", "k", Some("al\nice"))];
+        assert!(Authenticator::new(control, None).await.is_err());
     }
 
     #[test]

@@ -143,12 +143,18 @@ async fn valid_rs256_and_es256_tokens_map_to_their_tenant() {
         .unwrap();
     let token = sign(&rsa, &claims("acme"));
     assert_eq!(
-        auth.authenticate(Some(&bearer(&token))).await.unwrap(),
+        auth.authenticate(Some(&bearer(&token)))
+            .await
+            .unwrap()
+            .map(|i| i.tenant),
         Some("acme".into())
     );
     let token = sign(&ec, &claims("globex"));
     assert_eq!(
-        auth.authenticate(Some(&bearer(&token))).await.unwrap(),
+        auth.authenticate(Some(&bearer(&token)))
+            .await
+            .unwrap()
+            .map(|i| i.tenant),
         Some("globex".into())
     );
     // Without a `kid`, every key that fits the algorithm is tried; a key published
@@ -163,7 +169,8 @@ async fn valid_rs256_and_es256_tokens_map_to_their_tenant() {
         auth_without_kids
             .authenticate(Some(&bearer(&sign(&anonymous, &claims("acme")))))
             .await
-            .unwrap(),
+            .unwrap()
+            .map(|i| i.tenant),
         Some("acme".into())
     );
     let no_kid = jsonwebtoken::encode(
@@ -173,7 +180,10 @@ async fn valid_rs256_and_es256_tokens_map_to_their_tenant() {
     )
     .unwrap();
     assert_eq!(
-        auth.authenticate(Some(&bearer(&no_kid))).await.unwrap(),
+        auth.authenticate(Some(&bearer(&no_kid)))
+            .await
+            .unwrap()
+            .map(|i| i.tenant),
         Some("initech".into())
     );
 }
@@ -188,7 +198,10 @@ async fn valid_hs256_token_maps_to_its_tenant_and_others_are_refused() {
     .unwrap();
     let token = sign_hs256(SECRET.as_bytes(), &claims("acme"));
     assert_eq!(
-        auth.authenticate(Some(&bearer(&token))).await.unwrap(),
+        auth.authenticate(Some(&bearer(&token)))
+            .await
+            .unwrap()
+            .map(|i| i.tenant),
         Some("acme".into())
     );
     let forged = sign_hs256(b"another-secret-of-at-least-32-bytes!!", &claims("acme"));
@@ -217,7 +230,8 @@ async fn time_claims_are_checked_with_leeway() {
     assert_eq!(
         auth.authenticate(Some(&bearer(&sign(&rsa, &within_leeway))))
             .await
-            .unwrap(),
+            .unwrap()
+            .map(|i| i.tenant),
         Some("acme".into())
     );
     let mut expired = claims("acme");
@@ -245,7 +259,8 @@ async fn issuer_and_audience_are_checked_when_configured() {
     assert_eq!(
         auth.authenticate(Some(&bearer(&sign(&rsa, &claims("acme")))))
             .await
-            .unwrap(),
+            .unwrap()
+            .map(|i| i.tenant),
         Some("acme".into())
     );
     let mut wrong_issuer = claims("acme");
@@ -407,7 +422,8 @@ async fn the_tenant_claim_is_required_and_configurable() {
     assert_eq!(
         auth.authenticate(Some(&bearer(&sign(&rsa, &claims))))
             .await
-            .unwrap(),
+            .unwrap()
+            .map(|i| i.tenant),
         Some("acme".into())
     );
 }
@@ -416,8 +432,8 @@ async fn the_tenant_claim_is_required_and_configurable() {
 async fn api_keys_map_to_their_tenant() {
     let auth = Authenticator::new(
         vec![
-            ("acme".into(), hash_key("tg_acme_0123456789abcdef")),
-            ("globex".into(), hash_key("tg_globex_fedcba9876543210")),
+            grant("acme", hash_key("tg_acme_0123456789abcdef")),
+            grant("globex", hash_key("tg_globex_fedcba9876543210")),
         ],
         None,
     )
@@ -427,13 +443,15 @@ async fn api_keys_map_to_their_tenant() {
     assert_eq!(
         auth.authenticate(Some("Bearer tg_acme_0123456789abcdef"))
             .await
-            .unwrap(),
+            .unwrap()
+            .map(|i| i.tenant),
         Some("acme".into())
     );
     assert_eq!(
         auth.authenticate(Some("bearer   tg_globex_fedcba9876543210  "))
             .await
-            .unwrap(),
+            .unwrap()
+            .map(|i| i.tenant),
         Some("globex".into())
     );
     let err = refused(
@@ -453,7 +471,7 @@ async fn api_keys_map_to_their_tenant() {
 #[tokio::test]
 async fn api_keys_and_jwts_work_side_by_side() {
     let auth = Authenticator::new(
-        vec![("acme".into(), hash_key("tg_acme_0123456789abcdef"))],
+        vec![grant("acme", hash_key("tg_acme_0123456789abcdef"))],
         Some(JwtConfig::new(JwtKeys::Hs256Secret(SECRET.into()))),
     )
     .await
@@ -461,17 +479,21 @@ async fn api_keys_and_jwts_work_side_by_side() {
     assert_eq!(
         auth.authenticate(Some("Bearer tg_acme_0123456789abcdef"))
             .await
-            .unwrap(),
+            .unwrap()
+            .map(|i| i.tenant),
         Some("acme".into())
     );
     let token = sign_hs256(SECRET.as_bytes(), &claims("globex"));
     assert_eq!(
-        auth.authenticate(Some(&bearer(&token))).await.unwrap(),
+        auth.authenticate(Some(&bearer(&token)))
+            .await
+            .unwrap()
+            .map(|i| i.tenant),
         Some("globex".into())
     );
     // A dotted API key that is not a JWT is still looked up as a key.
     let auth = Authenticator::new(
-        vec![("acme".into(), hash_key("part.two.three"))],
+        vec![grant("acme", hash_key("part.two.three"))],
         Some(JwtConfig::new(JwtKeys::Hs256Secret(SECRET.into()))),
     )
     .await
@@ -479,17 +501,21 @@ async fn api_keys_and_jwts_work_side_by_side() {
     assert_eq!(
         auth.authenticate(Some("Bearer part.two.three"))
             .await
-            .unwrap(),
+            .unwrap()
+            .map(|i| i.tenant),
         Some("acme".into())
     );
 }
 
 #[tokio::test]
 async fn headers_without_a_bearer_token() {
-    let auth = Authenticator::new(vec![("acme".into(), hash_key("k"))], None)
+    let auth = Authenticator::new(vec![grant("acme", hash_key("k"))], None)
         .await
         .unwrap();
-    assert_eq!(auth.authenticate(None).await.unwrap(), None);
+    assert_eq!(
+        auth.authenticate(None).await.unwrap().map(|i| i.tenant),
+        None
+    );
     for (header, code) in [
         ("", "missing_credentials"),
         ("   ", "missing_credentials"),
@@ -516,7 +542,7 @@ async fn malformed_api_key_hashes_are_build_errors_naming_the_tenant() {
         "sha256:1234",
         "md5:0123456789abcdef0123456789abcdef",
     ] {
-        let err = Authenticator::new(vec![("acme".into(), hash.into())], None)
+        let err = Authenticator::new(vec![grant("acme", hash)], None)
             .await
             .unwrap_err();
         assert!(err.contains("`acme`") && err.contains("sha256:"), "{err}");
@@ -524,7 +550,7 @@ async fn malformed_api_key_hashes_are_build_errors_naming_the_tenant() {
     }
     let shared = hash_key("same");
     let err = Authenticator::new(
-        vec![("acme".into(), shared.clone()), ("globex".into(), shared)],
+        vec![grant("acme", shared.clone()), grant("globex", shared)],
         None,
     )
     .await
@@ -600,7 +626,8 @@ async fn rotated_keys_are_fetched_on_an_unknown_kid_at_most_every_30s() {
     assert_eq!(
         auth.authenticate(Some(&bearer(&sign(&old, &claims("acme")))))
             .await
-            .unwrap(),
+            .unwrap()
+            .map(|i| i.tenant),
         Some("acme".into())
     );
 
@@ -610,7 +637,8 @@ async fn rotated_keys_are_fetched_on_an_unknown_kid_at_most_every_30s() {
     assert_eq!(
         auth.authenticate(Some(&bearer(&sign(&new, &claims("globex")))))
             .await
-            .unwrap(),
+            .unwrap()
+            .map(|i| i.tenant),
         Some("globex".into())
     );
     assert_eq!(server.hits(), 2);
@@ -716,13 +744,24 @@ async fn a_jwks_file_is_reread_when_a_token_names_a_new_key() {
     assert_eq!(
         auth.authenticate(Some(&bearer(&sign(&new, &claims("acme")))))
             .await
-            .unwrap(),
+            .unwrap()
+            .map(|i| i.tenant),
         Some("acme".into())
     );
     assert_eq!(
         auth.authenticate(Some(&bearer(&sign(&old, &claims("globex")))))
             .await
-            .unwrap(),
+            .unwrap()
+            .map(|i| i.tenant),
         Some("globex".into())
     );
+}
+
+/// A shared key of `tenant` (no subject), as the config gives the authenticator.
+fn grant(tenant: &str, hash: impl Into<String>) -> toolgate::config::KeyGrant {
+    toolgate::config::KeyGrant {
+        tenant: tenant.into(),
+        hash: hash.into(),
+        subject: None,
+    }
 }

@@ -39,14 +39,12 @@ async fn start(api: &SlowApi, extra: &str) -> Arc<App> {
 }
 
 fn caller(app: &App, tenant: &str) -> Caller {
-    Caller {
-        tenant: app
-            .gateway
-            .policy()
-            .tenant(tenant)
-            .expect("a configured tenant"),
-        session: None,
-    }
+    let tenant = app
+        .gateway
+        .policy()
+        .tenant(tenant)
+        .expect("a configured tenant");
+    Caller::new(tenant, None)
 }
 
 fn call(caller: &Caller, tool: &str, arguments: Value) -> TaskCall {

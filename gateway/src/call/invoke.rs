@@ -309,6 +309,7 @@ fn record(gateway: &Gateway, record: CallRecord<'_>) {
         tracing::info!(
             target: crate::logging::AUDIT_TARGET,
             tenant = %caller.tenant.name,
+            subject = caller.subject(),
             session,
             tool = %tool,
             upstream,
@@ -329,6 +330,7 @@ fn record(gateway: &Gateway, record: CallRecord<'_>) {
     tracing::info!(
         target: crate::logging::AUDIT_TARGET,
         tenant = %caller.tenant.name,
+        subject = caller.subject(),
         session,
         result_tokens,
         original_tokens,

@@ -103,6 +103,7 @@ pub fn authorize(
         "toolgate.policy",
         tool = name,
         tenant = %caller.tenant.name,
+        subject = caller.subject(),
         decision = tracing::field::Empty,
     );
     crate::telemetry::parent_on(&span, ctx);

@@ -29,6 +29,8 @@ pub struct JwtConfig {
     pub keys: JwtKeys,
     /// A top-level claim name, or a JSON Pointer (`/org/tenant`).
     pub tenant_claim: String,
+    /// The claim naming the person (the subject): `sub` unless configured.
+    pub subject_claim: String,
     /// The `iss` tokens must carry, when set.
     pub issuer: Option<String>,
     /// The value tokens must carry in `aud`, when set.
@@ -62,6 +64,11 @@ struct JwtFile {
     /// `/org/tenant` for a nested one. Its value must be a non-empty string.
     #[serde(default = "default_tenant_claim")]
     tenant_claim: String,
+    /// The claim naming the person calling (the subject): a top-level claim name or a
+    /// JSON Pointer. When the token carries it, it must be a non-empty string of at
+    /// most 255 bytes; a token without it calls as its tenant alone.
+    #[serde(default = "default_subject_claim")]
+    subject_claim: String,
     /// When set, tokens must carry this `iss`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     issuer: Option<String>,
@@ -93,6 +100,7 @@ impl TryFrom<JwtFile> for JwtConfig {
         Ok(JwtConfig {
             keys,
             tenant_claim: file.tenant_claim,
+            subject_claim: file.subject_claim,
             issuer: file.issuer,
             audience: file.audience,
             leeway: file.leeway,
@@ -108,6 +116,7 @@ impl From<JwtConfig> for JwtFile {
             jwks_file: None,
             jwks_url: None,
             tenant_claim: config.tenant_claim,
+            subject_claim: config.subject_claim,
             issuer: config.issuer,
             audience: config.audience,
             leeway: config.leeway,
@@ -128,6 +137,10 @@ fn default_tenant_claim() -> String {
     "tenant".to_owned()
 }
 
+fn default_subject_claim() -> String {
+    "sub".to_owned()
+}
+
 fn default_leeway() -> Duration {
     Duration::from_secs(30)
 }
@@ -142,6 +155,7 @@ impl JwtConfig {
         JwtConfig {
             keys,
             tenant_claim: default_tenant_claim(),
+            subject_claim: default_subject_claim(),
             issuer: None,
             audience: None,
             leeway: default_leeway(),
@@ -181,6 +195,9 @@ impl JwtConfig {
         }
         if self.tenant_claim.trim().is_empty() {
             return Err("`tenant_claim` must name a claim".into());
+        }
+        if self.subject_claim.trim().is_empty() {
+            return Err("`subject_claim` must name a claim".into());
         }
         if self.issuer.as_deref().is_some_and(|s| s.is_empty()) {
             return Err("`issuer` is empty: remove it or set the expected `iss`".into());

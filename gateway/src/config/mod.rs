@@ -28,6 +28,7 @@ pub(crate) mod one_of;
 pub(crate) mod patterns;
 pub mod rate_limit;
 pub mod state;
+pub mod subject;
 pub mod tasks;
 pub mod upstream;
 pub mod validate;
@@ -279,14 +280,63 @@ fn default_max_body() -> usize {
     4 * 1024 * 1024
 }
 
+/// One API key of a tenant: its hash, and whose it is when it belongs to one person.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum ApiKey {
+    /// `sha256:<hex>`: a key of the tenant as a whole (no subject).
+    Shared(String),
+    /// A key of one person of the tenant.
+    Personal(PersonalKey),
+}
+
+/// A key of one person: `{hash: "sha256:…", subject: "alice"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PersonalKey {
+    /// `sha256:<hex>`, as `toolgate hash-key KEY` prints it.
+    pub hash: String,
+    /// Who the key belongs to: the subject its calls are made as (audit lines, spans,
+    /// sessions and tasks name it; per-user upstream credentials are keyed by it).
+    pub subject: String,
+}
+
+impl ApiKey {
+    /// The key's `sha256:<hex>` hash.
+    pub fn hash(&self) -> &str {
+        match self {
+            ApiKey::Shared(hash) => hash,
+            ApiKey::Personal(key) => &key.hash,
+        }
+    }
+
+    /// The person the key belongs to, if it belongs to one.
+    pub fn subject(&self) -> Option<&str> {
+        match self {
+            ApiKey::Shared(_) => None,
+            ApiKey::Personal(key) => Some(&key.subject),
+        }
+    }
+}
+
+/// An API key as the authenticator takes it: the tenant it admits, its hash, and its
+/// subject (a personal key's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyGrant {
+    pub tenant: String,
+    pub hash: String,
+    pub subject: Option<String>,
+}
+
 /// One tenant: its credentials and its allowed tools.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TenantConfig {
     /// API keys as `sha256:<hex>` hashes (`toolgate hash-key KEY` prints one); clients
-    /// send the key as `Authorization: Bearer KEY`.
+    /// send the key as `Authorization: Bearer KEY`. A key of one person is written
+    /// `{hash: "sha256:…", subject: "alice"}`: its calls are that subject's.
     #[serde(default)]
-    pub api_keys: Vec<String>,
+    pub api_keys: Vec<ApiKey>,
     /// Glob patterns over catalog names (`github__*`); a pattern starting with `!`
     /// denies. Default: everything.
     #[serde(default = "default_allow")]
@@ -442,12 +492,17 @@ pub enum ConfigError {
 }
 
 impl Config {
-    /// `(tenant, key hash)` pairs of the tenants' API keys, as the authenticator
-    /// takes them.
-    pub fn api_keys(&self) -> Vec<(String, String)> {
+    /// The tenants' API keys, as the authenticator takes them.
+    pub fn api_keys(&self) -> Vec<KeyGrant> {
         self.tenants
             .iter()
-            .flat_map(|(tenant, t)| t.api_keys.iter().map(|k| (tenant.clone(), k.clone())))
+            .flat_map(|(tenant, t)| {
+                t.api_keys.iter().map(|key| KeyGrant {
+                    tenant: tenant.clone(),
+                    hash: key.hash().to_owned(),
+                    subject: key.subject().map(str::to_owned),
+                })
+            })
             .collect()
     }
 

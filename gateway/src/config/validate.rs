@@ -81,7 +81,12 @@ impl Config {
         }
         for (name, tenant) in &self.tenants {
             for (index, key) in tenant.api_keys.iter().enumerate() {
-                let hex = key.strip_prefix("sha256:").unwrap_or("");
+                if let Some(subject) = key.subject()
+                    && let Err(why) = crate::config::subject::check(subject)
+                {
+                    invalid(format!("tenants.{name}.api_keys[{index}].subject"), why);
+                }
+                let hex = key.hash().strip_prefix("sha256:").unwrap_or("");
                 if hex.len() != 64 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
                     invalid(
                         format!("tenants.{name}.api_keys[{index}]"),

@@ -56,6 +56,7 @@ fn invalid(reason: impl Into<String>) -> AuthError {
 pub(super) struct JwtVerifier {
     keys: Keys,
     tenant_claim: String,
+    subject_claim: String,
     issuer: Option<String>,
     audience: Option<String>,
     leeway: u64,
@@ -116,6 +117,7 @@ impl JwtVerifier {
         Ok(JwtVerifier {
             keys,
             tenant_claim: config.tenant_claim,
+            subject_claim: config.subject_claim,
             issuer: config.issuer,
             audience: config.audience,
             leeway: config.leeway.as_secs(),
@@ -123,8 +125,12 @@ impl JwtVerifier {
         })
     }
 
-    /// Verifies `token` (whose decoded header is `header`) and returns its tenant.
-    pub(super) async fn verify(&self, token: &str, header: &Value) -> Result<String, AuthError> {
+    /// Verifies `token` (whose decoded header is `header`) and returns who it names.
+    pub(super) async fn verify(
+        &self,
+        token: &str,
+        header: &Value,
+    ) -> Result<super::Identity, AuthError> {
         let Some(alg_name) = header.get("alg").and_then(Value::as_str) else {
             return Err(invalid("the JWT header has no `alg`"));
         };
@@ -193,7 +199,10 @@ impl JwtVerifier {
                 }
             }
         };
-        self.tenant(&claims)
+        Ok(super::Identity {
+            tenant: self.tenant(&claims)?,
+            subject: self.subject(&claims)?,
+        })
     }
 
     fn decode(
@@ -224,12 +233,7 @@ impl JwtVerifier {
 
     fn tenant(&self, claims: &Value) -> Result<String, AuthError> {
         let claim = &self.tenant_claim;
-        let value = if claim.starts_with('/') {
-            claims.pointer(claim)
-        } else {
-            claims.get(claim)
-        };
-        match value {
+        match claim_value(claims, claim) {
             Some(Value::String(tenant)) if !tenant.trim().is_empty() => Ok(tenant.clone()),
             Some(_) => Err(AuthError::InvalidClaims(format!(
                 "the `{claim}` claim must be a non-empty string naming the tenant"
@@ -238,6 +242,29 @@ impl JwtVerifier {
                 "the token has no `{claim}` claim naming the tenant"
             ))),
         }
+    }
+
+    /// The person the token names (`subject_claim`), when it names one.
+    fn subject(&self, claims: &Value) -> Result<Option<String>, AuthError> {
+        let claim = &self.subject_claim;
+        match claim_value(claims, claim) {
+            None => Ok(None),
+            Some(Value::String(subject)) => crate::config::subject::check(subject)
+                .map(|()| Some(subject.clone()))
+                .map_err(|why| AuthError::InvalidClaims(format!("the `{claim}` claim: {why}"))),
+            Some(_) => Err(AuthError::InvalidClaims(format!(
+                "the `{claim}` claim must be a string naming the subject"
+            ))),
+        }
+    }
+}
+
+/// A claim by top-level name, or by JSON Pointer (`/org/tenant`).
+fn claim_value<'c>(claims: &'c Value, claim: &str) -> Option<&'c Value> {
+    if claim.starts_with('/') {
+        claims.pointer(claim)
+    } else {
+        claims.get(claim)
     }
 }
 

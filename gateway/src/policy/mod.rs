@@ -33,11 +33,46 @@ pub const OPEN_TENANT: &str = "default";
 #[derive(Debug, Clone)]
 pub struct Caller {
     pub tenant: Arc<Tenant>,
+    /// The person calling within the tenant, when the credential names one (a JWT's
+    /// `sub`, a personal API key's subject); `None`: the tenant as a whole. The policy
+    /// decides by tenant; sessions, tasks, audit lines and per-user upstream
+    /// credentials are the subject's own.
+    pub subject: Option<Arc<str>>,
     /// The session id and its expanded tools; `None` when sessionless (2026-07-28).
     pub session: Option<(String, Arc<BTreeSet<String>>)>,
 }
 
 impl Caller {
+    /// `tenant` (as `subject`, when named), before any session.
+    pub fn new(tenant: Arc<Tenant>, subject: Option<Arc<str>>) -> Caller {
+        Caller {
+            tenant,
+            subject,
+            session: None,
+        }
+    }
+
+    /// The same caller on the session `id` with its expanded tools.
+    pub fn in_session(self, id: String, expanded: Arc<BTreeSet<String>>) -> Caller {
+        Caller {
+            session: Some((id, expanded)),
+            ..self
+        }
+    }
+
+    /// The subject, as text (`None`: the tenant as a whole).
+    pub fn subject(&self) -> Option<&str> {
+        self.subject.as_deref()
+    }
+
+    /// Whose what this caller makes is (a parked call, a task).
+    pub fn principal(&self) -> Principal {
+        Principal {
+            tenant: self.tenant.name.clone(),
+            subject: self.subject.as_deref().map(str::to_owned),
+        }
+    }
+
     pub fn scope(&self) -> Scope<'_> {
         match &self.session {
             Some((_, expanded)) => Scope::Session(expanded.as_ref()),
@@ -48,6 +83,15 @@ impl Caller {
     pub fn session_id(&self) -> Option<&str> {
         self.session.as_ref().map(|(id, _)| id.as_str())
     }
+}
+
+/// Whose something is: a tenant, and the person within it when a credential named
+/// one. What one principal made, another never reaches (another tenant's or another
+/// person's is answered as missing).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Principal {
+    pub tenant: String,
+    pub subject: Option<String>,
 }
 
 /// One tenant, compiled.

@@ -16,7 +16,7 @@ use serde_json::json;
 use crate::app::App;
 use crate::credentials::Authenticator;
 use crate::gateway::Gateway;
-use crate::policy::{Refusal, Tenant};
+use crate::policy::{Caller, Refusal};
 use crate::state::sessions::Session;
 
 /// What the front door needs, and what the surfaces behind it reach through it: the
@@ -73,8 +73,9 @@ impl DoorRefusal {
 }
 
 impl FrontDoor {
-    /// The tenant of a request, or why it is refused.
-    pub async fn admit(&self, headers: &http::HeaderMap) -> Result<Arc<Tenant>, DoorRefusal> {
+    /// Who sends a request (its tenant, and its subject when the credential names
+    /// one; no session yet), or why it is refused.
+    pub async fn admit(&self, headers: &http::HeaderMap) -> Result<Caller, DoorRefusal> {
         let authorization = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok());
@@ -86,7 +87,7 @@ impl FrontDoor {
             match self.authenticator.authenticate(authorization).await {
                 // A verified token naming no configured tenant: said as such, not as
                 // missing credentials (a token was sent).
-                Ok(Some(name)) if policy.tenant(&name).is_none() => {
+                Ok(Some(identity)) if policy.tenant(&identity.tenant).is_none() => {
                     let error = crate::credentials::AuthError::UnknownTenant;
                     self.audit_refusal(error.code());
                     return Err(DoorRefusal::new(
@@ -117,14 +118,18 @@ impl FrontDoor {
                 }
             }
         };
+        let (tenant, subject) = match authenticated {
+            Some(identity) => (Some(identity.tenant), identity.subject),
+            None => (None, None),
+        };
         let tenant = policy
-            .resolve(authenticated.as_deref())
+            .resolve(tenant.as_deref())
             .map_err(|r| self.refuse(r, headers))?;
         self.gateway
             .count_request(&tenant)
             .await
             .map_err(|r| self.refuse(r, headers))?;
-        Ok(tenant)
+        Ok(Caller::new(tenant, subject.map(Arc::from)))
     }
 
     /// Counts and audits a request refused at the door (`code` from a fixed set).
@@ -265,7 +270,8 @@ const SESSION_HEADER: &str = "mcp-session-id";
 /// one, so it can never be taken over. With a shared state backend the owner is read
 /// from the shared store, so a session goes on through any replica.
 pub struct Admitted {
-    pub tenant: Arc<Tenant>,
+    /// Who sends it (no session in it yet: see `session`).
+    pub caller: Caller,
     pub session: Option<Session>,
 }
 
@@ -274,14 +280,19 @@ pub async fn admit_mcp(
     door: &FrontDoor,
     headers: &http::HeaderMap,
 ) -> Result<Admitted, DoorRefusal> {
-    let tenant = door.admit(headers).await?;
+    let caller = door.admit(headers).await?;
     let session_id = headers
         .get(SESSION_HEADER)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     let session = match &session_id {
         None => None,
-        Some(id) => match door.gateway.sessions.get_owned(id, &tenant.name).await {
+        Some(id) => match door
+            .gateway
+            .sessions
+            .get_owned(id, &caller.tenant.name, caller.subject())
+            .await
+        {
             Ok(Some(session)) => Some(session),
             Ok(None) => {
                 return Err(DoorRefusal::new(
@@ -294,5 +305,5 @@ pub async fn admit_mcp(
             Err(unavailable) => return Err(state_unavailable(&unavailable.to_string())),
         },
     };
-    Ok(Admitted { tenant, session })
+    Ok(Admitted { caller, session })
 }

@@ -129,11 +129,11 @@ async fn upstreams(State(door): State<Arc<FrontDoor>>, headers: HeaderMap) -> Re
     if gateway.policy().is_open() || bearer_is_one_of(&headers, &[admin.as_ref()]) {
         return Json(gateway.statuses()).into_response();
     }
-    let tenant = match door.admit(&headers).await {
-        Ok(tenant) => tenant,
+    let caller = match door.admit(&headers).await {
+        Ok(caller) => caller,
         Err(refused) => return refused.rest(),
     };
-    Json(visible_statuses(gateway, &tenant)).into_response()
+    Json(visible_statuses(gateway, &caller.tenant)).into_response()
 }
 
 /// The statuses of the upstreams `tenant` reaches: the policy decides what the tenant

@@ -27,7 +27,7 @@ use super::mcp::error::McpError;
 use super::mcp::{McpSessions, Reply};
 use crate::app::App;
 use crate::gateway::Gateway;
-use crate::policy::Tenant;
+use crate::policy::{Caller, Tenant};
 use crate::state::sessions::Session;
 
 /// Lines waiting for stdout; a full queue makes the answering tasks wait.
@@ -116,6 +116,11 @@ impl Door {
             .clone()
     }
 
+    /// Who sends every message: the process's tenant (stdio names no person).
+    fn caller(&self) -> Caller {
+        Caller::new(self.tenant.clone(), None)
+    }
+
     /// The process's session (renewed; made again under its id should the store
     /// have lost it), once `initialize` made one.
     async fn current_session(&self) -> Option<Session> {
@@ -123,7 +128,7 @@ impl Door {
         match self
             .gateway
             .sessions
-            .get_or_create(&id, &self.tenant.name)
+            .get_or_create(&id, &self.tenant.name, None)
             .await
         {
             Ok(session) => Some(session),
@@ -138,7 +143,7 @@ impl Door {
         let session = self.current_session().await;
         let reply = self
             .sessions
-            .handle(&message, self.tenant.clone(), session, None)
+            .handle(&message, self.caller(), session, None)
             .await;
         write_reply(reply, out).await;
     }
@@ -151,7 +156,7 @@ impl Door {
     ) {
         let reply = self
             .sessions
-            .handle(&message, self.tenant.clone(), None, None)
+            .handle(&message, self.caller(), None, None)
             .await;
         let Reply::Initialized { session, message } = reply else {
             return write_reply(reply, out).await;
@@ -197,7 +202,7 @@ impl Door {
                     _ = tokio::time::sleep(every) => {}
                     _ = stop.cancelled() => return,
                 }
-                if let Err(error) = gateway.sessions.get_or_create(&id, &tenant).await {
+                if let Err(error) = gateway.sessions.get_or_create(&id, &tenant, None).await {
                     tracing::warn!(%error, "renewing the stdio session failed; retrying");
                 }
             }

@@ -56,10 +56,10 @@ pub(crate) async fn run_all(factory: &Factory) {
 async fn full_table_refuses_and_never_evicts(store: &dyn SessionStore) {
     let mut a = Vec::new();
     for _ in 0..3 {
-        a.push(store.create("a").await.unwrap());
+        a.push(store.create("a", None).await.unwrap());
     }
-    let b = store.create("b").await.unwrap();
-    match store.create("a").await {
+    let b = store.create("b", None).await.unwrap();
+    match store.create("a", None).await {
         Err(Refused::Full {
             message,
             retry_after,
@@ -72,9 +72,9 @@ async fn full_table_refuses_and_never_evicts(store: &dyn SessionStore) {
         }
         other => panic!("a's fourth session: {other:?}"),
     }
-    let b2 = store.create("b").await.expect("b is under its quota");
+    let b2 = store.create("b", None).await.expect("b is under its quota");
     // 5 of 5: the table is full, for every tenant.
-    match store.create("c").await {
+    match store.create("c", None).await {
         Err(Refused::Full { message, .. }) => {
             assert!(message.contains("max_sessions"), "{message}")
         }
@@ -88,7 +88,7 @@ async fn full_table_refuses_and_never_evicts(store: &dyn SessionStore) {
     }
     // Ending one frees its place.
     store.delete(&a[0].id).await.unwrap();
-    let c = store.create("c").await.expect("a place was freed");
+    let c = store.create("c", None).await.expect("a place was freed");
     // Idle sessions are reclaimed: keep c in use, let the others idle out.
     for _ in 0..4 {
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -96,7 +96,7 @@ async fn full_table_refuses_and_never_evicts(store: &dyn SessionStore) {
     }
     for _ in 0..3 {
         store
-            .create("a")
+            .create("a", None)
             .await
             .expect("a's idle sessions were reclaimed");
     }
@@ -104,35 +104,76 @@ async fn full_table_refuses_and_never_evicts(store: &dyn SessionStore) {
 }
 
 async fn create_get_and_ownership(store: &dyn SessionStore) {
-    let session = store.create("acme").await.unwrap();
+    let session = store.create("acme", None).await.unwrap();
     assert_eq!(session.tenant, "acme");
     assert!(session.expanded.is_empty());
     assert!(session.id.len() >= 22, "ids carry at least 128 bits");
     let again = store.get(&session.id).await.unwrap().expect("stored");
     assert_eq!(again, session);
     assert_eq!(
-        store.get_owned(&session.id, "acme").await.unwrap(),
+        store.get_owned(&session.id, "acme", None).await.unwrap(),
         Some(session.clone())
     );
     assert_eq!(
-        store.get_owned(&session.id, "other").await.unwrap(),
+        store.get_owned(&session.id, "other", None).await.unwrap(),
         None,
         "another tenant's session is not found"
+    );
+    assert_eq!(
+        store
+            .get_owned(&session.id, "acme", Some("alice"))
+            .await
+            .unwrap(),
+        None,
+        "a person's credential does not reach the tenant's shared session"
+    );
+
+    // A person's session is that person's: not the tenant's as a whole, not another
+    // person's of the same tenant.
+    let alice = store.create("acme", Some("alice")).await.unwrap();
+    assert_eq!(alice.subject.as_deref(), Some("alice"));
+    assert_eq!(store.get(&alice.id).await.unwrap(), Some(alice.clone()));
+    assert_eq!(
+        store
+            .get_owned(&alice.id, "acme", Some("alice"))
+            .await
+            .unwrap(),
+        Some(alice.clone())
+    );
+    for (tenant, subject) in [
+        ("acme", Some("bob")),
+        ("acme", None),
+        ("other", Some("alice")),
+    ] {
+        assert_eq!(
+            store.get_owned(&alice.id, tenant, subject).await.unwrap(),
+            None,
+            "{tenant}/{subject:?} reaches alice's session"
+        );
+    }
+    let kept = store
+        .get_or_create(&alice.id, "acme", Some("bob"))
+        .await
+        .unwrap();
+    assert_eq!(
+        kept.subject.as_deref(),
+        Some("alice"),
+        "the first owner keeps it"
     );
     assert_eq!(store.get("no-such-session").await.unwrap(), None);
 
     let fixed = format!("fixed-{}", crate::state::sessions::new_session_id());
-    let first = store.get_or_create(&fixed, "acme").await.unwrap();
+    let first = store.get_or_create(&fixed, "acme", None).await.unwrap();
     assert_eq!(
         (first.id.as_str(), first.tenant.as_str()),
         (fixed.as_str(), "acme")
     );
-    let second = store.get_or_create(&fixed, "other").await.unwrap();
+    let second = store.get_or_create(&fixed, "other", None).await.unwrap();
     assert_eq!(second.tenant, "acme", "the first owner keeps the session");
 }
 
 async fn expansion_union_and_partial_success(store: &dyn SessionStore) {
-    let session = store.create("acme").await.unwrap();
+    let session = store.create("acme", None).await.unwrap();
     let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let first = store
         .expand(&session.id, "acme", &names(&["a__x", "a__y"]))
@@ -187,7 +228,7 @@ async fn expansion_union_and_partial_success(store: &dyn SessionStore) {
 }
 
 async fn concurrent_overlapping_expansions(store: Arc<dyn SessionStore>) {
-    let session = store.create("acme").await.unwrap();
+    let session = store.create("acme", None).await.unwrap();
     let mut tasks = Vec::new();
     for i in 0..32 {
         let store = store.clone();
@@ -218,14 +259,17 @@ async fn concurrent_overlapping_expansions(store: Arc<dyn SessionStore>) {
 }
 
 async fn delete_forgets(store: &dyn SessionStore) {
-    let session = store.create("acme").await.unwrap();
+    let session = store.create("acme", None).await.unwrap();
     store
         .expand(&session.id, "acme", &["a__x".to_owned()])
         .await
         .unwrap();
     store.delete(&session.id).await.unwrap();
     assert_eq!(store.get(&session.id).await.unwrap(), None);
-    let again = store.get_or_create(&session.id, "acme").await.unwrap();
+    let again = store
+        .get_or_create(&session.id, "acme", None)
+        .await
+        .unwrap();
     assert!(
         again.expanded.is_empty(),
         "a deleted session leaves nothing behind"
@@ -234,7 +278,7 @@ async fn delete_forgets(store: &dyn SessionStore) {
 
 /// TTL 600 ms: a session used every 300 ms stays; one left alone for 1.5 s is gone.
 async fn idle_ttl_slides(store: &dyn SessionStore) {
-    let session = store.create("acme").await.unwrap();
+    let session = store.create("acme", None).await.unwrap();
     store
         .expand(&session.id, "acme", &["a__x".to_owned()])
         .await

@@ -386,10 +386,7 @@ pub(super) async fn call(
             "the tenant is over its rate limit (or the shared limiter is unavailable): try again shortly",
         );
     }
-    let caller = Caller {
-        tenant,
-        session: None,
-    };
+    let caller = Caller::new(tenant, None);
     // The browser's headers (its cookie among them) stay out of the call.
     let trace = CallTrace::start("console", &HeaderMap::new(), None);
     let ctx = trace.call_context(gateway.config().call_timeout);

@@ -251,8 +251,17 @@ pub(super) async fn login(console: &Console, headers: &HeaderMap, token: &str) -
             .authenticate(Some(&authorization))
             .await
         {
-            Ok(Some(name)) if console.door.gateway.policy().tenant(&name).is_some() => {
-                Some(Role::Tenant(name))
+            // The console signs in tenants (its pages show a tenant's view); a
+            // personal key signs in as its tenant.
+            Ok(Some(identity))
+                if console
+                    .door
+                    .gateway
+                    .policy()
+                    .tenant(&identity.tenant)
+                    .is_some() =>
+            {
+                Some(Role::Tenant(identity.tenant))
             }
             _ => None,
         }

@@ -167,10 +167,7 @@ fn search(console: &Console, viewer: &Viewer, scope: &Visibility, q: &str) -> Ve
     let hits = match viewer {
         Viewer::Admin => gateway.search_where(&scope.catalog, q, SEARCH_LIMIT, |_| true),
         Viewer::Tenant(tenant) => {
-            let caller = Caller {
-                tenant: tenant.clone(),
-                session: None,
-            };
+            let caller = Caller::new(tenant.clone(), None);
             let view = View::of(gateway, &caller);
             gateway.search_where(&view.catalog, q, SEARCH_LIMIT, |name| {
                 view.permits(&caller, Item::Tool(name), Method::Search)

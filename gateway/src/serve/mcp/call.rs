@@ -141,13 +141,13 @@ pub(super) async fn answer(request: CallRequest) -> Reply {
 /// gets the client's answers and goes on, or the retry is told to start over.
 pub(super) async fn resume(
     live: &Arc<Live>,
-    tenant: &str,
+    caller: &Caller,
     id: String,
     params: CallParams,
     log_level: Option<LogLevel>,
 ) -> Reply {
     let token = params.request_state.clone().unwrap_or_default();
-    match live.unpark(&token, tenant, &params.name) {
+    match live.unpark(&token, &caller.principal(), &params.name) {
         Some(mut call) => {
             call.resumed(id, params, log_level);
             serve(call).await
@@ -218,8 +218,8 @@ pub(super) struct CallStream {
     cancel: CancellationToken,
     /// Lets `notifications/cancelled` find a session's call.
     _in_flight: Option<InFlight>,
-    /// The caller's tenant (a parked call resumes only for it).
-    tenant: String,
+    /// Whose call it is (a parked call resumes only for the same principal).
+    principal: crate::policy::Principal,
     /// Sessionless: the upstream's requests to put in the next `input_required`
     /// answer, and those already put there, waiting for the client's retry.
     to_ask: Vec<(String, String, Value, super::live::Answer)>,
@@ -272,7 +272,7 @@ impl CallStream {
             params,
             headers,
         } = request;
-        let tenant = caller.tenant.name.clone();
+        let principal = caller.principal();
         let name = params.name;
         let arguments = params.arguments.unwrap_or_default();
         let trace = CallTrace::start(
@@ -319,7 +319,7 @@ impl CallStream {
             asked: Vec::new(),
             cancel,
             _in_flight: in_flight,
-            tenant,
+            principal,
             to_ask: Vec::new(),
             awaiting: Vec::new(),
             next_key: 0,
@@ -334,8 +334,8 @@ impl CallStream {
     fn finish(mut self) {
         if let Some(token) = self.parking.take() {
             let live = self.live.clone();
-            let (tenant, tool) = (self.tenant.clone(), self.tool.clone());
-            live.park(token, tenant, tool, self);
+            let (principal, tool) = (self.principal.clone(), self.tool.clone());
+            live.park(token, principal, tool, self);
             return;
         }
         // A tool may go on reporting progress after its result (a background

@@ -24,6 +24,7 @@ use super::call::{CallStream, PARK_TTL};
 use super::sessionless::LogLevel;
 use super::wire;
 use crate::gateway::Gateway;
+use crate::policy::Principal;
 
 /// How many messages a GET stream may fall behind before it is dropped.
 const STREAM_BUFFER: usize = 256;
@@ -62,10 +63,10 @@ const LINGER_IDLE: std::time::Duration = std::time::Duration::from_secs(120);
 /// Calls whose progress is still awaited after their result, at most, per replica.
 const MAX_LINGERING: usize = 10_000;
 
-/// A sessionless call waiting for its client's input: only the same tenant's
+/// A sessionless call waiting for its client's input: only the same principal's
 /// retry of the same tool resumes it.
 struct Parked {
-    tenant: String,
+    principal: Principal,
     tool: String,
     call: Box<CallStream>,
 }
@@ -204,7 +205,7 @@ impl Live {
     pub(super) fn park(
         self: &Arc<Self>,
         token: String,
-        tenant: String,
+        principal: Principal,
         tool: String,
         call: CallStream,
     ) {
@@ -218,7 +219,14 @@ impl Live {
                 return;
             }
             let call = Box::new(call);
-            parked.insert(token.clone(), Parked { tenant, tool, call });
+            parked.insert(
+                token.clone(),
+                Parked {
+                    principal,
+                    tool,
+                    call,
+                },
+            );
         }
         let live = Arc::downgrade(self);
         tokio::spawn(async move {
@@ -230,11 +238,16 @@ impl Live {
         });
     }
 
-    /// The parked call `token` names, when it is `tenant`'s call of `tool`.
-    pub(super) fn unpark(&self, token: &str, tenant: &str, tool: &str) -> Option<CallStream> {
+    /// The parked call `token` names, when it is `principal`'s call of `tool`.
+    pub(super) fn unpark(
+        &self,
+        token: &str,
+        principal: &Principal,
+        tool: &str,
+    ) -> Option<CallStream> {
         let mut parked = lock(&self.parked);
         match parked.get(token) {
-            Some(p) if p.tenant == tenant && p.tool == tool => {
+            Some(p) if p.principal == *principal && p.tool == tool => {
                 parked.remove(token).map(|p| *p.call)
             }
             _ => None,

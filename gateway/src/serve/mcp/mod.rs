@@ -53,7 +53,6 @@ use toolgate_adapters::RpcError;
 use crate::access::Caller;
 use crate::app::App;
 use crate::gateway::Gateway;
-use crate::policy::Tenant;
 use crate::state::sessions::Session;
 use error::McpError;
 use live::Live;
@@ -98,14 +97,15 @@ impl McpSessions {
         }
     }
 
-    /// Answers one message of `tenant`, on `session` when it names one. `headers` are
+    /// Answers one message of `caller` (its tenant and subject), on `session` when it
+    /// names one (the front door checked it is the caller's). `headers` are
     /// the HTTP request's (what 2026-07-28 mirrors from the body, the trace context,
     /// what `forward_headers` passes on); a transport without headers sends none,
     /// and has nothing a body could disagree with.
     pub(crate) async fn handle(
         &self,
         message: &[u8],
-        tenant: Arc<Tenant>,
+        caller: Caller,
         session: Option<Session>,
         headers: Option<HeaderMap>,
     ) -> Reply {
@@ -120,17 +120,14 @@ impl McpSessions {
         };
         let Some(session) = session else {
             if let Some(id) = envelope.initialize_id() {
-                return self.initialize(&envelope, id.get(), &tenant).await;
+                return self.initialize(&envelope, id.get(), &caller).await;
             }
             if sessionless::is_sessionless(headers.as_ref(), &envelope) {
-                return self.sessionless(&envelope, tenant, headers).await;
+                return self.sessionless(&envelope, caller, headers).await;
             }
             return session_required();
         };
-        let caller = Caller {
-            tenant,
-            session: Some((session.id.clone(), session.expanded)),
-        };
+        let caller = caller.in_session(session.id.clone(), session.expanded);
         match envelope.kind() {
             Kind::Request { id, method } => {
                 let headers = headers.unwrap_or_default();
@@ -154,7 +151,7 @@ impl McpSessions {
     async fn sessionless(
         &self,
         envelope: &Envelope<'_>,
-        tenant: Arc<Tenant>,
+        caller: Caller,
         headers: Option<HeaderMap>,
     ) -> Reply {
         let (id, method) = match envelope.kind() {
@@ -167,10 +164,6 @@ impl McpSessions {
         let log_level = match sessionless::check(headers.as_ref(), envelope, method) {
             Ok(level) => level,
             Err(refused) => return Reply::refused(refused, id),
-        };
-        let caller = Caller {
-            tenant,
-            session: None,
         };
         let headers = headers.unwrap_or_default();
         let message = match method {
@@ -200,7 +193,7 @@ impl McpSessions {
                     }
                 }
                 return self
-                    .sessionless_call(id.to_owned(), params, log_level, caller.tenant, headers)
+                    .sessionless_call(id.to_owned(), params, log_level, caller, headers)
                     .await;
             }
             task_method if tasks::is_task_method(task_method) => {
@@ -235,7 +228,7 @@ impl McpSessions {
         methods::list_tools(id, gateway, &self.protocol_tools, caller, envelope, extra)
     }
 
-    async fn initialize(&self, envelope: &Envelope<'_>, id: &str, tenant: &Tenant) -> Reply {
+    async fn initialize(&self, envelope: &Envelope<'_>, id: &str, caller: &Caller) -> Reply {
         let params = match envelope.params::<methods::InitializeParams>() {
             Ok(params) => params,
             Err(error) => {
@@ -247,7 +240,8 @@ impl McpSessions {
                 ));
             }
         };
-        let session = match self.gateway.sessions.create(&tenant.name).await {
+        let sessions = &self.gateway.sessions;
+        let session = match sessions.create(&caller.tenant.name, caller.subject()).await {
             Ok(session) => session,
             Err(refused) => {
                 let refusal = super::auth::session_refused(&refused);
@@ -407,19 +401,16 @@ impl McpSessions {
         id: String,
         params: call::CallParams,
         log_level: Option<sessionless::LogLevel>,
-        tenant: Arc<Tenant>,
+        caller: Caller,
         headers: HeaderMap,
     ) -> Reply {
         if params.request_state().is_some() {
-            return call::resume(&self.live, &tenant.name, id, params, log_level).await;
+            return call::resume(&self.live, &caller, id, params, log_level).await;
         }
         call::answer(call::CallRequest {
             gateway: self.gateway.clone(),
             live: self.live.clone(),
-            caller: Caller {
-                tenant,
-                session: None,
-            },
+            caller,
             channel: call::Channel::Sessionless { log_level },
             id,
             params,

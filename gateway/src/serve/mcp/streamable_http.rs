@@ -44,7 +44,7 @@ impl McpSessions {
                     return refused;
                 }
                 let reply = self
-                    .handle(&bytes, admitted.tenant, session, Some(parts.headers))
+                    .handle(&bytes, admitted.caller, session, Some(parts.headers))
                     .await;
                 respond(reply)
             }

@@ -32,7 +32,6 @@ use toolgate_adapters::{JsonObject, ToolError};
 use super::call::{self, Finished};
 use super::{RestBody, caller_of, error, tasks};
 use crate::access::Caller;
-use crate::policy::Tenant;
 use crate::serve::auth::FrontDoor;
 use crate::tasks::TaskRecord;
 use crate::telemetry::CallTrace;
@@ -58,7 +57,10 @@ pub(super) async fn openai(
     Extension(trace): Extension<CallTrace>,
     headers: HeaderMap,
     Query(query): Query<HashMap<String, String>>,
-    RestBody { tenant, body }: RestBody,
+    RestBody {
+        caller: admitted,
+        body,
+    }: RestBody,
 ) -> Response {
     let expected = "expected the `tool_calls` array of an assistant message (the array itself, or an object holding it as `tool_calls`)";
     let (items, session) = match read_batch(&body, &query, "tool_calls", expected) {
@@ -72,7 +74,7 @@ pub(super) async fn openai(
             Err(message) => return invalid_body(format!("tool_calls[{index}]: {message}")),
         }
     }
-    let finished = match run(&door, &trace, &headers, tenant, session, &requests).await {
+    let finished = match run(&door, &trace, &headers, admitted, session, &requests).await {
         Ok(finished) => finished,
         Err(response) => return response,
     };
@@ -111,7 +113,10 @@ pub(super) async fn anthropic(
     Extension(trace): Extension<CallTrace>,
     headers: HeaderMap,
     Query(query): Query<HashMap<String, String>>,
-    RestBody { tenant, body }: RestBody,
+    RestBody {
+        caller: admitted,
+        body,
+    }: RestBody,
 ) -> Response {
     let expected =
         "expected an assistant message with a `content` array of blocks (or the array itself)";
@@ -149,7 +154,7 @@ pub(super) async fn anthropic(
             Err(message) => return invalid_body(format!("content[{index}]: {message}")),
         }
     }
-    let finished = match run(&door, &trace, &headers, tenant, session, &requests).await {
+    let finished = match run(&door, &trace, &headers, admitted, session, &requests).await {
         Ok(finished) => finished,
         Err(response) => return response,
     };
@@ -291,7 +296,7 @@ async fn run(
     door: &Arc<FrontDoor>,
     trace: &CallTrace,
     headers: &HeaderMap,
-    tenant: Arc<Tenant>,
+    admitted: Caller,
     session: Option<String>,
     requests: &[Request],
 ) -> Result<Vec<BatchOutcome>, Response> {
@@ -307,7 +312,7 @@ async fn run(
             ),
         ));
     }
-    let caller: Caller = caller_of(door, tenant, session.as_deref()).await?;
+    let caller: Caller = caller_of(door, admitted, session.as_deref()).await?;
     let request_headers = Arc::new(headers.clone());
     let calls: Vec<_> = requests
         .iter()

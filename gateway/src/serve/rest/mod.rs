@@ -34,7 +34,6 @@ use crate::call::protocol_tools;
 use crate::catalog::DefinitionCosts;
 use crate::errors::http_status;
 use crate::export::{self, ExportOptions, Format};
-use crate::policy::Tenant;
 use crate::telemetry::{CallTrace, rest_calls};
 
 mod batch;
@@ -135,23 +134,24 @@ async fn caller(
     headers: &HeaderMap,
     session: Option<&str>,
 ) -> Result<Caller, Response> {
-    let tenant = door.admit(headers).await.map_err(DoorRefusal::rest)?;
-    caller_of(door, tenant, session).await
+    let caller = door.admit(headers).await.map_err(DoorRefusal::rest)?;
+    caller_of(door, caller, session).await
 }
 
-/// The caller of a request whose tenant the front door already admitted.
+/// The caller of a request the front door already admitted, on the session it names
+/// (which must be the caller's own: its tenant's and its subject's).
 async fn caller_of(
     door: &FrontDoor,
-    tenant: Arc<Tenant>,
+    caller: Caller,
     session: Option<&str>,
 ) -> Result<Caller, Response> {
-    let session = match session {
-        None => None,
+    Ok(match session {
+        None => caller,
         Some(id) => {
             let stored = door
                 .gateway
                 .sessions
-                .get_owned(id, &tenant.name)
+                .get_owned(id, &caller.tenant.name, caller.subject())
                 .await
                 .map_err(|e| super::auth::state_unavailable(&e.to_string()).rest())?
                 .ok_or_else(|| {
@@ -161,10 +161,9 @@ async fn caller_of(
                         "session not found: it expired or belongs to other credentials",
                     )
                 })?;
-            Some((stored.id, stored.expanded))
+            caller.in_session(stored.id, stored.expanded)
         }
-    };
-    Ok(Caller { tenant, session })
+    })
 }
 
 async fn list_tools(
@@ -297,9 +296,10 @@ pub(crate) async fn serve_call(
     response
 }
 
-/// A REST request's admitted tenant and its body, as [`admit_then_read`] gives them.
+/// A REST request's admitted caller (no session yet) and its body, as
+/// [`admit_then_read`] gives them.
 pub(super) struct RestBody {
-    pub tenant: Arc<Tenant>,
+    pub caller: Caller,
     pub body: axum::body::Bytes,
 }
 
@@ -311,8 +311,8 @@ impl axum::extract::FromRequest<Arc<FrontDoor>> for RestBody {
         door: &Arc<FrontDoor>,
     ) -> Result<Self, Response> {
         let (parts, body) = request.into_parts();
-        let (tenant, body) = admit_then_read(door, &parts.headers, body).await?;
-        Ok(RestBody { tenant, body })
+        let (caller, body) = admit_then_read(door, &parts.headers, body).await?;
+        Ok(RestBody { caller, body })
     }
 }
 
@@ -325,15 +325,15 @@ async fn admit_then_read(
     door: &FrontDoor,
     headers: &HeaderMap,
     body: axum::body::Body,
-) -> Result<(Arc<Tenant>, axum::body::Bytes), Response> {
-    let tenant = door.admit(headers).await.map_err(DoorRefusal::rest)?;
+) -> Result<(Caller, axum::body::Bytes), Response> {
+    let caller = door.admit(headers).await.map_err(DoorRefusal::rest)?;
     let limit = door.gateway.config().max_request_body_bytes;
     let body = axum::body::to_bytes(body, limit).await.map_err(|failed| {
         let setting = "max_request_body_bytes in the gateway config";
         let (status, code, message) = super::listener::body_refusal(&failed, limit, setting);
         error(status, code, message)
     })?;
-    Ok((tenant, body))
+    Ok((caller, body))
 }
 
 async fn call_tool(
@@ -457,18 +457,16 @@ fn visible_definitions(door: &FrontDoor, caller: &Caller) -> Vec<Value> {
 }
 
 async fn create_session(State(door): State<Arc<FrontDoor>>, headers: HeaderMap) -> Response {
-    let tenant = match door.admit(&headers).await {
-        Ok(tenant) => tenant,
+    let caller = match door.admit(&headers).await {
+        Ok(caller) => caller,
         Err(refused) => return refused.rest(),
     };
-    let session = match door.gateway.sessions.create(&tenant.name).await {
+    let sessions = &door.gateway.sessions;
+    let session = match sessions.create(&caller.tenant.name, caller.subject()).await {
         Ok(session) => session,
         Err(refused) => return super::auth::session_refused(&refused).rest(),
     };
-    let caller = Caller {
-        tenant,
-        session: Some((session.id.clone(), session.expanded)),
-    };
+    let caller = caller.in_session(session.id.clone(), session.expanded);
     let tools = visible_definitions(&door, &caller);
     (
         StatusCode::CREATED,
@@ -508,9 +506,12 @@ async fn session_tools(
 async fn expand_session(
     State(door): State<Arc<FrontDoor>>,
     Path(id): Path<String>,
-    RestBody { tenant, body }: RestBody,
+    RestBody {
+        caller: admitted,
+        body,
+    }: RestBody,
 ) -> Response {
-    let caller = match caller_of(&door, tenant, Some(&id)).await {
+    let caller = match caller_of(&door, admitted, Some(&id)).await {
         Ok(caller) => caller,
         Err(response) => return response,
     };

@@ -344,9 +344,12 @@ pub(super) async fn answer_input(
     State(door): State<Arc<FrontDoor>>,
     Path(id): Path<String>,
     Query(query): Query<TaskQuery>,
-    RestBody { tenant, body }: RestBody,
+    RestBody {
+        caller: admitted,
+        body,
+    }: RestBody,
 ) -> Response {
-    let owner = match caller_of(&door, tenant, query.session.as_deref()).await {
+    let owner = match caller_of(&door, admitted, query.session.as_deref()).await {
         Ok(caller) => Tasks::owner_of(&caller),
         Err(response) => return response,
     };

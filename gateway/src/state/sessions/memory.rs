@@ -116,7 +116,7 @@ impl MemoryStore {
 
 #[async_trait]
 impl SessionStore for MemoryStore {
-    async fn create(&self, tenant: &str) -> Result<Session, Refused> {
+    async fn create(&self, tenant: &str, subject: Option<&str>) -> Result<Session, Refused> {
         let ttl = self.idle_ttl;
         let now = Instant::now();
         let mut table = self.lock();
@@ -164,13 +164,19 @@ impl SessionStore for MemoryStore {
         let session = Session {
             id: new_session_id(),
             tenant: tenant.to_owned(),
+            subject: subject.map(str::to_owned),
             expanded: Arc::default(),
         };
         table.insert(session.clone(), now);
         Ok(session)
     }
 
-    async fn get_or_create(&self, id: &str, tenant: &str) -> StoreResult<Session> {
+    async fn get_or_create(
+        &self,
+        id: &str,
+        tenant: &str,
+        subject: Option<&str>,
+    ) -> StoreResult<Session> {
         let now = Instant::now();
         let mut table = self.lock();
         if let Some(slot) = table.live(id, self.idle_ttl, now) {
@@ -179,6 +185,7 @@ impl SessionStore for MemoryStore {
         let session = Session {
             id: id.to_owned(),
             tenant: tenant.to_owned(),
+            subject: subject.map(str::to_owned),
             expanded: Arc::default(),
         };
         table.insert(session.clone(), now);
@@ -269,7 +276,7 @@ mod tests {
     #[tokio::test]
     async fn reads_share_the_expanded_set_and_expansions_do_not_change_one_read() {
         let store = MemoryStore::new(Duration::from_secs(60), crate::state::suite::LIMITS);
-        let id = store.create("t").await.expect("store").id;
+        let id = store.create("t", None).await.expect("store").id;
         let names: Vec<String> = (0..300).map(|i| format!("up__tool_{i}")).collect();
         store
             .expand(&id, "t", &names)

@@ -103,6 +103,9 @@ pub struct Session {
     pub id: String,
     /// The tenant that created it; any other tenant gets "not found".
     pub tenant: String,
+    /// The subject that created it, when its credential named one; any other subject
+    /// (of the same tenant too) gets "not found".
+    pub subject: Option<String>,
     /// Names added with `tool_expand_tools` (the policy still filters them). Shared:
     /// every request reads its session, and a session grown to hundreds of names was
     /// copied name by name on each one; an expansion copies it only while a request
@@ -123,13 +126,18 @@ pub struct Expansion {
 
 #[async_trait]
 pub trait SessionStore: Send + Sync {
-    /// Creates a session for `tenant` under a fresh random id, unless the table or
+    /// Creates a session for `tenant` (and its `subject`) under a fresh random id, unless the table or
     /// the tenant's quota is full of live sessions (see the module docs).
-    async fn create(&self, tenant: &str) -> Result<Session, Refused>;
+    async fn create(&self, tenant: &str, subject: Option<&str>) -> Result<Session, Refused>;
     /// Creates a session under a given id (e.g. an MCP transport session id) unless
     /// one exists; returns the stored one (whose tenant may differ: check it). Used by
     /// the stdio surface, one session per process: counted, never refused.
-    async fn get_or_create(&self, id: &str, tenant: &str) -> StoreResult<Session>;
+    async fn get_or_create(
+        &self,
+        id: &str,
+        tenant: &str,
+        subject: Option<&str>,
+    ) -> StoreResult<Session>;
     /// The session, if it exists (and has not idled out). Refreshes its idle timer.
     async fn get(&self, id: &str) -> StoreResult<Option<Session>>;
     /// Adds `names` to the expanded set of `tenant`'s session `id` atomically.
@@ -142,10 +150,18 @@ pub trait SessionStore: Send + Sync {
     ) -> StoreResult<Option<Expansion>>;
     async fn delete(&self, id: &str) -> StoreResult<()>;
 
-    /// The session if it exists and belongs to `tenant` (another tenant's session is
-    /// indistinguishable from a missing one).
-    async fn get_owned(&self, id: &str, tenant: &str) -> StoreResult<Option<Session>> {
-        Ok(self.get(id).await?.filter(|s| s.tenant == tenant))
+    /// The session if it exists and belongs to `tenant` and `subject` (another
+    /// tenant's or another person's session is indistinguishable from a missing one).
+    async fn get_owned(
+        &self,
+        id: &str,
+        tenant: &str,
+        subject: Option<&str>,
+    ) -> StoreResult<Option<Session>> {
+        Ok(self
+            .get(id)
+            .await?
+            .filter(|s| s.tenant == tenant && s.subject.as_deref() == subject))
     }
 
     /// Live sessions per tenant, when this store can count them without a scan of a

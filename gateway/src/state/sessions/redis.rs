@@ -3,7 +3,8 @@
 //! Keys (under `state.key_prefix`, `{id}` is a Redis Cluster hash tag so both keys of
 //! a session live together):
 //!
-//! - `session:{ID}` — a hash: `tenant` and `created` (Unix ms);
+//! - `session:{ID}` — a hash: `tenant`, `subject` (`''` for none) and `created` (Unix
+//!   ms);
 //! - `session:{ID}:expanded` — a set: the names `tool_expand_tools` added;
 //! - `sessions:live` and `sessions:tenant:TENANT` — sorted sets of session ids scored
 //!   by their last use (Redis' clock, ms): what the limits count.
@@ -51,7 +52,7 @@ end
 /// Creates a session under a fresh id unless a limit is reached:
 /// `{'ok'}`, or `{'tenant' | 'table', ms until the first counted session idles out}`.
 /// KEYS: hash, set. ARGV: prefix, ttl (ms), id, tenant, max sessions, max per tenant
-/// (0: none).
+/// (0: none), subject ('' for none).
 const CREATE: &str = r"
 local prefix, ttl, id, tenant = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local max_all, max_tenant = tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -71,27 +72,30 @@ if redis.call('ZCARD', live) >= max_all then
   return {'table', first_out(live)}
 end
 redis.call('HSETNX', KEYS[1], 'tenant', tenant)
+redis.call('HSETNX', KEYS[1], 'subject', ARGV[7])
 redis.call('HSETNX', KEYS[1], 'created', now)
 redis.call('PEXPIRE', KEYS[1], ttl)
 touch(prefix, ttl, id, tenant)
 return {'ok', 0}
 ";
 
-/// Creates the session unless it exists; returns `{tenant, expanded members}`.
-/// Counted, never refused (see `SessionStore::get_or_create`).
-/// KEYS: hash, set. ARGV: prefix, ttl (ms), id, tenant.
+/// Creates the session unless it exists; returns `{tenant, expanded members,
+/// subject}`. Counted, never refused (see `SessionStore::get_or_create`).
+/// KEYS: hash, set. ARGV: prefix, ttl (ms), id, tenant, subject ('' for none).
 const GET_OR_CREATE: &str = r"
 local prefix, ttl, id = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 redis.call('HSETNX', KEYS[1], 'tenant', ARGV[4])
+redis.call('HSETNX', KEYS[1], 'subject', ARGV[5])
 redis.call('HSETNX', KEYS[1], 'created', now)
 redis.call('PEXPIRE', KEYS[1], ttl)
 redis.call('PEXPIRE', KEYS[2], ttl)
 local tenant = redis.call('HGET', KEYS[1], 'tenant')
 touch(prefix, ttl, id, tenant)
-return {tenant, redis.call('SMEMBERS', KEYS[2])}
+local subject = redis.call('HGET', KEYS[1], 'subject') or ''
+return {tenant, redis.call('SMEMBERS', KEYS[2]), subject}
 ";
 
-/// `{tenant, expanded members}` or nil; refreshes the TTL.
+/// `{tenant, expanded members, subject ('' for none)}` or nil; refreshes the TTL.
 /// KEYS: hash, set. ARGV: prefix, ttl (ms), id.
 const GET: &str = r"
 local prefix, ttl, id = ARGV[1], tonumber(ARGV[2]), ARGV[3]
@@ -100,7 +104,8 @@ if not tenant then return false end
 redis.call('PEXPIRE', KEYS[1], ttl)
 redis.call('PEXPIRE', KEYS[2], ttl)
 touch(prefix, ttl, id, tenant)
-return {tenant, redis.call('SMEMBERS', KEYS[2])}
+local subject = redis.call('HGET', KEYS[1], 'subject') or ''
+return {tenant, redis.call('SMEMBERS', KEYS[2]), subject}
 ";
 
 /// Forgets a session and its places in the counts.
@@ -183,17 +188,20 @@ impl RedisSessionStore {
     }
 }
 
-fn session(id: &str, tenant: String, members: Vec<String>) -> Session {
+/// A session as read: `subject` is stored as `''` for none (a record written before
+/// subjects were stored has no field, read as none too).
+fn session(id: &str, tenant: String, members: Vec<String>, subject: String) -> Session {
     Session {
         id: id.to_owned(),
         tenant,
+        subject: (!subject.is_empty()).then_some(subject),
         expanded: std::sync::Arc::new(members.into_iter().collect()),
     }
 }
 
 #[async_trait]
 impl SessionStore for RedisSessionStore {
-    async fn create(&self, tenant: &str) -> Result<Session, Refused> {
+    async fn create(&self, tenant: &str, subject: Option<&str>) -> Result<Session, Refused> {
         let id = new_session_id();
         let (hash, set) = self.keys(&id);
         let prefix = self.prefix();
@@ -210,22 +218,33 @@ impl SessionStore for RedisSessionStore {
                     .arg(tenant)
                     .arg(self.limits.max_sessions)
                     .arg(self.limits.max_per_tenant.unwrap_or(0))
+                    .arg(subject.unwrap_or(""))
                     .invoke_async(&mut c)
                     .await
             })
             .await?;
         let wait = Duration::from_millis(wait_ms.max(0) as u64).min(self.idle_ttl);
         match outcome.as_str() {
-            "ok" => Ok(session(&id, tenant.to_owned(), Vec::new())),
+            "ok" => Ok(session(
+                &id,
+                tenant.to_owned(),
+                Vec::new(),
+                subject.unwrap_or("").to_owned(),
+            )),
             "tenant" => Err(Refused::full(FullBound::Tenant, self.limits, wait)),
             _ => Err(Refused::full(FullBound::Table, self.limits, wait)),
         }
     }
 
-    async fn get_or_create(&self, id: &str, tenant: &str) -> StoreResult<Session> {
+    async fn get_or_create(
+        &self,
+        id: &str,
+        tenant: &str,
+        subject: Option<&str>,
+    ) -> StoreResult<Session> {
         let (hash, set) = self.keys(id);
         let prefix = self.prefix();
-        let (owner, members): (String, Vec<String>) = self
+        let (owner, members, stored_subject): (String, Vec<String>, String) = self
             .conn
             .run("create session", |mut c| async move {
                 self.get_or_create
@@ -235,17 +254,18 @@ impl SessionStore for RedisSessionStore {
                     .arg(self.ttl_ms)
                     .arg(id)
                     .arg(tenant)
+                    .arg(subject.unwrap_or(""))
                     .invoke_async(&mut c)
                     .await
             })
             .await?;
-        Ok(session(id, owner, members))
+        Ok(session(id, owner, members, stored_subject))
     }
 
     async fn get(&self, id: &str) -> StoreResult<Option<Session>> {
         let (hash, set) = self.keys(id);
         let prefix = self.prefix();
-        let found: Option<(String, Vec<String>)> = self
+        let found: Option<(String, Vec<String>, String)> = self
             .conn
             .run("read session", |mut c| async move {
                 self.get
@@ -258,7 +278,7 @@ impl SessionStore for RedisSessionStore {
                     .await
             })
             .await?;
-        Ok(found.map(|(owner, members)| session(id, owner, members)))
+        Ok(found.map(|(owner, members, subject)| session(id, owner, members, subject)))
     }
 
     async fn expand(
@@ -339,7 +359,7 @@ mod tests {
             Duration::from_secs(60),
             suite::LIMITS,
         ));
-        let session = a.create("acme").await.unwrap();
+        let session = a.create("acme", None).await.unwrap();
         assert_eq!(b.get(&session.id).await.unwrap().unwrap().tenant, "acme");
         let mut tasks = Vec::new();
         for i in 0..20 {

@@ -1,0 +1,157 @@
+//! Who is calling within a tenant: a personal API key (`{hash, subject}`) and a JWT's
+//! `sub` name a subject, and a session is its subject's own. Another person of the
+//! same tenant, the tenant's shared key, or a token of the same person in another
+//! tenant presenting the session's id is answered as for a session that does not
+//! exist — on `/mcp` and on the REST sessions alike.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use toolgate_e2e::{Gateway, hash_key, http, rest_get, rest_post};
+
+const ALICE: &str = "tg-subject-alice-0123456789abcdef";
+const BOB: &str = "tg-subject-bob-0123456789abcdef";
+const SHARED: &str = "tg-subject-shared-0123456789abcdef";
+const SECRET: &str = "subjects-jwt-secret-0123456789abcdef";
+
+fn jwt(claims: Value) -> String {
+    let mut claims = claims;
+    claims["exp"] = json!(4_102_444_800u64); // 2100-01-01
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &claims,
+        &jsonwebtoken::EncodingKey::from_secret(SECRET.as_bytes()),
+    )
+    .expect("sign")
+}
+
+async fn gateway() -> Gateway {
+    Gateway::start(json!({
+        "upstreams": {},
+        "jwt": {"hs256_secret": SECRET},
+        "tenants": {
+            "team": {
+                "api_keys": [
+                    {"hash": hash_key(ALICE), "subject": "alice"},
+                    {"hash": hash_key(BOB), "subject": "bob"},
+                    hash_key(SHARED),
+                ],
+                "allow": ["*"],
+            },
+            "other": {"allow": ["*"]},
+        }
+    }))
+    .await
+}
+
+/// `initialize` with `token`: the session id.
+async fn initialize(gateway: &Gateway, token: &str) -> String {
+    let response = http()
+        .post(gateway.mcp_url())
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "toolgate-e2e-subjects", "version": "0.1.0"}
+            }
+        }))
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await
+        .expect("POST /mcp");
+    assert_eq!(response.status(), 200);
+    response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("a session id")
+        .to_owned()
+}
+
+/// `tools/list` on `session` with `token`: the status and the body.
+async fn list_on(gateway: &Gateway, token: &str, session: &str) -> (u16, Value) {
+    let response = http()
+        .post(gateway.mcp_url())
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await
+        .expect("POST /mcp");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_is_its_subjects_own() {
+    let gateway = gateway().await;
+    let alice_jwt = jwt(json!({"tenant": "team", "sub": "alice"}));
+    let carol_jwt = jwt(json!({"tenant": "team", "sub": "carol"}));
+    let alice_elsewhere = jwt(json!({"tenant": "other", "sub": "alice"}));
+    let team_jwt = jwt(json!({"tenant": "team"}));
+
+    // A personal key's session: its own key and a JWT naming the same subject of the
+    // same tenant reach it; nobody else does.
+    let session = initialize(&gateway, ALICE).await;
+    for token in [ALICE, alice_jwt.as_str()] {
+        let (status, body) = list_on(&gateway, token, &session).await;
+        assert_eq!(status, 200, "{body}");
+        assert!(body["result"]["tools"].is_array(), "{body}");
+    }
+    let (_, missing) = list_on(&gateway, ALICE, "no-such-session").await;
+    for token in [
+        BOB,
+        SHARED,
+        carol_jwt.as_str(),
+        team_jwt.as_str(),
+        alice_elsewhere.as_str(),
+    ] {
+        let (status, body) = list_on(&gateway, token, &session).await;
+        assert_eq!(status, 404, "{body}");
+        assert_eq!(
+            body["error"], missing["error"],
+            "another caller is told what a missing session is told"
+        );
+    }
+
+    // The tenant's shared key makes a session of the tenant as a whole: no person's
+    // credential reaches it.
+    let shared = initialize(&gateway, SHARED).await;
+    assert_eq!(list_on(&gateway, SHARED, &shared).await.0, 200);
+    assert_eq!(list_on(&gateway, team_jwt.as_str(), &shared).await.0, 200);
+    for token in [ALICE, BOB] {
+        assert_eq!(list_on(&gateway, token, &shared).await.0, 404);
+    }
+
+    // The REST sessions follow the same rule.
+    let (status, created) = rest_post(&gateway, "/v1/sessions", Some(BOB), json!({})).await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["session_id"].as_str().expect("a session id");
+    let path = format!("/v1/sessions/{id}/tools");
+    assert_eq!(rest_get(&gateway, &path, Some(BOB)).await.0, 200);
+    for token in [ALICE, SHARED] {
+        let (status, body) = rest_get(&gateway, &path, Some(token)).await;
+        assert_eq!(status, 404, "{body}");
+        assert_eq!(body["error"]["code"], "session_not_found", "{body}");
+    }
+}
+
+/// A subject that is not a bounded, printable string is refused at the door with
+/// the claim named (never the token).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_subject_claim_is_refused() {
+    let gateway = gateway().await;
+    for sub in [json!(""), json!(42), json!("x".repeat(300))] {
+        let token = jwt(json!({"tenant": "team", "sub": sub}));
+        let (status, body) = rest_get(&gateway, "/v1/tools", Some(&token)).await;
+        assert_eq!(status, 401, "{body}");
+        let message = body["error"]["message"].as_str().unwrap_or("");
+        assert!(message.contains("`sub`"), "{body}");
+    }
+}
