@@ -2,12 +2,14 @@
 //! `sub` name a subject, and a session is its subject's own. Another person of the
 //! same tenant, the tenant's shared key, or a token of the same person in another
 //! tenant presenting the session's id is answered as for a session that does not
-//! exist — on `/mcp` and on the REST sessions alike.
+//! exist — on `/mcp` and on the REST sessions alike. A background task is its
+//! subject's too, and the audit line of a call names the subject.
 
 use std::time::Duration;
 
+use axum::response::IntoResponse;
 use serde_json::{Value, json};
-use toolgate_e2e::{Gateway, hash_key, http, rest_get, rest_post};
+use toolgate_e2e::{Gateway, MockApi, TempDir, hash_key, http, rest_get, rest_post};
 
 const ALICE: &str = "tg-subject-alice-0123456789abcdef";
 const BOB: &str = "tg-subject-bob-0123456789abcdef";
@@ -26,8 +28,12 @@ fn jwt(claims: Value) -> String {
 }
 
 async fn gateway() -> Gateway {
+    gateway_with(json!({})).await
+}
+
+async fn gateway_with(upstreams: Value) -> Gateway {
     Gateway::start(json!({
-        "upstreams": {},
+        "upstreams": upstreams,
         "jwt": {"hs256_secret": SECRET},
         "tenants": {
             "team": {
@@ -154,4 +160,89 @@ async fn a_malformed_subject_claim_is_refused() {
         let message = body["error"]["message"].as_str().unwrap_or("");
         assert!(message.contains("`sub`"), "{body}");
     }
+}
+
+/// An HTTP API of one operation (`api__echo`), described by a spec on disk.
+async fn echo_api() -> (MockApi, TempDir, Value) {
+    let api =
+        MockApi::start(
+            |_request| async move { axum::Json(json!({"echoed": true})).into_response() },
+        )
+        .await;
+    let dir = TempDir::new("subjects-spec");
+    let spec = dir.path().join("echo.json");
+    let document = json!({
+        "openapi": "3.0.3",
+        "info": {"title": "echo", "version": "1"},
+        "paths": {"/echo": {"get": {
+            "operationId": "echo",
+            "responses": {"200": {"description": "ok", "content": {"application/json": {
+                "schema": {"type": "object"}}}}}
+        }}}
+    });
+    std::fs::write(&spec, document.to_string()).expect("write the spec");
+    let upstream = json!({"api": {"openapi": {
+        "spec_path": spec,
+        "base_url": api.url(""),
+        "allow_private_networks": true
+    }}});
+    (api, dir, upstream)
+}
+
+/// A background call is its subject's task: another person of the same tenant, or
+/// the tenant's shared key, is told it does not exist. The call's audit line names
+/// the subject.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_is_its_subjects_own_and_the_audit_line_names_it() {
+    let (_api, _dir, upstreams) = echo_api().await;
+    let gateway = gateway_with(upstreams).await;
+    let (status, started) = rest_post(
+        &gateway,
+        "/v1/tools/api__echo/call",
+        Some(ALICE),
+        json!({"arguments": {}, "background": true}),
+    )
+    .await;
+    assert_eq!(status, 202, "{started}");
+    let task = started["task_id"].as_str().expect("a task id").to_owned();
+    let path = format!("/v1/tasks/{task}");
+    let (status, own) = rest_get(&gateway, &path, Some(ALICE)).await;
+    assert_eq!(status, 200, "{own}");
+    let (_, missing) = rest_get(&gateway, "/v1/tasks/AAAAAAAAAAAAAAAAAAAAAA", Some(BOB)).await;
+    for token in [BOB, SHARED] {
+        let (status, body) = rest_get(&gateway, &path, Some(token)).await;
+        assert_eq!(status, 404, "{body}");
+        assert_eq!(body["error"]["code"], missing["error"]["code"], "{body}");
+    }
+
+    // The plain call's audit line carries the subject (and never the key).
+    let (status, called) = rest_post(
+        &gateway,
+        "/v1/tools/api__echo/call",
+        Some(BOB),
+        json!({"arguments": {}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{called}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let audit = loop {
+        let logs = gateway.proc.logs();
+        let line = logs
+            .lines()
+            .find(|l| l.contains("tool call") && l.contains("subject=\"bob\""))
+            .map(str::to_owned);
+        if let Some(line) = line {
+            break line;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no audit line naming bob:\n{logs}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(audit.contains("tenant=team"), "{audit}");
+    assert!(
+        !gateway.proc.logs().contains(BOB),
+        "a key never reaches the log"
+    );
 }

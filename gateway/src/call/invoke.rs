@@ -309,7 +309,7 @@ fn record(gateway: &Gateway, record: CallRecord<'_>) {
         tracing::info!(
             target: crate::logging::AUDIT_TARGET,
             tenant = %caller.tenant.name,
-            subject = caller.subject(),
+            subject = caller.subject().unwrap_or("-"),
             session,
             tool = %tool,
             upstream,
@@ -330,7 +330,7 @@ fn record(gateway: &Gateway, record: CallRecord<'_>) {
     tracing::info!(
         target: crate::logging::AUDIT_TARGET,
         tenant = %caller.tenant.name,
-        subject = caller.subject(),
+        subject = caller.subject().unwrap_or("-"),
         session,
         result_tokens,
         original_tokens,

@@ -100,12 +100,14 @@ impl Tasks {
         &self.config
     }
 
-    /// The owner of the tasks `caller` creates: its tenant, and its session if any.
+    /// The owner of the tasks `caller` creates: its tenant, its subject and its
+    /// session, each if any.
     pub fn owner_of(caller: &Caller) -> Owner {
-        match caller.session_id() {
+        let owner = match caller.session_id() {
             Some(session) => Owner::session(&caller.tenant.name, session),
             None => Owner::tenant(&caller.tenant.name),
-        }
+        };
+        owner.as_subject(caller.subject())
     }
 
     /// Checks the call with the policy, creates its task (durably, so that any replica

@@ -169,11 +169,14 @@ pub fn check_transition(from: TaskState, to: TaskState) -> Result<(), TaskError>
     Ok(())
 }
 
-/// Whose task it is: the tenant, and for tasks created in an MCP session, the
-/// session. Only the same owner sees the task.
+/// Whose task it is: the tenant, the subject (the person calling, when the credential
+/// named one), and for tasks created in an MCP session, the session. Only the same
+/// owner sees the task.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Owner {
     pub tenant: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
 }
@@ -182,6 +185,7 @@ impl Owner {
     pub fn tenant(tenant: &str) -> Owner {
         Owner {
             tenant: tenant.to_owned(),
+            subject: None,
             session: None,
         }
     }
@@ -189,7 +193,16 @@ impl Owner {
     pub fn session(tenant: &str, session: &str) -> Owner {
         Owner {
             tenant: tenant.to_owned(),
+            subject: None,
             session: Some(session.to_owned()),
+        }
+    }
+
+    /// The same owner as the person `subject`.
+    pub fn as_subject(self, subject: Option<&str>) -> Owner {
+        Owner {
+            subject: subject.map(str::to_owned),
+            ..self
         }
     }
 }

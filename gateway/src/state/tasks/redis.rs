@@ -2,7 +2,8 @@
 //!
 //! Keys (under `state.key_prefix`; `{id}` is a Redis Cluster hash tag, as for sessions):
 //!
-//! - `task:{ID}` — a hash: `tenant`, `session` (empty for none), `tool`, `created`,
+//! - `task:{ID}` — a hash: `tenant`, `session` and `subject` (empty for none),
+//!   `tool`, `created`,
 //!   `updated` (Unix ms), `state`, `poll`, and when set `message`, `progress` (JSON),
 //!   `progress_log` (the first `MAX_PROGRESS_LOG` progress JSONs joined by commas) and
 //!   `progress_count`,
@@ -18,7 +19,8 @@
 //!   expired, so the set heals whatever way a task went.
 //! - `tasks:leases` — a sorted set of running task ids scored by lease expiry: what
 //!   the reaper scans.
-//! - `tasks:owner:TENANT:SESSION` — the owner's index for listing: members
+//! - `tasks:owner:TENANT:SESSION` (`…:~SUBJECT` for a subject's) — the owner's
+//!   index for listing: members
 //!   `CREATED:ID` (zero-padded, all scored 0, so lexical order is creation order and a
 //!   cursor is a member); members whose task expired are dropped when a listing meets
 //!   them.
@@ -93,8 +95,14 @@ impl RedisTaskStore {
     }
 
     fn index_key(&self, owner: &Owner) -> String {
+        // `~` starts no session id (base64url), so a subject's index never meets a
+        // session's.
+        let subject = owner
+            .subject
+            .as_deref()
+            .map_or(String::new(), |s| format!(":~{s}"));
         self.conn.key(&format!(
-            "tasks:owner:{}:{}",
+            "tasks:owner:{}:{}{subject}",
             owner.tenant,
             owner.session.as_deref().unwrap_or("")
         ))
@@ -157,12 +165,18 @@ impl RedisTaskStore {
     }
 }
 
-/// Id, tenant and session, as the scripts take them.
+/// Id, tenant and scope, as the scripts take them: the scope is the session and the
+/// subject joined by `\x1f` (neither holds a control character: session ids are
+/// base64url, subjects are checked by `config::subject`).
 fn owner_args(id: &TaskId, owner: &Owner) -> Vec<String> {
     vec![
         id.to_string(),
         owner.tenant.clone(),
-        owner.session.clone().unwrap_or_default(),
+        format!(
+            "{}\x1f{}",
+            owner.session.as_deref().unwrap_or(""),
+            owner.subject.as_deref().unwrap_or("")
+        ),
     ]
 }
 
@@ -195,6 +209,7 @@ fn owned_by(flat: &[String], owner: &Owner) -> bool {
     };
     field("tenant") == Some(owner.tenant.as_str())
         && field("session").unwrap_or("") == owner.session.as_deref().unwrap_or("")
+        && field("subject").unwrap_or("") == owner.subject.as_deref().unwrap_or("")
 }
 
 /// A record from a task hash's fields (HGETALL's flat field, value list).
@@ -257,6 +272,7 @@ fn record(id: &TaskId, flat: Vec<String>) -> Result<TaskRecord, TaskError> {
         id: id.clone(),
         owner: Owner {
             tenant: text("tenant").ok_or_else(|| corrupt(id, "field `tenant`"))?,
+            subject: text("subject").filter(|s| !s.is_empty()),
             session: text("session").filter(|s| !s.is_empty()),
         },
         tool: text("tool").unwrap_or_default(),

@@ -99,47 +99,70 @@ async fn create_and_read(store: &dyn TaskStore) {
     assert_eq!(store.get(&owner, &TaskId::new()).await.unwrap(), None);
 }
 
-/// Another tenant, the same tenant in another session, and the same tenant without
-/// a session all get "not found" from every method, and nothing changes.
+/// Another tenant, the same tenant in another session, the same tenant without a
+/// session, and another person (subject) of the same tenant all get "not found" from
+/// every method, and nothing changes.
 async fn owners_are_isolated_on_every_method(store: &dyn TaskStore) {
-    let owner = Owner::session("acme", "s1");
-    let task = store.create(new_task(&owner)).await.unwrap();
-    let missing = TaskId::new();
-    for other in [
+    let alice = |owner: Owner| owner.as_subject(Some("alice"));
+    let candidates = [
+        Owner::session("acme", "s1"),
         Owner::session("other", "s1"),
         Owner::session("acme", "s2"),
         Owner::tenant("acme"),
-    ] {
+        alice(Owner::tenant("acme")),
+        alice(Owner::session("acme", "s1")),
+        Owner::tenant("acme").as_subject(Some("bob")),
+        alice(Owner::tenant("other")),
+    ];
+    for owner in [&candidates[0], &candidates[4]] {
+        isolated_from(store, owner, candidates.iter().filter(|o| *o != owner)).await;
+    }
+}
+
+async fn isolated_from<'a>(
+    store: &dyn TaskStore,
+    owner: &Owner,
+    others: impl Iterator<Item = &'a Owner>,
+) {
+    let task = store.create(new_task(owner)).await.unwrap();
+    assert_eq!(task.owner, *owner);
+    let missing = TaskId::new();
+    for other in others {
         for id in [&task.id, &missing] {
-            assert_eq!(store.get(&other, id).await.unwrap(), None, "{other:?}");
+            assert_eq!(store.get(other, id).await.unwrap(), None, "{other:?}");
             let update = TaskUpdate {
                 state: Some(TaskState::InputRequired),
                 message: Some("x".into()),
                 progress: None,
             };
             assert_eq!(
-                store.update(&other, id, update).await,
+                store.update(other, id, update).await,
                 Err(TaskError::NotFound)
             );
             assert_eq!(
                 store
-                    .finish(&other, id, Outcome::Completed(json!("stolen")))
+                    .finish(other, id, Outcome::Completed(json!("stolen")))
                     .await,
                 Err(TaskError::NotFound)
             );
-            assert_eq!(store.cancel(&other, id).await, Err(TaskError::NotFound));
+            assert_eq!(store.cancel(other, id).await, Err(TaskError::NotFound));
             assert_eq!(
-                store.renew_lease(&other, id, "r1").await,
+                store.renew_lease(other, id, "r1").await,
                 Err(TaskError::NotFound)
             );
         }
-        let page = store.list(&other, None, 100).await.unwrap();
+        let page = store.list(other, None, 100).await.unwrap();
         assert!(
             page.tasks.iter().all(|t| t.id != task.id),
             "another owner's listing never shows it"
         );
     }
-    let unchanged = store.get(&owner, &task.id).await.unwrap().unwrap();
+    let own = store.list(owner, None, 100).await.unwrap();
+    assert!(
+        own.tasks.iter().any(|t| t.id == task.id),
+        "its owner lists it"
+    );
+    let unchanged = store.get(owner, &task.id).await.unwrap().unwrap();
     assert_eq!(unchanged, task, "refused calls changed nothing");
 }
 

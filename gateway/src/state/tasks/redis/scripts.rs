@@ -27,26 +27,31 @@ local function settle(key, id, to)
   redis.call('SREM', running_key(tenant), id)
   redis.call('ZREM', leases, id)
 end
--- The owner's task's state, or nil (missing, or another owner's).
-local function owned_state(key, tenant, session)
-  local f = redis.call('HMGET', key, 'tenant', 'session', 'state')
-  if (not f[1]) or f[1] ~= tenant or f[2] ~= session then return nil end
-  return f[3]
+-- The owner's task's state, or nil (missing, or another owner's). `scope` is the
+-- owner's session and subject joined by \31 (neither can hold a control character;
+-- a task stored before subjects were has no `subject` field: none).
+local function owned_state(key, tenant, scope)
+  local f = redis.call('HMGET', key, 'tenant', 'session', 'subject', 'state')
+  if (not f[1]) or f[1] ~= tenant or ((f[2] or '') .. '\31' .. (f[3] or '')) ~= scope then
+    return nil
+  end
+  return f[4]
 end
 ";
 
 /// A new running task unless the tenant is at its limit: `{'ok', fields}` or
-/// `{'full', {}}`. KEYS: task. ARGV[5..]: id, tenant, session, tool, poll (ms),
-/// replica, max running, owner index key.
+/// `{'full', {}}`. KEYS: task. ARGV[5..]: id, tenant, scope (session and subject,
+/// see `owned_state`), tool, poll (ms), replica, max running, owner index key.
 pub(super) const CREATE: &str = r"
 local id, tenant = ARGV[5], ARGV[6]
+local session, subject = string.match(ARGV[7], '^(.-)\31(.*)$')
 local running = running_key(tenant)
 for _, other in ipairs(redis.call('SMEMBERS', running)) do
   local state = redis.call('HGET', task_key(other), 'state')
   if not (state and is_running[state]) then redis.call('SREM', running, other) end
 end
 if redis.call('SCARD', running) >= tonumber(ARGV[11]) then return {'full', {}} end
-redis.call('HSET', KEYS[1], 'tenant', tenant, 'session', ARGV[7], 'tool', ARGV[8],
+redis.call('HSET', KEYS[1], 'tenant', tenant, 'session', session, 'subject', subject, 'tool', ARGV[8],
   'created', now, 'updated', now, 'state', 'working', 'poll', ARGV[9],
   'lease_replica', ARGV[10], 'lease_expires', now + lease)
 redis.call('PEXPIRE', KEYS[1], keep_running)
@@ -60,7 +65,7 @@ return {'ok', redis.call('HGETALL', KEYS[1])}
 
 /// Moves the owner's task to a state (checked) and writes fields:
 /// `{'ok', fields}`, `{'missing', {}}` or `{'refused', {current state}}`.
-/// KEYS: task. ARGV[5..]: id, tenant, session, target state ('' keeps the current
+/// KEYS: task. ARGV[5..]: id, tenant, scope, target state ('' keeps the current
 /// one), then field, value pairs.
 pub(super) const TRANSITION: &str = r"
 local key, id = KEYS[1], ARGV[5]
@@ -91,7 +96,7 @@ return {'ok', redis.call('HGETALL', key)}
 
 /// Extends the lease of the replica's running task: `{'ok', fields}`,
 /// `{'missing', {}}`, `{'refused', {state}}` or `{'lost', {holder}}`.
-/// KEYS: task. ARGV[5..]: id, tenant, session, replica.
+/// KEYS: task. ARGV[5..]: id, tenant, scope, replica.
 pub(super) const RENEW: &str = r"
 local key, id = KEYS[1], ARGV[5]
 local state = owned_state(key, ARGV[6], ARGV[7])
@@ -107,7 +112,7 @@ return {'ok', redis.call('HGETALL', key)}
 /// Records an input request of the owner's running task and makes it
 /// `input_required`: `{'ok', fields}`, `{'missing', {}}`, `{'refused', {state}}` or
 /// `{'used', {}}` (the key was asked or answered before), `{'full', {}}`.
-/// KEYS: task. ARGV[5..]: id, tenant, session, key, the request's JSON, most pending.
+/// KEYS: task. ARGV[5..]: id, tenant, scope, key, the request's JSON, most pending.
 pub(super) const ASK: &str = r"
 local key = KEYS[1]
 local state = owned_state(key, ARGV[6], ARGV[7])
@@ -129,7 +134,7 @@ return {'ok', redis.call('HGETALL', key)}
 
 /// Records the owner's answers to pending requests (others are ignored); back to
 /// `working` when none is pending: `{'ok', fields}` or `{'missing', {}}`.
-/// KEYS: task. ARGV[5..]: id, tenant, session, then key, answer JSON pairs.
+/// KEYS: task. ARGV[5..]: id, tenant, scope, then key, answer JSON pairs.
 pub(super) const ANSWER: &str = r"
 local key = KEYS[1]
 local state = owned_state(key, ARGV[6], ARGV[7])
