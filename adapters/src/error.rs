@@ -42,6 +42,10 @@ pub enum ToolError {
     /// run as one and was asked to (its `execution.taskSupport`).
     #[error("{0}")]
     ExecutionMode(String),
+    /// The upstream is reached with each caller's own credentials, and the gateway
+    /// holds none for this caller: the message says who can provide them and how.
+    #[error("{0}")]
+    AuthorizationRequired(String),
 }
 
 impl ToolError {
@@ -57,6 +61,7 @@ impl ToolError {
             ToolError::RateLimited { .. } => "rate_limited",
             ToolError::NotSelected(_) => "not_selected",
             ToolError::ExecutionMode(_) => "execution_mode",
+            ToolError::AuthorizationRequired(_) => "authorization_required",
         }
     }
 
@@ -104,6 +109,7 @@ impl ToolError {
             },
             ToolError::NotSelected(m) => ToolError::NotSelected(rename(m)),
             ToolError::ExecutionMode(m) => ToolError::ExecutionMode(rename(m)),
+            ToolError::AuthorizationRequired(m) => ToolError::AuthorizationRequired(rename(m)),
         }
     }
 

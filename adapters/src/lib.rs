@@ -194,6 +194,29 @@ pub struct CallContext {
     /// The call runs as a background task: its own, longer timeout (already in
     /// `deadline`) replaces the upstream's `call_timeout`.
     pub background: bool,
+    /// The caller's own credentials for this upstream, when the gateway resolved
+    /// some (an upstream configured with per-caller credentials): they replace the
+    /// upstream's shared credentials for this call, never add to them.
+    pub credentials: Option<CallerCredentials>,
+}
+
+/// A caller's own credentials for one upstream, in the form its kind takes them.
+#[derive(Clone)]
+pub enum CallerCredentials {
+    /// An OpenAPI upstream's: credentials by security scheme name, as its `auth`.
+    OpenApi(Arc<std::collections::BTreeMap<String, openapi::Credential>>),
+}
+
+impl std::fmt::Debug for CallerCredentials {
+    /// The scheme names only: the values are secrets.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallerCredentials::OpenApi(creds) => f
+                .debug_tuple("OpenApi")
+                .field(&creds.keys().collect::<Vec<_>>())
+                .finish(),
+        }
+    }
 }
 
 impl std::fmt::Debug for CallContext {
@@ -206,6 +229,7 @@ impl std::fmt::Debug for CallContext {
             .field("trace", &self.trace)
             .field("client", &self.client.is_some())
             .field("background", &self.background)
+            .field("credentials", &self.credentials)
             .finish()
     }
 }
@@ -222,6 +246,7 @@ impl CallContext {
             client: None,
             request_headers: Arc::default(),
             background: false,
+            credentials: None,
         }
     }
 

@@ -89,6 +89,9 @@ pub fn http_status(error: &ToolError) -> http::StatusCode {
         ToolError::RateLimited { .. } => S::TOO_MANY_REQUESTS,
         ToolError::NotSelected(_) => S::CONFLICT,
         ToolError::ExecutionMode(_) => S::BAD_REQUEST,
+        // The caller is authenticated here; what is missing is its authorization at
+        // the upstream (401 would tell a client to re-authenticate with the gateway).
+        ToolError::AuthorizationRequired(_) => S::FORBIDDEN,
     }
 }
 

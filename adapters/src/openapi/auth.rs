@@ -18,6 +18,60 @@ use super::load::LoadError;
 use super::model::{Location, SecurityScheme};
 use crate::error::error_chain;
 
+/// Whether each credential names a scheme of the spec and is of a kind that fits it
+/// (the upstream's own `auth` when loaded, a caller's own on each call).
+fn check(
+    schemes: &BTreeMap<String, SecurityScheme>,
+    creds: &BTreeMap<String, Credential>,
+) -> Result<(), String> {
+    for (name, c) in creds {
+        let Some(s) = schemes.get(name) else {
+            let known: Vec<&String> = schemes.keys().collect();
+            return Err(format!(
+                "auth.{name}: the spec defines no security scheme '{name}' (it has {known:?})"
+            ));
+        };
+        let fits = matches!(
+            (s, c),
+            (SecurityScheme::ApiKey { .. }, Credential::ApiKey { .. })
+                | (SecurityScheme::Http { .. }, Credential::Bearer { .. })
+                | (SecurityScheme::Http { .. }, Credential::Basic { .. })
+                | (
+                    SecurityScheme::OAuth2 { .. },
+                    Credential::Oauth2ClientCredentials { .. }
+                )
+                | (SecurityScheme::OAuth2 { .. }, Credential::Bearer { .. })
+                | (SecurityScheme::Other(_), Credential::Bearer { .. })
+        );
+        if !fits {
+            return Err(format!(
+                "auth.{name}: this credential kind does not fit the scheme ({s:?})"
+            ));
+        }
+        if let (
+            SecurityScheme::OAuth2 { token_url: None },
+            Credential::Oauth2ClientCredentials {
+                token_url: None, ..
+            },
+        ) = (s, c)
+        {
+            return Err(format!(
+                "auth.{name}: the scheme has no clientCredentials tokenUrl; set token_url"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Where a client-credentials token is cached: per scheme *and* client (its id and a
+/// digest of its secret), so callers with their own clients never share a token.
+fn token_key(scheme: &str, client_id: &str, secret: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(format!("{client_id}\u{1f}{secret}").as_bytes());
+    let short: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{scheme}\u{1f}{short}")
+}
+
 /// Refresh a token this long before it expires.
 const REFRESH_MARGIN: Duration = Duration::from_secs(30);
 
@@ -28,7 +82,7 @@ pub(super) struct Applied {
     /// Encoded `key=value` query pairs.
     pub query: Vec<String>,
     pub cookies: Vec<String>,
-    /// An OAuth2 token was used (a 401 should drop it).
+    /// The cache keys of the OAuth2 tokens used (a 401 should drop them).
     pub used_oauth: Vec<String>,
 }
 
@@ -56,42 +110,7 @@ impl Auth {
         creds: BTreeMap<String, Credential>,
         base: Option<Url>,
     ) -> Result<Self, LoadError> {
-        for (name, c) in &creds {
-            let Some(s) = schemes.get(name) else {
-                let known: Vec<&String> = schemes.keys().collect();
-                return Err(LoadError::Config(format!(
-                    "auth.{name}: the spec defines no security scheme '{name}' (it has {known:?})"
-                )));
-            };
-            let fits = matches!(
-                (s, c),
-                (SecurityScheme::ApiKey { .. }, Credential::ApiKey { .. })
-                    | (SecurityScheme::Http { .. }, Credential::Bearer { .. })
-                    | (SecurityScheme::Http { .. }, Credential::Basic { .. })
-                    | (
-                        SecurityScheme::OAuth2 { .. },
-                        Credential::Oauth2ClientCredentials { .. }
-                    )
-                    | (SecurityScheme::OAuth2 { .. }, Credential::Bearer { .. })
-                    | (SecurityScheme::Other(_), Credential::Bearer { .. })
-            );
-            if !fits {
-                return Err(LoadError::Config(format!(
-                    "auth.{name}: this credential kind does not fit the scheme ({s:?})"
-                )));
-            }
-            if let (
-                SecurityScheme::OAuth2 { token_url: None },
-                Credential::Oauth2ClientCredentials {
-                    token_url: None, ..
-                },
-            ) = (s, c)
-            {
-                return Err(LoadError::Config(format!(
-                    "auth.{name}: the scheme has no clientCredentials tokenUrl; set token_url"
-                )));
-            }
-        }
+        check(&schemes, &creds).map_err(LoadError::Config)?;
         Ok(Self {
             schemes,
             creds,
@@ -104,14 +123,32 @@ impl Auth {
     /// (an empty alternative means "no auth needed"), or, when the spec declares no
     /// security for the operation at all, every configured credential (specs often
     /// define schemes but forget to require them). Empty when nothing fits.
-    pub(super) fn choose(&self, security: Option<&[Vec<String>]>) -> Vec<String> {
+    pub(super) fn choose(
+        creds: &BTreeMap<String, Credential>,
+        security: Option<&[Vec<String>]>,
+    ) -> Vec<String> {
         match security {
-            None => self.creds.keys().cloned().collect(),
+            None => creds.keys().cloned().collect(),
             Some(alts) => alts
                 .iter()
-                .find(|alt| alt.iter().all(|s| self.creds.contains_key(s)))
+                .find(|alt| alt.iter().all(|s| creds.contains_key(s)))
                 .cloned()
                 .unwrap_or_default(),
+        }
+    }
+
+    /// The credentials a call uses: the caller's own when the gateway resolved some
+    /// for it (checked against the spec's schemes: they replace the upstream's shared
+    /// ones, never add to them), else the upstream's.
+    pub(super) fn credentials_for<'a>(
+        &'a self,
+        caller: Option<&'a BTreeMap<String, Credential>>,
+    ) -> Result<&'a BTreeMap<String, Credential>, String> {
+        match caller {
+            Some(creds) => check(&self.schemes, creds)
+                .map(|()| creds)
+                .map_err(|e| format!("the caller's credentials for this API: {e}")),
+            None => Ok(&self.creds),
         }
     }
 
@@ -119,12 +156,13 @@ impl Auth {
     pub(super) async fn apply(
         &self,
         guard: &Guard,
+        creds: &BTreeMap<String, Credential>,
         schemes: &[String],
         out: &mut Applied,
         timeout: Duration,
     ) -> Result<(), String> {
         for name in schemes {
-            let (Some(scheme), Some(cred)) = (self.schemes.get(name), self.creds.get(name)) else {
+            let (Some(scheme), Some(cred)) = (self.schemes.get(name), creds.get(name)) else {
                 continue;
             };
             match (scheme, cred) {
@@ -169,10 +207,11 @@ impl Auth {
                         .or(token_url.as_ref())
                         .cloned()
                         .unwrap_or_default();
+                    let key = token_key(name, client_id, client_secret.expose());
                     let token = self
                         .token(
                             guard,
-                            name,
+                            (name, &key),
                             &url,
                             client_id,
                             client_secret.expose(),
@@ -182,7 +221,7 @@ impl Auth {
                         .await?;
                     out.headers
                         .push(("authorization".into(), format!("Bearer {token}")));
-                    out.used_oauth.push(name.clone());
+                    out.used_oauth.push(key);
                 }
                 _ => {}
             }
@@ -190,16 +229,17 @@ impl Auth {
         Ok(())
     }
 
-    /// Forgets a cached token (after the API answered 401 with it).
-    pub(super) async fn invalidate(&self, scheme: &str) {
-        self.tokens.lock().await.remove(scheme);
+    /// Forgets a cached token (after the API answered 401 with it); `key` as
+    /// [`Applied::used_oauth`] names it.
+    pub(super) async fn invalidate(&self, key: &str) {
+        self.tokens.lock().await.remove(key);
     }
 
     #[allow(clippy::too_many_arguments)]
     async fn token(
         &self,
         guard: &Guard,
-        scheme: &str,
+        (scheme, key): (&str, &str),
         token_url: &str,
         client_id: &str,
         secret: &str,
@@ -208,7 +248,7 @@ impl Auth {
     ) -> Result<String, String> {
         // Holding the lock while fetching makes concurrent calls share one fetch.
         let mut tokens = self.tokens.lock().await;
-        if let Some(t) = tokens.get(scheme)
+        if let Some(t) = tokens.get(key)
             && t.expires > Instant::now() + REFRESH_MARGIN
         {
             return Ok(t.value.clone());
@@ -274,7 +314,7 @@ impl Auth {
             .and_then(Value::as_u64)
             .unwrap_or(3600);
         tokens.insert(
-            scheme.to_owned(),
+            key.to_owned(),
             Token {
                 value: value.clone(),
                 expires: Instant::now() + Duration::from_secs(ttl),

@@ -177,14 +177,22 @@ impl OpenApiUpstream {
             ctx.remaining().min(self.config.timeout)
         };
         let what = format!("{} {}", entry.op.method, entry.op.path);
+        let caller_credentials = match &ctx.credentials {
+            Some(crate::CallerCredentials::OpenApi(creds)) => Some(creds.as_ref()),
+            None => None,
+        };
+        let creds = self
+            .auth
+            .credentials_for(caller_credentials)
+            .map_err(ToolError::Failed)?;
         let work = async {
             let mut retried = false;
             loop {
                 let mut applied = Applied::default();
-                let schemes = self.auth.choose(entry.op.security.as_deref());
+                let schemes = Auth::choose(creds, entry.op.security.as_deref());
                 if !schemes.is_empty() {
                     self.auth
-                        .apply(&self.guard, &schemes, &mut applied, limit)
+                        .apply(&self.guard, creds, &schemes, &mut applied, limit)
                         .await
                         .map_err(ToolError::Failed)?;
                 }

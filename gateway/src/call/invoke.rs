@@ -108,9 +108,16 @@ pub(super) async fn invoke(
         serde_json::Value::Object(arguments) => arguments,
         _ => JsonObject::new(), // never: built from an object just above
     };
-    let permit = match checked {
+    // The caller's own credentials, when the upstream takes them, are resolved once
+    // the arguments are known to be right (a wrong call is told that first).
+    let credentials =
+        checked.and_then(|()| super::credentials::for_call(mounted, caller, &entry.upstream));
+    let permit = match credentials {
         Err(error) => Err(error),
-        Ok(()) => take_slot(mounted, &entry.upstream, &ctx).await,
+        Ok(credentials) => {
+            ctx.credentials = credentials;
+            take_slot(mounted, &entry.upstream, &ctx).await
+        }
     };
     let outcome = match permit.as_ref().map(|_| mounted.upstream.connection()) {
         Err(error) => Err(error.clone()),

@@ -13,6 +13,7 @@
 //! and the one record), [`protocol_tools`] (what the gateway's own tools do; their
 //! definitions are [`crate::catalog::protocol_tools`]).
 
+mod credentials;
 mod invoke;
 pub mod protocol_tools;
 

@@ -38,8 +38,8 @@ pub use rate_limit::{Rate, RateLimitConfig, RateWindow};
 pub use state::{FailPolicy, StateBackend, StateConfig};
 pub use tasks::TasksConfig;
 pub use upstream::{
-    Kind, MAX_UPSTREAM_NAME, Namespace, ResolvedSettings, TaskSupport, ToolSettings,
-    UpstreamConfig, UpstreamKind, UpstreamSettings, check_upstream_name,
+    CredentialSource, Kind, MAX_UPSTREAM_NAME, Namespace, ResolvedSettings, TaskSupport,
+    ToolSettings, UpstreamConfig, UpstreamKind, UpstreamSettings, check_upstream_name,
 };
 pub use validate::{Problem, Problems};
 
@@ -337,6 +337,13 @@ pub struct TenantConfig {
     /// `{hash: "sha256:…", subject: "alice"}`: its calls are that subject's.
     #[serde(default)]
     pub api_keys: Vec<ApiKey>,
+    /// This tenant's own credentials for the upstreams configured `credentials:
+    /// per_tenant`, by upstream name; for an OpenAPI upstream, by security scheme as
+    /// its `auth` (`{pets: {api_key: {type: api_key, value: "${ACME_PETS_KEY}"}}}`).
+    /// Write secrets as `${VAR}` references.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub upstream_credentials:
+        BTreeMap<String, BTreeMap<String, toolgate_adapters::openapi::Credential>>,
     /// Glob patterns over catalog names (`github__*`); a pattern starting with `!`
     /// denies. Default: everything.
     #[serde(default = "default_allow")]
@@ -618,6 +625,7 @@ impl Config {
                 .unwrap_or(self.catalog.definition_max_tokens),
             background: settings.background,
             tools: settings.tools.clone(),
+            credentials: settings.credentials,
         }
     }
 

@@ -23,6 +23,67 @@ fn unknown_fields_are_rejected_with_their_path() {
     );
 }
 
+/// `credentials: per_tenant` is taken by OpenAPI upstreams only, a tenant's own
+/// credentials must name such an upstream, and a personal key's subject is checked.
+#[test]
+fn per_tenant_credentials_and_subjects_are_checked() {
+    let err = |text: &str| Config::parse(text, &no_env).unwrap_err().to_string();
+    let mcp = "upstreams:\n  ev:\n    stdio: {command: x}\n    credentials: per_tenant\n";
+    assert!(
+        err(mcp).contains("upstreams.ev.credentials"),
+        "{}",
+        err(mcp)
+    );
+    let key = format!("sha256:{}", "a".repeat(64));
+    let stray = format!(
+        "upstreams:\n  ev:\n    stdio: {{command: x}}\ntenants:\n  acme:\n    api_keys: ['{key}']\n    upstream_credentials:\n      ev: {{k: {{type: bearer, token: t}}}}\n"
+    );
+    assert!(
+        err(&stray).contains("tenants.acme.upstream_credentials.ev"),
+        "{}",
+        err(&stray)
+    );
+    let subject = format!("tenants:\n  acme:\n    api_keys: [{{hash: '{key}', subject: ''}}]\n");
+    assert!(
+        err(&subject).contains("tenants.acme.api_keys[0].subject"),
+        "{}",
+        err(&subject)
+    );
+    let fine = format!(
+        "upstreams:\n  api:\n    openapi: {{spec_path: api.json}}\n    credentials: per_tenant\ntenants:\n  acme:\n    api_keys: [{{hash: '{key}', subject: alice}}]\n    upstream_credentials:\n      api: {{k: {{type: bearer, token: t}}}}\n"
+    );
+    let config = Config::parse(&fine, &no_env).expect("valid");
+    assert_eq!(
+        config.upstreams["api"].settings.credentials,
+        CredentialSource::PerTenant
+    );
+    assert_eq!(config.api_keys()[0].subject.as_deref(), Some("alice"));
+}
+
+/// The per-tenant credentials example of docs/config.md parses as it says.
+#[test]
+fn the_per_tenant_credentials_example_parses() {
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/config.md"))
+        .expect("docs/config.md is readable");
+    let block = docs
+        .split("```yaml\n")
+        .skip(1)
+        .filter_map(|rest| rest.split("```").next())
+        .find(|block| block.contains("credentials: per_tenant"))
+        .expect("docs/config.md has the per_tenant example");
+    let env = |name: &str| (name == "ACME_BILLING_KEY").then(|| "acme-secret".to_owned());
+    let config = Config::parse(block, &env).expect("the example parses");
+    assert_eq!(
+        config.upstreams["billing"].settings.credentials,
+        CredentialSource::PerTenant
+    );
+    let own = &config.tenants["acme"].upstream_credentials["billing"]["api_key"];
+    let toolgate_adapters::openapi::Credential::ApiKey { value } = own else {
+        panic!("an api_key credential: {own:?}");
+    };
+    assert_eq!(value.expose(), "acme-secret");
+}
+
 #[test]
 fn exactly_one_transport() {
     let text = "upstreams:\n  ev:\n    namespace: none\n";

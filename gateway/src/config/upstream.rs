@@ -234,6 +234,8 @@ pub struct UpstreamSettings {
     pub background: Option<TaskSupport>,
     /// Per-tool settings, by the upstream's own tool name.
     pub tools: BTreeMap<String, ToolSettings>,
+    /// Whose credentials calls carry.
+    pub credentials: CredentialSource,
 }
 
 impl Default for UpstreamSettings {
@@ -248,6 +250,7 @@ impl Default for UpstreamSettings {
             definition_max_tokens: None,
             background: None,
             tools: BTreeMap::new(),
+            credentials: CredentialSource::Static,
         }
     }
 }
@@ -264,6 +267,7 @@ pub struct ResolvedSettings {
     pub definition_max_tokens: usize,
     pub background: Option<TaskSupport>,
     pub tools: BTreeMap<String, ToolSettings>,
+    pub credentials: CredentialSource,
 }
 
 impl UpstreamConfig {
@@ -369,6 +373,29 @@ struct UpstreamFile {
     /// name): `{slow_report: {background: required}}`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     tools: BTreeMap<String, ToolSettings>,
+    /// Whose credentials calls carry: `static` (the upstream's own `auth` or
+    /// `headers`, one identity for every caller) or `per_tenant` (each tenant's own,
+    /// from `tenants.<name>.upstream_credentials.<upstream>`; OpenAPI upstreams).
+    #[serde(default, skip_serializing_if = "CredentialSource::is_static")]
+    credentials: CredentialSource,
+}
+
+/// Whose credentials an upstream is called with.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CredentialSource {
+    /// The upstream's own (`auth`, `headers`): one identity for every caller.
+    #[default]
+    Static,
+    /// Each tenant's own (`tenants.<name>.upstream_credentials.<upstream>`), in place
+    /// of the upstream's: a tenant without them is answered `authorization_required`.
+    PerTenant,
+}
+
+impl CredentialSource {
+    fn is_static(&self) -> bool {
+        *self == CredentialSource::Static
+    }
 }
 
 impl TryFrom<UpstreamFile> for UpstreamConfig {
@@ -397,6 +424,7 @@ impl TryFrom<UpstreamFile> for UpstreamConfig {
                 definition_max_tokens: file.definition_max_tokens,
                 background: file.background,
                 tools: file.tools,
+                credentials: file.credentials,
             },
         })
     }
@@ -414,6 +442,7 @@ impl From<UpstreamConfig> for UpstreamFile {
             definition_max_tokens,
             background,
             tools,
+            credentials,
         } = upstream.settings;
         let mut file = UpstreamFile {
             openapi: None,
@@ -430,6 +459,7 @@ impl From<UpstreamConfig> for UpstreamFile {
             definition_max_tokens,
             background,
             tools,
+            credentials,
         };
         match upstream.kind {
             UpstreamKind::Stdio(stdio) => file.stdio = Some(stdio),

@@ -46,6 +46,18 @@ impl Config {
             if let Err(message) = check_upstream_name(name) {
                 invalid(path.clone(), message);
             }
+            if upstream.settings.credentials == crate::config::CredentialSource::PerTenant
+                && upstream.kind.kind() != crate::config::Kind::Openapi
+            {
+                invalid(
+                    format!("{path}.credentials"),
+                    format!(
+                        "`per_tenant` is taken by openapi upstreams; a {} upstream is called \
+                         with its own `headers` or `env` (`static`)",
+                        upstream.kind.name()
+                    ),
+                );
+            }
             match &upstream.kind {
                 UpstreamKind::Skills(skills) => {
                     for (field, message) in skills.problems() {
@@ -80,6 +92,20 @@ impl Config {
             );
         }
         for (name, tenant) in &self.tenants {
+            for upstream in tenant.upstream_credentials.keys() {
+                let per_tenant = self.upstreams.get(upstream).is_some_and(|u| {
+                    u.settings.credentials == crate::config::CredentialSource::PerTenant
+                });
+                if !per_tenant {
+                    invalid(
+                        format!("tenants.{name}.upstream_credentials.{upstream}"),
+                        format!(
+                            "no upstream '{upstream}' is configured with `credentials: \
+                             per_tenant`: these credentials would never be used"
+                        ),
+                    );
+                }
+            }
             for (index, key) in tenant.api_keys.iter().enumerate() {
                 if let Some(subject) = key.subject()
                     && let Err(why) = crate::config::subject::check(subject)

@@ -40,6 +40,7 @@ impl Mounted {
         mounted.audit_arguments = settings.audit_arguments;
         mounted.result_max_tokens = settings.result_max_tokens;
         mounted.shaping = shaping;
+        mounted.credentials = settings.credentials;
         mounted
     }
 }

@@ -37,6 +37,8 @@ pub struct Mounted {
     pub(crate) result_max_tokens: Option<usize>,
     /// How the catalog shapes its tools (task modes, definition budgets).
     pub(super) shaping: crate::catalog::Shaping,
+    /// Whose credentials its calls carry.
+    pub(crate) credentials: crate::config::CredentialSource,
     /// Stops this upstream's health and catalog tasks when it is unmounted.
     pub(super) stop: CancellationToken,
 }
@@ -61,6 +63,7 @@ impl Mounted {
             audit_arguments: false,
             result_max_tokens: None,
             shaping: crate::catalog::Shaping::of_kind(kind),
+            credentials: crate::config::CredentialSource::Static,
             stop: CancellationToken::new(),
         }
     }

@@ -10,7 +10,7 @@
 //! A tool outside the allowed set is indistinguishable from a tool that does not
 //! exist: same answer, same error, on every path.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -25,6 +25,7 @@ use crate::catalog::Catalog;
 use crate::config::patterns::glob;
 use crate::config::{Config, Rate, StateBackend, TenantConfig};
 use crate::state::ratelimit::LocalLimiter;
+use toolgate_adapters::CallerCredentials;
 
 /// The tenant of requests when no tenants are configured (an open gateway).
 pub const OPEN_TENANT: &str = "default";
@@ -114,6 +115,15 @@ pub struct Tenant {
     /// shared backend, the rate divided by `state.replicas`, used only while the shared
     /// limiter cannot be reached (fail-open).
     limiter: Option<LocalLimiter>,
+    /// The tenant's own credentials for upstreams called with them, by upstream.
+    upstream_credentials: BTreeMap<String, CallerCredentials>,
+}
+
+impl Tenant {
+    /// The tenant's own credentials for `upstream`, when the config gives some.
+    pub fn upstream_credentials(&self, upstream: &str) -> Option<&CallerCredentials> {
+        self.upstream_credentials.get(upstream)
+    }
 }
 
 impl std::fmt::Debug for Tenant {
@@ -181,6 +191,7 @@ impl Policy {
             // No tenants: one endpoint, every tool listed — whatever the catalog's size.
             let everything = TenantConfig {
                 api_keys: Vec::new(),
+                upstream_credentials: BTreeMap::new(),
                 allow: vec!["*".into()],
                 deny: Vec::new(),
                 initial: Some(vec!["*".into()]),
@@ -583,6 +594,14 @@ fn compile(name: &str, config: &TenantConfig, share: u32) -> Result<Tenant, Stri
         patterns,
         rate,
         limiter,
+        upstream_credentials: config
+            .upstream_credentials
+            .iter()
+            .map(|(upstream, schemes)| {
+                let credentials = CallerCredentials::OpenApi(Arc::new(schemes.clone()));
+                (upstream.clone(), credentials)
+            })
+            .collect(),
     })
 }
 

@@ -193,6 +193,7 @@ fn error_of(code: &str, message: String) -> ToolError {
             retry_after: None,
         },
         "not_selected" => ToolError::NotSelected(message),
+        "authorization_required" => ToolError::AuthorizationRequired(message),
         "execution_mode" => ToolError::ExecutionMode(message),
         _ => ToolError::Failed(message),
     }
