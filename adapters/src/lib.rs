@@ -207,6 +207,15 @@ pub enum CallerCredentials {
     OpenApi(Arc<std::collections::BTreeMap<String, openapi::Credential>>),
 }
 
+impl CallerCredentials {
+    /// The credentials by security scheme, when they are an OpenAPI upstream's.
+    pub fn openapi(&self) -> Option<&std::collections::BTreeMap<String, openapi::Credential>> {
+        match self {
+            CallerCredentials::OpenApi(creds) => Some(creds),
+        }
+    }
+}
+
 impl std::fmt::Debug for CallerCredentials {
     /// The scheme names only: the values are secrets.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -177,10 +177,10 @@ impl OpenApiUpstream {
             ctx.remaining().min(self.config.timeout)
         };
         let what = format!("{} {}", entry.op.method, entry.op.path);
-        let caller_credentials = match &ctx.credentials {
-            Some(crate::CallerCredentials::OpenApi(creds)) => Some(creds.as_ref()),
-            None => None,
-        };
+        let caller_credentials = ctx
+            .credentials
+            .as_ref()
+            .and_then(crate::CallerCredentials::openapi);
         let creds = self
             .auth
             .credentials_for(caller_credentials)
