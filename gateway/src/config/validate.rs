@@ -41,6 +41,14 @@ impl Config {
     pub fn problems(&self) -> Vec<Problem> {
         let mut problems = Vec::new();
         let mut invalid = |path: String, message: String| problems.push(Problem { path, message });
+        self.upstream_problems(&mut invalid);
+        self.access_problems(&mut invalid);
+        self.limit_problems(&mut invalid);
+        problems
+    }
+
+    /// The upstreams': names, URLs, skills directories, credential sources.
+    fn upstream_problems(&self, invalid: &mut impl FnMut(String, String)) {
         for (name, upstream) in &self.upstreams {
             let path = format!("upstreams.{name}");
             if let Err(message) = check_upstream_name(name) {
@@ -75,6 +83,11 @@ impl Config {
                 _ => {}
             }
         }
+    }
+
+    /// Who may call: the admin token, tenants and their keys and credentials, JWT
+    /// settings, the front door, the policy's patterns.
+    fn access_problems(&self, invalid: &mut impl FnMut(String, String)) {
         if let Some(admin) = &self.admin
             && admin.token.expose().len() < 16
         {
@@ -138,6 +151,10 @@ impl Config {
         for (path, message) in super::patterns::pattern_problems(self) {
             invalid(path, message);
         }
+    }
+
+    /// The bounds: state, tasks, sessions, definition budgets, health checks.
+    fn limit_problems(&self, invalid: &mut impl FnMut(String, String)) {
         for (field, message) in self.state.problems() {
             invalid(format!("state.{field}"), message);
         }
@@ -179,7 +196,6 @@ impl Config {
         if self.health.interval.is_zero() {
             invalid("health.interval".into(), "must be greater than zero".into());
         }
-        problems
     }
 }
 
