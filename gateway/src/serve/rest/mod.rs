@@ -603,19 +603,18 @@ async fn expand_session(
         Ok(caller) => caller,
         Err(response) => return response,
     };
-    let not_an_expansion = |problem: &dyn std::fmt::Display| {
-        error(
-            StatusCode::BAD_REQUEST,
-            "invalid_body",
-            format!("expected {{\"tool_names\": [\"exact_name\", …]}}: {problem}"),
-        )
-    };
     // Read as an object first, as the call's body is.
     let request: ExpandRequest = match serde_json::from_slice::<JsonObject>(&body)
         .and_then(|object| types::fields_of(Value::Object(object)))
     {
         Ok(request) => request,
-        Err(e) => return not_an_expansion(&e),
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_body",
+                format!("expected {{\"tool_names\": [\"exact_name\", …]}}: {e}"),
+            );
+        }
     };
     let requested = request.tool_names.given();
     match protocol_tools::expand_requested(&door.gateway, &caller, requested).await {
