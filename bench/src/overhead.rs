@@ -175,39 +175,7 @@ pub(crate) async fn run(settings: &Settings, report: &mut Report) -> Result<()> 
 
     for &c in &settings.concurrency {
         eprintln!("overhead: concurrency {c}");
-        let wanted =
-            |path: &str| settings.only.is_empty() || settings.only.iter().any(|p| p == path);
-        let mut targets = Vec::new();
-        if wanted("mcp") {
-            targets.extend([Target::McpDirect, Target::McpProxy, Target::McpGateway]);
-        }
-        if wanted("mcp-sessionless") {
-            targets.extend([Target::McpSessionlessDirect, Target::McpSessionlessGateway]);
-        }
-        if wanted("rest") || wanted("api-mcp") {
-            targets.push(Target::ApiDirect);
-        }
-        if wanted("rest") {
-            targets.push(Target::ApiRest);
-        }
-        if wanted("api-mcp") {
-            targets.push(Target::ApiMcp);
-        }
-        if wanted("stdio") {
-            targets.push(Target::StdioGateway);
-            if c == 1 {
-                targets.push(Target::StdioDirect);
-            }
-        }
-        if !peers.is_empty() && c <= PEER_MAX_CONCURRENCY {
-            // A peer's row reads against the direct call and the bare proxy.
-            for needed in [Target::McpDirect, Target::McpProxy] {
-                if !targets.contains(&needed) {
-                    targets.push(needed);
-                }
-            }
-            targets.extend(peers.iter().map(|p| Target::Peer(p.kind)));
-        }
+        let targets = targets_at(settings, c, &peers);
         let mut pools = Vec::new();
         for &target in &targets {
             let conns = connect(target, &upstreams, &floor, &gateway, &peers, c)
@@ -262,48 +230,7 @@ pub(crate) async fn run(settings: &Settings, report: &mut Report) -> Result<()> 
             // Let sockets and the allocator settle between rounds.
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        let summary = |t: Target| {
-            pools
-                .iter()
-                .find(|(target, _, _)| *target == t)
-                .map(|(_, _, rounds)| Summary::of(rounds))
-        };
-        let mut rows = vec![
-            (MCP_ROW.to_owned(), Target::McpDirect, Target::McpGateway),
-            (
-                crate::report::FLOOR_ROW.to_owned(),
-                Target::McpDirect,
-                Target::McpProxy,
-            ),
-        ];
-        rows.extend(
-            peers
-                .iter()
-                .map(|p| (p.row_label(), Target::McpDirect, Target::Peer(p.kind))),
-        );
-        rows.extend(
-            [
-                (
-                    SESSIONLESS_ROW,
-                    Target::McpSessionlessDirect,
-                    Target::McpSessionlessGateway,
-                ),
-                (REST_ROW, Target::ApiDirect, Target::ApiRest),
-                (API_MCP_ROW, Target::ApiDirect, Target::ApiMcp),
-                (STDIO_ROW, Target::StdioDirect, Target::StdioGateway),
-            ]
-            .map(|(path, direct, via)| (path.to_owned(), direct, via)),
-        );
-        for (path, direct, via) in rows {
-            if let Some(gateway) = summary(via) {
-                report.overhead.push(OverheadRow {
-                    path,
-                    concurrency: c,
-                    direct: summary(direct),
-                    gateway,
-                });
-            }
-        }
+        report_rows(report, c, &pools, &peers);
     }
     // Stops every peer's process group.
     drop(peers);
@@ -313,6 +240,98 @@ pub(crate) async fn run(settings: &Settings, report: &mut Report) -> Result<()> 
         overhead_targets(report);
     }
     Ok(())
+}
+
+/// One target's connections (taken out while a round runs) and its rounds so far.
+type Pool = (Target, Option<Vec<Conn>>, Vec<Round>);
+
+/// What is measured at concurrency `c`: the paths `--only` asks for, each with the
+/// direct call it reads against (and the peers, up to their concurrency).
+fn targets_at(settings: &Settings, c: usize, peers: &[Peer]) -> Vec<Target> {
+    let wanted = |path: &str| settings.only.is_empty() || settings.only.iter().any(|p| p == path);
+    let mut targets = Vec::new();
+    if wanted("mcp") {
+        targets.extend([Target::McpDirect, Target::McpProxy, Target::McpGateway]);
+    }
+    if wanted("mcp-sessionless") {
+        targets.extend([Target::McpSessionlessDirect, Target::McpSessionlessGateway]);
+    }
+    if wanted("rest") || wanted("api-mcp") {
+        targets.push(Target::ApiDirect);
+    }
+    if wanted("rest") {
+        targets.push(Target::ApiRest);
+    }
+    if wanted("api-mcp") {
+        targets.push(Target::ApiMcp);
+    }
+    if wanted("stdio") {
+        targets.push(Target::StdioGateway);
+        if c == 1 {
+            targets.push(Target::StdioDirect);
+        }
+    }
+    if !peers.is_empty() && c <= PEER_MAX_CONCURRENCY {
+        // A peer's row reads against the direct call and the bare proxy.
+        for needed in [Target::McpDirect, Target::McpProxy] {
+            if !targets.contains(&needed) {
+                targets.push(needed);
+            }
+        }
+        targets.extend(peers.iter().map(|p| Target::Peer(p.kind)));
+    }
+    targets
+}
+
+/// The report's overhead rows at concurrency `c`, from the rounds of each target.
+fn report_rows(
+    report: &mut Report,
+    c: usize,
+    pools: &[Pool],
+    peers: &[Peer],
+) {
+    let summary = |t: Target| {
+        pools
+            .iter()
+            .find(|(target, _, _)| *target == t)
+            .map(|(_, _, rounds)| Summary::of(rounds))
+    };
+    let mut rows = vec![
+        (MCP_ROW.to_owned(), Target::McpDirect, Target::McpGateway),
+        (
+            crate::report::FLOOR_ROW.to_owned(),
+            Target::McpDirect,
+            Target::McpProxy,
+        ),
+    ];
+    rows.extend(
+        peers
+            .iter()
+            .map(|p| (p.row_label(), Target::McpDirect, Target::Peer(p.kind))),
+    );
+    rows.extend(
+        [
+            (
+                SESSIONLESS_ROW,
+                Target::McpSessionlessDirect,
+                Target::McpSessionlessGateway,
+            ),
+            (REST_ROW, Target::ApiDirect, Target::ApiRest),
+            (API_MCP_ROW, Target::ApiDirect, Target::ApiMcp),
+            (STDIO_ROW, Target::StdioDirect, Target::StdioGateway),
+        ]
+        .map(|(path, direct, via)| (path.to_owned(), direct, via)),
+    );
+    for (path, direct, via) in rows {
+        if let Some(gateway) = summary(via) {
+            report.overhead.push(OverheadRow {
+                path,
+                concurrency: c,
+                direct: summary(direct),
+                gateway,
+            });
+        }
+    }
 }
 
 /// Issue 19's targets, read at c=16: throughput and p99 against the bare proxy in the

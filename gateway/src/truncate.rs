@@ -446,18 +446,7 @@ pub fn truncate_result_for(
 
     // Texts and structuredContent share what is left.
     // Room for the block that says what was cut from JSON arrays (see below).
-    let json_like = {
-        let content = content_slice(&raw);
-        survey
-            .texts
-            .iter()
-            .any(|&at| text_at(content, at).is_some_and(|t| t.trim_start().starts_with(['[', '{'])))
-    };
-    let note_reserve = if json_like {
-        JSON_NOTE_TOKENS.min(max_tokens / 4)
-    } else {
-        0
-    };
+    let note_reserve = note_reserve(&raw, &survey, max_tokens);
     let available = max_tokens.saturating_sub(notice_tokens + note_reserve);
     let mut parts = totals.clone();
     parts.extend(structured_tokens);
@@ -494,6 +483,40 @@ pub fn truncate_result_for(
 
     let result_tokens = result_tokens(&raw, &survey, enc) + note_tokens;
     let truncated = cut_any || structured_cut || !dropped.is_empty();
+    let counts = (original_tokens, result_tokens, truncated);
+    write_meta(&mut raw, counts, dropped, &json_cuts);
+    Truncated {
+        raw,
+        original_tokens,
+        result_tokens,
+        truncated,
+        unfit,
+    }
+}
+
+/// The tokens kept for the note that says what was cut from JSON arrays: some when a
+/// text part looks like JSON, none otherwise.
+fn note_reserve(raw: &JsonObject, survey: &Survey, max_tokens: usize) -> usize {
+    let content = content_slice(raw);
+    let json_like = survey
+        .texts
+        .iter()
+        .any(|&at| text_at(content, at).is_some_and(|t| t.trim_start().starts_with(['[', '{'])));
+    if json_like {
+        JSON_NOTE_TOKENS.min(max_tokens / 4)
+    } else {
+        0
+    }
+}
+
+/// The result's `_meta` says what the budget did: the counts (`original`, `result`,
+/// `truncated`), what was dropped and which JSON arrays were cut.
+fn write_meta(
+    raw: &mut JsonObject,
+    (original_tokens, result_tokens, truncated): (usize, usize, bool),
+    dropped: Vec<Value>,
+    json_cuts: &[String],
+) {
     let meta = raw
         .entry("_meta")
         .or_insert_with(|| Value::Object(Map::new()));
@@ -513,13 +536,6 @@ pub fn truncate_result_for(
                 json_cuts.iter().map(|n| Value::String(n.clone())).collect(),
             );
         }
-    }
-    Truncated {
-        raw,
-        original_tokens,
-        result_tokens,
-        truncated,
-        unfit,
     }
 }
 

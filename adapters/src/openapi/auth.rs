@@ -142,9 +142,9 @@ impl Auth {
     /// ones, never add to them), else the upstream's.
     pub(super) fn credentials_for<'a>(
         &'a self,
-        caller: Option<&'a BTreeMap<String, Credential>>,
+        caller: Option<&'a crate::CallerCredentials>,
     ) -> Result<&'a BTreeMap<String, Credential>, String> {
-        match caller {
+        match caller.and_then(crate::CallerCredentials::openapi) {
             Some(creds) => check(&self.schemes, creds)
                 .map(|()| creds)
                 .map_err(|e| format!("the caller's credentials for this API: {e}")),

@@ -177,13 +177,9 @@ impl OpenApiUpstream {
             ctx.remaining().min(self.config.timeout)
         };
         let what = format!("{} {}", entry.op.method, entry.op.path);
-        let caller_credentials = ctx
-            .credentials
-            .as_ref()
-            .and_then(crate::CallerCredentials::openapi);
         let creds = self
             .auth
-            .credentials_for(caller_credentials)
+            .credentials_for(ctx.credentials.as_ref())
             .map_err(ToolError::Failed)?;
         let work = async {
             let mut retried = false;
@@ -217,24 +213,7 @@ impl OpenApiUpstream {
                 }
                 let status = resp.status();
                 if status == http::StatusCode::TOO_MANY_REQUESTS {
-                    // The caller can act on this (wait, then retry): a kind of its own,
-                    // with the API's hint, not an HTTP error result.
-                    let retry_after = resp
-                        .headers()
-                        .get(http::header::RETRY_AFTER)
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(crate::error::retry_after_header);
-                    return Err(ToolError::RateLimited {
-                        message: format!(
-                            "the API behind '{tool}' is rate limiting calls ({what} answered \
-                             HTTP 429); retry {}",
-                            match retry_after {
-                                Some(after) => format!("in {}", crate::error::duration_text(after)),
-                                None => "in a moment".to_owned(),
-                            }
-                        ),
-                        retry_after,
-                    });
+                    return Err(rate_limited(resp.headers(), tool, &what));
                 }
                 let ct = resp
                     .headers()
@@ -465,5 +444,24 @@ impl OpenApiUpstream {
                     format!("TCP connect to {host}:{port} failed: {e}"),
                 )
             })
+    }
+}
+
+/// The API answered 429: the caller can act on this (wait, then retry), so it is a
+/// kind of its own, with the API's hint, not an HTTP error result.
+fn rate_limited(headers: &http::HeaderMap, tool: &str, what: &str) -> ToolError {
+    let retry_after = headers
+        .get(http::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(crate::error::retry_after_header);
+    ToolError::RateLimited {
+        message: format!(
+            "the API behind '{tool}' is rate limiting calls ({what} answered HTTP 429); retry {}",
+            match retry_after {
+                Some(after) => format!("in {}", crate::error::duration_text(after)),
+                None => "in a moment".to_owned(),
+            }
+        ),
+        retry_after,
     }
 }

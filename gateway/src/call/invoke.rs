@@ -119,31 +119,12 @@ pub(super) async fn invoke(
             take_slot(mounted, &entry.upstream, &ctx).await
         }
     };
-    let outcome = match permit.as_ref().map(|_| mounted.upstream.connection()) {
+    let outcome = match &permit {
         Err(error) => Err(error.clone()),
-        Ok(connection) => match connection {
-            Connection::Connected => {
-                // A background task's deadline is its own `tasks.call_timeout`; any
-                // other call is also capped by the upstream's.
-                let configured = if ctx.background {
-                    gateway.config().tasks.call_timeout
-                } else {
-                    mounted.call_timeout
-                };
-                let within = (started, configured);
-                call_upstream(mounted, &entry, name, arguments, ctx, within, &span).await
-            }
-            Connection::Connecting => {
-                Err(ToolError::unavailable(&entry.upstream, "still starting up"))
-            }
-            Connection::Reconnecting | Connection::Closed => Err(ToolError::unavailable(
-                &entry.upstream,
-                mounted
-                    .upstream
-                    .last_error()
-                    .unwrap_or_else(|| "connection lost".into()),
-            )),
-        },
+        Ok(_) => {
+            let call = (name, arguments, ctx, started);
+            call_if_connected(gateway, mounted, &entry, call, &span).await
+        }
     };
     drop(permit);
     let (outcome, tokens) = match outcome {
@@ -187,6 +168,37 @@ pub(super) async fn invoke(
         };
         (output, usage)
     })
+}
+
+/// The call of `name` when the upstream is connected, within the upstream's
+/// `call_timeout` (a background task's own `tasks.call_timeout`) from `started`;
+/// otherwise why the upstream is unavailable.
+async fn call_if_connected(
+    gateway: &Gateway,
+    mounted: &Mounted,
+    entry: &Entry,
+    (name, arguments, ctx, started): (&str, JsonObject, CallContext, Instant),
+    span: &tracing::Span,
+) -> Result<CallOutput, ToolError> {
+    match mounted.upstream.connection() {
+        Connection::Connected => {
+            let configured = if ctx.background {
+                gateway.config().tasks.call_timeout
+            } else {
+                mounted.call_timeout
+            };
+            let within = (started, configured);
+            call_upstream(mounted, entry, name, arguments, ctx, within, span).await
+        }
+        Connection::Connecting => Err(ToolError::unavailable(&entry.upstream, "still starting up")),
+        Connection::Reconnecting | Connection::Closed => Err(ToolError::unavailable(
+            &entry.upstream,
+            mounted
+                .upstream
+                .last_error()
+                .unwrap_or_else(|| "connection lost".into()),
+        )),
+    }
 }
 
 /// A result as the caller gets it: links to the upstream's resources in the form

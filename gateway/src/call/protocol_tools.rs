@@ -62,12 +62,29 @@ fn output(value: Value) -> CallOutput {
 }
 
 /// `tool_expand_tools`.
-pub async fn expand(
+async fn expand(
     gateway: &Gateway,
     caller: &Caller,
     arguments: &JsonObject,
 ) -> Result<(CallOutput, bool), ToolError> {
-    let requested = string_list(arguments.get("tool_names")).ok_or_else(|| {
+    let requested = string_list(arguments.get("tool_names"));
+    let result = expand_requested(gateway, caller, requested).await?;
+    let changed = result
+        .get("expanded_tools")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty())
+        && caller.session.is_some();
+    Ok((output(result), changed))
+}
+
+/// The expansion of the names `tool_expand_tools` was given (`None`: its `tool_names`
+/// is not a list of strings), checked alike for the MCP tool and the REST endpoint.
+pub async fn expand_requested(
+    gateway: &Gateway,
+    caller: &Caller,
+    requested: Option<Vec<String>>,
+) -> Result<Value, ToolError> {
+    let requested = requested.ok_or_else(|| {
         ToolError::InvalidArgs(format!(
             "{EXPAND} takes {{\"tool_names\": [\"exact_tool_name\", …]}}: a list of strings"
         ))
@@ -77,17 +94,11 @@ pub async fn expand(
             "{EXPAND} takes at most {MAX_NAMES_PER_EXPAND} names per call"
         )));
     }
-    let result = expand_names(gateway, caller, &requested).await?;
-    let changed = result
-        .get("expanded_tools")
-        .and_then(Value::as_array)
-        .is_some_and(|a| !a.is_empty())
-        && caller.session.is_some();
-    Ok((output(result), changed))
+    expand_names(gateway, caller, &requested).await
 }
 
-/// The expansion itself, shared by the MCP tool and the REST endpoint.
-pub async fn expand_names(
+/// The expansion itself.
+async fn expand_names(
     gateway: &Gateway,
     caller: &Caller,
     requested: &[String],
@@ -218,7 +229,7 @@ fn schema(
     // Over MCP an unknown *argument* must not read as an unknown `tool_schema`.
     let fit = Some(gateway.config().results.max_tokens);
     schema_answer(gateway, caller, name, path, fit)
-        .map(output)
+        .map(|answer| output(serde_json::to_value(answer).unwrap_or_default()))
         .map_err(|error| match error {
             ToolError::NotFound(message) => ToolError::InvalidArgs(message),
             other => other,
@@ -237,7 +248,7 @@ pub fn schema_answer(
     name: &str,
     path: Option<&str>,
     fit: Option<usize>,
-) -> Result<Value, ToolError> {
+) -> Result<SchemaAnswer, ToolError> {
     let unknown = || crate::errors::unknown_tool(name);
     // A protocol tool's own definition, or a catalog entry the caller may use.
     let (entry, definition) = match definition(name) {
@@ -268,26 +279,46 @@ pub fn schema_answer(
     let fits = limit.is_none_or(|limit| {
         crate::truncate::count_till_limit(&found.to_string(), encoding, limit).is_some()
     });
-    let mut answer = json!({"name": name, "path": path});
-    match found {
+    let (schema, abbreviated) = match found {
         // The whole definition, too large: its listing, which names every part.
         Value::Object(_) if !fits && path.is_empty() => {
             let listed = entry.map(|entry| entry.definition()).unwrap_or(definition);
-            answer["schema"] = Value::Object(listed);
-            answer["abbreviated"] = Value::Bool(true);
+            (Value::Object(listed), Some(true))
         }
         Value::Object(part) if !fits => {
-            answer["schema"] = Value::Object(crate::catalog::abbreviate_schema(
+            let part = crate::catalog::abbreviate_schema(
                 &part,
                 path,
                 limit.unwrap_or(usize::MAX),
                 encoding,
-            ));
-            answer["abbreviated"] = Value::Bool(true);
+            );
+            (Value::Object(part), Some(true))
         }
-        found => answer["schema"] = found,
-    }
-    Ok(answer)
+        found => (found, None),
+    };
+    Ok(SchemaAnswer {
+        name: name.to_owned(),
+        path: path.to_owned(),
+        schema,
+        abbreviated,
+    })
+}
+
+/// What `tool_schema` and `GET /v1/tools/{name}/schema` answer (`ToolSchema` in
+/// `/openapi.json`, which describes it from this type).
+#[derive(serde::Serialize, schemars::JsonSchema)]
+#[schemars(rename = "ToolSchema", description = "`GET /v1/tools/{name}/schema`.")]
+pub struct SchemaAnswer {
+    pub name: String,
+    /// The JSON pointer asked for (empty: the whole definition).
+    pub path: String,
+    /// The value at `path` in the whole definition, with the local `$ref` targets it
+    /// uses attached.
+    pub schema: Value,
+    /// Never set over REST (that answer is always whole); `tool_schema` sets it when a
+    /// part too large for one result comes abbreviated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub abbreviated: Option<bool>,
 }
 
 /// `tool_invoke`.

@@ -287,16 +287,27 @@ impl serde::Serialize for Layers<'_> {
 }
 
 /// What a set of listed definitions costs a model (see [`Entry::definition_tokens`]),
-/// and which of them are abbreviated, with their whole cost.
-#[derive(Debug, Default, PartialEq, serde::Serialize)]
+/// and which of them are abbreviated, with their whole cost. `GET /v1/tools` answers
+/// it as it is, so `/openapi.json` describes it from this type (the field docs are
+/// the document's descriptions).
+#[derive(Debug, Default, PartialEq, serde::Serialize, schemars::JsonSchema)]
+#[schemars(
+    description = "What the listed MCP definitions cost a model, in tokens (`results.encoding`)."
+)]
 pub struct DefinitionCosts {
+    /// Sum over the listed tools (protocol tools not counted) as listed.
     pub listed_tokens: usize,
+    /// The same tools' whole definitions.
     pub full_tokens: usize,
+    /// Tools over their definition budget, listed abbreviated (`tool_schema` or
+    /// `GET /v1/tools/{name}/schema` has the rest).
     pub abbreviated: Vec<AbbreviatedCost>,
 }
 
 /// One abbreviated definition's costs.
-#[derive(Debug, PartialEq, serde::Serialize)]
+// Named `AbbreviatedTool` in `/openapi.json`, as it always was there.
+#[derive(Debug, PartialEq, serde::Serialize, schemars::JsonSchema)]
+#[schemars(rename = "AbbreviatedTool")]
 pub struct AbbreviatedCost {
     pub name: String,
     pub definition_tokens: usize,

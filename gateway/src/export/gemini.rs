@@ -67,6 +67,13 @@ fn node(s: &Value, depth: usize) -> Value {
         base.remove("oneOf");
         return collapse(base, &alternatives, depth);
     }
+    typed(m, depth)
+}
+
+/// A schema without combinators: its type (the first of several, or one inferred),
+/// the keywords the subset keeps, its enum, its properties or items, and notes on
+/// everything else.
+fn typed(m: &Map<String, Value>, depth: usize) -> Value {
     let mut notes = Notes::new();
     for k in ["not", "if", "then", "else"] {
         if m.contains_key(k) {
@@ -96,110 +103,14 @@ fn node(s: &Value, depth: usize) -> Value {
     }
     let mut out = Map::new();
     out.insert("type".into(), json!(t));
-    let format_ok = m.get("format").and_then(Value::as_str).is_some_and(|f| {
-        matches!(
-            (t.as_str(), f),
-            ("string", "date-time" | "enum")
-                | ("number", "float" | "double")
-                | ("integer", "int32" | "int64")
-        )
-    });
-    let keep_number = |k: &str| match k {
-        "minimum" | "maximum" => matches!(t.as_str(), "number" | "integer"),
-        "minItems" | "maxItems" => t == "array",
-        _ => false,
-    };
-    notes.dropped_keywords(&m, |k| !(keep_number(k) || k == "format" && format_ok));
-    if format_ok {
-        out.insert("format".into(), m["format"].clone());
-    }
-    for k in ["minimum", "maximum", "minItems", "maxItems"] {
-        if let Some(v) = m.get(k).filter(|v| v.is_number() && keep_number(k)) {
-            out.insert(k.into(), v.clone());
-        }
-    }
-    if let Some(Value::Array(values)) = m.get("enum") {
-        if values.iter().any(Value::is_null) {
-            nullable = true;
-        }
-        let (values, others): (Vec<&Value>, Vec<&Value>) = values
-            .iter()
-            .filter(|v| !v.is_null())
-            .partition(|v| value_has_type(v, &t));
-        if t == "string" && !values.is_empty() {
-            out.insert("enum".into(), json!(values));
-        } else if !values.is_empty() {
-            let list: Vec<String> = values.iter().map(|v| render(v)).collect();
-            notes.push(format!("one of: {}", list.join(", ")));
-        }
-        if !others.is_empty() {
-            let list: Vec<String> = others.iter().map(|v| v.to_string()).collect();
-            notes.push(format!("also accepts: {}", list.join(", ")));
-        }
+    keep_keywords(&m, &t, &mut notes, &mut out);
+    if keep_enum(&m, &t, &mut notes, &mut out) {
+        nullable = true;
     }
     match t.as_str() {
-        "object" => {
-            let empty = Map::new();
-            let props = m
-                .get("properties")
-                .and_then(Value::as_object)
-                .unwrap_or(&empty);
-            let converted: Map<String, Value> = props
-                .iter()
-                .map(|(k, p)| (k.clone(), node(p, depth + 1)))
-                .collect();
-            let required: Vec<&str> = m
-                .get("required")
-                .and_then(Value::as_array)
-                .map(|r| {
-                    r.iter()
-                        .filter_map(Value::as_str)
-                        .filter(|r| props.contains_key(*r))
-                        .collect()
-                })
-                .unwrap_or_default();
-            match m.get("additionalProperties") {
-                Some(Value::Object(a)) if props.is_empty() => {
-                    let ts = types_of(&Value::Object(a.clone()));
-                    let of = if ts.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" of {}", ts.join("/"))
-                    };
-                    notes.push(format!("a map of names to values{of}"));
-                }
-                Some(Value::Object(_)) | Some(Value::Bool(true)) => {
-                    notes.push("more keys accepted")
-                }
-                None if props.is_empty() && !m.contains_key(super::refs::CUT_MARK) => {
-                    notes.push("free-form object")
-                }
-                _ => {}
-            }
-            if !converted.is_empty() {
-                out.insert("properties".into(), Value::Object(converted));
-            }
-            if !required.is_empty() {
-                out.insert("required".into(), json!(required));
-            }
-        }
+        "object" => keep_members(&m, depth, &mut notes, &mut out),
         "array" => {
-            let tuple = match (m.get("items"), m.get("prefixItems")) {
-                (Some(Value::Array(t)), _) => Some(t),
-                (Some(Value::Object(_)), _) => None,
-                (_, Some(Value::Array(t))) => Some(t),
-                _ => None,
-            }
-            .filter(|t| !t.is_empty());
-            let items = match (m.get("items"), tuple) {
-                // The first position represents the others.
-                (_, Some(tuple)) => {
-                    notes.push("positions typed individually in the source");
-                    node(&tuple[0], depth + 1)
-                }
-                (Some(i @ Value::Object(_)), None) => node(i, depth + 1),
-                _ => json!({"type": "string", "description": "(any JSON value)"}),
-            };
+            let items = items(&m, depth, &mut notes);
             out.insert("items".into(), items);
         }
         _ => {}
@@ -211,6 +122,134 @@ fn node(s: &Value, depth: usize) -> Value {
         out.insert("description".into(), json!(d));
     }
     Value::Object(out)
+}
+
+/// The `format` (where Gemini names it for type `t`) and the bounds the subset keeps
+/// into `out`; every other keyword of `m` is noted as dropped.
+fn keep_keywords(m: &Map<String, Value>, t: &str, notes: &mut Notes, out: &mut Map<String, Value>) {
+    let format_ok = m.get("format").and_then(Value::as_str).is_some_and(|f| {
+        matches!(
+            (t, f),
+            ("string", "date-time" | "enum")
+                | ("number", "float" | "double")
+                | ("integer", "int32" | "int64")
+        )
+    });
+    let keep_number = |k: &str| match k {
+        "minimum" | "maximum" => matches!(t, "number" | "integer"),
+        "minItems" | "maxItems" => t == "array",
+        _ => false,
+    };
+    notes.dropped_keywords(m, |k| !(keep_number(k) || k == "format" && format_ok));
+    if format_ok {
+        out.insert("format".into(), m["format"].clone());
+    }
+    for k in ["minimum", "maximum", "minItems", "maxItems"] {
+        if let Some(v) = m.get(k).filter(|v| v.is_number() && keep_number(k)) {
+            out.insert(k.into(), v.clone());
+        }
+    }
+}
+
+/// The `enum` of `m` for type `t`: string values kept into `out`, other values of the
+/// type and values of other types noted. `true` when it allows `null`.
+fn keep_enum(
+    m: &Map<String, Value>,
+    t: &str,
+    notes: &mut Notes,
+    out: &mut Map<String, Value>,
+) -> bool {
+    let Some(Value::Array(values)) = m.get("enum") else {
+        return false;
+    };
+    let nullable = values.iter().any(Value::is_null);
+    let (values, others): (Vec<&Value>, Vec<&Value>) = values
+        .iter()
+        .filter(|v| !v.is_null())
+        .partition(|v| value_has_type(v, t));
+    if t == "string" && !values.is_empty() {
+        out.insert("enum".into(), json!(values));
+    } else if !values.is_empty() {
+        let list: Vec<String> = values.iter().map(|v| render(v)).collect();
+        notes.push(format!("one of: {}", list.join(", ")));
+    }
+    if !others.is_empty() {
+        let list: Vec<String> = others.iter().map(|v| v.to_string()).collect();
+        notes.push(format!("also accepts: {}", list.join(", ")));
+    }
+    nullable
+}
+
+/// An object's converted properties and its `required` (those it has) into `out`, and
+/// a note on the keys beyond them.
+fn keep_members(
+    m: &Map<String, Value>,
+    depth: usize,
+    notes: &mut Notes,
+    out: &mut Map<String, Value>,
+) {
+    let empty = Map::new();
+    let props = m
+        .get("properties")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let converted: Map<String, Value> = props
+        .iter()
+        .map(|(k, p)| (k.clone(), node(p, depth + 1)))
+        .collect();
+    let required: Vec<&str> = m
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| {
+            r.iter()
+                .filter_map(Value::as_str)
+                .filter(|r| props.contains_key(*r))
+                .collect()
+        })
+        .unwrap_or_default();
+    match m.get("additionalProperties") {
+        Some(Value::Object(a)) if props.is_empty() => {
+            let ts = types_of(&Value::Object(a.clone()));
+            let of = if ts.is_empty() {
+                String::new()
+            } else {
+                format!(" of {}", ts.join("/"))
+            };
+            notes.push(format!("a map of names to values{of}"));
+        }
+        Some(Value::Object(_)) | Some(Value::Bool(true)) => notes.push("more keys accepted"),
+        None if props.is_empty() && !m.contains_key(super::refs::CUT_MARK) => {
+            notes.push("free-form object")
+        }
+        _ => {}
+    }
+    if !converted.is_empty() {
+        out.insert("properties".into(), Value::Object(converted));
+    }
+    if !required.is_empty() {
+        out.insert("required".into(), json!(required));
+    }
+}
+
+/// An array's `items`: its item schema, or the first position of a tuple (noted), or
+/// any value.
+fn items(m: &Map<String, Value>, depth: usize, notes: &mut Notes) -> Value {
+    let tuple = match (m.get("items"), m.get("prefixItems")) {
+        (Some(Value::Array(t)), _) => Some(t),
+        (Some(Value::Object(_)), _) => None,
+        (_, Some(Value::Array(t))) => Some(t),
+        _ => None,
+    }
+    .filter(|t| !t.is_empty());
+    match (m.get("items"), tuple) {
+        // The first position represents the others.
+        (_, Some(tuple)) => {
+            notes.push("positions typed individually in the source");
+            node(&tuple[0], depth + 1)
+        }
+        (Some(i @ Value::Object(_)), None) => node(i, depth + 1),
+        _ => json!({"type": "string", "description": "(any JSON value)"}),
+    }
 }
 
 fn scalar_any(notes: Notes, m: &Map<String, Value>) -> Value {

@@ -26,15 +26,149 @@ use axum::extract::{Extension, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use toolgate_adapters::{JsonObject, ToolError};
 
 use super::call::{self, Finished};
+use super::tasks::TaskStarted;
+use super::types::{self, Member, Object};
 use super::{RestBody, caller_of, error, tasks};
 use crate::access::Caller;
 use crate::serve::auth::FrontDoor;
 use crate::tasks::TaskRecord;
 use crate::telemetry::CallTrace;
+
+/// `POST /v1/tool_calls` as an object: an assistant message, or any object holding
+/// its `tool_calls`.
+#[derive(Deserialize, JsonSchema)]
+pub(super) struct OpenAiToolCalls {
+    // Each call is read on its own ([`OpenAiToolCall`]), so a problem names its index.
+    #[serde(default)]
+    #[schemars(!default, with = "Vec<OpenAiToolCall>")]
+    tool_calls: Member<Vec<Value>>,
+    #[serde(default)]
+    session: Member<Option<String>>,
+}
+
+/// One OpenAI tool call, as in an assistant message.
+#[derive(Deserialize, JsonSchema)]
+pub(super) struct OpenAiToolCall {
+    #[serde(default)]
+    #[schemars(!default)]
+    id: Member<String>,
+    #[serde(rename = "type", default)]
+    kind: Member<Option<FunctionKind>>,
+    #[serde(default)]
+    #[schemars(!default)]
+    function: Member<Object<OpenAiFunction>>,
+    /// Start this call in the background: its message carries the task (JSON text).
+    #[serde(default)]
+    background: Member<Option<bool>>,
+}
+
+/// Only function tool calls are run.
+#[derive(Deserialize, JsonSchema)]
+enum FunctionKind {
+    #[serde(rename = "function")]
+    Function,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct OpenAiFunction {
+    #[serde(default)]
+    #[schemars(!default)]
+    name: Member<String>,
+    /// The arguments as a JSON-encoded object. Anything else (text that is not JSON, a
+    /// number, …) is the model's mistake: it comes back as that call's tool message.
+    arguments: Option<Value>,
+}
+
+/// `POST /v1/tool_calls`'s answer.
+#[derive(Serialize, JsonSchema)]
+pub(super) struct ToolMessages<'a> {
+    /// `{"role": "tool", "tool_call_id", "content"}`, in the calls' order.
+    messages: Vec<ToolMessage<'a>>,
+    /// The calls started in the background, when there are any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tasks: Option<Vec<BatchTask<'a>>>,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct ToolMessage<'a> {
+    role: &'static str,
+    tool_call_id: &'a str,
+    content: String,
+}
+
+/// A background call started by a batch (beside the tool messages).
+#[derive(Serialize, JsonSchema)]
+struct BatchTask<'a> {
+    #[serde(flatten)]
+    task: TaskStarted<'a>,
+    /// The call it was started for.
+    tool_call_id: &'a str,
+}
+
+/// `POST /v1/tool_use` as an object: the assistant message with its `content`.
+#[derive(Deserialize, JsonSchema)]
+pub(super) struct AnthropicMessage {
+    // Each block is read on its own ([`AnthropicBlock`]), so a problem names its index.
+    #[serde(default)]
+    #[schemars(!default, with = "Vec<AnthropicBlock>")]
+    content: Member<Vec<Value>>,
+    #[serde(default)]
+    session: Member<Option<String>>,
+}
+
+/// One Anthropic content block; only `tool_use` blocks are run.
+#[derive(Deserialize, JsonSchema)]
+pub(super) struct AnthropicBlock {
+    #[serde(rename = "type", default)]
+    #[schemars(!default)]
+    kind: Member<String>,
+    /// Required on `tool_use` blocks (a string wherever it is present).
+    #[serde(default)]
+    id: Member<String>,
+    /// Required on `tool_use` blocks (a string wherever it is present).
+    #[serde(default)]
+    name: Member<String>,
+    /// The tool's arguments (an object; anything else comes back as an error result).
+    input: Option<Value>,
+    /// Start this call in the background: its `tool_result` carries the task (JSON
+    /// text).
+    #[serde(default)]
+    background: Member<Option<bool>>,
+}
+
+/// `POST /v1/tool_use`'s answer: the user message to append.
+#[derive(Serialize, JsonSchema)]
+pub(super) struct ToolResults<'a> {
+    role: &'static str,
+    content: Vec<ToolResultBlock<'a>>,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct ToolResultBlock<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    tool_use_id: &'a str,
+    // Built as JSON ([`anthropic_block`]): text blocks, and images as base64 ones.
+    #[schemars(with = "Vec<JsonObject>")]
+    content: Vec<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    is_error: Option<bool>,
+}
+
+/// What the model reads of a call started in the background ([`task_text`]).
+#[derive(Serialize)]
+struct TaskNote<'a> {
+    #[serde(flatten)]
+    task: TaskStarted<'a>,
+    note: &'static str,
+}
 
 /// One call as the model asked for it.
 struct Request {
@@ -63,12 +197,13 @@ pub(super) async fn openai(
     }: RestBody,
 ) -> Response {
     let expected = "expected the `tool_calls` array of an assistant message (the array itself, or an object holding it as `tool_calls`)";
-    let (items, session) = match read_batch(&body, &query, "tool_calls", expected) {
+    let parts = |message: OpenAiToolCalls| (message.tool_calls, message.session);
+    let (items, session) = match read_batch(&body, &query, parts, expected) {
         Ok(batch) => batch,
         Err(message) => return invalid_body(message),
     };
     let mut requests = Vec::with_capacity(items.len());
-    for (index, item) in items.iter().enumerate() {
+    for (index, item) in items.into_iter().enumerate() {
         match openai_request(item) {
             Ok(request) => requests.push(request),
             Err(message) => return invalid_body(format!("tool_calls[{index}]: {message}")),
@@ -78,33 +213,33 @@ pub(super) async fn openai(
         Ok(finished) => finished,
         Err(response) => return response,
     };
-    let messages: Vec<Value> = requests
+    let messages = requests
         .iter()
         .zip(&finished)
-        .map(|(request, entry)| {
-            let content = match entry {
+        .map(|(request, entry)| ToolMessage {
+            role: "tool",
+            tool_call_id: &request.id,
+            content: match entry {
                 BatchOutcome::Called(finished) => finished.text_for_model(),
                 BatchOutcome::Started(task) => task_text(task),
-            };
-            json!({"role": "tool", "tool_call_id": request.id, "content": content})
+            },
         })
         .collect();
-    let started: Vec<Value> = requests
+    let started: Vec<BatchTask> = requests
         .iter()
         .zip(&finished)
         .filter_map(|(request, entry)| match entry {
-            BatchOutcome::Started(task) => {
-                let mut task = tasks::started(task);
-                task["tool_call_id"] = json!(request.id);
-                Some(task)
-            }
+            BatchOutcome::Started(task) => Some(BatchTask {
+                task: tasks::started(task),
+                tool_call_id: &request.id,
+            }),
             BatchOutcome::Called(_) => None,
         })
         .collect();
-    let mut answer = json!({"messages": messages});
-    if !started.is_empty() {
-        answer["tasks"] = Value::Array(started);
-    }
+    let answer = ToolMessages {
+        messages,
+        tasks: Some(started).filter(|started| !started.is_empty()),
+    };
     axum::Json(answer).into_response()
 }
 
@@ -120,37 +255,17 @@ pub(super) async fn anthropic(
 ) -> Response {
     let expected =
         "expected an assistant message with a `content` array of blocks (or the array itself)";
-    let (blocks, session) = match read_batch(&body, &query, "content", expected) {
+    let parts = |message: AnthropicMessage| (message.content, message.session);
+    let (blocks, session) = match read_batch(&body, &query, parts, expected) {
         Ok(batch) => batch,
         Err(message) => return invalid_body(message),
     };
     let mut requests = Vec::new();
-    for (index, block) in blocks.iter().enumerate() {
-        if ["id", "name"]
-            .iter()
-            .any(|key| block.get(*key).is_some_and(|v| !v.is_string()))
-        {
-            return invalid_body(format!(
-                "content[{index}]: a block's `id` and `name` are strings"
-            ));
-        }
-        // Typed like `id` and `name` on every block, as the document says, whether or
-        // not the block is a call.
-        if let Err(message) = tasks::background_flag(block.get("background")) {
-            return invalid_body(format!("content[{index}]: {message}"));
-        }
-        match block.get("type") {
-            Some(Value::String(kind)) if kind == "tool_use" => {}
-            // Text and thinking blocks of the same message carry no call.
-            Some(Value::String(_)) => continue,
-            _ => {
-                return invalid_body(format!(
-                    "content[{index}]: every content block needs a `type` (a string)"
-                ));
-            }
-        }
+    for (index, block) in blocks.into_iter().enumerate() {
         match anthropic_request(block) {
-            Ok(request) => requests.push(request),
+            Ok(Some(request)) => requests.push(request),
+            // Text and thinking blocks of the same message carry no call.
+            Ok(None) => {}
             Err(message) => return invalid_body(format!("content[{index}]: {message}")),
         }
     }
@@ -158,53 +273,51 @@ pub(super) async fn anthropic(
         Ok(finished) => finished,
         Err(response) => return response,
     };
-    let results: Vec<Value> = requests
+    let results = requests
         .iter()
         .zip(&finished)
         .map(|(request, entry)| match entry {
             BatchOutcome::Called(finished) => tool_result(&request.id, finished),
-            BatchOutcome::Started(task) => json!({
-                "type": "tool_result",
-                "tool_use_id": request.id,
-                "content": [{"type": "text", "text": task_text(task)}],
-            }),
+            BatchOutcome::Started(task) => ToolResultBlock {
+                kind: "tool_result",
+                tool_use_id: &request.id,
+                content: vec![json!({"type": "text", "text": task_text(task)})],
+                is_error: None,
+            },
         })
         .collect();
-    axum::Json(json!({"role": "user", "content": results})).into_response()
+    let answer = ToolResults {
+        role: "user",
+        content: results,
+    };
+    axum::Json(answer).into_response()
 }
 
-/// The calls of a batch body — the array itself, or the object's `key` — and the session
-/// it names; the error says what is wrong (`expected` when the shape is).
-fn read_batch(
+/// The calls of a batch body — the array itself, or the calls and session the object
+/// `M` holds, which `parts` takes out — and the session it names; the error says what
+/// is wrong (`expected` when the shape is). A `?session=` wins over the body's, which
+/// is then not read.
+fn read_batch<M: DeserializeOwned>(
     body: &[u8],
     query: &HashMap<String, String>,
-    key: &str,
+    parts: impl FnOnce(M) -> (Member<Vec<Value>>, Member<Option<String>>),
     expected: &str,
 ) -> Result<(Vec<Value>, Option<String>), String> {
     let body: Value =
         serde_json::from_slice(body).map_err(|e| format!("the body is not JSON: {e}"))?;
-    let session = session_of(&body, query)?;
-    let items = match body {
-        Value::Array(items) => items,
-        Value::Object(mut fields) => match fields.remove(key) {
-            Some(Value::Array(items)) => items,
-            _ => return Err(expected.to_owned()),
-        },
-        _ => return Err(expected.to_owned()),
+    let (items, session) = match body {
+        Value::Array(items) => (Member::Given(items), Member::Absent),
+        object @ Value::Object(_) => parts(types::fields_of(object).map_err(|e| e.to_string())?),
+        _ => (Member::Absent, Member::Absent),
     };
+    let session = match query.get("session") {
+        Some(id) => Some(id.clone()),
+        None => session
+            .optional()
+            .map_err(|()| "`session` must be a string".to_owned())?,
+    };
+    let items = items.given().ok_or_else(|| expected.to_owned())?;
     Ok((items, session))
-}
-
-/// The session named by `?session=` or the body's `session` (a string when present).
-fn session_of(body: &Value, query: &HashMap<String, String>) -> Result<Option<String>, String> {
-    if let Some(id) = query.get("session") {
-        return Ok(Some(id.clone()));
-    }
-    match body.get("session") {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(id)) => Ok(Some(id.clone())),
-        Some(_) => Err("`session` must be a string".into()),
-    }
 }
 
 fn invalid_body(message: String) -> Response {
@@ -214,36 +327,37 @@ fn invalid_body(message: String) -> Response {
 /// What the model reads back for a call started in the background: JSON text with the
 /// task's id, status and URLs, and how to follow it.
 fn task_text(task: &TaskRecord) -> String {
-    let mut text = tasks::started(task);
-    text["note"] = json!(
-        "The call runs in the background: its result is not here yet. GET status_url \
-         for its status and, once completed, its result; events_url streams its progress."
-    );
-    text.to_string()
+    let note = TaskNote {
+        task: tasks::started(task),
+        note: "The call runs in the background: its result is not here yet. GET status_url \
+               for its status and, once completed, its result; events_url streams its progress.",
+    };
+    serde_json::to_string(&note).unwrap_or_default()
 }
 
-fn openai_request(item: &Value) -> Result<Request, String> {
-    let id = item
-        .get("id")
-        .and_then(Value::as_str)
+/// The call an OpenAI tool call asks for; the error says what is wrong with it, in the
+/// order its members were always checked.
+fn openai_request(item: Value) -> Result<Request, String> {
+    let call: OpenAiToolCall = types::fields_of(item).map_err(|e| e.to_string())?;
+    let id = call
+        .id
+        .given()
         .ok_or("each tool call needs its `id` (a string)")?;
-    match item.get("type") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(kind)) if kind == "function" => {}
-        Some(_) => return Err("only tool calls of `type` `function` can be run".into()),
+    if call.kind.optional().is_err() {
+        return Err("only tool calls of `type` `function` can be run".into());
     }
-    let function = item
-        .get("function")
-        .filter(|f| f.is_object())
+    let Object(function) = call
+        .function
+        .given()
         .ok_or("each tool call needs its `function` object")?;
     let name = function
-        .get("name")
-        .and_then(Value::as_str)
+        .name
+        .given()
         .ok_or("`function.name` must be a string")?;
-    let arguments = match function.get("arguments") {
+    let arguments = match function.arguments {
         // The API sends a JSON string; an object is taken as it is.
         Some(Value::String(text)) if text.trim().is_empty() => Ok(JsonObject::new()),
-        Some(Value::String(text)) => match serde_json::from_str::<Value>(text) {
+        Some(Value::String(text)) => match serde_json::from_str::<Value>(&text) {
             Ok(Value::Object(arguments)) => Ok(arguments),
             Ok(other) => Err(format!(
                 "the arguments must be a JSON object, got {}",
@@ -251,44 +365,61 @@ fn openai_request(item: &Value) -> Result<Request, String> {
             )),
             Err(e) => Err(format!("the arguments are not valid JSON ({e})")),
         },
-        Some(Value::Object(arguments)) => Ok(arguments.clone()),
-        None | Some(Value::Null) => Ok(JsonObject::new()),
+        Some(Value::Object(arguments)) => Ok(arguments),
+        None => Ok(JsonObject::new()),
         Some(other) => Err(format!(
             "the arguments must be a JSON object encoded as a string, got {}",
-            toolgate_adapters::error::json_kind(other)
+            toolgate_adapters::error::json_kind(&other)
         )),
     };
     Ok(Request {
-        id: id.to_owned(),
-        name: name.to_owned(),
+        id,
+        name,
         arguments,
-        background: tasks::background_flag(item.get("background"))?,
+        background: types::background(call.background)?,
     })
 }
 
-fn anthropic_request(block: &Value) -> Result<Request, String> {
+/// The call an Anthropic content block asks for, `None` for a block that is no
+/// `tool_use`; the error says what is wrong with it, in the order its members were
+/// always checked.
+fn anthropic_request(block: Value) -> Result<Option<Request>, String> {
+    let block: AnthropicBlock = types::fields_of(block).map_err(|e| e.to_string())?;
+    if block.id.is_wrong() || block.name.is_wrong() {
+        return Err("a block's `id` and `name` are strings".into());
+    }
+    // Typed like `id` and `name` on every block, as the document says, whether or not
+    // the block is a call.
+    let background = types::background(block.background)?;
+    match block.kind {
+        Member::Given(kind) if kind == "tool_use" => {}
+        Member::Given(_) => return Ok(None),
+        Member::Absent | Member::Wrong => {
+            return Err("every content block needs a `type` (a string)".into());
+        }
+    }
     let id = block
-        .get("id")
-        .and_then(Value::as_str)
+        .id
+        .given()
         .ok_or("each tool_use block needs its `id` (a string)")?;
     let name = block
-        .get("name")
-        .and_then(Value::as_str)
+        .name
+        .given()
         .ok_or("each tool_use block needs its `name` (a string)")?;
-    let arguments = match block.get("input") {
-        Some(Value::Object(input)) => Ok(input.clone()),
-        None | Some(Value::Null) => Ok(JsonObject::new()),
+    let arguments = match block.input {
+        Some(Value::Object(input)) => Ok(input),
+        None => Ok(JsonObject::new()),
         Some(other) => Err(format!(
             "the input must be a JSON object, got {}",
-            toolgate_adapters::error::json_kind(other)
+            toolgate_adapters::error::json_kind(&other)
         )),
     };
-    Ok(Request {
-        id: id.to_owned(),
-        name: name.to_owned(),
+    Ok(Some(Request {
+        id,
+        name,
         arguments,
-        background: tasks::background_flag(block.get("background"))?,
-    })
+        background,
+    }))
 }
 
 /// Runs the calls, at most `rest.batch_concurrency` at once, answers in request order.
@@ -434,7 +565,7 @@ fn refused(request: &Request, error: ToolError) -> Finished {
 }
 
 /// An Anthropic `tool_result` block for one finished call.
-fn tool_result(id: &str, finished: &Finished) -> Value {
+fn tool_result<'a>(id: &'a str, finished: &Finished) -> ToolResultBlock<'a> {
     let content: Vec<Value> = match &finished.outcome {
         Err(_) => vec![json!({"type": "text", "text": finished.text_for_model()})],
         Ok(raw) => {
@@ -448,11 +579,12 @@ fn tool_result(id: &str, finished: &Finished) -> Value {
             content
         }
     };
-    let mut result = json!({"type": "tool_result", "tool_use_id": id, "content": content});
-    if finished.is_error() {
-        result["is_error"] = json!(true);
+    ToolResultBlock {
+        kind: "tool_result",
+        tool_use_id: id,
+        content,
+        is_error: finished.is_error().then_some(true),
     }
-    result
 }
 
 /// An MCP content block as an Anthropic one: text as text, images as base64 images,
@@ -475,21 +607,20 @@ mod tests {
 
     #[test]
     fn openai_arguments_are_parsed_or_explained() {
-        let ok = openai_request(&json!({"id": "c1", "type": "function", "function": {"name": "t", "arguments": "{\"a\":1}"}})).unwrap();
+        let ok = openai_request(json!({"id": "c1", "type": "function", "function": {"name": "t", "arguments": "{\"a\":1}"}})).unwrap();
         assert_eq!(ok.arguments.unwrap()["a"], 1);
-        let empty =
-            openai_request(&json!({"id": "c2", "function": {"name": "t", "arguments": ""}}))
-                .unwrap();
+        let empty = openai_request(json!({"id": "c2", "function": {"name": "t", "arguments": ""}}))
+            .unwrap();
         assert!(empty.arguments.unwrap().is_empty());
         let broken =
-            openai_request(&json!({"id": "c3", "function": {"name": "t", "arguments": "{\"a\":"}}))
+            openai_request(json!({"id": "c3", "function": {"name": "t", "arguments": "{\"a\":"}}))
                 .unwrap();
         assert!(broken.arguments.unwrap_err().contains("not valid JSON"));
         let array =
-            openai_request(&json!({"id": "c4", "function": {"name": "t", "arguments": "[1]"}}))
+            openai_request(json!({"id": "c4", "function": {"name": "t", "arguments": "[1]"}}))
                 .unwrap();
         assert!(array.arguments.unwrap_err().contains("an array"));
-        assert!(openai_request(&json!({"function": {"name": "t"}})).is_err());
+        assert!(openai_request(json!({"function": {"name": "t"}})).is_err());
     }
 
     #[test]

@@ -23,18 +23,28 @@ use crate::summary;
 /// What a result without `content` answers as its content.
 static EMPTY_CONTENT: Value = Value::Array(Vec::new());
 
-/// The answer of one call over HTTP (field order is the wire order).
-#[derive(serde::Serialize)]
+/// The answer of one call over HTTP.
+// Field order is the wire order. `CallAnswer` in `/openapi.json`, as it always was.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+#[schemars(rename = "CallAnswer")]
 pub(super) struct Answer<'a> {
+    /// MCP content blocks.
+    // The result's own blocks, borrowed and passed through as they are.
+    #[schemars(with = "Vec<JsonObject>")]
     content: &'a Value,
     is_error: bool,
+    /// One human line: `GET /pets/42 → 200 (1.2 KB)`.
     summary: &'a str,
     usage: AnswerUsage,
+    // The result's own `structuredContent`, passed through as it is.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<JsonObject>")]
     structured_content: Option<&'a Value>,
 }
 
-#[derive(serde::Serialize)]
+/// The result's size in tokens, and whether the result budget cut it.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+#[schemars(rename = "Usage")]
 pub(super) struct AnswerUsage {
     truncated: bool,
     result_tokens: Option<usize>,

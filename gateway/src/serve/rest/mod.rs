@@ -25,9 +25,12 @@ use axum::middleware::from_fn;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use toolgate_adapters::{JsonObject, ToolError};
 
+use self::types::{ErrorBody, ErrorDetail, Member};
 use super::auth::{DoorRefusal, FrontDoor};
 use crate::access::{Caller, View};
 use crate::call::protocol_tools;
@@ -43,6 +46,7 @@ mod query;
 pub(crate) mod stream;
 mod task_events;
 mod tasks;
+mod types;
 
 /// One call's route, as the router and `/openapi.json` write it.
 const CALL_ROUTE: &str = "/v1/tools/{name}/call";
@@ -81,7 +85,7 @@ pub fn router(door: Arc<FrontDoor>) -> Router {
 fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
     (
         status,
-        Json(json!({"error": {"code": code, "message": message.into()}})),
+        Json(ErrorBody::from(ErrorDetail::new(code, message))),
     )
         .into_response()
 }
@@ -166,6 +170,25 @@ async fn caller_of(
     })
 }
 
+/// `GET /v1/tools`.
+#[derive(Serialize, JsonSchema)]
+struct ToolList {
+    format: &'static str,
+    /// The tools in the requested format.
+    // Each as its format's JSON, which `export` builds.
+    #[schemars(with = "Vec<JsonObject>")]
+    tools: Vec<Value>,
+    /// Tools the format cannot express, with the reason.
+    skipped: Vec<Skipped>,
+    definition_costs: DefinitionCosts,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Skipped {
+    name: String,
+    reason: String,
+}
+
 async fn list_tools(
     State(door): State<Arc<FrontDoor>>,
     headers: HeaderMap,
@@ -224,15 +247,18 @@ async fn list_tools(
     for definition in definitions {
         match export::export(&definition, format, &options) {
             Ok(tool) => tools.push(tool),
-            Err(e) => skipped.push(json!({"name": e.tool, "reason": e.reason})),
+            Err(e) => skipped.push(Skipped {
+                name: e.tool,
+                reason: e.reason,
+            }),
         }
     }
-    Json(json!({
-        "format": format.as_str(),
-        "tools": tools,
-        "skipped": skipped,
-        "definition_costs": DefinitionCosts::of(visible.iter().map(|e| &**e)),
-    }))
+    Json(ToolList {
+        format: format.as_str(),
+        tools,
+        skipped,
+        definition_costs: DefinitionCosts::of(visible.iter().map(|e| &**e)),
+    })
     .into_response()
 }
 
@@ -336,6 +362,93 @@ async fn admit_then_read(
     Ok((caller, body))
 }
 
+/// `POST /v1/tools/{name}/call`.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+struct CallRequest {
+    /// The tool's arguments (its input schema).
+    // Read as any JSON and checked by the handler: arguments that are no object are
+    // `invalid_args` (an argument problem, as the tool's own schema check says),
+    // where the body's other problems are `invalid_body`.
+    #[schemars(with = "Option<JsonObject>")]
+    arguments: Option<Value>,
+    /// A session whose visible set applies.
+    #[serde(default)]
+    session: Member<Option<String>>,
+    /// Run the call in the background: `202` with the task's URLs instead of the
+    /// result (a tool that may not run as a task: 400 `execution_mode`).
+    #[serde(default)]
+    background: Member<Option<bool>>,
+    /// The members the call does not take, refused by name: a misspelt member would
+    /// otherwise look like a call without arguments.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    unknown: JsonObject,
+}
+
+/// What a call's body that is not one says: the shape it must have, and why not.
+fn not_a_call_body(problem: impl std::fmt::Display) -> ErrorDetail {
+    ErrorDetail::new(
+        "invalid_body",
+        format!(
+            "expected {{\"arguments\": {{…}}, \"session\"?: \"…\", \"background\"?: true}}: \
+             {problem}"
+        ),
+    )
+}
+
+/// What a call's body asks for, its members checked.
+struct CallBody {
+    arguments: JsonObject,
+    session: Option<String>,
+    background: bool,
+}
+
+/// Reads a call's body (empty: no arguments). A body that is not one is a `400` with
+/// the first problem, in the order the members are checked: unknown members,
+/// `arguments`, `session`, `background`.
+fn read_call(body: &[u8]) -> Result<CallBody, ErrorDetail> {
+    // Read as an object first: a struct would take an array too, and refuse a
+    // member given twice (the last one counts).
+    let request: JsonObject = if body.is_empty() {
+        JsonObject::new()
+    } else {
+        serde_json::from_slice(body).map_err(not_a_call_body)?
+    };
+    let request: CallRequest = types::fields_of(Value::Object(request)).map_err(not_a_call_body)?;
+    if let Some(unknown) = request.unknown.keys().next() {
+        return Err(ErrorDetail::new(
+            "invalid_body",
+            format!(
+                "unknown member {:?} in the call's body: it takes `arguments` (the tool's \
+                 arguments), `session` and `background`",
+                crate::summary::cut(unknown, 200)
+            ),
+        ));
+    }
+    let arguments = match request.arguments {
+        None => JsonObject::new(),
+        Some(Value::Object(arguments)) => arguments,
+        Some(_) => {
+            return Err(ErrorDetail::new(
+                "invalid_args",
+                "`arguments` must be a JSON object",
+            ));
+        }
+    };
+    let session = request
+        .session
+        .optional()
+        .map_err(|()| ErrorDetail::new("invalid_body", "`session` must be a string"))?;
+    let background = types::background(request.background)
+        .map_err(|message| ErrorDetail::new("invalid_body", message))?;
+    Ok(CallBody {
+        arguments,
+        session,
+        background,
+    })
+}
+
 async fn call_tool(
     door: Arc<FrontDoor>,
     trace: &CallTrace,
@@ -352,66 +465,15 @@ async fn call_tool(
         Ok(admitted) => admitted,
         Err(refused) => return refused,
     };
-    let mut request: JsonObject = if body.is_empty() {
-        JsonObject::new()
-    } else {
-        match serde_json::from_slice(&body) {
-            Ok(request) => request,
-            Err(e) => {
-                return error(
-                    StatusCode::BAD_REQUEST,
-                    "invalid_body",
-                    format!(
-                        "expected {{\"arguments\": {{…}}, \"session\"?: \"…\", \
-                         \"background\"?: true}}: {e}"
-                    ),
-                );
-            }
-        }
+    let CallBody {
+        arguments,
+        session,
+        background,
+    } = match read_call(&body) {
+        Ok(call) => call,
+        Err(refused) => return error(StatusCode::BAD_REQUEST, &refused.code, refused.message),
     };
-    // A misspelt member would otherwise look like a call without arguments.
-    if let Some(unknown) = request
-        .keys()
-        .find(|key| !["arguments", "session", "background"].contains(&key.as_str()))
-    {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "invalid_body",
-            format!(
-                "unknown member {:?} in the call's body: it takes `arguments` (the tool's \
-                 arguments), `session` and `background`",
-                crate::summary::cut(unknown, 200)
-            ),
-        );
-    }
-    // Taken out of the request, not copied.
-    let arguments = match request.remove("arguments") {
-        None | Some(Value::Null) => JsonObject::new(),
-        Some(Value::Object(arguments)) => arguments,
-        Some(_) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "invalid_args",
-                "`arguments` must be a JSON object",
-            );
-        }
-    };
-    let session = match request.get("session") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(id)) => Some(id.as_str()),
-        Some(_) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "invalid_body",
-                "`session` must be a string",
-            );
-        }
-    };
-    let background = match tasks::background_flag(request.get("background")) {
-        Ok(background) => background,
-        Err(message) => return error(StatusCode::BAD_REQUEST, "invalid_body", message),
-    };
-    let caller = match caller_of(&door, tenant, session).await {
+    let caller = match caller_of(&door, tenant, session.as_deref()).await {
         Ok(caller) => caller,
         Err(response) => return response,
     };
@@ -443,17 +505,30 @@ async fn call_tool(
 }
 
 /// The MCP definitions a caller sees: the protocol tools, then its visible tools.
-fn visible_definitions(door: &FrontDoor, caller: &Caller) -> Vec<Value> {
+fn visible_definitions(door: &FrontDoor, caller: &Caller) -> Vec<JsonObject> {
     let view = View::of(&door.gateway, caller);
     protocol_tools::definitions()
         .into_iter()
-        .map(Value::Object)
         .chain(
             view.visible(caller)
                 .into_iter()
-                .map(|entry| Value::Object(entry.definition())),
+                .map(|entry| entry.definition()),
         )
         .collect()
+}
+
+/// `POST /v1/sessions`.
+#[derive(Serialize, JsonSchema)]
+struct SessionCreated {
+    session_id: String,
+    /// MCP tool definitions the session sees.
+    tools: Vec<JsonObject>,
+}
+
+/// `GET /v1/sessions/{id}/tools`.
+#[derive(Serialize, JsonSchema)]
+struct SessionTools {
+    tools: Vec<JsonObject>,
 }
 
 async fn create_session(State(door): State<Arc<FrontDoor>>, headers: HeaderMap) -> Response {
@@ -468,11 +543,11 @@ async fn create_session(State(door): State<Arc<FrontDoor>>, headers: HeaderMap) 
     };
     let caller = caller.in_session(session.id.clone(), session.expanded);
     let tools = visible_definitions(&door, &caller);
-    (
-        StatusCode::CREATED,
-        Json(json!({"session_id": session.id, "tools": tools})),
-    )
-        .into_response()
+    let created = SessionCreated {
+        session_id: session.id,
+        tools,
+    };
+    (StatusCode::CREATED, Json(created)).into_response()
 }
 
 /// Ends a session of the caller's tenant (as an MCP client's `DELETE /mcp` does): its
@@ -498,9 +573,23 @@ async fn session_tools(
     Path(id): Path<String>,
 ) -> Response {
     match caller(&door, &headers, Some(&id)).await {
-        Ok(caller) => Json(json!({"tools": visible_definitions(&door, &caller)})).into_response(),
+        Ok(caller) => Json(SessionTools {
+            tools: visible_definitions(&door, &caller),
+        })
+        .into_response(),
         Err(response) => response,
     }
+}
+
+/// `tool_expand_tools` arguments.
+#[derive(Deserialize, JsonSchema)]
+struct ExpandRequest {
+    /// Exact tool names to add.
+    // Anything but a list of strings is for `tool_expand_tools` to refuse, with the
+    // message the MCP tool gives.
+    #[serde(default)]
+    #[schemars(!default, length(min = 1))]
+    tool_names: Member<Vec<String>>,
 }
 
 async fn expand_session(
@@ -515,8 +604,11 @@ async fn expand_session(
         Ok(caller) => caller,
         Err(response) => return response,
     };
-    let arguments: JsonObject = match serde_json::from_slice(&body) {
-        Ok(arguments) => arguments,
+    // Read as an object first, as the call's body is.
+    let request: ExpandRequest = match serde_json::from_slice::<JsonObject>(&body)
+        .and_then(|object| types::fields_of(Value::Object(object)))
+    {
+        Ok(request) => request,
         Err(e) => {
             return error(
                 StatusCode::BAD_REQUEST,
@@ -525,15 +617,9 @@ async fn expand_session(
             );
         }
     };
-    match protocol_tools::expand(&door.gateway, &caller, &arguments).await {
-        Ok((output, _)) => Json(
-            output
-                .object()
-                .get("structuredContent")
-                .cloned()
-                .unwrap_or(Value::Null),
-        )
-        .into_response(),
+    let requested = request.tool_names.given();
+    match protocol_tools::expand_requested(&door.gateway, &caller, requested).await {
+        Ok(expansion) => Json(expansion).into_response(),
         Err(e) => tool_error(&e),
     }
 }

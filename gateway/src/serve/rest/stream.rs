@@ -27,6 +27,7 @@ use tokio::sync::mpsc;
 use toolgate_adapters::{CallContext, JsonObject, Progress, RpcError};
 
 use super::call;
+use super::types::{ErrorBody, ErrorDetail};
 use crate::access::Caller;
 use crate::coalesce::{Coalescer, Emitted, Settings, Stream, Update};
 use crate::serve::auth::FrontDoor;
@@ -196,12 +197,13 @@ impl Run {
         });
         self.send("tool_call_complete", &complete).await.ok()?;
         let result = match (&finished.outcome, finished.answer()) {
-            (_, Some(answer)) => serde_json::to_value(answer).unwrap_or_default(),
-            (Err(error), None) => {
-                json!({"error": {"code": error.code(), "message": error.to_string()}})
+            (_, Some(answer)) => serde_json::to_value(answer),
+            (Err(error), None) => serde_json::to_value(ErrorBody::from(ErrorDetail::of(error))),
+            (Ok(_), None) => {
+                serde_json::to_value(ErrorBody::from(ErrorDetail::new("failed", "no result")))
             }
-            (Ok(_), None) => json!({"error": {"code": "failed", "message": "no result"}}),
         };
+        let result = result.unwrap_or_default();
         self.send("result", &result).await.ok()
     }
 

@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::tasks::{self, TaskQuery};
+use super::types::{ErrorBody, ErrorDetail};
 use super::{error, stream};
 use crate::serve::auth::FrontDoor;
 use crate::tasks::{Owner, TaskRecord};
@@ -98,12 +99,12 @@ pub(super) fn events(record: &TaskRecord) -> Vec<Event> {
         }
         Some(tasks::Ending {
             error: Some(error), ..
-        }) => (true, None, json!({"error": tasks::error_detail(&error)})),
+        }) => (true, None, error_body(ErrorDetail::of(&error))),
         // Completed without a stored result: nothing to show but that.
         _ => (
             false,
             None,
-            json!({"error": {"code": "failed", "message": "no result"}}),
+            error_body(ErrorDetail::new("failed", "no result")),
         ),
     };
     let complete = json!({
@@ -117,6 +118,11 @@ pub(super) fn events(record: &TaskRecord) -> Vec<Event> {
     push(&mut out, "tool_call_complete", complete);
     push(&mut out, "result", result);
     out
+}
+
+/// A `result` event's data for a call that has no result: the REST error body.
+fn error_body(error: ErrorDetail) -> Value {
+    serde_json::to_value(ErrorBody::from(error)).unwrap_or_default()
 }
 
 fn push(out: &mut Vec<Event>, name: &'static str, data: Value) {

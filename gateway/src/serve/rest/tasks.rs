@@ -15,6 +15,7 @@
 //! call named one (`?session=` on these routes then; the task's URLs carry it). Any
 //! other caller gets the same 404 as for an id that never existed, on every route.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -22,14 +23,20 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::Value;
 use toolgate_adapters::{JsonObject, ToolError};
 
 use super::call::{self, Answer, AnswerUsage};
+use super::types::ErrorDetail;
 use super::{RestBody, caller, caller_of, tool_error};
 use crate::access::Caller;
 use crate::serve::auth::FrontDoor;
-use crate::tasks::{Owner, StartRefused, TaskCall, TaskError, TaskRecord, TaskState, Tasks};
+use crate::state::tasks::InputRequest;
+use crate::tasks::{
+    Owner, Progress, StartRefused, TaskCall, TaskError, TaskRecord, TaskState, Tasks,
+};
 
 /// The query of the task routes: the session a task was started in, if any.
 #[derive(serde::Deserialize)]
@@ -107,28 +114,41 @@ pub(super) fn urls(record: &TaskRecord) -> (String, String) {
     )
 }
 
+/// A call started in the background (`202`).
+#[derive(Serialize, JsonSchema)]
+pub(super) struct TaskStarted<'a> {
+    task_id: &'a str,
+    /// The tool's catalog name.
+    tool: &'a str,
+    status: TaskState,
+    /// How often to poll `status_url`, in ms.
+    poll_interval_ms: u64,
+    /// `GET` it for the status and, once over, the result; `DELETE` it to cancel.
+    status_url: String,
+    /// The task's event stream (SSE, resumable with `Last-Event-ID`).
+    events_url: String,
+}
+
 /// What a started task answers: `{task_id, tool, status, poll_interval_ms,
 /// status_url, events_url}`.
-pub(super) fn started(record: &TaskRecord) -> Value {
+pub(super) fn started(record: &TaskRecord) -> TaskStarted<'_> {
     let (status_url, events_url) = urls(record);
-    json!({
-        "task_id": record.id,
-        "tool": record.tool,
-        "status": record.state.as_str(),
-        "poll_interval_ms": record.poll_interval_ms,
-        "status_url": status_url,
-        "events_url": events_url,
-    })
+    TaskStarted {
+        task_id: record.id.as_str(),
+        tool: &record.tool,
+        status: record.state,
+        poll_interval_ms: record.poll_interval_ms,
+        status_url,
+        events_url,
+    }
 }
 
 /// `202 Accepted` for a call started in the background, `Location` its status URL.
 pub(super) fn accepted(record: &TaskRecord) -> Response {
     let body = started(record);
-    let mut response = (StatusCode::ACCEPTED, Json(&body)).into_response();
-    if let Some(location) = body["status_url"]
-        .as_str()
-        .and_then(|url| HeaderValue::from_str(url).ok())
-    {
+    let location = HeaderValue::from_str(&body.status_url).ok();
+    let mut response = (StatusCode::ACCEPTED, Json(body)).into_response();
+    if let Some(location) = location {
         response.headers_mut().insert(header::LOCATION, location);
     }
     response
@@ -221,47 +241,78 @@ fn gateway_error(raw: &JsonObject) -> Option<&str> {
     raw.get("_meta")?.get("toolgate/error")?.as_str()
 }
 
-/// `{"code", "message"}` of an error, as REST error bodies carry it.
-pub(super) fn error_detail(error: &ToolError) -> Value {
-    json!({"code": error.code(), "message": error.to_string()})
-}
-
 /// A Unix time in ms as ISO 8601 (UTC, ms precision).
 pub(super) fn iso8601(ms: u64) -> String {
     let at = SystemTime::UNIX_EPOCH + Duration::from_millis(ms);
     humantime::format_rfc3339_millis(at).to_string()
 }
 
-/// `GET /v1/tasks/{id}`'s body: `{task_id, tool, status, status_message?, created_at,
-/// updated_at, poll_interval_ms, progress?, input_requests?, result?, error?}`.
-pub(super) fn view(record: &TaskRecord) -> Value {
-    let mut body = json!({
-        "task_id": record.id,
-        "tool": record.tool,
-        "status": record.state.as_str(),
-        "created_at": iso8601(record.created_ms),
-        "updated_at": iso8601(record.updated_ms),
-        "poll_interval_ms": record.poll_interval_ms,
-    });
-    if let Some(message) = &record.message {
-        body["status_message"] = json!(message);
+/// `GET /v1/tasks/{id}`, `DELETE /v1/tasks/{id}`, `POST /v1/tasks/{id}/input`.
+#[derive(Serialize, JsonSchema)]
+pub(super) struct TaskView<'a> {
+    task_id: &'a str,
+    tool: &'a str,
+    status: TaskState,
+    /// ISO 8601 (UTC).
+    #[schemars(extend("format" = "date-time"))]
+    created_at: String,
+    /// ISO 8601 (UTC): the last change.
+    #[schemars(extend("format" = "date-time"))]
+    updated_at: String,
+    poll_interval_ms: u64,
+    /// A word on the status.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status_message: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    progress: Option<&'a Progress>,
+    /// While `input_required`: the questions waiting for an answer, by key; answer
+    /// with `POST /v1/tasks/{id}/input`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input_requests: Option<&'a BTreeMap<String, InputRequest>>,
+    /// Once `completed` (or `failed` with the tool's own error result): what a plain
+    /// call answers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<Answer<'a>>,
+    /// Once `failed` or `cancelled`: why (`code` as in error bodies).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<ErrorDetail>,
+}
+
+/// `GET /v1/tasks/{id}`'s body: `{task_id, tool, status, created_at, updated_at,
+/// poll_interval_ms, status_message?, progress?, input_requests?, result?, error?}`;
+/// `summary` is the task's [`summary`], which a result carries.
+pub(super) fn view<'a>(record: &'a TaskRecord, summary: &'a str) -> TaskView<'a> {
+    let (result, error) = match ending(record, summary) {
+        Some(ending) => (ending.answer, ending.error.as_ref().map(ErrorDetail::of)),
+        None => (None, None),
+    };
+    TaskView {
+        task_id: record.id.as_str(),
+        tool: &record.tool,
+        status: record.state,
+        created_at: iso8601(record.created_ms),
+        updated_at: iso8601(record.updated_ms),
+        poll_interval_ms: record.poll_interval_ms,
+        status_message: record.message.as_deref(),
+        progress: record.progress.as_ref(),
+        input_requests: Some(&record.input_requests).filter(|requests| !requests.is_empty()),
+        result,
+        error,
     }
-    if let Some(progress) = &record.progress {
-        body["progress"] = json!(progress);
-    }
-    if !record.input_requests.is_empty() {
-        body["input_requests"] = json!(record.input_requests);
-    }
+}
+
+/// The answer of the task routes: the task as [`view`] has it.
+fn answer_task(record: &TaskRecord) -> Response {
     let summary = summary(record);
-    if let Some(ending) = ending(record, &summary) {
-        if let Some(answer) = ending.answer {
-            body["result"] = serde_json::to_value(answer).unwrap_or_default();
-        }
-        if let Some(error) = ending.error {
-            body["error"] = error_detail(&error);
-        }
-    }
-    body
+    Json(view(record, &summary)).into_response()
+}
+
+/// `DELETE /v1/tasks/{id}` of a task already over (`409`).
+#[derive(Serialize, JsonSchema)]
+pub(super) struct TaskFinished {
+    /// `code` is `task_finished`.
+    error: ErrorDetail,
+    status: TaskState,
 }
 
 /// The caller of a task route and the owner its tasks have.
@@ -299,7 +350,7 @@ pub(super) async fn get_task(
         Err(response) => return response,
     };
     match owned(&door, &owner, &id).await {
-        Ok(record) => Json(view(&record)).into_response(),
+        Ok(record) => answer_task(&record),
         Err(response) => response,
     }
 }
@@ -318,19 +369,19 @@ pub(super) async fn cancel_task(
     };
     let gateway = &door.gateway;
     match door.app.tasks.cancel(gateway, &owner, &id).await {
-        Ok(record) => Json(view(&record)).into_response(),
+        Ok(record) => answer_task(&record),
         Err(TaskError::Finished { state, .. }) => (
             StatusCode::CONFLICT,
-            Json(json!({
-                "error": {
-                    "code": "task_finished",
-                    "message": format!(
+            Json(TaskFinished {
+                error: ErrorDetail::new(
+                    "task_finished",
+                    format!(
                         "the task is already {state}: only a running task can be cancelled \
                          (GET its status_url for its outcome)"
                     ),
-                },
-                "status": state.as_str(),
-            })),
+                ),
+                status: state,
+            }),
         )
             .into_response(),
         Err(refusal) => tool_error(&task_refusal(refusal)),
@@ -368,17 +419,8 @@ pub(super) async fn answer_input(
         }
     };
     match door.app.tasks.answer_input(&owner, &id, answers).await {
-        Ok(record) => Json(view(&record)).into_response(),
+        Ok(record) => answer_task(&record),
         Err(refusal) => tool_error(&task_refusal(refusal)),
-    }
-}
-
-/// The `background` flag of a call: absent or `false` is a plain call.
-pub(super) fn background_flag(value: Option<&Value>) -> Result<bool, &'static str> {
-    match value {
-        None | Some(Value::Null) => Ok(false),
-        Some(Value::Bool(flag)) => Ok(*flag),
-        Some(_) => Err("`background` must be true or false"),
     }
 }
 
@@ -386,6 +428,13 @@ pub(super) fn background_flag(value: Option<&Value>) -> Result<bool, &'static st
 mod tests {
     use super::*;
     use crate::tasks::{Owner, Progress, TaskId};
+    use serde_json::json;
+
+    /// A task's body as a client reads it.
+    fn view_json(record: &TaskRecord) -> Value {
+        let summary = summary(record);
+        serde_json::to_value(view(record, &summary)).expect("a task's body is JSON")
+    }
 
     pub(crate) fn record(
         state: TaskState,
@@ -419,7 +468,7 @@ mod tests {
     fn a_completed_task_answers_the_plain_calls_result() {
         let raw =
             json!({"content": [{"type": "text", "text": "done"}], "structuredContent": {"n": 1}});
-        let view = view(&record(TaskState::Completed, Some(raw), None));
+        let view = view_json(&record(TaskState::Completed, Some(raw), None));
         assert_eq!(view["status"], "completed");
         assert_eq!(view["created_at"], "2023-11-14T22:13:20.000Z");
         assert_eq!(view["updated_at"], "2023-11-14T22:13:21.500Z");
@@ -441,7 +490,7 @@ mod tests {
     fn a_gateway_error_comes_back_as_that_error_and_a_tool_error_as_a_result() {
         let timeout = ToolError::Timeout("took too long".into());
         let raw = Value::Object(crate::errors::error_result(&timeout));
-        let view = view(&record(TaskState::Failed, Some(raw), Some("took too long")));
+        let view = view_json(&record(TaskState::Failed, Some(raw), Some("took too long")));
         assert_eq!(
             view["error"],
             json!({"code": "timeout", "message": "took too long"})
@@ -449,17 +498,17 @@ mod tests {
         assert!(view.get("result").is_none(), "{view}");
 
         let raw = json!({"content": [{"type": "text", "text": "quota"}], "isError": true});
-        let view = super::view(&record(TaskState::Failed, Some(raw), Some("quota")));
+        let view = view_json(&record(TaskState::Failed, Some(raw), Some("quota")));
         assert_eq!(view["result"]["is_error"], true);
         assert_eq!(view["error"]["code"], "failed");
 
-        let view = super::view(&record(
+        let view = view_json(&record(
             TaskState::Cancelled,
             None,
             Some("cancelled by its owner"),
         ));
         assert_eq!(view["error"]["code"], "cancelled");
-        let view = super::view(&record(TaskState::Working, None, None));
+        let view = view_json(&record(TaskState::Working, None, None));
         assert!(view.get("result").is_none() && view.get("error").is_none());
     }
 

@@ -39,6 +39,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::state::conn::Unavailable;
@@ -103,9 +104,14 @@ impl fmt::Display for TaskId {
 }
 
 /// A task's state, named as MCP names task statuses (2025-11-25 `tasks/get` and the
-/// 2026-07-28 tasks extension use the same five).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// 2026-07-28 tasks extension use the same five). The REST task routes answer it as
+/// it is, so `/openapi.json` describes it from this type (as `TaskStatus`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[schemars(
+    rename = "TaskStatus",
+    description = "A task's status (MCP's task statuses)."
+)]
 pub enum TaskState {
     /// Running.
     Working,
@@ -207,8 +213,13 @@ impl Owner {
     }
 }
 
-/// The last progress notification of a task's call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// The last progress notification of a task's call (`TaskProgress` in
+/// `/openapi.json`: `GET /v1/tasks/{id}` answers it as it is).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(
+    rename = "TaskProgress",
+    description = "The latest progress of a task's call."
+)]
 pub struct Progress {
     pub progress: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -219,11 +230,17 @@ pub struct Progress {
 
 /// A request a task's call makes of its requestor while it runs (an upstream's
 /// `elicitation/create`, `sampling/createMessage`, `roots/list`): MCP's input
-/// request shape, `{method, params}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// request shape, `{method, params}`. `GET /v1/tasks/{id}` answers it as it is, so
+/// `/openapi.json` describes it from this type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(
+    description = "A question the task's call asks its owner (an upstream's `elicitation/create`, `sampling/createMessage`, `roots/list` during the call)."
+)]
 pub struct InputRequest {
     pub method: String,
+    // Always written, so `/openapi.json` has it required (`default` is for reading).
     #[serde(default)]
+    #[schemars(!default)]
     pub params: serde_json::Value,
 }
 
