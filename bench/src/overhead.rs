@@ -284,12 +284,7 @@ fn targets_at(settings: &Settings, c: usize, peers: &[Peer]) -> Vec<Target> {
 }
 
 /// The report's overhead rows at concurrency `c`, from the rounds of each target.
-fn report_rows(
-    report: &mut Report,
-    c: usize,
-    pools: &[Pool],
-    peers: &[Peer],
-) {
+fn report_rows(report: &mut Report, c: usize, pools: &[Pool], peers: &[Peer]) {
     let summary = |t: Target| {
         pools
             .iter()
