@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use axum::response::IntoResponse;
 use serde_json::{Value, json};
-use toolgate_e2e::{Gateway, MockApi, TempDir, hash_key, http, rest_get, rest_post};
+use toolgate_e2e::{Gateway, McpSession, MockApi, TempDir, hash_key, rest_get, rest_post};
 
 const ALICE: &str = "tg-subject-alice-0123456789abcdef";
 const BOB: &str = "tg-subject-bob-0123456789abcdef";
@@ -50,48 +50,21 @@ async fn gateway_with(upstreams: Value) -> Gateway {
     .await
 }
 
-/// `initialize` with `token`: the session id.
-async fn initialize(gateway: &Gateway, token: &str) -> String {
-    let response = http()
-        .post(gateway.mcp_url())
-        .bearer_auth(token)
-        .header("accept", "application/json, text/event-stream")
-        .json(&json!({
-            "jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "toolgate-e2e-subjects", "version": "0.1.0"}
-            }
-        }))
-        .timeout(Duration::from_secs(30))
-        .send()
+/// A 2025-11-25 session made with `token`.
+async fn initialize(gateway: &Gateway, token: &str) -> McpSession {
+    McpSession::connect_as(&gateway.mcp_url(), token, json!({}))
         .await
-        .expect("POST /mcp");
-    assert_eq!(response.status(), 200);
-    response
-        .headers()
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-        .expect("a session id")
-        .to_owned()
+        .expect("initialize")
 }
 
-/// `tools/list` on `session` with `token`: the status and the body.
-async fn list_on(gateway: &Gateway, token: &str, session: &str) -> (u16, Value) {
-    let response = http()
-        .post(gateway.mcp_url())
-        .bearer_auth(token)
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-session-id", session)
-        .header("mcp-protocol-version", "2025-11-25")
-        .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
-        .timeout(Duration::from_secs(30))
-        .send()
-        .await
-        .expect("POST /mcp");
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
+/// `tools/list` on `session`'s id presented with `token`: the status and the answer.
+async fn list_on(session: &McpSession, token: &str) -> (u16, Value) {
+    let exchange = session
+        .with_key(Some(token))
+        .rpc("tools/list", json!({}))
+        .await;
+    let answer = exchange.response.clone().unwrap_or(Value::Null);
+    (exchange.status, answer)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -106,11 +79,13 @@ async fn a_session_is_its_subjects_own() {
     // same tenant reach it; nobody else does.
     let session = initialize(&gateway, ALICE).await;
     for token in [ALICE, alice_jwt.as_str()] {
-        let (status, body) = list_on(&gateway, token, &session).await;
+        let (status, body) = list_on(&session, token).await;
         assert_eq!(status, 200, "{body}");
         assert!(body["result"]["tools"].is_array(), "{body}");
     }
-    let (_, missing) = list_on(&gateway, ALICE, "no-such-session").await;
+    let mut unknown = session.clone();
+    unknown.session_id = Some("no-such-session".into());
+    let (_, missing) = list_on(&unknown, ALICE).await;
     for token in [
         BOB,
         SHARED,
@@ -118,7 +93,7 @@ async fn a_session_is_its_subjects_own() {
         team_jwt.as_str(),
         alice_elsewhere.as_str(),
     ] {
-        let (status, body) = list_on(&gateway, token, &session).await;
+        let (status, body) = list_on(&session, token).await;
         assert_eq!(status, 404, "{body}");
         assert_eq!(
             body["error"], missing["error"],
@@ -129,10 +104,10 @@ async fn a_session_is_its_subjects_own() {
     // The tenant's shared key makes a session of the tenant as a whole: no person's
     // credential reaches it.
     let shared = initialize(&gateway, SHARED).await;
-    assert_eq!(list_on(&gateway, SHARED, &shared).await.0, 200);
-    assert_eq!(list_on(&gateway, team_jwt.as_str(), &shared).await.0, 200);
+    assert_eq!(list_on(&shared, SHARED).await.0, 200);
+    assert_eq!(list_on(&shared, team_jwt.as_str()).await.0, 200);
     for token in [ALICE, BOB] {
-        assert_eq!(list_on(&gateway, token, &shared).await.0, 404);
+        assert_eq!(list_on(&shared, token).await.0, 404);
     }
 
     // The REST sessions follow the same rule.

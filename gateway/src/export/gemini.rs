@@ -234,13 +234,7 @@ fn keep_members(
 /// An array's `items`: its item schema, or the first position of a tuple (noted), or
 /// any value.
 fn items(m: &Map<String, Value>, depth: usize, notes: &mut Notes) -> Value {
-    let tuple = match (m.get("items"), m.get("prefixItems")) {
-        (Some(Value::Array(t)), _) => Some(t),
-        (Some(Value::Object(_)), _) => None,
-        (_, Some(Value::Array(t))) => Some(t),
-        _ => None,
-    }
-    .filter(|t| !t.is_empty());
+    let tuple = merge::tuple_items(m);
     match (m.get("items"), tuple) {
         // The first position represents the others.
         (_, Some(tuple)) => {

@@ -3,6 +3,18 @@
 
 use serde_json::{Map, Value, json};
 
+/// The positions of a tuple array (`items` as an array, or `prefixItems` when `items`
+/// is not one schema), when it has any.
+pub(super) fn tuple_items(m: &Map<String, Value>) -> Option<&Vec<Value>> {
+    match (m.get("items"), m.get("prefixItems")) {
+        (Some(Value::Array(t)), _) => Some(t),
+        (Some(Value::Object(_)), _) => None,
+        (_, Some(Value::Array(t))) => Some(t),
+        _ => None,
+    }
+    .filter(|t| !t.is_empty())
+}
+
 /// The JSON types a schema declares (`type` string or array, plus `null` for an
 /// OpenAPI 3.0 `nullable: true`), in the order written.
 pub(super) fn types_of(s: &Value) -> Vec<String> {

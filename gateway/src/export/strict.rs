@@ -350,13 +350,7 @@ fn typed(m: &Map<String, Value>, t: &str, nullable: bool, mut notes: Notes, dept
     match t {
         "object" => object(m, &mut out, &mut notes, depth),
         "array" => {
-            let tuple = match (m.get("items"), m.get("prefixItems")) {
-                (Some(Value::Array(t)), _) => Some(t),
-                (Some(Value::Object(_)), _) => None,
-                (_, Some(Value::Array(t))) => Some(t),
-                _ => None,
-            }
-            .filter(|t| !t.is_empty());
+            let tuple = merge::tuple_items(m);
             let items = match (m.get("items"), tuple) {
                 (_, Some(tuple)) => {
                     notes.push("positions typed individually in the source");

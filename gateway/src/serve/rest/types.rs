@@ -98,24 +98,31 @@ impl<'de, T: DeserializeOwned> Deserialize<'de> for Member<T> {
     }
 }
 
-/// Described as `T`: that is what the document asks for.
-impl<T: JsonSchema> JsonSchema for Member<T> {
-    fn inline_schema() -> bool {
-        T::inline_schema()
-    }
+/// A wrapper described in the document exactly as the `T` it reads.
+macro_rules! described_as_inner {
+    ($wrapper:ident) => {
+        impl<T: JsonSchema> JsonSchema for $wrapper<T> {
+            fn inline_schema() -> bool {
+                T::inline_schema()
+            }
 
-    fn schema_name() -> Cow<'static, str> {
-        T::schema_name()
-    }
+            fn schema_name() -> Cow<'static, str> {
+                T::schema_name()
+            }
 
-    fn schema_id() -> Cow<'static, str> {
-        T::schema_id()
-    }
+            fn schema_id() -> Cow<'static, str> {
+                T::schema_id()
+            }
 
-    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
-        T::json_schema(generator)
-    }
+            fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+                T::json_schema(generator)
+            }
+        }
+    };
 }
+
+// Described as `T`: that is what the document asks for.
+described_as_inner!(Member);
 
 /// A JSON object read as `T`. A derived struct also takes an array (its fields in
 /// order), which no object member of a body may be.
@@ -130,24 +137,8 @@ impl<'de, T: DeserializeOwned> Deserialize<'de> for Object<T> {
     }
 }
 
-/// Described as `T`.
-impl<T: JsonSchema> JsonSchema for Object<T> {
-    fn inline_schema() -> bool {
-        T::inline_schema()
-    }
-
-    fn schema_name() -> Cow<'static, str> {
-        T::schema_name()
-    }
-
-    fn schema_id() -> Cow<'static, str> {
-        T::schema_id()
-    }
-
-    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
-        T::json_schema(generator)
-    }
-}
+// Described as `T`.
+described_as_inner!(Object);
 
 /// The fields of a body item: an object's members; anything else reads as an object
 /// without members, so its first missing member names the problem (as the handlers
