@@ -11,7 +11,9 @@ use std::time::Duration;
 use axum::response::IntoResponse;
 use futures::StreamExt;
 use serde_json::{Value, json};
-use toolgate_e2e::{Gateway, McpSession, MockApi, TempDir, hash_key, rest_post};
+use toolgate_e2e::{
+    Gateway, McpSession, MockApi, TempDir, hash_key, python, require, rest_post, run_python,
+};
 
 const ACME: &str = "tg-credentials-acme-0123456789abcdef";
 const GLOBEX: &str = "tg-credentials-globex-0123456789abcdef";
@@ -160,4 +162,54 @@ async fn a_tenant_without_credentials_is_told_how_to_get_them() {
         "{result}"
     );
     assert!(api.requests().is_empty(), "nothing reached the API");
+}
+
+/// What a real client (PyPI `mcp` 2.3, a session and 2026-07-28) makes of both answers:
+/// a tenant's own call succeeds with its own key; a tenant without credentials gets a
+/// tool error it can show (the SDK does not raise), saying `authorization_required`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_client_takes_both_answers_in_both_modes() {
+    let py = require!(python());
+    let (api, _dir, spec) = whoami_api().await;
+    let gateway = gateway(&api, &spec).await;
+    let url = gateway.mcp_url();
+    for mode in ["legacy", "auto"] {
+        let run = |key: &'static str| {
+            let (py, url) = (py.clone(), url.clone());
+            tokio::task::spawn_blocking(move || {
+                run_python(
+                    &py,
+                    "call_as.py",
+                    &[&url, key, mode, "api__whoami"],
+                    Duration::from_secs(120),
+                )
+            })
+        };
+        let own = run(ACME).await.expect("the client ran");
+        assert_eq!(own["raised"], false, "{mode}: {own:#}");
+        assert_eq!(own["is_error"], false, "{mode}: {own:#}");
+        let text = own["text"][0].as_str().unwrap_or("");
+        assert!(text.contains(ACME_API_KEY), "{mode}: {own:#}");
+        if mode == "auto" {
+            assert_eq!(own["protocol_version"], "2026-07-28", "{own:#}");
+        }
+
+        let refused = run(NOKEY).await.expect("the client ran");
+        assert_eq!(refused["raised"], false, "{mode}: {refused:#}");
+        assert_eq!(refused["is_error"], true, "{mode}: {refused:#}");
+        assert_eq!(
+            refused["meta"]["toolgate/error"], "authorization_required",
+            "{mode}: {refused:#}"
+        );
+    }
+    let sent = api.requests();
+    assert_eq!(
+        sent.len(),
+        2,
+        "only the tenant with credentials reached the API"
+    );
+    assert!(
+        sent.iter()
+            .all(|r| r.header("x-api-key") == Some(ACME_API_KEY))
+    );
 }
