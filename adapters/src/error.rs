@@ -46,6 +46,15 @@ pub enum ToolError {
     /// holds none for this caller: the message says who can provide them and how.
     #[error("{0}")]
     AuthorizationRequired(String),
+    /// The upstream refused the credentials the call carried (HTTP 401 or 403).
+    /// `challenge` is its `WWW-Authenticate` header as sent: what an OAuth client of
+    /// the upstream needs to (re-)authorize, or to ask for more scope.
+    #[error("{message}")]
+    Unauthorized {
+        message: String,
+        status: u16,
+        challenge: Option<String>,
+    },
 }
 
 impl ToolError {
@@ -62,6 +71,7 @@ impl ToolError {
             ToolError::NotSelected(_) => "not_selected",
             ToolError::ExecutionMode(_) => "execution_mode",
             ToolError::AuthorizationRequired(_) => "authorization_required",
+            ToolError::Unauthorized { .. } => "upstream_unauthorized",
         }
     }
 
@@ -110,6 +120,15 @@ impl ToolError {
             ToolError::NotSelected(m) => ToolError::NotSelected(rename(m)),
             ToolError::ExecutionMode(m) => ToolError::ExecutionMode(rename(m)),
             ToolError::AuthorizationRequired(m) => ToolError::AuthorizationRequired(rename(m)),
+            ToolError::Unauthorized {
+                message,
+                status,
+                challenge,
+            } => ToolError::Unauthorized {
+                message: rename(message),
+                status,
+                challenge,
+            },
         }
     }
 

@@ -205,6 +205,9 @@ pub struct CallContext {
 pub enum CallerCredentials {
     /// An OpenAPI upstream's: credentials by security scheme name, as its `auth`.
     OpenApi(Arc<std::collections::BTreeMap<String, openapi::Credential>>),
+    /// An HTTP MCP upstream's: the bearer token obtained for this caller (OAuth), and
+    /// who holds it. Each holder is served on connections of its own, never another's.
+    Bearer { holder: Arc<str>, token: Secret },
 }
 
 impl CallerCredentials {
@@ -212,6 +215,7 @@ impl CallerCredentials {
     pub fn openapi(&self) -> Option<&std::collections::BTreeMap<String, openapi::Credential>> {
         match self {
             CallerCredentials::OpenApi(creds) => Some(creds),
+            CallerCredentials::Bearer { .. } => None,
         }
     }
 }
@@ -224,6 +228,7 @@ impl std::fmt::Debug for CallerCredentials {
                 .debug_tuple("OpenApi")
                 .field(&creds.keys().collect::<Vec<_>>())
                 .finish(),
+            CallerCredentials::Bearer { .. } => f.write_str("Bearer"),
         }
     }
 }

@@ -12,6 +12,7 @@ use crate::registry::{self, Registry};
 use crate::reload::ReloadLog;
 use crate::state::RedisState;
 use crate::tasks::Tasks;
+use crate::upstream_auth::UpstreamAuth;
 
 /// A started toolgate: the core and the services built on it. The core (config,
 /// catalog, policy, upstreams, sessions, the call path) knows none of the services;
@@ -25,6 +26,9 @@ pub struct App {
     pub tasks: Arc<Tasks>,
     /// The last config reloads and their outcomes (the console shows them).
     pub reloads: Arc<ReloadLog>,
+    /// Users' tokens at upstreams reached with each user's own (`credentials: oauth`)
+    /// and the connecting of them.
+    pub upstream_auth: Arc<UpstreamAuth>,
     /// Cancelled on shutdown: stops the routers' background work.
     pub stop: CancellationToken,
 }
@@ -57,6 +61,8 @@ impl App {
             crate::state::tasks::store_for(&config, shared.as_deref()),
         );
         let gateway = Gateway::start(config, shared).map_err(StartError::Core)?;
+        let upstream_auth = UpstreamAuth::for_gateway(gateway.clone()).map_err(StartError::Core)?;
+        gateway.set_upstream_tokens(upstream_auth.clone());
         tasks.spawn_reaper(&gateway, gateway.stop_token().child_token());
         let registry = Registry::new(gateway.clone());
         registry::start_imports(&registry).await;
@@ -65,6 +71,7 @@ impl App {
             registry,
             tasks,
             reloads: Arc::default(),
+            upstream_auth,
             stop: CancellationToken::new(),
         }))
     }

@@ -92,6 +92,9 @@ pub fn http_status(error: &ToolError) -> http::StatusCode {
         // The caller is authenticated here; what is missing is its authorization at
         // the upstream (401 would tell a client to re-authenticate with the gateway).
         ToolError::AuthorizationRequired(_) => S::FORBIDDEN,
+        // The upstream refused what the gateway sent for this caller: a bad gateway,
+        // not a reason for the caller to re-authenticate here.
+        ToolError::Unauthorized { .. } => S::BAD_GATEWAY,
     }
 }
 

@@ -61,4 +61,5 @@ pub mod summary;
 pub mod tasks;
 pub mod telemetry;
 pub mod truncate;
+pub mod upstream_auth;
 pub mod validate;

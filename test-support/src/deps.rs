@@ -87,6 +87,12 @@ impl NodeDeps {
         self.node_modules
             .join("@modelcontextprotocol/conformance/dist/index.js")
     }
+
+    /// The suite's 0.2.0-alpha line (package.json alias `conformance-next`): frozen
+    /// requirement sets per spec revision and the client `auth/*` scenarios.
+    pub fn conformance_next_entry(&self) -> PathBuf {
+        self.node_modules.join("conformance-next/dist/index.js")
+    }
 }
 
 /// The Python interpreter of the test venv (override: `TOOLGATE_PYTHON`).

@@ -406,7 +406,9 @@ const SERVICES: &[&str] = &[
     "serve",
     "state::registrations",
     "state::tasks",
+    "state::tokens",
     "tasks",
+    "upstream_auth",
 ];
 
 fn is_service(room: &str) -> bool {

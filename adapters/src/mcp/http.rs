@@ -27,6 +27,23 @@ pub(crate) use super::http1_pool::SendError;
 use super::http1_pool::{Leased, MCP_LIMITS, Pool, host_header, origin_form};
 use super::jsonrpc::{Outgoing, truncate_utf8};
 
+/// An HTTP 401 or 403 from the endpoint: the credentials a request carried were
+/// refused. `challenge` is the `WWW-Authenticate` header as the server sent it (cut to
+/// [`MAX_CHALLENGE`] bytes).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal {
+    pub status: u16,
+    pub challenge: Option<String>,
+}
+
+/// Where a connection notes its last [`Refusal`], for whoever holds the upstream
+/// (one slot per upstream, kept across reconnects).
+pub(crate) type RefusalSlot = Arc<std::sync::Mutex<Option<Refusal>>>;
+
+/// A `WWW-Authenticate` header longer than this is cut: it is parsed, never echoed
+/// whole, and a server must not make the gateway hold megabytes per refusal.
+const MAX_CHALLENGE: usize = 4096;
+
 /// The per-upstream HTTP side: client, endpoint and headers.
 pub(crate) struct HttpClient {
     pub client: reqwest::Client,
@@ -37,6 +54,8 @@ pub(crate) struct HttpClient {
     pub headers: HeaderMap,
     /// Bounds connecting and each protocol-level wait (not tool calls).
     pub timeout: Duration,
+    /// The last 401 or 403 the endpoint answered.
+    refusals: RefusalSlot,
 }
 
 /// hyper's client for a plain-HTTP endpoint (see the module docs).
@@ -95,7 +114,16 @@ impl Reply {
 
 impl HttpClient {
     /// Builds the client; errors name the offending header or URL, never a value.
+    #[cfg(test)]
     pub(crate) fn new(cfg: &HttpConfig) -> Result<Arc<Self>, String> {
+        Self::noting_refusals(cfg, RefusalSlot::default())
+    }
+
+    /// [`HttpClient::new`], noting every 401 or 403 the endpoint answers in `refusals`.
+    pub(crate) fn noting_refusals(
+        cfg: &HttpConfig,
+        refusals: RefusalSlot,
+    ) -> Result<Arc<Self>, String> {
         let url = Url::parse(&cfg.url).map_err(|e| format!("invalid url: {e}"))?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(format!("unsupported url scheme '{}'", url.scheme()));
@@ -137,7 +165,30 @@ impl HttpClient {
             url,
             headers,
             timeout: cfg.timeout,
+            refusals,
         }))
+    }
+
+    /// Notes `reply` when it is a refusal of the request's credentials.
+    fn note(&self, reply: Reply) -> Reply {
+        let status = reply.status();
+        if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+            let challenge = reply
+                .headers()
+                .get(http::header::WWW_AUTHENTICATE)
+                .and_then(|v| v.to_str().ok())
+                .map(|v| {
+                    let mut v = v.to_owned();
+                    truncate_utf8(&mut v, MAX_CHALLENGE);
+                    v
+                });
+            let refusal = Refusal {
+                status: status.as_u16(),
+                challenge,
+            };
+            *self.refusals.lock().unwrap_or_else(|e| e.into_inner()) = Some(refusal);
+        }
+        reply
     }
 
     /// Sends a request to the endpoint with the configured headers, `extra` in place
@@ -161,11 +212,15 @@ impl HttpClient {
             if !body.is_empty() {
                 req = req.body(body);
             }
-            return req.send().await.map(Reply::Reqwest).map_err(|e| SendError {
-                is_connect: e.is_connect(),
-                is_timeout: e.is_timeout(),
-                detail: error_chain(e),
-            });
+            return req
+                .send()
+                .await
+                .map(|r| self.note(Reply::Reqwest(r)))
+                .map_err(|e| SendError {
+                    is_connect: e.is_connect(),
+                    is_timeout: e.is_timeout(),
+                    detail: error_chain(e),
+                });
         };
         if let Some(host) = &direct.host {
             // A configured `Host` stays, as hyper would keep it.
@@ -177,7 +232,7 @@ impl HttpClient {
         *req.method_mut() = method;
         *req.uri_mut() = direct.target.clone();
         *req.headers_mut() = headers;
-        Ok(Reply::Direct(direct.pool.send(req).await?))
+        Ok(self.note(Reply::Direct(direct.pool.send(req).await?)))
     }
 }
 

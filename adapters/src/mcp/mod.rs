@@ -54,6 +54,7 @@ mod http;
 pub mod http1_pool;
 mod jsonrpc;
 mod listing;
+mod per_caller;
 mod sse;
 mod stdio;
 mod streamable_http;
@@ -63,6 +64,8 @@ mod transport;
 mod upstream;
 
 pub use supervisor::{OFFERED_PROTOCOL_VERSION, STARTUP_RETRY_MAX, SUPPORTED_PROTOCOL_VERSIONS};
+pub use http::Refusal;
+pub use per_caller::{PerCallerUpstream, spawn_per_caller};
 pub use upstream::{McpUpstream, spawn};
 
 use std::collections::BTreeMap;
@@ -259,6 +262,10 @@ pub struct McpOptions {
     /// during a call without one gets "method not found" (`roots/list`: an empty list),
     /// and a server that would have done without sampling may now fail instead.
     pub client_capabilities: serde_json::Value,
+    /// Stop for good (instead of reconnecting) once the server refused the
+    /// credentials (HTTP 401 or 403): a connection made with one user's token, which
+    /// retrying would not mend.
+    pub stop_when_refused: bool,
 }
 
 impl Default for McpOptions {
@@ -269,6 +276,7 @@ impl Default for McpOptions {
             backoff_max: Duration::from_secs(30),
             startup_timeout: Duration::from_secs(30),
             client_capabilities: serde_json::Value::Object(Default::default()),
+            stop_when_refused: false,
         }
     }
 }

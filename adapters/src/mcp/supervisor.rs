@@ -47,6 +47,8 @@ pub(crate) struct Supervised {
     /// Every caller of this upstream is one tenant (the gateway says so from its
     /// policy): only then may a message that names no call go to the call in flight.
     pub one_tenant: Arc<std::sync::atomic::AtomicBool>,
+    /// The last 401 or 403 an HTTP endpoint answered (see [`super::http::Refusal`]).
+    pub refusals: super::http::RefusalSlot,
     pub shutdown: CancellationToken,
 }
 
@@ -75,6 +77,16 @@ impl Supervised {
             *cur = c;
             changed
         });
+    }
+
+    /// Whether this connection is to stop because its credentials were refused.
+    fn refused(&self) -> bool {
+        self.options.stop_when_refused
+            && self
+                .refusals
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_some()
     }
 
     fn set_error(&self, e: String) {
@@ -141,6 +153,10 @@ pub(crate) async fn run(shared: Arc<Supervised>) {
                         conn.link.close().await;
                         break;
                     }
+                    Some(_) if shared.refused() => {
+                        conn.link.close().await;
+                        break;
+                    }
                     Some(reason) => {
                         tracing::warn!(upstream = %shared.name, reason = %reason, "MCP connection lost; reconnecting");
                         shared.set_error(format!("connection lost: {reason}"));
@@ -151,6 +167,11 @@ pub(crate) async fn run(shared: Arc<Supervised>) {
                 if since.elapsed() >= HEALTHY_AFTER {
                     backoff = shared.options.backoff_initial;
                 }
+            }
+            Err(e) if shared.refused() => {
+                tracing::info!(upstream = %shared.name, error = %e, "credentials refused; not reconnecting");
+                shared.set_error(e);
+                break;
             }
             Err(e) => {
                 tracing::warn!(upstream = %shared.name, error = %e, retry_in_ms = backoff.as_millis() as u64, "MCP connection failed");
@@ -187,10 +208,10 @@ async fn connect_and_initialize(
     let conn = match &shared.transport {
         McpTransport::Stdio(cfg) => stdio::connect(name, cfg)?,
         McpTransport::StreamableHttp(cfg) => {
-            streamable_http::connect(name, http_client(http, cfg)?)
+            streamable_http::connect(name, http_client(http, cfg, &shared.refusals)?)
         }
         McpTransport::Sse(cfg) => {
-            let client = http_client(http, cfg)?;
+            let client = http_client(http, cfg, &shared.refusals)?;
             let deadline = shared.options.request_timeout.max(client.timeout);
             tokio::time::timeout(deadline, sse::connect(name, client))
                 .await
@@ -284,11 +305,12 @@ async fn connect_and_initialize(
 fn http_client(
     slot: &mut Option<Arc<HttpClient>>,
     cfg: &super::HttpConfig,
+    refusals: &super::http::RefusalSlot,
 ) -> Result<Arc<HttpClient>, String> {
     if let Some(c) = slot {
         return Ok(c.clone());
     }
-    let c = HttpClient::new(cfg)?;
+    let c = HttpClient::noting_refusals(cfg, refusals.clone())?;
     *slot = Some(c.clone());
     Ok(c)
 }

@@ -38,6 +38,7 @@ pub fn spawn(name: String, transport: McpTransport, options: McpOptions) -> Arc<
         conn_tx,
         notifications,
         one_tenant: Default::default(),
+        refusals: Default::default(),
         shutdown: CancellationToken::new(),
     });
     let task = tokio::spawn(supervisor::run(shared.clone()));
@@ -81,6 +82,16 @@ impl McpUpstream {
     /// `instructions`, …) from the current (or last) connection.
     pub fn initialize_result(&self) -> Option<JsonObject> {
         self.shared.lock().initialize_result.clone()
+    }
+
+    /// The last 401 or 403 the upstream's HTTP endpoint answered, taken (a later
+    /// refusal is noted afresh).
+    pub fn take_refusal(&self) -> Option<super::http::Refusal> {
+        self.shared
+            .refusals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
     }
 
     /// The stdio child's process id while connected (for tests and diagnostics).

@@ -3,17 +3,57 @@
 //! caller; one configured `per_tenant` with the calling tenant's own
 //! (`tenants.<name>.upstream_credentials.<upstream>`), which replace the upstream's —
 //! a tenant without them is refused with `authorization_required`, never served with
-//! another tenant's or the shared identity. The caller's own token to the gateway is
-//! never among them: its audience is the gateway.
+//! another tenant's or the shared identity; one configured `oauth` with the token the
+//! calling user connected (kept by the service handed in as [`UpstreamTokens`]).
+//! The caller's own token to the gateway is never among them: its audience is the
+//! gateway.
 
-use toolgate_adapters::{CallerCredentials, ToolError};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use toolgate_adapters::{CallerCredentials, Secret, ToolError};
 
 use crate::access::Caller;
 use crate::config::CredentialSource;
-use crate::gateway::Mounted;
+use crate::gateway::{Gateway, Mounted};
+use crate::policy::Principal;
+
+/// The tokens users hold at upstreams reached with each user's own (`credentials:
+/// oauth`). The core only asks; the service that keeps, refreshes and obtains them
+/// is built beside it and handed in ([`Gateway::set_upstream_tokens`]).
+#[async_trait]
+pub trait UpstreamTokens: Send + Sync {
+    /// `principal`'s token for `upstream`, refreshed when about to expire. Without
+    /// one: `AuthorizationRequired`, saying where the user connects.
+    async fn token(&self, upstream: &str, principal: &Principal) -> Result<Secret, ToolError>;
+
+    /// The upstream refused `principal`'s token (`status` 401 or 403, its
+    /// `WWW-Authenticate` challenge). `Ok` when a new token is held and the call may be
+    /// tried once more; otherwise the error the caller gets (connect again, with more
+    /// scope, or a plain refusal when connecting again would not help).
+    async fn refused(
+        &self,
+        upstream: &str,
+        principal: &Principal,
+        status: u16,
+        challenge: Option<&str>,
+    ) -> Result<(), ToolError>;
+}
+
+/// Who holds a token, as the per-caller upstream keys its connections: the tenant and
+/// the subject, separated by a byte neither may contain.
+pub(crate) fn holder(principal: &Principal) -> Arc<str> {
+    format!(
+        "{}\u{1f}{}",
+        principal.tenant,
+        principal.subject.as_deref().unwrap_or("")
+    )
+    .into()
+}
 
 /// The caller's own credentials for `upstream` (`None`: the upstream's own apply).
-pub(super) fn for_call(
+pub(super) async fn for_call(
+    gateway: &Gateway,
     mounted: &Mounted,
     caller: &Caller,
     upstream: &str,
@@ -29,5 +69,37 @@ pub(super) fn for_call(
                 caller.tenant.name, caller.tenant.name
             ))),
         },
+        CredentialSource::Oauth => {
+            let principal = caller.principal();
+            let token = upstream_tokens(gateway, upstream)?
+                .token(upstream, &principal)
+                .await?;
+            Ok(Some(CallerCredentials::Bearer {
+                holder: holder(&principal),
+                token,
+            }))
+        }
     }
+}
+
+/// What a refusal of the caller's token by `upstream` comes to: `Ok` when the call
+/// may be tried once more with a new token.
+pub(super) async fn after_refusal(
+    gateway: &Gateway,
+    caller: &Caller,
+    upstream: &str,
+    (status, challenge): (u16, Option<&str>),
+) -> Result<(), ToolError> {
+    upstream_tokens(gateway, upstream)?
+        .refused(upstream, &caller.principal(), status, challenge)
+        .await
+}
+
+fn upstream_tokens(gateway: &Gateway, upstream: &str) -> Result<Arc<dyn UpstreamTokens>, ToolError> {
+    gateway.upstream_tokens().ok_or_else(|| {
+        ToolError::Unavailable(format!(
+            "upstream '{upstream}' is reached with each user's own token, and this gateway \
+             keeps no tokens (it was started without its OAuth service)"
+        ))
+    })
 }

@@ -110,8 +110,10 @@ pub(super) async fn invoke(
     };
     // The caller's own credentials, when the upstream takes them, are resolved once
     // the arguments are known to be right (a wrong call is told that first).
-    let credentials =
-        checked.and_then(|()| super::credentials::for_call(mounted, caller, &entry.upstream));
+    let credentials = match checked {
+        Err(error) => Err(error),
+        Ok(()) => super::credentials::for_call(gateway, mounted, caller, &entry.upstream).await,
+    };
     let permit = match credentials {
         Err(error) => Err(error),
         Ok(credentials) => {
@@ -122,8 +124,20 @@ pub(super) async fn invoke(
     let outcome = match &permit {
         Err(error) => Err(error.clone()),
         Ok(_) => {
+            // A user's token its upstream refused may be replaced (refreshed) once,
+            // and the call tried again with the new one.
+            let again = (mounted.credentials == crate::config::CredentialSource::Oauth)
+                .then(|| (arguments.clone(), ctx.clone()));
             let call = (name, arguments, ctx, started);
-            call_if_connected(gateway, mounted, &entry, call, &span).await
+            let first = call_if_connected(gateway, mounted, &entry, call, &span).await;
+            match (first, again) {
+                (Err(ToolError::Unauthorized { status, challenge, .. }), Some(again)) => {
+                    let refusal = (status, challenge.as_deref());
+                    let to_call = (gateway, caller, &**mounted, &*entry);
+                    call_again(to_call, refusal, (name, again.0, again.1, started), &span).await
+                }
+                (first, _) => first,
+            }
         }
     };
     drop(permit);
@@ -168,6 +182,39 @@ pub(super) async fn invoke(
         };
         (output, usage)
     })
+}
+
+/// The call of `name` once more after its upstream refused the caller's token
+/// (`refusal`: status and challenge), when the token service holds a new one;
+/// otherwise, and when the new one is refused too, the error the service gives.
+async fn call_again(
+    (gateway, caller, mounted, entry): (&Gateway, &Caller, &Mounted, &Entry),
+    refusal: (u16, Option<&str>),
+    (name, arguments, mut ctx, started): (&str, JsonObject, CallContext, Instant),
+    span: &tracing::Span,
+) -> Result<CallOutput, ToolError> {
+    let upstream = entry.upstream.as_str();
+    super::credentials::after_refusal(gateway, caller, upstream, refusal).await?;
+    ctx.credentials = super::credentials::for_call(gateway, mounted, caller, upstream).await?;
+    let call = (name, arguments, ctx, started);
+    match call_if_connected(gateway, mounted, entry, call, span).await {
+        Err(ToolError::Unauthorized { status, challenge, .. }) => {
+            // Refused again: no second retry; what the service says now is final.
+            let refusal = (status, challenge.as_deref());
+            match super::credentials::after_refusal(gateway, caller, upstream, refusal).await {
+                Err(error) => Err(error),
+                Ok(()) => Err(ToolError::Unauthorized {
+                    message: format!(
+                        "upstream '{upstream}' refused the caller's authorization twice in \
+                         a row; try the call again later"
+                    ),
+                    status,
+                    challenge: None,
+                }),
+            }
+        }
+        other => other,
+    }
 }
 
 /// The call of `name` when the upstream is connected, within the upstream's

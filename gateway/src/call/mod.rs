@@ -17,6 +17,8 @@ mod credentials;
 mod invoke;
 pub mod protocol_tools;
 
+pub use credentials::UpstreamTokens;
+pub(crate) use credentials::holder;
 pub use invoke::ResultUsage;
 
 use std::sync::Arc;

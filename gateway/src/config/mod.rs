@@ -24,6 +24,7 @@ pub mod diff;
 pub mod env;
 pub mod front_door;
 pub mod jwt;
+pub mod oauth;
 pub(crate) mod one_of;
 pub(crate) mod patterns;
 pub mod rate_limit;
@@ -134,6 +135,10 @@ pub struct Config {
     /// kept where `state.backend` says.
     #[serde(default)]
     pub tasks: TasksConfig,
+    /// The gateway as an OAuth client of upstreams called with each user's own token
+    /// (`credentials: oauth`): its name, Client ID Metadata Document and token keys.
+    #[serde(default)]
+    pub oauth: oauth::OAuthSettings,
     /// Traces of the call path: W3C trace context is always accepted and passed to
     /// upstreams; spans are exported over OTLP/HTTP when `otlp_endpoint` is set.
     #[serde(default)]

@@ -236,6 +236,8 @@ pub struct UpstreamSettings {
     pub tools: BTreeMap<String, ToolSettings>,
     /// Whose credentials calls carry.
     pub credentials: CredentialSource,
+    /// The OAuth client settings of `credentials: oauth`.
+    pub oauth: Option<super::oauth::UpstreamOAuth>,
 }
 
 impl Default for UpstreamSettings {
@@ -251,6 +253,7 @@ impl Default for UpstreamSettings {
             background: None,
             tools: BTreeMap::new(),
             credentials: CredentialSource::Static,
+            oauth: None,
         }
     }
 }
@@ -378,6 +381,10 @@ struct UpstreamFile {
     /// from `tenants.<name>.upstream_credentials.<upstream>`; OpenAPI upstreams).
     #[serde(default, skip_serializing_if = "CredentialSource::is_static")]
     credentials: CredentialSource,
+    /// With `credentials: oauth`: a pre-registered client, default scopes, and whether
+    /// the authorization server may be on a private network.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    oauth: Option<super::oauth::UpstreamOAuth>,
 }
 
 /// Whose credentials an upstream is called with.
@@ -390,6 +397,11 @@ pub enum CredentialSource {
     /// Each tenant's own (`tenants.<name>.upstream_credentials.<upstream>`), in place
     /// of the upstream's: a tenant without them is answered `authorization_required`.
     PerTenant,
+    /// Each user's own token from the upstream's authorization server (OAuth 2.1,
+    /// streamable HTTP and SSE MCP upstreams): the gateway is the OAuth client, each
+    /// user connects once through a link the gateway gives, and the gateway keeps and
+    /// refreshes the token.
+    Oauth,
 }
 
 impl CredentialSource {
@@ -425,6 +437,7 @@ impl TryFrom<UpstreamFile> for UpstreamConfig {
                 background: file.background,
                 tools: file.tools,
                 credentials: file.credentials,
+                oauth: file.oauth,
             },
         })
     }
@@ -443,6 +456,7 @@ impl From<UpstreamConfig> for UpstreamFile {
             background,
             tools,
             credentials,
+            oauth,
         } = upstream.settings;
         let mut file = UpstreamFile {
             openapi: None,
@@ -460,6 +474,7 @@ impl From<UpstreamConfig> for UpstreamFile {
             background,
             tools,
             credentials,
+            oauth,
         };
         match upstream.kind {
             UpstreamKind::Stdio(stdio) => file.stdio = Some(stdio),

@@ -66,6 +66,7 @@ impl Config {
                     ),
                 );
             }
+            self.oauth_problems(&path, upstream, invalid);
             match &upstream.kind {
                 UpstreamKind::Skills(skills) => {
                     for (field, message) in skills.problems() {
@@ -82,6 +83,61 @@ impl Config {
                 }
                 _ => {}
             }
+        }
+    }
+
+    /// `credentials: oauth` and its settings: an HTTP MCP upstream, a public URL to
+    /// send users back to, keys that outlive the process where tokens do.
+    fn oauth_problems(
+        &self,
+        path: &str,
+        upstream: &crate::config::UpstreamConfig,
+        invalid: &mut impl FnMut(String, String),
+    ) {
+        use crate::config::{CredentialSource, Kind};
+        let oauth = upstream.settings.credentials == CredentialSource::Oauth;
+        if !oauth {
+            if upstream.settings.oauth.is_some() {
+                invalid(
+                    format!("{path}.oauth"),
+                    "these settings are used only with `credentials: oauth`".into(),
+                );
+            }
+            return;
+        }
+        if !matches!(upstream.kind.kind(), Kind::StreamableHttp | Kind::Sse) {
+            invalid(
+                format!("{path}.credentials"),
+                format!(
+                    "`oauth` is taken by streamable_http and sse upstreams; a {} upstream                      is called with its own credentials (`static`) or each tenant's                      (`per_tenant`, openapi)",
+                    upstream.kind.name()
+                ),
+            );
+        }
+        if self.public_url.is_none() {
+            invalid(
+                format!("{path}.credentials"),
+                "`oauth` needs `public_url`: users come back to it from the upstream's                  authorization server (`<public_url>/oauth/callback`)"
+                    .into(),
+            );
+        }
+        if self.state.backend == crate::config::StateBackend::Redis
+            && self.oauth.token_keys.is_empty()
+        {
+            invalid(
+                "oauth.token_keys".into(),
+                "with `state.backend: redis` stored tokens outlive this process: give the                  key that seals them (`openssl rand -base64 32`) in `oauth.token_keys`"
+                    .into(),
+            );
+        }
+        if let Some(settings) = &upstream.settings.oauth
+            && settings.client_secret.is_some()
+            && settings.client_id.is_none()
+        {
+            invalid(
+                format!("{path}.oauth.client_secret"),
+                "a client secret needs its `client_id`".into(),
+            );
         }
     }
 

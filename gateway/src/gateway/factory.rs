@@ -14,7 +14,7 @@ use toolgate_adapters::openapi::{ImportReport, LoadError, OpenApiConfig, OpenApi
 use toolgate_adapters::skills::SkillsUpstream;
 
 use super::{Gateway, Mounted};
-use crate::config::{Config, Kind, UpstreamKind, UpstreamSettings};
+use crate::config::{Config, CredentialSource, Kind, UpstreamKind, UpstreamSettings};
 
 impl Mounted {
     /// Wraps `upstream` with the settings `config` gives upstream `name`: its own where
@@ -53,6 +53,25 @@ pub(super) fn start_local(config: &Config, name: &str) -> Option<Mounted> {
     let upstream_config = config.upstreams.get(name)?;
     let upstream: DynUpstream = match &upstream_config.kind {
         UpstreamKind::Skills(skills) => SkillsUpstream::spawn(name, skills),
+        UpstreamKind::Sse(_) | UpstreamKind::StreamableHttp(_)
+            if upstream_config.settings.credentials == CredentialSource::Oauth =>
+        {
+            let per_caller = mcp::spawn_per_caller(
+                name.to_owned(),
+                upstream_config.transport()?,
+                mcp_options(config.startup_timeout),
+            )
+            .map_err(|e| tracing::error!(upstream = %name, error = %e, "not started"))
+            .ok()?;
+            let mut mounted = Mounted::configured(
+                config,
+                name,
+                per_caller.clone(),
+                upstream_config.kind.kind(),
+            );
+            mounted.per_caller = Some(per_caller);
+            return Some(mounted);
+        }
         UpstreamKind::Stdio(_) | UpstreamKind::Sse(_) | UpstreamKind::StreamableHttp(_) => {
             mcp_upstream(name, upstream_config.transport()?, config.startup_timeout)
         }
@@ -95,10 +114,15 @@ fn mcp_upstream(
     transport: mcp::McpTransport,
     startup_timeout: Duration,
 ) -> DynUpstream {
+    mcp::spawn(name.to_owned(), transport, mcp_options(startup_timeout))
+}
+
+/// What the gateway tells every MCP upstream about itself.
+fn mcp_options(startup_timeout: Duration) -> McpOptions {
     // Every upstream sees the downstream client through the gateway: its sampling,
     // elicitation (form and URL) and roots requests during a call go to the caller
     // of that call (a session's stream, or 2026-07-28's input-required round trip).
-    let options = McpOptions {
+    McpOptions {
         client_capabilities: serde_json::json!({
             "sampling": {},
             "elicitation": {"form": {}, "url": {}},
@@ -106,6 +130,5 @@ fn mcp_upstream(
         }),
         startup_timeout,
         ..McpOptions::default()
-    };
-    mcp::spawn(name.to_owned(), transport, options)
+    }
 }

@@ -59,6 +59,9 @@ pub struct Gateway {
     stop: CancellationToken,
     /// Set once, when startup stopped waiting for the upstreams' first answers.
     startup: std::sync::OnceLock<Startup>,
+    /// The tokens users hold at upstreams reached with each user's own (handed in by
+    /// the service that keeps them).
+    upstream_tokens: std::sync::OnceLock<Arc<dyn crate::call::UpstreamTokens>>,
 }
 
 /// A config and the policy built from it.
@@ -117,6 +120,7 @@ impl Gateway {
             metrics: Metrics::new(),
             stop: CancellationToken::new(),
             startup: std::sync::OnceLock::new(),
+            upstream_tokens: std::sync::OnceLock::new(),
         });
         let config = gateway.config();
         {
@@ -183,6 +187,17 @@ impl Gateway {
             Verdict::Wait(retry_after) => Err(Refusal::RateLimited { retry_after }),
             Verdict::Unavailable(message) => Err(Refusal::LimiterUnavailable { message }),
         }
+    }
+
+    /// Hands in the service keeping users' upstream tokens (once; later calls are
+    /// ignored).
+    pub fn set_upstream_tokens(&self, tokens: Arc<dyn crate::call::UpstreamTokens>) {
+        let _ = self.upstream_tokens.set(tokens);
+    }
+
+    /// The service keeping users' upstream tokens, when one was handed in.
+    pub fn upstream_tokens(&self) -> Option<Arc<dyn crate::call::UpstreamTokens>> {
+        self.upstream_tokens.get().cloned()
     }
 
     /// Cancelled when the gateway shuts down (for background tasks).

@@ -39,6 +39,9 @@ pub struct Mounted {
     pub(super) shaping: crate::catalog::Shaping,
     /// Whose credentials its calls carry.
     pub(crate) credentials: crate::config::CredentialSource,
+    /// The upstream itself when it is reached with each caller's own token (to drop a
+    /// caller's connection on disconnect).
+    pub per_caller: Option<Arc<toolgate_adapters::mcp::PerCallerUpstream>>,
     /// Stops this upstream's health and catalog tasks when it is unmounted.
     pub(super) stop: CancellationToken,
 }
@@ -64,6 +67,7 @@ impl Mounted {
             result_max_tokens: None,
             shaping: crate::catalog::Shaping::of_kind(kind),
             credentials: crate::config::CredentialSource::Static,
+            per_caller: None,
             stop: CancellationToken::new(),
         }
     }

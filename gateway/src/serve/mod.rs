@@ -13,6 +13,7 @@ pub mod console;
 pub mod guard;
 pub mod listener;
 pub mod mcp;
+pub mod oauth;
 pub mod ops;
 pub mod rest;
 pub mod stdio;
@@ -69,6 +70,7 @@ impl Front {
         let router = ops::router(door.clone())
             .merge(admin::router(admin.clone()))
             .merge(console::router(door.clone(), admin))
+            .merge(oauth::router(app.upstream_auth.clone()))
             .merge(rest::router(door))
             .merge(mcp_routes)
             // After every route (a fallback set before a merge would panic it).

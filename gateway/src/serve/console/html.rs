@@ -7,7 +7,7 @@ use std::fmt::Write;
 use super::auth::Viewer;
 
 /// `text` escaped for HTML text and double-quoted attribute values.
-pub(super) fn esc(text: &str) -> String {
+pub(crate) fn esc(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

@@ -24,7 +24,7 @@
 mod actions;
 mod auth;
 mod catalog;
-mod html;
+pub(crate) mod html;
 mod pages;
 mod schema;
 mod sessions;

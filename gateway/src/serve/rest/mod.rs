@@ -41,6 +41,7 @@ use crate::telemetry::{CallTrace, rest_calls};
 
 mod batch;
 mod call;
+mod connections;
 mod openapi;
 mod query;
 pub(crate) mod stream;
@@ -57,6 +58,11 @@ pub fn router(door: Arc<FrontDoor>) -> Router {
         .route("/v1/tools", get(list_tools))
         .route("/v1/tools/{name}/schema", get(tool_schema))
         .route(CALL_ROUTE, post(call_route))
+        .route("/v1/connections", get(connections::list))
+        .route(
+            "/v1/connections/{upstream}",
+            post(connections::connect).delete(connections::disconnect),
+        )
         .route("/v1/sessions", post(create_session))
         .route("/v1/sessions/{id}", delete(end_session))
         .route("/v1/sessions/{id}/tools", get(session_tools))

@@ -215,6 +215,11 @@ fn error_of(code: &str, message: String) -> ToolError {
         "not_selected" => ToolError::NotSelected(message),
         "authorization_required" => ToolError::AuthorizationRequired(message),
         "execution_mode" => ToolError::ExecutionMode(message),
+        "upstream_unauthorized" => ToolError::Unauthorized {
+            message,
+            status: 401,
+            challenge: None,
+        },
         _ => ToolError::Failed(message),
     }
 }

@@ -1,0 +1,90 @@
+//! The gateway as an OAuth client of its upstreams (`credentials: oauth`): its
+//! identity towards their authorization servers (`oauth:` at the top level) and each
+//! upstream's own client settings (`oauth:` on the upstream).
+
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use toolgate_adapters::Secret;
+
+/// The gateway's identity towards the authorization servers of upstreams called with
+/// each user's own token, and how it keeps those tokens.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OAuthSettings {
+    /// The name the gateway registers under (shown on consent screens).
+    #[serde(default = "default_client_name")]
+    pub client_name: String,
+    /// Where the gateway's Client ID Metadata Document is reachable, used as its
+    /// `client_id` by authorization servers that accept one (instead of registering).
+    /// The gateway serves the document at `/oauth/client-metadata.json`; unset: that
+    /// path under `public_url` when it is `https://`, otherwise no document is used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_metadata_url: Option<String>,
+    /// Keys sealing the stored tokens (AES-256-GCM), each 32 bytes in base64
+    /// (`openssl rand -base64 32`). The first seals; every one opens, so a new key is
+    /// added first and old ones are removed once tokens were re-sealed. Required with
+    /// `state.backend: redis`; without keys tokens are sealed with a key that lives
+    /// only as long as the process.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub token_keys: Vec<Secret>,
+    /// How long a connect link (and the authorization it starts) stays usable.
+    #[serde(default = "default_connect_ttl", with = "humantime_serde")]
+    #[schemars(with = "String")]
+    pub connect_ttl: Duration,
+}
+
+impl Default for OAuthSettings {
+    fn default() -> Self {
+        Self {
+            client_name: default_client_name(),
+            client_metadata_url: None,
+            token_keys: Vec::new(),
+            connect_ttl: default_connect_ttl(),
+        }
+    }
+}
+
+fn default_client_name() -> String {
+    "toolgate".into()
+}
+
+fn default_connect_ttl() -> Duration {
+    Duration::from_secs(600)
+}
+
+/// How client credentials are presented at an authorization server's token endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenEndpointAuth {
+    None,
+    ClientSecretBasic,
+    ClientSecretPost,
+}
+
+/// An upstream's OAuth client settings (`credentials: oauth`). All optional: by
+/// default the gateway discovers the upstream's authorization server from its 401
+/// answer and registers itself.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamOAuth {
+    /// A client registered beforehand with the upstream's authorization server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+    /// Its secret (with `client_id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret: Option<Secret>,
+    /// How the pre-registered client authenticates at the token endpoint. Unset:
+    /// `client_secret_basic` with a secret, `none` without.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_endpoint_auth_method: Option<TokenEndpointAuth>,
+    /// Scopes to ask for when the upstream's challenge and metadata name none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
+    /// Let the metadata, authorization and token URLs the upstream's metadata names
+    /// point at private, loopback or link-local addresses (off: refused, like any URL
+    /// a document names).
+    #[serde(default)]
+    pub allow_private_networks: bool,
+}

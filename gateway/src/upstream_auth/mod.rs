@@ -1,0 +1,469 @@
+//! The gateway as each user's OAuth client at upstreams configured `credentials:
+//! oauth`: it keeps every user's token for every such upstream (sealed, in the state
+//! store), refreshes it, and sends the user through the upstream's consent when it
+//! holds none — or none with enough scope.
+//!
+//! A user connects through a *connect link*: a single-use, short-lived URL the gateway
+//! gives in the `authorization_required` answer (and on `POST /v1/connections/…`),
+//! bound to the tenant, the subject and the upstream it was made for. Opening it shows
+//! whose account is being connected; confirming sends the browser to the upstream's
+//! authorization server (discovered from the upstream's own 401 answer: RFC 9728, RFC
+//! 8414) with PKCE and the upstream as `resource`; the server sends it back to
+//! `/oauth/callback`, where the `state` (single use) and the issuer (RFC 9207) are
+//! checked before the code is exchanged. See [`connect`] for those steps.
+//!
+//! The core asks for tokens through [`crate::call::UpstreamTokens`], which this
+//! service implements.
+
+mod connect;
+mod records;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use toolgate_adapters::oauth::{Challenge, Discovery, OAuthClient, OAuthError, RegisteredClient};
+use toolgate_adapters::{Secret, ToolError};
+
+use crate::config::{Config, CredentialSource};
+use crate::gateway::Gateway;
+use crate::policy::Principal;
+use crate::state::tokens::{StoredToken, TokenKey, TokenStore};
+
+pub use connect::{CallbackOutcome, CallbackParams, ConnectPage};
+use records::Link;
+
+/// A token that expires within this is refreshed before use.
+const REFRESH_MARGIN: Duration = Duration::from_secs(60);
+/// How long one replica waits for another's refresh of the same token.
+const REFRESH_WAIT: Duration = Duration::from_secs(10);
+/// Bounds every exchange with an authorization server (metadata, registration, token).
+const OAUTH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// See the module docs.
+pub struct UpstreamAuth {
+    gateway: Arc<Gateway>,
+    store: TokenStore,
+    /// Clients registered at authorization servers (RFC 7591), by upstream and
+    /// issuer: registered once per process, not once per user.
+    registered: tokio::sync::Mutex<HashMap<(String, String), RegisteredClient>>,
+}
+
+/// What a stored token keeps besides the token: how to refresh and revoke it.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Grant {
+    discovery: Discovery,
+    client: RegisteredClient,
+}
+
+impl UpstreamAuth {
+    /// The service for `gateway`, keeping tokens where its config says: in Redis with
+    /// `state.backend: redis`; in a file in `data_dir` when `oauth.token_keys` are set
+    /// (tokens outlive a restart); otherwise in memory, sealed with a key of this
+    /// process.
+    pub fn for_gateway(gateway: Arc<Gateway>) -> Result<Arc<UpstreamAuth>, String> {
+        use crate::state::tokens::Keyring;
+        let config = gateway.config();
+        let keys = &config.oauth.token_keys;
+        let keyring = if keys.is_empty() {
+            Keyring::ephemeral()?
+        } else {
+            Keyring::new(keys).map_err(|e| format!("oauth.token_keys: {e}"))?
+        };
+        let store = match (&gateway.shared, keys.is_empty()) {
+            (Some(shared), _) => TokenStore::redis(shared.conn.clone(), keyring),
+            (None, false) => TokenStore::file(&config.data_dir, keyring),
+            (None, true) => TokenStore::memory(keyring),
+        };
+        Ok(Self::new(gateway, store))
+    }
+
+    /// The service over `store`, for `gateway`'s upstreams.
+    pub fn new(gateway: Arc<Gateway>, store: TokenStore) -> Arc<UpstreamAuth> {
+        Arc::new(UpstreamAuth {
+            gateway,
+            store,
+            registered: tokio::sync::Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn config(&self) -> Arc<Config> {
+        self.gateway.config()
+    }
+
+    /// The gateway's Client ID Metadata Document, when it publishes one.
+    pub fn client_metadata(&self) -> Option<serde_json::Value> {
+        connect::client_metadata(&self.config())
+    }
+
+    /// Whether `upstream` is one this service keeps tokens for.
+    pub fn is_oauth(&self, upstream: &str) -> bool {
+        self.config()
+            .upstreams
+            .get(upstream)
+            .is_some_and(|u| u.settings.credentials == CredentialSource::Oauth)
+    }
+
+    /// The upstreams configured `credentials: oauth`, by name.
+    pub fn oauth_upstreams(&self) -> Vec<String> {
+        self.config()
+            .upstreams
+            .iter()
+            .filter(|(_, u)| u.settings.credentials == CredentialSource::Oauth)
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    fn client_for(&self, upstream: &str) -> Result<OAuthClient, ToolError> {
+        let allow_private = self
+            .config()
+            .upstreams
+            .get(upstream)
+            .and_then(|u| u.settings.oauth.as_ref())
+            .is_some_and(|o| o.allow_private_networks);
+        OAuthClient::new(allow_private, OAUTH_TIMEOUT).map_err(ToolError::Unavailable)
+    }
+
+    fn key(upstream: &str, principal: &Principal) -> TokenKey {
+        TokenKey {
+            upstream: upstream.to_owned(),
+            tenant: principal.tenant.clone(),
+            subject: principal.subject.clone(),
+        }
+    }
+
+    /// The connection state of `principal` at every OAuth upstream.
+    pub async fn connections(&self, principal: &Principal) -> Result<Vec<Connection>, String> {
+        let mut all = Vec::new();
+        for upstream in self.oauth_upstreams() {
+            let token = self
+                .store
+                .get(&Self::key(&upstream, principal))
+                .await
+                .map_err(|e| e.to_string())?;
+            all.push(Connection {
+                connected: token.is_some(),
+                scope: token.as_ref().and_then(|t| t.scope.clone()),
+                expires_at: token.as_ref().and_then(|t| t.expires_at),
+                upstream,
+            });
+        }
+        Ok(all)
+    }
+
+    /// Forgets `principal`'s token for `upstream` and revokes it at its authorization
+    /// server (best effort: the token is forgotten whatever the server says).
+    /// `false` when none was held.
+    pub async fn disconnect(&self, upstream: &str, principal: &Principal) -> Result<bool, String> {
+        let removed = self
+            .store
+            .remove(&Self::key(upstream, principal))
+            .await
+            .map_err(|e| e.to_string())?;
+        if let Some(mounted) = self.gateway.upstreams().get(upstream)
+            && let Some(per_caller) = &mounted.per_caller
+        {
+            per_caller.disconnect(&crate::call::holder(principal));
+        }
+        let Some(token) = removed else {
+            return Ok(false);
+        };
+        if let Some(grant) = grant_of(&token)
+            && let Ok(client) = self.client_for(upstream)
+        {
+            for secret in [Some(&token.access_token), token.refresh_token.as_ref()]
+                .into_iter()
+                .flatten()
+            {
+                if let Err(e) = client.revoke(&grant.discovery, &grant.client, secret).await {
+                    tracing::warn!(upstream = %upstream, error = %e, "token revocation failed; the token is forgotten anyway");
+                }
+            }
+        }
+        tracing::info!(upstream = %upstream, tenant = %principal.tenant, subject = principal.subject.as_deref().unwrap_or("-"), "upstream authorization disconnected");
+        Ok(true)
+    }
+
+    /// A connect link for `principal` at `upstream`, asking for `scope` (`None`: what
+    /// the upstream's challenge and metadata name).
+    pub async fn connect_link(
+        &self,
+        upstream: &str,
+        principal: &Principal,
+        scope: Option<String>,
+    ) -> Result<String, ToolError> {
+        let config = self.config();
+        let Some(base) = config.public_url.as_deref() else {
+            return Err(ToolError::Unavailable(
+                "the gateway has no `public_url`, so it cannot send users to connect".into(),
+            ));
+        };
+        let link = Link {
+            upstream: upstream.to_owned(),
+            tenant: principal.tenant.clone(),
+            subject: principal.subject.clone(),
+            scope,
+        };
+        let id = records::new_id().map_err(ToolError::Unavailable)?;
+        self.store
+            .put_pending(&records::link_id(&id), &link.to_bytes(), config.oauth.connect_ttl)
+            .await
+            .map_err(|e| ToolError::Unavailable(e.to_string()))?;
+        Ok(format!(
+            "{}/oauth/connect/{id}",
+            base.trim_end_matches('/')
+        ))
+    }
+
+    /// The error a call gets when `principal` holds no (good enough) token.
+    async fn authorization_required(
+        &self,
+        upstream: &str,
+        principal: &Principal,
+        scope: Option<String>,
+        why: &str,
+    ) -> ToolError {
+        match self.connect_link(upstream, principal, scope).await {
+            Ok(url) => ToolError::AuthorizationRequired(format!(
+                "upstream '{upstream}' {why}: the user connects their account by opening \
+                 {url} in a browser (the link works once, within {}), then calls the tool \
+                 again",
+                toolgate_adapters::error::duration_text(self.config().oauth.connect_ttl)
+            )),
+            Err(error) => error,
+        }
+    }
+
+    /// Refreshes `token` (held under `key`) once across replicas; `None` when it
+    /// cannot be refreshed (no refresh token, or the server refused it: it is then
+    /// forgotten).
+    async fn refresh(
+        &self,
+        key: &TokenKey,
+        token: StoredToken,
+    ) -> Result<Option<StoredToken>, ToolError> {
+        let unavailable = |e: String| ToolError::Unavailable(e);
+        let _gate = self.store.refresh_gate(key).await;
+        // Another caller of this process may have refreshed it meanwhile.
+        let token = match self.store.get(key).await.map_err(|e| unavailable(e.to_string()))? {
+            Some(now) if now.access_token != token.access_token => return Ok(Some(now)),
+            Some(now) => now,
+            None => return Ok(None),
+        };
+        let (Some(refresh_token), Some(grant)) = (token.refresh_token.clone(), grant_of(&token))
+        else {
+            return Ok(None);
+        };
+        let lock = self
+            .store
+            .lock_refresh(key, REFRESH_WAIT)
+            .await
+            .map_err(|e| unavailable(e.to_string()))?;
+        if lock.is_none() {
+            // Another replica refreshes it: wait for its result (bounded).
+            let until = tokio::time::Instant::now() + REFRESH_WAIT;
+            while tokio::time::Instant::now() < until {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                match self.store.get(key).await.map_err(|e| unavailable(e.to_string()))? {
+                    Some(now) if now.access_token != token.access_token => return Ok(Some(now)),
+                    Some(_) => {}
+                    None => return Ok(None),
+                }
+            }
+            return Err(ToolError::Unavailable(format!(
+                "upstream '{}': another gateway replica is refreshing this token; retry",
+                key.upstream
+            )));
+        }
+        let client = self.client_for(&key.upstream)?;
+        match client
+            .refresh(&grant.discovery, &grant.client, &refresh_token, None)
+            .await
+        {
+            Ok(set) => {
+                let fresh = stored_token(set, &grant, token.scope.clone(), Some(refresh_token));
+                self.store
+                    .put(key, &fresh)
+                    .await
+                    .map_err(|e| unavailable(e.to_string()))?;
+                Ok(Some(fresh))
+            }
+            Err(OAuthError::Refused { .. }) => {
+                self.store
+                    .remove(key)
+                    .await
+                    .map_err(|e| unavailable(e.to_string()))?;
+                Ok(None)
+            }
+            Err(other) => Err(ToolError::Unavailable(format!(
+                "upstream '{}': refreshing the user's token failed ({other}); retry",
+                key.upstream
+            ))),
+        }
+    }
+}
+
+/// One upstream's connection state for a user.
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
+pub struct Connection {
+    pub upstream: String,
+    pub connected: bool,
+    /// The scope granted, as the authorization server said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// When the access token expires (Unix seconds; it is refreshed before).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<u64>,
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn grant_of(token: &StoredToken) -> Option<Grant> {
+    serde_json::from_str(token.grant.as_deref()?).ok()
+}
+
+/// A token set as stored: `scope` is what the server granted, else what was asked.
+fn stored_token(
+    set: toolgate_adapters::oauth::TokenSet,
+    grant: &Grant,
+    asked: Option<String>,
+    old_refresh: Option<Secret>,
+) -> StoredToken {
+    let now = now_secs();
+    StoredToken {
+        access_token: set.access_token,
+        refresh_token: set.refresh_token.or(old_refresh),
+        token_type: set.token_type,
+        expires_at: set.expires_in.map(|s| now.saturating_add(s)),
+        scope: set.scope.or(asked),
+        issuer: grant.discovery.issuer.clone(),
+        client_id: grant.client.client_id.clone(),
+        resource: grant.discovery.resource.clone(),
+        obtained_at: now,
+        grant: serde_json::to_string(grant).ok(),
+    }
+}
+
+/// Whether `granted` (space-separated) holds every scope of `wanted`.
+fn covers(granted: Option<&str>, wanted: &str) -> bool {
+    let granted: Vec<&str> = granted.unwrap_or("").split_whitespace().collect();
+    wanted.split_whitespace().all(|w| granted.contains(&w))
+}
+
+/// `a` ∪ `b`, space-separated, in first-seen order.
+fn union(a: Option<&str>, b: &str) -> String {
+    let mut all: Vec<&str> = Vec::new();
+    for s in a.unwrap_or("").split_whitespace().chain(b.split_whitespace()) {
+        if !all.contains(&s) {
+            all.push(s);
+        }
+    }
+    all.join(" ")
+}
+
+#[async_trait]
+impl crate::call::UpstreamTokens for UpstreamAuth {
+    async fn token(&self, upstream: &str, principal: &Principal) -> Result<Secret, ToolError> {
+        let key = Self::key(upstream, principal);
+        let held = self
+            .store
+            .get(&key)
+            .await
+            .map_err(|e| ToolError::Unavailable(e.to_string()))?;
+        let Some(token) = held else {
+            let why = "is reached with each user's own authorization, and this user has not connected it";
+            return Err(self.authorization_required(upstream, principal, None, why).await);
+        };
+        let fresh = token
+            .expires_at
+            .is_none_or(|at| at > now_secs() + REFRESH_MARGIN.as_secs());
+        if fresh {
+            return Ok(token.access_token);
+        }
+        match self.refresh(&key, token).await? {
+            Some(token) => Ok(token.access_token),
+            None => {
+                let why = "needs this user's authorization again (the token expired and could not be refreshed)";
+                Err(self.authorization_required(upstream, principal, None, why).await)
+            }
+        }
+    }
+
+    async fn refused(
+        &self,
+        upstream: &str,
+        principal: &Principal,
+        status: u16,
+        challenge: Option<&str>,
+    ) -> Result<(), ToolError> {
+        let key = Self::key(upstream, principal);
+        let challenge = challenge.and_then(Challenge::parse);
+        let held = self
+            .store
+            .get(&key)
+            .await
+            .map_err(|e| ToolError::Unavailable(e.to_string()))?;
+        let insufficient = status == 403
+            || challenge
+                .as_ref()
+                .is_some_and(|c| c.error.as_deref() == Some("insufficient_scope"));
+        if insufficient {
+            let wanted = challenge.as_ref().and_then(|c| c.scope.clone());
+            let granted = held.as_ref().and_then(|t| t.scope.clone());
+            return Err(match wanted {
+                // Asking again for what was granted would not help (and would loop).
+                Some(wanted) if !covers(granted.as_deref(), &wanted) => {
+                    let scope = union(granted.as_deref(), &wanted);
+                    let why = format!("needs more of this user's authorization (scope '{scope}')");
+                    self.authorization_required(upstream, principal, Some(scope.clone()), &why)
+                        .await
+                }
+                _ => ToolError::Unauthorized {
+                    message: format!(
+                        "upstream '{upstream}' refuses this call even with the user's \
+                         authorization (HTTP {status}, insufficient scope); connecting again \
+                         would not change that: the user's account at the upstream lacks \
+                         the permission"
+                    ),
+                    status,
+                    challenge: None,
+                },
+            });
+        }
+        // 401: the token is no longer good. Refresh it once, else connect again.
+        if let Some(token) = held {
+            let obtained = token.obtained_at;
+            if let Some(fresh) = self.refresh(&key, token).await?
+                && fresh.obtained_at >= obtained
+            {
+                return Ok(());
+            }
+            let _ = self.store.remove(&key).await;
+        }
+        let scope = challenge.and_then(|c| c.scope);
+        let why = "refused this user's authorization (it may have been revoked)";
+        Err(self.authorization_required(upstream, principal, scope, why).await)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scopes_union_and_cover() {
+        assert_eq!(union(Some("mcp:basic"), "mcp:write"), "mcp:basic mcp:write");
+        assert_eq!(union(None, "a b"), "a b");
+        assert_eq!(union(Some("a b"), "b a"), "a b");
+        assert!(covers(Some("mcp:basic mcp:write"), "mcp:write"));
+        assert!(!covers(Some("mcp:basic"), "mcp:write"));
+        assert!(!covers(None, "x"));
+        assert!(covers(None, ""));
+    }
+}
