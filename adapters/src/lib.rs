@@ -15,6 +15,8 @@
 //! Modules, one line each:
 //! - [`error`]: the one error taxonomy of a tool call, and the error helpers.
 //! - [`mcp`]: MCP servers over stdio, streamable HTTP and legacy HTTP+SSE.
+//! - [`oauth`]: the gateway as an OAuth 2.1 client of its upstreams (discovery,
+//!   registration, PKCE, tokens), without state.
 //! - [`openapi`]: HTTP APIs described by OpenAPI 3.x or Swagger 2.0, one tool per operation.
 //! - [`redirect`]: the one redirect policy of clients that carry credentials.
 //! - [`secret`]: [`Secret`], the one type every credential is held in.
@@ -24,6 +26,7 @@
 pub mod codes;
 pub mod error;
 pub mod mcp;
+pub mod oauth;
 pub mod openapi;
 mod output;
 pub mod redirect;

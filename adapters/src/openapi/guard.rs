@@ -1,5 +1,7 @@
 //! The clients of one OpenAPI upstream, each behind the SSRF guard ([`super::ssrf`]):
-//! API calls, token requests and health checks, spec and `$ref` documents.
+//! API calls, token requests and health checks, spec and `$ref` documents. The OAuth
+//! client ([`crate::oauth`]) fetches through the same guard: metadata as documents,
+//! registration and token endpoints as token requests.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +13,7 @@ use super::ssrf::{GuardedResolver, MAX_REDIRECTS, check_url};
 /// is checked, names resolve through [`resolve`], no proxies (a proxy would resolve
 /// names where the guard cannot see them), and timeouts.
 #[derive(Debug, Clone)]
-pub(super) struct Guard {
+pub(crate) struct Guard {
     /// For API calls, which carry credentials and configured headers: redirects stay
     /// within the origin (see [`crate::redirect`]).
     api: ApiClient,
@@ -25,7 +27,7 @@ pub(super) struct Guard {
 
 impl Guard {
     /// The clients of one upstream; the error says what could not be set up.
-    pub(super) fn new(allow_private: bool, timeout: Duration) -> Result<Guard, String> {
+    pub(crate) fn new(allow_private: bool, timeout: Duration) -> Result<Guard, String> {
         let build = |cross_origin: bool| {
             reqwest::Client::builder()
                 .dns_resolver(Arc::new(GuardedResolver {
@@ -53,7 +55,7 @@ impl Guard {
     }
 
     /// Checks `url` as [`check_url`] does with this upstream's allowance.
-    pub(super) fn check(&self, url: &url::Url) -> Result<(), String> {
+    pub(crate) fn check(&self, url: &url::Url) -> Result<(), String> {
         check_url(url, self.allow_private)
     }
 
@@ -65,7 +67,7 @@ impl Guard {
     }
 
     /// A request to an API's token endpoint or health path, once `url` passed the guard.
-    pub(super) fn request(
+    pub(crate) fn request(
         &self,
         method: reqwest::Method,
         url: url::Url,
@@ -75,7 +77,7 @@ impl Guard {
     }
 
     /// A GET for a spec or referenced document, once `url` passed the guard.
-    pub(super) fn document(&self, url: url::Url) -> Result<reqwest::RequestBuilder, String> {
+    pub(crate) fn document(&self, url: url::Url) -> Result<reqwest::RequestBuilder, String> {
         self.check(&url)?;
         Ok(self.documents.get(url))
     }

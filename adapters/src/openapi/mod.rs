@@ -72,7 +72,7 @@ mod connector;
 mod convert;
 mod encode;
 mod files;
-mod guard;
+pub(crate) mod guard;
 mod import;
 mod invoke;
 mod lenient;

@@ -4,7 +4,8 @@
 //!
 //! Every URL fetched because a spec (or a registration) says so — the spec, its `$ref`
 //! documents, the API's `servers`, OAuth2 `tokenUrl`s and every redirect of each — goes
-//! through `super::guard::Guard`, the only way the adapter gets an HTTP client. The check runs
+//! through `super::guard::Guard`, the only way the adapter gets an HTTP client (and the
+//! way the OAuth client, `crate::oauth`, fetches what servers name). The check runs
 //! on IP literals in the URL ([`check_url`]; no client resolves them) and on resolved
 //! addresses ([`resolve`]: a public name pointing at 10.0.0.1 is refused too, and only
 //! the addresses it returns are connected to); both ask [`is_forbidden`]. IPv6
