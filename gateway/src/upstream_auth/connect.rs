@@ -102,8 +102,9 @@ impl UpstreamAuth {
             .clone()
             .or_else(|| discovery.scope_for(challenge.as_ref()))
             .or_else(|| (!settings.scopes.is_empty()).then(|| settings.scopes.join(" ")));
-        let request =
-            client.authorization_request(&discovery, &registered, &redirect_uri, scope.as_deref());
+        let request = client
+            .authorization_request(&discovery, &registered, &redirect_uri, scope.as_deref())
+            .map_err(|e| format!("upstream '{}': {e}", link.upstream))?;
         let flow = Flow {
             link,
             verifier: request.pkce_verifier,
@@ -151,6 +152,7 @@ impl UpstreamAuth {
                 TokenEndpointAuth::ClientSecretBasic => TokenAuthMethod::ClientSecretBasic,
                 TokenEndpointAuth::ClientSecretPost => TokenAuthMethod::ClientSecretPost,
             }),
+            signing_key: None,
         });
         let identity = ClientIdentity {
             client_name: config.oauth.client_name.clone(),
@@ -288,12 +290,11 @@ async fn probe(endpoint: &str) -> Option<Challenge> {
 pub fn client_metadata(config: &crate::config::Config) -> Option<serde_json::Value> {
     let base = config.public_url.as_deref()?.trim_end_matches('/');
     let url = metadata_url(config, base)?;
-    Some(toolgate_adapters::oauth::client_metadata_document(
-        &ClientIdentity {
-            client_name: config.oauth.client_name.clone(),
-            redirect_uri: format!("{base}/oauth/callback"),
-            metadata_url: Some(url),
-            preregistered: None,
-        },
-    ))
+    toolgate_adapters::oauth::client_metadata_document(&ClientIdentity {
+        client_name: config.oauth.client_name.clone(),
+        redirect_uri: format!("{base}/oauth/callback"),
+        metadata_url: Some(url),
+        preregistered: None,
+    })
+    .ok()
 }

@@ -23,7 +23,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use toolgate_adapters::oauth::{Challenge, Discovery, OAuthClient, OAuthError, RegisteredClient};
+use toolgate_adapters::oauth::{
+    Challenge, Discovery, OAuthClient, OAuthError, RegisteredClient, TokenHint, union_scopes,
+};
 use toolgate_adapters::{Secret, ToolError};
 
 use crate::config::{Config, CredentialSource};
@@ -172,11 +174,16 @@ impl UpstreamAuth {
         if let Some(grant) = grant_of(&token)
             && let Ok(client) = self.client_for(upstream)
         {
-            for secret in [Some(&token.access_token), token.refresh_token.as_ref()]
-                .into_iter()
-                .flatten()
-            {
-                if let Err(e) = client.revoke(&grant.discovery, &grant.client, secret).await {
+            let held = [
+                (Some(&token.access_token), TokenHint::AccessToken),
+                (token.refresh_token.as_ref(), TokenHint::RefreshToken),
+            ];
+            for (secret, hint) in held {
+                let Some(secret) = secret else { continue };
+                if let Err(e) = client
+                    .revoke(&grant.discovery, &grant.client, secret, hint)
+                    .await
+                {
                     tracing::warn!(upstream = %upstream, error = %e, "token revocation failed; the token is forgotten anyway");
                 }
             }
@@ -356,16 +363,6 @@ fn covers(granted: Option<&str>, wanted: &str) -> bool {
     wanted.split_whitespace().all(|w| granted.contains(&w))
 }
 
-/// `a` ∪ `b`, space-separated, in first-seen order.
-fn union(a: Option<&str>, b: &str) -> String {
-    let mut all: Vec<&str> = Vec::new();
-    for s in a.unwrap_or("").split_whitespace().chain(b.split_whitespace()) {
-        if !all.contains(&s) {
-            all.push(s);
-        }
-    }
-    all.join(" ")
-}
 
 #[async_trait]
 impl crate::call::UpstreamTokens for UpstreamAuth {
@@ -419,7 +416,7 @@ impl crate::call::UpstreamTokens for UpstreamAuth {
             return Err(match wanted {
                 // Asking again for what was granted would not help (and would loop).
                 Some(wanted) if !covers(granted.as_deref(), &wanted) => {
-                    let scope = union(granted.as_deref(), &wanted);
+                    let scope = union_scopes(granted.as_deref(), Some(&wanted)).unwrap_or(wanted);
                     let why = format!("needs more of this user's authorization (scope '{scope}')");
                     self.authorization_required(upstream, principal, Some(scope.clone()), &why)
                         .await
@@ -457,10 +454,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn scopes_union_and_cover() {
-        assert_eq!(union(Some("mcp:basic"), "mcp:write"), "mcp:basic mcp:write");
-        assert_eq!(union(None, "a b"), "a b");
-        assert_eq!(union(Some("a b"), "b a"), "a b");
+    fn scopes_cover() {
         assert!(covers(Some("mcp:basic mcp:write"), "mcp:write"));
         assert!(!covers(Some("mcp:basic"), "mcp:write"));
         assert!(!covers(None, "x"));
