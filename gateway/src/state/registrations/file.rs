@@ -72,14 +72,18 @@ impl RegistrationStore for FileStore {
     }
 }
 
-fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<(), String> {
+/// Replaces `path` with `bytes` (write a temporary file beside it, fsync, rename,
+/// fsync the directory), readable by the gateway's user only on unix. Shared with
+/// the upstream-token file (`state::tokens::file`).
+pub(crate) fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<(), String> {
     use std::io::Write;
     let dir = path.parent().unwrap_or(std::path::Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let tmp = path.with_extension("json.tmp");
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(true);
-    // Registrations can carry API credentials: readable by the gateway's user only.
+    // Registrations can carry API credentials, the token file sealed tokens: readable
+    // by the gateway's user only.
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
