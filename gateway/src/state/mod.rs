@@ -15,6 +15,9 @@
 //! - runtime registrations ([`registrations`]: a file, or a hash plus a pub/sub
 //!   channel every replica follows);
 //! - background calls' task records ([`tasks`]: leases, progress, results, input).
+//! - the tokens the gateway holds as an OAuth client of its upstreams, per caller
+//!   ([`tokens`]: sealed with configured keys; memory, a file, or Redis), with their
+//!   single-use pending authorizations and the refresh lock.
 //!
 //! [`conn::RedisConn`] is the one connection (reconnecting, every command bounded by
 //! `command_timeout`); its errors are [`conn::Unavailable`], which surfaces answer with
@@ -27,6 +30,7 @@ pub mod sessions;
 #[cfg(test)]
 pub(crate) mod suite;
 pub mod tasks;
+pub mod tokens;
 
 use std::sync::Arc;
 
