@@ -18,6 +18,7 @@
 //! Errors are [`StoreError`]: a value that does not open is `Corrupt` and named by
 //! its upstream and tenant, never by its content.
 
+pub mod file;
 mod gates;
 pub mod keyring;
 pub mod memory;
@@ -254,6 +255,16 @@ impl TokenStore {
         )
     }
 
+    /// In `<dir>/upstream-tokens.json`. Refuses an ephemeral keyring: what it sealed
+    /// would not open after a restart.
+    pub fn file(dir: &std::path::Path, keyring: Keyring) -> Result<TokenStore, String> {
+        refuse_ephemeral(&keyring, "file")?;
+        Ok(TokenStore::new(
+            keyring,
+            Box::new(file::FileBackend::new(dir, DEFAULT_MAX_RECORDS)),
+        ))
+    }
+
     /// The caller's token, if stored. A token sealed with an older key is re-sealed
     /// with the first (unless it changed meanwhile); a failed re-seal is logged and
     /// the token given all the same.
@@ -407,6 +418,16 @@ impl std::fmt::Debug for TokenStore {
             .field("keyring", &self.keyring)
             .finish_non_exhaustive()
     }
+}
+
+fn refuse_ephemeral(keyring: &Keyring, backend: &str) -> Result<(), String> {
+    if keyring.is_ephemeral() {
+        return Err(format!(
+            "upstream tokens in the {backend} backend need configured encryption keys: a \
+             random key would not open them after a restart (or on another replica)"
+        ));
+    }
+    Ok(())
 }
 
 fn check_ttl(ttl: Duration, max: Duration, what: &str) -> Result<(), StoreError> {
