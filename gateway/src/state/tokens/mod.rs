@@ -22,6 +22,7 @@ pub mod file;
 mod gates;
 pub mod keyring;
 pub mod memory;
+pub mod redis;
 #[cfg(test)]
 pub(crate) mod suite;
 
@@ -262,6 +263,19 @@ impl TokenStore {
         Ok(TokenStore::new(
             keyring,
             Box::new(file::FileBackend::new(dir, DEFAULT_MAX_RECORDS)),
+        ))
+    }
+
+    /// In Redis, shared by replicas (which must all hold the same keys). Refuses an
+    /// ephemeral keyring: no other replica, nor this one restarted, could open it.
+    pub fn redis(
+        conn: Arc<crate::state::conn::RedisConn>,
+        keyring: Keyring,
+    ) -> Result<TokenStore, String> {
+        refuse_ephemeral(&keyring, "redis")?;
+        Ok(TokenStore::new(
+            keyring,
+            Box::new(redis::RedisBackend::new(conn)),
         ))
     }
 
