@@ -287,7 +287,7 @@ async fn probe(endpoint: &str) -> Option<Challenge> {
 }
 
 /// The gateway's Client ID Metadata Document.
-pub fn client_metadata(config: &crate::config::Config) -> Option<serde_json::Value> {
+pub(super) fn client_metadata(config: &crate::config::Config) -> Option<serde_json::Value> {
     let base = config.public_url.as_deref()?.trim_end_matches('/');
     let url = metadata_url(config, base)?;
     toolgate_adapters::oauth::client_metadata_document(&ClientIdentity {

@@ -69,13 +69,13 @@ impl UpstreamAuth {
         let config = gateway.config();
         let keys = &config.oauth.token_keys;
         let keyring = if keys.is_empty() {
-            Keyring::ephemeral()?
+            Keyring::ephemeral().map_err(|_| "cannot make a key for the token store: the system random number generator failed".to_owned())?
         } else {
             Keyring::new(keys).map_err(|e| format!("oauth.token_keys: {e}"))?
         };
         let store = match (&gateway.shared, keys.is_empty()) {
-            (Some(shared), _) => TokenStore::redis(shared.conn.clone(), keyring),
-            (None, false) => TokenStore::file(&config.data_dir, keyring),
+            (Some(shared), _) => TokenStore::redis(shared.conn.clone(), keyring)?,
+            (None, false) => TokenStore::file(&config.data_dir, keyring)?,
             (None, true) => TokenStore::memory(keyring),
         };
         Ok(Self::new(gateway, store))

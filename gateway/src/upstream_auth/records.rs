@@ -19,18 +19,18 @@ pub(super) struct Link {
 }
 
 impl Link {
-    pub fn principal(&self) -> Principal {
+    pub(super) fn principal(&self) -> Principal {
         Principal {
             tenant: self.tenant.clone(),
             subject: self.subject.clone(),
         }
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
+    pub(super) fn to_bytes(&self) -> Vec<u8> {
         serde_json::to_vec(self).unwrap_or_default()
     }
 
-    pub fn from_bytes(bytes: &[u8]) -> Option<Link> {
+    pub(super) fn from_bytes(bytes: &[u8]) -> Option<Link> {
         serde_json::from_slice(bytes).ok()
     }
 }
@@ -48,11 +48,11 @@ pub(super) struct Flow {
 }
 
 impl Flow {
-    pub fn to_bytes(&self) -> Vec<u8> {
+    pub(super) fn to_bytes(&self) -> Vec<u8> {
         serde_json::to_vec(self).unwrap_or_default()
     }
 
-    pub fn from_bytes(bytes: &[u8]) -> Option<Flow> {
+    pub(super) fn from_bytes(bytes: &[u8]) -> Option<Flow> {
         serde_json::from_slice(bytes).ok()
     }
 }

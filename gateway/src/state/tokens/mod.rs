@@ -173,6 +173,11 @@ pub struct StoredToken {
     pub resource: String,
     /// Unix seconds.
     pub obtained_at: u64,
+    /// How to refresh and revoke it (the authorization server's metadata and the
+    /// gateway's client there, secret included: sealed with the token), as the
+    /// service that obtained it wrote it.
+    #[serde(default)]
+    pub grant: Option<String>,
 }
 
 /// Why the token store could not be read or changed.

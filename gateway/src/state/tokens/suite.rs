@@ -28,6 +28,7 @@ pub(crate) fn token(access: &str) -> StoredToken {
         client_id: "toolgate-client".to_owned(),
         resource: "https://api.example.com".to_owned(),
         obtained_at: 1_800_000_000,
+        grant: None,
     }
 }
 
