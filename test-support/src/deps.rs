@@ -61,6 +61,13 @@ impl NodeDeps {
         deps.require(&entries)
     }
 
+    /// Finds `node_modules` with the conformance suite's 0.2.0-alpha line.
+    pub fn conformance_next() -> Option<NodeDeps> {
+        let deps = Self::located();
+        let entries = [deps.conformance_next_entry()];
+        deps.require(&entries)
+    }
+
     /// Finds `node_modules` with server-everything (tests that need nothing else).
     pub fn everything() -> Option<NodeDeps> {
         let deps = Self::located();

@@ -31,6 +31,7 @@ pub mod redis;
 
 // The helpers every crate's tests share live in `toolgate-test-support`; this crate
 // re-exports them so its tests name one place.
+pub mod oauth_upstream;
 pub use toolgate_test_support::mcp_http;
 pub use toolgate_test_support::sys;
 pub use toolgate_test_support::{
@@ -265,11 +266,12 @@ impl Gateway {
             obj.entry("listen")
                 .or_insert_with(|| json!(format!("127.0.0.1:{port}")));
         }
-        std::fs::write(
-            &config_path,
-            serde_json::to_string_pretty(&config).expect("config json"),
-        )
-        .expect("write config");
+        // `@GATEWAY_BASE@` in the config stands for the gateway's own base URL (its
+        // port is chosen here), e.g. in `public_url`.
+        let text = serde_json::to_string_pretty(&config)
+            .expect("config json")
+            .replace("@GATEWAY_BASE@", &format!("http://127.0.0.1:{port}"));
+        std::fs::write(&config_path, text).expect("write config");
         let mut cmd = std::process::Command::new(toolgate_bin());
         cmd.arg("serve")
             .arg("--config")

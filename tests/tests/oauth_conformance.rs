@@ -53,7 +53,8 @@ fn run_scenario(deps: &NodeDeps, python: &Path, scenario: &str) -> Outcome {
     let dir = TempDir::new("oauth-conformance");
     let results = dir.path().join("results");
     let out_path = dir.path().join("out");
-    let client = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python/oauth_conformance_client.py");
+    let client =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python/oauth_conformance_client.py");
     let mut cmd = std::process::Command::new(deps.node());
     cmd.arg(deps.conformance_next_entry())
         .arg("client")
@@ -130,12 +131,8 @@ fn recorded_checks(dir: &Path) -> (usize, Vec<(String, String, String)>) {
 
 #[test]
 fn the_gateway_passes_every_scored_client_auth_scenario_of_2025_11_25() {
-    let Some(deps) = require(NodeDeps::find(), "npm test dependencies") else {
-        return;
-    };
-    let Some(python) = require(toolgate_e2e::python(), "Python test venv") else {
-        return;
-    };
+    let deps = require!(NodeDeps::conformance_next());
+    let python = require!(toolgate_e2e::python());
     let mut outcomes = Vec::new();
     for chunk in SCENARIOS_2025_11_25.chunks(PARALLEL) {
         let runs: Vec<_> = chunk
@@ -161,11 +158,26 @@ fn the_gateway_passes_every_scored_client_auth_scenario_of_2025_11_25() {
                 "{}: {:?}\n{}",
                 outcome.scenario,
                 outcome.bad,
-                outcome.output.chars().rev().take(4000).collect::<String>().chars().rev().collect::<String>()
+                outcome
+                    .output
+                    .chars()
+                    .rev()
+                    .take(4000)
+                    .collect::<String>()
+                    .chars()
+                    .rev()
+                    .collect::<String>()
             ));
         }
     }
     let passed = outcomes.len() - failures.len();
-    println!("client auth scenarios (2025-11-25): {passed}/{} pass", outcomes.len());
-    assert!(failures.is_empty(), "scenarios not passed:\n{}", failures.join("\n\n"));
+    println!(
+        "client auth scenarios (2025-11-25): {passed}/{} pass",
+        outcomes.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "scenarios not passed:\n{}",
+        failures.join("\n\n")
+    );
 }

@@ -63,9 +63,9 @@ mod task_call;
 mod transport;
 mod upstream;
 
-pub use supervisor::{OFFERED_PROTOCOL_VERSION, STARTUP_RETRY_MAX, SUPPORTED_PROTOCOL_VERSIONS};
 pub use http::Refusal;
 pub use per_caller::{PerCallerUpstream, spawn_per_caller};
+pub use supervisor::{OFFERED_PROTOCOL_VERSION, STARTUP_RETRY_MAX, SUPPORTED_PROTOCOL_VERSIONS};
 pub use upstream::{McpUpstream, spawn};
 
 use std::collections::BTreeMap;

@@ -205,6 +205,17 @@ impl PerCallerUpstream {
         });
     }
 
+    /// Starts from `tools` (a list kept from an earlier run) while no connection has
+    /// listed yet; a connection's own list replaces it.
+    pub fn seed(&self, tools: Vec<ToolDef>) {
+        let mut shared = self.listed.tools.lock().unwrap_or_else(|e| e.into_inner());
+        if shared.is_empty() && !tools.is_empty() {
+            *shared = Arc::new(tools);
+            drop(shared);
+            self.listed.changes.send_modify(|v| *v += 1);
+        }
+    }
+
     /// Opens the holder's connection with `token` now, without waiting for it: its
     /// tool list is known before the holder's first call.
     pub fn warm(&self, holder: Arc<str>, token: &Secret) {

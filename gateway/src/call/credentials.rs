@@ -4,41 +4,19 @@
 //! (`tenants.<name>.upstream_credentials.<upstream>`), which replace the upstream's —
 //! a tenant without them is refused with `authorization_required`, never served with
 //! another tenant's or the shared identity; one configured `oauth` with the token the
-//! calling user connected (kept by the service handed in as [`UpstreamTokens`]).
+//! calling user connected (kept by the service handed in as
+//! [`crate::gateway::UpstreamTokens`]).
 //! The caller's own token to the gateway is never among them: its audience is the
 //! gateway.
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use toolgate_adapters::{CallerCredentials, Secret, ToolError};
+use toolgate_adapters::{CallerCredentials, ToolError};
 
 use crate::access::Caller;
 use crate::config::CredentialSource;
-use crate::gateway::{Gateway, Mounted};
+use crate::gateway::{Gateway, Mounted, UpstreamTokens};
 use crate::policy::Principal;
-
-/// The tokens users hold at upstreams reached with each user's own (`credentials:
-/// oauth`). The core only asks; the service that keeps, refreshes and obtains them
-/// is built beside it and handed in ([`Gateway::set_upstream_tokens`]).
-#[async_trait]
-pub trait UpstreamTokens: Send + Sync {
-    /// `principal`'s token for `upstream`, refreshed when about to expire. Without
-    /// one: `AuthorizationRequired`, saying where the user connects.
-    async fn token(&self, upstream: &str, principal: &Principal) -> Result<Secret, ToolError>;
-
-    /// The upstream refused `principal`'s token (`status` 401 or 403, its
-    /// `WWW-Authenticate` challenge). `Ok` when a new token is held and the call may be
-    /// tried once more; otherwise the error the caller gets (connect again, with more
-    /// scope, or a plain refusal when connecting again would not help).
-    async fn refused(
-        &self,
-        upstream: &str,
-        principal: &Principal,
-        status: u16,
-        challenge: Option<&str>,
-    ) -> Result<(), ToolError>;
-}
 
 /// Who holds a token, as the per-caller upstream keys its connections: the tenant and
 /// the subject, separated by a byte neither may contain.
@@ -95,7 +73,10 @@ pub(super) async fn after_refusal(
         .await
 }
 
-fn upstream_tokens(gateway: &Gateway, upstream: &str) -> Result<Arc<dyn UpstreamTokens>, ToolError> {
+fn upstream_tokens(
+    gateway: &Gateway,
+    upstream: &str,
+) -> Result<Arc<dyn UpstreamTokens>, ToolError> {
     gateway.upstream_tokens().ok_or_else(|| {
         ToolError::Unavailable(format!(
             "upstream '{upstream}' is reached with each user's own token, and this gateway \

@@ -131,7 +131,12 @@ pub(super) async fn invoke(
             let call = (name, arguments, ctx, started);
             let first = call_if_connected(gateway, mounted, &entry, call, &span).await;
             match (first, again) {
-                (Err(ToolError::Unauthorized { status, challenge, .. }), Some(again)) => {
+                (
+                    Err(ToolError::Unauthorized {
+                        status, challenge, ..
+                    }),
+                    Some(again),
+                ) => {
                     let refusal = (status, challenge.as_deref());
                     let to_call = (gateway, caller, &**mounted, &*entry);
                     call_again(to_call, refusal, (name, again.0, again.1, started), &span).await
@@ -198,7 +203,9 @@ async fn call_again(
     ctx.credentials = super::credentials::for_call(gateway, mounted, caller, upstream).await?;
     let call = (name, arguments, ctx, started);
     match call_if_connected(gateway, mounted, entry, call, span).await {
-        Err(ToolError::Unauthorized { status, challenge, .. }) => {
+        Err(ToolError::Unauthorized {
+            status, challenge, ..
+        }) => {
             // Refused again: no second retry; what the service says now is final.
             let refusal = (status, challenge.as_deref());
             match super::credentials::after_refusal(gateway, caller, upstream, refusal).await {

@@ -17,7 +17,6 @@ mod credentials;
 mod invoke;
 pub mod protocol_tools;
 
-pub use credentials::UpstreamTokens;
 pub(crate) use credentials::holder;
 pub use invoke::ResultUsage;
 

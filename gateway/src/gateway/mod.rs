@@ -16,8 +16,10 @@
 pub mod factory;
 mod forward;
 mod rebuild;
+mod upstream_tokens;
 mod upstreams;
 
+pub use upstream_tokens::UpstreamTokens;
 pub use upstreams::{Mounted, UpstreamStatus};
 
 use std::sync::Arc;
@@ -61,7 +63,7 @@ pub struct Gateway {
     startup: std::sync::OnceLock<Startup>,
     /// The tokens users hold at upstreams reached with each user's own (handed in by
     /// the service that keeps them).
-    upstream_tokens: std::sync::OnceLock<Arc<dyn crate::call::UpstreamTokens>>,
+    upstream_tokens: std::sync::OnceLock<Arc<dyn UpstreamTokens>>,
 }
 
 /// A config and the policy built from it.
@@ -191,12 +193,12 @@ impl Gateway {
 
     /// Hands in the service keeping users' upstream tokens (once; later calls are
     /// ignored).
-    pub fn set_upstream_tokens(&self, tokens: Arc<dyn crate::call::UpstreamTokens>) {
+    pub fn set_upstream_tokens(&self, tokens: Arc<dyn UpstreamTokens>) {
         let _ = self.upstream_tokens.set(tokens);
     }
 
     /// The service keeping users' upstream tokens, when one was handed in.
-    pub fn upstream_tokens(&self) -> Option<Arc<dyn crate::call::UpstreamTokens>> {
+    pub fn upstream_tokens(&self) -> Option<Arc<dyn UpstreamTokens>> {
         self.upstream_tokens.get().cloned()
     }
 

@@ -70,7 +70,11 @@ async fn connect_page(State(auth): State<Arc<UpstreamAuth>>, Path(id): Path<Stri
         return gone();
     };
     let who = match &link.subject {
-        Some(subject) => format!("<b>{}</b> of tenant <b>{}</b>", esc(subject), esc(&link.tenant)),
+        Some(subject) => format!(
+            "<b>{}</b> of tenant <b>{}</b>",
+            esc(subject),
+            esc(&link.tenant)
+        ),
         None => format!("tenant <b>{}</b>", esc(&link.tenant)),
     };
     let body = format!(

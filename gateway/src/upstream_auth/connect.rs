@@ -48,7 +48,11 @@ impl UpstreamAuth {
     /// The page of connect link `id` (it stays usable); `None` when unknown, used or
     /// expired.
     pub async fn link_page(&self, id: &str) -> Option<ConnectPage> {
-        let bytes = self.store.peek_pending(&records::link_id(id)).await.ok()??;
+        let bytes = self
+            .store
+            .peek_pending(&records::link_id(id))
+            .await
+            .ok()??;
         let link = Link::from_bytes(&bytes)?;
         Some(ConnectPage {
             upstream: link.upstream,
@@ -77,7 +81,12 @@ impl UpstreamAuth {
         let endpoint = match &upstream.kind {
             crate::config::UpstreamKind::StreamableHttp(http)
             | crate::config::UpstreamKind::Sse(http) => http.url.clone(),
-            _ => return Err(format!("upstream '{}' is not an HTTP MCP server", link.upstream)),
+            _ => {
+                return Err(format!(
+                    "upstream '{}' is not an HTTP MCP server",
+                    link.upstream
+                ));
+            }
         };
         let resource = url::Url::parse(&endpoint).map_err(|e| e.to_string())?;
         let client = self.client_for(&link.upstream).map_err(|e| e.to_string())?;
@@ -225,7 +234,11 @@ impl UpstreamAuth {
         };
         let token = stored_token(set, &grant, flow.scope, None);
         let principal = flow.link.principal();
-        if let Err(e) = self.store.put(&Self::key(&upstream, &principal), &token).await {
+        if let Err(e) = self
+            .store
+            .put(&Self::key(&upstream, &principal), &token)
+            .await
+        {
             return failed(e.to_string());
         }
         tracing::info!(upstream = %upstream, tenant = %principal.tenant, subject = principal.subject.as_deref().unwrap_or("-"), "upstream authorization connected");
@@ -242,11 +255,10 @@ impl UpstreamAuth {
 
 /// The URL of the gateway's Client ID Metadata Document, when it has one.
 fn metadata_url(config: &crate::config::Config, base: &str) -> Option<String> {
-    config
-        .oauth
-        .client_metadata_url
-        .clone()
-        .or_else(|| base.starts_with("https://").then(|| format!("{base}/oauth/client-metadata.json")))
+    config.oauth.client_metadata_url.clone().or_else(|| {
+        base.starts_with("https://")
+            .then(|| format!("{base}/oauth/client-metadata.json"))
+    })
 }
 
 /// The upstream's challenge to a request without credentials (its 401

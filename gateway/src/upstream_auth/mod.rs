@@ -12,7 +12,7 @@
 //! `/oauth/callback`, where the `state` (single use) and the issuer (RFC 9207) are
 //! checked before the code is exchanged. See [`connect`] for those steps.
 //!
-//! The core asks for tokens through [`crate::call::UpstreamTokens`], which this
+//! The core asks for tokens through [`crate::gateway::UpstreamTokens`], which this
 //! service implements.
 
 mod connect;
@@ -36,7 +36,7 @@ use crate::state::tokens::{StoredToken, TokenKey, TokenStore};
 pub use connect::{CallbackOutcome, CallbackParams, ConnectPage};
 use records::Link;
 
-/// A token that expires within this is refreshed before use.
+/// A token that expires within this is refreshed before use (see [`refresh_margin`]).
 const REFRESH_MARGIN: Duration = Duration::from_secs(60);
 /// How long one replica waits for another's refresh of the same token.
 const REFRESH_WAIT: Duration = Duration::from_secs(10);
@@ -79,6 +79,54 @@ impl UpstreamAuth {
             (None, true) => TokenStore::memory(keyring),
         };
         Ok(Self::new(gateway, store))
+    }
+
+    /// Keeps each OAuth upstream's tool list in the store as connections list it, and
+    /// starts each from the list kept: a replica started afresh lists (and routes to)
+    /// the tools users connected before, without waiting for one of them to call.
+    /// Runs until the gateway stops.
+    pub fn spawn_listing_keeper(self: &Arc<Self>) {
+        for upstream in self.oauth_upstreams() {
+            let Some(per_caller) = self
+                .gateway
+                .upstreams()
+                .get(&upstream)
+                .and_then(|m| m.per_caller.clone())
+            else {
+                continue;
+            };
+            let me = self.clone();
+            let stop = self.gateway.stop_token();
+            tokio::spawn(async move {
+                let mut changes = toolgate_adapters::Upstream::tools_changed(&*per_caller);
+                if let Ok(Some(bytes)) = me.store.get_listing(&upstream).await
+                    && let Ok(raw) =
+                        serde_json::from_slice::<Vec<toolgate_adapters::JsonObject>>(&bytes)
+                {
+                    per_caller.seed(
+                        raw.into_iter()
+                            .filter_map(toolgate_adapters::ToolDef::from_raw)
+                            .collect(),
+                    );
+                }
+                changes.borrow_and_update();
+                loop {
+                    tokio::select! {
+                        changed = changes.changed() => if changed.is_err() { return },
+                        _ = stop.cancelled() => return,
+                    }
+                    let tools = toolgate_adapters::Upstream::tools(&*per_caller);
+                    let raw: Vec<&toolgate_adapters::JsonObject> =
+                        tools.iter().map(|t| &*t.raw).collect();
+                    let Ok(bytes) = serde_json::to_vec(&raw) else {
+                        continue;
+                    };
+                    if let Err(error) = me.store.put_listing(&upstream, &bytes).await {
+                        tracing::warn!(upstream = %upstream, %error, "tool list not kept");
+                    }
+                }
+            });
+        }
     }
 
     /// The service over `store`, for `gateway`'s upstreams.
@@ -214,13 +262,14 @@ impl UpstreamAuth {
         };
         let id = records::new_id().map_err(ToolError::Unavailable)?;
         self.store
-            .put_pending(&records::link_id(&id), &link.to_bytes(), config.oauth.connect_ttl)
+            .put_pending(
+                &records::link_id(&id),
+                &link.to_bytes(),
+                config.oauth.connect_ttl,
+            )
             .await
             .map_err(|e| ToolError::Unavailable(e.to_string()))?;
-        Ok(format!(
-            "{}/oauth/connect/{id}",
-            base.trim_end_matches('/')
-        ))
+        Ok(format!("{}/oauth/connect/{id}", base.trim_end_matches('/')))
     }
 
     /// The error a call gets when `principal` holds no (good enough) token.
@@ -253,7 +302,12 @@ impl UpstreamAuth {
         let unavailable = |e: String| ToolError::Unavailable(e);
         let _gate = self.store.refresh_gate(key).await;
         // Another caller of this process may have refreshed it meanwhile.
-        let token = match self.store.get(key).await.map_err(|e| unavailable(e.to_string()))? {
+        let token = match self
+            .store
+            .get(key)
+            .await
+            .map_err(|e| unavailable(e.to_string()))?
+        {
             Some(now) if now.access_token != token.access_token => return Ok(Some(now)),
             Some(now) => now,
             None => return Ok(None),
@@ -272,7 +326,12 @@ impl UpstreamAuth {
             let until = tokio::time::Instant::now() + REFRESH_WAIT;
             while tokio::time::Instant::now() < until {
                 tokio::time::sleep(Duration::from_millis(100)).await;
-                match self.store.get(key).await.map_err(|e| unavailable(e.to_string()))? {
+                match self
+                    .store
+                    .get(key)
+                    .await
+                    .map_err(|e| unavailable(e.to_string()))?
+                {
                     Some(now) if now.access_token != token.access_token => return Ok(Some(now)),
                     Some(_) => {}
                     None => return Ok(None),
@@ -357,15 +416,24 @@ fn stored_token(
     }
 }
 
+/// How long before it expires a token is refreshed: [`REFRESH_MARGIN`], or half its
+/// lifetime for a token that lives less than two margins.
+fn refresh_margin(token: &StoredToken) -> u64 {
+    let lifetime = token
+        .expires_at
+        .unwrap_or(0)
+        .saturating_sub(token.obtained_at);
+    REFRESH_MARGIN.as_secs().min(lifetime / 2)
+}
+
 /// Whether `granted` (space-separated) holds every scope of `wanted`.
 fn covers(granted: Option<&str>, wanted: &str) -> bool {
     let granted: Vec<&str> = granted.unwrap_or("").split_whitespace().collect();
     wanted.split_whitespace().all(|w| granted.contains(&w))
 }
 
-
 #[async_trait]
-impl crate::call::UpstreamTokens for UpstreamAuth {
+impl crate::gateway::UpstreamTokens for UpstreamAuth {
     async fn token(&self, upstream: &str, principal: &Principal) -> Result<Secret, ToolError> {
         let key = Self::key(upstream, principal);
         let held = self
@@ -374,12 +442,15 @@ impl crate::call::UpstreamTokens for UpstreamAuth {
             .await
             .map_err(|e| ToolError::Unavailable(e.to_string()))?;
         let Some(token) = held else {
-            let why = "is reached with each user's own authorization, and this user has not connected it";
-            return Err(self.authorization_required(upstream, principal, None, why).await);
+            let why =
+                "is reached with each user's own authorization, and this user has not connected it";
+            return Err(self
+                .authorization_required(upstream, principal, None, why)
+                .await);
         };
         let fresh = token
             .expires_at
-            .is_none_or(|at| at > now_secs() + REFRESH_MARGIN.as_secs());
+            .is_none_or(|at| at > now_secs() + refresh_margin(&token));
         if fresh {
             return Ok(token.access_token);
         }
@@ -387,7 +458,9 @@ impl crate::call::UpstreamTokens for UpstreamAuth {
             Some(token) => Ok(token.access_token),
             None => {
                 let why = "needs this user's authorization again (the token expired and could not be refreshed)";
-                Err(self.authorization_required(upstream, principal, None, why).await)
+                Err(self
+                    .authorization_required(upstream, principal, None, why)
+                    .await)
             }
         }
     }
@@ -445,7 +518,9 @@ impl crate::call::UpstreamTokens for UpstreamAuth {
         }
         let scope = challenge.and_then(|c| c.scope);
         let why = "refused this user's authorization (it may have been revoked)";
-        Err(self.authorization_required(upstream, principal, scope, why).await)
+        Err(self
+            .authorization_required(upstream, principal, scope, why)
+            .await)
     }
 }
 

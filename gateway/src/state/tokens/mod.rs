@@ -38,6 +38,8 @@ pub use keyring::{Keyring, OpenError, SealError};
 
 /// A sealed token record larger than this is refused (a token response is a few KiB).
 pub const MAX_RECORD_BYTES: usize = 64 * 1024;
+/// The largest tool listing kept ([`TokenStore::put_listing`]).
+pub const MAX_LISTING_BYTES: usize = 4 * 1024 * 1024;
 /// A pending record larger than this is refused.
 pub const MAX_PENDING_BYTES: usize = 16 * 1024;
 /// Pending records live at most this long (they are links and `state`s for minutes).
@@ -149,6 +151,21 @@ fn is_plain_name(s: &str, min: usize, max: usize) -> bool {
 /// Whether `id` can name a pending record: `[A-Za-z0-9_-]{16,128}`.
 pub fn valid_pending_id(id: &str) -> bool {
     is_plain_name(id, 16, 128)
+}
+
+/// The record name of an upstream's kept tool list: its name when it is a valid
+/// upstream name, otherwise a digest (never a byte that breaks a key or file).
+fn listing_name(upstream: &str) -> String {
+    let safe = !upstream.is_empty()
+        && upstream.len() <= 64
+        && upstream
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if safe {
+        format!("listing:{upstream}")
+    } else {
+        format!("listing:~{}", hex(&Sha256::digest(upstream.as_bytes())))
+    }
 }
 
 /// One caller's token for one upstream, as stored (sealed). `Debug` shows neither
@@ -318,6 +335,33 @@ impl TokenStore {
             )));
         }
         self.backend.put(&key.name(), &sealed).await
+    }
+
+    /// Keeps the tool list `upstream` last answered a user's connection (the list a
+    /// replica starting afresh shows before any user's connection listed), sealed
+    /// like a token: it may name what only users see.
+    pub async fn put_listing(&self, upstream: &str, listing: &[u8]) -> Result<(), StoreError> {
+        let name = listing_name(upstream);
+        let sealed = self.keyring.seal(name.as_bytes(), listing)?;
+        if sealed.len() > MAX_LISTING_BYTES {
+            return Err(StoreError::Refused(format!(
+                "the tool list of upstream '{}' is {} bytes sealed, over the bound of \
+                 {MAX_LISTING_BYTES}",
+                upstream.escape_debug(),
+                sealed.len()
+            )));
+        }
+        self.backend.put(&name, &sealed).await
+    }
+
+    /// The tool list kept by [`TokenStore::put_listing`], if any (one that does not
+    /// open, e.g. sealed with a key no longer held, is none).
+    pub async fn get_listing(&self, upstream: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let name = listing_name(upstream);
+        let Some(sealed) = self.backend.get(&name).await? else {
+            return Ok(None);
+        };
+        Ok(self.keyring.open(name.as_bytes(), &sealed).ok())
     }
 
     /// Forgets the caller's token; gives it back if there was one. A value that did

@@ -1,0 +1,269 @@
+//! Each user reaches an OAuth-protected MCP upstream as themselves (`credentials:
+//! oauth`): users of two tenants connect their own accounts through the gateway's
+//! connect links (a browser signed in at the upstream's authorization server as that
+//! user), and every call reaches the upstream with the caller's own token — over
+//! 1,000 interleaved calls, never another's. A user who has not connected is answered
+//! `authorization_required` with a link of their own; a used link is dead; a
+//! disconnect revokes the token; a token about to expire is refreshed; tokens kept in
+//! Redis serve every replica and outlive a restarted one.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::{Value, json};
+use toolgate_e2e::oauth_upstream::{OAuthUpstream, connect_as};
+use toolgate_e2e::{Gateway, hash_key, rest_get, rest_post};
+
+const ALICE: &str = "tg-oauth-alice-0123456789abcdef";
+const BOB: &str = "tg-oauth-bob-0123456789abcdef";
+const CAROL: &str = "tg-oauth-carol-0123456789abcdef";
+const OUTSIDER: &str = "tg-oauth-outsider-0123456789abcdef";
+const TOOL: &str = "gh__whoami";
+
+fn config(upstream: &OAuthUpstream) -> Value {
+    let key = |key: &str, subject: &str| json!({"hash": hash_key(key), "subject": subject});
+    json!({
+        "public_url": "@GATEWAY_BASE@",
+        "upstreams": {"gh": {
+            "streamable_http": {"url": upstream.mcp_url()},
+            "credentials": "oauth",
+            "oauth": {"allow_private_networks": true},
+        }},
+        "tenants": {
+            "acme": {"api_keys": [key(ALICE, "alice"), key(BOB, "bob")]},
+            "globex": {"api_keys": [key(CAROL, "carol")]},
+            "outsiders": {"api_keys": [key(OUTSIDER, "olga")], "allow": ["other__*"]},
+        }
+    })
+}
+
+/// A connect link for the caller, from `POST /v1/connections/gh`.
+async fn link(gateway: &Gateway, key: &str) -> String {
+    let (status, body) = rest_post(gateway, "/v1/connections/gh", Some(key), json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    body["connect_url"]
+        .as_str()
+        .expect("connect_url")
+        .to_owned()
+}
+
+/// One REST call of `whoami` as `key`: the status and the body.
+async fn whoami(gateway: &Gateway, key: &str, expect: &str) -> (u16, Value) {
+    rest_post(
+        gateway,
+        &format!("/v1/tools/{TOOL}/call"),
+        Some(key),
+        json!({"arguments": {"expect": expect}}),
+    )
+    .await
+}
+
+fn text(body: &Value) -> String {
+    body["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The connect link in an `authorization_required` answer.
+fn link_in(body: &Value) -> String {
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    message
+        .split_whitespace()
+        .find(|w| w.contains("/oauth/connect/"))
+        .unwrap_or_else(|| panic!("no connect link in {body}"))
+        .to_owned()
+}
+
+/// Waits until the catalog lists the upstream's tool (the connection opened on
+/// connecting lists it).
+async fn wait_listed(gateway: &Gateway, key: &str) {
+    for _ in 0..100 {
+        let (_, tools) = rest_get(gateway, "/v1/tools", Some(key)).await;
+        if tools.to_string().contains(TOOL) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{TOOL} never listed");
+}
+
+#[tokio::test]
+async fn every_call_reaches_the_upstream_with_the_callers_own_token() {
+    let upstream = OAuthUpstream::start(Duration::from_secs(3600)).await;
+    let gateway = Gateway::start(config(&upstream)).await;
+
+    // Alice connects her account; the upstream's tool joins the catalog.
+    connect_as(&link(&gateway, ALICE).await, "alice")
+        .await
+        .expect("alice connects");
+    wait_listed(&gateway, ALICE).await;
+    let (status, body) = whoami(&gateway, ALICE, "alice").await;
+    assert_eq!((status, text(&body)), (200, "alice".to_owned()), "{body}");
+
+    // Bob (same tenant) has not connected: his own link, never Alice's token.
+    let (status, body) = whoami(&gateway, BOB, "bob").await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["error"]["code"], "authorization_required", "{body}");
+    let bobs = link_in(&body);
+    connect_as(&bobs, "bob").await.expect("bob connects");
+    // A link works once.
+    assert!(
+        connect_as(&bobs, "bob").await.is_err(),
+        "a used link is dead"
+    );
+    // Carol, of another tenant, connects through the link her call got.
+    let (_, body) = whoami(&gateway, CAROL, "carol").await;
+    connect_as(&link_in(&body), "carol")
+        .await
+        .expect("carol connects");
+
+    // 1,000 interleaved calls of the three, 16 at a time: each reaches the upstream
+    // as its caller.
+    let callers = [(ALICE, "alice"), (BOB, "bob"), (CAROL, "carol")];
+    let before = upstream.calls().len();
+    let answers: Vec<(String, u16, String)> = futures::stream::iter(0..1000)
+        .map(|i| {
+            let (key, user) = callers[i % 3];
+            let gateway = &gateway;
+            async move {
+                let (status, body) = whoami(gateway, key, user).await;
+                (user.to_owned(), status, text(&body))
+            }
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    let wrong: Vec<_> = answers
+        .iter()
+        .filter(|(user, status, seen)| *status != 200 || seen != user)
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "{} of 1000 calls answered wrong: {:?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(5)]
+    );
+    let calls = upstream.calls();
+    let reached = &calls[before..];
+    assert_eq!(reached.len(), 1000);
+    let mismatched = reached
+        .iter()
+        .filter(|(user, expected)| user != expected)
+        .count();
+    println!(
+        "1000 interleaved calls of 3 users in 2 tenants: {mismatched} reached the upstream as another user"
+    );
+    assert_eq!(mismatched, 0);
+
+    // Each sees their own connection.
+    let (_, mine) = rest_get(&gateway, "/v1/connections", Some(BOB)).await;
+    assert_eq!(mine["connections"][0]["upstream"], "gh", "{mine}");
+    assert_eq!(mine["connections"][0]["connected"], true, "{mine}");
+
+    // Bob disconnects: his token is revoked at the upstream, his next call needs him
+    // to connect again, and the others are untouched.
+    let revoked = upstream.revoked();
+    let response = toolgate_e2e::http()
+        .delete(gateway.url("/v1/connections/gh"))
+        .bearer_auth(BOB)
+        .send()
+        .await
+        .expect("disconnect");
+    assert_eq!(response.status(), 204);
+    assert!(
+        upstream.revoked() > revoked,
+        "the token was revoked at the upstream"
+    );
+    let (status, body) = whoami(&gateway, BOB, "bob").await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (403, json!("authorization_required"))
+    );
+    let (status, body) = whoami(&gateway, ALICE, "alice").await;
+    assert_eq!((status, text(&body)), (200, "alice".to_owned()));
+    let (_, mine) = rest_get(&gateway, "/v1/connections", Some(BOB)).await;
+    assert_eq!(mine["connections"][0]["connected"], false, "{mine}");
+
+    // A tenant that may not use the upstream is answered as if it did not exist.
+    let (status, hidden) =
+        rest_post(&gateway, "/v1/connections/gh", Some(OUTSIDER), json!({})).await;
+    let (status_none, none) = rest_post(
+        &gateway,
+        "/v1/connections/nothing",
+        Some(OUTSIDER),
+        json!({}),
+    )
+    .await;
+    assert_eq!((status, status_none), (404, 404));
+    assert_eq!(
+        hidden["error"]["message"]
+            .as_str()
+            .map(|m| m.replace("'gh'", "'X'")),
+        none["error"]["message"]
+            .as_str()
+            .map(|m| m.replace("'nothing'", "'X'")),
+    );
+    let (_, listed) = rest_get(&gateway, "/v1/connections", Some(OUTSIDER)).await;
+    assert_eq!(listed["connections"], json!([]));
+}
+
+#[tokio::test]
+async fn a_token_about_to_expire_is_refreshed() {
+    let upstream = OAuthUpstream::start(Duration::from_secs(2)).await;
+    let gateway = Gateway::start(config(&upstream)).await;
+    connect_as(&link(&gateway, ALICE).await, "alice")
+        .await
+        .expect("alice connects");
+    wait_listed(&gateway, ALICE).await;
+    let (status, body) = whoami(&gateway, ALICE, "alice").await;
+    assert_eq!((status, text(&body)), (200, "alice".to_owned()), "{body}");
+    assert_eq!(upstream.refreshes(), 0);
+    // Past its lifetime: the next call refreshes first, and goes through.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let (status, body) = whoami(&gateway, ALICE, "alice").await;
+    assert_eq!((status, text(&body)), (200, "alice".to_owned()), "{body}");
+    assert!(upstream.refreshes() >= 1, "the token was refreshed");
+    assert_eq!(upstream.authorizations(), 1, "no second consent was needed");
+}
+
+#[tokio::test]
+async fn tokens_in_redis_serve_every_replica_and_outlive_one() {
+    let Some(url) = toolgate_e2e::redis::shared_redis().await else {
+        return;
+    };
+    let prefix = toolgate_e2e::redis::unique_prefix("oauth");
+    let upstream = OAuthUpstream::start(Duration::from_secs(3600)).await;
+    let mut shared = config(&upstream);
+    shared["state"] = json!({"backend": "redis", "url": url, "key_prefix": prefix});
+    shared["oauth"] = json!({"token_keys": ["MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="]});
+    let first = Gateway::start(shared.clone()).await;
+    connect_as(&link(&first, ALICE).await, "alice")
+        .await
+        .expect("alice connects through the first replica");
+    wait_listed(&first, ALICE).await;
+    // The second replica starts from the tool list the first kept, and calls with
+    // the token the first stored.
+    let second = Gateway::start(shared.clone()).await;
+    wait_listed(&second, ALICE).await;
+    let (status, body) = whoami(&second, ALICE, "alice").await;
+    assert_eq!((status, text(&body)), (200, "alice".to_owned()), "{body}");
+    // Bob has connected nowhere: no replica serves him with Alice's token.
+    let (status, _) = whoami(&second, BOB, "bob").await;
+    assert_eq!(status, 403);
+    drop(first);
+    // A replica started after the first stopped keeps serving Alice as herself.
+    let third = Gateway::start(shared).await;
+    let (_, mine) = rest_get(&third, "/v1/connections", Some(ALICE)).await;
+    assert_eq!(mine["connections"][0]["connected"], true, "{mine}");
+    wait_listed(&third, ALICE).await;
+    let (status, body) = whoami(&third, ALICE, "alice").await;
+    assert_eq!((status, text(&body)), (200, "alice".to_owned()), "{body}");
+    assert!(
+        upstream
+            .calls()
+            .iter()
+            .all(|(user, expected)| user == expected)
+    );
+    toolgate_e2e::redis::delete_prefix(&url, &prefix).await;
+}
