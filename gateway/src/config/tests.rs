@@ -84,6 +84,62 @@ fn the_per_tenant_credentials_example_parses() {
     assert_eq!(value.expose(), "acme-secret");
 }
 
+/// The OAuth examples of docs/config.md and the README parse and are valid as they
+/// say.
+#[test]
+fn the_oauth_examples_parse() {
+    for page in ["docs/config.md", "README.md"] {
+        let docs = std::fs::read_to_string(format!("{}/../{page}", env!("CARGO_MANIFEST_DIR")))
+            .expect("the page is readable");
+        check_oauth_example(&docs);
+    }
+}
+
+fn check_oauth_example(docs: &str) {
+    let block = docs
+        .split("```yaml\n")
+        .skip(1)
+        .filter_map(|rest| rest.split("```").next())
+        .find(|block| block.contains("credentials: oauth"))
+        .expect("the page has an oauth example");
+    let env = |name: &str| match name {
+        "TOOLGATE_TOKEN_KEY" => Some("MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=".to_owned()),
+        "GITHUB_OAUTH_CLIENT_ID" => Some("Iv1.example".to_owned()),
+        "GITHUB_OAUTH_CLIENT_SECRET" => Some("client-secret".to_owned()),
+        _ => None,
+    };
+    let config = Config::parse(block, &env).expect("the example parses");
+    assert!(config.problems().is_empty(), "{:?}", config.problems());
+    let github = &config.upstreams["github"].settings;
+    assert_eq!(github.credentials, CredentialSource::Oauth);
+    let oauth = github.oauth.as_ref().expect("oauth settings");
+    assert_eq!(oauth.client_id.as_deref(), Some("Iv1.example"));
+    assert_eq!(config.oauth.token_keys.len(), 1);
+}
+
+/// `credentials: oauth` is refused where it cannot work: on a kind without
+/// per-request credentials, without `public_url`, with Redis and no keys; and an
+/// `oauth` block without it is pointed out.
+#[test]
+fn oauth_settings_are_checked() {
+    let problems = |text: &str| -> Vec<String> {
+        match Config::parse(text, &no_env) {
+            Ok(config) => config.problems().iter().map(|p| p.path.clone()).collect(),
+            Err(e) => vec![e.to_string()],
+        }
+    };
+    let stdio = "public_url: https://t.example.com\nupstreams:\n  s:\n    stdio: {command: x}\n    credentials: oauth\n";
+    assert!(problems(stdio).iter().any(|p| p.contains("upstreams.s.credentials")), "{:?}", problems(stdio));
+    let no_url = "upstreams:\n  h:\n    streamable_http: {url: https://h.example.com/mcp}\n    credentials: oauth\n";
+    assert!(problems(no_url).iter().any(|p| p.contains("upstreams.h.credentials")), "{:?}", problems(no_url));
+    let redis = "public_url: https://t.example.com\nstate: {backend: redis, url: redis://127.0.0.1:6379}\nupstreams:\n  h:\n    streamable_http: {url: https://h.example.com/mcp}\n    credentials: oauth\n";
+    assert!(problems(redis).iter().any(|p| p.contains("oauth.token_keys")), "{:?}", problems(redis));
+    let unused = "upstreams:\n  h:\n    streamable_http: {url: https://h.example.com/mcp}\n    oauth: {client_id: x}\n";
+    assert!(problems(unused).iter().any(|p| p.contains("upstreams.h.oauth")), "{:?}", problems(unused));
+    let fine = "public_url: https://t.example.com\nupstreams:\n  h:\n    streamable_http: {url: https://h.example.com/mcp}\n    credentials: oauth\n";
+    assert!(problems(fine).is_empty(), "{:?}", problems(fine));
+}
+
 #[test]
 fn exactly_one_transport() {
     let text = "upstreams:\n  ev:\n    namespace: none\n";

@@ -99,6 +99,7 @@ fn build() -> Value {
     paths.extend(task_paths(&mut generator, &responses));
     paths.extend(session_paths(&mut generator, &responses));
     paths.extend(batch_paths(&mut generator, &responses));
+    paths.extend(connection_paths(&mut generator, &responses));
     let components = generator.take_definitions(true);
     json!({
         "openapi": "3.1.0",
@@ -366,6 +367,41 @@ fn session_paths(generator: &mut SchemaGenerator, responses: &Responses) -> Map<
             "responses": with(ok("200", "What was added, and what was not and why", &json!({"type": "object"})),
                 errors(&["400", "401", "404", "408", "413", "429"])),
         }},
+    }))
+}
+
+/// `/v1/connections…`: the caller's own authorizations at upstreams reached with
+/// each user's own token.
+fn connection_paths(generator: &mut SchemaGenerator, responses: &Responses) -> Map<String, Value> {
+    let connections = schema::<super::connections::Connections>(generator);
+    let link = schema::<super::connections::ConnectLink>(generator);
+    let errors = |codes: &[&str]| responses.errors(codes);
+    let upstream =
+        json!({"name": "upstream", "in": "path", "required": true, "schema": {"type": "string"}});
+    object(json!({
+        "/v1/connections": {"get": {
+            "operationId": "listConnections",
+            "summary": "The caller's connections to upstreams that take each user's own authorization",
+            "responses": with(ok("200", "One entry per such upstream the caller may use", &connections),
+                errors(&["401", "429", "503"])),
+        }},
+        "/v1/connections/{upstream}": {
+            "post": {
+                "operationId": "connectUpstream",
+                "summary": "A connect link: the user opens it in a browser to connect their account",
+                "parameters": [upstream],
+                "responses": with(ok("200", "The link (single use, short-lived)", &link),
+                    errors(&["401", "404", "429", "503"])),
+            },
+            "delete": {
+                "operationId": "disconnectUpstream",
+                "summary": "Forget (and revoke) the caller's token for the upstream",
+                "parameters": [upstream],
+                "responses": with(
+                    object(json!({"204": {"description": "Disconnected (or was not connected)"}})),
+                    errors(&["401", "404", "429", "503"])),
+            },
+        },
     }))
 }
 
