@@ -9,7 +9,9 @@
 //! PKCE, `resource`, scopes, token endpoint authentication, step-up and its limit.
 //!
 //! Every scored `auth/*` scenario of `--requirements 2025-11-25` runs at that
-//! revision, each on its own, and must end with no failed check and no warning.
+//! revision, each on its own, and must end with no failed check and no warning; so
+//! must the client-credentials extension's two (the gateway's own service identity,
+//! `credentials: client_credentials`).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -34,6 +36,14 @@ const SCENARIOS_2025_11_25: [&str; 14] = [
     "auth/token-endpoint-auth-post",
     "auth/token-endpoint-auth-none",
     "auth/pre-registration",
+];
+
+/// The client-credentials extension (`io.modelcontextprotocol/oauth-client-credentials`,
+/// not scored): the gateway's own service identity, with a secret and with a signed
+/// assertion.
+const EXTENSIONS: [&str; 2] = [
+    "auth/client-credentials-basic",
+    "auth/client-credentials-jwt",
 ];
 
 /// Scenarios run at once (each starts a gateway and two servers).
@@ -65,6 +75,8 @@ fn run_scenario(deps: &NodeDeps, python: &Path, scenario: &str) -> Outcome {
         .arg(scenario)
         .arg("--spec-version")
         .arg("2025-11-25")
+        // As `--requirements` runs its set: extension scenarios too, at the revision.
+        .arg("--force")
         .arg("--timeout")
         .arg("60000")
         .arg("-o")
@@ -130,11 +142,16 @@ fn recorded_checks(dir: &Path) -> (usize, Vec<(String, String, String)>) {
 }
 
 #[test]
-fn the_gateway_passes_every_scored_client_auth_scenario_of_2025_11_25() {
+fn the_gateway_passes_every_scored_client_auth_scenario_of_2025_11_25_and_client_credentials() {
     let deps = require!(NodeDeps::conformance_next());
     let python = require!(toolgate_e2e::python());
     let mut outcomes = Vec::new();
-    for chunk in SCENARIOS_2025_11_25.chunks(PARALLEL) {
+    let all: Vec<&str> = SCENARIOS_2025_11_25
+        .iter()
+        .chain(&EXTENSIONS)
+        .copied()
+        .collect();
+    for chunk in all.chunks(PARALLEL) {
         let runs: Vec<_> = chunk
             .iter()
             .map(|scenario| {
@@ -172,7 +189,7 @@ fn the_gateway_passes_every_scored_client_auth_scenario_of_2025_11_25() {
     }
     let passed = outcomes.len() - failures.len();
     println!(
-        "client auth scenarios (2025-11-25): {passed}/{} pass",
+        "client auth scenarios (2025-11-25 and client credentials): {passed}/{} pass",
         outcomes.len()
     );
     assert!(

@@ -52,6 +52,8 @@ async fn schemathesis_finds_the_running_rest_api_true_to_its_document() {
     assert_eq!(
         paths,
         [
+            "/v1/connections",
+            "/v1/connections/{upstream}",
             "/v1/sessions",
             "/v1/sessions/{id}",
             "/v1/sessions/{id}/tools",

@@ -4,7 +4,8 @@
 //! (`tenants.<name>.upstream_credentials.<upstream>`), which replace the upstream's —
 //! a tenant without them is refused with `authorization_required`, never served with
 //! another tenant's or the shared identity; one configured `oauth` with the token the
-//! calling user connected (kept by the service handed in as
+//! calling user connected, or one configured `client_credentials` with the gateway's
+//! own service token there (both kept by the service handed in as
 //! [`crate::gateway::UpstreamTokens`]).
 //! The caller's own token to the gateway is never among them: its audience is the
 //! gateway.
@@ -17,6 +18,11 @@ use crate::access::Caller;
 use crate::config::CredentialSource;
 use crate::gateway::{Gateway, Mounted, UpstreamTokens};
 use crate::policy::Principal;
+
+/// The holder of an upstream's service identity (`client_credentials`): one for every
+/// caller. No principal's holder starts with the separator (a tenant name is never
+/// empty).
+pub(crate) const SERVICE: &str = "\u{1f}service";
 
 /// Who holds a token, as the per-caller upstream keys its connections: the tenant and
 /// the subject, separated by a byte neither may contain.
@@ -54,6 +60,15 @@ pub(super) async fn for_call(
                 .await?;
             Ok(Some(CallerCredentials::Bearer {
                 holder: holder(&principal),
+                token,
+            }))
+        }
+        CredentialSource::ClientCredentials => {
+            let token = upstream_tokens(gateway, upstream)?
+                .token(upstream, &caller.principal())
+                .await?;
+            Ok(Some(CallerCredentials::Bearer {
+                holder: SERVICE.into(),
                 token,
             }))
         }

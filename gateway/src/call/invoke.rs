@@ -126,8 +126,12 @@ pub(super) async fn invoke(
         Ok(_) => {
             // A user's token its upstream refused may be replaced (refreshed) once,
             // and the call tried again with the new one.
-            let again = (mounted.credentials == crate::config::CredentialSource::Oauth)
-                .then(|| (arguments.clone(), ctx.clone()));
+            let again = matches!(
+                mounted.credentials,
+                crate::config::CredentialSource::Oauth
+                    | crate::config::CredentialSource::ClientCredentials
+            )
+            .then(|| (arguments.clone(), ctx.clone()));
             let call = (name, arguments, ctx, started);
             let first = call_if_connected(gateway, mounted, &entry, call, &span).await;
             match (first, again) {

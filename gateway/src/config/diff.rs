@@ -45,6 +45,7 @@ restart_only!(
     tasks,
     telemetry,
     search,
+    oauth.token_keys,
 );
 
 impl Config {
@@ -175,7 +176,8 @@ mod tests {
              admin: {token: 0123456789abcdef}\n\
              sessions: {idle_ttl: 1m, max_sessions: 5, max_per_tenant: 2}\n\
              state: {key_prefix: other}\ntasks: {ttl: 2h}\ntelemetry: {service_name: other}\n\
-             search: {embedding_model: /models/minilm}\n",
+             search: {embedding_model: /models/minilm}\n\
+             oauth: {token_keys: [MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=]}\n",
         );
         let all: Vec<&str> = RESTART_ONLY.iter().map(|s| s.name).collect();
         assert_eq!(next.restart_only_changes(&running), all);

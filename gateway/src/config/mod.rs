@@ -137,7 +137,7 @@ pub struct Config {
     pub tasks: TasksConfig,
     /// The gateway as an OAuth client of upstreams called with each user's own token
     /// (`credentials: oauth`): its name, Client ID Metadata Document and token keys.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "oauth::OAuthSettings::is_default")]
     pub oauth: oauth::OAuthSettings,
     /// Traces of the call path: W3C trace context is always accepted and passed to
     /// upstreams; spans are exported over OTLP/HTTP when `otlp_endpoint` is set.

@@ -46,6 +46,13 @@ impl Default for OAuthSettings {
     }
 }
 
+impl OAuthSettings {
+    /// Whether nothing is set (a normalized config leaves it out).
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
 fn default_client_name() -> String {
     "toolgate".into()
 }
@@ -63,9 +70,17 @@ pub enum TokenEndpointAuth {
     ClientSecretPost,
 }
 
-/// An upstream's OAuth client settings (`credentials: oauth`). All optional: by
-/// default the gateway discovers the upstream's authorization server from its 401
-/// answer and registers itself.
+/// The algorithm of a `private_key_jwt` client assertion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum SigningAlgorithm {
+    ES256,
+    RS256,
+}
+
+/// An upstream's OAuth client settings (`credentials: oauth` or `client_credentials`).
+/// With `oauth` all are optional: by default the gateway discovers the upstream's
+/// authorization server from its 401 answer and registers itself. With
+/// `client_credentials`, `client_id` and a `client_secret` or `private_key` are needed.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpstreamOAuth {
@@ -79,6 +94,17 @@ pub struct UpstreamOAuth {
     /// `client_secret_basic` with a secret, `none` without.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_endpoint_auth_method: Option<TokenEndpointAuth>,
+    /// With `credentials: client_credentials`: the client's private key (PEM; PKCS#8
+    /// for EC keys), to authenticate with a signed assertion (`private_key_jwt`, RFC
+    /// 7523) instead of a secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub private_key: Option<Secret>,
+    /// The private key's algorithm: `ES256` (default) or `RS256`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signing_algorithm: Option<SigningAlgorithm>,
+    /// The private key's id (`kid`), when the authorization server needs it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_id: Option<String>,
     /// Scopes to ask for when the upstream's challenge and metadata name none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scopes: Vec<String>,

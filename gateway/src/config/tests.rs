@@ -117,6 +117,32 @@ fn check_oauth_example(docs: &str) {
     assert_eq!(config.oauth.token_keys.len(), 1);
 }
 
+/// The client credentials example of docs/config.md parses and is valid.
+#[test]
+fn the_client_credentials_example_parses() {
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/config.md"))
+        .expect("docs/config.md is readable");
+    let block = docs
+        .split("```yaml\n")
+        .skip(1)
+        .filter_map(|rest| rest.split("```").next())
+        .find(|block| block.contains("credentials: client_credentials"))
+        .expect("docs/config.md has the client_credentials example");
+    let env = |name: &str| {
+        (name == "REPORTS_CLIENT_KEY").then(|| "-----BEGIN PRIVATE KEY-----".to_owned())
+    };
+    let config = Config::parse(block, &env).expect("the example parses");
+    assert!(config.problems().is_empty(), "{:?}", config.problems());
+    let reports = &config.upstreams["reports"].settings;
+    assert_eq!(reports.credentials, CredentialSource::ClientCredentials);
+    let oauth = reports.oauth.as_ref().expect("oauth settings");
+    assert_eq!(
+        oauth.signing_algorithm,
+        Some(crate::config::oauth::SigningAlgorithm::ES256)
+    );
+    assert!(oauth.private_key.is_some());
+}
+
 /// `credentials: oauth` is refused where it cannot work: on a kind without
 /// per-request credentials, without `public_url`, with Redis and no keys; and an
 /// `oauth` block without it is pointed out.
@@ -129,13 +155,47 @@ fn oauth_settings_are_checked() {
         }
     };
     let stdio = "public_url: https://t.example.com\nupstreams:\n  s:\n    stdio: {command: x}\n    credentials: oauth\n";
-    assert!(problems(stdio).iter().any(|p| p.contains("upstreams.s.credentials")), "{:?}", problems(stdio));
+    assert!(
+        problems(stdio)
+            .iter()
+            .any(|p| p.contains("upstreams.s.credentials")),
+        "{:?}",
+        problems(stdio)
+    );
     let no_url = "upstreams:\n  h:\n    streamable_http: {url: https://h.example.com/mcp}\n    credentials: oauth\n";
-    assert!(problems(no_url).iter().any(|p| p.contains("upstreams.h.credentials")), "{:?}", problems(no_url));
+    assert!(
+        problems(no_url)
+            .iter()
+            .any(|p| p.contains("upstreams.h.credentials")),
+        "{:?}",
+        problems(no_url)
+    );
     let redis = "public_url: https://t.example.com\nstate: {backend: redis, url: redis://127.0.0.1:6379}\nupstreams:\n  h:\n    streamable_http: {url: https://h.example.com/mcp}\n    credentials: oauth\n";
-    assert!(problems(redis).iter().any(|p| p.contains("oauth.token_keys")), "{:?}", problems(redis));
+    assert!(
+        problems(redis)
+            .iter()
+            .any(|p| p.contains("oauth.token_keys")),
+        "{:?}",
+        problems(redis)
+    );
     let unused = "upstreams:\n  h:\n    streamable_http: {url: https://h.example.com/mcp}\n    oauth: {client_id: x}\n";
-    assert!(problems(unused).iter().any(|p| p.contains("upstreams.h.oauth")), "{:?}", problems(unused));
+    assert!(
+        problems(unused)
+            .iter()
+            .any(|p| p.contains("upstreams.h.oauth")),
+        "{:?}",
+        problems(unused)
+    );
+    let service = "upstreams:\n  h:\n    streamable_http: {url: https://h.example.com/mcp}\n    credentials: client_credentials\n    oauth: {client_id: x}\n";
+    assert!(
+        problems(service)
+            .iter()
+            .any(|p| p.contains("upstreams.h.oauth")),
+        "{:?}",
+        problems(service)
+    );
+    let service = "upstreams:\n  h:\n    streamable_http: {url: https://h.example.com/mcp}\n    credentials: client_credentials\n    oauth: {client_id: x, client_secret: y}\n";
+    assert!(problems(service).is_empty(), "{:?}", problems(service));
     let fine = "public_url: https://t.example.com\nupstreams:\n  h:\n    streamable_http: {url: https://h.example.com/mcp}\n    credentials: oauth\n";
     assert!(problems(fine).is_empty(), "{:?}", problems(fine));
 }

@@ -402,6 +402,11 @@ pub enum CredentialSource {
     /// user connects once through a link the gateway gives, and the gateway keeps and
     /// refreshes the token.
     Oauth,
+    /// The gateway's own service identity at the upstream's authorization server
+    /// (OAuth 2.1 client credentials, a secret or a signed assertion): one token for
+    /// every caller, obtained and renewed by the gateway (streamable HTTP and SSE MCP
+    /// upstreams).
+    ClientCredentials,
 }
 
 impl CredentialSource {

@@ -95,6 +95,10 @@ impl Config {
         invalid: &mut impl FnMut(String, String),
     ) {
         use crate::config::{CredentialSource, Kind};
+        if upstream.settings.credentials == CredentialSource::ClientCredentials {
+            self.client_credentials_problems(path, upstream, invalid);
+            return;
+        }
         let oauth = upstream.settings.credentials == CredentialSource::Oauth;
         if !oauth {
             if upstream.settings.oauth.is_some() {
@@ -137,6 +141,38 @@ impl Config {
             invalid(
                 format!("{path}.oauth.client_secret"),
                 "a client secret needs its `client_id`".into(),
+            );
+        }
+    }
+
+    /// `credentials: client_credentials`: an HTTP MCP upstream, and a client that can
+    /// authenticate (a secret or a private key).
+    fn client_credentials_problems(
+        &self,
+        path: &str,
+        upstream: &crate::config::UpstreamConfig,
+        invalid: &mut impl FnMut(String, String),
+    ) {
+        use crate::config::Kind;
+        if !matches!(upstream.kind.kind(), Kind::StreamableHttp | Kind::Sse) {
+            invalid(
+                format!("{path}.credentials"),
+                format!(
+                    "`client_credentials` is taken by streamable_http and sse upstreams; a \
+                     {} upstream has its own settings for that",
+                    upstream.kind.name()
+                ),
+            );
+        }
+        let settings = upstream.settings.oauth.clone().unwrap_or_default();
+        if settings.client_id.is_none()
+            || (settings.client_secret.is_none() && settings.private_key.is_none())
+        {
+            invalid(
+                format!("{path}.oauth"),
+                "`client_credentials` needs `oauth.client_id` and `oauth.client_secret` (or \
+                 `oauth.private_key`)"
+                    .into(),
             );
         }
     }

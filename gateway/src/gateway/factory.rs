@@ -54,7 +54,10 @@ pub(super) fn start_local(config: &Config, name: &str) -> Option<Mounted> {
     let upstream: DynUpstream = match &upstream_config.kind {
         UpstreamKind::Skills(skills) => SkillsUpstream::spawn(name, skills),
         UpstreamKind::Sse(_) | UpstreamKind::StreamableHttp(_)
-            if upstream_config.settings.credentials == CredentialSource::Oauth =>
+            if matches!(
+                upstream_config.settings.credentials,
+                CredentialSource::Oauth | CredentialSource::ClientCredentials
+            ) =>
         {
             let per_caller = mcp::spawn_per_caller(
                 name.to_owned(),

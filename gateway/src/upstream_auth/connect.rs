@@ -265,7 +265,7 @@ fn metadata_url(config: &crate::config::Config, base: &str) -> Option<String> {
 /// `WWW-Authenticate`), which names its protected-resource metadata and scope. A list
 /// of tools is asked for first (servers that let `initialize` through without
 /// credentials challenge it), then `initialize`.
-async fn probe(endpoint: &str) -> Option<Challenge> {
+pub(super) async fn probe(endpoint: &str) -> Option<Challenge> {
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .timeout(PROBE_TIMEOUT)

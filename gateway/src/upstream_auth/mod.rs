@@ -17,6 +17,7 @@
 
 mod connect;
 mod records;
+mod service;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -50,6 +51,8 @@ pub struct UpstreamAuth {
     /// Clients registered at authorization servers (RFC 7591), by upstream and
     /// issuer: registered once per process, not once per user.
     registered: tokio::sync::Mutex<HashMap<(String, String), RegisteredClient>>,
+    /// The gateway's own tokens at `client_credentials` upstreams.
+    service: service::ServiceTokens,
 }
 
 /// What a stored token keeps besides the token: how to refresh and revoke it.
@@ -60,10 +63,10 @@ struct Grant {
 }
 
 impl UpstreamAuth {
-    /// The service for `gateway`, keeping tokens where its config says: in Redis with
-    /// `state.backend: redis`; in a file in `data_dir` when `oauth.token_keys` are set
-    /// (tokens outlive a restart); otherwise in memory, sealed with a key of this
-    /// process.
+    /// The service for `gateway`, keeping tokens where its config says once
+    /// `oauth.token_keys` are set: in Redis with `state.backend: redis`, otherwise in
+    /// a file in `data_dir` (tokens outlive a restart); without keys in memory, sealed
+    /// with a key of this process.
     pub fn for_gateway(gateway: Arc<Gateway>) -> Result<Arc<UpstreamAuth>, String> {
         use crate::state::tokens::Keyring;
         let config = gateway.config();
@@ -73,10 +76,12 @@ impl UpstreamAuth {
         } else {
             Keyring::new(keys).map_err(|e| format!("oauth.token_keys: {e}"))?
         };
+        // Without keys nothing outlives the process (the config's check refuses
+        // `credentials: oauth` with Redis and no keys).
         let store = match (&gateway.shared, keys.is_empty()) {
-            (Some(shared), _) => TokenStore::redis(shared.conn.clone(), keyring)?,
+            (_, true) => TokenStore::memory(keyring),
+            (Some(shared), false) => TokenStore::redis(shared.conn.clone(), keyring)?,
             (None, false) => TokenStore::file(&config.data_dir, keyring)?,
-            (None, true) => TokenStore::memory(keyring),
         };
         Ok(Self::new(gateway, store))
     }
@@ -135,6 +140,7 @@ impl UpstreamAuth {
             gateway,
             store,
             registered: tokio::sync::Mutex::new(HashMap::new()),
+            service: Default::default(),
         })
     }
 
@@ -435,6 +441,9 @@ fn covers(granted: Option<&str>, wanted: &str) -> bool {
 #[async_trait]
 impl crate::gateway::UpstreamTokens for UpstreamAuth {
     async fn token(&self, upstream: &str, principal: &Principal) -> Result<Secret, ToolError> {
+        if self.is_client_credentials(upstream) {
+            return self.service_token(upstream, false).await;
+        }
         let key = Self::key(upstream, principal);
         let held = self
             .store
@@ -472,6 +481,10 @@ impl crate::gateway::UpstreamTokens for UpstreamAuth {
         status: u16,
         challenge: Option<&str>,
     ) -> Result<(), ToolError> {
+        if self.is_client_credentials(upstream) {
+            // A refused service token is replaced once; the call says if that failed.
+            return self.service_token(upstream, true).await.map(|_| ());
+        }
         let key = Self::key(upstream, principal);
         let challenge = challenge.and_then(Challenge::parse);
         let held = self
