@@ -43,9 +43,13 @@ pub enum ToolError {
     #[error("{0}")]
     ExecutionMode(String),
     /// The upstream is reached with each caller's own credentials, and the gateway
-    /// holds none for this caller: the message says who can provide them and how.
-    #[error("{0}")]
-    AuthorizationRequired(String),
+    /// holds none for this caller: the message says who can provide them and how;
+    /// `connect_url`, when the user can connect themselves, is where.
+    #[error("{message}")]
+    AuthorizationRequired {
+        message: String,
+        connect_url: Option<String>,
+    },
     /// The upstream refused the credentials the call carried (HTTP 401 or 403).
     /// `challenge` is its `WWW-Authenticate` header as sent: what an OAuth client of
     /// the upstream needs to (re-)authorize, or to ask for more scope.
@@ -70,7 +74,7 @@ impl ToolError {
             ToolError::RateLimited { .. } => "rate_limited",
             ToolError::NotSelected(_) => "not_selected",
             ToolError::ExecutionMode(_) => "execution_mode",
-            ToolError::AuthorizationRequired(_) => "authorization_required",
+            ToolError::AuthorizationRequired { .. } => "authorization_required",
             ToolError::Unauthorized { .. } => "upstream_unauthorized",
         }
     }
@@ -119,7 +123,13 @@ impl ToolError {
             },
             ToolError::NotSelected(m) => ToolError::NotSelected(rename(m)),
             ToolError::ExecutionMode(m) => ToolError::ExecutionMode(rename(m)),
-            ToolError::AuthorizationRequired(m) => ToolError::AuthorizationRequired(rename(m)),
+            ToolError::AuthorizationRequired {
+                message,
+                connect_url,
+            } => ToolError::AuthorizationRequired {
+                message: rename(message),
+                connect_url,
+            },
             ToolError::Unauthorized {
                 message,
                 status,
@@ -129,6 +139,22 @@ impl ToolError {
                 status,
                 challenge,
             },
+        }
+    }
+
+    /// An `AuthorizationRequired` without a link (an operator must act).
+    pub fn authorization_required(message: impl Into<String>) -> Self {
+        ToolError::AuthorizationRequired {
+            message: message.into(),
+            connect_url: None,
+        }
+    }
+
+    /// Where the user connects, for an `AuthorizationRequired` that has such a link.
+    pub fn connect_url(&self) -> Option<&str> {
+        match self {
+            ToolError::AuthorizationRequired { connect_url, .. } => connect_url.as_deref(),
+            _ => None,
         }
     }
 

@@ -51,7 +51,8 @@ pub fn task_forbidden(name: &str) -> ToolError {
     ))
 }
 
-/// A raw `CallToolResult` carrying the error's message, with its code in `_meta`.
+/// A raw `CallToolResult` carrying the error's message, with its code in `_meta` (and
+/// where the user connects, `toolgate/connectUrl`, when authorization is needed).
 pub fn error_result(error: &ToolError) -> JsonObject {
     let mut meta = JsonObject::new();
     meta.insert("toolgate/error".into(), Value::String(error.code().into()));
@@ -64,6 +65,9 @@ pub fn error_result(error: &ToolError) -> JsonObject {
             "toolgate/retryAfterMs".into(),
             json!(after.as_millis() as u64),
         );
+    }
+    if let Some(url) = error.connect_url() {
+        meta.insert("toolgate/connectUrl".into(), Value::String(url.to_owned()));
     }
     let mut result = JsonObject::new();
     result.insert(
@@ -91,7 +95,7 @@ pub fn http_status(error: &ToolError) -> http::StatusCode {
         ToolError::ExecutionMode(_) => S::BAD_REQUEST,
         // The caller is authenticated here; what is missing is its authorization at
         // the upstream (401 would tell a client to re-authenticate with the gateway).
-        ToolError::AuthorizationRequired(_) => S::FORBIDDEN,
+        ToolError::AuthorizationRequired { .. } => S::FORBIDDEN,
         // The upstream refused what the gateway sent for this caller: a bad gateway,
         // not a reason for the caller to re-authenticate here.
         ToolError::Unauthorized { .. } => S::BAD_GATEWAY,

@@ -17,7 +17,6 @@ import hashlib
 import http.cookiejar
 import json
 import os
-import re
 import secrets
 import socket
 import subprocess
@@ -28,7 +27,6 @@ import urllib.error
 import urllib.request
 
 TOOL = "conf__test-tool"
-LINK = re.compile(r"https?://[^\s'\"]+/oauth/connect/[A-Za-z0-9_-]+")
 
 
 def log(*parts):
@@ -175,11 +173,11 @@ def run(base, key, service):
         log("call:", status, json.dumps(body)[:400])
         if status == 200:
             return 0
-        message = json.dumps(body)
-        link = LINK.search(message)
-        if status != 403 or "authorization_required" not in message or not link:
+        error = body.get("error", {}) if isinstance(body, dict) else {}
+        link = error.get("connect_url")
+        if status != 403 or error.get("code") != "authorization_required" or not link:
             return 1
-        if not open_link(link.group(0)):
+        if not open_link(link):
             return 1
     return 1
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::{Value, json};
 use toolgate_e2e::oauth_upstream::{OAuthUpstream, connect_as};
-use toolgate_e2e::{Gateway, hash_key, rest_get, rest_post};
+use toolgate_e2e::{Gateway, McpSession, hash_key, rest_get, rest_post};
 
 const ALICE: &str = "tg-oauth-alice-0123456789abcdef";
 const BOB: &str = "tg-oauth-bob-0123456789abcdef";
@@ -65,14 +65,15 @@ fn text(body: &Value) -> String {
         .to_owned()
 }
 
-/// The connect link in an `authorization_required` answer.
+/// The connect link of an `authorization_required` answer: its `connect_url`, which
+/// the message (what a model reads) names too.
 fn link_in(body: &Value) -> String {
+    let link = body["error"]["connect_url"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no connect_url in {body}"));
     let message = body["error"]["message"].as_str().unwrap_or_default();
-    message
-        .split_whitespace()
-        .find(|w| w.contains("/oauth/connect/"))
-        .unwrap_or_else(|| panic!("no connect link in {body}"))
-        .to_owned()
+    assert!(message.contains(link), "the message names the link: {body}");
+    link.to_owned()
 }
 
 /// Waits until the catalog lists the upstream's tool (the connection opened on
@@ -112,11 +113,42 @@ async fn every_call_reaches_the_upstream_with_the_callers_own_token() {
         connect_as(&bobs, "bob").await.is_err(),
         "a used link is dead"
     );
-    // Carol, of another tenant, connects through the link her call got.
-    let (_, body) = whoami(&gateway, CAROL, "carol").await;
-    connect_as(&link_in(&body), "carol")
+    // Carol, of another tenant, calls over MCP first: a tool error carrying her link
+    // (in `_meta` and in the text a model reads); she connects through it.
+    let mcp = McpSession::connect_as(&gateway.mcp_url(), CAROL, json!({}))
         .await
-        .expect("carol connects");
+        .expect("a session");
+    let exchange = tokio::time::timeout(
+        Duration::from_secs(30),
+        mcp.call_tool(TOOL, json!({"expect": "carol"})),
+    )
+    .await
+    .expect("an answer in time")
+    .expect("tools/call");
+    let result = &exchange.response.as_ref().expect("an answer")["result"];
+    assert_eq!(result["isError"], true, "{result}");
+    assert_eq!(
+        result["_meta"]["toolgate/error"], "authorization_required",
+        "{result}"
+    );
+    let carols = result["_meta"]["toolgate/connectUrl"]
+        .as_str()
+        .expect("toolgate/connectUrl")
+        .to_owned();
+    assert!(
+        result["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&carols)
+    );
+    assert_ne!(carols, bobs);
+    connect_as(&carols, "carol").await.expect("carol connects");
+    let exchange = mcp
+        .call_tool(TOOL, json!({"expect": "carol"}))
+        .await
+        .expect("tools/call");
+    let result = &exchange.response.as_ref().expect("an answer")["result"];
+    assert_eq!(result["content"][0]["text"], "carol", "{result}");
 
     // 1,000 interleaved calls of the three, 16 at a time: each reaches the upstream
     // as its caller.

@@ -242,7 +242,7 @@ impl PerCallerUpstream {
         deadline: std::time::Instant,
     ) -> Result<(Arc<str>, Arc<McpUpstream>), ToolError> {
         let Some(CallerCredentials::Bearer { holder, token }) = credentials else {
-            return Err(ToolError::AuthorizationRequired(format!(
+            return Err(ToolError::authorization_required(format!(
                 "upstream '{}' is reached with each caller's own authorization, and this \
                  call carries none",
                 self.name

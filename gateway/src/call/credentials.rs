@@ -46,7 +46,7 @@ pub(super) async fn for_call(
         CredentialSource::Static => Ok(None),
         CredentialSource::PerTenant => match caller.tenant.upstream_credentials(upstream) {
             Some(credentials) => Ok(Some(credentials.clone())),
-            None => Err(ToolError::AuthorizationRequired(format!(
+            None => Err(ToolError::authorization_required(format!(
                 "upstream '{upstream}' is called with each tenant's own credentials, and \
                  none are configured for tenant '{}': the gateway's operator sets them \
                  under tenants.{}.upstream_credentials.{upstream}",

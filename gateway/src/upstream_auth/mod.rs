@@ -287,12 +287,15 @@ impl UpstreamAuth {
         why: &str,
     ) -> ToolError {
         match self.connect_link(upstream, principal, scope).await {
-            Ok(url) => ToolError::AuthorizationRequired(format!(
-                "upstream '{upstream}' {why}: the user connects their account by opening \
-                 {url} in a browser (the link works once, within {}), then calls the tool \
-                 again",
-                toolgate_adapters::error::duration_text(self.config().oauth.connect_ttl)
-            )),
+            Ok(url) => ToolError::AuthorizationRequired {
+                message: format!(
+                    "upstream '{upstream}' {why}: the user connects their account by \
+                     opening {url} in a browser (the link works once, within {}), then \
+                     calls the tool again",
+                    toolgate_adapters::error::duration_text(self.config().oauth.connect_ttl)
+                ),
+                connect_url: Some(url),
+            },
             Err(error) => error,
         }
     }

@@ -134,7 +134,11 @@ fn tool_error(error: &ToolError) -> Response {
 }
 
 fn error_response(error: &ToolError) -> Response {
-    self::error(http_status(error), error.code(), error.to_string())
+    (
+        http_status(error),
+        Json(ErrorBody::from(ErrorDetail::of(error))),
+    )
+        .into_response()
 }
 
 /// The caller of a REST request: the tenant from the front door and, when a session id

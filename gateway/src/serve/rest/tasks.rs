@@ -213,7 +213,7 @@ fn error_of(code: &str, message: String) -> ToolError {
             retry_after: None,
         },
         "not_selected" => ToolError::NotSelected(message),
-        "authorization_required" => ToolError::AuthorizationRequired(message),
+        "authorization_required" => ToolError::authorization_required(message),
         "execution_mode" => ToolError::ExecutionMode(message),
         "upstream_unauthorized" => ToolError::Unauthorized {
             message,

@@ -26,6 +26,10 @@ pub(super) struct ErrorDetail {
     /// `rate_limited`, `unavailable`, `timeout`, `failed`, `invalid_body`, …
     pub code: String,
     pub message: String,
+    /// With `authorization_required`: where the user connects their account (a
+    /// browser opens it; single use, short-lived).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connect_url: Option<String>,
 }
 
 impl ErrorDetail {
@@ -33,12 +37,16 @@ impl ErrorDetail {
         ErrorDetail {
             code: code.to_owned(),
             message: message.into(),
+            connect_url: None,
         }
     }
 
     /// The code and message of a tool error.
     pub(super) fn of(error: &ToolError) -> ErrorDetail {
-        ErrorDetail::new(error.code(), error.to_string())
+        ErrorDetail {
+            connect_url: error.connect_url().map(str::to_owned),
+            ..ErrorDetail::new(error.code(), error.to_string())
+        }
     }
 }
 
