@@ -12,7 +12,9 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::{Value, json};
 use toolgate_e2e::oauth_upstream::{OAuthUpstream, connect_as};
-use toolgate_e2e::{Gateway, McpSession, hash_key, rest_get, rest_post};
+use toolgate_e2e::{
+    Gateway, McpSession, hash_key, python, require, rest_get, rest_post, run_python,
+};
 
 const ALICE: &str = "tg-oauth-alice-0123456789abcdef";
 const BOB: &str = "tg-oauth-bob-0123456789abcdef";
@@ -238,6 +240,56 @@ async fn every_call_reaches_the_upstream_with_the_callers_own_token() {
     );
     let (_, listed) = rest_get(&gateway, "/v1/connections", Some(OUTSIDER)).await;
     assert_eq!(listed["connections"], json!([]));
+}
+
+/// What a real client (PyPI `mcp` 2.3, a session and 2026-07-28) makes of both
+/// answers: a connected user's call goes through as that user; an unconnected one's
+/// is a tool error the SDK does not raise on, carrying the user's own connect link.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_client_takes_both_answers_in_both_modes() {
+    let py = require!(python());
+    let upstream = OAuthUpstream::start(Duration::from_secs(3600)).await;
+    let gateway = Gateway::start(config(&upstream)).await;
+    connect_as(&link(&gateway, ALICE).await, "alice")
+        .await
+        .expect("alice connects");
+    wait_listed(&gateway, ALICE).await;
+    let url = gateway.mcp_url();
+    for mode in ["legacy", "auto"] {
+        let run = |key: &'static str| {
+            let (py, url) = (py.clone(), url.clone());
+            tokio::task::spawn_blocking(move || {
+                run_python(
+                    &py,
+                    "call_as.py",
+                    &[&url, key, mode, TOOL],
+                    Duration::from_secs(120),
+                )
+            })
+        };
+        let own = run(ALICE).await.expect("the client ran");
+        assert_eq!(own["raised"], false, "{mode}: {own:#}");
+        assert_eq!(own["is_error"], false, "{mode}: {own:#}");
+        assert_eq!(own["text"][0], "alice", "{mode}: {own:#}");
+        if mode == "auto" {
+            assert_eq!(own["protocol_version"], "2026-07-28", "{own:#}");
+        }
+        let refused = run(BOB).await.expect("the client ran");
+        assert_eq!(refused["raised"], false, "{mode}: {refused:#}");
+        assert_eq!(refused["is_error"], true, "{mode}: {refused:#}");
+        assert_eq!(
+            refused["meta"]["toolgate/error"], "authorization_required",
+            "{mode}: {refused:#}"
+        );
+        let link = refused["meta"]["toolgate/connectUrl"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(link.contains("/oauth/connect/"), "{mode}: {refused:#}");
+    }
+    assert!(
+        upstream.calls().iter().all(|(user, _)| user == "alice"),
+        "only Alice reached it"
+    );
 }
 
 #[tokio::test]

@@ -77,6 +77,18 @@ pub enum SigningAlgorithm {
     RS256,
 }
 
+impl TokenEndpointAuth {
+    /// The same method as the OAuth client names it.
+    pub fn method(self) -> toolgate_adapters::oauth::TokenAuthMethod {
+        use toolgate_adapters::oauth::TokenAuthMethod as M;
+        match self {
+            TokenEndpointAuth::None => M::None,
+            TokenEndpointAuth::ClientSecretBasic => M::ClientSecretBasic,
+            TokenEndpointAuth::ClientSecretPost => M::ClientSecretPost,
+        }
+    }
+}
+
 /// An upstream's OAuth client settings (`credentials: oauth` or `client_credentials`).
 /// With `oauth` all are optional: by default the gateway discovers the upstream's
 /// authorization server from its 401 answer and registers itself. With

@@ -4,12 +4,10 @@
 
 use std::time::Duration;
 
-use toolgate_adapters::oauth::{
-    Challenge, ClientIdentity, PreRegistered, RegisteredClient, TokenAuthMethod,
-};
+use toolgate_adapters::oauth::{Challenge, ClientIdentity, PreRegistered, RegisteredClient};
 
 use super::records::{self, Flow, Link};
-use super::{Grant, UpstreamAuth, stored_token};
+use super::{Found, Grant, UpstreamAuth, stored_token};
 use crate::config::oauth::TokenEndpointAuth;
 
 /// How long the upstream's own 401 answer (the challenge naming its authorization
@@ -72,29 +70,21 @@ impl UpstreamAuth {
             .map_err(|e| e.to_string())?
             .ok_or(GONE)?;
         let link = Link::from_bytes(&bytes).ok_or(GONE)?;
-        let config = self.config();
-        let upstream = config
-            .upstreams
-            .get(&link.upstream)
-            .filter(|_| self.is_oauth(&link.upstream))
-            .ok_or_else(|| format!("upstream '{}' is no longer configured", link.upstream))?;
-        let endpoint = match &upstream.kind {
-            crate::config::UpstreamKind::StreamableHttp(http)
-            | crate::config::UpstreamKind::Sse(http) => http.url.clone(),
-            _ => {
-                return Err(format!(
-                    "upstream '{}' is not an HTTP MCP server",
-                    link.upstream
-                ));
-            }
-        };
-        let resource = url::Url::parse(&endpoint).map_err(|e| e.to_string())?;
-        let client = self.client_for(&link.upstream).map_err(|e| e.to_string())?;
-        let challenge = probe(&endpoint).await;
-        let discovery = client
-            .discover(&resource, challenge.as_ref())
+        if !self.is_oauth(&link.upstream) {
+            return Err(format!(
+                "upstream '{}' is no longer configured",
+                link.upstream
+            ));
+        }
+        let Found {
+            client,
+            discovery,
+            scope,
+        } = self
+            .discover_upstream(&link.upstream)
             .await
             .map_err(|e| format!("upstream '{}': {e}", link.upstream))?;
+        let config = self.config();
         let base = config
             .public_url
             .as_deref()
@@ -105,12 +95,7 @@ impl UpstreamAuth {
         let registered = self
             .registered_client(&link.upstream, &discovery, &redirect_uri, &base)
             .await?;
-        let settings = upstream.settings.oauth.clone().unwrap_or_default();
-        let scope = link
-            .scope
-            .clone()
-            .or_else(|| discovery.scope_for(challenge.as_ref()))
-            .or_else(|| (!settings.scopes.is_empty()).then(|| settings.scopes.join(" ")));
+        let scope = link.scope.clone().or(scope);
         let request = client
             .authorization_request(&discovery, &registered, &redirect_uri, scope.as_deref())
             .map_err(|e| format!("upstream '{}': {e}", link.upstream))?;
@@ -148,19 +133,13 @@ impl UpstreamAuth {
             return Ok(client.clone());
         }
         let config = self.config();
-        let settings = config
-            .upstreams
-            .get(upstream)
-            .and_then(|u| u.settings.oauth.clone())
-            .unwrap_or_default();
+        let settings = self.settings(upstream);
         let preregistered = settings.client_id.clone().map(|client_id| PreRegistered {
             client_id,
             client_secret: settings.client_secret.clone(),
-            auth_method: settings.token_endpoint_auth_method.map(|m| match m {
-                TokenEndpointAuth::None => TokenAuthMethod::None,
-                TokenEndpointAuth::ClientSecretBasic => TokenAuthMethod::ClientSecretBasic,
-                TokenEndpointAuth::ClientSecretPost => TokenAuthMethod::ClientSecretPost,
-            }),
+            auth_method: settings
+                .token_endpoint_auth_method
+                .map(TokenEndpointAuth::method),
             signing_key: None,
         });
         let identity = ClientIdentity {

@@ -55,6 +55,15 @@ pub struct UpstreamAuth {
     service: service::ServiceTokens,
 }
 
+/// An upstream's authorization server as found from its own 401 answer, with the
+/// client that talks to it and the scope to ask for (its challenge's, its metadata's,
+/// else the configured `oauth.scopes`).
+struct Found {
+    client: OAuthClient,
+    discovery: Discovery,
+    scope: Option<String>,
+}
+
 /// What a stored token keeps besides the token: how to refresh and revoke it.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Grant {
@@ -171,13 +180,46 @@ impl UpstreamAuth {
             .collect()
     }
 
-    fn client_for(&self, upstream: &str) -> Result<OAuthClient, ToolError> {
-        let allow_private = self
-            .config()
+    /// `upstream`'s OAuth client settings (the defaults when it sets none).
+    fn settings(&self, upstream: &str) -> crate::config::oauth::UpstreamOAuth {
+        self.config()
             .upstreams
             .get(upstream)
-            .and_then(|u| u.settings.oauth.as_ref())
-            .is_some_and(|o| o.allow_private_networks);
+            .and_then(|u| u.settings.oauth.clone())
+            .unwrap_or_default()
+    }
+
+    /// Finds `upstream`'s authorization server: asks the MCP endpoint without
+    /// credentials for its challenge, then discovers from it (RFC 9728, RFC 8414).
+    async fn discover_upstream(&self, upstream: &str) -> Result<Found, String> {
+        let endpoint = match self.config().upstreams.get(upstream).map(|u| &u.kind) {
+            Some(
+                crate::config::UpstreamKind::StreamableHttp(http)
+                | crate::config::UpstreamKind::Sse(http),
+            ) => http.url.clone(),
+            Some(_) => return Err("not an HTTP MCP server".into()),
+            None => return Err("no longer configured".into()),
+        };
+        let resource = url::Url::parse(&endpoint).map_err(|e| e.to_string())?;
+        let client = self.client_for(upstream).map_err(|e| e.to_string())?;
+        let challenge = connect::probe(&endpoint).await;
+        let discovery = client
+            .discover(&resource, challenge.as_ref())
+            .await
+            .map_err(|e| e.to_string())?;
+        let configured = self.settings(upstream).scopes;
+        let scope = discovery
+            .scope_for(challenge.as_ref())
+            .or_else(|| (!configured.is_empty()).then(|| configured.join(" ")));
+        Ok(Found {
+            client,
+            discovery,
+            scope,
+        })
+    }
+
+    fn client_for(&self, upstream: &str) -> Result<OAuthClient, ToolError> {
+        let allow_private = self.settings(upstream).allow_private_networks;
         OAuthClient::new(allow_private, OAUTH_TIMEOUT).map_err(ToolError::Unavailable)
     }
 

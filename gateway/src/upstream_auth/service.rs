@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
-use toolgate_adapters::oauth::{ServiceClient, SigningAlg, SigningKey, TokenAuthMethod};
+use toolgate_adapters::oauth::{ServiceClient, SigningAlg, SigningKey};
 use toolgate_adapters::{Secret, ToolError};
 
 use super::UpstreamAuth;
@@ -75,29 +75,16 @@ impl UpstreamAuth {
                  ({detail}); retry later"
             ))
         };
-        let config = self.config();
-        let upstream_config = config
-            .upstreams
-            .get(upstream)
-            .ok_or_else(|| unavailable("no longer configured".into()))?;
-        let endpoint = match &upstream_config.kind {
-            crate::config::UpstreamKind::StreamableHttp(http)
-            | crate::config::UpstreamKind::Sse(http) => http.url.clone(),
-            _ => return Err(unavailable("not an HTTP MCP server".into())),
-        };
-        let settings = upstream_config.settings.oauth.clone().unwrap_or_default();
-        let service =
-            service_client(&settings).ok_or_else(|| unavailable("no client configured".into()))?;
-        let resource = url::Url::parse(&endpoint).map_err(|e| unavailable(e.to_string()))?;
-        let client = self.client_for(upstream)?;
-        let challenge = super::connect::probe(&endpoint).await;
-        let discovery = client
-            .discover(&resource, challenge.as_ref())
+        let service = service_client(&self.settings(upstream))
+            .ok_or_else(|| unavailable("no client configured".into()))?;
+        let super::Found {
+            client,
+            discovery,
+            scope,
+        } = self
+            .discover_upstream(upstream)
             .await
-            .map_err(|e| unavailable(e.to_string()))?;
-        let scope = discovery
-            .scope_for(challenge.as_ref())
-            .or_else(|| (!settings.scopes.is_empty()).then(|| settings.scopes.join(" ")));
+            .map_err(unavailable)?;
         let set = client
             .client_credentials(&discovery, &service, scope.as_deref())
             .await
@@ -175,10 +162,8 @@ fn service_client(settings: &crate::config::oauth::UpstreamOAuth) -> Option<Serv
     Some(ServiceClient::Secret {
         client_id,
         client_secret: settings.client_secret.clone()?,
-        auth_method: settings.token_endpoint_auth_method.map(|m| match m {
-            TokenEndpointAuth::None => TokenAuthMethod::None,
-            TokenEndpointAuth::ClientSecretBasic => TokenAuthMethod::ClientSecretBasic,
-            TokenEndpointAuth::ClientSecretPost => TokenAuthMethod::ClientSecretPost,
-        }),
+        auth_method: settings
+            .token_endpoint_auth_method
+            .map(TokenEndpointAuth::method),
     })
 }

@@ -79,19 +79,31 @@ pub(super) async fn list(State(door): State<Arc<FrontDoor>>, headers: HeaderMap)
     }
 }
 
+/// The caller of a request about `upstream`, when that is an upstream taking a
+/// user's own authorization that the caller may use; otherwise the answer (a refusal
+/// at the door, or the same 404 as for an upstream that does not exist).
+async fn caller_at(
+    door: &FrontDoor,
+    headers: &HeaderMap,
+    upstream: &str,
+) -> Result<Caller, Response> {
+    let caller = caller(door, headers, None).await?;
+    if !door.app.upstream_auth.is_oauth(upstream) || !may_use(door, &caller, upstream) {
+        return Err(no_such_upstream(upstream));
+    }
+    Ok(caller)
+}
+
 pub(super) async fn connect(
     State(door): State<Arc<FrontDoor>>,
     headers: HeaderMap,
     Path(upstream): Path<String>,
 ) -> Response {
-    let caller = match caller(&door, &headers, None).await {
+    let caller = match caller_at(&door, &headers, &upstream).await {
         Ok(caller) => caller,
         Err(response) => return response,
     };
     let auth = &door.app.upstream_auth;
-    if !auth.is_oauth(&upstream) || !may_use(&door, &caller, &upstream) {
-        return no_such_upstream(&upstream);
-    }
     match auth
         .connect_link(&upstream, &caller.principal(), None)
         .await
@@ -110,14 +122,11 @@ pub(super) async fn disconnect(
     headers: HeaderMap,
     Path(upstream): Path<String>,
 ) -> Response {
-    let caller = match caller(&door, &headers, None).await {
+    let caller = match caller_at(&door, &headers, &upstream).await {
         Ok(caller) => caller,
         Err(response) => return response,
     };
     let auth = &door.app.upstream_auth;
-    if !auth.is_oauth(&upstream) || !may_use(&door, &caller, &upstream) {
-        return no_such_upstream(&upstream);
-    }
     match auth.disconnect(&upstream, &caller.principal()).await {
         Ok(_) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => crate::serve::auth::state_unavailable(&e).rest(),
