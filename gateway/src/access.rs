@@ -18,7 +18,12 @@ pub struct View {
 }
 
 impl View {
+    /// The caller's view: their own catalog when they have one (an upstream listed
+    /// per user), else the shared snapshot.
     pub fn of(gateway: &Gateway, caller: &Caller) -> View {
+        if let Some((catalog, allowed)) = gateway.own_view(caller) {
+            return View { catalog, allowed };
+        }
         let catalog = gateway.catalog();
         let allowed = gateway.policy().allowed(&caller.tenant, &catalog);
         View { catalog, allowed }

@@ -81,6 +81,17 @@ impl<C: Corpus + Send + Sync + 'static> SearchCache<C> {
         }
     }
 
+    /// A cache for another line of snapshots (a user's own catalog beside the shared
+    /// one) with this one's model and the vectors it has made: only texts new to both
+    /// are embedded for it.
+    pub fn sibling(&self) -> SearchCache<C> {
+        SearchCache {
+            newest: Mutex::new(None),
+            embedder: self.embedder.clone(),
+            memo: self.memo.clone(),
+        }
+    }
+
     /// With an embedding model, builds `catalog`'s index now, so that its tools are
     /// embedded before the first search asks; without one, nothing (the index is
     /// built by the first search, as it costs nothing to wait).

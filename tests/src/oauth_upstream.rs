@@ -391,9 +391,14 @@ async fn mcp(State(s): State<Arc<Shared>>, headers: HeaderMap, body: String) -> 
             "serverInfo": {"name": "oauth-whoami", "version": "1"},
         }),
         "ping" => json!({}),
+        // Each user's list has a tool of that user's own beside the common one.
         "tools/list" => json!({"tools": [{
             "name": "whoami",
             "description": "The user this server sees the call as",
+            "inputSchema": {"type": "object", "properties": {"expect": {"type": "string"}}},
+        }, {
+            "name": format!("{user}_notes"),
+            "description": format!("Reads the private notes of {user}"),
             "inputSchema": {"type": "object", "properties": {"expect": {"type": "string"}}},
         }]}),
         "tools/call" => {

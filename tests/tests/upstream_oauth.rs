@@ -242,6 +242,138 @@ async fn every_call_reaches_the_upstream_with_the_callers_own_token() {
     assert_eq!(listed["connections"], json!([]));
 }
 
+/// The upstream's tools in the caller's `GET /v1/tools?format=mcp`, by name, with
+/// their `_meta`.
+async fn listed_as(gateway: &Gateway, key: &str) -> std::collections::BTreeMap<String, Value> {
+    let (status, body) = rest_get(gateway, "/v1/tools?format=mcp", Some(key)).await;
+    assert_eq!(status, 200, "{body}");
+    body["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tools in {body}"))
+        .iter()
+        .filter_map(|t| Some((t["name"].as_str()?.to_owned(), t["_meta"].clone())))
+        .filter(|(name, _)| name.starts_with("gh__"))
+        .collect()
+}
+
+/// Waits (bounded) until the caller lists exactly `names` of the upstream.
+async fn wait_for_list(gateway: &Gateway, key: &str, names: &[&str]) {
+    let mut seen = Default::default();
+    for _ in 0..100 {
+        seen = listed_as(gateway, key).await;
+        if seen.keys().map(String::as_str).eq(names.iter().copied()) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!(
+        "expected {names:?}, listed {:?}",
+        seen.keys().collect::<Vec<_>>()
+    );
+}
+
+/// An upstream that lists each user a tool of their own: each connected user's
+/// catalog is listed from their own connection (marked connected), a user who has not
+/// connected sees only what every user's list has (marked as needing the user's own
+/// authorization), and another user's own tool is, to everyone else, a tool that does
+/// not exist — in the list, in `tool_search` and when called.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_user_lists_the_tools_their_own_token_opens() {
+    let upstream = OAuthUpstream::start(Duration::from_secs(3600)).await;
+    let gateway = Gateway::start(config(&upstream)).await;
+    connect_as(&link(&gateway, ALICE).await, "alice")
+        .await
+        .expect("alice connects");
+    wait_for_list(&gateway, ALICE, &["gh__alice_notes", "gh__whoami"]).await;
+    connect_as(&link(&gateway, BOB).await, "bob")
+        .await
+        .expect("bob connects");
+    wait_for_list(&gateway, BOB, &["gh__bob_notes", "gh__whoami"]).await;
+    // Carol (another tenant) has not connected: only what both lists have.
+    wait_for_list(&gateway, CAROL, &["gh__whoami"]).await;
+    let carols = listed_as(&gateway, CAROL).await;
+    assert_eq!(carols["gh__whoami"]["toolgate/authorization"], "user");
+    assert_eq!(carols["gh__whoami"]["toolgate/connected"], Value::Null);
+    for (key, own) in [(ALICE, "gh__alice_notes"), (BOB, "gh__bob_notes")] {
+        let listed = listed_as(&gateway, key).await;
+        for meta in listed.values() {
+            assert_eq!(meta["toolgate/authorization"], "user", "{listed:?}");
+            assert_eq!(meta["toolgate/connected"], true, "{listed:?}");
+        }
+        assert!(listed.contains_key(own));
+    }
+
+    // Alice calls her own tool; Bob calling it is answered as for a tool that does
+    // not exist.
+    let call = |key: &'static str, tool: &'static str| {
+        let gateway = &gateway;
+        async move {
+            rest_post(
+                gateway,
+                &format!("/v1/tools/{tool}/call"),
+                Some(key),
+                json!({"arguments": {"expect": "x"}}),
+            )
+            .await
+        }
+    };
+    let (status, body) = call(ALICE, "gh__alice_notes").await;
+    assert_eq!((status, text(&body)), (200, "alice".to_owned()), "{body}");
+    let (status, foreign) = call(BOB, "gh__alice_notes").await;
+    let (status_none, none) = call(BOB, "gh__nobodys_notes").await;
+    assert_eq!((status, status_none), (404, 404), "{foreign} {none}");
+    assert_eq!(
+        foreign["error"]["message"]
+            .as_str()
+            .map(|m| m.replace("gh__alice_notes", "X")),
+        none["error"]["message"]
+            .as_str()
+            .map(|m| m.replace("gh__nobodys_notes", "X")),
+    );
+    assert!(
+        upstream.calls().iter().all(|(user, _)| user == "alice"),
+        "only Alice's call reached the upstream"
+    );
+
+    // tool_search finds a user's own tool for that user only.
+    let search = |key: &'static str| {
+        let gateway = &gateway;
+        async move {
+            let (status, body) = rest_post(
+                gateway,
+                "/v1/tools/tool_search/call",
+                Some(key),
+                json!({"arguments": {"query": "private notes"}}),
+            )
+            .await;
+            assert_eq!(status, 200, "{body}");
+            body.to_string()
+        }
+    };
+    let (alices, bobs) = (search(ALICE).await, search(BOB).await);
+    assert!(
+        alices.contains("gh__alice_notes") && !alices.contains("gh__bob_notes"),
+        "{alices}"
+    );
+    assert!(
+        bobs.contains("gh__bob_notes") && !bobs.contains("gh__alice_notes"),
+        "{bobs}"
+    );
+
+    // Bob disconnects: his own tool is gone for him, and Alice's list alone does not
+    // make hers shared.
+    let response = toolgate_e2e::http()
+        .delete(gateway.url("/v1/connections/gh"))
+        .bearer_auth(BOB)
+        .send()
+        .await
+        .expect("disconnect");
+    assert_eq!(response.status(), 204);
+    wait_for_list(&gateway, BOB, &["gh__whoami"]).await;
+    wait_for_list(&gateway, CAROL, &["gh__whoami"]).await;
+    wait_for_list(&gateway, ALICE, &["gh__alice_notes", "gh__whoami"]).await;
+}
+
 /// What a real client (PyPI `mcp` 2.3, a session and 2026-07-28) makes of both
 /// answers: a connected user's call goes through as that user; an unconnected one's
 /// is a tool error the SDK does not raise on, carrying the user's own connect link.

@@ -8,9 +8,14 @@
 //! replaces the connection. Connections are bounded in number (the least recently
 //! used is closed first) and closed when idle.
 //!
-//! The tools listed are the last list any holder's connection saw: an upstream whose
-//! lists differ per user is the gateway's to list per user; this keeps the shared
-//! catalog that users who have not connected yet see.
+//! Lists are per holder: each holder's connection lists the tools that holder's token
+//! opens ([`PerCallerUpstream::tools_for`]), and the gateway builds that holder's
+//! catalog from them. The shared list ([`Upstream::tools`]), which callers who have
+//! not connected see, holds only what every holder's list has alike, and never gains
+//! a tool on one holder's word alone (see `Lists::share`): a tool one user alone sees
+//! shows in no one else's catalog, except that the very first list ever seen (or the
+//! list kept from an earlier run) stands for the upstream's list until a second
+//! holder's is known.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -36,6 +41,13 @@ const MAX_HELD: usize = 1024;
 const IDLE_CLOSE: Duration = Duration::from_secs(600);
 /// How often a connection still being made is looked at.
 const POLL: Duration = Duration::from_millis(20);
+/// A holder's own list is kept this long after its connection last listed, so a user
+/// whose connection closed for idle still sees their tools (and can call them, which
+/// opens the connection again).
+const LIST_KEEP: Duration = Duration::from_secs(24 * 3600);
+/// Own-list changes not yet read by the gateway; past it the oldest are lost, and the
+/// reader hears that it lagged.
+const OWN_CHANGES_BUFFER: usize = 256;
 
 /// See the module docs.
 pub struct PerCallerUpstream {
@@ -46,10 +58,24 @@ pub struct PerCallerUpstream {
     listed: Arc<Listed>,
 }
 
-/// The shared tool list, which every holder's connection updates.
+/// The tool lists: each holder's own, and the shared one made from them.
 struct Listed {
-    tools: Mutex<Arc<Vec<ToolDef>>>,
+    lists: Mutex<Lists>,
+    /// Bumped when the shared list changes.
     changes: watch::Sender<u64>,
+    /// The holder whose own list changed, each time one does.
+    own_changes: tokio::sync::broadcast::Sender<Arc<str>>,
+}
+
+#[derive(Default)]
+struct Lists {
+    shared: Arc<Vec<ToolDef>>,
+    own: HashMap<Arc<str>, OwnList>,
+}
+
+struct OwnList {
+    tools: Arc<Vec<ToolDef>>,
+    listed_at: Instant,
 }
 
 struct Held {
@@ -88,8 +114,9 @@ pub fn spawn_per_caller(
         options,
         held: Mutex::new(HashMap::new()),
         listed: Arc::new(Listed {
-            tools: Mutex::new(Arc::default()),
+            lists: Mutex::new(Lists::default()),
             changes,
+            own_changes: tokio::sync::broadcast::channel(OWN_CHANGES_BUFFER).0,
         }),
     }))
 }
@@ -175,45 +202,52 @@ impl PerCallerUpstream {
             );
             upstream
         };
-        self.follow_tools(&upstream);
+        self.follow_tools(holder, &upstream);
         for old in closing {
             tokio::spawn(async move { old.shutdown().await });
         }
         upstream
     }
 
-    /// Copies what a holder's connection lists into the shared list, for as long as
-    /// that connection lives.
-    fn follow_tools(&self, upstream: &Arc<McpUpstream>) {
+    /// Keeps what a holder's connection lists as that holder's own list, for as long
+    /// as that connection lives.
+    fn follow_tools(&self, holder: &Arc<str>, upstream: &Arc<McpUpstream>) {
         let mut changes = upstream.tools_changed();
         let conn: Weak<McpUpstream> = Arc::downgrade(upstream);
         let listed = self.listed.clone();
+        let holder = holder.clone();
         tokio::spawn(async move {
             while changes.changed().await.is_ok() {
                 let Some(conn) = conn.upgrade() else { return };
                 let tools = conn.tools();
-                if tools.is_empty() {
-                    continue;
-                }
-                let mut shared = listed.tools.lock().unwrap_or_else(|e| e.into_inner());
-                if **shared != *tools {
-                    *shared = tools;
-                    drop(shared);
-                    listed.changes.send_modify(|v| *v += 1);
+                if !tools.is_empty() {
+                    listed.set_own(&holder, tools);
                 }
             }
         });
     }
 
     /// Starts from `tools` (a list kept from an earlier run) while no connection has
-    /// listed yet; a connection's own list replaces it.
+    /// listed yet; the lists of connections replace it.
     pub fn seed(&self, tools: Vec<ToolDef>) {
-        let mut shared = self.listed.tools.lock().unwrap_or_else(|e| e.into_inner());
-        if shared.is_empty() && !tools.is_empty() {
-            *shared = Arc::new(tools);
-            drop(shared);
+        let mut lists = self.listed.lock();
+        if lists.shared.is_empty() && lists.own.is_empty() && !tools.is_empty() {
+            lists.shared = Arc::new(tools);
+            drop(lists);
             self.listed.changes.send_modify(|v| *v += 1);
         }
+    }
+
+    /// The holder's own list, when its connection has listed (within [`LIST_KEEP`]).
+    pub fn tools_for(&self, holder: &str) -> Option<Arc<Vec<ToolDef>>> {
+        let lists = self.listed.lock();
+        let own = lists.own.get(holder)?;
+        (own.listed_at.elapsed() < LIST_KEEP).then(|| own.tools.clone())
+    }
+
+    /// The holder, every time a holder's own list changes.
+    pub fn own_lists_changed(&self) -> tokio::sync::broadcast::Receiver<Arc<str>> {
+        self.listed.own_changes.subscribe()
     }
 
     /// Opens the holder's connection with `token` now, without waiting for it: its
@@ -222,11 +256,13 @@ impl PerCallerUpstream {
         let _ = self.held_for(&holder, token);
     }
 
-    /// Forgets the holder's connection (after its token was refused or revoked).
+    /// Forgets the holder's connection and list (after its token was refused or
+    /// revoked).
     pub fn disconnect(&self, holder: &str) {
         if let Some(held) = self.lock().remove(holder) {
             tokio::spawn(async move { held.upstream.shutdown().await });
         }
+        self.listed.forget(holder);
     }
 
     /// How many holders have a connection now (for tests and status).
@@ -312,6 +348,117 @@ impl PerCallerUpstream {
     }
 }
 
+impl Listed {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Lists> {
+        self.lists.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records `tools` as the holder's own list; the shared list follows.
+    fn set_own(&self, holder: &Arc<str>, tools: Arc<Vec<ToolDef>>) {
+        let mut lists = self.lock();
+        // A tool the shared list has alike is held once: the shared definition stands
+        // in for the holder's copy, so the holder's catalog reuses the shared entry.
+        let tools: Vec<ToolDef> = tools
+            .iter()
+            .map(|tool| {
+                lists
+                    .shared
+                    .iter()
+                    .find(|s| s.name == tool.name && s.raw == tool.raw)
+                    .unwrap_or(tool)
+                    .clone()
+            })
+            .collect();
+        if lists.own.get(holder).is_some_and(|own| *own.tools == tools) {
+            if let Some(own) = lists.own.get_mut(holder) {
+                own.listed_at = Instant::now();
+            }
+            return;
+        }
+        let now = Instant::now();
+        lists
+            .own
+            .retain(|_, own| now.duration_since(own.listed_at) < LIST_KEEP);
+        if !lists.own.contains_key(holder)
+            && lists.own.len() >= MAX_HELD
+            && let Some(oldest) = lists
+                .own
+                .iter()
+                .min_by_key(|(_, own)| own.listed_at)
+                .map(|(k, _)| k.clone())
+        {
+            lists.own.remove(&oldest);
+        }
+        lists.own.insert(
+            holder.clone(),
+            OwnList {
+                tools: Arc::new(tools),
+                listed_at: now,
+            },
+        );
+        let shared_changed = lists.share();
+        drop(lists);
+        let _ = self.own_changes.send(holder.clone());
+        if shared_changed {
+            self.changes.send_modify(|v| *v += 1);
+        }
+    }
+
+    fn forget(&self, holder: &str) {
+        let mut lists = self.lock();
+        if lists.own.remove(holder).is_none() {
+            return;
+        }
+        let shared_changed = lists.share();
+        drop(lists);
+        let _ = self.own_changes.send(Arc::from(holder));
+        if shared_changed {
+            self.changes.send_modify(|v| *v += 1);
+        }
+    }
+}
+
+impl Lists {
+    /// Remakes the shared list from the holders' own and answers whether it changed.
+    /// It holds what every list has alike, and never takes a tool on the word of one
+    /// holder's list alone: with one list known, the shared list only keeps what that
+    /// list has too — except the very first list of all, which stands for the
+    /// upstream's list until another holder's says otherwise. With no list left it
+    /// stays as it was.
+    fn share(&mut self) -> bool {
+        let lists: Vec<&[ToolDef]> = self.own.values().map(|own| own.tools.as_slice()).collect();
+        let common: Vec<ToolDef> = match lists.as_slice() {
+            [] => return false,
+            [only] if self.shared.is_empty() => only.to_vec(),
+            [only] => common_tools(&self.shared, &[only]),
+            [first, rest @ ..] => common_tools(first, rest),
+        };
+        if *self.shared == common {
+            return false;
+        }
+        self.shared = Arc::new(common);
+        true
+    }
+}
+
+/// The tools of `first` that each of `others` has alike (same name, same definition).
+fn common_tools(first: &[ToolDef], others: &[&[ToolDef]]) -> Vec<ToolDef> {
+    let mut common: Vec<ToolDef> = first
+        .iter()
+        .filter(|tool| {
+            others.iter().all(|other| {
+                other
+                    .iter()
+                    .any(|t| t.name == tool.name && t.raw == tool.raw)
+            })
+        })
+        .cloned()
+        .collect();
+    // Holders are kept in a hash map: a stable order keeps the list equal to itself.
+    common.sort_by(|a, b| a.name.cmp(&b.name));
+    common
+}
+
 #[async_trait]
 impl Upstream for PerCallerUpstream {
     fn name(&self) -> &str {
@@ -319,11 +466,7 @@ impl Upstream for PerCallerUpstream {
     }
 
     fn tools(&self) -> Arc<Vec<ToolDef>> {
-        self.listed
-            .tools
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.listed.lock().shared.clone()
     }
 
     fn tools_changed(&self) -> watch::Receiver<u64> {
@@ -372,5 +515,88 @@ impl Upstream for PerCallerUpstream {
         let (holder, upstream) = self.ready(ctx.credentials.as_ref(), ctx.deadline).await?;
         let result = upstream.forward(method, params, ctx).await;
         self.after(&holder, &upstream, result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(name: &str, description: &str) -> ToolDef {
+        let raw = serde_json::json!({"name": name, "description": description, "inputSchema": {"type": "object"}});
+        ToolDef::from_raw(raw.as_object().cloned().unwrap()).unwrap()
+    }
+
+    fn names(tools: &[ToolDef]) -> Vec<&str> {
+        let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+        names.sort();
+        names
+    }
+
+    fn listed() -> Listed {
+        Listed {
+            lists: Mutex::new(Lists::default()),
+            changes: watch::channel(0).0,
+            own_changes: tokio::sync::broadcast::channel(OWN_CHANGES_BUFFER).0,
+        }
+    }
+
+    fn own(tools: &[ToolDef]) -> Arc<Vec<ToolDef>> {
+        Arc::new(tools.to_vec())
+    }
+
+    /// A tool one holder alone sees never reaches the shared list once a second list
+    /// is known, nor after that holder's list is gone; each holder keeps their own.
+    #[test]
+    fn the_shared_list_holds_only_what_every_list_has() {
+        let listed = listed();
+        let (alice, bob, carol): (Arc<str>, Arc<str>, Arc<str>) = (
+            "t\u{1f}alice".into(),
+            "t\u{1f}bob".into(),
+            "u\u{1f}carol".into(),
+        );
+        let common = tool("whoami", "who");
+        let mut own_changes = listed.own_changes.subscribe();
+        listed.set_own(&alice, own(&[common.clone(), tool("alice_notes", "a")]));
+        assert_eq!(own_changes.try_recv().ok().as_deref(), Some(&*alice));
+        // The first list ever seen stands for the upstream's.
+        assert_eq!(names(&listed.lock().shared), ["alice_notes", "whoami"]);
+        listed.set_own(&bob, own(&[common.clone(), tool("bob_notes", "b")]));
+        assert_eq!(names(&listed.lock().shared), ["whoami"]);
+        // A definition that differs is not shared either.
+        listed.set_own(&carol, own(&[tool("whoami", "someone else")]));
+        assert!(listed.lock().shared.is_empty());
+        listed.forget(&carol);
+        assert_eq!(names(&listed.lock().shared), ["whoami"]);
+        // Bob goes: Alice's list alone adds nothing to what is shared.
+        listed.forget(&bob);
+        assert_eq!(names(&listed.lock().shared), ["whoami"]);
+        let lists = listed.lock();
+        assert_eq!(names(&lists.own[&alice].tools), ["alice_notes", "whoami"]);
+        assert!(!lists.own.contains_key(&bob));
+        // A tool alike in the shared list is held once.
+        assert!(Arc::ptr_eq(
+            &lists.own[&alice]
+                .tools
+                .iter()
+                .find(|t| t.name == "whoami")
+                .unwrap()
+                .raw,
+            &lists.shared[0].raw
+        ));
+    }
+
+    /// A list kept from an earlier run is the starting point, and one holder's list
+    /// can only take tools out of it.
+    #[test]
+    fn a_seeded_list_gains_nothing_from_one_holder() {
+        let listed = listed();
+        listed.lock().shared = own(&[tool("whoami", "who")]);
+        let alice: Arc<str> = "t\u{1f}alice".into();
+        listed.set_own(
+            &alice,
+            own(&[tool("whoami", "who"), tool("alice_notes", "a")]),
+        );
+        assert_eq!(names(&listed.lock().shared), ["whoami"]);
     }
 }

@@ -353,7 +353,7 @@ async fn invoke(
     };
     // A model that read the tool's strict or Gemini export may send the values it
     // declares as JSON strings that way here too.
-    if let Some(entry) = gateway.catalog().get(&name) {
+    if let Some(entry) = View::of(gateway, caller).catalog.get(&name) {
         crate::export::decode::decode(entry.get("inputSchema"), &mut tool_arguments);
     }
     super::call_catalog_tool(gateway, caller, &name, tool_arguments, ctx)

@@ -36,7 +36,7 @@ mod search;
 mod shaping;
 
 pub use brief::{abbreviate_schema, schema_at};
-pub use shaping::{DefinitionBudgets, Shaping, TaskModes};
+pub use shaping::{DefinitionBudgets, PerUserList, Shaping, TaskModes};
 
 /// Longest name on any surface.
 pub const MAX_NAME_LEN: usize = 64;
@@ -462,6 +462,11 @@ impl Catalog {
         let mut catalog = Catalog::default();
         for (name, candidate) in final_names {
             let mut changed = changed_fields(&name, candidate.upstream, candidate.tool, origin_key);
+            if let Some(list) = candidate.shaping.and_then(|shaping| shaping.per_user)
+                && let Some(Value::Object(meta)) = changed.get_mut("_meta")
+            {
+                list.mark(meta);
+            }
             // A tool its upstream runs only as a task stays so: no setting makes a
             // plain call of it possible.
             let own = TaskSupport::of(&candidate.tool.raw);
@@ -501,6 +506,13 @@ impl Catalog {
     /// This snapshot with the upstreams' prompts, resources and templates.
     pub fn with_offerings(mut self, offerings: crate::catalog::offerings::Offerings) -> Catalog {
         self.offerings = Some(Arc::new(offerings));
+        self
+    }
+
+    /// This snapshot with the prompts, resources and templates of `other` (a user's
+    /// own catalog shares the shared one's).
+    pub fn with_offerings_of(mut self, other: &Catalog) -> Catalog {
+        self.offerings = other.offerings.clone();
         self
     }
 

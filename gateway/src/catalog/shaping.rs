@@ -11,6 +11,35 @@ use crate::truncate::Encoding;
 pub struct Shaping {
     pub task_modes: TaskModes,
     pub definitions: DefinitionBudgets,
+    /// For an upstream reached with each user's own authorization: whose list its
+    /// tools come from (marked in each definition's `_meta`).
+    pub per_user: Option<PerUserList>,
+}
+
+/// Whose list a per-user upstream's tools come from, as their definitions say:
+/// `_meta["toolgate/authorization"] = "user"` on both (a call may answer
+/// `authorization_required` with a link for the user to connect), and
+/// `_meta["toolgate/connected"] = true` on the caller's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PerUserList {
+    /// The list callers who have not connected see (what every user's list has alike).
+    Shared,
+    /// The caller's own connection listed these.
+    Own,
+}
+
+impl PerUserList {
+    /// Adds the marks to a definition's `_meta`.
+    pub(super) fn mark(self, meta: &mut toolgate_adapters::JsonObject) {
+        use serde_json::Value;
+        meta.insert(
+            "toolgate/authorization".into(),
+            Value::String("user".into()),
+        );
+        if self == PerUserList::Own {
+            meta.insert("toolgate/connected".into(), Value::Bool(true));
+        }
+    }
 }
 
 impl Shaping {
@@ -27,6 +56,7 @@ impl Shaping {
                     .collect(),
                 encoding,
             },
+            per_user: None,
         }
     }
 
@@ -35,6 +65,7 @@ impl Shaping {
         Shaping {
             task_modes: TaskModes::from_settings(kind, None, &BTreeMap::new()),
             definitions: DefinitionBudgets::default(),
+            per_user: None,
         }
     }
 }

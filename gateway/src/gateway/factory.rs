@@ -40,6 +40,10 @@ impl Mounted {
         mounted.audit_arguments = settings.audit_arguments;
         mounted.result_max_tokens = settings.result_max_tokens;
         mounted.shaping = shaping;
+        // Each user's own authorization: the tools say so, for an agent to ask its user
+        // to connect.
+        mounted.shaping.per_user = (settings.credentials == CredentialSource::Oauth)
+            .then_some(crate::catalog::PerUserList::Shared);
         mounted.credentials = settings.credentials;
         mounted
     }

@@ -15,6 +15,7 @@
 
 pub mod factory;
 mod forward;
+mod personal;
 mod rebuild;
 mod upstream_tokens;
 mod upstreams;
@@ -51,6 +52,10 @@ pub struct Gateway {
     logged_collisions: std::sync::Mutex<std::collections::HashSet<String>>,
     /// The search index of the newest catalog snapshot, built on first search.
     search: SearchCache<Catalog>,
+    /// Users' own catalogs (see [`personal`]).
+    personal: personal::PersonalCatalogs,
+    /// The holder, each time one of a user's own tool lists changes.
+    own_lists: tokio::sync::broadcast::Sender<Arc<str>>,
     /// Bumped on every catalog change; MCP sessions watch it to send `list_changed`.
     catalog_version: watch::Sender<u64>,
     pub metrics: Metrics,
@@ -118,6 +123,8 @@ impl Gateway {
             rebuild_lock: std::sync::Mutex::new(()),
             logged_collisions: std::sync::Mutex::default(),
             search: SearchCache::with_embedder(embedder),
+            personal: Default::default(),
+            own_lists: tokio::sync::broadcast::channel(256).0,
             catalog_version: watch::channel(0).0,
             metrics: Metrics::new(),
             stop: CancellationToken::new(),
@@ -217,6 +224,12 @@ impl Gateway {
         self.catalog_version.subscribe()
     }
 
+    /// The holder, each time one of a user's own tool lists changes (an upstream listed
+    /// per user): that user's sessions re-list.
+    pub fn own_list_changes(&self) -> tokio::sync::broadcast::Receiver<Arc<str>> {
+        self.own_lists.subscribe()
+    }
+
     /// Ranked tools for `query` among the names `include` admits: the `tool_search`
     /// engine, for a caller that is not a tenant (the admin console sees every tool).
     pub fn search_where(
@@ -226,10 +239,12 @@ impl Gateway {
         limit: usize,
         include: impl Fn(&str) -> bool,
     ) -> Vec<serde_json::Value> {
-        let search = || self.search.index_for(catalog).search(query, limit, include);
+        let own = self.search_cache_for(catalog);
+        let cache = own.as_deref().unwrap_or(&self.search);
+        let search = || cache.index_for(catalog).search(query, limit, include);
         // With an embedding model a query costs milliseconds of encoder work; the first
         // query after a catalog change builds the index (50 ms for 1,400 tools, release).
-        let hits = if self.search.embeds() || !self.search.has_index_for(catalog) {
+        let hits = if cache.embeds() || !cache.has_index_for(catalog) {
             off_the_workers(search)
         } else {
             search()

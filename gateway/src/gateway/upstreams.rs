@@ -246,6 +246,13 @@ impl Gateway {
             mounted.upstream.tools_changed(),
             mounted.stop.clone(),
         ));
+        if let Some(per_caller) = &mounted.per_caller {
+            tokio::spawn(relay_own_lists(
+                self.own_lists.clone(),
+                per_caller.own_lists_changed(),
+                mounted.stop.clone(),
+            ));
+        }
         let replaced = self.edit_upstreams(held, |map| map.insert(name, mounted));
         if let Some(old) = &replaced {
             old.stop.cancel();
@@ -325,6 +332,31 @@ impl Gateway {
         for mounted in self.upstreams().values() {
             mounted.stop.cancel();
             mounted.upstream.shutdown().await;
+        }
+    }
+}
+
+/// Passes on which user's own list of a per-user upstream changed.
+async fn relay_own_lists(
+    to: tokio::sync::broadcast::Sender<Arc<str>>,
+    mut changes: tokio::sync::broadcast::Receiver<Arc<str>>,
+    stop: CancellationToken,
+) {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        let holder = tokio::select! {
+            _ = stop.cancelled() => return,
+            holder = changes.recv() => holder,
+        };
+        match holder {
+            Ok(holder) => {
+                let _ = to.send(holder);
+            }
+            // Lost which: the empty holder (no one's) stands for everyone.
+            Err(RecvError::Lagged(_)) => {
+                let _ = to.send(Arc::from(""));
+            }
+            Err(RecvError::Closed) => return,
         }
     }
 }

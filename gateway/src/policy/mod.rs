@@ -253,13 +253,29 @@ impl Policy {
             .tenants
             .get(&tenant.name)
             .is_some_and(|t| std::ptr::eq(Arc::as_ptr(t), tenant));
-        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         if own
-            && let Some((source, allowed)) = cache.get(&tenant.name)
+            && let Some((source, allowed)) = self
+                .cache
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&tenant.name)
             && source.upgrade().is_some_and(|c| Arc::ptr_eq(&c, catalog))
         {
             return allowed.clone();
         }
+        let allowed = self.allowed_in(tenant, catalog);
+        if own {
+            self.cache.lock().unwrap_or_else(|e| e.into_inner()).insert(
+                tenant.name.clone(),
+                (Arc::downgrade(catalog), allowed.clone()),
+            );
+        }
+        allowed
+    }
+
+    /// What `tenant` may use in `catalog`, worked out now (a user's own catalog keeps
+    /// its answer itself: see [`crate::gateway::Gateway::catalog_for`]).
+    pub fn allowed_in(&self, tenant: &Tenant, catalog: &Catalog) -> Arc<Allowed> {
         let names: BTreeSet<String> = catalog
             .entries()
             .iter()
@@ -294,19 +310,12 @@ impl Policy {
             })
             .map(str::to_owned)
             .collect();
-        let allowed = Arc::new(Allowed {
+        Arc::new(Allowed {
             names,
             initial,
             offerings: offering_names,
             whole_upstreams,
-        });
-        if own {
-            cache.insert(
-                tenant.name.clone(),
-                (Arc::downgrade(catalog), allowed.clone()),
-            );
-        }
-        allowed
+        })
     }
 
     /// The tenants' names, sorted.

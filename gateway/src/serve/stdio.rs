@@ -176,7 +176,7 @@ impl Door {
 
     /// Copies the session's own stream (messages that belong to no request) to stdout.
     fn start_stream(&self, session: &str, out: mpsc::Sender<Bytes>, stop: CancellationToken) {
-        let mut messages = self.sessions.session_messages(session);
+        let mut messages = self.sessions.session_messages(session, &self.caller());
         tokio::spawn(async move {
             loop {
                 let message = tokio::select! {

@@ -47,6 +47,9 @@ pub(super) struct Live {
     log_levels: Mutex<HashMap<String, LogLevel>>,
     /// Resource subscriptions: client URI -> the sessions subscribed to it.
     subscriptions: Mutex<HashMap<String, HashSet<String>>>,
+    /// Whose each session with a stream is (its token holder), to tell only that
+    /// user's sessions that their own list changed.
+    owners: Mutex<HashMap<String, Arc<str>>>,
     /// Upstreams whose out-of-call notifications are relayed, by name, with the
     /// upstream instance (a remounted upstream gets a relay of its own).
     relays: Mutex<HashMap<String, usize>>,
@@ -85,17 +88,36 @@ impl Live {
             Arc::downgrade(gateway),
             gateway.catalog_changes(),
         ));
+        tokio::spawn(announce_own_changes(
+            Arc::downgrade(&live),
+            gateway.own_list_changes(),
+        ));
         live
     }
 
-    /// Opens a stream of `session`'s own messages (each transport frames them).
-    pub(super) fn open_stream(&self, session: &str) -> mpsc::Receiver<Bytes> {
+    /// Opens a stream of `session`'s own messages (each transport frames them);
+    /// `owner` is the holder of the caller's upstream tokens.
+    pub(super) fn open_stream(&self, session: &str, owner: Arc<str>) -> mpsc::Receiver<Bytes> {
         let (sender, receiver) = mpsc::channel(STREAM_BUFFER);
         let mut streams = lock(&self.streams);
         let list = streams.entry(session.to_owned()).or_default();
         list.retain(|s| !s.is_closed());
         list.push(sender);
+        let mut owners = lock(&self.owners);
+        if owners.len() >= 2 * streams.len() {
+            owners.retain(|session, _| streams.contains_key(session));
+        }
+        owners.insert(session.to_owned(), owner);
         receiver
+    }
+
+    /// The sessions with a stream whose owner is `owner`.
+    fn sessions_of(&self, owner: &str) -> Vec<String> {
+        lock(&self.owners)
+            .iter()
+            .filter(|(_, o)| &***o == owner)
+            .map(|(session, _)| session.clone())
+            .collect()
     }
 
     /// Sends `message` on `session`'s GET streams; false when none took it.
@@ -126,6 +148,7 @@ impl Live {
     /// Ends a session's streams, pending requests, level and subscriptions (DELETE).
     pub(super) fn end_session(&self, session: &str) {
         lock(&self.streams).remove(session);
+        lock(&self.owners).remove(session);
         lock(&self.log_levels).remove(session);
         if let Some(stop) = lock(&self.lingering).remove(session) {
             stop.cancel();
@@ -414,6 +437,32 @@ async fn announce_changes(
             if changed {
                 live.broadcast(&notice(kind));
             }
+        }
+    }
+}
+
+/// Tells a user's sessions that their tools changed when one of their own lists (of
+/// an upstream listed per user) did; other users' sessions hear nothing of it.
+async fn announce_own_changes(
+    live: Weak<Live>,
+    mut changes: tokio::sync::broadcast::Receiver<Arc<str>>,
+) {
+    use tokio::sync::broadcast::error::RecvError;
+    let notice = wire::notification("notifications/tools/list_changed", &serde_json::json!({}));
+    loop {
+        let owner = changes.recv().await;
+        let Some(live) = live.upgrade() else { return };
+        match owner {
+            // The empty holder is no one's: which users changed was lost on the way.
+            Ok(owner) if owner.is_empty() => live.broadcast(&notice),
+            Ok(owner) => {
+                for session in live.sessions_of(&owner) {
+                    live.send_to_session(&session, &notice);
+                }
+            }
+            // Which users' lists changed is lost: every session re-lists.
+            Err(RecvError::Lagged(_)) => live.broadcast(&notice),
+            Err(RecvError::Closed) => return,
         }
     }
 }

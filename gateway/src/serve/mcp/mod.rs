@@ -438,8 +438,13 @@ impl McpSessions {
 
     /// The session's own stream: messages that belong to no request (`list_changed`,
     /// resource updates, late log lines), as they come, until the session ends.
-    pub(crate) fn session_messages(&self, session: &str) -> mpsc::Receiver<Bytes> {
-        self.live.open_stream(session)
+    pub(crate) fn session_messages(
+        &self,
+        session: &str,
+        caller: &crate::access::Caller,
+    ) -> mpsc::Receiver<Bytes> {
+        self.live
+            .open_stream(session, crate::call::holder(&caller.principal()))
     }
 
     /// The client ends its session.

@@ -52,7 +52,7 @@ impl McpSessions {
                 if let Some(refused) = wire::refuse_get(request.headers()) {
                     return refused;
                 }
-                self.open_stream(&session.id)
+                self.open_stream(&session.id, &admitted.caller)
             }
             (Method::DELETE, Some(session)) => {
                 if let Some(refused) = wire::refuse_version(request.headers()) {
@@ -82,8 +82,8 @@ impl McpSessions {
     }
 
     /// GET: the session's stream, as SSE.
-    fn open_stream(&self, session: &str) -> Response {
-        let receiver = self.session_messages(session);
+    fn open_stream(&self, session: &str, caller: &crate::access::Caller) -> Response {
+        let receiver = self.session_messages(session, caller);
         let stop = self.stop.clone();
         // A first event with an id and a retry delay, as the spec's resumable
         // streams start; there is no replay, so a reconnect just opens a new stream.

@@ -194,11 +194,11 @@ pub(super) fn block_as_text(block: &Value) -> String {
 
 /// The catalog name a function-calling client means: the name itself, or, for a name
 /// that Gemini's rules made us rename (a leading `_`), the tool it was made from.
-pub(super) fn resolve_name(gateway: &Gateway, name: &str) -> String {
+pub(super) fn resolve_name(gateway: &Gateway, caller: &Caller, name: &str) -> String {
     if protocol_tools::is_protocol_tool(name) {
         return name.to_owned();
     }
-    let catalog = gateway.catalog();
+    let catalog = crate::access::View::of(gateway, caller).catalog;
     if catalog.get(name).is_some() || !name.starts_with('_') {
         return name.to_owned();
     }
@@ -215,9 +215,15 @@ pub(super) fn resolve_name(gateway: &Gateway, name: &str) -> String {
 /// OpenAI strict mode sends `null` for the optional arguments it leaves out; the tool's
 /// own schema would reject both, so they are turned back here, for every format and
 /// for plain and background calls alike.
-pub(super) fn prepare(gateway: &Gateway, name: &str, arguments: &mut JsonObject) -> String {
-    let name = resolve_name(gateway, name);
-    if let Some(entry) = gateway.catalog().get(&name) {
+pub(super) fn prepare(
+    gateway: &Gateway,
+    caller: &Caller,
+    name: &str,
+    arguments: &mut JsonObject,
+) -> String {
+    let catalog = crate::access::View::of(gateway, caller).catalog;
+    let name = resolve_name(gateway, caller, name);
+    if let Some(entry) = catalog.get(&name) {
         export::prepare_call_arguments(entry.get("inputSchema"), arguments);
     } else if let Some(definition) = protocol_tools::definition(&name) {
         export::prepare_call_arguments(definition.get("inputSchema"), arguments);
@@ -234,7 +240,7 @@ pub(super) async fn execute(
     ctx: CallContext,
 ) -> Finished {
     let started = Instant::now();
-    let name = prepare(gateway, name, &mut arguments);
+    let name = prepare(gateway, caller, name, &mut arguments);
     let (outcome, usage) = match crate::call::call(gateway, caller, &name, arguments, ctx).await {
         Ok(called) => (Ok(called.output.into_object()), called.usage),
         Err(error) => (Err(error), None),

@@ -132,7 +132,7 @@ impl Run {
         mut inbox: Inbox,
     ) -> Option<()> {
         let gateway = &door.gateway;
-        let name = call::resolve_name(gateway, &tool);
+        let name = call::resolve_name(gateway, caller, &tool);
         let mut start = json!({
             "tool_call_id": self.tool_call_id,
             "tool": name,

@@ -56,7 +56,7 @@ pub(super) async fn start(
     trace: &crate::telemetry::CallTrace,
 ) -> Result<TaskRecord, ToolError> {
     let gateway = &door.gateway;
-    let tool = call::prepare(gateway, name, &mut arguments);
+    let tool = call::prepare(gateway, caller, name, &mut arguments);
     let task = TaskCall {
         caller: caller.clone(),
         tool,
