@@ -26,12 +26,15 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+pub mod browser;
 pub mod meta_echo;
 pub mod redis;
 
 // The helpers every crate's tests share live in `toolgate-test-support`; this crate
 // re-exports them so its tests name one place.
 pub mod oauth_upstream;
+pub mod oidc_provider;
+pub mod oidc_resource;
 pub use toolgate_test_support::mcp_http;
 pub use toolgate_test_support::sys;
 pub use toolgate_test_support::{

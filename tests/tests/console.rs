@@ -27,9 +27,10 @@ use std::time::Duration;
 use axum::Json;
 use axum::routing::get;
 use serde_json::{Value, json};
+use toolgate_e2e::browser::{chromium, has_playwright, screenshot_dir};
 use toolgate_e2e::{
-    Everything, Gateway, NodeDeps, hash_key, heavy_lock, missing, require, run_bounded, specs_dir,
-    wait_for, workspace_root,
+    Everything, Gateway, NodeDeps, hash_key, heavy_lock, require, run_bounded, specs_dir, wait_for,
+    workspace_root,
 };
 
 const ADMIN_TOKEN: &str = "console-admin-token-0123456789";
@@ -398,44 +399,11 @@ async fn serve_api(petstore: PathBuf) -> (String, tokio::task::JoinHandle<()>) {
     (base, task)
 }
 
-/// Where the screenshots go: `<target dir>/console-screenshots`.
-fn screenshot_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    // target/<profile>/deps/<test> -> target
-    let target = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .and_then(|profile| profile.parent())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("target"));
-    target.join("console-screenshots")
-}
-
-fn chromium() -> Option<PathBuf> {
-    let path = std::env::var_os("TOOLGATE_CHROMIUM")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
-    if path.is_file() {
-        Some(path)
-    } else {
-        missing(
-            &path.display().to_string(),
-            "Debian's chromium: apt-get install chromium (.ci/run installs it)",
-        );
-        None
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_in_a_real_browser() {
     let deps = require!(NodeDeps::everything());
     let chromium = require!(chromium());
-    if !deps
-        .node_modules
-        .join("playwright-core/package.json")
-        .is_file()
-    {
-        missing("npm playwright-core", "npm package not installed");
+    if !has_playwright(&deps) {
         return;
     }
     let specs = require!(specs_dir(&["oai-v3.0-petstore.yaml"]));
@@ -458,7 +426,7 @@ async fn the_console_in_a_real_browser() {
         }
     }))
     .await;
-    let shots = screenshot_dir();
+    let shots = screenshot_dir("console-screenshots");
     let mut cmd = std::process::Command::new(deps.node());
     cmd.arg(workspace_root().join("tests/node/console_browser.mjs"))
         .current_dir(workspace_root())

@@ -371,7 +371,9 @@ impl Discovery {
     /// `scopes_supported`, else none (the parameter is left out). When the
     /// authorization server lists `offline_access` in its `scopes_supported` and does
     /// not rule out the `refresh_token` grant, it is added, so that the connection
-    /// gets a refresh token (SEP-2207); never when the server does not list it.
+    /// gets a refresh token (SEP-2207); never when the server does not list it. (The
+    /// authorization request then carries `prompt=consent` too, which OpenID
+    /// providers require with it.)
     pub fn scope_for(&self, challenge: Option<&Challenge>) -> Option<String> {
         let chosen = match challenge.and_then(|c| c.scope.as_deref()) {
             Some(scope) => union_scopes(Some(scope), None),

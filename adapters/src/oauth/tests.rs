@@ -693,6 +693,33 @@ async fn the_authorization_url_carries_pkce_s256_resource_scope_and_state() {
     assert!(!format!("{again:?}").contains(again.pkce_verifier.expose()));
 }
 
+/// OpenID Connect Core §11: `offline_access` counts only with `prompt=consent`, so a
+/// request asking for it carries both (an OpenID provider otherwise drops it and
+/// issues no refresh token); a request without it never forces consent.
+#[tokio::test]
+async fn offline_access_is_asked_with_prompt_consent() {
+    let (_s, resource) = setup(json!({"scopes_supported": ["mcp:basic", "offline_access"]})).await;
+    let c = client();
+    let d = c.discover(&resource, None).await.unwrap();
+    let registered = registered_for(&d);
+    let query = |scope: Option<&str>| -> HashMap<String, String> {
+        let req = c
+            .authorization_request(&d, &registered, "http://localhost:3000/callback", scope)
+            .unwrap();
+        Url::parse(&req.url)
+            .unwrap()
+            .query_pairs()
+            .into_owned()
+            .collect()
+    };
+    let q = query(Some("mcp:basic offline_access"));
+    assert_eq!(q["scope"], "mcp:basic offline_access");
+    assert_eq!(q["prompt"], "consent");
+    assert!(!query(Some("mcp:basic")).contains_key("prompt"));
+    assert!(!query(Some("offline_accessible")).contains_key("prompt"));
+    assert!(!query(None).contains_key("prompt"));
+}
+
 #[tokio::test]
 async fn no_authorization_without_pkce_s256_or_with_another_servers_client() {
     let (_s, resource) = setup(json!({"code_challenge_methods_supported": null})).await;

@@ -337,6 +337,11 @@ fn scopes(scope: Option<&str>) -> Vec<Scope> {
         .collect()
 }
 
+/// Whether `scope` asks for a refresh token the OpenID Connect way.
+fn asks_offline_access(scope: Option<&str>) -> bool {
+    scope.is_some_and(|s| s.split_ascii_whitespace().any(|s| s == "offline_access"))
+}
+
 /// Whether `url`'s host is this machine.
 fn is_loopback(url: &Url) -> bool {
     match url.host() {
@@ -400,12 +405,18 @@ impl OAuthClient {
             .set_auth_uri(auth_url)
             .set_redirect_uri(redirect);
         let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
-        let (url, state) = oauth
+        let mut request = oauth
             .authorize_url(|| CsrfToken::new_random_len(32))
             .set_pkce_challenge(challenge)
             .add_scopes(scopes(scope))
-            .add_extra_param("resource", discovery.resource.as_str())
-            .url();
+            .add_extra_param("resource", discovery.resource.as_str());
+        if asks_offline_access(scope) {
+            // OpenID Connect Core §11: an OpenID provider ignores `offline_access`
+            // unless the request also has `prompt=consent` (oidc-provider drops it, and
+            // issues no refresh token); a plain OAuth server ignores the parameter.
+            request = request.add_extra_param("prompt", "consent");
+        }
+        let (url, state) = request.url();
         Ok(AuthorizationRequest {
             url: url.to_string(),
             state: state.into_secret(),
