@@ -360,6 +360,23 @@ async fn each_user_lists_the_tools_their_own_token_opens() {
         "{bobs}"
     );
 
+    // A user who has not connected, calling a tool of the upstream their catalog
+    // does not show, is asked to connect; a tenant that may not use the upstream is
+    // answered as for any tool that does not exist.
+    let (status, body) = call(CAROL, "gh__carol_notes").await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["error"]["code"], "authorization_required", "{body}");
+    assert!(link_in(&body).contains("/oauth/connect/"));
+    let (status, hidden) = call(OUTSIDER, "gh__carol_notes").await;
+    let (status_none, none) = call(OUTSIDER, "zz__carol_notes").await;
+    assert_eq!((status, status_none), (404, 404), "{hidden} {none}");
+    assert_eq!(
+        hidden["error"]["message"]
+            .as_str()
+            .map(|m| m.replace("gh__", "zz__")),
+        none["error"]["message"].as_str().map(str::to_owned),
+    );
+
     // Bob disconnects: his own tool is gone for him, and Alice's list alone does not
     // make hers shared.
     let response = toolgate_e2e::http()
@@ -467,11 +484,28 @@ async fn tokens_in_redis_serve_every_replica_and_outlive_one() {
     // Bob has connected nowhere: no replica serves him with Alice's token.
     let (status, _) = whoami(&second, BOB, "bob").await;
     assert_eq!(status, 403);
+    // He connects through the second: the list kept for everyone is now what both
+    // users' lists have alike.
+    connect_as(&link(&second, BOB).await, "bob")
+        .await
+        .expect("bob connects through the second replica");
+    wait_for_list(&second, CAROL, &["gh__whoami"]).await;
     drop(first);
-    // A replica started after the first stopped keeps serving Alice as herself.
+    // A replica started after the first stopped keeps serving Alice as herself, starts
+    // from the list kept (no one's own tool in it), and a call of Alice's own tool
+    // opens her connection there and goes through.
     let third = Gateway::start(shared).await;
     let (_, mine) = rest_get(&third, "/v1/connections", Some(ALICE)).await;
     assert_eq!(mine["connections"][0]["connected"], true, "{mine}");
+    wait_for_list(&third, CAROL, &["gh__whoami"]).await;
+    let (status, body) = rest_post(
+        &third,
+        "/v1/tools/gh__alice_notes/call",
+        Some(ALICE),
+        json!({"arguments": {"expect": "alice"}}),
+    )
+    .await;
+    assert_eq!((status, text(&body)), (200, "alice".to_owned()), "{body}");
     wait_listed(&third, ALICE).await;
     let (status, body) = whoami(&third, ALICE, "alice").await;
     assert_eq!((status, text(&body)), (200, "alice".to_owned()), "{body}");

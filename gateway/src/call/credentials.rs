@@ -88,6 +88,60 @@ pub(super) async fn after_refusal(
         .await
 }
 
+/// The per-user upstream `name` would belong to when the caller's catalog does not
+/// have it because the caller's own connection there has not listed yet (they never
+/// connected, or it was on another replica or before a restart): a name of a
+/// prefixed `credentials: oauth` upstream that the tenant's patterns allow. `None`
+/// otherwise — a name the tenant may not use stays unknown, as if it did not exist.
+pub(super) fn unlisted_own(
+    gateway: &Gateway,
+    caller: &Caller,
+    name: &str,
+    catalog: &crate::catalog::Catalog,
+) -> Option<Arc<toolgate_adapters::mcp::PerCallerUpstream>> {
+    if catalog.get(name).is_some() || !caller.tenant.allows(name) {
+        return None;
+    }
+    let (upstream, _) = name.split_once(crate::catalog::SEPARATOR)?;
+    let mounted = gateway.upstreams().get(upstream)?.clone();
+    let per_caller = mounted.per_caller.clone()?;
+    (mounted.credentials == CredentialSource::Oauth
+        && mounted.namespace == crate::config::Namespace::Prefix
+        && per_caller.tools_for(&holder(&caller.principal())).is_none())
+    .then_some(per_caller)
+}
+
+/// Opens the caller's own connection to `upstream` (a per-user upstream) and waits,
+/// until `deadline`, for it to list: then the caller's catalog has their tools. A
+/// caller who has not connected gets `authorization_required` with their link.
+pub(super) async fn list_own(
+    gateway: &Gateway,
+    caller: &Caller,
+    upstream: &toolgate_adapters::mcp::PerCallerUpstream,
+    deadline: std::time::Instant,
+) -> Result<(), ToolError> {
+    let name = toolgate_adapters::Upstream::name(upstream);
+    let principal = caller.principal();
+    let token = upstream_tokens(gateway, name)?
+        .token(name, &principal)
+        .await?;
+    let holder = holder(&principal);
+    upstream.warm(holder.clone(), &token);
+    let deadline = tokio::time::Instant::from_std(deadline);
+    for _ in 0..LIST_WAIT_POLLS {
+        if upstream.tools_for(&holder).is_some() || tokio::time::Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(LIST_WAIT_POLL).await;
+    }
+    Ok(())
+}
+
+/// How often, and at most how many times, a connection being opened is looked at for
+/// its list (10 s in all; the call's deadline ends it sooner).
+const LIST_WAIT_POLL: std::time::Duration = std::time::Duration::from_millis(20);
+const LIST_WAIT_POLLS: usize = 500;
+
 fn upstream_tokens(
     gateway: &Gateway,
     upstream: &str,

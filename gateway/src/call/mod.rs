@@ -77,6 +77,22 @@ async fn call_catalog_tool(
     arguments: JsonObject,
     ctx: CallContext,
 ) -> Result<(CallOutput, ResultUsage), ToolError> {
+    // A tool of a per-user upstream whose list the caller's own connection has not
+    // made here yet: connect (or ask the user to), then decide on their catalog.
+    let view = View::of(gateway, caller);
+    if let Some(upstream) = credentials::unlisted_own(gateway, caller, name, &view.catalog) {
+        drop(view);
+        if let Err(error) = credentials::list_own(gateway, caller, &upstream, ctx.deadline).await {
+            let upstream = toolgate_adapters::Upstream::name(&*upstream);
+            return Err(invoke::refused(
+                gateway,
+                caller,
+                name,
+                Some(upstream),
+                error,
+            ));
+        }
+    }
     let admitted = authorize(gateway, caller, name, &ctx)?;
     invoke::invoke(gateway, caller, admitted, arguments, ctx).await
 }
