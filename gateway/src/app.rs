@@ -63,8 +63,7 @@ impl App {
         let gateway = Gateway::start(config, shared).map_err(StartError::Core)?;
         let upstream_auth = UpstreamAuth::for_gateway(gateway.clone()).map_err(StartError::Core)?;
         gateway.set_upstream_tokens(upstream_auth.clone());
-        upstream_auth.spawn_listing_keeper();
-        upstream_auth.spawn_service_identities();
+        upstream_auth.watch_mounted();
         tasks.spawn_reaper(&gateway, gateway.stop_token().child_token());
         let registry = Registry::new(gateway.clone());
         registry::start_imports(&registry).await;

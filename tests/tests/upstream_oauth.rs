@@ -517,3 +517,44 @@ async fn tokens_in_redis_serve_every_replica_and_outlive_one() {
     );
     toolgate_e2e::redis::delete_prefix(&url, &prefix).await;
 }
+
+/// An OAuth upstream a reload adds is served as one configured from the start: users
+/// connect and call it, and its tool list is kept for the replicas that start later.
+#[tokio::test]
+async fn an_upstream_added_by_a_reload_keeps_its_list_for_every_replica() {
+    let Some(url) = toolgate_e2e::redis::shared_redis().await else {
+        return;
+    };
+    let prefix = toolgate_e2e::redis::unique_prefix("oauth-reload");
+    let upstream = OAuthUpstream::start(Duration::from_secs(3600)).await;
+    let mut full = config(&upstream);
+    full["state"] = json!({"backend": "redis", "url": url, "key_prefix": prefix});
+    full["oauth"] = json!({"token_keys": ["MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="]});
+    let mut without = full.clone();
+    without["upstreams"] = json!({});
+    let gateway = Gateway::start(without).await;
+    let edited = full.to_string().replace("@GATEWAY_BASE@", &gateway.base);
+    let mut reloaded = serde_json::from_str::<Value>(&edited).expect("config");
+    reloaded["listen"] = json!(format!("127.0.0.1:{}", gateway.port));
+    std::fs::write(&gateway.config_path, reloaded.to_string()).expect("rewrite the config");
+    let mut listed = false;
+    for _ in 0..100 {
+        let (_, mine) = rest_get(&gateway, "/v1/connections", Some(ALICE)).await;
+        if mine["connections"][0]["upstream"] == "gh" {
+            listed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(listed, "the reload never added the upstream");
+    connect_as(&link(&gateway, ALICE).await, "alice")
+        .await
+        .expect("alice connects");
+    wait_listed(&gateway, ALICE).await;
+    let (status, body) = whoami(&gateway, ALICE, "alice").await;
+    assert_eq!((status, text(&body)), (200, "alice".to_owned()), "{body}");
+    // A replica started now lists the upstream's tools before anyone calls there.
+    let second = Gateway::start(full).await;
+    wait_listed(&second, CAROL).await;
+    toolgate_e2e::redis::delete_prefix(&url, &prefix).await;
+}

@@ -25,4 +25,14 @@ pub trait UpstreamTokens: Send + Sync {
         status: u16,
         challenge: Option<&str>,
     ) -> Result<(), ToolError>;
+
+    /// `upstream`, reached with users' or the service's own tokens, was mounted (at
+    /// startup, by a reload, replacing an earlier one): the service starts what it
+    /// keeps for it (its kept tool list, its service connection) until `stop`.
+    fn mounted(
+        &self,
+        upstream: &str,
+        per_caller: std::sync::Arc<toolgate_adapters::mcp::PerCallerUpstream>,
+        stop: tokio_util::sync::CancellationToken,
+    );
 }

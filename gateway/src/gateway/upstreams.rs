@@ -47,6 +47,11 @@ pub struct Mounted {
 }
 
 impl Mounted {
+    /// Cancelled when this upstream is unmounted or replaced, or the gateway stops.
+    pub fn stop_token(&self) -> CancellationToken {
+        self.stop.clone()
+    }
+
     /// Wraps an upstream with default per-upstream limits; see
     /// [`Mounted::configured`] for the settings a config gives it.
     pub fn new(
@@ -247,6 +252,9 @@ impl Gateway {
             mounted.stop.clone(),
         ));
         if let Some(per_caller) = &mounted.per_caller {
+            if let Some(tokens) = self.upstream_tokens() {
+                tokens.mounted(&name, per_caller.clone(), mounted.stop.clone());
+            }
             tokio::spawn(relay_own_lists(
                 self.own_lists.clone(),
                 per_caller.own_lists_changed(),

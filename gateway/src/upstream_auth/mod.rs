@@ -53,6 +53,8 @@ pub struct UpstreamAuth {
     registered: tokio::sync::Mutex<HashMap<(String, String), RegisteredClient>>,
     /// The gateway's own tokens at `client_credentials` upstreams.
     service: service::ServiceTokens,
+    /// This service itself, for the tasks it starts for upstreams mounted later.
+    me: std::sync::Weak<UpstreamAuth>,
 }
 
 /// An upstream's authorization server as found from its own 401 answer, with the
@@ -95,61 +97,68 @@ impl UpstreamAuth {
         Ok(Self::new(gateway, store))
     }
 
-    /// Keeps each OAuth upstream's tool list in the store as connections list it, and
-    /// starts each from the list kept: a replica started afresh lists (and routes to)
-    /// the tools users connected before, without waiting for one of them to call.
-    /// Runs until the gateway stops.
-    pub fn spawn_listing_keeper(self: &Arc<Self>) {
-        for upstream in self.oauth_upstreams() {
-            let Some(per_caller) = self
-                .gateway
-                .upstreams()
-                .get(&upstream)
-                .and_then(|m| m.per_caller.clone())
-            else {
-                continue;
-            };
-            let me = self.clone();
-            let stop = self.gateway.stop_token();
-            tokio::spawn(async move {
-                let mut changes = toolgate_adapters::Upstream::tools_changed(&*per_caller);
-                if let Ok(Some(bytes)) = me.store.get_listing(&upstream).await
-                    && let Ok(raw) =
-                        serde_json::from_slice::<Vec<toolgate_adapters::JsonObject>>(&bytes)
-                {
-                    per_caller.seed(
-                        raw.into_iter()
-                            .filter_map(toolgate_adapters::ToolDef::from_raw)
-                            .collect(),
-                    );
-                }
-                changes.borrow_and_update();
-                loop {
-                    tokio::select! {
-                        changed = changes.changed() => if changed.is_err() { return },
-                        _ = stop.cancelled() => return,
-                    }
-                    let tools = toolgate_adapters::Upstream::tools(&*per_caller);
-                    let raw: Vec<&toolgate_adapters::JsonObject> =
-                        tools.iter().map(|t| &*t.raw).collect();
-                    let Ok(bytes) = serde_json::to_vec(&raw) else {
-                        continue;
-                    };
-                    if let Err(error) = me.store.put_listing(&upstream, &bytes).await {
-                        tracing::warn!(upstream = %upstream, %error, "tool list not kept");
-                    }
-                }
-            });
+    /// Starts the work each upstream reached with users' or the service's own tokens
+    /// needs, for the upstreams mounted now (those mounted later are handed in as they
+    /// are: [`crate::gateway::UpstreamTokens::mounted`]).
+    pub fn watch_mounted(&self) {
+        use crate::gateway::UpstreamTokens;
+        for (name, mounted) in self.gateway.upstreams().iter() {
+            if let Some(per_caller) = &mounted.per_caller {
+                self.mounted(name, per_caller.clone(), mounted.stop_token());
+            }
         }
+    }
+
+    /// Keeps an OAuth upstream's tool list in the store as connections list it, and
+    /// starts it from the list kept: a replica started afresh lists (and routes to) the
+    /// tools users connected before, without waiting for one of them to call. Runs
+    /// until `stop` (the upstream unmounted or replaced, the gateway stopping).
+    fn keep_listing(
+        &self,
+        upstream: String,
+        per_caller: Arc<toolgate_adapters::mcp::PerCallerUpstream>,
+        stop: tokio_util::sync::CancellationToken,
+    ) {
+        let Some(me) = self.me.upgrade() else { return };
+        tokio::spawn(async move {
+            let mut changes = toolgate_adapters::Upstream::tools_changed(&*per_caller);
+            if let Ok(Some(bytes)) = me.store.get_listing(&upstream).await
+                && let Ok(raw) =
+                    serde_json::from_slice::<Vec<toolgate_adapters::JsonObject>>(&bytes)
+            {
+                per_caller.seed(
+                    raw.into_iter()
+                        .filter_map(toolgate_adapters::ToolDef::from_raw)
+                        .collect(),
+                );
+            }
+            changes.borrow_and_update();
+            loop {
+                tokio::select! {
+                    changed = changes.changed() => if changed.is_err() { return },
+                    _ = stop.cancelled() => return,
+                }
+                let tools = toolgate_adapters::Upstream::tools(&*per_caller);
+                let raw: Vec<&toolgate_adapters::JsonObject> =
+                    tools.iter().map(|t| &*t.raw).collect();
+                let Ok(bytes) = serde_json::to_vec(&raw) else {
+                    continue;
+                };
+                if let Err(error) = me.store.put_listing(&upstream, &bytes).await {
+                    tracing::warn!(upstream = %upstream, %error, "tool list not kept");
+                }
+            }
+        });
     }
 
     /// The service over `store`, for `gateway`'s upstreams.
     pub fn new(gateway: Arc<Gateway>, store: TokenStore) -> Arc<UpstreamAuth> {
-        Arc::new(UpstreamAuth {
+        Arc::new_cyclic(|me| UpstreamAuth {
             gateway,
             store,
             registered: tokio::sync::Mutex::new(HashMap::new()),
             service: Default::default(),
+            me: me.clone(),
         })
     }
 
@@ -485,6 +494,19 @@ fn covers(granted: Option<&str>, wanted: &str) -> bool {
 
 #[async_trait]
 impl crate::gateway::UpstreamTokens for UpstreamAuth {
+    fn mounted(
+        &self,
+        upstream: &str,
+        per_caller: Arc<toolgate_adapters::mcp::PerCallerUpstream>,
+        stop: tokio_util::sync::CancellationToken,
+    ) {
+        if self.is_oauth(upstream) {
+            self.keep_listing(upstream.to_owned(), per_caller, stop);
+        } else if self.is_client_credentials(upstream) {
+            self.warm_service(upstream.to_owned(), per_caller, stop);
+        }
+    }
+
     async fn token(&self, upstream: &str, principal: &Principal) -> Result<Secret, ToolError> {
         if self.is_client_credentials(upstream) {
             return self.service_token(upstream, false).await;

@@ -101,44 +101,35 @@ impl UpstreamAuth {
         Ok(set.access_token)
     }
 
-    /// Obtains each `client_credentials` upstream's service token and opens its
+    /// Obtains a `client_credentials` upstream's service token and opens its
     /// connection with it (its tools join the catalog), retrying with backoff until it
-    /// succeeds or the gateway stops.
-    pub fn spawn_service_identities(self: &Arc<Self>) {
-        let config = self.config();
-        for (upstream, upstream_config) in &config.upstreams {
-            if upstream_config.settings.credentials != CredentialSource::ClientCredentials {
-                continue;
-            }
-            let Some(per_caller) = self
-                .gateway
-                .upstreams()
-                .get(upstream)
-                .and_then(|m| m.per_caller.clone())
-            else {
-                continue;
-            };
-            let (me, upstream, stop) = (self.clone(), upstream.clone(), self.gateway.stop_token());
-            tokio::spawn(async move {
-                let mut pause = Duration::from_millis(500);
-                loop {
-                    match me.service_token(&upstream, false).await {
-                        Ok(token) => {
-                            per_caller.warm(crate::call::SERVICE.into(), &token);
-                            return;
-                        }
-                        Err(error) => {
-                            tracing::warn!(upstream = %upstream, %error, retry_in_ms = pause.as_millis() as u64, "no service token yet");
-                        }
+    /// succeeds or `stop` (the upstream unmounted or replaced, the gateway stopping).
+    pub(super) fn warm_service(
+        &self,
+        upstream: String,
+        per_caller: Arc<toolgate_adapters::mcp::PerCallerUpstream>,
+        stop: tokio_util::sync::CancellationToken,
+    ) {
+        let Some(me) = self.me.upgrade() else { return };
+        tokio::spawn(async move {
+            let mut pause = Duration::from_millis(500);
+            loop {
+                match me.service_token(&upstream, false).await {
+                    Ok(token) => {
+                        per_caller.warm(crate::call::SERVICE.into(), &token);
+                        return;
                     }
-                    tokio::select! {
-                        _ = tokio::time::sleep(pause) => {}
-                        _ = stop.cancelled() => return,
+                    Err(error) => {
+                        tracing::warn!(upstream = %upstream, %error, retry_in_ms = pause.as_millis() as u64, "no service token yet");
                     }
-                    pause = (pause * 2).min(RETRY_MAX);
                 }
-            });
-        }
+                tokio::select! {
+                    _ = tokio::time::sleep(pause) => {}
+                    _ = stop.cancelled() => return,
+                }
+                pause = (pause * 2).min(RETRY_MAX);
+            }
+        });
     }
 }
 
