@@ -228,7 +228,19 @@ impl OAuthClient {
                 shown(&prm_url)
             )));
         };
-        let (meta_url, meta) = self.server_metadata(server).await?;
+        let mut discovery = self.discover_server(server, &prm.resource).await?;
+        discovery.resource_metadata_url = prm_url.to_string();
+        discovery.resource_scopes_supported = prm.scopes_supported;
+        Ok(discovery)
+    }
+
+    /// What authorization server `issuer` says of itself, for `resource`.
+    pub(super) async fn discover_server(
+        &self,
+        issuer: &str,
+        resource: &str,
+    ) -> Result<Discovery, OAuthError> {
+        let (meta_url, meta) = self.server_metadata(issuer).await?;
         let token_endpoint = endpoint("token_endpoint", meta.token_endpoint, &meta_url)?
             .ok_or_else(|| {
                 OAuthError::Discovery(format!(
@@ -237,9 +249,9 @@ impl OAuthClient {
                 ))
             })?;
         Ok(Discovery {
-            resource: prm.resource,
-            resource_metadata_url: prm_url.to_string(),
-            resource_scopes_supported: prm.scopes_supported,
+            resource: resource.to_owned(),
+            resource_metadata_url: String::new(),
+            resource_scopes_supported: None,
             issuer: meta.issuer,
             authorization_endpoint: endpoint(
                 "authorization_endpoint",

@@ -29,6 +29,7 @@
 mod assertion;
 mod challenge;
 mod discovery;
+mod exchange;
 mod http;
 mod registration;
 mod token;
@@ -40,6 +41,7 @@ use std::time::Duration;
 
 pub use challenge::Challenge;
 pub use discovery::{Discovery, union_scopes};
+pub use exchange::{ACCESS_TOKEN_TYPE, ExchangeRequest, TOKEN_EXCHANGE_GRANT};
 pub use registration::{
     ClientIdentity, PreRegistered, RegisteredClient, Registration, SigningAlg, SigningKey,
     TokenAuthMethod, client_metadata_document,

@@ -120,14 +120,14 @@ fn basic_credentials(client_id: &str, secret: &str) -> http::HeaderValue {
 }
 
 /// How one request authenticates the client, in the crate's terms and ours.
-struct ClientAuth {
+pub(super) struct ClientAuth {
     client_id: String,
     auth_type: AuthType,
     /// Given to the crate: with `BasicAuth` it keeps the id and secret out of the body
     /// (the header is replaced by [`basic_credentials`]); with `RequestBody` it puts
     /// them in it (client_secret_post).
     secret: Option<ClientSecret>,
-    header: Option<http::HeaderValue>,
+    pub(super) header: Option<http::HeaderValue>,
     /// private_key_jwt: `client_assertion`.
     assertion: Option<String>,
 }
@@ -187,8 +187,65 @@ impl ClientAuth {
         )
     }
 
+    /// How a client of the gateway's own (a service identity, or the token-exchange
+    /// client) authenticates: a secret (`client_secret_basic` unless the server only
+    /// takes `client_secret_post`, or as configured), or a signed assertion.
+    pub(super) fn of_service(
+        client: &ServiceClient,
+        discovery: &Discovery,
+    ) -> Result<ClientAuth, OAuthError> {
+        Ok(match client {
+            ServiceClient::Secret {
+                client_id,
+                client_secret,
+                auth_method,
+            } => {
+                let method = match auth_method {
+                    Some(
+                        m
+                        @ (TokenAuthMethod::ClientSecretBasic | TokenAuthMethod::ClientSecretPost),
+                    ) => *m,
+                    Some(other) => {
+                        return Err(OAuthError::Config(format!(
+                            "a client with a secret authenticates with client_secret_basic \
+                         or client_secret_post, not {}",
+                            other.as_str()
+                        )));
+                    }
+                    None => match secret_method(discovery) {
+                        TokenAuthMethod::ClientSecretPost => TokenAuthMethod::ClientSecretPost,
+                        _ => TokenAuthMethod::ClientSecretBasic,
+                    },
+                };
+                ClientAuth::new(client_id, method, Some(client_secret), None, discovery)?
+            }
+            ServiceClient::PrivateKeyJwt { client_id, key } => ClientAuth::new(
+                client_id,
+                TokenAuthMethod::PrivateKeyJwt,
+                None,
+                Some(key),
+                discovery,
+            )?,
+        })
+    }
+
+    /// The client's own parameters of a form this module writes itself (the crate
+    /// adds them to the forms it writes): the id and, for client_secret_post, the
+    /// secret; a signed assertion's parameters. client_secret_basic sends neither.
+    pub(super) fn form_params(&self) -> Vec<(&'static str, String)> {
+        let mut params = Vec::new();
+        if matches!(self.auth_type, AuthType::RequestBody) {
+            params.push(("client_id", self.client_id.clone()));
+            if let Some(secret) = &self.secret {
+                params.push(("client_secret", secret.secret().clone()));
+            }
+        }
+        params.extend(self.extra());
+        params
+    }
+
     /// The texts no error may repeat (a server's error description might).
-    fn secrets(&self) -> Vec<String> {
+    pub(super) fn secrets(&self) -> Vec<String> {
         self.secret
             .iter()
             .map(|s| s.secret().clone())
@@ -233,7 +290,7 @@ impl ClientAuth {
 
 /// Sends the crate's requests through the guard.
 #[derive(Clone)]
-struct Sender {
+pub(super) struct Sender {
     guard: Guard,
     timeout: Duration,
     authorization: Option<http::HeaderValue>,
@@ -244,7 +301,7 @@ struct Sender {
 impl Sender {
     /// The crate's HTTP client: a closure returning a `Send` future, so that the
     /// futures of this module are `Send` too.
-    fn client(
+    pub(super) fn client(
         &self,
     ) -> impl Fn(oauth2::HttpRequest) -> BoxFuture<'static, Result<oauth2::HttpResponse, HttpError>>
     + Send
@@ -267,7 +324,7 @@ impl Sender {
 }
 
 /// Replaces every secret in a server's text with `***`, and shortens it.
-fn scrub(text: &str, secrets: &[String]) -> String {
+pub(super) fn scrub(text: &str, secrets: &[String]) -> String {
     let mut out = text.to_owned();
     for s in secrets.iter().filter(|s| s.len() >= 4) {
         out = out.replace(s.as_str(), "***");
@@ -353,7 +410,7 @@ fn is_loopback(url: &Url) -> bool {
 }
 
 impl OAuthClient {
-    fn sender(&self, authorization: Option<http::HeaderValue>) -> Sender {
+    pub(super) fn sender(&self, authorization: Option<http::HeaderValue>) -> Sender {
         Sender {
             guard: self.guard.clone(),
             timeout: self.timeout,
@@ -505,39 +562,7 @@ impl OAuthClient {
         client: &ServiceClient,
         scope: Option<&str>,
     ) -> Result<TokenSet, OAuthError> {
-        let auth = match client {
-            ServiceClient::Secret {
-                client_id,
-                client_secret,
-                auth_method,
-            } => {
-                let method = match auth_method {
-                    Some(
-                        m
-                        @ (TokenAuthMethod::ClientSecretBasic | TokenAuthMethod::ClientSecretPost),
-                    ) => *m,
-                    Some(other) => {
-                        return Err(OAuthError::Config(format!(
-                            "a client with a secret authenticates with client_secret_basic \
-                             or client_secret_post, not {}",
-                            other.as_str()
-                        )));
-                    }
-                    None => match secret_method(discovery) {
-                        TokenAuthMethod::ClientSecretPost => TokenAuthMethod::ClientSecretPost,
-                        _ => TokenAuthMethod::ClientSecretBasic,
-                    },
-                };
-                ClientAuth::new(client_id, method, Some(client_secret), None, discovery)?
-            }
-            ServiceClient::PrivateKeyJwt { client_id, key } => ClientAuth::new(
-                client_id,
-                TokenAuthMethod::PrivateKeyJwt,
-                None,
-                Some(key),
-                discovery,
-            )?,
-        };
+        let auth = ClientAuth::of_service(client, discovery)?;
         let oauth = auth.token_client(discovery)?;
         let extra = auth.extra();
         let mut request = oauth
