@@ -9,6 +9,11 @@
 //! - The MCP endpoint (`/mcp`, JSON answers, no sessions) answers 401 with an RFC 9728
 //!   challenge to a request without a valid token, and serves one tool, `whoami`,
 //!   which answers the user the token was issued to.
+//! - Started as an HTTP API ([`OAuthUpstream::start_api`]), it serves the same
+//!   `whoami` as `GET /api/whoami` (which also wants the application's key,
+//!   `X-App-Key: app-key`), described by `/openapi.json`: an OpenAPI 3 spec whose
+//!   `authorizationCode` flow names this authorization server by relative URLs. Its
+//!   authorizations then take no `resource` (the spec declares none).
 //!
 //! It records what the tests assert: which user each call reached it as, refreshes,
 //! revocations and refused tokens.
@@ -37,10 +42,19 @@ impl Drop for OAuthUpstream {
     }
 }
 
+/// What the resource behind the authorization server is.
+#[derive(PartialEq)]
+enum Serves {
+    Mcp,
+    Api,
+}
+
 #[derive(Default)]
 struct Shared {
     base: String,
     token_lifetime: Duration,
+    /// The `resource` every authorization and code exchange must carry (`None`: none).
+    resource: Option<String>,
     state: Mutex<Records>,
 }
 
@@ -49,7 +63,9 @@ struct Records {
     counter: u64,
     clients: HashMap<String, String>,
     /// code → (user, code_challenge, resource)
-    codes: HashMap<String, (String, String, String)>,
+    codes: HashMap<String, (String, String, Option<String>)>,
+    /// The `scope` of each authorization request (`None`: not sent).
+    scopes: Vec<Option<String>>,
     /// access token → (user, expires)
     access: HashMap<String, (String, Instant)>,
     /// refresh token → user
@@ -64,8 +80,18 @@ struct Records {
 }
 
 impl OAuthUpstream {
-    /// Starts it; tokens live `token_lifetime`.
+    /// Starts it as an MCP server; tokens live `token_lifetime`.
     pub async fn start(token_lifetime: Duration) -> OAuthUpstream {
+        Self::start_as(token_lifetime, Serves::Mcp).await
+    }
+
+    /// Starts it as an HTTP API described by `/openapi.json`; tokens live
+    /// `token_lifetime`.
+    pub async fn start_api(token_lifetime: Duration) -> OAuthUpstream {
+        Self::start_as(token_lifetime, Serves::Api).await
+    }
+
+    async fn start_as(token_lifetime: Duration, serves: Serves) -> OAuthUpstream {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind 127.0.0.1");
@@ -76,6 +102,7 @@ impl OAuthUpstream {
         let shared = Arc::new(Shared {
             base: base.clone(),
             token_lifetime,
+            resource: (serves == Serves::Mcp).then(|| format!("{base}/mcp")),
             state: Mutex::default(),
         });
         let app = Router::new()
@@ -85,6 +112,8 @@ impl OAuthUpstream {
             .route("/authorize", get(authorize))
             .route("/token", post(token))
             .route("/revoke", post(revoke))
+            .route("/openapi.json", get(openapi_spec))
+            .route("/api/whoami", get(api_whoami))
             .route(
                 "/mcp",
                 post(mcp).get(|| async { StatusCode::METHOD_NOT_ALLOWED }),
@@ -126,6 +155,31 @@ impl OAuthUpstream {
     /// Requests refused for a missing, expired or revoked token.
     pub fn refused(&self) -> u64 {
         self.records().refused
+    }
+
+    /// The `scope` of each authorization request so far.
+    pub fn scopes_asked(&self) -> Vec<Option<String>> {
+        self.records().scopes.clone()
+    }
+
+    /// The spec of the API ([`OAuthUpstream::start_api`]).
+    pub fn spec_url(&self) -> String {
+        format!("{}/openapi.json", self.base)
+    }
+
+    /// Registers a client beforehand (what an operator does at a provider's console).
+    pub fn add_client(&self, id: &str, secret: &str) {
+        self.records().clients.insert(id.into(), secret.into());
+    }
+
+    /// Makes every access token issued so far invalid (refresh tokens stay good), as
+    /// a server that revoked them or restarted would: the next call with one is
+    /// refused with 401.
+    pub fn invalidate_access_tokens(&self) {
+        let now = Instant::now();
+        for (_, expires) in self.records().access.values_mut() {
+            *expires = now;
+        }
     }
 }
 
@@ -220,7 +274,7 @@ async fn authorize(
             .into_response();
     };
     if q.get("code_challenge_method").map(String::as_str) != Some("S256")
-        || q.get("resource") != Some(&format!("{}/mcp", s.base))
+        || q.get("resource") != s.resource.as_ref()
     {
         return (
             StatusCode::BAD_REQUEST,
@@ -233,8 +287,9 @@ async fn authorize(
         return (StatusCode::BAD_REQUEST, "unknown client").into_response();
     }
     records.authorizations += 1;
+    records.scopes.push(q.get("scope").cloned());
     let code = fresh(&mut records, "code");
-    let resource = q.get("resource").cloned().unwrap_or_default();
+    let resource = q.get("resource").cloned();
     records
         .codes
         .insert(code.clone(), (user, challenge.clone(), resource));
@@ -305,7 +360,7 @@ async fn token(
                 return refuse("invalid_grant");
             };
             let verifier = form.get("code_verifier").map(String::as_str).unwrap_or("");
-            if s256(verifier) != challenge || form.get("resource") != Some(&resource) {
+            if s256(verifier) != challenge || form.get("resource") != resource.as_ref() {
                 return refuse("invalid_grant");
             }
             user
@@ -420,6 +475,60 @@ async fn mcp(State(s): State<Arc<Shared>>, headers: HeaderMap, body: String) -> 
         }
     };
     axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": result})).into_response()
+}
+
+/// The API's description: `whoami` wants the user's token (scope `whoami`) and the
+/// application's key together; the flow's URLs are relative to the spec's.
+async fn openapi_spec(State(s): State<Arc<Shared>>) -> Response {
+    axum::Json(json!({
+        "openapi": "3.0.3",
+        "info": {"title": "whoami", "version": "1"},
+        "servers": [{"url": format!("{}/api", s.base)}],
+        "components": {"securitySchemes": {
+            "user": {"type": "oauth2", "flows": {"authorizationCode": {
+                "authorizationUrl": "/authorize",
+                "tokenUrl": "/token",
+                "scopes": {"whoami": "who you are", "unused": "never required"},
+            }}},
+            "app": {"type": "apiKey", "in": "header", "name": "X-App-Key"},
+        }},
+        "paths": {"/whoami": {"get": {
+            "operationId": "whoami",
+            "security": [{"user": ["whoami"], "app": []}],
+            "parameters": [{"name": "expect", "in": "query", "schema": {"type": "string"}}],
+            "responses": {"200": {"description": "the user",
+                "content": {"application/json": {"schema": {"type": "object"}}}}},
+        }}},
+    }))
+    .into_response()
+}
+
+/// `GET /api/whoami`: the user of the request's token, recorded with the `expect`
+/// the caller named.
+async fn api_whoami(
+    State(s): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let Some(user) = user_of(&s, &headers) else {
+        s.state.lock().unwrap_or_else(|e| e.into_inner()).refused += 1;
+        return (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Bearer error=\"invalid_token\"")],
+            axum::Json(json!({"error": "invalid_token"})),
+        )
+            .into_response();
+    };
+    if headers.get("x-app-key").and_then(|v| v.to_str().ok()) != Some("app-key") {
+        return (StatusCode::BAD_REQUEST, "the application's key is missing").into_response();
+    }
+    let expected = q.get("expect").cloned().unwrap_or_default();
+    s.state
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .calls
+        .push((user.clone(), expected));
+    axum::Json(json!({"user": user})).into_response()
 }
 
 /// What a browser signed in at the upstream's authorization server as `user` does

@@ -19,17 +19,22 @@ use super::{Challenge, OAuthClient, OAuthError};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Discovery {
     /// The protected resource's identifier, as its metadata states it: the RFC 8707
-    /// `resource` of every authorization and token request.
+    /// `resource` of every authorization and token request. Empty for a server known
+    /// by its endpoints alone ([`OAuthClient::discover_endpoints`]): then none is sent.
     pub resource: String,
     /// Where the protected-resource metadata was found.
     pub resource_metadata_url: String,
     /// The resource's own `scopes_supported` (RFC 9728), the scope-selection fallback.
     pub resource_scopes_supported: Option<Vec<String>>,
     /// The authorization server's issuer identifier, exactly as its metadata states it
-    /// (and as RFC 9207 `iss` must repeat it).
+    /// (and as RFC 9207 `iss` must repeat it); empty when no metadata named it.
     pub issuer: String,
     pub authorization_endpoint: Option<String>,
     pub token_endpoint: String,
+    /// Where tokens are refreshed when that is not the token endpoint (an OpenAPI
+    /// flow's `refreshUrl`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh_endpoint: Option<String>,
     pub registration_endpoint: Option<String>,
     pub revocation_endpoint: Option<String>,
     /// The authorization server's `scopes_supported`.
@@ -163,6 +168,45 @@ fn endpoint(name: &str, value: Option<String>, at: &Url) -> Result<Option<String
     }
 }
 
+/// What authorization server metadata found at `meta_url` says, for no resource yet.
+fn described(meta_url: &Url, meta: ServerMetadata) -> Result<Discovery, OAuthError> {
+    let token_endpoint =
+        endpoint("token_endpoint", meta.token_endpoint, meta_url)?.ok_or_else(|| {
+            OAuthError::Discovery(format!(
+                "the authorization server metadata at {} has no token_endpoint",
+                shown(meta_url)
+            ))
+        })?;
+    Ok(Discovery {
+        resource: String::new(),
+        resource_metadata_url: String::new(),
+        resource_scopes_supported: None,
+        issuer: meta.issuer,
+        authorization_endpoint: endpoint(
+            "authorization_endpoint",
+            meta.authorization_endpoint,
+            meta_url,
+        )?,
+        token_endpoint,
+        refresh_endpoint: None,
+        registration_endpoint: endpoint(
+            "registration_endpoint",
+            meta.registration_endpoint,
+            meta_url,
+        )?,
+        revocation_endpoint: endpoint("revocation_endpoint", meta.revocation_endpoint, meta_url)?,
+        scopes_supported: meta.scopes_supported,
+        token_endpoint_auth_methods_supported: meta.token_endpoint_auth_methods_supported,
+        token_endpoint_auth_signing_alg_values_supported: meta
+            .token_endpoint_auth_signing_alg_values_supported,
+        grant_types_supported: meta.grant_types_supported,
+        code_challenge_methods_supported: meta.code_challenge_methods_supported,
+        client_id_metadata_document_supported: meta.client_id_metadata_document_supported,
+        authorization_response_iss_parameter_supported: meta
+            .authorization_response_iss_parameter_supported,
+    })
+}
+
 /// The URLs a search tried and why each did not do.
 #[derive(Default)]
 struct Tried {
@@ -228,7 +272,9 @@ impl OAuthClient {
                 shown(&prm_url)
             )));
         };
-        let mut discovery = self.discover_server(server, &prm.resource).await?;
+        let (meta_url, meta) = self.server_metadata(server).await?;
+        let mut discovery = described(&meta_url, meta)?;
+        discovery.resource = prm.resource;
         discovery.resource_metadata_url = prm_url.to_string();
         discovery.resource_scopes_supported = prm.scopes_supported;
         Ok(discovery)
@@ -241,44 +287,66 @@ impl OAuthClient {
         resource: &str,
     ) -> Result<Discovery, OAuthError> {
         let (meta_url, meta) = self.server_metadata(issuer).await?;
-        let token_endpoint = endpoint("token_endpoint", meta.token_endpoint, &meta_url)?
-            .ok_or_else(|| {
-                OAuthError::Discovery(format!(
-                    "the authorization server metadata at {} has no token_endpoint",
-                    shown(&meta_url)
-                ))
-            })?;
-        Ok(Discovery {
-            resource: resource.to_owned(),
+        let mut discovery = described(&meta_url, meta)?;
+        discovery.resource = resource.to_owned();
+        Ok(discovery)
+    }
+
+    /// How to reach an authorization server known by its endpoints alone, as an
+    /// OpenAPI spec's authorization code flow names them (no protected-resource
+    /// metadata, so no `resource` is sent): those endpoints, with what RFC 8414 / OIDC
+    /// metadata at the token endpoint's origin adds (the issuer, registration and
+    /// revocation endpoints, PKCE and client authentication methods) when it describes
+    /// the same token endpoint. Without such metadata the issuer is not known (empty,
+    /// see [`Discovery::check_issuer`]) and PKCE S256 is used all the same: OAuth 2.1
+    /// requires it, and a server without it ignores its parameters.
+    pub async fn discover_endpoints(
+        &self,
+        authorization: &Url,
+        token: &Url,
+        refresh: Option<&Url>,
+    ) -> Discovery {
+        let origin = token.origin().ascii_serialization();
+        let known = match self.server_metadata(&origin).await {
+            Ok((meta_url, meta)) => match described(&meta_url, meta) {
+                Ok(d) if Url::parse(&d.token_endpoint).ok().as_ref() == Some(token) => Some(d),
+                Ok(_) => {
+                    tracing::debug!(url = %shown(&meta_url), "the authorization server metadata names another token endpoint; not used");
+                    None
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "authorization server metadata not used");
+                    None
+                }
+            },
+            Err(e) => {
+                tracing::debug!(error = %e, "no authorization server metadata");
+                None
+            }
+        };
+        let mut discovery = known.unwrap_or_else(|| Discovery {
+            resource: String::new(),
             resource_metadata_url: String::new(),
             resource_scopes_supported: None,
-            issuer: meta.issuer,
-            authorization_endpoint: endpoint(
-                "authorization_endpoint",
-                meta.authorization_endpoint,
-                &meta_url,
-            )?,
-            token_endpoint,
-            registration_endpoint: endpoint(
-                "registration_endpoint",
-                meta.registration_endpoint,
-                &meta_url,
-            )?,
-            revocation_endpoint: endpoint(
-                "revocation_endpoint",
-                meta.revocation_endpoint,
-                &meta_url,
-            )?,
-            scopes_supported: meta.scopes_supported,
-            token_endpoint_auth_methods_supported: meta.token_endpoint_auth_methods_supported,
-            token_endpoint_auth_signing_alg_values_supported: meta
-                .token_endpoint_auth_signing_alg_values_supported,
-            grant_types_supported: meta.grant_types_supported,
-            code_challenge_methods_supported: meta.code_challenge_methods_supported,
-            client_id_metadata_document_supported: meta.client_id_metadata_document_supported,
-            authorization_response_iss_parameter_supported: meta
-                .authorization_response_iss_parameter_supported,
-        })
+            issuer: String::new(),
+            authorization_endpoint: None,
+            token_endpoint: String::new(),
+            refresh_endpoint: None,
+            registration_endpoint: None,
+            revocation_endpoint: None,
+            scopes_supported: None,
+            token_endpoint_auth_methods_supported: None,
+            token_endpoint_auth_signing_alg_values_supported: None,
+            grant_types_supported: None,
+            code_challenge_methods_supported: Some(vec!["S256".into()]),
+            client_id_metadata_document_supported: false,
+            authorization_response_iss_parameter_supported: false,
+        });
+        // The spec's endpoints are the ones its operator chose.
+        discovery.authorization_endpoint = Some(authorization.to_string());
+        discovery.token_endpoint = token.to_string();
+        discovery.refresh_endpoint = refresh.map(Url::to_string);
+        discovery
     }
 
     /// The protected-resource metadata and where it was found: only the challenge's URL
@@ -383,9 +451,7 @@ impl Discovery {
     /// `scopes_supported`, else none (the parameter is left out). When the
     /// authorization server lists `offline_access` in its `scopes_supported` and does
     /// not rule out the `refresh_token` grant, it is added, so that the connection
-    /// gets a refresh token (SEP-2207); never when the server does not list it. (The
-    /// authorization request then carries `prompt=consent` too, which OpenID
-    /// providers require with it.)
+    /// gets a refresh token (SEP-2207); never when the server does not list it.
     pub fn scope_for(&self, challenge: Option<&Challenge>) -> Option<String> {
         let chosen = match challenge.and_then(|c| c.scope.as_deref()) {
             Some(scope) => union_scopes(Some(scope), None),
@@ -435,8 +501,13 @@ impl Discovery {
     /// advertised the parameter; absent, it is refused when the server advertised
     /// `authorization_response_iss_parameter_supported`. Check before exchanging the
     /// code; on error, drop the response (never exchange its code).
+    ///
+    /// A server whose issuer is not known (no metadata named it, see
+    /// [`OAuthClient::discover_endpoints`]) leaves nothing to compare an `iss` with:
+    /// any is taken, as a client without RFC 9207 takes the response.
     pub fn check_issuer(&self, iss: Option<&str>) -> Result<(), OAuthError> {
         match iss {
+            _ if self.issuer.is_empty() => Ok(()),
             Some(iss) if iss == self.issuer => Ok(()),
             Some(iss) => Err(OAuthError::InsecureIssuer(format!(
                 "the authorization response comes from issuer '{}', but the authorization \
@@ -560,6 +631,7 @@ mod unit {
             issuer: "https://as.example.com".into(),
             authorization_endpoint: None,
             token_endpoint: "https://as.example.com/token".into(),
+            refresh_endpoint: None,
             registration_endpoint: None,
             revocation_endpoint: None,
             scopes_supported: None,

@@ -1235,3 +1235,84 @@ fn the_futures_can_cross_threads() {
     send(&c.revoke(&d, &r, &secret, TokenHint::RefreshToken));
     send(&c.client_credentials(&d, &service, None));
 }
+
+/// An authorization server known by its endpoints alone (an OpenAPI spec's flow): its
+/// metadata at the token endpoint's origin is used when it names the same token
+/// endpoint; without it the issuer is unknown, PKCE S256 is used all the same, no
+/// `resource` is sent, and a refresh goes to the flow's refresh URL.
+#[tokio::test]
+async fn a_server_known_by_its_endpoints_alone() {
+    let s = Server::start().await;
+    let u = |p: &str| Url::parse(&s.url(p)).unwrap();
+    let c = client();
+    // No metadata: the endpoints as given.
+    let d = c
+        .discover_endpoints(&u("/authorize?x=1"), &u("/token"), Some(&u("/refresh")))
+        .await;
+    assert_eq!(d.issuer, "");
+    assert_eq!(d.authorization_endpoint, Some(s.url("/authorize?x=1")));
+    assert_eq!(d.token_endpoint, s.url("/token"));
+    assert_eq!(d.registration_endpoint, None);
+    assert_eq!(d.revocation_endpoint, None);
+    assert!(d.supports_pkce_s256());
+    // Nothing to compare an `iss` with: any is taken.
+    assert!(d.check_issuer(Some("https://anything.example")).is_ok());
+    let registered = registered_for(&d);
+    let req = c
+        .authorization_request(&d, &registered, "http://localhost:3000/cb", Some("read"))
+        .unwrap();
+    let q: HashMap<String, String> = Url::parse(&req.url)
+        .unwrap()
+        .query_pairs()
+        .into_owned()
+        .collect();
+    assert_eq!((q["x"].as_str(), q["scope"].as_str()), ("1", "read"));
+    assert!(!q.contains_key("resource"), "{q:?}");
+    assert_eq!(q["code_challenge_method"], "S256");
+    s.json("POST", "/token", 200, token_answer("at-1", Some("rt-1")));
+    s.json("POST", "/refresh", 200, token_answer("at-2", None));
+    let verifier = Secret::from("v".repeat(43));
+    c.exchange_code(
+        &d,
+        &registered,
+        "code",
+        &verifier,
+        "http://localhost:3000/cb",
+    )
+    .await
+    .unwrap();
+    assert!(!s.last("/token").form().contains_key("resource"));
+    let tokens = c
+        .refresh(&d, &registered, &Secret::from("rt-1"), None)
+        .await
+        .unwrap();
+    assert_eq!(tokens.access_token.expose(), "at-2");
+    assert_eq!(s.last("/refresh").form()["grant_type"], "refresh_token");
+
+    // Metadata naming the same token endpoint: its issuer, registration and
+    // revocation endpoints; the spec's own endpoints stay.
+    s.json(
+        "GET",
+        "/.well-known/oauth-authorization-server",
+        200,
+        as_metadata(
+            &s.base,
+            "",
+            json!({"revocation_endpoint": s.url("/revoke"),
+                   "authorization_endpoint": s.url("/elsewhere")}),
+        ),
+    );
+    let d = c
+        .discover_endpoints(&u("/authorize"), &u("/token"), None)
+        .await;
+    assert_eq!(d.issuer, s.base);
+    assert_eq!(d.registration_endpoint, Some(s.url("/register")));
+    assert_eq!(d.revocation_endpoint, Some(s.url("/revoke")));
+    assert_eq!(d.authorization_endpoint, Some(s.url("/authorize")));
+    assert!(d.check_issuer(Some("https://anything.example")).is_err());
+    // Metadata of another token endpoint describes another server: not used.
+    let d = c
+        .discover_endpoints(&u("/authorize"), &u("/oauth/token"), None)
+        .await;
+    assert_eq!((d.issuer.as_str(), d.registration_endpoint), ("", None));
+}

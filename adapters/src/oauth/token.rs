@@ -119,6 +119,16 @@ fn basic_credentials(client_id: &str, secret: &str) -> http::HeaderValue {
     value
 }
 
+/// The RFC 8707 `resource` parameter, when the server was found through a resource's
+/// metadata (none for one known by its endpoints alone).
+fn resource(discovery: &Discovery) -> Vec<(&'static str, String)> {
+    if discovery.resource.is_empty() {
+        Vec::new()
+    } else {
+        vec![("resource", discovery.resource.clone())]
+    }
+}
+
 /// How one request authenticates the client, in the crate's terms and ours.
 pub(super) struct ClientAuth {
     client_id: String,
@@ -264,18 +274,26 @@ impl ClientAuth {
         }
     }
 
+    /// The extra parameters of a token request: the resource, and those of
+    /// private_key_jwt.
+    fn token_extra(&self, discovery: &Discovery) -> Vec<(&'static str, String)> {
+        let mut extra = resource(discovery);
+        extra.extend(self.extra());
+        extra
+    }
+
     /// A crate client for the token endpoint, authenticating as this.
     fn token_client(
         &self,
-        discovery: &Discovery,
+        endpoint: &str,
     ) -> Result<
         BasicClient<EndpointNotSet, EndpointNotSet, EndpointNotSet, EndpointNotSet, EndpointSet>,
         OAuthError,
     > {
-        let url = TokenUrl::new(discovery.token_endpoint.clone()).map_err(|_| {
+        let url = TokenUrl::new(endpoint.to_owned()).map_err(|_| {
             OAuthError::Discovery(format!(
                 "the token endpoint '{}' is not a URL",
-                shown_str(&discovery.token_endpoint)
+                shown_str(endpoint)
             ))
         })?;
         let mut client = BasicClient::new(ClientId::new(self.client_id.clone()))
@@ -465,8 +483,10 @@ impl OAuthClient {
         let mut request = oauth
             .authorize_url(|| CsrfToken::new_random_len(32))
             .set_pkce_challenge(challenge)
-            .add_scopes(scopes(scope))
-            .add_extra_param("resource", discovery.resource.as_str());
+            .add_scopes(scopes(scope));
+        for (name, value) in resource(discovery) {
+            request = request.add_extra_param(name, value);
+        }
         if asks_offline_access(scope) {
             // OpenID Connect Core §11: an OpenID provider ignores `offline_access`
             // unless the request also has `prompt=consent` (oidc-provider drops it, and
@@ -502,13 +522,12 @@ impl OAuthClient {
                 shown_str(redirect_uri)
             ))
         })?;
-        let oauth = auth.token_client(discovery)?;
-        let extra = auth.extra();
+        let oauth = auth.token_client(&discovery.token_endpoint)?;
+        let extra = auth.token_extra(discovery);
         let mut request = oauth
             .exchange_code(AuthorizationCode::new(code.to_owned()))
             .set_pkce_verifier(PkceCodeVerifier::new(verifier.expose().to_owned()))
-            .set_redirect_uri(Cow::Owned(redirect))
-            .add_extra_param("resource", discovery.resource.as_str());
+            .set_redirect_uri(Cow::Owned(redirect));
         for (name, value) in &extra {
             request = request.add_extra_param(*name, value.as_str());
         }
@@ -534,13 +553,16 @@ impl OAuthClient {
         scope: Option<&str>,
     ) -> Result<TokenSet, OAuthError> {
         let auth = ClientAuth::of(client, discovery)?;
-        let oauth = auth.token_client(discovery)?;
-        let extra = auth.extra();
+        let endpoint = discovery
+            .refresh_endpoint
+            .as_deref()
+            .unwrap_or(&discovery.token_endpoint);
+        let oauth = auth.token_client(endpoint)?;
+        let extra = auth.token_extra(discovery);
         let token = RefreshToken::new(refresh_token.expose().to_owned());
         let mut request = oauth
             .exchange_refresh_token(&token)
-            .add_scopes(scopes(scope))
-            .add_extra_param("resource", discovery.resource.as_str());
+            .add_scopes(scopes(scope));
         for (name, value) in &extra {
             request = request.add_extra_param(*name, value.as_str());
         }
@@ -550,7 +572,7 @@ impl OAuthClient {
         let answer = request
             .request_async(&client_http)
             .await
-            .map_err(|e| request_error(e, &discovery.token_endpoint, &secrets))?;
+            .map_err(|e| request_error(e, endpoint, &secrets))?;
         Ok(token_set(&answer, scope, Some(refresh_token)))
     }
 
@@ -563,12 +585,11 @@ impl OAuthClient {
         scope: Option<&str>,
     ) -> Result<TokenSet, OAuthError> {
         let auth = ClientAuth::of_service(client, discovery)?;
-        let oauth = auth.token_client(discovery)?;
-        let extra = auth.extra();
+        let oauth = auth.token_client(&discovery.token_endpoint)?;
+        let extra = auth.token_extra(discovery);
         let mut request = oauth
             .exchange_client_credentials()
-            .add_scopes(scopes(scope))
-            .add_extra_param("resource", discovery.resource.as_str());
+            .add_scopes(scopes(scope));
         for (name, value) in &extra {
             request = request.add_extra_param(*name, value.as_str());
         }

@@ -3,6 +3,7 @@
 //! credentials with the token cached until shortly before it expires (and dropped on a
 //! 401, so the next try fetches a fresh one). Secrets never reach a log line or error.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
@@ -49,7 +50,9 @@ fn check(
             ));
         }
         if let (
-            SecurityScheme::OAuth2 { token_url: None },
+            SecurityScheme::OAuth2 {
+                token_url: None, ..
+            },
             Credential::Oauth2ClientCredentials {
                 token_url: None, ..
             },
@@ -100,6 +103,9 @@ pub(super) struct Auth {
     tokens: Mutex<HashMap<String, Token>>,
     /// Relative token URLs resolve against this (the spec's location).
     base: Option<Url>,
+    /// The scheme a caller's own bearer token (`CallerCredentials::Bearer`, a user's
+    /// OAuth token) is applied as, when the upstream is called with users' tokens.
+    user_scheme: Option<String>,
 }
 
 impl Auth {
@@ -116,39 +122,80 @@ impl Auth {
             creds,
             tokens: Mutex::new(HashMap::new()),
             base,
+            user_scheme: None,
         })
     }
 
+    /// Applies a caller's own bearer token as scheme `name` from now on (a scheme of
+    /// the spec: [`super::oauth_flows`] chose it).
+    pub(super) fn take_user_tokens_as(&mut self, name: String) {
+        self.user_scheme = Some(name);
+    }
+
+    /// The scheme the call's own bearer token goes to, when it carries one.
+    pub(super) fn user_scheme_of(&self, caller: Option<&crate::CallerCredentials>) -> Option<&str> {
+        match caller {
+            Some(crate::CallerCredentials::Bearer { .. }) => self.user_scheme.as_deref(),
+            _ => None,
+        }
+    }
+
     /// The schemes to apply: the first alternative whose schemes all have credentials
-    /// (an empty alternative means "no auth needed"), or, when the spec declares no
+    /// (an empty alternative means "no auth needed") — among those, first one that
+    /// holds `preferred` (the scheme of the caller's own token: a user is called as
+    /// themselves where the operation allows it) — or, when the spec declares no
     /// security for the operation at all, every configured credential (specs often
     /// define schemes but forget to require them). Empty when nothing fits.
     pub(super) fn choose(
         creds: &BTreeMap<String, Credential>,
         security: Option<&[Vec<String>]>,
+        preferred: Option<&str>,
     ) -> Vec<String> {
         match security {
             None => creds.keys().cloned().collect(),
-            Some(alts) => alts
-                .iter()
-                .find(|alt| alt.iter().all(|s| creds.contains_key(s)))
-                .cloned()
-                .unwrap_or_default(),
+            Some(alts) => {
+                let usable = || {
+                    alts.iter()
+                        .filter(|alt| alt.iter().all(|s| creds.contains_key(s)))
+                };
+                preferred
+                    .and_then(|p| usable().find(|alt| alt.iter().any(|s| s == p)))
+                    .or_else(|| usable().next())
+                    .cloned()
+                    .unwrap_or_default()
+            }
         }
     }
 
     /// The credentials a call uses: the caller's own when the gateway resolved some
     /// for it (checked against the spec's schemes: they replace the upstream's shared
-    /// ones, never add to them), else the upstream's.
+    /// ones, never add to them); a caller's own bearer token in place of the
+    /// upstream's credential for the scheme it is applied as (the others stay: an API
+    /// may want its application key beside the user's token); else the upstream's.
     pub(super) fn credentials_for<'a>(
         &'a self,
         caller: Option<&'a crate::CallerCredentials>,
-    ) -> Result<&'a BTreeMap<String, Credential>, String> {
-        match caller.and_then(crate::CallerCredentials::openapi) {
-            Some(creds) => check(&self.schemes, creds)
-                .map(|()| creds)
+    ) -> Result<Cow<'a, BTreeMap<String, Credential>>, String> {
+        match caller {
+            Some(crate::CallerCredentials::OpenApi(creds)) => check(&self.schemes, creds)
+                .map(|()| Cow::Borrowed(&**creds))
                 .map_err(|e| format!("the caller's credentials for this API: {e}")),
-            None => Ok(&self.creds),
+            Some(crate::CallerCredentials::Bearer { token, .. }) => {
+                let Some(scheme) = &self.user_scheme else {
+                    return Err("the call carries a user's token, and this API takes none \
+                                (it is not set up for `credentials: oauth`)"
+                        .into());
+                };
+                let mut creds = self.creds.clone();
+                creds.insert(
+                    scheme.clone(),
+                    Credential::Bearer {
+                        token: token.clone(),
+                    },
+                );
+                Ok(Cow::Owned(creds))
+            }
+            None => Ok(Cow::Borrowed(&self.creds)),
         }
     }
 
@@ -194,7 +241,7 @@ impl Auth {
                         .push(("authorization".into(), format!("Basic {b64}")));
                 }
                 (
-                    SecurityScheme::OAuth2 { token_url },
+                    SecurityScheme::OAuth2 { token_url, .. },
                     Credential::Oauth2ClientCredentials {
                         client_id,
                         client_secret,
@@ -321,5 +368,75 @@ impl Auth {
             },
         );
         Ok(value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::config::Secret;
+    use super::*;
+
+    fn bearer(token: &str) -> Credential {
+        Credential::Bearer {
+            token: Secret(token.into()),
+        }
+    }
+
+    #[test]
+    fn a_users_token_replaces_only_its_schemes_credential_and_is_preferred() {
+        let schemes = BTreeMap::from([
+            (
+                "key".to_owned(),
+                SecurityScheme::ApiKey {
+                    name: "X-Key".into(),
+                    location: Location::Header,
+                },
+            ),
+            (
+                "user".to_owned(),
+                SecurityScheme::OAuth2 {
+                    token_url: None,
+                    authorization_code: None,
+                },
+            ),
+        ]);
+        let own = BTreeMap::from([
+            (
+                "key".to_owned(),
+                Credential::ApiKey {
+                    value: Secret("app-key".into()),
+                },
+            ),
+            ("user".to_owned(), bearer("shared")),
+        ]);
+        let mut auth = Auth::new(schemes, own, None).unwrap();
+        let caller = crate::CallerCredentials::Bearer {
+            holder: "acme\u{1f}alice".into(),
+            token: Secret("alices".into()),
+        };
+        // Not set up for users' tokens: refused, never sent as something else.
+        assert!(auth.credentials_for(Some(&caller)).is_err());
+        assert_eq!(auth.user_scheme_of(Some(&caller)), None);
+        auth.take_user_tokens_as("user".into());
+        let creds = auth.credentials_for(Some(&caller)).unwrap();
+        assert_eq!(creds["user"], bearer("alices"));
+        assert!(matches!(creds["key"], Credential::ApiKey { .. }));
+        // Without the caller's token the upstream's own apply.
+        assert_eq!(
+            auth.credentials_for(None).unwrap()["user"],
+            bearer("shared")
+        );
+        assert_eq!(auth.user_scheme_of(None), None);
+
+        let preferred = auth.user_scheme_of(Some(&caller));
+        assert_eq!(preferred, Some("user"));
+        let alts = vec![vec!["key".to_owned()], vec!["user".to_owned()]];
+        assert_eq!(Auth::choose(&creds, Some(&alts), preferred), ["user"]);
+        assert_eq!(Auth::choose(&creds, Some(&alts), None), ["key"]);
+        // An operation the user's scheme does not cover keeps its own choice.
+        let key_only = vec![vec!["key".to_owned()]];
+        assert_eq!(Auth::choose(&creds, Some(&key_only), preferred), ["key"]);
+        let open: Vec<Vec<String>> = vec![vec![]];
+        assert!(Auth::choose(&creds, Some(&open), preferred).is_empty());
     }
 }

@@ -15,6 +15,7 @@ use super::load::{self, LoadError};
 use super::model;
 use super::naming;
 use super::normalize;
+use super::oauth_flows;
 use super::operations;
 use super::refs;
 use crate::{JsonObject, ToolDef};
@@ -180,6 +181,8 @@ pub(super) struct Built {
     pub entries: HashMap<String, Endpoint>,
     pub auth: Auth,
     pub health_base: Option<Url>,
+    /// The spec's authorization code flows (for `credentials: oauth`).
+    pub flows: oauth_flows::Flows,
     pub report: ImportReport,
 }
 
@@ -206,11 +209,8 @@ pub(super) fn build(
     in_time()?;
     let root_servers = api.servers.clone();
     drop(docs);
-    let auth = Auth::new(
-        api.security_schemes.clone(),
-        config.auth.clone(),
-        spec_url.clone(),
-    )?;
+    let schemes = api.security_schemes.clone();
+    let auth = Auth::new(schemes.clone(), config.auth.clone(), spec_url.clone())?;
     let mut report = first_report(version, &api);
     let kept = kept_by_filters(config, api.operations, &mut report);
     let budget = MAX_QUALIFIED.saturating_sub(name.len() + 2).max(MIN_BARE);
@@ -241,11 +241,16 @@ pub(super) fn build(
     report.imported = tools.len();
     report.approx_tokens = size.bytes / 4;
     let health_base = resolve_base(config, spec_url.as_ref(), &root_servers).ok();
+    let flows_base = spec_url
+        .filter(|u| matches!(u.scheme(), "http" | "https"))
+        .or_else(|| health_base.clone());
+    let flows = oauth_flows::read(&schemes, entries.values().map(|e| &e.op), flows_base);
     Ok(Built {
         tools,
         entries,
         auth,
         health_base,
+        flows,
         report,
     })
 }

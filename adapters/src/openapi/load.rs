@@ -81,6 +81,14 @@ impl Documents {
             .ok_or_else(|| format!("document '{url}' was not loaded"))
     }
 
+    /// One root document read from `base` (tests build specs in memory).
+    #[cfg(test)]
+    pub(super) fn single(base: Option<Url>, root: Value) -> Documents {
+        let mut docs = Documents::default();
+        docs.add(base, root);
+        docs
+    }
+
     fn add(&mut self, base: Option<Url>, root: Value) -> usize {
         if let Some(b) = &base {
             self.by_url.insert(strip_fragment(b), self.docs.len());

@@ -81,6 +81,7 @@ mod media;
 mod model;
 mod naming;
 mod normalize;
+mod oauth_flows;
 mod operations;
 mod pathkey;
 mod refs;
@@ -91,6 +92,7 @@ mod variants;
 pub use config::{Credential, FilterSet, Filters, HealthConfig, OpenApiConfig, Secret};
 pub use import::{ImportReport, RenamedOperation, SkippedOperation};
 pub use load::LoadError;
+pub use oauth_flows::CodeFlow;
 pub use ssrf::is_forbidden;
 pub use upstream::OpenApiUpstream;
 

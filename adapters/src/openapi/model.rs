@@ -4,7 +4,7 @@
 //! Built from the normalized (3.x-shaped) root document by [`super::operations`].
 //! Schemas in the model are already self-contained and in JSON Schema 2020-12 form.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 
@@ -139,6 +139,9 @@ pub(super) struct Operation {
     /// Alternatives of required scheme names (`[]` inside = no auth needed).
     /// `None` when neither the operation nor the document declares any.
     pub security: Option<Vec<Vec<String>>>,
+    /// Per scheme, the scopes the operation's security requirements name for it (every
+    /// alternative together): what a user's token must grant to call it.
+    pub scopes: BTreeMap<String, BTreeSet<String>>,
     /// Where the spec is evidently wrong and the import repaired it, what was done.
     pub repairs: Vec<String>,
 }
@@ -189,10 +192,28 @@ fn part_kinds(schema: &Value) -> Value {
 /// A security scheme.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum SecurityScheme {
-    ApiKey { name: String, location: Location },
-    Http { scheme: String },
-    OAuth2 { token_url: Option<String> },
+    ApiKey {
+        name: String,
+        location: Location,
+    },
+    Http {
+        scheme: String,
+    },
+    OAuth2 {
+        /// The `clientCredentials` flow's `tokenUrl`.
+        token_url: Option<String>,
+        /// The `authorizationCode` flow (Swagger 2.0 `accessCode`), when it has one.
+        authorization_code: Option<CodeFlowUrls>,
+    },
     Other(String),
+}
+
+/// The URLs of an `authorizationCode` flow as the spec writes them (maybe relative).
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct CodeFlowUrls {
+    pub authorization_url: String,
+    pub token_url: String,
+    pub refresh_url: Option<String>,
 }
 
 /// The operations of an API and what the skipped ones lacked.

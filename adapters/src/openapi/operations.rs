@@ -3,6 +3,8 @@
 //! schemes. A problem confined to one operation skips that operation with a reason; a
 //! problem with the document as a whole is a [`LoadError`] with its JSON pointer.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use serde_json::{Map, Value};
 
 use super::lenient;
@@ -102,7 +104,8 @@ pub(super) fn build(docs: &Documents) -> Result<Api, LoadError> {
             match operation(ctx, method, path, item, op) {
                 Ok(mut o) => {
                     o.servers = srv;
-                    o.security = sec;
+                    o.scopes = sec.as_ref().map(Security::scopes).unwrap_or_default();
+                    o.security = sec.map(Security::names);
                     api.operations.push(o);
                 }
                 Err(reason) => api.skipped.push((label, reason)),
@@ -130,12 +133,29 @@ fn scheme(s: &Value) -> SecurityScheme {
         "http" => SecurityScheme::Http {
             scheme: get("scheme").to_ascii_lowercase(),
         },
-        "oauth2" => SecurityScheme::OAuth2 {
-            token_url: s
-                .pointer("/flows/clientCredentials/tokenUrl")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
-        },
+        "oauth2" => {
+            let url = |pointer: &str| {
+                s.pointer(pointer)
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            };
+            // A flow without both of its URLs cannot be followed: as if it were absent.
+            let authorization_code = match (
+                url("/flows/authorizationCode/authorizationUrl"),
+                url("/flows/authorizationCode/tokenUrl"),
+            ) {
+                (Some(authorization_url), Some(token_url)) => Some(CodeFlowUrls {
+                    authorization_url,
+                    token_url,
+                    refresh_url: url("/flows/authorizationCode/refreshUrl"),
+                }),
+                _ => None,
+            };
+            SecurityScheme::OAuth2 {
+                token_url: url("/flows/clientCredentials/tokenUrl"),
+                authorization_code,
+            }
+        }
         other => SecurityScheme::Other(other.to_owned()),
     }
 }
@@ -169,7 +189,33 @@ fn servers(v: Option<&Value>, ptr: &str) -> Result<Vec<String>, LoadError> {
     Ok(out)
 }
 
-fn security(v: Option<&Value>, ptr: &str) -> Result<Option<Vec<Vec<String>>>, LoadError> {
+/// Security requirements as declared: alternatives, each of schemes with the scopes
+/// it names for them.
+#[derive(Clone)]
+struct Security(Vec<Vec<(String, Vec<String>)>>);
+
+impl Security {
+    /// The alternatives' scheme names.
+    fn names(self) -> Vec<Vec<String>> {
+        self.0
+            .into_iter()
+            .map(|alt| alt.into_iter().map(|(name, _)| name).collect())
+            .collect()
+    }
+
+    /// Per scheme, the scopes of every alternative together.
+    fn scopes(&self) -> BTreeMap<String, BTreeSet<String>> {
+        let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (name, scopes) in self.0.iter().flatten() {
+            out.entry(name.clone())
+                .or_default()
+                .extend(scopes.iter().cloned());
+        }
+        out
+    }
+}
+
+fn security(v: Option<&Value>, ptr: &str) -> Result<Option<Security>, LoadError> {
     let Some(v) = v else { return Ok(None) };
     let list = v
         .as_array()
@@ -179,9 +225,27 @@ fn security(v: Option<&Value>, ptr: &str) -> Result<Option<Vec<Vec<String>>>, Lo
         let req = req
             .as_object()
             .ok_or_else(|| LoadError::invalid(&format!("{ptr}/{i}"), "must be an object"))?;
-        out.push(req.keys().cloned().collect());
+        // Scopes are informative (what to ask a user's consent for): a malformed
+        // list is read as none rather than refusing the spec.
+        out.push(
+            req.iter()
+                .map(|(name, scopes)| {
+                    let scopes = scopes
+                        .as_array()
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(Value::as_str)
+                                .filter(|s| !s.is_empty())
+                                .map(str::to_owned)
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    (name.clone(), scopes)
+                })
+                .collect(),
+        );
     }
-    Ok(Some(out))
+    Ok(Some(Security(out)))
 }
 
 struct OpCtx<'r, 'a> {
@@ -251,6 +315,7 @@ fn operation<'a>(
         output_schema,
         servers: Vec::new(),
         security: None,
+        scopes: Default::default(),
         repairs,
     })
 }

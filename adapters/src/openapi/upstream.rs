@@ -19,6 +19,7 @@ use super::config::OpenApiConfig;
 use super::import::{Built, Endpoint, build};
 use super::invoke;
 use super::load::{self, LoadError};
+use super::oauth_flows::{self, CodeFlow};
 use super::{guard, ssrf};
 use crate::error::error_chain;
 use crate::{CallContext, CallOutput, Connection, JsonObject, ToolDef, ToolError, Upstream};
@@ -33,6 +34,9 @@ pub struct OpenApiUpstream {
     guard: guard::Guard,
     auth: Auth,
     health_base: Option<Url>,
+    /// The spec's authorization code flows, until users' tokens are taken (see
+    /// [`OpenApiUpstream::take_user_tokens`]).
+    flows: oauth_flows::Flows,
     tools_tx: watch::Sender<u64>,
     last_error: Mutex<Option<String>>,
     closed: std::sync::atomic::AtomicBool,
@@ -114,6 +118,7 @@ impl OpenApiUpstream {
             entries,
             auth,
             health_base,
+            flows,
             report,
         } = built;
         let (tools_tx, _) = watch::channel(1);
@@ -134,6 +139,7 @@ impl OpenApiUpstream {
                 guard,
                 auth,
                 health_base,
+                flows,
                 tools_tx,
                 last_error: Mutex::new(None),
                 closed: std::sync::atomic::AtomicBool::new(false),
@@ -141,6 +147,20 @@ impl OpenApiUpstream {
             },
             report,
         ))
+    }
+
+    /// Sets this API up to be called with each user's own OAuth token (`credentials:
+    /// oauth`): the spec's authorization code flow of scheme `named` (or the one its
+    /// operations use, see [`super::oauth_flows`]) is the one users connect through,
+    /// and a call's [`crate::CallerCredentials::Bearer`] is sent as that scheme's
+    /// credential. Answers the flow; the error says why the spec offers none.
+    pub fn take_user_tokens(&mut self, named: Option<&str>) -> Result<CodeFlow, LoadError> {
+        let flow = self
+            .flows
+            .choose(named)
+            .map_err(|e| LoadError::Config(format!("credentials: oauth: {e}")))?;
+        self.auth.take_user_tokens_as(flow.scheme.clone());
+        Ok(flow)
     }
 
     /// Like [`Upstream::call`], also forwarding those of `incoming` headers that the
@@ -181,14 +201,18 @@ impl OpenApiUpstream {
             .auth
             .credentials_for(ctx.credentials.as_ref())
             .map_err(ToolError::Failed)?;
+        let user_scheme = self.auth.user_scheme_of(ctx.credentials.as_ref());
+        let schemes = Auth::choose(&creds, entry.op.security.as_deref(), user_scheme);
+        // Whether the user's own token goes with this request: a refusal of it is the
+        // token service's to act on (refresh, or connect again), not a result.
+        let user_token_sent = user_scheme.is_some_and(|u| schemes.iter().any(|s| s == u));
         let work = async {
             let mut retried = false;
             loop {
                 let mut applied = Applied::default();
-                let schemes = Auth::choose(creds, entry.op.security.as_deref());
                 if !schemes.is_empty() {
                     self.auth
-                        .apply(&self.guard, creds, &schemes, &mut applied, limit)
+                        .apply(&self.guard, &creds, &schemes, &mut applied, limit)
                         .await
                         .map_err(ToolError::Failed)?;
                 }
@@ -212,6 +236,14 @@ impl OpenApiUpstream {
                     continue;
                 }
                 let status = resp.status();
+                if user_token_sent
+                    && matches!(
+                        status,
+                        http::StatusCode::UNAUTHORIZED | http::StatusCode::FORBIDDEN
+                    )
+                {
+                    return Err(user_token_refused(resp.headers(), status, tool, &what));
+                }
                 if status == http::StatusCode::TOO_MANY_REQUESTS {
                     return Err(rate_limited(resp.headers(), tool, &what));
                 }
@@ -444,6 +476,29 @@ impl OpenApiUpstream {
                     format!("TCP connect to {host}:{port} failed: {e}"),
                 )
             })
+    }
+}
+
+/// The API refused the user's token (HTTP 401 or 403): [`ToolError::Unauthorized`]
+/// with its `WWW-Authenticate` challenge, so the gateway refreshes the token and tries
+/// once more, or asks the user to connect again (or for more scope).
+fn user_token_refused(
+    headers: &http::HeaderMap,
+    status: http::StatusCode,
+    tool: &str,
+    what: &str,
+) -> ToolError {
+    let challenge = headers
+        .get(http::header::WWW_AUTHENTICATE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    ToolError::Unauthorized {
+        message: format!(
+            "the API behind '{tool}' refused the user's authorization ({what} answered HTTP {})",
+            status.as_u16()
+        ),
+        status: status.as_u16(),
+        challenge,
     }
 }
 

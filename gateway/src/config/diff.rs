@@ -85,7 +85,13 @@ impl UpstreamChanges {
     pub fn between(old: &Config, new: &Config) -> UpstreamChanges {
         let mounted = |config: &Config, name: &str| {
             let upstream = config.upstreams.get(name)?;
-            Some((upstream.kind.clone(), config.resolve(&upstream.settings)))
+            // An OpenAPI upstream's OAuth scheme is chosen when its spec is imported.
+            let scheme = upstream.settings.oauth.as_ref().map(|o| o.scheme.clone());
+            Some((
+                upstream.kind.clone(),
+                config.resolve(&upstream.settings),
+                scheme,
+            ))
         };
         let mut changes = UpstreamChanges::default();
         for name in new.upstreams.keys() {
@@ -148,6 +154,18 @@ mod tests {
         assert_eq!(changes.removed, ["b"]);
         assert_eq!(changes.changed, ["a"]);
         assert!(UpstreamChanges::between(&new, &new).is_empty());
+        // The scheme an OpenAPI upstream's users connect through is read at import.
+        let api = |scheme: &str| {
+            parse(&format!(
+                "public_url: https://t.example.com\nupstreams:\n  api: {{openapi: \
+                 {{spec_url: 'https://a.example.com/o.json'}}, credentials: oauth, oauth: \
+                 {{scheme: {scheme}}}}}\n"
+            ))
+        };
+        assert_eq!(
+            UpstreamChanges::between(&api("a"), &api("b")).changed,
+            ["api"]
+        );
     }
 
     #[test]

@@ -90,9 +90,10 @@ impl TokenEndpointAuth {
 }
 
 /// An upstream's OAuth client settings (`credentials: oauth` or `client_credentials`).
-/// With `oauth` all are optional: by default the gateway discovers the upstream's
-/// authorization server from its 401 answer and registers itself. With
-/// `client_credentials`, `client_id` and a `client_secret` or `private_key` are needed.
+/// With `oauth` all are optional: by default the gateway discovers an MCP upstream's
+/// authorization server from its 401 answer, an OpenAPI upstream's from its spec's
+/// `authorizationCode` flow, and registers itself. With `client_credentials`,
+/// `client_id` and a `client_secret` or `private_key` are needed.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpstreamOAuth {
@@ -117,9 +118,15 @@ pub struct UpstreamOAuth {
     /// The private key's id (`kid`), when the authorization server needs it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_id: Option<String>,
-    /// Scopes to ask for when the upstream's challenge and metadata name none.
+    /// Scopes to ask for when the upstream's challenge and metadata name none; for an
+    /// OpenAPI upstream, instead of those its operations require.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scopes: Vec<String>,
+    /// An OpenAPI upstream's security scheme users connect through (an `oauth2`
+    /// scheme with an `authorizationCode` flow; Swagger 2.0 `accessCode`). Unset: the
+    /// one its operations require, else the first the spec defines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheme: Option<String>,
     /// Let the metadata, authorization and token URLs the upstream's metadata names
     /// point at private, loopback or link-local addresses (off: refused, like any URL
     /// a document names).

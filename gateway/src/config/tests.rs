@@ -198,6 +198,43 @@ fn oauth_settings_are_checked() {
     assert!(problems(service).is_empty(), "{:?}", problems(service));
     let fine = "public_url: https://t.example.com\nupstreams:\n  h:\n    streamable_http: {url: https://h.example.com/mcp}\n    credentials: oauth\n";
     assert!(problems(fine).is_empty(), "{:?}", problems(fine));
+    // An OpenAPI upstream takes it, and may name its spec's scheme; an MCP one may not.
+    let openapi = "public_url: https://t.example.com\nupstreams:\n  a:\n    openapi: {spec_url: https://a.example.com/o.json}\n    credentials: oauth\n    oauth: {scheme: user, client_id: x}\n";
+    assert!(problems(openapi).is_empty(), "{:?}", problems(openapi));
+    let scheme = "public_url: https://t.example.com\nupstreams:\n  h:\n    streamable_http: {url: https://h.example.com/mcp}\n    credentials: oauth\n    oauth: {scheme: user}\n";
+    assert!(
+        problems(scheme)
+            .iter()
+            .any(|p| p.contains("upstreams.h.oauth.scheme")),
+        "{:?}",
+        problems(scheme)
+    );
+}
+
+/// The OpenAPI OAuth example of docs/config.md parses and is valid as it says.
+#[test]
+fn the_openapi_oauth_example_parses() {
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/config.md"))
+        .expect("docs/config.md is readable");
+    let block = docs
+        .split("```yaml\n")
+        .skip(1)
+        .filter_map(|rest| rest.split("```").next())
+        .find(|block| block.contains("credentials: oauth") && block.contains("openapi:"))
+        .expect("docs/config.md has the openapi oauth example");
+    let env = |name: &str| match name {
+        "TOOLGATE_TOKEN_KEY" => Some("MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=".to_owned()),
+        "CRM_CLIENT_ID" => Some("crm-client".to_owned()),
+        "CRM_CLIENT_SECRET" => Some("crm-secret".to_owned()),
+        _ => None,
+    };
+    let config = Config::parse(block, &env).expect("the example parses");
+    assert!(config.problems().is_empty(), "{:?}", config.problems());
+    let crm = &config.upstreams["crm"].settings;
+    assert_eq!(crm.credentials, CredentialSource::Oauth);
+    let oauth = crm.oauth.as_ref().expect("oauth settings");
+    assert_eq!(oauth.scheme.as_deref(), Some("userAuth"));
+    assert_eq!(oauth.client_id.as_deref(), Some("crm-client"));
 }
 
 #[test]

@@ -109,19 +109,37 @@ impl Config {
             }
             return;
         }
-        if !matches!(upstream.kind.kind(), Kind::StreamableHttp | Kind::Sse) {
+        let openapi = upstream.kind.kind() == Kind::Openapi;
+        if !(openapi || matches!(upstream.kind.kind(), Kind::StreamableHttp | Kind::Sse)) {
             invalid(
                 format!("{path}.credentials"),
                 format!(
-                    "`oauth` is taken by streamable_http and sse upstreams; a {} upstream                      is called with its own credentials (`static`) or each tenant's                      (`per_tenant`, openapi)",
+                    "`oauth` is taken by streamable_http, sse and openapi upstreams; a {} \
+                     upstream is called with its own credentials (`static`)",
                     upstream.kind.name()
+                ),
+            );
+        }
+        if !openapi
+            && let Some(scheme) = upstream
+                .settings
+                .oauth
+                .as_ref()
+                .and_then(|o| o.scheme.as_ref())
+        {
+            invalid(
+                format!("{path}.oauth.scheme"),
+                format!(
+                    "'{scheme}': a security scheme is chosen only for an openapi upstream (an \
+                     MCP server names its authorization server in its 401 answer)"
                 ),
             );
         }
         if self.public_url.is_none() {
             invalid(
                 format!("{path}.credentials"),
-                "`oauth` needs `public_url`: users come back to it from the upstream's                  authorization server (`<public_url>/oauth/callback`)"
+                "`oauth` needs `public_url`: users come back to it from the upstream's \
+                 authorization server (`<public_url>/oauth/callback`)"
                     .into(),
             );
         }
@@ -130,7 +148,8 @@ impl Config {
         {
             invalid(
                 "oauth.token_keys".into(),
-                "with `state.backend: redis` stored tokens outlive this process: give the                  key that seals them (`openssl rand -base64 32`) in `oauth.token_keys`"
+                "with `state.backend: redis` stored tokens outlive this process: give the \
+                 key that seals them (`openssl rand -base64 32`) in `oauth.token_keys`"
                     .into(),
             );
         }

@@ -102,8 +102,18 @@ pub async fn import_openapi(
     name: &str,
     openapi: OpenApiConfig,
 ) -> Result<(Mounted, ImportReport), LoadError> {
-    let (upstream, report) = OpenApiUpstream::load(name, openapi).await?;
-    let mounted = Mounted::configured(&gateway.config(), name, Arc::new(upstream), Kind::Openapi);
+    let (mut upstream, report) = OpenApiUpstream::load(name, openapi).await?;
+    let config = gateway.config();
+    let code_flow = match config.upstreams.get(name).map(|u| &u.settings) {
+        Some(settings) if settings.credentials == CredentialSource::Oauth => {
+            let oauth = settings.oauth.clone().unwrap_or_default();
+            let flow = super::openapi_oauth::take_user_tokens(&mut upstream, &oauth).await?;
+            Some(Arc::new(flow))
+        }
+        _ => None,
+    };
+    let mut mounted = Mounted::configured(&config, name, Arc::new(upstream), Kind::Openapi);
+    mounted.code_flow = code_flow;
     Ok((mounted, report))
 }
 

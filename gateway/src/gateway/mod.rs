@@ -4,6 +4,8 @@
 //! - [`factory`]: the one way from an upstream's config to a mounted upstream, for
 //!   every kind (OpenAPI imports included);
 //! - `rebuild`: the catalog rebuilt from the upstreams' tools and offerings;
+//! - [`openapi_oauth`]: an OpenAPI upstream's authorization code flow, for
+//!   `credentials: oauth`;
 //! - `forward`: requests about prompts, resources and completion sent on to their
 //!   upstream.
 //!
@@ -15,6 +17,7 @@
 
 pub mod factory;
 mod forward;
+pub mod openapi_oauth;
 mod personal;
 mod rebuild;
 mod upstream_tokens;

@@ -42,6 +42,9 @@ pub struct Mounted {
     /// The upstream itself when it is reached with each caller's own token (to drop a
     /// caller's connection on disconnect).
     pub per_caller: Option<Arc<toolgate_adapters::mcp::PerCallerUpstream>>,
+    /// An OpenAPI upstream's authorization code flow its users connect through
+    /// (`credentials: oauth`).
+    pub code_flow: Option<Arc<toolgate_adapters::openapi::CodeFlow>>,
     /// Stops this upstream's health and catalog tasks when it is unmounted.
     pub(super) stop: CancellationToken,
 }
@@ -73,6 +76,7 @@ impl Mounted {
             shaping: crate::catalog::Shaping::of_kind(kind),
             credentials: crate::config::CredentialSource::Static,
             per_caller: None,
+            code_flow: None,
             stop: CancellationToken::new(),
         }
     }

@@ -199,13 +199,29 @@ impl UpstreamAuth {
     }
 
     /// Finds `upstream`'s authorization server: asks the MCP endpoint without
-    /// credentials for its challenge, then discovers from it (RFC 9728, RFC 8414).
+    /// credentials for its challenge, then discovers from it (RFC 9728, RFC 8414); an
+    /// OpenAPI upstream's from its spec's flow.
     async fn discover_upstream(&self, upstream: &str) -> Result<Found, String> {
         let endpoint = match self.config().upstreams.get(upstream).map(|u| &u.kind) {
             Some(
                 crate::config::UpstreamKind::StreamableHttp(http)
                 | crate::config::UpstreamKind::Sse(http),
             ) => http.url.clone(),
+            Some(crate::config::UpstreamKind::Openapi(_)) => {
+                let flow = (self.gateway.upstreams().get(upstream))
+                    .and_then(|m| m.code_flow.clone())
+                    .ok_or("its spec is not imported (yet, or its import failed)")?;
+                let client = self.client_for(upstream).map_err(|e| e.to_string())?;
+                let settings = self.settings(upstream);
+                let (discovery, scope) =
+                    crate::gateway::openapi_oauth::authorization_server(&client, &flow, &settings)
+                        .await?;
+                return Ok(Found {
+                    client,
+                    discovery,
+                    scope,
+                });
+            }
             Some(_) => return Err("not an HTTP MCP server".into()),
             None => return Err("no longer configured".into()),
         };
