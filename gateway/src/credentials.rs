@@ -154,6 +154,8 @@ impl std::error::Error for AuthError {}
 pub struct Identity {
     pub tenant: String,
     pub subject: Option<String>,
+    /// The JWT itself, when the credential was one the gateway verified.
+    pub assertion: Option<toolgate_adapters::Secret>,
 }
 
 struct ApiKey {
@@ -304,12 +306,18 @@ impl Authenticator {
         let inner = self.current();
         let jwt_header = jwt::jwt_header(token);
         if let (Some(verifier), Some(header)) = (&inner.jwt, &jwt_header) {
-            return verifier.verify(token, header).await.map(Some);
+            return verifier.verify(token, header).await.map(|identity| {
+                Some(Identity {
+                    assertion: Some(toolgate_adapters::Secret::from(token.to_owned())),
+                    ..identity
+                })
+            });
         }
         match inner.lookup_api_key(token) {
             Some(key) => Ok(Some(Identity {
                 tenant: key.tenant.clone(),
                 subject: key.subject.clone(),
+                assertion: None,
             })),
             None if jwt_header.is_some() => Err(AuthError::InvalidCredentials(
                 "the bearer token looks like a JWT, but JWT authentication is not enabled \
@@ -361,6 +369,7 @@ mod tests {
         Identity {
             tenant: tenant.into(),
             subject: subject.map(Into::into),
+            assertion: None,
         }
     }
 

@@ -15,7 +15,8 @@
 // - a custom RFC 8693 token-exchange grant (see `tokenExchange`).
 //
 // For the test's assertions it keeps a record of what happened (token requests,
-// revocations, revoked grants) at GET /test/events, and at GET /test/refresh-check?sub=S
+// revocations, revoked grants) at GET /test/events, a user's own token for an
+// audience at GET /test/mint?sub=S&aud=A&tenant=T, and at GET /test/refresh-check?sub=S
 // it tries the last refresh token issued to S at its own token endpoint, as the client
 // it was issued to, and answers what the token endpoint said.
 //
@@ -75,7 +76,13 @@ function resourceServer(resource) {
   };
 }
 
+// The tenant claim of the tokens /test/mint makes (the provider writes a token's
+// extra claims from `extraTokenClaims` when it saves it).
+const mintedTenant = new WeakMap();
+
 const provider = new Provider(issuer, {
+  extraTokenClaims: (_ctx, token) =>
+    mintedTenant.has(token) ? { tenant: mintedTenant.get(token) } : undefined,
   clients: [
     {
       ...exchangeClient,
@@ -187,6 +194,17 @@ provider.use(async (ctx, next) => {
   }
 });
 
+// What a user's sign-in at an application would give it: a JWT access token of
+// `sub` for `aud` (here the gateway itself), carrying the claim `tenant`. Made the
+// way the provider makes its own, with its own key.
+async function mint(sub, aud, tenant) {
+  const client = await provider.Client.find(exchangeClient.client_id);
+  const token = new provider.AccessToken({ accountId: sub, client, scope: "whoami", gty: "authorization_code" });
+  token.resourceServer = resourceServer(aud);
+  mintedTenant.set(token, tenant);
+  return { access_token: await token.save() };
+}
+
 async function refreshCheck(sub) {
   const last = lastRefresh.get(sub);
   if (!last) return { tried: false };
@@ -213,6 +231,10 @@ server.on("request", async (req, res) => {
     res.end(JSON.stringify(body));
   };
   if (req.method === "GET" && url.pathname === "/test/events") return reply(events);
+  if (req.method === "GET" && url.pathname === "/test/mint") {
+    const q = url.searchParams;
+    return reply(await mint(q.get("sub"), q.get("aud"), q.get("tenant")));
+  }
   if (req.method === "GET" && url.pathname === "/test/refresh-check") {
     return reply(await refreshCheck(url.searchParams.get("sub")));
   }

@@ -81,6 +81,21 @@ impl OidcProvider {
             .count()
     }
 
+    /// A JWT access token of `sub` for audience `aud` with the claim `tenant`, as the
+    /// provider makes its own (what a user signed in at an application holds).
+    pub async fn mint(&self, sub: &str, aud: &str, tenant: &str) -> String {
+        let answer = self
+            .get(&format!(
+                "/test/mint?sub={sub}&aud={}&tenant={tenant}",
+                url::form_urlencoded::byte_serialize(aud.as_bytes()).collect::<String>()
+            ))
+            .await;
+        answer["access_token"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no access_token in {answer}"))
+            .to_owned()
+    }
+
     /// What the token endpoint says now to the last refresh token issued to `sub`,
     /// presented by the client it was issued to: `{tried, status, error}`.
     pub async fn refresh_check(&self, sub: &str) -> Value {

@@ -14,10 +14,13 @@
 //!    sees each call with that caller's own token, never the other's. Past the access tokens' short lifetime a call refreshes at
 //!    the provider and goes on as the same user, without another consent. A
 //!    disconnect revokes the refresh token at the provider (which then refuses it).
-//!    The provider's RFC 8693 token-exchange grant (not used by the gateway yet)
-//!    turns a user's token into one for another audience, same subject.
+//!    The provider's RFC 8693 token-exchange grant turns a user's token into one for
+//!    another audience, same subject.
 //! 2. With Redis: a replica started afresh on the same Redis and token keys calls as
 //!    Alice with the token she connected through another one.
+//! 3. `credentials: token_exchange` against the same provider: callers who signed in
+//!    to the gateway with the provider's JWTs reach the upstream as themselves, with
+//!    tokens the gateway exchanged for theirs — no browser, no connecting.
 //!
 //! Without chromium, `playwright-core`, `oidc-provider` or Redis the test concerned
 //! prints a notice and skips; under `CI=true` that is a failure. Screenshots of every
@@ -428,4 +431,108 @@ async fn a_replica_started_afresh_calls_with_the_token_kept_in_redis() {
     connect_url(status, &body);
     assert_own_tokens(&resource);
     toolgate_e2e::redis::delete_prefix(&url, &prefix).await;
+}
+
+/// `credentials: token_exchange`, against the same provider: each caller signs in to
+/// the gateway with a JWT the provider made for the gateway, and the gateway exchanges
+/// it there (RFC 8693) for a token of the upstream — no one connects anything. Each
+/// call reaches the upstream as its caller with a token made for the upstream (never
+/// the caller's own, never another's); a caller's exchanged token serves their next
+/// calls; a caller with an API key (nothing to exchange) is told so.
+#[tokio::test]
+async fn callers_tokens_are_exchanged_for_the_upstreams_own() {
+    const KEYED: &str = "tg-oidc-keyed-0123456789abcdef";
+    let deps = require!(OidcProvider::deps());
+    let provider = OidcProvider::start(&deps, Duration::from_secs(3600)).await;
+    let resource = OidcResource::start(&provider.issuer).await;
+    let (client_id, client_secret) = &provider.exchange_client;
+    let issuer = provider.issuer.clone();
+    let gateway = Gateway::start(json!({
+        "jwt": {
+            "jwks_url": format!("{issuer}/jwks"),
+            "issuer": issuer,
+            "audience": "@GATEWAY_BASE@",
+            "tenant_claim": "tenant",
+        },
+        "upstreams": {"ex": {
+            "streamable_http": {"url": resource.mcp_url()},
+            "credentials": "token_exchange",
+            "oauth": {
+                "issuer": issuer,
+                "client_id": client_id,
+                "client_secret": client_secret,
+                "allow_private_networks": true,
+            },
+        }},
+        "tenants": {
+            "acme": {},
+            "globex": {},
+            "keyed": {"api_keys": [{"hash": hash_key(KEYED), "subject": "kim"}]},
+        },
+    }))
+    .await;
+    let alice = provider.mint("alice", &gateway.base, "acme").await;
+    let bob = provider.mint("bob", &gateway.base, "globex").await;
+    let call = |key: String, expect: &'static str| {
+        let gateway = &gateway;
+        async move {
+            rest_post(
+                gateway,
+                "/v1/tools/ex__whoami/call",
+                Some(&key),
+                json!({"arguments": {"expect": expect}}),
+            )
+            .await
+        }
+    };
+
+    // The first call of each opens their connection (nothing was listed before).
+    for (token, user) in [(&alice, "alice"), (&bob, "bob")] {
+        let (status, body) = call(token.clone(), user).await;
+        assert_eq!((status, text(&body)), (200, user.to_owned()), "{body}");
+    }
+    // Interleaved, each as themselves.
+    let answers = futures::future::join_all((0..40).map(|i| {
+        let (token, user) = if i % 2 == 0 {
+            (&alice, "alice")
+        } else {
+            (&bob, "bob")
+        };
+        let call = &call;
+        async move { (user, call(token.clone(), user).await) }
+    }))
+    .await;
+    for (user, (status, body)) in &answers {
+        assert_eq!((*status, text(body)), (200, user.to_string()), "{body}");
+    }
+    let calls = resource.calls();
+    assert_eq!(calls.len(), 42);
+    for seen in &calls {
+        assert_eq!(
+            seen.sub, seen.caller,
+            "a call reached the upstream as another user"
+        );
+        assert!(
+            seen.token != alice && seen.token != bob,
+            "a caller's own token reached the upstream"
+        );
+        assert_eq!(resource.verify(&seen.token), Ok(seen.sub.clone()));
+    }
+    // One exchange per caller: the exchanged token serves the calls after.
+    for user in ["alice", "bob"] {
+        assert_eq!(provider.granted(TOKEN_EXCHANGE, user).await, 1, "{user}");
+    }
+
+    // An API key carries nothing to exchange: said so, with no link to follow.
+    let (status, body) = call(KEYED.to_owned(), "kim").await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["error"]["code"], "authorization_required", "{body}");
+    assert!(body["error"]["connect_url"].is_null(), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("JWT"),
+        "{body}"
+    );
 }

@@ -451,12 +451,14 @@ async fn a_token_about_to_expire_is_refreshed() {
     wait_listed(&gateway, ALICE).await;
     let (status, body) = whoami(&gateway, ALICE, "alice").await;
     assert_eq!((status, text(&body)), (200, "alice".to_owned()), "{body}");
-    assert_eq!(upstream.refreshes(), 0);
+    // (A token of 2 s is refreshed within a second of being issued: on a loaded
+    // machine that may already have happened; only what follows is asserted.)
+    let before = upstream.refreshes();
     // Past its lifetime: the next call refreshes first, and goes through.
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let (status, body) = whoami(&gateway, ALICE, "alice").await;
     assert_eq!((status, text(&body)), (200, "alice".to_owned()), "{body}");
-    assert!(upstream.refreshes() >= 1, "the token was refreshed");
+    assert!(upstream.refreshes() > before, "the token was refreshed");
     assert_eq!(upstream.authorizations(), 1, "no second consent was needed");
 }
 

@@ -33,6 +33,29 @@ pub struct ExchangeRequest<'a> {
     pub scope: Option<&'a str>,
 }
 
+/// The form of an exchange (built apart from the request's future, which must be
+/// `Send`: the form builder is not).
+fn exchange_form(request: &ExchangeRequest<'_>, auth: &ClientAuth) -> Vec<u8> {
+    let mut form = url::form_urlencoded::Serializer::new(String::new());
+    form.append_pair("grant_type", TOKEN_EXCHANGE_GRANT)
+        .append_pair("subject_token", request.subject_token.expose())
+        .append_pair("subject_token_type", request.subject_token_type)
+        .append_pair("requested_token_type", ACCESS_TOKEN_TYPE);
+    for (name, value) in [
+        ("resource", request.resource),
+        ("audience", request.audience),
+        ("scope", request.scope),
+    ] {
+        if let Some(value) = value {
+            form.append_pair(name, value);
+        }
+    }
+    for (name, value) in auth.form_params() {
+        form.append_pair(name, &value);
+    }
+    form.finish().into_bytes()
+}
+
 /// RFC 8693 §2.2.1 (the part used here).
 #[derive(Deserialize)]
 struct Issued {
@@ -76,24 +99,7 @@ impl OAuthClient {
         let auth = ClientAuth::of_service(client, idp)?;
         let mut secrets = auth.secrets();
         secrets.push(request.subject_token.expose().to_owned());
-        let mut form = url::form_urlencoded::Serializer::new(String::new());
-        form.append_pair("grant_type", TOKEN_EXCHANGE_GRANT)
-            .append_pair("subject_token", request.subject_token.expose())
-            .append_pair("subject_token_type", request.subject_token_type)
-            .append_pair("requested_token_type", ACCESS_TOKEN_TYPE);
-        for (name, value) in [
-            ("resource", request.resource),
-            ("audience", request.audience),
-            ("scope", request.scope),
-        ] {
-            if let Some(value) = value {
-                form.append_pair(name, value);
-            }
-        }
-        for (name, value) in auth.form_params() {
-            form.append_pair(name, &value);
-        }
-        let body = form.finish().into_bytes();
+        let body = exchange_form(request, &auth);
         let http_request = http::Request::builder()
             .method(http::Method::POST)
             .uri(idp.token_endpoint.as_str())

@@ -63,6 +63,24 @@ pub(super) async fn for_call(
                 token,
             }))
         }
+        CredentialSource::TokenExchange => {
+            let principal = caller.principal();
+            let Some(assertion) = &caller.assertion else {
+                return Err(ToolError::authorization_required(format!(
+                    "upstream '{upstream}' is reached with the caller's own identity, \
+                     exchanged for a token there: this call was authenticated with an API \
+                     key, and only a JWT access token of the gateway's identity provider \
+                     can be exchanged"
+                )));
+            };
+            let token = upstream_tokens(gateway, upstream)?
+                .exchanged(upstream, &principal, assertion)
+                .await?;
+            Ok(Some(CallerCredentials::Bearer {
+                holder: holder(&principal),
+                token,
+            }))
+        }
         CredentialSource::ClientCredentials => {
             let token = upstream_tokens(gateway, upstream)?
                 .token(upstream, &caller.principal())
@@ -98,17 +116,17 @@ pub(super) fn unlisted_own(
     caller: &Caller,
     name: &str,
     catalog: &crate::catalog::Catalog,
-) -> Option<Arc<toolgate_adapters::mcp::PerCallerUpstream>> {
+) -> Option<Arc<Mounted>> {
     if catalog.get(name).is_some() || !caller.tenant.allows(name) {
         return None;
     }
     let (upstream, _) = name.split_once(crate::catalog::SEPARATOR)?;
     let mounted = gateway.upstreams().get(upstream)?.clone();
-    let per_caller = mounted.per_caller.clone()?;
-    (mounted.credentials == CredentialSource::Oauth
+    let per_caller = mounted.per_caller.as_ref()?;
+    (mounted.credentials.is_per_user()
         && mounted.namespace == crate::config::Namespace::Prefix
         && per_caller.tools_for(&holder(&caller.principal())).is_none())
-    .then_some(per_caller)
+    .then_some(mounted)
 }
 
 /// Opens the caller's own connection to `upstream` (a per-user upstream) and waits,
@@ -117,15 +135,18 @@ pub(super) fn unlisted_own(
 pub(super) async fn list_own(
     gateway: &Gateway,
     caller: &Caller,
-    upstream: &toolgate_adapters::mcp::PerCallerUpstream,
+    mounted: &Mounted,
     deadline: std::time::Instant,
 ) -> Result<(), ToolError> {
-    let name = toolgate_adapters::Upstream::name(upstream);
-    let principal = caller.principal();
-    let token = upstream_tokens(gateway, name)?
-        .token(name, &principal)
-        .await?;
-    let holder = holder(&principal);
+    let Some(upstream) = &mounted.per_caller else {
+        return Ok(());
+    };
+    let name = toolgate_adapters::Upstream::name(&**upstream);
+    let Some(CallerCredentials::Bearer { holder, token }) =
+        for_call(gateway, mounted, caller, name).await?
+    else {
+        return Ok(());
+    };
     upstream.warm(holder.clone(), &token);
     let deadline = tokio::time::Instant::from_std(deadline);
     for _ in 0..LIST_WAIT_POLLS {

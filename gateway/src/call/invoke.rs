@@ -130,6 +130,7 @@ pub(super) async fn invoke(
                 mounted.credentials,
                 crate::config::CredentialSource::Oauth
                     | crate::config::CredentialSource::ClientCredentials
+                    | crate::config::CredentialSource::TokenExchange
             )
             .then(|| (arguments.clone(), ctx.clone()));
             let call = (name, arguments, ctx, started);

@@ -80,10 +80,10 @@ async fn call_catalog_tool(
     // A tool of a per-user upstream whose list the caller's own connection has not
     // made here yet: connect (or ask the user to), then decide on their catalog.
     let view = View::of(gateway, caller);
-    if let Some(upstream) = credentials::unlisted_own(gateway, caller, name, &view.catalog) {
+    if let Some(mounted) = credentials::unlisted_own(gateway, caller, name, &view.catalog) {
         drop(view);
-        if let Err(error) = credentials::list_own(gateway, caller, &upstream, ctx.deadline).await {
-            let upstream = toolgate_adapters::Upstream::name(&*upstream);
+        if let Err(error) = credentials::list_own(gateway, caller, &mounted, ctx.deadline).await {
+            let upstream = toolgate_adapters::Upstream::name(&*mounted.upstream);
             return Err(invoke::refused(
                 gateway,
                 caller,

@@ -70,6 +70,26 @@ pub enum TokenEndpointAuth {
     ClientSecretPost,
 }
 
+/// The kind of token a caller brought, as a token exchange names it (RFC 8693 §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SubjectTokenType {
+    AccessToken,
+    Jwt,
+    IdToken,
+}
+
+impl SubjectTokenType {
+    /// The token type URI.
+    pub fn uri(self) -> &'static str {
+        match self {
+            SubjectTokenType::AccessToken => toolgate_adapters::oauth::ACCESS_TOKEN_TYPE,
+            SubjectTokenType::Jwt => "urn:ietf:params:oauth:token-type:jwt",
+            SubjectTokenType::IdToken => "urn:ietf:params:oauth:token-type:id_token",
+        }
+    }
+}
+
 /// The algorithm of a `private_key_jwt` client assertion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum SigningAlgorithm {
@@ -127,6 +147,20 @@ pub struct UpstreamOAuth {
     /// one its operations require, else the first the spec defines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheme: Option<String>,
+    /// With `credentials: token_exchange`: the issuer of the callers' tokens (the
+    /// enterprise identity provider), whose metadata names the token endpoint the
+    /// exchange (RFC 8693) goes to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
+    /// With `credentials: token_exchange`: the `audience` to ask for, when the issuer
+    /// knows the upstream by a name rather than by its URL (the `resource`, always
+    /// sent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audience: Option<String>,
+    /// With `credentials: token_exchange`: what the caller's token is, as the issuer
+    /// is told (`access_token`, the default; `jwt`; `id_token`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject_token_type: Option<SubjectTokenType>,
     /// Let the metadata, authorization and token URLs the upstream's metadata names
     /// point at private, loopback or link-local addresses (off: refused, like any URL
     /// a document names).

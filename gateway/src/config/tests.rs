@@ -60,16 +60,75 @@ fn per_tenant_credentials_and_subjects_are_checked() {
     assert_eq!(config.api_keys()[0].subject.as_deref(), Some("alice"));
 }
 
+/// A page of the repository's documentation (`docs/config.md`, `README.md`).
+fn page(path: &str) -> String {
+    std::fs::read_to_string(format!("{}/../{path}", env!("CARGO_MANIFEST_DIR")))
+        .unwrap_or_else(|e| panic!("{path} is readable: {e}"))
+}
+
+/// The first YAML example of `docs` that `wanted` picks.
+fn yaml_block(docs: &str, wanted: impl Fn(&str) -> bool) -> Option<&str> {
+    docs.split("```yaml\n")
+        .skip(1)
+        .filter_map(|rest| rest.split("```").next())
+        .find(|block| wanted(block))
+}
+
+/// The token exchange example of docs/config.md parses and is valid; the settings it
+/// needs are asked for, and its own are refused on other upstreams.
+#[test]
+fn token_exchange_is_configured_as_the_docs_say() {
+    let docs = page("docs/config.md");
+    let block = yaml_block(&docs, |block| block.contains("credentials: token_exchange"))
+        .expect("docs/config.md has the token_exchange example");
+    let env = |name: &str| (name == "TOOLGATE_EXCHANGE_SECRET").then(|| "s3cret".to_owned());
+    let config = Config::parse(block, &env).expect("the example parses");
+    assert!(config.problems().is_empty(), "{:?}", config.problems());
+    let tickets = &config.upstreams["tickets"].settings;
+    assert_eq!(tickets.credentials, CredentialSource::TokenExchange);
+    assert!(tickets.credentials.is_per_user());
+    // Every problem, with its path, as the error says it.
+    let problems = |text: &str| -> Vec<String> {
+        match Config::parse(text, &|_| None) {
+            Ok(config) => config
+                .problems()
+                .iter()
+                .map(|p| format!("{}: {}", p.path, p.message))
+                .collect(),
+            Err(e) => vec![format!("{e:?}")],
+        }
+    };
+    let bare = "upstreams:\n  t:\n    streamable_http: {url: https://t.example.com/mcp}\n    credentials: token_exchange\n";
+    let found = problems(bare);
+    for wanted in ["needs the issuer", "configure `jwt`", "`oauth.client_id`"] {
+        assert!(
+            found.iter().any(|p| p.contains(wanted)),
+            "{wanted}: {found:?}"
+        );
+    }
+    let stdio = "jwt: {hs256_secret: 0123456789abcdef0123456789abcdef}\ntenants: {a: {}}\nupstreams:\n  t:\n    stdio: {command: x}\n    credentials: token_exchange\n    oauth: {issuer: https://i.example.com, client_id: x, client_secret: y}\n";
+    assert!(
+        problems(stdio)
+            .iter()
+            .any(|p| p.contains("streamable_http and sse")),
+        "{:?}",
+        problems(stdio)
+    );
+    let stray = "public_url: https://t.example.com\nupstreams:\n  t:\n    streamable_http: {url: https://t.example.com/mcp}\n    credentials: oauth\n    oauth: {issuer: https://i.example.com}\n";
+    assert!(
+        problems(stray)
+            .iter()
+            .any(|p| p.contains("upstreams.t.oauth.issuer")),
+        "{:?}",
+        problems(stray)
+    );
+}
+
 /// The per-tenant credentials example of docs/config.md parses as it says.
 #[test]
 fn the_per_tenant_credentials_example_parses() {
-    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/config.md"))
-        .expect("docs/config.md is readable");
-    let block = docs
-        .split("```yaml\n")
-        .skip(1)
-        .filter_map(|rest| rest.split("```").next())
-        .find(|block| block.contains("credentials: per_tenant"))
+    let docs = page("docs/config.md");
+    let block = yaml_block(&docs, |block| block.contains("credentials: per_tenant"))
         .expect("docs/config.md has the per_tenant example");
     let env = |name: &str| (name == "ACME_BILLING_KEY").then(|| "acme-secret".to_owned());
     let config = Config::parse(block, &env).expect("the example parses");
@@ -88,19 +147,13 @@ fn the_per_tenant_credentials_example_parses() {
 /// say.
 #[test]
 fn the_oauth_examples_parse() {
-    for page in ["docs/config.md", "README.md"] {
-        let docs = std::fs::read_to_string(format!("{}/../{page}", env!("CARGO_MANIFEST_DIR")))
-            .expect("the page is readable");
-        check_oauth_example(&docs);
+    for name in ["docs/config.md", "README.md"] {
+        check_oauth_example(&page(name));
     }
 }
 
 fn check_oauth_example(docs: &str) {
-    let block = docs
-        .split("```yaml\n")
-        .skip(1)
-        .filter_map(|rest| rest.split("```").next())
-        .find(|block| block.contains("credentials: oauth"))
+    let block = yaml_block(docs, |block| block.contains("credentials: oauth"))
         .expect("the page has an oauth example");
     let env = |name: &str| match name {
         "TOOLGATE_TOKEN_KEY" => Some("MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=".to_owned()),
@@ -120,14 +173,11 @@ fn check_oauth_example(docs: &str) {
 /// The client credentials example of docs/config.md parses and is valid.
 #[test]
 fn the_client_credentials_example_parses() {
-    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/config.md"))
-        .expect("docs/config.md is readable");
-    let block = docs
-        .split("```yaml\n")
-        .skip(1)
-        .filter_map(|rest| rest.split("```").next())
-        .find(|block| block.contains("credentials: client_credentials"))
-        .expect("docs/config.md has the client_credentials example");
+    let docs = page("docs/config.md");
+    let block = yaml_block(&docs, |block| {
+        block.contains("credentials: client_credentials")
+    })
+    .expect("docs/config.md has the client_credentials example");
     let env = |name: &str| {
         (name == "REPORTS_CLIENT_KEY").then(|| "-----BEGIN PRIVATE KEY-----".to_owned())
     };
@@ -214,14 +264,11 @@ fn oauth_settings_are_checked() {
 /// The OpenAPI OAuth example of docs/config.md parses and is valid as it says.
 #[test]
 fn the_openapi_oauth_example_parses() {
-    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/config.md"))
-        .expect("docs/config.md is readable");
-    let block = docs
-        .split("```yaml\n")
-        .skip(1)
-        .filter_map(|rest| rest.split("```").next())
-        .find(|block| block.contains("credentials: oauth") && block.contains("openapi:"))
-        .expect("docs/config.md has the openapi oauth example");
+    let docs = page("docs/config.md");
+    let block = yaml_block(&docs, |block| {
+        block.contains("credentials: oauth") && block.contains("openapi:")
+    })
+    .expect("docs/config.md has the openapi oauth example");
     let env = |name: &str| match name {
         "TOOLGATE_TOKEN_KEY" => Some("MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=".to_owned()),
         "CRM_CLIENT_ID" => Some("crm-client".to_owned()),

@@ -407,11 +407,25 @@ pub enum CredentialSource {
     /// every caller, obtained and renewed by the gateway (streamable HTTP and SSE MCP
     /// upstreams).
     ClientCredentials,
+    /// The caller's own token to the gateway (a JWT it validated), exchanged at the
+    /// issuer that made it (RFC 8693) for one whose audience is the upstream: each
+    /// user reaches the upstream as themselves without connecting (streamable HTTP
+    /// and SSE MCP upstreams).
+    TokenExchange,
 }
 
 impl CredentialSource {
     fn is_static(&self) -> bool {
         *self == CredentialSource::Static
+    }
+
+    /// Each user reaches the upstream with a token of their own (and may be listed
+    /// tools of their own): `oauth` and `token_exchange`.
+    pub fn is_per_user(self) -> bool {
+        matches!(
+            self,
+            CredentialSource::Oauth | CredentialSource::TokenExchange
+        )
     }
 }
 

@@ -95,8 +95,29 @@ impl Config {
         invalid: &mut impl FnMut(String, String),
     ) {
         use crate::config::{CredentialSource, Kind};
+        let exchange_only = upstream.settings.oauth.as_ref().and_then(|o| {
+            [
+                ("issuer", o.issuer.is_some()),
+                ("audience", o.audience.is_some()),
+                ("subject_token_type", o.subject_token_type.is_some()),
+            ]
+            .into_iter()
+            .find(|(_, set)| *set)
+        });
+        if upstream.settings.credentials != CredentialSource::TokenExchange
+            && let Some((field, _)) = exchange_only
+        {
+            invalid(
+                format!("{path}.oauth.{field}"),
+                "used only with `credentials: token_exchange`".into(),
+            );
+        }
         if upstream.settings.credentials == CredentialSource::ClientCredentials {
             self.client_credentials_problems(path, upstream, invalid);
+            return;
+        }
+        if upstream.settings.credentials == CredentialSource::TokenExchange {
+            self.token_exchange_problems(path, upstream, invalid);
             return;
         }
         let oauth = upstream.settings.credentials == CredentialSource::Oauth;
@@ -191,6 +212,54 @@ impl Config {
                 format!("{path}.oauth"),
                 "`client_credentials` needs `oauth.client_id` and `oauth.client_secret` (or \
                  `oauth.private_key`)"
+                    .into(),
+            );
+        }
+    }
+
+    /// `credentials: token_exchange`: an HTTP MCP upstream, callers who bring JWTs the
+    /// gateway verifies, the issuer to exchange them at and a client to do it as.
+    fn token_exchange_problems(
+        &self,
+        path: &str,
+        upstream: &crate::config::UpstreamConfig,
+        invalid: &mut impl FnMut(String, String),
+    ) {
+        use crate::config::Kind;
+        if !matches!(upstream.kind.kind(), Kind::StreamableHttp | Kind::Sse) {
+            invalid(
+                format!("{path}.credentials"),
+                format!(
+                    "`token_exchange` is taken by streamable_http and sse upstreams, not by a \
+                     {} upstream",
+                    upstream.kind.name()
+                ),
+            );
+        }
+        if self.jwt.is_none() {
+            invalid(
+                format!("{path}.credentials"),
+                "`token_exchange` exchanges the JWT each caller authenticated with: configure \
+                 `jwt` (the identity provider whose tokens callers bring)"
+                    .into(),
+            );
+        }
+        let settings = upstream.settings.oauth.clone().unwrap_or_default();
+        if settings.issuer.is_none() {
+            invalid(
+                format!("{path}.oauth.issuer"),
+                "`token_exchange` needs the issuer to exchange callers' tokens at (its \
+                 metadata names the token endpoint)"
+                    .into(),
+            );
+        }
+        if settings.client_id.is_none()
+            || (settings.client_secret.is_none() && settings.private_key.is_none())
+        {
+            invalid(
+                format!("{path}.oauth"),
+                "`token_exchange` needs the client the gateway exchanges as: `oauth.client_id` \
+                 and `oauth.client_secret` (or `oauth.private_key`)"
                     .into(),
             );
         }

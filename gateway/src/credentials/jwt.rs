@@ -202,6 +202,8 @@ impl JwtVerifier {
         Ok(super::Identity {
             tenant: self.tenant(&claims)?,
             subject: self.subject(&claims)?,
+            // Set by the caller, who holds the token.
+            assertion: None,
         })
     }
 

@@ -60,7 +60,9 @@ pub(super) fn start_local(config: &Config, name: &str) -> Option<Mounted> {
         UpstreamKind::Sse(_) | UpstreamKind::StreamableHttp(_)
             if matches!(
                 upstream_config.settings.credentials,
-                CredentialSource::Oauth | CredentialSource::ClientCredentials
+                CredentialSource::Oauth
+                    | CredentialSource::ClientCredentials
+                    | CredentialSource::TokenExchange
             ) =>
         {
             let per_caller = mcp::spawn_per_caller(

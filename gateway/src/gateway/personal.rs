@@ -19,7 +19,6 @@ use toolgate_search::SearchCache;
 use super::{Gateway, upstreams::UpstreamMap};
 use crate::access::Caller;
 use crate::catalog::{Catalog, PerUserList, Shaping, Source};
-use crate::config::CredentialSource;
 use crate::policy::{Allowed, Tenant};
 
 /// Users whose catalogs are kept; past it the least recently used is dropped (and
@@ -67,7 +66,7 @@ impl Gateway {
         let upstreams = self.upstreams();
         let per_user: Vec<(&str, &Arc<toolgate_adapters::mcp::PerCallerUpstream>)> = upstreams
             .iter()
-            .filter(|(_, m)| m.credentials == CredentialSource::Oauth)
+            .filter(|(_, m)| m.credentials.is_per_user())
             .filter_map(|(name, m)| Some((name.as_str(), m.per_caller.as_ref()?)))
             .collect();
         if per_user.is_empty() {

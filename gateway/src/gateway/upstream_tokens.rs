@@ -14,6 +14,15 @@ pub trait UpstreamTokens: Send + Sync {
     /// one: `AuthorizationRequired`, saying where the user connects.
     async fn token(&self, upstream: &str, principal: &Principal) -> Result<Secret, ToolError>;
 
+    /// A token for `upstream` made by exchanging the caller's own `assertion` at its
+    /// issuer (RFC 8693), kept until shortly before it expires.
+    async fn exchanged(
+        &self,
+        upstream: &str,
+        principal: &Principal,
+        assertion: &Secret,
+    ) -> Result<Secret, ToolError>;
+
     /// The upstream refused `principal`'s token (`status` 401 or 403, its
     /// `WWW-Authenticate` challenge). `Ok` when a new token is held and the call may be
     /// tried once more; otherwise the error the caller gets (connect again, with more

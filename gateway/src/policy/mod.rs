@@ -41,6 +41,10 @@ pub struct Caller {
     pub subject: Option<Arc<str>>,
     /// The session id and its expanded tools; `None` when sessionless (2026-07-28).
     pub session: Option<(String, Arc<BTreeSet<String>>)>,
+    /// The JWT the caller authenticated with (verified by the gateway), for the one
+    /// use it has: an exchange at its issuer for an upstream's token
+    /// (`credentials: token_exchange`). Never sent anywhere else.
+    pub assertion: Option<toolgate_adapters::Secret>,
 }
 
 impl Caller {
@@ -50,7 +54,13 @@ impl Caller {
             tenant,
             subject,
             session: None,
+            assertion: None,
         }
+    }
+
+    /// The same caller, who authenticated with the JWT `assertion`.
+    pub fn with_assertion(self, assertion: Option<toolgate_adapters::Secret>) -> Caller {
+        Caller { assertion, ..self }
     }
 
     /// The same caller on the session `id` with its expanded tools.

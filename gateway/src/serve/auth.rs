@@ -118,9 +118,9 @@ impl FrontDoor {
                 }
             }
         };
-        let (tenant, subject) = match authenticated {
-            Some(identity) => (Some(identity.tenant), identity.subject),
-            None => (None, None),
+        let (tenant, subject, assertion) = match authenticated {
+            Some(identity) => (Some(identity.tenant), identity.subject, identity.assertion),
+            None => (None, None, None),
         };
         let tenant = policy
             .resolve(tenant.as_deref())
@@ -129,7 +129,7 @@ impl FrontDoor {
             .count_request(&tenant)
             .await
             .map_err(|r| self.refuse(r, headers))?;
-        Ok(Caller::new(tenant, subject.map(Arc::from)))
+        Ok(Caller::new(tenant, subject.map(Arc::from)).with_assertion(assertion))
     }
 
     /// Counts and audits a request refused at the door (`code` from a fixed set).

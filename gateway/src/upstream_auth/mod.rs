@@ -16,6 +16,7 @@
 //! service implements.
 
 mod connect;
+mod exchange;
 mod records;
 mod service;
 
@@ -53,6 +54,8 @@ pub struct UpstreamAuth {
     registered: tokio::sync::Mutex<HashMap<(String, String), RegisteredClient>>,
     /// The gateway's own tokens at `client_credentials` upstreams.
     service: service::ServiceTokens,
+    /// Tokens exchanged from callers' own (`credentials: token_exchange`).
+    exchanged: exchange::Exchanged,
     /// This service itself, for the tasks it starts for upstreams mounted later.
     me: std::sync::Weak<UpstreamAuth>,
 }
@@ -158,6 +161,7 @@ impl UpstreamAuth {
             store,
             registered: tokio::sync::Mutex::new(HashMap::new()),
             service: Default::default(),
+            exchanged: Default::default(),
             me: me.clone(),
         })
     }
@@ -177,6 +181,14 @@ impl UpstreamAuth {
             .upstreams
             .get(upstream)
             .is_some_and(|u| u.settings.credentials == CredentialSource::Oauth)
+    }
+
+    /// Whether `upstream` is reached with callers' exchanged tokens.
+    fn is_token_exchange(&self, upstream: &str) -> bool {
+        self.config()
+            .upstreams
+            .get(upstream)
+            .is_some_and(|u| u.settings.credentials == CredentialSource::TokenExchange)
     }
 
     /// The upstreams configured `credentials: oauth`, by name.
@@ -557,6 +569,15 @@ impl crate::gateway::UpstreamTokens for UpstreamAuth {
         }
     }
 
+    async fn exchanged(
+        &self,
+        upstream: &str,
+        principal: &Principal,
+        assertion: &Secret,
+    ) -> Result<Secret, ToolError> {
+        self.exchange(upstream, principal, assertion).await
+    }
+
     async fn refused(
         &self,
         upstream: &str,
@@ -564,6 +585,11 @@ impl crate::gateway::UpstreamTokens for UpstreamAuth {
         status: u16,
         challenge: Option<&str>,
     ) -> Result<(), ToolError> {
+        if self.is_token_exchange(upstream) {
+            // Exchanged anew once; a refusal of that one is the call's answer.
+            self.forget_exchanged(upstream, principal);
+            return Ok(());
+        }
         if self.is_client_credentials(upstream) {
             // A refused service token is replaced once; the call says if that failed.
             return self.service_token(upstream, true).await.map(|_| ());

@@ -135,7 +135,9 @@ impl UpstreamAuth {
 
 /// The client the settings describe: a signed assertion with a private key, else a
 /// secret.
-fn service_client(settings: &crate::config::oauth::UpstreamOAuth) -> Option<ServiceClient> {
+pub(super) fn service_client(
+    settings: &crate::config::oauth::UpstreamOAuth,
+) -> Option<ServiceClient> {
     let client_id = settings.client_id.clone()?;
     if let Some(pem) = &settings.private_key {
         return Some(ServiceClient::PrivateKeyJwt {
