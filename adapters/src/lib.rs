@@ -149,6 +149,11 @@ pub trait ClientBridge: Send + Sync {
     fn answer_within(&self) -> Option<Duration> {
         None
     }
+    /// Whether the client takes URL-mode elicitations (`elicitation.url` among its
+    /// capabilities, MCP 2025-11-25): it can be asked to send its user to a page.
+    fn elicits_urls(&self) -> bool {
+        false
+    }
 }
 
 /// A W3C trace context (<https://www.w3.org/TR/trace-context/>) as upstreams receive

@@ -16,7 +16,7 @@ import asyncio
 import json
 import sys
 
-import httpx
+import httpx2 as httpx  # the HTTP client the `mcp` SDK itself uses
 from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -33,7 +33,7 @@ async def connect_in_browser(link: str, user: str) -> str:
             if not answer.is_redirect:
                 ok = answer.status_code == 200 and "is connected" in answer.text
                 return "connected" if ok else f"HTTP {answer.status_code}"
-            answer = await browser.get(answer.headers["location"], cookies={"user": user})
+            answer = await browser.get(answer.headers["location"], headers={"Cookie": f"user={user}"})
         return "too many redirects"
 
 

@@ -560,3 +560,54 @@ async fn an_upstream_added_by_a_reload_keeps_its_list_for_every_replica() {
     wait_listed(&second, CAROL).await;
     toolgate_e2e::redis::delete_prefix(&url, &prefix).await;
 }
+
+/// A client that takes URL-mode elicitations (PyPI `mcp` 2.3 with an elicitation
+/// callback) is asked, mid-call, to send its user to the connect link; the user
+/// connects (as in a browser), and the very same call goes on as that user — over a
+/// 2025-11-25 session (`elicitation/create`) and over 2026-07-28 (the request inside
+/// an input-required result).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_takes_url_elicitations_connects_its_user_mid_call() {
+    let py = require!(python());
+    let upstream = OAuthUpstream::start(Duration::from_secs(3600)).await;
+    let gateway = Gateway::start(config(&upstream)).await;
+    // Someone has connected before: the upstream's shared tool is listed.
+    connect_as(&link(&gateway, ALICE).await, "alice")
+        .await
+        .expect("alice connects");
+    wait_listed(&gateway, ALICE).await;
+    let url = gateway.mcp_url();
+    for (mode, key, user) in [("legacy", BOB, "bob"), ("auto", CAROL, "carol")] {
+        let (py, url) = (py.clone(), url.clone());
+        let out = tokio::task::spawn_blocking(move || {
+            run_python(
+                &py,
+                "elicit_connect.py",
+                &[&url, key, mode, TOOL, user],
+                Duration::from_secs(120),
+            )
+        })
+        .await
+        .expect("the client ran");
+        assert_eq!(out["raised"], false, "{mode}: {out:#}");
+        let elicited = &out["elicited"][0];
+        assert_eq!(elicited["mode"], "url", "{mode}: {out:#}");
+        assert!(
+            elicited["url"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("/oauth/connect/"),
+            "{mode}: {out:#}"
+        );
+        assert_eq!(out["connected"], "connected", "{mode}: {out:#}");
+        assert_eq!(out["is_error"], false, "{mode}: {out:#}");
+        assert_eq!(out["text"][0], user, "{mode}: {out:#}");
+    }
+    assert!(
+        upstream
+            .calls()
+            .iter()
+            .all(|(user, expected)| user == expected),
+        "every call reached the upstream as its caller"
+    );
+}

@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use toolgate_adapters::{CallerCredentials, ToolError};
+use toolgate_adapters::{CallContext, CallerCredentials, ToolError};
 
 use crate::access::Caller;
 use crate::config::CredentialSource;
@@ -136,19 +136,19 @@ pub(super) async fn list_own(
     gateway: &Gateway,
     caller: &Caller,
     mounted: &Mounted,
-    deadline: std::time::Instant,
+    ctx: &CallContext,
 ) -> Result<(), ToolError> {
     let Some(upstream) = &mounted.per_caller else {
         return Ok(());
     };
     let name = toolgate_adapters::Upstream::name(&**upstream);
     let Some(CallerCredentials::Bearer { holder, token }) =
-        for_call(gateway, mounted, caller, name).await?
+        for_call_or_connect(gateway, mounted, caller, name, ctx).await?
     else {
         return Ok(());
     };
     upstream.warm(holder.clone(), &token);
-    let deadline = tokio::time::Instant::from_std(deadline);
+    let deadline = tokio::time::Instant::from_std(ctx.deadline);
     for _ in 0..LIST_WAIT_POLLS {
         if upstream.tools_for(&holder).is_some() || tokio::time::Instant::now() >= deadline {
             break;
@@ -174,3 +174,80 @@ fn upstream_tokens(
         ))
     })
 }
+
+/// [`for_call`], and when the caller must first connect their account and their
+/// client takes URL-mode elicitations: the client is asked (`elicitation/create`,
+/// `mode: "url"`, the connect link; over 2026-07-28 the same request rides an
+/// input-required result) to send its user to the link, and once the user has
+/// connected — within the call's deadline — the call goes on with the new token
+/// (`notifications/elicitation/complete` tells the client). A client that declines,
+/// or a user who does not finish in time, gets the `authorization_required` error
+/// with the link, as a client without elicitation does.
+pub(super) async fn for_call_or_connect(
+    gateway: &Gateway,
+    mounted: &Mounted,
+    caller: &Caller,
+    upstream: &str,
+    ctx: &CallContext,
+) -> Result<Option<CallerCredentials>, ToolError> {
+    let required = match for_call(gateway, mounted, caller, upstream).await {
+        Err(error @ ToolError::AuthorizationRequired { .. }) => error,
+        other => return other,
+    };
+    let (Some(client), Some(link)) = (
+        ctx.client.as_ref().filter(|c| c.elicits_urls()),
+        required.connect_url(),
+    ) else {
+        return Err(required);
+    };
+    // The id the client matches the completion notice with: not guessable.
+    let mut random = [0u8; 16];
+    if getrandom::fill(&mut random).is_err() {
+        return Err(required);
+    }
+    let elicitation = format!("{:032x}", u128::from_be_bytes(random));
+    let asked = client.request(
+        "elicitation/create",
+        serde_json::json!({
+            "mode": "url",
+            "elicitationId": elicitation,
+            "url": link,
+            "message": format!(
+                "To continue, connect your account at '{upstream}': open the link, sign in \
+                 there and allow access."
+            ),
+        }),
+    );
+    let deadline = tokio::time::Instant::from_std(ctx.deadline);
+    let accepted = match tokio::time::timeout_at(deadline, asked).await {
+        Ok(Ok(answer)) => answer.get("action").and_then(|a| a.as_str()) == Some("accept"),
+        _ => false,
+    };
+    if !accepted {
+        return Err(required);
+    }
+    let principal = caller.principal();
+    let tokens = upstream_tokens(gateway, upstream)?;
+    for _ in 0..CONNECT_WAIT_POLLS {
+        if ctx.cancel.is_cancelled() || tokio::time::Instant::now() >= deadline {
+            break;
+        }
+        if tokens.connected(upstream, &principal).await? {
+            client.notify(
+                "notifications/elicitation/complete",
+                serde_json::json!({"elicitationId": elicitation}),
+            );
+            return for_call(gateway, mounted, caller, upstream).await;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(CONNECT_WAIT_POLL) => {}
+            _ = ctx.cancel.cancelled() => break,
+        }
+    }
+    Err(required)
+}
+
+/// How often, and at most how many times, a user connecting in the browser is looked
+/// for (10 minutes in all; the call's deadline ends it sooner).
+const CONNECT_WAIT_POLL: std::time::Duration = std::time::Duration::from_millis(250);
+const CONNECT_WAIT_POLLS: usize = 2400;

@@ -112,7 +112,10 @@ pub(super) async fn invoke(
     // the arguments are known to be right (a wrong call is told that first).
     let credentials = match checked {
         Err(error) => Err(error),
-        Ok(()) => super::credentials::for_call(gateway, mounted, caller, &entry.upstream).await,
+        Ok(()) => {
+            super::credentials::for_call_or_connect(gateway, mounted, caller, &entry.upstream, &ctx)
+                .await
+        }
     };
     let permit = match credentials {
         Err(error) => Err(error),

@@ -82,7 +82,7 @@ async fn call_catalog_tool(
     let view = View::of(gateway, caller);
     if let Some(mounted) = credentials::unlisted_own(gateway, caller, name, &view.catalog) {
         drop(view);
-        if let Err(error) = credentials::list_own(gateway, caller, &mounted, ctx.deadline).await {
+        if let Err(error) = credentials::list_own(gateway, caller, &mounted, &ctx).await {
             let upstream = toolgate_adapters::Upstream::name(&*mounted.upstream);
             return Err(invoke::refused(
                 gateway,

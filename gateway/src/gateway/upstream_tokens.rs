@@ -14,6 +14,10 @@ pub trait UpstreamTokens: Send + Sync {
     /// one: `AuthorizationRequired`, saying where the user connects.
     async fn token(&self, upstream: &str, principal: &Principal) -> Result<Secret, ToolError>;
 
+    /// Whether `principal` holds a token for `upstream` (connected), without asking
+    /// for one.
+    async fn connected(&self, upstream: &str, principal: &Principal) -> Result<bool, ToolError>;
+
     /// A token for `upstream` made by exchanging the caller's own `assertion` at its
     /// issuer (RFC 8693), kept until shortly before it expires.
     async fn exchanged(

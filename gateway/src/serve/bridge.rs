@@ -26,6 +26,8 @@ pub enum BridgeEvent {
 /// The [`ClientBridge`] handed to adapters: it only queues.
 pub struct QueueBridge {
     queue: mpsc::Sender<BridgeEvent>,
+    /// The client said it takes URL-mode elicitations.
+    elicits_urls: bool,
 }
 
 impl QueueBridge {
@@ -33,7 +35,21 @@ impl QueueBridge {
     /// (with a debug log), never memory.
     pub fn new() -> (Self, mpsc::Receiver<BridgeEvent>) {
         let (queue, events) = mpsc::channel(BRIDGE_QUEUE);
-        (Self { queue }, events)
+        (
+            Self {
+                queue,
+                elicits_urls: false,
+            },
+            events,
+        )
+    }
+
+    /// The same bridge, to a client that takes URL-mode elicitations when `yes`.
+    pub fn eliciting_urls(self, yes: bool) -> Self {
+        Self {
+            elicits_urls: yes,
+            ..self
+        }
     }
 }
 
@@ -64,6 +80,19 @@ impl ClientBridge for QueueBridge {
             tracing::debug!(method, "notification dropped: the caller is behind");
         }
     }
+
+    fn elicits_urls(&self) -> bool {
+        self.elicits_urls
+    }
+}
+
+/// Whether MCP client capabilities (`initialize`'s, or a 2026-07-28 request's
+/// `io.modelcontextprotocol/clientCapabilities`) include URL-mode elicitation.
+pub fn elicits_urls(capabilities: Option<&Value>) -> bool {
+    capabilities
+        .and_then(|c| c.get("elicitation"))
+        .and_then(|e| e.get("url"))
+        .is_some_and(Value::is_object)
 }
 
 /// Messages that may wait for one caller.

@@ -578,6 +578,14 @@ impl crate::gateway::UpstreamTokens for UpstreamAuth {
         self.exchange(upstream, principal, assertion).await
     }
 
+    async fn connected(&self, upstream: &str, principal: &Principal) -> Result<bool, ToolError> {
+        self.store
+            .get(&Self::key(upstream, principal))
+            .await
+            .map(|held| held.is_some())
+            .map_err(|e| ToolError::Unavailable(e.to_string()))
+    }
+
     async fn refused(
         &self,
         upstream: &str,

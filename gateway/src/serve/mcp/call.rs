@@ -280,6 +280,17 @@ impl CallStream {
             &headers,
             params.meta.as_ref().and_then(CallMeta::trace),
         );
+        // A session's client said so at `initialize`; a 2026-07-28 request says so
+        // itself.
+        let elicits_urls = match channel.session() {
+            Some(session) => live.takes_url_elicitations(session),
+            None => crate::serve::bridge::elicits_urls(
+                params
+                    .meta
+                    .as_ref()
+                    .and_then(|m| m.client_capabilities.as_ref()),
+            ),
+        };
         let progress_token = params.meta.and_then(|m| m.progress_token);
         let cancel = CancellationToken::new();
         let in_flight = channel
@@ -288,6 +299,7 @@ impl CallStream {
 
         let (sink, updates) = toolgate_adapters::progress_channel();
         let (bridge, events) = QueueBridge::new();
+        let bridge = bridge.eliciting_urls(elicits_urls);
         let mut ctx = trace.call_context(gateway.config().call_timeout);
         ctx.cancel = cancel.clone();
         ctx.request_headers = headers;

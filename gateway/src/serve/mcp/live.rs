@@ -50,6 +50,9 @@ pub(super) struct Live {
     /// Whose each session with a stream is (its token holder), to tell only that
     /// user's sessions that their own list changed.
     owners: Mutex<HashMap<String, Arc<str>>>,
+    /// Sessions whose clients said at `initialize` that they take URL-mode
+    /// elicitations (this replica's; elsewhere a session's client is not asked).
+    url_elicitors: Mutex<HashSet<String>>,
     /// Upstreams whose out-of-call notifications are relayed, by name, with the
     /// upstream instance (a remounted upstream gets a relay of its own).
     relays: Mutex<HashMap<String, usize>>,
@@ -65,6 +68,8 @@ pub(super) struct Live {
 const LINGER_IDLE: std::time::Duration = std::time::Duration::from_secs(120);
 /// Calls whose progress is still awaited after their result, at most, per replica.
 const MAX_LINGERING: usize = 10_000;
+/// Sessions noted as taking URL-mode elicitations, at most, per replica.
+const MAX_URL_ELICITORS: usize = 100_000;
 
 /// A sessionless call waiting for its client's input: only the same principal's
 /// retry of the same tool resumes it.
@@ -111,6 +116,22 @@ impl Live {
         receiver
     }
 
+    /// Notes that `session`'s client takes URL-mode elicitations (bounded: past
+    /// [`MAX_URL_ELICITORS`] sessions, the oldest notes are dropped wholesale and
+    /// those clients get the connect link in an error instead).
+    pub(super) fn elicits_urls(&self, session: &str) {
+        let mut sessions = lock(&self.url_elicitors);
+        if sessions.len() >= MAX_URL_ELICITORS {
+            sessions.clear();
+        }
+        sessions.insert(session.to_owned());
+    }
+
+    /// Whether `session`'s client takes URL-mode elicitations.
+    pub(super) fn takes_url_elicitations(&self, session: &str) -> bool {
+        lock(&self.url_elicitors).contains(session)
+    }
+
     /// The sessions with a stream whose owner is `owner`.
     fn sessions_of(&self, owner: &str) -> Vec<String> {
         lock(&self.owners)
@@ -149,6 +170,7 @@ impl Live {
     pub(super) fn end_session(&self, session: &str) {
         lock(&self.streams).remove(session);
         lock(&self.owners).remove(session);
+        lock(&self.url_elicitors).remove(session);
         lock(&self.log_levels).remove(session);
         if let Some(stop) = lock(&self.lingering).remove(session) {
             stop.cancel();

@@ -20,6 +20,9 @@ use toolgate_adapters::CallContext;
 pub(super) struct InitializeParams<'a> {
     #[serde(rename = "protocolVersion", borrow)]
     protocol_version: Option<std::borrow::Cow<'a, str>>,
+    /// What the client can do (only URL-mode elicitation is read).
+    #[serde(default)]
+    pub capabilities: Option<serde_json::Value>,
 }
 
 /// The version a session speaks: the client's when this gateway speaks it (with

@@ -250,6 +250,9 @@ impl McpSessions {
         };
         let version = methods::negotiated_version(&params);
         let result = methods::initialize_result(&self.gateway, version);
+        if crate::serve::bridge::elicits_urls(params.capabilities.as_ref()) {
+            self.live.elicits_urls(&session.id);
+        }
         Reply::Initialized {
             session: session.id,
             message: wire::result_message(id, &result),
