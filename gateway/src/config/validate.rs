@@ -193,28 +193,7 @@ impl Config {
         upstream: &crate::config::UpstreamConfig,
         invalid: &mut impl FnMut(String, String),
     ) {
-        use crate::config::Kind;
-        if !matches!(upstream.kind.kind(), Kind::StreamableHttp | Kind::Sse) {
-            invalid(
-                format!("{path}.credentials"),
-                format!(
-                    "`client_credentials` is taken by streamable_http and sse upstreams; a \
-                     {} upstream has its own settings for that",
-                    upstream.kind.name()
-                ),
-            );
-        }
-        let settings = upstream.settings.oauth.clone().unwrap_or_default();
-        if settings.client_id.is_none()
-            || (settings.client_secret.is_none() && settings.private_key.is_none())
-        {
-            invalid(
-                format!("{path}.oauth"),
-                "`client_credentials` needs `oauth.client_id` and `oauth.client_secret` (or \
-                 `oauth.private_key`)"
-                    .into(),
-            );
-        }
+        service_client_problems("client_credentials", path, upstream, invalid);
     }
 
     /// `credentials: token_exchange`: an HTTP MCP upstream, callers who bring JWTs the
@@ -225,17 +204,7 @@ impl Config {
         upstream: &crate::config::UpstreamConfig,
         invalid: &mut impl FnMut(String, String),
     ) {
-        use crate::config::Kind;
-        if !matches!(upstream.kind.kind(), Kind::StreamableHttp | Kind::Sse) {
-            invalid(
-                format!("{path}.credentials"),
-                format!(
-                    "`token_exchange` is taken by streamable_http and sse upstreams, not by a \
-                     {} upstream",
-                    upstream.kind.name()
-                ),
-            );
-        }
+        service_client_problems("token_exchange", path, upstream, invalid);
         if self.jwt.is_none() {
             invalid(
                 format!("{path}.credentials"),
@@ -244,22 +213,16 @@ impl Config {
                     .into(),
             );
         }
-        let settings = upstream.settings.oauth.clone().unwrap_or_default();
-        if settings.issuer.is_none() {
+        let issuer = upstream
+            .settings
+            .oauth
+            .as_ref()
+            .and_then(|o| o.issuer.as_ref());
+        if issuer.is_none() {
             invalid(
                 format!("{path}.oauth.issuer"),
                 "`token_exchange` needs the issuer to exchange callers' tokens at (its \
                  metadata names the token endpoint)"
-                    .into(),
-            );
-        }
-        if settings.client_id.is_none()
-            || (settings.client_secret.is_none() && settings.private_key.is_none())
-        {
-            invalid(
-                format!("{path}.oauth"),
-                "`token_exchange` needs the client the gateway exchanges as: `oauth.client_id` \
-                 and `oauth.client_secret` (or `oauth.private_key`)"
                     .into(),
             );
         }
@@ -473,5 +436,38 @@ mod tests {
             let err = Config::parse(&text, &|_| None).unwrap_err().to_string();
             assert!(err.contains(&format!("upstreams.{name}")), "{err}");
         }
+    }
+}
+
+/// What an upstream whose tokens the gateway obtains as a client of its own
+/// (`credentials` named `source`) needs: to be an HTTP MCP server, and a client that can
+/// authenticate (`oauth.client_id` with a secret or a private key).
+fn service_client_problems(
+    source: &str,
+    path: &str,
+    upstream: &crate::config::UpstreamConfig,
+    invalid: &mut impl FnMut(String, String),
+) {
+    use crate::config::Kind;
+    if !matches!(upstream.kind.kind(), Kind::StreamableHttp | Kind::Sse) {
+        invalid(
+            format!("{path}.credentials"),
+            format!(
+                "`{source}` is taken by streamable_http and sse upstreams, not by a {} upstream",
+                upstream.kind.name()
+            ),
+        );
+    }
+    let settings = upstream.settings.oauth.clone().unwrap_or_default();
+    if settings.client_id.is_none()
+        || (settings.client_secret.is_none() && settings.private_key.is_none())
+    {
+        invalid(
+            format!("{path}.oauth"),
+            format!(
+                "`{source}` needs the client the gateway obtains tokens as: \
+                 `oauth.client_id` and `oauth.client_secret` (or `oauth.private_key`)"
+            ),
+        );
     }
 }
