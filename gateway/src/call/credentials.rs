@@ -17,23 +17,11 @@ use toolgate_adapters::{CallContext, CallerCredentials, ToolError};
 use crate::access::Caller;
 use crate::config::CredentialSource;
 use crate::gateway::{Gateway, Mounted, UpstreamTokens};
-use crate::policy::Principal;
 
 /// The holder of an upstream's service identity (`client_credentials`): one for every
 /// caller. No principal's holder starts with the separator (a tenant name is never
 /// empty).
 pub(crate) const SERVICE: &str = "\u{1f}service";
-
-/// Who holds a token, as the per-caller upstream keys its connections: the tenant and
-/// the subject, separated by a byte neither may contain.
-pub(crate) fn holder(principal: &Principal) -> Arc<str> {
-    format!(
-        "{}\u{1f}{}",
-        principal.tenant,
-        principal.subject.as_deref().unwrap_or("")
-    )
-    .into()
-}
 
 /// The caller's own credentials for `upstream` (`None`: the upstream's own apply).
 pub(super) async fn for_call(
@@ -59,7 +47,7 @@ pub(super) async fn for_call(
                 .token(upstream, &principal)
                 .await?;
             Ok(Some(CallerCredentials::Bearer {
-                holder: holder(&principal),
+                holder: principal.holder(),
                 token,
             }))
         }
@@ -77,7 +65,7 @@ pub(super) async fn for_call(
                 .exchanged(upstream, &principal, assertion)
                 .await?;
             Ok(Some(CallerCredentials::Bearer {
-                holder: holder(&principal),
+                holder: principal.holder(),
                 token,
             }))
         }
@@ -125,7 +113,7 @@ pub(super) fn unlisted_own(
     let per_caller = mounted.per_caller.as_ref()?;
     (mounted.credentials.is_per_user()
         && mounted.namespace == crate::config::Namespace::Prefix
-        && per_caller.tools_for(&holder(&caller.principal())).is_none())
+        && per_caller.tools_for(&caller.principal().holder()).is_none())
     .then_some(mounted)
 }
 

@@ -17,7 +17,7 @@ mod credentials;
 mod invoke;
 pub mod protocol_tools;
 
-pub(crate) use credentials::{SERVICE, holder};
+pub(crate) use credentials::SERVICE;
 pub use invoke::ResultUsage;
 
 use std::sync::Arc;

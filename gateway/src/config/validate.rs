@@ -342,6 +342,39 @@ impl Config {
     }
 }
 
+/// What an upstream whose tokens the gateway obtains as a client of its own
+/// (`credentials` named `source`) needs: to be an HTTP MCP server, and a client that can
+/// authenticate (`oauth.client_id` with a secret or a private key).
+fn service_client_problems(
+    source: &str,
+    path: &str,
+    upstream: &crate::config::UpstreamConfig,
+    invalid: &mut impl FnMut(String, String),
+) {
+    use crate::config::Kind;
+    if !matches!(upstream.kind.kind(), Kind::StreamableHttp | Kind::Sse) {
+        invalid(
+            format!("{path}.credentials"),
+            format!(
+                "`{source}` is taken by streamable_http and sse upstreams, not by a {} upstream",
+                upstream.kind.name()
+            ),
+        );
+    }
+    let settings = upstream.settings.oauth.clone().unwrap_or_default();
+    if settings.client_id.is_none()
+        || (settings.client_secret.is_none() && settings.private_key.is_none())
+    {
+        invalid(
+            format!("{path}.oauth"),
+            format!(
+                "`{source}` needs the client the gateway obtains tokens as: \
+                 `oauth.client_id` and `oauth.client_secret` (or `oauth.private_key`)"
+            ),
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::ConfigError;
@@ -436,38 +469,5 @@ mod tests {
             let err = Config::parse(&text, &|_| None).unwrap_err().to_string();
             assert!(err.contains(&format!("upstreams.{name}")), "{err}");
         }
-    }
-}
-
-/// What an upstream whose tokens the gateway obtains as a client of its own
-/// (`credentials` named `source`) needs: to be an HTTP MCP server, and a client that can
-/// authenticate (`oauth.client_id` with a secret or a private key).
-fn service_client_problems(
-    source: &str,
-    path: &str,
-    upstream: &crate::config::UpstreamConfig,
-    invalid: &mut impl FnMut(String, String),
-) {
-    use crate::config::Kind;
-    if !matches!(upstream.kind.kind(), Kind::StreamableHttp | Kind::Sse) {
-        invalid(
-            format!("{path}.credentials"),
-            format!(
-                "`{source}` is taken by streamable_http and sse upstreams, not by a {} upstream",
-                upstream.kind.name()
-            ),
-        );
-    }
-    let settings = upstream.settings.oauth.clone().unwrap_or_default();
-    if settings.client_id.is_none()
-        || (settings.client_secret.is_none() && settings.private_key.is_none())
-    {
-        invalid(
-            format!("{path}.oauth"),
-            format!(
-                "`{source}` needs the client the gateway obtains tokens as: \
-                 `oauth.client_id` and `oauth.client_secret` (or `oauth.private_key`)"
-            ),
-        );
     }
 }

@@ -17,8 +17,8 @@ use toolgate_adapters::ToolDef;
 use toolgate_search::SearchCache;
 
 use super::{Gateway, upstreams::UpstreamMap};
-use crate::access::Caller;
 use crate::catalog::{Catalog, PerUserList, Shaping, Source};
+use crate::policy::Caller;
 use crate::policy::{Allowed, Tenant};
 
 /// Users whose catalogs are kept; past it the least recently used is dropped (and
@@ -72,7 +72,7 @@ impl Gateway {
         if per_user.is_empty() {
             return None;
         }
-        let holder = crate::call::holder(&caller.principal());
+        let holder = caller.principal().holder();
         let lists: Vec<Option<Arc<Vec<ToolDef>>>> = per_user
             .iter()
             .map(|(_, upstream)| upstream.tools_for(&holder))

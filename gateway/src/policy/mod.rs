@@ -105,6 +105,20 @@ pub struct Principal {
     pub subject: Option<String>,
 }
 
+impl Principal {
+    /// Who holds a token at an upstream reached with each user's own, as the
+    /// per-caller upstream keys its connections: the tenant and the subject, separated
+    /// by a byte neither may contain.
+    pub fn holder(&self) -> Arc<str> {
+        format!(
+            "{}\u{1f}{}",
+            self.tenant,
+            self.subject.as_deref().unwrap_or("")
+        )
+        .into()
+    }
+}
+
 /// One tenant, compiled.
 pub struct Tenant {
     pub name: String,

@@ -226,7 +226,7 @@ impl UpstreamAuth {
         if let Some(mounted) = self.gateway.upstreams().get(&upstream)
             && let Some(per_caller) = &mounted.per_caller
         {
-            per_caller.warm(crate::call::holder(&principal), &token.access_token);
+            per_caller.warm(principal.holder(), &token.access_token);
         }
         CallbackOutcome::Connected { upstream }
     }

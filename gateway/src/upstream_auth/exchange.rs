@@ -54,7 +54,7 @@ impl UpstreamAuth {
     ) -> Result<Secret, ToolError> {
         let key: Key = (
             upstream.to_owned(),
-            crate::call::holder(principal),
+            principal.holder(),
             Sha256::digest(assertion.expose().as_bytes()).into(),
         );
         if let Some(kept) = lock(&self.exchanged.tokens).get(&key)
@@ -132,7 +132,7 @@ impl UpstreamAuth {
     /// Forgets what was exchanged for `principal` at `upstream` (the upstream refused
     /// it): the next call exchanges anew.
     pub(super) fn forget_exchanged(&self, upstream: &str, principal: &Principal) {
-        let holder = crate::call::holder(principal);
+        let holder = principal.holder();
         lock(&self.exchanged.tokens).retain(|(u, h, _), _| !(u == upstream && *h == holder));
     }
 

@@ -299,7 +299,7 @@ impl UpstreamAuth {
         if let Some(mounted) = self.gateway.upstreams().get(upstream)
             && let Some(per_caller) = &mounted.per_caller
         {
-            per_caller.disconnect(&crate::call::holder(principal));
+            per_caller.disconnect(&principal.holder());
         }
         let Some(token) = removed else {
             return Ok(false);

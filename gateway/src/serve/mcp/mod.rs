@@ -446,8 +446,7 @@ impl McpSessions {
         session: &str,
         caller: &crate::access::Caller,
     ) -> mpsc::Receiver<Bytes> {
-        self.live
-            .open_stream(session, crate::call::holder(&caller.principal()))
+        self.live.open_stream(session, caller.principal().holder())
     }
 
     /// The client ends its session.
