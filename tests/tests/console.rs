@@ -18,8 +18,14 @@
 //!    form control on the pages visited has a label. Screenshots of every page go to
 //!    `<target dir>/console-screenshots/`.
 //!
-//! Without chromium, `playwright-core` or the shared spec corpus the browser test
-//! prints a notice and skips; under `CI=true` that is a failure.
+//! 3. The connections page with an OAuth-protected MCP server (`credentials: oauth`,
+//!    `toolgate_e2e::oauth_upstream`): over plain HTTP, each user sees only what their
+//!    tenant may use, connects and disconnects; in the browser
+//!    (`tests/node/console_connections_browser.mjs`), a user connects through the
+//!    upstream's authorization server and back, and disconnects (the token revoked).
+//!
+//! Without chromium, `playwright-core` or the shared spec corpus the browser tests
+//! print a notice and skip; under `CI=true` that is a failure.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -27,7 +33,8 @@ use std::time::Duration;
 use axum::Json;
 use axum::routing::get;
 use serde_json::{Value, json};
-use toolgate_e2e::browser::{chromium, has_playwright, screenshot_dir};
+use toolgate_e2e::browser::{chromium, has_playwright, run_script, screenshot_dir};
+use toolgate_e2e::oauth_upstream::{OAuthUpstream, connect_as};
 use toolgate_e2e::{
     Everything, Gateway, NodeDeps, hash_key, heavy_lock, require, run_bounded, specs_dir, wait_for,
     workspace_root,
@@ -580,4 +587,245 @@ async fn console_sessions_are_shared_between_replicas() {
     assert_eq!(on_a.status(), 303, "signed out on B is signed out on A");
     assert_eq!(on_a.headers()["location"], "/console/login");
     toolgate_e2e::redis::delete_prefix(&url, &prefix).await;
+}
+
+const ALICE_KEY: &str = "console-alice-key-0123456789";
+const OLGA_KEY: &str = "console-olga-key-0123456789";
+const ACME_KEY: &str = "console-acme-key-0123456789";
+
+/// A gateway in front of the OAuth-protected MCP server `gh` (`credentials: oauth`):
+/// alice's own key in tenant acme (which may use gh), a key of acme naming no user,
+/// and olga's in tenant outsiders (which may not).
+async fn oauth_gateway(upstream: &OAuthUpstream) -> Gateway {
+    let key = |key: &str, subject: &str| json!({"hash": hash_key(key), "subject": subject});
+    Gateway::start(json!({
+        "public_url": "@GATEWAY_BASE@",
+        "admin": {"token": ADMIN_TOKEN},
+        "upstreams": {"gh": {
+            "streamable_http": {"url": upstream.mcp_url()},
+            "credentials": "oauth",
+            "oauth": {"allow_private_networks": true},
+        }},
+        "tenants": {
+            "acme": {"api_keys": [key(ALICE_KEY, "alice"), hash_key(ACME_KEY)]},
+            "outsiders": {"api_keys": [key(OLGA_KEY, "olga")], "allow": ["other__*"]},
+        }
+    }))
+    .await
+}
+
+/// The console's connections page as the session `cookie` sees it.
+async fn connections_page(gateway: &Gateway, cookie: &str) -> (u16, String) {
+    let response = client()
+        .get(gateway.url("/console/connections"))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .expect("GET /console/connections");
+    let status = response.status().as_u16();
+    (status, response.text().await.expect("the page"))
+}
+
+/// A connections form's POST (`action`: `connect` or `disconnect`) from the console's
+/// own page.
+async fn connections_post(
+    gateway: &Gateway,
+    (cookie, csrf): (&str, &str),
+    upstream: &str,
+    action: &str,
+) -> reqwest::Response {
+    client()
+        .post(gateway.url(&format!("/console/connections/{upstream}/{action}")))
+        .header("cookie", cookie)
+        .header("origin", &gateway.base)
+        .header("sec-fetch-site", "same-origin")
+        .form(&[("csrf", csrf)])
+        .send()
+        .await
+        .expect("POST a connections form")
+}
+
+/// The connections page over plain HTTP: a user sees the OAuth upstreams their tenant
+/// may use with their own state, connects through the link the Connect button sends
+/// them to and disconnects (the token revoked at the upstream); a user of a tenant
+/// that may not use the upstream never sees it and addressing it is answered as for an
+/// upstream that does not exist; a key naming no user is told its connections are the
+/// tenant's; the admin is told connections are users' and connects nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_connections_page_shows_each_user_their_own() {
+    let upstream = OAuthUpstream::start(Duration::from_secs(3600)).await;
+    let gateway = oauth_gateway(&upstream).await;
+
+    // Alice: gh, not connected, with a Connect button.
+    let (alice_cookie, alice_csrf) = sign_in(&gateway, ALICE_KEY).await;
+    let alice = (alice_cookie.as_str(), alice_csrf.as_str());
+    let (status, page) = connections_page(&gateway, alice.0).await;
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("alice of tenant acme"), "{page}");
+    assert!(
+        page.contains("data-connection=\"gh\" data-connected=\"false\""),
+        "{page}"
+    );
+    assert!(page.contains("aria-label=\"Connect gh\""), "{page}");
+    assert!(
+        page.contains("href=\"/console/connections\""),
+        "the nav links it"
+    );
+    assert!(!page.contains(ALICE_KEY), "the key is not written back");
+
+    // Without the page's CSRF token: refused.
+    let tokenless = connections_post(&gateway, (alice.0, ""), "gh", "connect").await;
+    assert_eq!(tokenless.status(), 403, "no CSRF token");
+
+    // Connect: to the user's own connect link on the gateway, through it to the
+    // upstream's authorization server and back; the page shows it connected.
+    let connect = connections_post(&gateway, alice, "gh", "connect").await;
+    assert_eq!(connect.status(), 303, "Connect sends the browser on");
+    let link = connect.headers()["location"]
+        .to_str()
+        .expect("Location")
+        .to_owned();
+    assert!(
+        link.starts_with(&format!("{}/oauth/connect/", gateway.base)),
+        "{link}"
+    );
+    connect_as(&link, "alice").await.expect("alice connects");
+    let (_, page) = connections_page(&gateway, alice.0).await;
+    assert!(
+        page.contains("data-connection=\"gh\" data-connected=\"true\""),
+        "{page}"
+    );
+    assert!(
+        page.contains("<code>whoami</code>"),
+        "the granted scope: {page}"
+    );
+    assert!(page.contains("aria-label=\"Disconnect gh\""), "{page}");
+
+    // Olga's tenant may not use gh: not listed, and addressing it is answered as
+    // addressing an upstream that does not exist.
+    let (olga_cookie, olga_csrf) = sign_in(&gateway, OLGA_KEY).await;
+    let olga = (olga_cookie.as_str(), olga_csrf.as_str());
+    let (status, page) = connections_page(&gateway, olga.0).await;
+    assert_eq!(status, 200, "{page}");
+    assert!(
+        !page.contains("data-connection") && !page.contains(">gh<") && !page.contains("/gh/"),
+        "olga's page never names gh: {page}"
+    );
+    assert!(page.contains("No upstream you may use"), "{page}");
+    for action in ["connect", "disconnect"] {
+        let hidden = connections_post(&gateway, olga, "gh", action).await;
+        assert_eq!(hidden.status(), 404, "{action} gh as olga");
+        let hidden = hidden.text().await.expect("body");
+        let missing = connections_post(&gateway, olga, "nope", action).await;
+        assert_eq!(
+            missing.status(),
+            404,
+            "{action} an upstream that does not exist"
+        );
+        assert_eq!(
+            hidden,
+            missing.text().await.expect("body"),
+            "one answer for both"
+        );
+    }
+    assert_eq!(upstream.authorizations(), 1, "only alice went to consent");
+
+    // A key naming no user: the tenant's own connections, said as such.
+    let (acme_cookie, _) = sign_in(&gateway, ACME_KEY).await;
+    let (_, page) = connections_page(&gateway, &acme_cookie).await;
+    assert!(page.contains("names no user"), "{page}");
+    assert!(
+        page.contains("data-connection=\"gh\" data-connected=\"false\""),
+        "alice's connection is hers, not the tenant's: {page}"
+    );
+
+    // The admin: told whose connections are, shown which upstreams take them, and
+    // connecting nothing.
+    let (admin_cookie, admin_csrf) = sign_in(&gateway, ADMIN_TOKEN).await;
+    let (status, page) = connections_page(&gateway, &admin_cookie).await;
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("Connections belong to users"), "{page}");
+    assert!(
+        page.contains("id=\"oauth-upstreams\"><li><a href=\"/console/catalog?upstream=gh\">gh</a>"),
+        "{page}"
+    );
+    let refused = connections_post(&gateway, (&admin_cookie, &admin_csrf), "gh", "connect").await;
+    assert_eq!(refused.status(), 404, "the admin connects no account");
+
+    // Disconnect: forgotten, revoked at the upstream, and said so.
+    let disconnect = connections_post(&gateway, alice, "gh", "disconnect").await;
+    assert_eq!(disconnect.status(), 200);
+    let page = disconnect.text().await.expect("the page");
+    assert!(page.contains("Disconnected from gh"), "{page}");
+    assert!(
+        page.contains("data-connection=\"gh\" data-connected=\"false\""),
+        "{page}"
+    );
+    assert!(
+        upstream.revoked() >= 1,
+        "the token was revoked at the upstream"
+    );
+}
+
+/// The connections page in a real browser (`tests/node/console_connections_browser.mjs`):
+/// alice signs in with her own key, sees gh not connected, presses Connect, confirms
+/// on the gateway's connect page, is signed in at the upstream's authorization server
+/// (its `user` cookie) and comes back to the gateway's connected page; the page shows
+/// gh connected with its scope; Disconnect turns it back, and the upstream counts the
+/// revocation. Screenshots go to `<target dir>/console-screenshots/`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn users_connect_and_disconnect_in_the_console_in_a_real_browser() {
+    let deps = require!(NodeDeps::everything());
+    let chromium = require!(chromium());
+    if !has_playwright(&deps) {
+        return;
+    }
+    let _serial = heavy_lock().await;
+    let upstream = OAuthUpstream::start(Duration::from_secs(3600)).await;
+    let gateway = oauth_gateway(&upstream).await;
+    let shots = screenshot_dir("console-screenshots");
+    let log = shots.join("connections.log");
+    let env = [
+        ("GATEWAY_URL", gateway.base.clone()),
+        ("USER_KEY", ALICE_KEY.to_owned()),
+        ("USER", "alice".to_owned()),
+        ("TENANT", "acme".to_owned()),
+        ("UPSTREAM", "gh".to_owned()),
+        ("AUTH_SERVER", upstream.base.clone()),
+        ("SCREENSHOT_DIR", shots.display().to_string()),
+    ];
+    let outcome = tokio::task::spawn_blocking(move || {
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        run_script(
+            &deps,
+            &chromium,
+            "console_connections_browser.mjs",
+            &env,
+            &log,
+            Duration::from_secs(180),
+        )
+    })
+    .await
+    .expect("the browser run");
+    let summary = outcome.unwrap_or_else(|output| {
+        panic!(
+            "the connections scenario failed:\n{output}\n{}",
+            gateway.proc.logs()
+        )
+    });
+    assert_eq!(summary["ok"], true, "{summary}");
+    assert_eq!(upstream.authorizations(), 1, "alice consented once");
+    assert!(
+        upstream.revoked() >= 1,
+        "Disconnect revoked the token at the upstream"
+    );
+    for shot in [
+        "20-connections",
+        "21-connect-link",
+        "22-connected",
+        "23-connections-connected",
+        "24-disconnected",
+    ] {
+        assert!(shots.join(format!("{shot}.png")).is_file(), "{shot}.png");
+    }
 }

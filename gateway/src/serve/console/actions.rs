@@ -359,9 +359,14 @@ pub(super) async fn call(
         .get("tenant")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let tenant = match &current.viewer {
-        Viewer::Tenant(tenant) if asked.is_empty() || asked == tenant.name => tenant.clone(),
-        Viewer::Tenant(_) => {
+    // A tenant's session calls as its key would: its tenant, as the user it names
+    // (whose own account a per-user upstream is called with); the admin as the
+    // tenant picked, as a whole.
+    let (tenant, subject) = match &current.viewer {
+        Viewer::Tenant(tenant, subject) if asked.is_empty() || asked == tenant.name => {
+            (tenant.clone(), subject.clone())
+        }
+        Viewer::Tenant(..) => {
             return json_error(
                 StatusCode::FORBIDDEN,
                 "a tenant's console calls only as that tenant",
@@ -374,7 +379,7 @@ pub(super) async fn call(
                 asked
             };
             match policy.tenant(name) {
-                Some(tenant) => tenant,
+                Some(tenant) => (tenant, None),
                 None => return json_error(StatusCode::BAD_REQUEST, "no tenant of that name"),
             }
         }
@@ -386,7 +391,7 @@ pub(super) async fn call(
             "the tenant is over its rate limit (or the shared limiter is unavailable): try again shortly",
         );
     }
-    let caller = Caller::new(tenant, None);
+    let caller = Caller::new(tenant, subject);
     // The browser's headers (its cookie among them) stay out of the call.
     let trace = CallTrace::start("console", &HeaderMap::new(), None);
     let ctx = trace.call_context(gateway.config().call_timeout);

@@ -3,7 +3,8 @@
 //! - **Sign-in**: a form posting the admin token (everything) or a tenant's API key
 //!   (read-only, only what that tenant's policy reaches). A refused credential gets
 //!   one answer whatever was wrong with it. The credential itself is never stored,
-//!   logged or written back into a page: the session remembers only the role.
+//!   logged or written back into a page: the session remembers only the role (the
+//!   admin, or a tenant and the user a per-user key names).
 //! - **Session cookie**: 128 random bits, `HttpOnly; SameSite=Strict; Path=/console`,
 //!   `Secure` when `public_url` is `https://…` or the request says it came over TLS
 //!   (`X-Forwarded-Proto: https`; trusting it can only add the flag). Sessions expire
@@ -23,6 +24,7 @@ use sha2::{Digest, Sha256};
 
 use super::Console;
 use super::sessions::{LIFETIME, Role};
+use crate::access::Caller;
 use crate::policy::Tenant;
 use crate::state::conn::Unavailable;
 
@@ -31,12 +33,22 @@ pub(super) const COOKIE: &str = "toolgate_console";
 /// The signed-in user of a request.
 pub(super) enum Viewer {
     Admin,
-    Tenant(Arc<Tenant>),
+    /// A tenant, as the user its API key named (`None`: the tenant as a whole).
+    Tenant(Arc<Tenant>, Option<Arc<str>>),
 }
 
 impl Viewer {
     pub(super) fn is_admin(&self) -> bool {
         matches!(self, Viewer::Admin)
+    }
+
+    /// The caller a tenant's session acts as, as a request with its API key would be
+    /// admitted (its tenant and subject); `None` for the admin, who is no caller.
+    pub(super) fn caller(&self) -> Option<Caller> {
+        match self {
+            Viewer::Admin => None,
+            Viewer::Tenant(tenant, subject) => Some(Caller::new(tenant.clone(), subject.clone())),
+        }
     }
 }
 
@@ -85,7 +97,10 @@ fn resolve(console: &Console, role: Role, csrf: String, id: String) -> Option<Cu
             console.admin.token()?;
             Viewer::Admin
         }
-        Role::Tenant(name) => Viewer::Tenant(console.door.gateway.policy().tenant(&name)?),
+        Role::Tenant(name, subject) => Viewer::Tenant(
+            console.door.gateway.policy().tenant(&name)?,
+            subject.map(Arc::from),
+        ),
     };
     Some(Current {
         viewer,
@@ -252,7 +267,8 @@ pub(super) async fn login(console: &Console, headers: &HeaderMap, token: &str) -
             .await
         {
             // The console signs in tenants (its pages show a tenant's view); a
-            // personal key signs in as its tenant.
+            // personal key signs in as its tenant and remembers its user (whose
+            // connections the connections page shows).
             Ok(Some(identity))
                 if console
                     .door
@@ -261,7 +277,7 @@ pub(super) async fn login(console: &Console, headers: &HeaderMap, token: &str) -
                     .tenant(&identity.tenant)
                     .is_some() =>
             {
-                Some(Role::Tenant(identity.tenant))
+                Some(Role::Tenant(identity.tenant, identity.subject))
             }
             _ => None,
         }
@@ -283,7 +299,7 @@ pub(super) async fn login(console: &Console, headers: &HeaderMap, token: &str) -
         target: crate::logging::AUDIT_TARGET,
         role = match &role {
             Role::Admin => "admin",
-            Role::Tenant(_) => "tenant",
+            Role::Tenant(..) => "tenant",
         },
         "console sign-in"
     );

@@ -39,7 +39,7 @@ impl Visibility {
         let catalog = gateway.catalog();
         let allowed = match viewer {
             Viewer::Admin => None,
-            Viewer::Tenant(tenant) => Some(gateway.policy().allowed(tenant, &catalog)),
+            Viewer::Tenant(tenant, _) => Some(gateway.policy().allowed(tenant, &catalog)),
         };
         Visibility { catalog, allowed }
     }
@@ -166,7 +166,7 @@ fn search(console: &Console, viewer: &Viewer, scope: &Visibility, q: &str) -> Ve
     let gateway = &console.door.gateway;
     let hits = match viewer {
         Viewer::Admin => gateway.search_where(&scope.catalog, q, SEARCH_LIMIT, |_| true),
-        Viewer::Tenant(tenant) => {
+        Viewer::Tenant(tenant, _) => {
             let caller = Caller::new(tenant.clone(), None);
             let view = View::of(gateway, &caller);
             gateway.search_where(&view.catalog, q, SEARCH_LIMIT, |name| {
@@ -351,7 +351,7 @@ fn try_form(console: &Console, current: &Current, entry: &Entry, input: &Value) 
     let tenants: Vec<String> = match &current.viewer {
         Viewer::Admin if policy.is_open() => vec![crate::policy::OPEN_TENANT.to_owned()],
         Viewer::Admin => policy.tenant_names(),
-        Viewer::Tenant(tenant) => vec![tenant.name.clone()],
+        Viewer::Tenant(tenant, _) => vec![tenant.name.clone()],
     };
     let catalog = console.door.gateway.catalog();
     let mut options = String::new();

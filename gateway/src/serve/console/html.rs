@@ -40,6 +40,7 @@ const NAV: &[(&str, &str, bool)] = &[
     ("/console", "Upstreams", false),
     ("/console/catalog", "Catalog", false),
     ("/console/tenants", "Tenants", false),
+    ("/console/connections", "Connections", false),
     ("/console/register", "Register an API", true),
     ("/console/health", "Reloads & health", true),
 ];
@@ -60,7 +61,12 @@ pub(super) fn page(viewer: &Viewer, csrf: &str, current: &str, title: &str, body
     }
     let who = match viewer {
         Viewer::Admin => "admin".to_owned(),
-        Viewer::Tenant(tenant) => format!("tenant {} (read-only)", esc(&tenant.name)),
+        Viewer::Tenant(tenant, None) => format!("tenant {} (read-only)", esc(&tenant.name)),
+        Viewer::Tenant(tenant, Some(subject)) => format!(
+            "{} of tenant {} (read-only)",
+            esc(subject),
+            esc(&tenant.name)
+        ),
     };
     format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\

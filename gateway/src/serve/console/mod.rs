@@ -1,5 +1,6 @@
 //! The web console at `/console`: the upstreams, the catalog, the tenants, the reload
-//! history and health at a glance; registering an OpenAPI API by URL; trying a tool.
+//! history and health at a glance; registering an OpenAPI API by URL; trying a tool;
+//! a user's own connections to upstreams.
 //!
 //! Server-rendered HTML with one small embedded script (`assets/console.js`) that
 //! refreshes marked regions by polling and streams a tool call's events: no build
@@ -11,7 +12,8 @@
 //! The console decides nothing itself: its data comes from the functions behind the
 //! REST, ops and admin endpoints (`Admin` for upstreams and registrations,
 //! `ops::readiness`, `ops::visible_statuses`, the policy's `allowed` and `explain`,
-//! the `tool_search` engine, the export functions, the REST call stream).
+//! the `tool_search` engine, the export functions, the REST call stream, the
+//! connections of `/v1/connections`).
 //!
 //! - `auth`: sign-in, CSRF and cross-site checks; `sessions`: where sessions are kept;
 //! - `html`: escaping, the page shell, widgets;
@@ -19,11 +21,14 @@
 //! - `catalog`: the catalog, a tool's detail and its try-out form;
 //! - `schema`: an input schema as a tree and as form fields;
 //! - `tenants`: a tenant's allowed and initial sets and the policy's explanations;
+//! - `connections`: the signed-in user's own accounts at upstreams reached with each
+//!   user's own token, connected and disconnected there;
 //! - `actions`: registering, refreshing and deleting APIs, and calling a tool.
 
 mod actions;
 mod auth;
 mod catalog;
+mod connections;
 pub(crate) mod html;
 mod pages;
 mod schema;
@@ -71,6 +76,15 @@ pub fn router(door: Arc<FrontDoor>, admin: Arc<Admin>) -> Router {
         .route("/console/tools/{name}", get(catalog::tool))
         .route("/console/tools/{name}/call", post(actions::call))
         .route("/console/tenants", get(tenants::tenants))
+        .route("/console/connections", get(connections::page))
+        .route(
+            "/console/connections/{upstream}/connect",
+            post(connections::connect),
+        )
+        .route(
+            "/console/connections/{upstream}/disconnect",
+            post(connections::disconnect),
+        )
         .route(
             "/console/register",
             get(actions::register_form).post(actions::register),

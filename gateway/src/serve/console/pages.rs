@@ -64,7 +64,7 @@ async fn rows(console: &Console, viewer: &Viewer) -> Result<Vec<Value>, String> 
             .upstreams()
             .await
             .map_err(|(_, body)| body["error"]["message"].as_str().unwrap_or("").to_owned()),
-        Viewer::Tenant(tenant) => Ok(ops::visible_statuses(&console.door.gateway, tenant)
+        Viewer::Tenant(tenant, _) => Ok(ops::visible_statuses(&console.door.gateway, tenant)
             .into_iter()
             .map(|s| serde_json::to_value(s).unwrap_or_default())
             .collect()),

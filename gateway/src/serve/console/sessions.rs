@@ -31,23 +31,27 @@ pub(super) const LIFETIME: Duration = Duration::from_secs(12 * 3600);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Role {
     Admin,
-    /// A tenant, by name: resolved against the running policy on every request, so a
-    /// tenant removed by a reload loses its console sessions.
-    Tenant(String),
+    /// A tenant, by name, and the user its API key named (a per-user key): resolved
+    /// against the running policy on every request, so a tenant removed by a reload
+    /// loses its console sessions.
+    Tenant(String, Option<String>),
 }
 
 impl Role {
     fn encode(&self) -> Value {
         match self {
             Role::Admin => json!("admin"),
-            Role::Tenant(name) => json!({"tenant": name}),
+            Role::Tenant(name, None) => json!({"tenant": name}),
+            Role::Tenant(name, Some(subject)) => json!({"tenant": name, "subject": subject}),
         }
     }
 
     fn decode(value: &Value) -> Option<Role> {
         match value {
             Value::String(s) if s == "admin" => Some(Role::Admin),
-            other => other["tenant"].as_str().map(|t| Role::Tenant(t.to_owned())),
+            other => other["tenant"]
+                .as_str()
+                .map(|t| Role::Tenant(t.to_owned(), other["subject"].as_str().map(str::to_owned))),
         }
     }
 }
@@ -286,7 +290,10 @@ mod tests {
         let sessions = Sessions::new(None);
         let (first, _) = sessions.create(Role::Admin).await.unwrap();
         for _ in 0..MAX_SESSIONS + 5 {
-            sessions.create(Role::Tenant("a".into())).await.unwrap();
+            sessions
+                .create(Role::Tenant("a".into(), None))
+                .await
+                .unwrap();
         }
         assert_eq!(sessions.len(), MAX_SESSIONS);
         assert!(
@@ -297,7 +304,11 @@ mod tests {
         assert_eq!(sessions.get(&id).await.unwrap(), Some((Role::Admin, csrf)));
         sessions.remove(&id).await.unwrap();
         assert!(sessions.get(&id).await.unwrap().is_none());
-        for role in [Role::Admin, Role::Tenant("t".into())] {
+        for role in [
+            Role::Admin,
+            Role::Tenant("t".into(), None),
+            Role::Tenant("t".into(), Some("alice".into())),
+        ] {
             assert_eq!(Role::decode(&role.encode()), Some(role));
         }
     }

@@ -33,7 +33,7 @@ pub(super) async fn tenants(
     let policy = console.door.gateway.policy();
     let mut body = String::new();
     let tenant: Option<Arc<Tenant>> = match &current.viewer {
-        Viewer::Tenant(tenant) => Some(tenant.clone()),
+        Viewer::Tenant(tenant, _) => Some(tenant.clone()),
         Viewer::Admin => {
             let names = if policy.is_open() {
                 vec![crate::policy::OPEN_TENANT.to_owned()]

@@ -3,7 +3,8 @@
 //! one, and disconnecting (the token is forgotten and revoked).
 //!
 //! An upstream the caller's tenant may not use is answered like one that does not
-//! exist, on every method here.
+//! exist, on every method here. The console's connections page follows the same
+//! rules through [`visible`] and [`reachable`].
 
 use std::sync::Arc;
 
@@ -61,20 +62,34 @@ fn no_such_upstream(upstream: &str) -> Response {
     )
 }
 
+/// `caller`'s connections at the upstreams taking a user's own authorization that its
+/// tenant may use (an error when the token store cannot be read).
+pub(crate) async fn visible(door: &FrontDoor, caller: &Caller) -> Result<Vec<Connection>, String> {
+    let all = door
+        .app
+        .upstream_auth
+        .connections(&caller.principal())
+        .await?;
+    Ok(all
+        .into_iter()
+        .filter(|c| may_use(door, caller, &c.upstream))
+        .collect())
+}
+
+/// Whether `upstream` takes a user's own authorization and `caller`'s tenant may use
+/// it: what connecting and disconnecting there need (anything else is answered like
+/// an upstream that does not exist).
+pub(crate) fn reachable(door: &FrontDoor, caller: &Caller, upstream: &str) -> bool {
+    door.app.upstream_auth.is_oauth(upstream) && may_use(door, caller, upstream)
+}
+
 pub(super) async fn list(State(door): State<Arc<FrontDoor>>, headers: HeaderMap) -> Response {
     let caller = match caller(&door, &headers, None).await {
         Ok(caller) => caller,
         Err(response) => return response,
     };
-    let auth = &door.app.upstream_auth;
-    match auth.connections(&caller.principal()).await {
-        Ok(all) => Json(Connections {
-            connections: all
-                .into_iter()
-                .filter(|c| may_use(&door, &caller, &c.upstream))
-                .collect(),
-        })
-        .into_response(),
+    match visible(&door, &caller).await {
+        Ok(connections) => Json(Connections { connections }).into_response(),
         Err(e) => crate::serve::auth::state_unavailable(&e).rest(),
     }
 }
@@ -88,7 +103,7 @@ async fn caller_at(
     upstream: &str,
 ) -> Result<Caller, Response> {
     let caller = caller(door, headers, None).await?;
-    if !door.app.upstream_auth.is_oauth(upstream) || !may_use(door, &caller, upstream) {
+    if !reachable(door, &caller, upstream) {
         return Err(no_such_upstream(upstream));
     }
     Ok(caller)

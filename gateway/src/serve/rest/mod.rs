@@ -41,7 +41,7 @@ use crate::telemetry::{CallTrace, rest_calls};
 
 mod batch;
 mod call;
-mod connections;
+pub(crate) mod connections;
 mod openapi;
 mod query;
 pub(crate) mod stream;
