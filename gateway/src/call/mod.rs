@@ -79,9 +79,9 @@ async fn call_catalog_tool(
 ) -> Result<(CallOutput, ResultUsage), ToolError> {
     // A tool of a per-user upstream whose list the caller's own connection has not
     // made here yet: connect (or ask the user to), then decide on their catalog.
-    let view = View::of(gateway, caller);
+    // One view decides, unless the caller's catalog changes by connecting here.
+    let mut view = View::of(gateway, caller);
     if let Some(mounted) = credentials::unlisted_own(gateway, caller, name, &view.catalog) {
-        drop(view);
         if let Err(error) = credentials::list_own(gateway, caller, &mounted, &ctx).await {
             let upstream = toolgate_adapters::Upstream::name(&*mounted.upstream);
             return Err(invoke::refused(
@@ -92,8 +92,9 @@ async fn call_catalog_tool(
                 error,
             ));
         }
+        view = View::of(gateway, caller);
     }
-    let admitted = authorize(gateway, caller, name, &ctx)?;
+    let admitted = authorize_in(&view, gateway, caller, name, &ctx)?;
     invoke::invoke(gateway, caller, admitted, arguments, ctx).await
 }
 
@@ -115,7 +116,17 @@ pub fn authorize(
     name: &str,
     ctx: &CallContext,
 ) -> Result<Admitted, ToolError> {
-    let view = View::of(gateway, caller);
+    authorize_in(&View::of(gateway, caller), gateway, caller, name, ctx)
+}
+
+/// [`authorize`] on the caller's `view`, taken already.
+fn authorize_in(
+    view: &View,
+    gateway: &Gateway,
+    caller: &Caller,
+    name: &str,
+    ctx: &CallContext,
+) -> Result<Admitted, ToolError> {
     let span = tracing::info_span!(
         target: crate::telemetry::SPAN_TARGET,
         "toolgate.policy",
