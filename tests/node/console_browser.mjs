@@ -8,45 +8,16 @@
 // the scenario kills), PETSTORE_BASE (where the petstore's calls go), CHROMIUM,
 // SCREENSHOT_DIR.
 import { mkdirSync } from "node:fs";
-import { createRequire } from "node:module";
 import { join } from "node:path";
+import { WAIT, check, checkLabels, env, finish, launch } from "./browser_kit.mjs";
 
-// playwright-core from the test dependencies' node_modules (NODE_MODULES, as the
-// Rust test finds it; the workspace's otherwise).
-const modules = process.env.NODE_MODULES || new URL("../../node_modules/", import.meta.url).pathname;
-const { chromium } = createRequire(join(modules, "resolve.js"))("playwright-core");
-
-const env = (name) => {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set`);
-  return value;
-};
 const base = env("GATEWAY_URL");
 const shots = env("SCREENSHOT_DIR");
 mkdirSync(shots, { recursive: true });
-const WAIT = { timeout: 30000 };
 const summary = {};
-
-function check(condition, message) {
-  if (!condition) throw new Error(message);
-}
 
 async function shot(page, name) {
   await page.screenshot({ path: join(shots, `${name}.png`), fullPage: false });
-}
-
-// Every visible form control has a label (or an aria-label), every button a name.
-async function checkLabels(page) {
-  const unlabelled = await page.evaluate(() =>
-    Array.from(document.querySelectorAll("input, select, textarea, button"))
-      .filter((el) => el.type !== "hidden")
-      .filter((el) => {
-        if (el.tagName === "BUTTON") return !(el.textContent.trim() || el.getAttribute("aria-label"));
-        return !((el.labels && el.labels.length) || el.getAttribute("aria-label"));
-      })
-      .map((el) => el.outerHTML.slice(0, 80)),
-  );
-  check(unlabelled.length === 0, `unlabelled controls on ${page.url()}: ${unlabelled}`);
 }
 
 async function signIn(page, token) {
@@ -56,16 +27,9 @@ async function signIn(page, token) {
   await Promise.all([page.waitForURL(`${base}/console`, WAIT), page.click('button[type="submit"]')]);
 }
 
-const browser = await chromium.launch({
-  executablePath: env("CHROMIUM"),
-  headless: true,
-  // Root in a container has no user namespaces for the sandbox.
-  args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-  timeout: 60000,
-});
-let failed = null;
+const browser = await launch();
 const external = [];
-try {
+await finish(browser, async () => {
   const admin = await browser.newContext({ viewport: { width: 1366, height: 860 } });
   // No request may leave the gateway's origin: the console works air-gapped.
   admin.on("request", (request) => {
@@ -257,13 +221,4 @@ try {
 
   check(consoleErrors.length === 0, `browser console errors: ${consoleErrors}`);
   check(external.length === 0, `requests outside the gateway: ${external}`);
-} catch (error) {
-  failed = error;
-} finally {
-  await browser.close();
-}
-if (failed) {
-  console.log(`FAILED: ${failed.stack || failed}`);
-  process.exit(1);
-}
-console.log(JSON.stringify({ ok: true, ...summary }));
+}, summary);

@@ -12,17 +12,9 @@
 // user's own API key), USER (its subject), TENANT, UPSTREAM (the OAuth upstream's
 // name), AUTH_SERVER (the upstream's authorization server's base URL).
 import { mkdirSync } from "node:fs";
-import { createRequire } from "node:module";
 import { join } from "node:path";
+import { WAIT, check, checkLabels, env, finish, launch } from "./browser_kit.mjs";
 
-const modules = process.env.NODE_MODULES || new URL("../../node_modules/", import.meta.url).pathname;
-const { chromium } = createRequire(join(modules, "resolve.js"))("playwright-core");
-
-const env = (name) => {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set`);
-  return value;
-};
 const [base, key, user, tenant, upstream, authServer, shots] = [
   "GATEWAY_URL",
   "USER_KEY",
@@ -33,29 +25,10 @@ const [base, key, user, tenant, upstream, authServer, shots] = [
   "SCREENSHOT_DIR",
 ].map(env);
 mkdirSync(shots, { recursive: true });
-const WAIT = { timeout: 30000 };
 const summary = {};
-
-function check(condition, message) {
-  if (!condition) throw new Error(message);
-}
 
 async function shot(page, name) {
   await page.screenshot({ path: join(shots, `${name}.png`), fullPage: false });
-}
-
-// Every visible form control has a label (or an aria-label), every button a name.
-async function checkLabels(page) {
-  const unlabelled = await page.evaluate(() =>
-    Array.from(document.querySelectorAll("input, select, textarea, button"))
-      .filter((el) => el.type !== "hidden")
-      .filter((el) => {
-        if (el.tagName === "BUTTON") return !(el.textContent.trim() || el.getAttribute("aria-label"));
-        return !((el.labels && el.labels.length) || el.getAttribute("aria-label"));
-      })
-      .map((el) => el.outerHTML.slice(0, 80)),
-  );
-  check(unlabelled.length === 0, `unlabelled controls on ${page.url()}: ${unlabelled}`);
 }
 
 // The upstream's row on the connections page: whether it says connected.
@@ -65,17 +38,10 @@ async function connected(page) {
   return (await row.getAttribute("data-connected")) === "true";
 }
 
-const browser = await chromium.launch({
-  executablePath: env("CHROMIUM"),
-  headless: true,
-  // Root in a container has no user namespaces for the sandbox.
-  args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-  timeout: 60000,
-});
-let failed = null;
+const browser = await launch();
 const elsewhere = [];
 const consoleErrors = [];
-try {
+await finish(browser, async () => {
   const context = await browser.newContext({ viewport: { width: 1366, height: 860 } });
   // Nothing leaves the machine: a request to anywhere but the gateway and the
   // authorization server is aborted before it is sent, and noted.
@@ -158,13 +124,4 @@ try {
 
   check(consoleErrors.length === 0, `browser console errors: ${consoleErrors}`);
   check(elsewhere.length === 0, `requests outside the gateway and the authorization server: ${elsewhere}`);
-} catch (error) {
-  failed = error;
-} finally {
-  await browser.close();
-}
-if (failed) {
-  console.log(`FAILED: ${failed.stack || failed}`);
-  process.exit(1);
-}
-console.log(JSON.stringify({ ok: true, ...summary }));
+}, summary);

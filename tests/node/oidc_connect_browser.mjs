@@ -10,41 +10,21 @@
 // account to sign in as), TENANT, UPSTREAM (the upstream's name in the gateway),
 // GATEWAY_URL, ISSUER.
 import { mkdirSync } from "node:fs";
-import { createRequire } from "node:module";
 import { join } from "node:path";
+import { WAIT, check, env, finish, launch } from "./browser_kit.mjs";
 
-const modules = process.env.NODE_MODULES || new URL("../../node_modules/", import.meta.url).pathname;
-const { chromium } = createRequire(join(modules, "resolve.js"))("playwright-core");
-
-const env = (name) => {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set`);
-  return value;
-};
 const [link, login, tenant, upstream] = ["CONNECT_URL", "LOGIN", "TENANT", "UPSTREAM"].map(env);
 const [gateway, issuer, shots] = ["GATEWAY_URL", "ISSUER", "SCREENSHOT_DIR"].map(env);
 mkdirSync(shots, { recursive: true });
-const WAIT = { timeout: 30000 };
 const summary = { login };
-
-function check(condition, message) {
-  if (!condition) throw new Error(message);
-}
 
 async function shot(page, name) {
   await page.screenshot({ path: join(shots, `${login}-${name}.png`), fullPage: true });
 }
 
-const browser = await chromium.launch({
-  executablePath: env("CHROMIUM"),
-  headless: true,
-  // Root in a container has no user namespaces for the sandbox.
-  args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-  timeout: 60000,
-});
-let failed = null;
+const browser = await launch();
 const elsewhere = [];
-try {
+await finish(browser, async () => {
   const context = await browser.newContext({ viewport: { width: 1024, height: 768 } });
   // Nothing leaves the machine: a request to anywhere but the gateway and the
   // provider is aborted before it is sent, and noted with the page that made it.
@@ -106,13 +86,4 @@ try {
   const fromGateway = elsewhere.filter((r) => !r.page.startsWith(issuer));
   check(fromGateway.length === 0, `requests to other hosts: ${JSON.stringify(fromGateway)}`);
   summary.blocked = elsewhere.length;
-} catch (error) {
-  failed = error;
-} finally {
-  await browser.close();
-}
-if (failed) {
-  console.log(`FAILED: ${failed.stack || failed}`);
-  process.exit(1);
-}
-console.log(JSON.stringify({ ok: true, ...summary }));
+}, summary);
