@@ -213,3 +213,98 @@ async fn a_real_client_takes_both_answers_in_both_modes() {
             .all(|r| r.header("x-api-key") == Some(ACME_API_KEY))
     );
 }
+
+/// `per_tenant` on an HTTP MCP upstream: each tenant reaches it with its own bearer
+/// token, on connections of its own, opened at startup, so that each tenant lists the
+/// tools its own token opens before any call. A tenant without a token is asked for
+/// one (no one else's is used); another tenant's own tool is, to it, a tool that does
+/// not exist.
+#[tokio::test]
+async fn each_tenant_reaches_an_mcp_upstream_with_its_own_token() {
+    use toolgate_e2e::oauth_upstream::OAuthUpstream;
+    const BARE: &str = "tg-pt-bare-0123456789abcdef";
+    let upstream = OAuthUpstream::start(Duration::from_secs(3600)).await;
+    let bearer =
+        |user: &str| json!({"pat": {"type": "bearer", "token": upstream.issue_token(user)}});
+    let gateway = Gateway::start(json!({
+        "upstreams": {"gh": {
+            "streamable_http": {"url": upstream.mcp_url()},
+            "credentials": "per_tenant",
+        }},
+        "tenants": {
+            "acme": {"api_keys": [hash_key(ACME)], "upstream_credentials": {"gh": bearer("acme-bot")}},
+            "globex": {"api_keys": [hash_key(GLOBEX)], "upstream_credentials": {"gh": bearer("globex-bot")}},
+            "bare": {"api_keys": [hash_key(BARE)]},
+        }
+    }))
+    .await;
+    let listed = |key: &'static str| {
+        let gateway = &gateway;
+        async move {
+            let (_, body) =
+                toolgate_e2e::rest_get(gateway, "/v1/tools?format=mcp", Some(key)).await;
+            let mut names: Vec<String> = body["tools"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|t| t["name"].as_str().map(str::to_owned))
+                .filter(|n| n.starts_with("gh__"))
+                .collect();
+            names.sort();
+            names
+        }
+    };
+    for (key, own) in [
+        (ACME, "gh__acme-bot_notes"),
+        (GLOBEX, "gh__globex-bot_notes"),
+    ] {
+        let mut seen = Vec::new();
+        for _ in 0..100 {
+            seen = listed(key).await;
+            if seen == [own, "gh__whoami"] {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(seen, [own, "gh__whoami"], "{key}");
+    }
+    let call = |key: &'static str, tool: &'static str, expect: &'static str| {
+        let gateway = &gateway;
+        async move {
+            rest_post(
+                gateway,
+                &format!("/v1/tools/{tool}/call"),
+                Some(key),
+                json!({"arguments": {"expect": expect}}),
+            )
+            .await
+        }
+    };
+    for _ in 0..10 {
+        for (key, bot) in [(ACME, "acme-bot"), (GLOBEX, "globex-bot")] {
+            let (status, body) = call(key, "gh__whoami", bot).await;
+            assert_eq!(status, 200, "{body}");
+            assert_eq!(body["content"][0]["text"], bot, "{body}");
+        }
+    }
+    let (status, body) = call(BARE, "gh__whoami", "bare").await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["error"]["code"], "authorization_required", "{body}");
+    let (status, foreign) = call(ACME, "gh__globex-bot_notes", "acme-bot").await;
+    let (status_none, none) = call(ACME, "gh__nobodys_notes", "acme-bot").await;
+    assert_eq!((status, status_none), (404, 404), "{foreign} {none}");
+    assert_eq!(
+        foreign["error"]["message"]
+            .as_str()
+            .map(|m| m.replace("gh__globex-bot_notes", "X")),
+        none["error"]["message"]
+            .as_str()
+            .map(|m| m.replace("gh__nobodys_notes", "X")),
+    );
+    let calls = upstream.calls();
+    assert_eq!(calls.len(), 20);
+    assert!(
+        calls.iter().all(|(user, expected)| user == expected),
+        "{calls:?}"
+    );
+}

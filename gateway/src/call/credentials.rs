@@ -33,6 +33,22 @@ pub(super) async fn for_call(
     match mounted.credentials {
         CredentialSource::Static => Ok(None),
         CredentialSource::PerTenant => match caller.tenant.upstream_credentials(upstream) {
+            // An HTTP MCP upstream: the tenant's own connections, with its token.
+            Some(credentials) if mounted.per_caller.is_some() => {
+                let token = credentials
+                    .openapi()
+                    .and_then(crate::config::mcp_bearer)
+                    .ok_or_else(|| {
+                        ToolError::Unavailable(format!(
+                            "upstream '{upstream}': tenant '{}' has no bearer token for it",
+                            caller.tenant.name
+                        ))
+                    })?;
+                Ok(Some(CallerCredentials::Bearer {
+                    holder: caller.principal().holder_for(CredentialSource::PerTenant),
+                    token: token.clone(),
+                }))
+            }
             Some(credentials) => Ok(Some(credentials.clone())),
             None => Err(ToolError::authorization_required(format!(
                 "upstream '{upstream}' is called with each tenant's own credentials, and \
@@ -111,9 +127,10 @@ pub(super) fn unlisted_own(
     let (upstream, _) = name.split_once(crate::catalog::SEPARATOR)?;
     let mounted = gateway.upstreams().get(upstream)?.clone();
     let per_caller = mounted.per_caller.as_ref()?;
-    (mounted.credentials.is_per_user()
+    let holder = caller.principal().holder_for(mounted.credentials);
+    (mounted.credentials.lists_per_caller()
         && mounted.namespace == crate::config::Namespace::Prefix
-        && per_caller.tools_for(&caller.principal().holder()).is_none())
+        && per_caller.tools_for(&holder).is_none())
     .then_some(mounted)
 }
 

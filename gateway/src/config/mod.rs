@@ -646,5 +646,16 @@ impl Config {
     }
 }
 
+/// The token of a tenant's credentials for an HTTP MCP upstream (`per_tenant`): its
+/// one credential, when that is a `bearer` one.
+pub fn mcp_bearer(
+    credentials: &BTreeMap<String, toolgate_adapters::openapi::Credential>,
+) -> Option<&toolgate_adapters::Secret> {
+    match credentials.values().collect::<Vec<_>>().as_slice() {
+        [toolgate_adapters::openapi::Credential::Bearer { token }] => Some(token),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests;

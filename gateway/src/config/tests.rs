@@ -124,12 +124,54 @@ fn token_exchange_is_configured_as_the_docs_say() {
     );
 }
 
+/// `per_tenant` on an HTTP MCP upstream: the docs example is valid; a tenant's
+/// credentials there must be one bearer token; stdio does not take it.
+#[test]
+fn per_tenant_mcp_upstreams_take_one_bearer_token() {
+    let docs = page("docs/config.md");
+    let block = yaml_block(&docs, |block| {
+        block.contains("credentials: per_tenant") && block.contains("streamable_http")
+    })
+    .expect("docs/config.md has the per_tenant MCP example");
+    let env = |name: &str| (name == "ACME_GITHUB_TOKEN").then(|| "ghp_example".to_owned());
+    let config = Config::parse(block, &env).expect("the example parses");
+    assert!(config.problems().is_empty(), "{:?}", config.problems());
+    let token = crate::config::mcp_bearer(&config.tenants["acme"].upstream_credentials["github"]);
+    assert_eq!(token.map(|t| t.expose()), Some("ghp_example"));
+    let refused = |text: &str| match Config::parse(text, &|_| None) {
+        Ok(config) => config
+            .problems()
+            .iter()
+            .map(|p| p.path.clone())
+            .collect::<Vec<_>>(),
+        Err(e) => vec![format!("{e:?}")],
+    };
+    let key = "upstreams:\n  g:\n    streamable_http: {url: https://g.example.com/mcp}\n    credentials: per_tenant\ntenants:\n  a:\n    upstream_credentials:\n      g: {k: {type: api_key, value: v}}\n";
+    assert!(
+        refused(key)
+            .iter()
+            .any(|p| p.contains("tenants.a.upstream_credentials.g")),
+        "{:?}",
+        refused(key)
+    );
+    let stdio = "upstreams:\n  s:\n    stdio: {command: x}\n    credentials: per_tenant\n";
+    assert!(
+        refused(stdio)
+            .iter()
+            .any(|p| p.contains("upstreams.s.credentials")),
+        "{:?}",
+        refused(stdio)
+    );
+}
+
 /// The per-tenant credentials example of docs/config.md parses as it says.
 #[test]
 fn the_per_tenant_credentials_example_parses() {
     let docs = page("docs/config.md");
-    let block = yaml_block(&docs, |block| block.contains("credentials: per_tenant"))
-        .expect("docs/config.md has the per_tenant example");
+    let block = yaml_block(&docs, |block| {
+        block.contains("credentials: per_tenant") && block.contains("openapi:")
+    })
+    .expect("docs/config.md has the per_tenant example");
     let env = |name: &str| (name == "ACME_BILLING_KEY").then(|| "acme-secret".to_owned());
     let config = Config::parse(block, &env).expect("the example parses");
     assert_eq!(

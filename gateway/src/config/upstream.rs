@@ -396,6 +396,8 @@ pub enum CredentialSource {
     Static,
     /// Each tenant's own (`tenants.<name>.upstream_credentials.<upstream>`), in place
     /// of the upstream's: a tenant without them is answered `authorization_required`.
+    /// An HTTP MCP upstream takes one `bearer` token per tenant, on connections of
+    /// that tenant's own.
     PerTenant,
     /// Each user's own token from the upstream's authorization server (OAuth 2.1,
     /// streamable HTTP and SSE MCP upstreams): the gateway is the OAuth client, each
@@ -426,6 +428,12 @@ impl CredentialSource {
             self,
             CredentialSource::Oauth | CredentialSource::TokenExchange
         )
+    }
+
+    /// Each caller — a user, or with `per_tenant` a tenant — reaches an HTTP MCP
+    /// upstream on connections of their own, which list that caller's tools.
+    pub fn lists_per_caller(self) -> bool {
+        self.is_per_user() || self == CredentialSource::PerTenant
     }
 }
 

@@ -55,13 +55,18 @@ impl Config {
                 invalid(path.clone(), message);
             }
             if upstream.settings.credentials == crate::config::CredentialSource::PerTenant
-                && upstream.kind.kind() != crate::config::Kind::Openapi
+                && !matches!(
+                    upstream.kind.kind(),
+                    crate::config::Kind::Openapi
+                        | crate::config::Kind::StreamableHttp
+                        | crate::config::Kind::Sse
+                )
             {
                 invalid(
                     format!("{path}.credentials"),
                     format!(
-                        "`per_tenant` is taken by openapi upstreams; a {} upstream is called \
-                         with its own `headers` or `env` (`static`)",
+                        "`per_tenant` is taken by openapi, streamable_http and sse upstreams; a \
+                         {} upstream is called with its own `env` (`static`)",
                         upstream.kind.name()
                     ),
                 );
@@ -252,6 +257,21 @@ impl Config {
                 let per_tenant = self.upstreams.get(upstream).is_some_and(|u| {
                     u.settings.credentials == crate::config::CredentialSource::PerTenant
                 });
+                let mcp = self.upstreams.get(upstream).is_some_and(|u| {
+                    matches!(
+                        u.kind.kind(),
+                        crate::config::Kind::StreamableHttp | crate::config::Kind::Sse
+                    )
+                });
+                let credentials = &tenant.upstream_credentials[upstream];
+                if per_tenant && mcp && crate::config::mcp_bearer(credentials).is_none() {
+                    invalid(
+                        format!("tenants.{name}.upstream_credentials.{upstream}"),
+                        "an MCP upstream takes one `bearer` token per tenant (sent as \
+                         `Authorization: Bearer`): give exactly one credential, of type `bearer`"
+                            .into(),
+                    );
+                }
                 if !per_tenant {
                     invalid(
                         format!("tenants.{name}.upstream_credentials.{upstream}"),

@@ -63,6 +63,7 @@ pub(super) fn start_local(config: &Config, name: &str) -> Option<Mounted> {
                 CredentialSource::Oauth
                     | CredentialSource::ClientCredentials
                     | CredentialSource::TokenExchange
+                    | CredentialSource::PerTenant
             ) =>
         {
             let per_caller = mcp::spawn_per_caller(

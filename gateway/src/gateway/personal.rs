@@ -64,18 +64,32 @@ impl Gateway {
     /// snapshot.
     pub(crate) fn own_view(&self, caller: &Caller) -> Option<(Arc<Catalog>, Arc<Allowed>)> {
         let upstreams = self.upstreams();
-        let per_user: Vec<(&str, &Arc<toolgate_adapters::mcp::PerCallerUpstream>)> = upstreams
+        // Each upstream listed per caller, with whose lists the caller sees there: their
+        // own, or their tenant's (`per_tenant`).
+        let principal = caller.principal();
+        let per_user: Vec<(
+            &str,
+            Arc<str>,
+            &Arc<toolgate_adapters::mcp::PerCallerUpstream>,
+        )> = upstreams
             .iter()
-            .filter(|(_, m)| m.credentials.is_per_user())
-            .filter_map(|(name, m)| Some((name.as_str(), m.per_caller.as_ref()?)))
+            .filter(|(_, m)| m.credentials.lists_per_caller())
+            .filter_map(|(name, m)| {
+                let per_caller = m.per_caller.as_ref()?;
+                Some((
+                    name.as_str(),
+                    principal.holder_for(m.credentials),
+                    per_caller,
+                ))
+            })
             .collect();
         if per_user.is_empty() {
             return None;
         }
-        let holder = caller.principal().holder();
+        let holder = principal.holder();
         let lists: Vec<Option<Arc<Vec<ToolDef>>>> = per_user
             .iter()
-            .map(|(_, upstream)| upstream.tools_for(&holder))
+            .map(|(_, lister, upstream)| upstream.tools_for(lister))
             .collect();
         if lists.iter().all(Option::is_none) {
             return None;
@@ -106,7 +120,7 @@ impl Gateway {
                 let own: HashMap<&str, Arc<Vec<ToolDef>>> = per_user
                     .iter()
                     .zip(&lists)
-                    .filter_map(|((name, _), list)| Some((*name, list.clone()?)))
+                    .filter_map(|((name, _, _), list)| Some((*name, list.clone()?)))
                     .collect();
                 let catalog = Arc::new(super::off_the_workers(|| build(&base, &upstreams, &own)));
                 self.keep(holder.clone(), &base, lists, &catalog);

@@ -117,6 +117,20 @@ impl Principal {
         )
         .into()
     }
+
+    /// Who holds the credentials of an upstream with `source`: the tenant as a whole
+    /// for `per_tenant` (every person of the tenant shares its connections), else
+    /// the principal.
+    pub fn holder_for(&self, source: crate::config::CredentialSource) -> Arc<str> {
+        match source {
+            crate::config::CredentialSource::PerTenant => Principal {
+                tenant: self.tenant.clone(),
+                subject: None,
+            }
+            .holder(),
+            _ => self.holder(),
+        }
+    }
 }
 
 /// One tenant, compiled.

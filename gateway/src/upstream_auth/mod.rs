@@ -112,6 +112,33 @@ impl UpstreamAuth {
         }
     }
 
+    /// Opens each tenant's own connection to a `per_tenant` HTTP MCP upstream with its
+    /// token, so that every tenant's tools are listed before its first call.
+    fn warm_tenants(&self, upstream: &str, per_caller: &toolgate_adapters::mcp::PerCallerUpstream) {
+        let config = self.config();
+        let per_tenant = config
+            .upstreams
+            .get(upstream)
+            .is_some_and(|u| u.settings.credentials == CredentialSource::PerTenant);
+        if !per_tenant {
+            return;
+        }
+        for (tenant, settings) in &config.tenants {
+            if let Some(token) = settings
+                .upstream_credentials
+                .get(upstream)
+                .and_then(crate::config::mcp_bearer)
+            {
+                let holder = Principal {
+                    tenant: tenant.clone(),
+                    subject: None,
+                }
+                .holder_for(CredentialSource::PerTenant);
+                per_caller.warm(holder, token);
+            }
+        }
+    }
+
     /// Keeps an OAuth upstream's tool list in the store as connections list it, and
     /// starts it from the list kept: a replica started afresh lists (and routes to) the
     /// tools users connected before, without waiting for one of them to call. Runs
@@ -532,6 +559,8 @@ impl crate::gateway::UpstreamTokens for UpstreamAuth {
             self.keep_listing(upstream.to_owned(), per_caller, stop);
         } else if self.is_client_credentials(upstream) {
             self.warm_service(upstream.to_owned(), per_caller, stop);
+        } else {
+            self.warm_tenants(upstream, &per_caller);
         }
     }
 
