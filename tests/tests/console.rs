@@ -616,12 +616,17 @@ async fn oauth_gateway(upstream: &OAuthUpstream) -> Gateway {
 
 /// The console's connections page as the session `cookie` sees it.
 async fn connections_page(gateway: &Gateway, cookie: &str) -> (u16, String) {
+    console_page(gateway, cookie, "/console/connections").await
+}
+
+/// A console page at `path` as the session of `cookie` sees it.
+async fn console_page(gateway: &Gateway, cookie: &str, path: &str) -> (u16, String) {
     let response = client()
-        .get(gateway.url("/console/connections"))
+        .get(gateway.url(path))
         .header("cookie", cookie)
         .send()
         .await
-        .expect("GET /console/connections");
+        .unwrap_or_else(|e| panic!("GET {path}: {e}"));
     let status = response.status().as_u16();
     (status, response.text().await.expect("the page"))
 }
@@ -677,6 +682,23 @@ async fn the_connections_page_shows_each_user_their_own() {
     let tokenless = connections_post(&gateway, (alice.0, ""), "gh", "connect").await;
     assert_eq!(tokenless.status(), 403, "no CSRF token");
 
+    // The tenant's shared account connects first (over REST): with two accounts'
+    // lists known, what one of them alone has is no one else's to see.
+    let (status, body) = toolgate_e2e::rest_post(
+        &gateway,
+        "/v1/connections/gh",
+        Some(ACME_KEY),
+        serde_json::json!({}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    connect_as(
+        body["connect_url"].as_str().expect("connect_url"),
+        "acme-team",
+    )
+    .await
+    .expect("the tenant's account connects");
+
     // Connect: to the user's own connect link on the gateway, through it to the
     // upstream's authorization server and back; the page shows it connected.
     let connect = connections_post(&gateway, alice, "gh", "connect").await;
@@ -690,6 +712,26 @@ async fn the_connections_page_shows_each_user_their_own() {
         "{link}"
     );
     connect_as(&link, "alice").await.expect("alice connects");
+    // Her catalog and its search are her own now: the tool her account alone has.
+    let mut catalog = String::new();
+    for _ in 0..100 {
+        catalog = console_page(&gateway, alice.0, "/console/catalog").await.1;
+        if catalog.contains("gh__alice_notes") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(catalog.contains("gh__alice_notes"), "{catalog}");
+    let (_, found) = console_page(&gateway, alice.0, "/console/catalog?q=private+notes").await;
+    assert!(found.contains("gh__alice_notes"), "{found}");
+    // (The tenant's account goes again: what follows is about Alice's alone.)
+    let gone = client()
+        .delete(gateway.url("/v1/connections/gh"))
+        .bearer_auth(ACME_KEY)
+        .send()
+        .await
+        .expect("disconnect the tenant's account");
+    assert_eq!(gone.status(), 204);
     let (_, page) = connections_page(&gateway, alice.0).await;
     assert!(
         page.contains("data-connection=\"gh\" data-connected=\"true\""),
@@ -728,7 +770,11 @@ async fn the_connections_page_shows_each_user_their_own() {
             "one answer for both"
         );
     }
-    assert_eq!(upstream.authorizations(), 1, "only alice went to consent");
+    assert_eq!(
+        upstream.authorizations(),
+        2,
+        "only alice and the tenant's own account went to consent"
+    );
 
     // A key naming no user: the tenant's own connections, said as such.
     let (acme_cookie, _) = sign_in(&gateway, ACME_KEY).await;
@@ -753,6 +799,7 @@ async fn the_connections_page_shows_each_user_their_own() {
     assert_eq!(refused.status(), 404, "the admin connects no account");
 
     // Disconnect: forgotten, revoked at the upstream, and said so.
+    let revoked = upstream.revoked();
     let disconnect = connections_post(&gateway, alice, "gh", "disconnect").await;
     assert_eq!(disconnect.status(), 200);
     let page = disconnect.text().await.expect("the page");
@@ -762,7 +809,7 @@ async fn the_connections_page_shows_each_user_their_own() {
         "{page}"
     );
     assert!(
-        upstream.revoked() >= 1,
+        upstream.revoked() > revoked,
         "the token was revoked at the upstream"
     );
 }

@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::auth::{Current, Viewer};
 use super::html::{self, esc, url_part};
 use super::{Console, not_found, schema, signed_in};
-use crate::access::{Caller, View};
+use crate::access::View;
 use crate::catalog::{Catalog, Entry};
 use crate::export::{self, ExportOptions, Format};
 use crate::policy::{self, Allowed, Item, Method};
@@ -34,14 +34,23 @@ struct Visibility {
 }
 
 impl Visibility {
+    /// What `viewer` sees: for a tenant's user, the catalog their calls are answered
+    /// from (their own, where an upstream lists per user).
     fn of(console: &Console, viewer: &Viewer) -> Visibility {
         let gateway = &console.door.gateway;
-        let catalog = gateway.catalog();
-        let allowed = match viewer {
-            Viewer::Admin => None,
-            Viewer::Tenant(tenant, _) => Some(gateway.policy().allowed(tenant, &catalog)),
-        };
-        Visibility { catalog, allowed }
+        match viewer.caller() {
+            None => Visibility {
+                catalog: gateway.catalog(),
+                allowed: None,
+            },
+            Some(caller) => {
+                let view = View::of(gateway, &caller);
+                Visibility {
+                    catalog: view.catalog,
+                    allowed: Some(view.allowed),
+                }
+            }
+        }
     }
 
     /// Whether the viewer may use `item` (the admin: anything), as a sessionless
@@ -164,10 +173,9 @@ pub(super) async fn catalog(
 /// Ranked tool names for `q`: the `tool_search` engine over what the viewer may use.
 fn search(console: &Console, viewer: &Viewer, scope: &Visibility, q: &str) -> Vec<String> {
     let gateway = &console.door.gateway;
-    let hits = match viewer {
-        Viewer::Admin => gateway.search_where(&scope.catalog, q, SEARCH_LIMIT, |_| true),
-        Viewer::Tenant(tenant, _) => {
-            let caller = Caller::new(tenant.clone(), None);
+    let hits = match viewer.caller() {
+        None => gateway.search_where(&scope.catalog, q, SEARCH_LIMIT, |_| true),
+        Some(caller) => {
             let view = View::of(gateway, &caller);
             gateway.search_where(&view.catalog, q, SEARCH_LIMIT, |name| {
                 view.permits(&caller, Item::Tool(name), Method::Search)
