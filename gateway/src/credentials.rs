@@ -155,7 +155,7 @@ pub struct Identity {
     pub tenant: String,
     pub subject: Option<String>,
     /// The JWT itself, when the credential was one the gateway verified.
-    pub assertion: Option<toolgate_adapters::Secret>,
+    pub assertion: Option<crate::policy::Assertion>,
 }
 
 struct ApiKey {
@@ -306,12 +306,7 @@ impl Authenticator {
         let inner = self.current();
         let jwt_header = jwt::jwt_header(token);
         if let (Some(verifier), Some(header)) = (&inner.jwt, &jwt_header) {
-            return verifier.verify(token, header).await.map(|identity| {
-                Some(Identity {
-                    assertion: Some(toolgate_adapters::Secret::from(token.to_owned())),
-                    ..identity
-                })
-            });
+            return verifier.verify(token, header).await.map(Some);
         }
         match inner.lookup_api_key(token) {
             Some(key) => Ok(Some(Identity {

@@ -202,8 +202,10 @@ impl JwtVerifier {
         Ok(super::Identity {
             tenant: self.tenant(&claims)?,
             subject: self.subject(&claims)?,
-            // Set by the caller, who holds the token.
-            assertion: None,
+            assertion: Some(crate::policy::Assertion {
+                token: toolgate_adapters::Secret::from(token.to_owned()),
+                expires_at: claims.get("exp").and_then(Value::as_u64),
+            }),
         })
     }
 

@@ -24,7 +24,7 @@ pub trait UpstreamTokens: Send + Sync {
         &self,
         upstream: &str,
         principal: &Principal,
-        assertion: &Secret,
+        assertion: &crate::policy::Assertion,
     ) -> Result<Secret, ToolError>;
 
     /// The upstream refused `principal`'s token (`status` 401 or 403, its

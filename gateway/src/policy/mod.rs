@@ -44,7 +44,16 @@ pub struct Caller {
     /// The JWT the caller authenticated with (verified by the gateway), for the one
     /// use it has: an exchange at its issuer for an upstream's token
     /// (`credentials: token_exchange`). Never sent anywhere else.
-    pub assertion: Option<toolgate_adapters::Secret>,
+    pub assertion: Option<Assertion>,
+}
+
+/// A JWT a caller authenticated with, as the gateway verified it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assertion {
+    pub token: toolgate_adapters::Secret,
+    /// Its `exp` (seconds since the epoch), when it has one: nothing made from it may
+    /// outlive it.
+    pub expires_at: Option<u64>,
 }
 
 impl Caller {
@@ -59,7 +68,7 @@ impl Caller {
     }
 
     /// The same caller, who authenticated with the JWT `assertion`.
-    pub fn with_assertion(self, assertion: Option<toolgate_adapters::Secret>) -> Caller {
+    pub fn with_assertion(self, assertion: Option<Assertion>) -> Caller {
         Caller { assertion, ..self }
     }
 

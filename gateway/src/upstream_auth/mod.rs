@@ -602,7 +602,7 @@ impl crate::gateway::UpstreamTokens for UpstreamAuth {
         &self,
         upstream: &str,
         principal: &Principal,
-        assertion: &Secret,
+        assertion: &crate::policy::Assertion,
     ) -> Result<Secret, ToolError> {
         self.exchange(upstream, principal, assertion).await
     }
