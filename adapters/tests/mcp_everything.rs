@@ -37,6 +37,7 @@ fn stdio(deps: &NodeDeps) -> McpTransport {
         env: Default::default(),
         inherit_env: Default::default(),
         cwd: None,
+        token_env: None,
         max_line_bytes: toolgate_adapters::mcp::DEFAULT_MAX_LINE_BYTES,
     })
 }

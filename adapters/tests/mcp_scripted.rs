@@ -192,6 +192,7 @@ fn upstream_with_options(
             env,
             inherit_env: Default::default(),
             cwd: None,
+            token_env: None,
             max_line_bytes: MAX_LINE,
         }),
         options,

@@ -438,11 +438,16 @@ async fn a_replica_started_afresh_calls_with_the_token_kept_in_redis() {
 /// it there (RFC 8693) for a token of the upstream — no one connects anything. Each
 /// call reaches the upstream as its caller with a token made for the upstream (never
 /// the caller's own, never another's); a caller's exchanged token serves their next
-/// calls; a caller with an API key (nothing to exchange) is told so.
+/// calls; a caller with an API key (nothing to exchange) is told so. A stdio server
+/// gets each user's exchanged token in its `token_env`, in a process of that user's
+/// own.
 #[tokio::test]
 async fn callers_tokens_are_exchanged_for_the_upstreams_own() {
     const KEYED: &str = "tg-oidc-keyed-0123456789abcdef";
+    /// The stdio server's name at the provider (it takes 127.0.0.1 URLs only).
+    const STDIO_AUDIENCE: &str = "http://127.0.0.1:9/stdio-tickets";
     let deps = require!(OidcProvider::deps());
+    let node = require!(NodeDeps::find());
     let provider = OidcProvider::start(&deps, Duration::from_secs(3600)).await;
     let resource = OidcResource::start(&provider.issuer).await;
     let (client_id, client_secret) = &provider.exchange_client;
@@ -459,6 +464,21 @@ async fn callers_tokens_are_exchanged_for_the_upstreams_own() {
             "credentials": "token_exchange",
             "oauth": {
                 "issuer": issuer,
+                "client_id": client_id,
+                "client_secret": client_secret,
+                "allow_private_networks": true,
+            },
+        },
+        "sx": {
+            "stdio": {
+                "command": node.node(),
+                "args": [node.everything_entry(), "stdio"],
+                "token_env": "TICKETS_TOKEN",
+            },
+            "credentials": "token_exchange",
+            "oauth": {
+                "issuer": issuer,
+                "audience": STDIO_AUDIENCE,
                 "client_id": client_id,
                 "client_secret": client_secret,
                 "allow_private_networks": true,
@@ -521,6 +541,36 @@ async fn callers_tokens_are_exchanged_for_the_upstreams_own() {
     // One exchange per caller: the exchanged token serves the calls after.
     for user in ["alice", "bob"] {
         assert_eq!(provider.granted(TOKEN_EXCHANGE, user).await, 1, "{user}");
+    }
+
+    // The stdio server: each user's process holds a token the provider made for it,
+    // for that user (never the caller's own), the same on the next call.
+    let stdio_token = |token: String| {
+        let gateway = &gateway;
+        async move {
+            let (status, body) = rest_post(
+                gateway,
+                "/v1/tools/sx__get-env/call",
+                Some(&token),
+                json!({"arguments": {}}),
+            )
+            .await;
+            assert_eq!(status, 200, "{body}");
+            let env: Value = serde_json::from_str(&text(&body)).expect("get-env prints JSON");
+            env["TICKETS_TOKEN"].as_str().expect("the token").to_owned()
+        }
+    };
+    for _ in 0..2 {
+        for (token, user) in [(&alice, "alice"), (&bob, "bob")] {
+            let given = stdio_token(token.clone()).await;
+            assert_ne!(&given, token, "the caller's own token reached the process");
+            let claims = claims(&given);
+            assert_eq!(claims["sub"], user, "{claims}");
+            assert_eq!(claims["aud"], STDIO_AUDIENCE, "{claims}");
+        }
+    }
+    for user in ["alice", "bob"] {
+        assert_eq!(provider.granted(TOKEN_EXCHANGE, user).await, 2, "{user}");
     }
 
     // An API key carries nothing to exchange: said so, with no link to follow.

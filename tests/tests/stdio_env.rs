@@ -104,3 +104,85 @@ async fn stdio_children_get_a_minimal_environment_unless_configured() {
         assert_eq!(everything.get(*name), Some(&json!(value)), "{name}");
     }
 }
+
+/// `per_tenant` on a stdio server: each tenant's token reaches a process of that
+/// tenant's own, in the variable `token_env` names — never another tenant's process,
+/// never the gateway's environment; a tenant without a token is asked for one, and no
+/// process is started for it.
+#[tokio::test]
+async fn each_tenant_gets_a_stdio_process_with_its_own_token() {
+    const ACME: &str = "tg-stdio-acme-0123456789abcdef";
+    const GLOBEX: &str = "tg-stdio-globex-0123456789abcdef";
+    const BARE: &str = "tg-stdio-bare-0123456789abcdef";
+    const ACME_TOKEN: &str = "acme-stdio-token-7d1e";
+    const GLOBEX_TOKEN: &str = "globex-stdio-token-42b9";
+    let Some(deps) = NodeDeps::find() else { return };
+    let _heavy = toolgate_e2e::heavy_lock().await;
+    let bearer = |token: &str| json!({"gh": {"pat": {"type": "bearer", "token": token}}});
+    let gateway = Gateway::start(json!({
+        "upstreams": {
+            "gh": {
+                "stdio": {
+                    "command": deps.node(),
+                    "args": [deps.everything_entry(), "stdio"],
+                    "env": {"SHARED_SETTING": "same-for-all"},
+                    "token_env": "GH_TOKEN",
+                },
+                "credentials": "per_tenant",
+            }
+        },
+        "tenants": {
+            "acme": {"api_keys": [toolgate_e2e::hash_key(ACME)], "upstream_credentials": bearer(ACME_TOKEN)},
+            "globex": {"api_keys": [toolgate_e2e::hash_key(GLOBEX)], "upstream_credentials": bearer(GLOBEX_TOKEN)},
+            "bare": {"api_keys": [toolgate_e2e::hash_key(BARE)]},
+        }
+    }))
+    .await;
+    let env_as = |key: &'static str| {
+        let gateway = &gateway;
+        async move {
+            rest_post(
+                gateway,
+                "/v1/tools/gh__get-env/call",
+                Some(key),
+                json!({"arguments": {}}),
+            )
+            .await
+        }
+    };
+    // Interleaved: each answer comes from the caller's own process.
+    for _ in 0..5 {
+        for (key, own, other) in [
+            (ACME, ACME_TOKEN, GLOBEX_TOKEN),
+            (GLOBEX, GLOBEX_TOKEN, ACME_TOKEN),
+        ] {
+            let (status, body) = env_as(key).await;
+            assert_eq!(status, 200, "{body}");
+            let text = body["content"][0]["text"].as_str().unwrap_or_default();
+            let env: serde_json::Map<String, Value> =
+                serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"));
+            assert_eq!(env.get("GH_TOKEN"), Some(&json!(own)), "{env:?}");
+            assert_eq!(env.get("SHARED_SETTING"), Some(&json!("same-for-all")));
+            assert!(!text.contains(other), "another tenant's token: {text}");
+        }
+    }
+    let (status, body) = env_as(BARE).await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["error"]["code"], "authorization_required", "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("tenants.bare.upstream_credentials.gh"),
+        "{message}"
+    );
+    assert!(
+        !message.contains(ACME_TOKEN) && !message.contains(GLOBEX_TOKEN),
+        "{message}"
+    );
+    // The tokens are the tenants' own: not in what the gateway shows of the upstream.
+    let (_, upstreams) = toolgate_e2e::rest_get(&gateway, "/v1/upstreams", Some(ACME)).await;
+    let shown = upstreams.to_string();
+    assert!(
+        !shown.contains(ACME_TOKEN) && !shown.contains(GLOBEX_TOKEN),
+        "{shown}"
+    );
+}

@@ -98,6 +98,12 @@ pub struct StdioConfig {
     /// Working directory (default: the gateway's).
     #[serde(default)]
     pub cwd: Option<PathBuf>,
+    /// With `credentials` other than `static`: the environment variable each caller's
+    /// token is given in (`GITHUB_PERSONAL_ACCESS_TOKEN`). Each holder of a token — a
+    /// tenant with `per_tenant`, a user with `token_exchange` — gets a process of its
+    /// own, started with that token; a new token replaces the process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_env: Option<String>,
     /// Longest line (one JSON-RPC message) the process may write to stdout (default
     /// 16 MiB; at least 64 KiB is honoured). A longer line is a framing error: the
     /// calls in flight fail at once and the process is restarted, as after a crash.

@@ -1,9 +1,11 @@
-//! An HTTP MCP upstream reached with each caller's own token (OAuth per user): every
+//! An MCP upstream reached with each caller's own token (a tenant's, a user's): every
 //! holder of a token gets connections of its own, made with that token, and no
 //! message of one holder ever travels on another's connection.
 //!
-//! Each holder's connection is an ordinary supervised [`McpUpstream`] whose
-//! `Authorization` header is the holder's token (in place of any configured one).
+//! Each holder's connection is an ordinary supervised [`McpUpstream`]: over HTTP its
+//! `Authorization` header is the holder's token (in place of any configured one); a
+//! stdio server is a process of the holder's own, started with the token in the
+//! environment variable its config names (`token_env`).
 //! A new token for the same holder (refreshed, re-authorized with more scope)
 //! replaces the connection. Connections are bounded in number (the least recently
 //! used is closed first) and closed when idle.
@@ -37,6 +39,8 @@ use crate::{
 
 /// Connections held at once, across holders; past it the least recently used closes.
 const MAX_HELD: usize = 1024;
+/// The same for a stdio server, where each connection is a process.
+const MAX_PROCESSES: usize = 64;
 /// A connection unused this long is closed (the next call makes a new one).
 const IDLE_CLOSE: Duration = Duration::from_secs(600);
 /// How often a connection still being made is looked at.
@@ -95,16 +99,19 @@ impl std::fmt::Debug for PerCallerUpstream {
     }
 }
 
-/// Starts an MCP upstream reached with each caller's own token. `transport` must be
-/// streamable HTTP or legacy SSE (a stdio server has no per-request credentials).
+/// Starts an MCP upstream reached with each caller's own token. A stdio `transport`
+/// must name the variable the token is given in (`token_env`).
 pub fn spawn_per_caller(
     name: String,
     transport: McpTransport,
     options: McpOptions,
 ) -> Result<Arc<PerCallerUpstream>, String> {
-    if matches!(transport, McpTransport::Stdio(_)) {
+    if let McpTransport::Stdio(cfg) = &transport
+        && cfg.token_env.is_none()
+    {
         return Err(format!(
-            "upstream '{name}': a stdio server cannot be reached with each caller's own token"
+            "upstream '{name}': a stdio server is given each caller's own token in an \
+             environment variable, and `token_env` names none"
         ));
     }
     let (changes, _) = watch::channel(0);
@@ -146,8 +153,22 @@ impl PerCallerUpstream {
         match &self.transport {
             McpTransport::StreamableHttp(cfg) => McpTransport::StreamableHttp(with(cfg)),
             McpTransport::Sse(cfg) => McpTransport::Sse(with(cfg)),
-            // Refused by `spawn_per_caller`.
-            McpTransport::Stdio(cfg) => McpTransport::Stdio(cfg.clone()),
+            McpTransport::Stdio(cfg) => {
+                let mut cfg = cfg.clone();
+                // `spawn_per_caller` made sure there is one.
+                if let Some(name) = &cfg.token_env {
+                    cfg.env.insert(name.clone(), token.clone());
+                }
+                McpTransport::Stdio(cfg)
+            }
+        }
+    }
+
+    /// Connections held at once before the least recently used closes.
+    fn max_held(&self) -> usize {
+        match self.transport {
+            McpTransport::Stdio(_) => MAX_PROCESSES,
+            _ => MAX_HELD,
         }
     }
 
@@ -177,7 +198,7 @@ impl PerCallerUpstream {
             for key in idle {
                 closing.extend(held.remove(&key).map(|h| h.upstream));
             }
-            if held.len() >= MAX_HELD
+            if held.len() >= self.max_held()
                 && let Some(oldest) = held
                     .iter()
                     .min_by_key(|(_, h)| h.last_used)

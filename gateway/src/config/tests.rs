@@ -23,16 +23,17 @@ fn unknown_fields_are_rejected_with_their_path() {
     );
 }
 
-/// `credentials: per_tenant` is taken by OpenAPI upstreams only, a tenant's own
-/// credentials must name such an upstream, and a personal key's subject is checked.
+/// `credentials: per_tenant` is taken by OpenAPI and MCP upstreams only, a tenant's
+/// own credentials must name such an upstream, and a personal key's subject is
+/// checked.
 #[test]
 fn per_tenant_credentials_and_subjects_are_checked() {
     let err = |text: &str| Config::parse(text, &no_env).unwrap_err().to_string();
-    let mcp = "upstreams:\n  ev:\n    stdio: {command: x}\n    credentials: per_tenant\n";
+    let skills = "upstreams:\n  ev:\n    skills: {paths: [x]}\n    credentials: per_tenant\n";
     assert!(
-        err(mcp).contains("upstreams.ev.credentials"),
+        err(skills).contains("upstreams.ev.credentials"),
         "{}",
-        err(mcp)
+        err(skills)
     );
     let key = format!("sha256:{}", "a".repeat(64));
     let stray = format!(
@@ -125,7 +126,8 @@ fn token_exchange_is_configured_as_the_docs_say() {
 }
 
 /// `per_tenant` on an HTTP MCP upstream: the docs example is valid; a tenant's
-/// credentials there must be one bearer token; stdio does not take it.
+/// credentials there must be one bearer token; a stdio server must name the variable
+/// its token goes in.
 #[test]
 fn per_tenant_mcp_upstreams_take_one_bearer_token() {
     let docs = page("docs/config.md");
@@ -158,9 +160,77 @@ fn per_tenant_mcp_upstreams_take_one_bearer_token() {
     assert!(
         refused(stdio)
             .iter()
-            .any(|p| p.contains("upstreams.s.credentials")),
+            .any(|p| p.contains("upstreams.s.stdio.token_env")),
         "{:?}",
         refused(stdio)
+    );
+}
+
+/// A stdio server takes each caller's token in the variable `token_env` names: the
+/// docs example is valid; the variable is needed with `per_tenant` and
+/// `token_exchange`, refused elsewhere, a real variable name, and not also in `env`;
+/// an exchange for a stdio server names its audience; `oauth` and
+/// `client_credentials`, which learn the authorization server from an HTTP answer,
+/// are refused.
+#[test]
+fn stdio_servers_take_each_callers_token_in_token_env() {
+    let docs = page("docs/config.md");
+    let block = yaml_block(&docs, |block| {
+        block.contains("credentials: per_tenant") && block.contains("token_env")
+    })
+    .expect("docs/config.md has the per_tenant stdio example");
+    let env = |name: &str| (name == "ACME_GITHUB_TOKEN").then(|| "ghp_example".to_owned());
+    let config = Config::parse(block, &env).expect("the example parses");
+    assert!(config.problems().is_empty(), "{:?}", config.problems());
+    let paths = |text: &str| match Config::parse(text, &|_| None) {
+        Ok(config) => config
+            .problems()
+            .iter()
+            .map(|p| p.path.clone())
+            .collect::<Vec<_>>(),
+        Err(crate::config::ConfigError::Invalid(problems)) => {
+            problems.0.iter().map(|p| p.path.clone()).collect()
+        }
+        Err(e) => vec![format!("{e:?}")],
+    };
+    let stdio = |extra: &str, credentials: &str| {
+        format!(
+            "upstreams:\n  s:\n    stdio: {{command: x{extra}}}\n    credentials: {credentials}\n"
+        )
+    };
+    assert_eq!(
+        paths(&stdio(", token_env: T", "static")),
+        ["upstreams.s.stdio.token_env"]
+    );
+    assert_eq!(
+        paths(&stdio(", token_env: '1X'", "per_tenant")),
+        ["upstreams.s.stdio.token_env"]
+    );
+    assert_eq!(
+        paths(&stdio(", token_env: T, env: {T: x}", "per_tenant")),
+        ["upstreams.s.stdio.token_env"]
+    );
+    assert!(paths(&stdio(", token_env: GH_TOKEN", "per_tenant")).is_empty());
+    for source in ["oauth", "client_credentials"] {
+        assert!(
+            paths(&stdio(", token_env: T", source)).contains(&"upstreams.s.credentials".into()),
+            "{source}: {:?}",
+            paths(&stdio(", token_env: T", source))
+        );
+    }
+    let exchange = "upstreams:\n  s:\n    stdio: {command: x, token_env: T}\n    credentials: token_exchange\n    oauth: {client_id: c, client_secret: s, issuer: 'https://idp.example.com'}\njwt: {issuer: 'https://idp.example.com', audience: gw, jwks_url: 'https://idp.example.com/jwks'}\n";
+    let audience = "upstreams.s.oauth.audience".to_owned();
+    assert!(paths(exchange).contains(&audience), "{:?}", paths(exchange));
+    let with_audience = exchange.replace(
+        "issuer: 'https://idp.example.com'}",
+        "issuer: 'https://idp.example.com', audience: github}",
+    );
+    assert!(
+        !paths(&with_audience)
+            .iter()
+            .any(|p| p.starts_with("upstreams.")),
+        "{:?}",
+        paths(&with_audience)
     );
 }
 

@@ -377,8 +377,10 @@ struct UpstreamFile {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     tools: BTreeMap<String, ToolSettings>,
     /// Whose credentials calls carry: `static` (the upstream's own `auth` or
-    /// `headers`, one identity for every caller) or `per_tenant` (each tenant's own,
-    /// from `tenants.<name>.upstream_credentials.<upstream>`; OpenAPI upstreams).
+    /// `headers`, one identity for every caller), `per_tenant` (each tenant's own,
+    /// from `tenants.<name>.upstream_credentials.<upstream>`), `oauth` (each user's
+    /// own), `client_credentials` (the gateway's service identity) or `token_exchange`
+    /// (each user's token to the gateway, exchanged for one to the upstream).
     #[serde(default, skip_serializing_if = "CredentialSource::is_static")]
     credentials: CredentialSource,
     /// With `credentials: oauth`: a pre-registered client, default scopes, and whether
@@ -396,8 +398,9 @@ pub enum CredentialSource {
     Static,
     /// Each tenant's own (`tenants.<name>.upstream_credentials.<upstream>`), in place
     /// of the upstream's: a tenant without them is answered `authorization_required`.
-    /// An HTTP MCP upstream takes one `bearer` token per tenant, on connections of
-    /// that tenant's own.
+    /// An MCP upstream takes one `bearer` token per tenant, on connections of that
+    /// tenant's own (a stdio server: a process of the tenant's own, given the token in
+    /// its `token_env`).
     PerTenant,
     /// Each user's own token from the upstream's authorization server (OAuth 2.1,
     /// streamable HTTP and SSE MCP upstreams): the gateway is the OAuth client, each
@@ -412,7 +415,8 @@ pub enum CredentialSource {
     /// The caller's own token to the gateway (a JWT it validated), exchanged at the
     /// issuer that made it (RFC 8693) for one whose audience is the upstream: each
     /// user reaches the upstream as themselves without connecting (streamable HTTP
-    /// and SSE MCP upstreams).
+    /// and SSE MCP upstreams; a stdio server gets it in its `token_env`, in a process
+    /// of the user's own).
     TokenExchange,
 }
 
@@ -430,8 +434,8 @@ impl CredentialSource {
         )
     }
 
-    /// Each caller — a user, or with `per_tenant` a tenant — reaches an HTTP MCP
-    /// upstream on connections of their own, which list that caller's tools.
+    /// Each caller — a user, or with `per_tenant` a tenant — reaches an MCP upstream
+    /// on connections of their own, which list that caller's tools.
     pub fn lists_per_caller(self) -> bool {
         self.is_per_user() || self == CredentialSource::PerTenant
     }

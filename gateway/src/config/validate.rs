@@ -60,17 +60,19 @@ impl Config {
                     crate::config::Kind::Openapi
                         | crate::config::Kind::StreamableHttp
                         | crate::config::Kind::Sse
+                        | crate::config::Kind::Stdio
                 )
             {
                 invalid(
                     format!("{path}.credentials"),
                     format!(
-                        "`per_tenant` is taken by openapi, streamable_http and sse upstreams; a \
-                         {} upstream is called with its own `env` (`static`)",
+                        "`per_tenant` is taken by openapi, streamable_http, sse and stdio \
+                         upstreams, not by a {} upstream",
                         upstream.kind.name()
                     ),
                 );
             }
+            stdio_token_problems(&path, upstream, invalid);
             self.oauth_problems(&path, upstream, invalid);
             match &upstream.kind {
                 UpstreamKind::Skills(skills) => {
@@ -141,7 +143,8 @@ impl Config {
                 format!("{path}.credentials"),
                 format!(
                     "`oauth` is taken by streamable_http, sse and openapi upstreams; a {} \
-                     upstream is called with its own credentials (`static`)",
+                     upstream is called with its own credentials (`static`), each tenant's \
+                     (`per_tenant`) or each user's exchanged token (`token_exchange`)",
                     upstream.kind.name()
                 ),
             );
@@ -260,7 +263,9 @@ impl Config {
                 let mcp = self.upstreams.get(upstream).is_some_and(|u| {
                     matches!(
                         u.kind.kind(),
-                        crate::config::Kind::StreamableHttp | crate::config::Kind::Sse
+                        crate::config::Kind::StreamableHttp
+                            | crate::config::Kind::Sse
+                            | crate::config::Kind::Stdio
                     )
                 });
                 let credentials = &tenant.upstream_credentials[upstream];
@@ -268,7 +273,8 @@ impl Config {
                     invalid(
                         format!("tenants.{name}.upstream_credentials.{upstream}"),
                         "an MCP upstream takes one `bearer` token per tenant (sent as \
-                         `Authorization: Bearer`): give exactly one credential, of type `bearer`"
+                         `Authorization: Bearer`, or to a stdio server in its `token_env`): \
+                         give exactly one credential, of type `bearer`"
                             .into(),
                     );
                 }
@@ -372,16 +378,33 @@ fn service_client_problems(
     invalid: &mut impl FnMut(String, String),
 ) {
     use crate::config::Kind;
-    if !matches!(upstream.kind.kind(), Kind::StreamableHttp | Kind::Sse) {
-        invalid(
+    let settings = upstream.settings.oauth.clone().unwrap_or_default();
+    // A stdio server's tokens come from `oauth.issuer`, named in the config: it has
+    // no 401 answer to name its authorization server, which `client_credentials`
+    // learns from.
+    let stdio_ok = source == "token_exchange";
+    match upstream.kind.kind() {
+        Kind::StreamableHttp | Kind::Sse => {}
+        Kind::Stdio if stdio_ok => {
+            if settings.audience.is_none() {
+                invalid(
+                    format!("{path}.oauth.audience"),
+                    "a stdio server has no URL to name it at the issuer: set `oauth.audience` \
+                     to the audience its tokens must carry"
+                        .into(),
+                );
+            }
+        }
+        _ => invalid(
             format!("{path}.credentials"),
             format!(
-                "`{source}` is taken by streamable_http and sse upstreams, not by a {} upstream",
+                "`{source}` is taken by streamable_http and sse upstreams{}, not by a {} \
+                 upstream",
+                if stdio_ok { " (and stdio)" } else { "" },
                 upstream.kind.name()
             ),
-        );
+        ),
     }
-    let settings = upstream.settings.oauth.clone().unwrap_or_default();
     if settings.client_id.is_none()
         || (settings.client_secret.is_none() && settings.private_key.is_none())
     {
@@ -393,6 +416,51 @@ fn service_client_problems(
             ),
         );
     }
+}
+
+/// A stdio upstream called with each caller's own token gets it in the environment
+/// variable `token_env` names: needed with `per_tenant` and `token_exchange`, and
+/// meaningless otherwise.
+fn stdio_token_problems(
+    path: &str,
+    upstream: &crate::config::UpstreamConfig,
+    invalid: &mut impl FnMut(String, String),
+) {
+    use crate::config::CredentialSource;
+    let UpstreamKind::Stdio(stdio) = &upstream.kind else {
+        return;
+    };
+    let per_caller = matches!(
+        upstream.settings.credentials,
+        CredentialSource::PerTenant | CredentialSource::TokenExchange
+    );
+    match &stdio.token_env {
+        None if per_caller => invalid(
+            format!("{path}.stdio.token_env"),
+            "a stdio server is given each caller's token in an environment variable: name \
+             it (`token_env: GITHUB_PERSONAL_ACCESS_TOKEN`)"
+                .into(),
+        ),
+        Some(_) if !per_caller => invalid(
+            format!("{path}.stdio.token_env"),
+            "used only with `credentials: per_tenant` or `token_exchange`".into(),
+        ),
+        Some(name) if !is_env_name(name) => invalid(
+            format!("{path}.stdio.token_env"),
+            format!("'{name}' is not an environment variable name (letters, digits, `_`)"),
+        ),
+        Some(name) if stdio.env.contains_key(name) => invalid(
+            format!("{path}.stdio.token_env"),
+            format!("'{name}' is also set in `env`: each caller's token takes its place"),
+        ),
+        _ => {}
+    }
+}
+
+fn is_env_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 #[cfg(test)]

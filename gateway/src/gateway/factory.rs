@@ -57,7 +57,7 @@ pub(super) fn start_local(config: &Config, name: &str) -> Option<Mounted> {
     let upstream_config = config.upstreams.get(name)?;
     let upstream: DynUpstream = match &upstream_config.kind {
         UpstreamKind::Skills(skills) => SkillsUpstream::spawn(name, skills),
-        UpstreamKind::Sse(_) | UpstreamKind::StreamableHttp(_)
+        UpstreamKind::Stdio(_) | UpstreamKind::Sse(_) | UpstreamKind::StreamableHttp(_)
             if matches!(
                 upstream_config.settings.credentials,
                 CredentialSource::Oauth

@@ -86,7 +86,7 @@ impl UpstreamAuth {
         let request = ExchangeRequest {
             subject_token: &assertion.token,
             subject_token_type,
-            resource: Some(idp.resource.as_str()),
+            resource: (!idp.resource.is_empty()).then_some(idp.resource.as_str()),
             audience: settings.audience.as_deref(),
             scope: scope.as_deref(),
         };
@@ -136,8 +136,8 @@ impl UpstreamAuth {
         lock(&self.exchanged.tokens).retain(|(u, h, _), _| !(u == upstream && *h == holder));
     }
 
-    /// The issuer's metadata, with `resource` the upstream's URL (read again every
-    /// [`METADATA_TTL`]).
+    /// The issuer's metadata, with `resource` the upstream's URL when it has one (read
+    /// again every [`METADATA_TTL`]).
     async fn issuer(&self, upstream: &str) -> Result<Discovery, String> {
         if let Some((discovery, at)) = lock(&self.exchanged.issuers).get(upstream)
             && at.elapsed() < METADATA_TTL
@@ -152,7 +152,10 @@ impl UpstreamAuth {
         let resource = match &upstream_config.kind {
             crate::config::UpstreamKind::StreamableHttp(http)
             | crate::config::UpstreamKind::Sse(http) => http.url.clone(),
-            _ => return Err("not an HTTP MCP server".into()),
+            // A stdio server has no URL to name: `oauth.audience` names it alone, and
+            // no `resource` is sent.
+            crate::config::UpstreamKind::Stdio(_) => String::new(),
+            _ => return Err("not an MCP server".into()),
         };
         let issuer = upstream_config
             .settings
