@@ -126,7 +126,12 @@ impl Tracker {
         Snapshot {
             state,
             last_error,
-            latency_ms: checks.latency.map(|l| l.as_secs_f64() * 1000.0),
+            // The last check's time is a healthy upstream's figure: an upstream down
+            // or failing checks has none worth showing.
+            latency_ms: checks
+                .latency
+                .filter(|_| state == State::Healthy)
+                .map(|l| l.as_secs_f64() * 1000.0),
             last_check: checks.last_check.and_then(|t| {
                 t.duration_since(SystemTime::UNIX_EPOCH)
                     .ok()
@@ -177,5 +182,71 @@ pub async fn probe(upstream: &DynUpstream, tracker: &Tracker, timeout: Duration)
                 timeout.as_millis()
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use async_trait::async_trait;
+    use toolgate_adapters::{CallContext, CallOutput, JsonObject, ToolDef, ToolError, Upstream};
+
+    use super::*;
+
+    /// An upstream in a given connection state, nothing more.
+    struct InState(Connection);
+
+    #[async_trait]
+    impl Upstream for InState {
+        fn name(&self) -> &str {
+            "u"
+        }
+        fn tools(&self) -> Arc<Vec<ToolDef>> {
+            Arc::default()
+        }
+        fn tools_changed(&self) -> tokio::sync::watch::Receiver<u64> {
+            tokio::sync::watch::channel(0).1
+        }
+        fn connection(&self) -> Connection {
+            self.0
+        }
+        fn last_error(&self) -> Option<String> {
+            (self.0 != Connection::Connected).then(|| "connection refused".into())
+        }
+        async fn call(
+            &self,
+            _: &str,
+            _: JsonObject,
+            _: CallContext,
+        ) -> Result<CallOutput, ToolError> {
+            Err(ToolError::Failed("not here".into()))
+        }
+        async fn check(&self, _: Duration) -> Result<(), ToolError> {
+            Ok(())
+        }
+        async fn shutdown(&self) {}
+    }
+
+    /// A check's latency is shown for a healthy upstream only: once it is down or
+    /// failing its checks, the last good figure would say it answers when it does not.
+    #[test]
+    fn only_a_healthy_upstream_shows_a_check_latency() {
+        let tracker = Tracker::new(crate::config::HealthConfig::default());
+        tracker.record_success(Duration::from_millis(3));
+        let up: DynUpstream = Arc::new(InState(Connection::Connected));
+        let healthy = tracker.snapshot(&up);
+        assert_eq!(healthy.state, State::Healthy);
+        assert!(healthy.latency_ms.is_some_and(|ms| ms >= 3.0));
+        for connection in [Connection::Reconnecting, Connection::Closed] {
+            let down: DynUpstream = Arc::new(InState(connection));
+            let snapshot = tracker.snapshot(&down);
+            assert_eq!(snapshot.state, State::Down, "{connection:?}");
+            assert_eq!(snapshot.latency_ms, None, "{connection:?}");
+        }
+        tracker.record_failure("ping timed out".into());
+        let degraded = tracker.snapshot(&up);
+        assert_ne!(degraded.state, State::Healthy);
+        assert_eq!(degraded.latency_ms, None);
     }
 }

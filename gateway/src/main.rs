@@ -272,10 +272,17 @@ async fn serve_http(
 }
 
 async fn serve_stdio(config: Config, tenant: Option<String>) -> ExitCode {
-    let app = match start(config).await {
+    // The client is answered from its first message, as over HTTP: upstreams that are
+    // not up yet join the catalog when they answer (with `list_changed`), instead of
+    // holding a desktop client's `initialize` for up to `startup_timeout`.
+    let app = match App::start(config).await {
         Ok(app) => app,
-        Err(code) => return code,
+        Err(error) => return exit(error),
     };
+    let mut startup = tokio::spawn({
+        let app = app.clone();
+        async move { app.finish_startup().await }
+    });
     let gateway = &app.gateway;
     let tenant = match tenant {
         Some(name) => gateway.policy().tenant(&name),
@@ -289,7 +296,12 @@ async fn serve_stdio(config: Config, tenant: Option<String>) -> ExitCode {
         app.shutdown().await;
         return ExitCode::from(2);
     };
-    let outcome = serve::stdio::run(app.clone(), tenant).await;
+    let outcome = tokio::select! {
+        outcome = serve::stdio::run(app.clone(), tenant) => outcome,
+        // A passthrough name collision, found once the first lists are in, stops the
+        // gateway as it does before serving over HTTP.
+        Ok(Err(error)) = &mut startup => return exit(error),
+    };
     app.shutdown().await;
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -3,7 +3,7 @@
 Usage: stdio_catalog.py TOOLGATE_BIN CONFIG_PATH UPSTREAM
 
 Launches `TOOLGATE_BIN stdio --config CONFIG_PATH` with `stdio_client`, initializes,
-lists every tool (bounded pagination), calls UPSTREAM__echo, and prints one JSON
+lists every tool (bounded pagination) once UPSTREAM's have joined, calls UPSTREAM__echo, and prints one JSON
 object on the last stdout line; the Rust test makes the assertions. The gateway's
 stderr (its logs) goes to this script's stderr.
 """
@@ -25,16 +25,22 @@ async def main(binary: str, config: str, upstream: str) -> dict:
             init = await session.initialize()
             out["protocol_version"] = init.protocol_version
             out["server_name"] = init.server_info.name
-            tools = []
-            cursor = None
-            for _ in range(50):  # bounded pagination
-                page = await session.list_tools(
-                    params=None if cursor is None else mcp_types.PaginatedRequestParams(cursor=cursor)
-                )
-                tools.extend(page.tools)
-                cursor = page.next_cursor
-                if not cursor:
+            # The gateway answers before its upstreams are up: their tools join the
+            # list as they answer (bounded wait, 60 s).
+            for _ in range(120):
+                tools = []
+                cursor = None
+                for _ in range(50):  # bounded pagination
+                    page = await session.list_tools(
+                        params=None if cursor is None else mcp_types.PaginatedRequestParams(cursor=cursor)
+                    )
+                    tools.extend(page.tools)
+                    cursor = page.next_cursor
+                    if not cursor:
+                        break
+                if any(t.name == f"{upstream}__echo" for t in tools):
                     break
+                await asyncio.sleep(0.5)
             out["tools"] = [t.name for t in tools]
             # The full definitions as the client parsed them (aliases, no nulls).
             out["definitions"] = {

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use toolgate_e2e::{
-    Gateway, NodeDeps, TempDir, everything_stdio_upstream, python, require, run_python,
+    Gateway, NodeDeps, TempDir, everything_stdio_upstream, free_port, python, require, run_python,
     toolgate_bin, unique_marker, workspace_root,
 };
 
@@ -245,6 +245,70 @@ fn stdio_serves_the_catalog_to_the_python_client() {
     );
 }
 
+/// A desktop client is answered from its first message even while an upstream is not
+/// up (`startup_timeout` here is an hour): the upstreams that answer join its list,
+/// announced with `list_changed`; a call to the one that never answers says so —
+/// `unavailable`, naming it — when the tenant's patterns allow the name, and is an
+/// unknown tool, like a name that exists nowhere, when they do not.
+#[test]
+fn stdio_answers_at_once_and_upstreams_join_as_they_answer() {
+    let deps = require!(NodeDeps::find());
+    let py = require!(python());
+    let _serial = serial();
+    let dir = TempDir::new("cli-stdio-startup");
+    let config = write_config(
+        &dir,
+        "toolgate.yaml",
+        &json!({
+            "startup_timeout": "1h",
+            "upstreams": {
+                "everything": everything_stdio_upstream(&deps, &unique_marker("cli-stdio-startup")),
+                "ghost": {"streamable_http": {"url": format!("http://127.0.0.1:{}/mcp", free_port())}},
+            },
+            "tenants": {"desk": {"allow": ["everything__*", "ghost__visible_*"]}},
+        }),
+    );
+    let bin = toolgate_bin();
+    let out = run_python(
+        &py,
+        "stdio_startup.py",
+        &[bin.to_str().unwrap(), config.to_str().unwrap(), "desk"],
+        Duration::from_secs(150),
+    );
+    let later: Vec<&str> = out["later_list"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(later.contains(&"everything__echo"), "{out}");
+    assert_eq!(out["list_changed"], true, "{out}");
+    assert_eq!(out["echo"]["is_error"], false, "{out}");
+    let ghost = &out["ghost_allowed"];
+    assert_eq!(
+        (&ghost["raised"], &ghost["is_error"]),
+        (&json!(false), &json!(true)),
+        "{out}"
+    );
+    let text = ghost["text"][0].as_str().unwrap_or_default();
+    assert!(
+        text.contains("upstream 'ghost'") && text.contains("still starting"),
+        "{text}"
+    );
+    // Hidden and nonexistent: the same protocol error, but for the name.
+    for answer in [&out["ghost_hidden"], &out["nowhere"]] {
+        assert_eq!(answer["raised"], true, "{out}");
+    }
+    assert_eq!(
+        out["ghost_hidden"]["error"]
+            .as_str()
+            .map(|e| e.replace("ghost__hidden_tool", "X")),
+        out["nowhere"]["error"]
+            .as_str()
+            .map(|e| e.replace("nowhere__hidden_tool", "X")),
+    );
+}
+
 /// The gateway's stdio side driven line by line: every stdout line must be one
 /// JSON-RPC message, logs go to stderr, raw tool fields survive, and closing stdin
 /// ends the process.
@@ -357,13 +421,22 @@ fn stdio_stdout_carries_only_json_rpc_lines() {
         Duration::from_secs(1),
     );
 
-    let list = exchange(
-        &mut stdin,
-        &mut all_lines,
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}),
-        Duration::from_secs(30),
-    )
-    .unwrap();
+    // The gateway answers before its upstream is up: its tools join the list as it
+    // answers (bounded: 60 s).
+    let mut list = Value::Null;
+    for n in 0..120 {
+        list = exchange(
+            &mut stdin,
+            &mut all_lines,
+            json!({"jsonrpc": "2.0", "id": 200 + n, "method": "tools/list", "params": {}}),
+            Duration::from_secs(30),
+        )
+        .unwrap();
+        if list.to_string().contains("everything__echo") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
     let tools = list["result"]["tools"]
         .as_array()
         .unwrap_or_else(|| panic!("tools/list: {list}"));

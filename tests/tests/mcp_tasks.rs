@@ -564,6 +564,20 @@ async fn toolgate_stdio_serves_tasks_in_both_generations() {
         "io.modelcontextprotocol/clientCapabilities": {"extensions": {EXT: {}}}
     });
 
+    // The gateway answers before its upstream is up: wait until the tool joins.
+    let mut listed = Value::Null;
+    for n in 0..200 {
+        listed = stdio
+            .request(900 + n, "tools/list", json!({"_meta": meta}))
+            .await;
+        let names = listed["result"]["tools"].as_array().into_iter().flatten();
+        if names.clone().any(|t| t["name"] == "fx__slow") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(listed.to_string().contains("fx__slow"), "{listed}");
+
     // Sessionless first (stdio mirrors Mcp-Name from the task id).
     let created = stdio
         .request(

@@ -122,3 +122,70 @@ async fn readyz_says_when_startup_timeout_passed_before_an_upstream_answered() {
         "the body says startup stopped waiting: {body}"
     );
 }
+
+/// Nothing waits on an upstream that is not up: before `/readyz` turns ready (here it
+/// would take an hour), the catalog is served and a call of the down upstream's tool
+/// answers at once `unavailable`, naming the upstream, its state and when to retry —
+/// for a caller whose patterns allow that name. For one whose patterns do not, the
+/// same name is an unknown tool, answered exactly as a name that exists nowhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_to_an_upstream_not_up_yet_says_so_without_waiting() {
+    const MAY: &str = "tg-startup-may-0123456789abcdef";
+    const MAY_NOT: &str = "tg-startup-maynot-0123456789abcdef";
+    let _serial = heavy_lock().await;
+    let port = free_port();
+    let gateway = Gateway::spawn(json!({
+        "startup_timeout": "1h",
+        "upstreams": {
+            "ghost": {"streamable_http": {"url": format!("http://127.0.0.1:{port}/mcp")}}
+        },
+        "tenants": {
+            "may": {"api_keys": [toolgate_e2e::hash_key(MAY)], "allow": ["ghost__*"]},
+            "maynot": {"api_keys": [toolgate_e2e::hash_key(MAY_NOT)], "allow": ["other__*"]},
+        }
+    }));
+    healthy(&gateway).await;
+    let (status, body) = readyz(&gateway).await;
+    assert_eq!(status, 503, "still waiting for the ghost: {body}");
+    let (status, tools) = toolgate_e2e::rest_get(&gateway, "/v1/tools", Some(MAY)).await;
+    assert_eq!(status, 200, "the catalog is served meanwhile: {tools}");
+
+    let call = |key: &'static str, tool: &'static str| {
+        let gateway = &gateway;
+        async move {
+            toolgate_e2e::rest_post(
+                gateway,
+                &format!("/v1/tools/{tool}/call"),
+                Some(key),
+                json!({"arguments": {}}),
+            )
+            .await
+        }
+    };
+    let (status, body) = call(MAY, "ghost__anything").await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["code"], "unavailable", "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("upstream 'ghost'")
+            && message.contains("still starting")
+            && message.contains("retry"),
+        "{message}"
+    );
+    assert!(!message.contains("tool_search"), "{message}");
+
+    // Not the caller's to use: exactly as a name that exists nowhere.
+    let (status, hidden) = call(MAY_NOT, "ghost__anything").await;
+    let (status_none, none) = call(MAY_NOT, "nowhere__anything").await;
+    assert_eq!((status, status_none), (404, 404), "{hidden} {none}");
+    let scrubbed = |body: &Value, name: &str| {
+        body["error"]["message"]
+            .as_str()
+            .map(|m| m.replace(name, "X"))
+    };
+    assert_eq!(
+        scrubbed(&hidden, "ghost__anything"),
+        scrubbed(&none, "nowhere__anything")
+    );
+    assert_eq!(hidden["error"]["code"], none["error"]["code"]);
+}

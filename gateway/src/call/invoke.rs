@@ -242,19 +242,30 @@ async fn call_if_connected(
     (name, arguments, ctx, started): (&str, JsonObject, CallContext, Instant),
     span: &tracing::Span,
 ) -> Result<CallOutput, ToolError> {
+    if let Some(down) = not_up(mounted, &entry.upstream) {
+        return Err(down);
+    }
+    let configured = if ctx.background {
+        gateway.config().tasks.call_timeout
+    } else {
+        mounted.call_timeout
+    };
+    let within = (started, configured);
+    call_upstream(mounted, entry, name, arguments, ctx, within, span).await
+}
+
+/// Why `mounted` cannot take a call now, when it cannot: the one answer for a tool of
+/// an upstream that is not up — one the catalog still lists (reconnecting), or one it
+/// does not list yet because the upstream never answered (still starting).
+pub(super) fn not_up(mounted: &Mounted, upstream: &str) -> Option<ToolError> {
     match mounted.upstream.connection() {
-        Connection::Connected => {
-            let configured = if ctx.background {
-                gateway.config().tasks.call_timeout
-            } else {
-                mounted.call_timeout
-            };
-            let within = (started, configured);
-            call_upstream(mounted, entry, name, arguments, ctx, within, span).await
-        }
-        Connection::Connecting => Err(ToolError::unavailable(&entry.upstream, "still starting up")),
-        Connection::Reconnecting | Connection::Closed => Err(ToolError::unavailable(
-            &entry.upstream,
+        Connection::Connected => None,
+        Connection::Connecting => Some(ToolError::Unavailable(format!(
+            "upstream '{upstream}' is still starting and has not answered yet; its tools \
+             join the catalog as soon as it does — retry in a few seconds"
+        ))),
+        Connection::Reconnecting | Connection::Closed => Some(ToolError::unavailable(
+            upstream,
             mounted
                 .upstream
                 .last_error()

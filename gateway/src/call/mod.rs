@@ -148,7 +148,11 @@ fn authorize_in(
     drop(span);
     let entry = view.catalog.get(name).cloned();
     match (decision, entry) {
-        (Decision::Hidden, _) | (_, None) => Err(invoke::refused(
+        (_, None) => Err(match upstream_not_up(gateway, caller, name) {
+            Some((upstream, down)) => invoke::refused(gateway, caller, name, Some(&upstream), down),
+            None => invoke::refused(gateway, caller, name, None, unknown_tool(name)),
+        }),
+        (Decision::Hidden, _) => Err(invoke::refused(
             gateway,
             caller,
             name,
@@ -170,6 +174,25 @@ fn authorize_in(
             })
         }
     }
+}
+
+/// A name the caller's catalog lacks because its upstream is not up (never answered,
+/// or lost and not listing): when the caller's patterns allow the name, it hears that
+/// upstream's state and when to retry, not that no such tool exists — which would send
+/// a model searching elsewhere. A name its patterns do not allow stays an unknown tool,
+/// as does one an upstream that is up does not list: the answer tells nothing the
+/// caller's own patterns do not.
+fn upstream_not_up(gateway: &Gateway, caller: &Caller, name: &str) -> Option<(String, ToolError)> {
+    let (upstream, _) = name.split_once(crate::catalog::SEPARATOR)?;
+    if !caller.tenant.allows(name) {
+        return None;
+    }
+    let upstreams = gateway.upstreams();
+    let mounted = upstreams.get(upstream)?;
+    if mounted.namespace != crate::config::Namespace::Prefix {
+        return None;
+    }
+    invoke::not_up(mounted, upstream).map(|down| (upstream.to_owned(), down))
 }
 
 fn not_selected(name: &str) -> ToolError {
