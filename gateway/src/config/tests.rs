@@ -108,12 +108,19 @@ fn token_exchange_is_configured_as_the_docs_say() {
         );
     }
     let stdio = "jwt: {hs256_secret: 0123456789abcdef0123456789abcdef}\ntenants: {a: {}}\nupstreams:\n  t:\n    stdio: {command: x}\n    credentials: token_exchange\n    oauth: {issuer: https://i.example.com, client_id: x, client_secret: y}\n";
+    // A stdio server takes it with the variable to give the token in and the
+    // audience to ask for (it has no URL); a skills directory does not take it.
+    assert_eq!(
+        problem_paths(stdio),
+        ["upstreams.t.stdio.token_env", "upstreams.t.oauth.audience"]
+    );
+    let skills = stdio.replace("stdio: {command: x}", "skills: {paths: [x]}");
     assert!(
-        problems(stdio)
+        problems(&skills)
             .iter()
             .any(|p| p.contains("streamable_http and sse")),
         "{:?}",
-        problems(stdio)
+        problems(&skills)
     );
     let stray = "public_url: https://t.example.com\nupstreams:\n  t:\n    streamable_http: {url: https://t.example.com/mcp}\n    credentials: oauth\n    oauth: {issuer: https://i.example.com}\n";
     assert!(
@@ -123,6 +130,19 @@ fn token_exchange_is_configured_as_the_docs_say() {
         "{:?}",
         problems(stray)
     );
+}
+
+/// Where `text` (no variables set) is invalid: the path of each problem, whether
+/// parsing found them or [`Config::problems`] did; a parse error of another kind as
+/// itself.
+fn problem_paths(text: &str) -> Vec<String> {
+    match Config::parse(text, &|_| None) {
+        Ok(config) => config.problems().iter().map(|p| p.path.clone()).collect(),
+        Err(crate::config::ConfigError::Invalid(problems)) => {
+            problems.0.iter().map(|p| p.path.clone()).collect()
+        }
+        Err(e) => vec![format!("{e:?}")],
+    }
 }
 
 /// `per_tenant` on an HTTP MCP upstream: the docs example is valid; a tenant's
@@ -140,14 +160,7 @@ fn per_tenant_mcp_upstreams_take_one_bearer_token() {
     assert!(config.problems().is_empty(), "{:?}", config.problems());
     let token = crate::config::mcp_bearer(&config.tenants["acme"].upstream_credentials["github"]);
     assert_eq!(token.map(|t| t.expose()), Some("ghp_example"));
-    let refused = |text: &str| match Config::parse(text, &|_| None) {
-        Ok(config) => config
-            .problems()
-            .iter()
-            .map(|p| p.path.clone())
-            .collect::<Vec<_>>(),
-        Err(e) => vec![format!("{e:?}")],
-    };
+    let refused = problem_paths;
     let key = "upstreams:\n  g:\n    streamable_http: {url: https://g.example.com/mcp}\n    credentials: per_tenant\ntenants:\n  a:\n    upstream_credentials:\n      g: {k: {type: api_key, value: v}}\n";
     assert!(
         refused(key)
@@ -157,13 +170,7 @@ fn per_tenant_mcp_upstreams_take_one_bearer_token() {
         refused(key)
     );
     let stdio = "upstreams:\n  s:\n    stdio: {command: x}\n    credentials: per_tenant\n";
-    assert!(
-        refused(stdio)
-            .iter()
-            .any(|p| p.contains("upstreams.s.stdio.token_env")),
-        "{:?}",
-        refused(stdio)
-    );
+    assert_eq!(refused(stdio), ["upstreams.s.stdio.token_env"]);
 }
 
 /// A stdio server takes each caller's token in the variable `token_env` names: the
@@ -182,17 +189,7 @@ fn stdio_servers_take_each_callers_token_in_token_env() {
     let env = |name: &str| (name == "ACME_GITHUB_TOKEN").then(|| "ghp_example".to_owned());
     let config = Config::parse(block, &env).expect("the example parses");
     assert!(config.problems().is_empty(), "{:?}", config.problems());
-    let paths = |text: &str| match Config::parse(text, &|_| None) {
-        Ok(config) => config
-            .problems()
-            .iter()
-            .map(|p| p.path.clone())
-            .collect::<Vec<_>>(),
-        Err(crate::config::ConfigError::Invalid(problems)) => {
-            problems.0.iter().map(|p| p.path.clone()).collect()
-        }
-        Err(e) => vec![format!("{e:?}")],
-    };
+    let paths = problem_paths;
     let stdio = |extra: &str, credentials: &str| {
         format!(
             "upstreams:\n  s:\n    stdio: {{command: x{extra}}}\n    credentials: {credentials}\n"
