@@ -585,3 +585,41 @@ pub async fn connect_as(link: &str, user: &str) -> Result<(), String> {
     }
     Err("too many redirects".into())
 }
+
+/// `count` calls of `callers` (API key, user) in turn, 16 at a time, each answered by
+/// `call` as (HTTP status, the user the upstream says it was reached as). Panics
+/// unless every call answered 200 as its own caller; returns how many were made.
+pub async fn assert_each_calls_as_itself<F, Fut>(
+    count: usize,
+    callers: &[(&'static str, &'static str)],
+    call: F,
+) -> usize
+where
+    F: Fn(&'static str, &'static str) -> Fut,
+    Fut: std::future::Future<Output = (u16, String)>,
+{
+    use futures::StreamExt;
+    let answers: Vec<(&str, u16, String)> = futures::stream::iter(0..count)
+        .map(|i| {
+            let (key, user) = callers[i % callers.len()];
+            let answer = call(key, user);
+            async move {
+                let (status, seen) = answer.await;
+                (user, status, seen)
+            }
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    let wrong: Vec<_> = answers
+        .iter()
+        .filter(|(user, status, seen)| *status != 200 || seen != user)
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "{} of {count} calls answered wrong: {:?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(5)]
+    );
+    answers.len()
+}

@@ -11,9 +11,8 @@
 
 use std::time::Duration;
 
-use futures::StreamExt;
 use serde_json::{Value, json};
-use toolgate_e2e::oauth_upstream::{OAuthUpstream, connect_as};
+use toolgate_e2e::oauth_upstream::{OAuthUpstream, assert_each_calls_as_itself, connect_as};
 use toolgate_e2e::{Gateway, hash_key, rest_post};
 
 const ALICE: &str = "tg-oaapi-alice-0123456789abcdef";
@@ -129,28 +128,14 @@ async fn every_call_reaches_the_api_with_the_callers_own_token() {
     // caller.
     let callers = [(ALICE, "alice"), (BOB, "bob"), (CAROL, "carol")];
     let before = api.calls().len();
-    let answers: Vec<(String, u16, String)> = futures::stream::iter(0..300)
-        .map(|i| {
-            let (key, name) = callers[i % 3];
-            let gateway = &gateway;
-            async move {
-                let (status, body) = whoami(gateway, key, name).await;
-                (name.to_owned(), status, user(&body))
-            }
-        })
-        .buffer_unordered(16)
-        .collect()
-        .await;
-    let wrong: Vec<_> = answers
-        .iter()
-        .filter(|(name, status, seen)| *status != 200 || seen != name)
-        .collect();
-    assert!(
-        wrong.is_empty(),
-        "{} answered wrong: {:?}",
-        wrong.len(),
-        &wrong[..wrong.len().min(5)]
-    );
+    assert_each_calls_as_itself(300, &callers, |key, name| {
+        let gateway = &gateway;
+        async move {
+            let (status, body) = whoami(gateway, key, name).await;
+            (status, user(&body))
+        }
+    })
+    .await;
     let calls = api.calls();
     let reached = &calls[before..];
     assert_eq!(reached.len(), 300);

@@ -9,9 +9,8 @@
 
 use std::time::Duration;
 
-use futures::StreamExt;
 use serde_json::{Value, json};
-use toolgate_e2e::oauth_upstream::{OAuthUpstream, connect_as};
+use toolgate_e2e::oauth_upstream::{OAuthUpstream, assert_each_calls_as_itself, connect_as};
 use toolgate_e2e::{
     Gateway, McpSession, hash_key, python, require, rest_get, rest_post, run_python,
 };
@@ -156,28 +155,14 @@ async fn every_call_reaches_the_upstream_with_the_callers_own_token() {
     // as its caller.
     let callers = [(ALICE, "alice"), (BOB, "bob"), (CAROL, "carol")];
     let before = upstream.calls().len();
-    let answers: Vec<(String, u16, String)> = futures::stream::iter(0..1000)
-        .map(|i| {
-            let (key, user) = callers[i % 3];
-            let gateway = &gateway;
-            async move {
-                let (status, body) = whoami(gateway, key, user).await;
-                (user.to_owned(), status, text(&body))
-            }
-        })
-        .buffer_unordered(16)
-        .collect()
-        .await;
-    let wrong: Vec<_> = answers
-        .iter()
-        .filter(|(user, status, seen)| *status != 200 || seen != user)
-        .collect();
-    assert!(
-        wrong.is_empty(),
-        "{} of 1000 calls answered wrong: {:?}",
-        wrong.len(),
-        &wrong[..wrong.len().min(5)]
-    );
+    assert_each_calls_as_itself(1000, &callers, |key, user| {
+        let gateway = &gateway;
+        async move {
+            let (status, body) = whoami(gateway, key, user).await;
+            (status, text(&body))
+        }
+    })
+    .await;
     let calls = upstream.calls();
     let reached = &calls[before..];
     assert_eq!(reached.len(), 1000);
