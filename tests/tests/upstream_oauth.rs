@@ -108,6 +108,24 @@ async fn every_call_reaches_the_upstream_with_the_callers_own_token() {
     assert_eq!(status, 403, "{body}");
     assert_eq!(body["error"]["code"], "authorization_required", "{body}");
     let bobs = link_in(&body);
+    // Another site cannot submit his link from his browser (it would connect his
+    // account to whoever holds the link); the link stays usable.
+    for (name, value) in [
+        ("origin", "https://elsewhere.example"),
+        ("sec-fetch-site", "cross-site"),
+    ] {
+        let response = toolgate_e2e::http()
+            .post(&bobs)
+            .header(name, value)
+            .timeout(Duration::from_secs(15))
+            .send()
+            .await
+            .expect("POST the connect link");
+        assert_eq!(response.status().as_u16(), 403, "{name}: {value}");
+        let page = response.text().await.unwrap_or_default();
+        assert!(page.contains("another site"), "{page}");
+    }
+    assert_eq!(upstream.authorizations(), 1, "only Alice's so far");
     connect_as(&bobs, "bob").await.expect("bob connects");
     // A link works once.
     assert!(

@@ -298,6 +298,35 @@ fn refuse_host<'a>(
     ))
 }
 
+/// The origin (`scheme://authority`) of the gateway's `public_url`: behind a proxy
+/// that rewrites `Host`, a browser's `Origin` is this one.
+pub(crate) fn public_origin(public_url: Option<&str>) -> Option<String> {
+    let (scheme, rest) = public_url?.split_once("://")?;
+    let authority = rest.split('/').next().unwrap_or_default();
+    Some(format!("{scheme}://{authority}"))
+}
+
+/// Whether a browser's state-changing request (a form POST) comes from another site:
+/// an `Origin` that is neither the gateway's own (its `Host`) nor `public`'s (see
+/// [`public_origin`]), or a `Sec-Fetch-Site` other than `same-origin` (browsers send at
+/// least one of them on every POST; clients that are not browsers send neither and
+/// cannot be tricked into a request).
+pub(crate) fn is_cross_site(headers: &HeaderMap, public: Option<&str>) -> bool {
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+    let foreign_origin = headers
+        .get(header::ORIGIN)
+        .map(|v| v.to_str().unwrap_or("null"))
+        .is_some_and(|origin| {
+            let origin = origin.trim().trim_end_matches('/');
+            !same_origin(origin, host) && !public.is_some_and(|p| p.eq_ignore_ascii_case(origin))
+        });
+    let foreign_fetch = headers
+        .get("sec-fetch-site")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|site| !matches!(site, "same-origin" | "none"));
+    foreign_origin || foreign_fetch
+}
+
 /// Whether `origin` is the gateway's own: the host (and port) the request was sent to.
 pub(crate) fn same_origin(origin: &str, host: Option<&str>) -> bool {
     let (Some((_, origin_host, origin_port)), Some((host, port))) =

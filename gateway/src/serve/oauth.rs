@@ -5,7 +5,8 @@
 //!   Opening the link changes nothing (link previews and prefetchers use nothing up);
 //!   the button does.
 //! - `POST /oauth/connect/{id}`: uses the link and sends the browser to the upstream's
-//!   authorization server (303).
+//!   authorization server (303) — when the gateway's own page sent it, never another
+//!   site's.
 //! - `GET /oauth/callback`: where the authorization server sends the browser back.
 //! - `GET /oauth/client-metadata.json`: the gateway's Client ID Metadata Document.
 //!
@@ -17,7 +18,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{Path, Query, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
@@ -89,7 +90,24 @@ async fn connect_page(State(auth): State<Arc<UpstreamAuth>>, Path(id): Path<Stri
     page(StatusCode::OK, "Connect an account", &body)
 }
 
-async fn connect(State(auth): State<Arc<UpstreamAuth>>, Path(id): Path<String>) -> Response {
+async fn connect(
+    State(auth): State<Arc<UpstreamAuth>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    // Only the gateway's own connect page starts an authorization: another site must
+    // not submit a link it holds from a victim's browser, which would connect the
+    // victim's account to the link's owner. The link stays usable.
+    let public = crate::serve::guard::public_origin(auth.public_url().as_deref());
+    if crate::serve::guard::is_cross_site(&headers, public.as_deref()) {
+        tracing::warn!("oauth: refused a cross-site connect");
+        return page(
+            StatusCode::FORBIDDEN,
+            "Refused",
+            "<p>This request came from another site and was refused. Open the connect \
+             link itself to continue.</p>",
+        );
+    }
     match auth.begin(&id).await {
         Ok(url) => (
             StatusCode::SEE_OTHER,

@@ -197,6 +197,11 @@ impl UpstreamAuth {
         self.gateway.config()
     }
 
+    /// The gateway's `public_url`, when set (its browser pages' origin behind a proxy).
+    pub fn public_url(&self) -> Option<String> {
+        self.config().public_url.clone()
+    }
+
     /// The gateway's Client ID Metadata Document, when it publishes one.
     pub fn client_metadata(&self) -> Option<serde_json::Value> {
         connect::client_metadata(&self.config())

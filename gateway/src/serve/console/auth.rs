@@ -123,31 +123,13 @@ fn same(a: &str, b: &str) -> bool {
 /// The origin (`scheme://authority`) of the gateway's `public_url`, when set: behind a
 /// proxy that rewrites `Host`, the browser's `Origin` is this one.
 fn public_origin(console: &Console) -> Option<String> {
-    let url = console.door.gateway.config().public_url.clone()?;
-    let (scheme, rest) = url.split_once("://")?;
-    let authority = rest.split('/').next().unwrap_or_default();
-    Some(format!("{scheme}://{authority}"))
+    crate::serve::guard::public_origin(console.door.gateway.config().public_url.as_deref())
 }
 
-/// `Some(refusal)` when the request comes from another site: an `Origin` that is
-/// neither the gateway's own (its `Host`) nor its `public_url`'s, or a `Sec-Fetch-Site`
-/// other than `same-origin` (browsers send at least one of them on every POST; clients
-/// that are not browsers send neither and cannot be tricked into a request).
+/// `Some(refusal)` when the request comes from another site (the rule is
+/// [`crate::serve::guard::is_cross_site`]).
 pub(super) fn refuse_cross_site(headers: &HeaderMap, public: Option<&str>) -> Option<Response> {
-    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
-    let foreign_origin = headers
-        .get(header::ORIGIN)
-        .map(|v| v.to_str().unwrap_or("null"))
-        .is_some_and(|origin| {
-            let origin = origin.trim().trim_end_matches('/');
-            !crate::serve::guard::same_origin(origin, host)
-                && !public.is_some_and(|p| p.eq_ignore_ascii_case(origin))
-        });
-    let foreign_fetch = headers
-        .get("sec-fetch-site")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|site| !matches!(site, "same-origin" | "none"));
-    (foreign_origin || foreign_fetch).then(|| {
+    crate::serve::guard::is_cross_site(headers, public).then(|| {
         tracing::warn!("console: refused a cross-site POST");
         forbidden("This request came from another site and was refused.")
     })
