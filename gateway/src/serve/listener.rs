@@ -150,6 +150,8 @@ async fn connection(
     if let Err(error) = stream.set_nodelay(true) {
         tracing::debug!(%error, "TCP_NODELAY not set on a connection");
     }
+    // The client's address, for what is counted per client (console sign-ins).
+    let peer = stream.peer_addr().ok();
     let activity = Arc::new(Activity::new());
     let io = TokioIo::new(Watched {
         inner: stream,
@@ -161,8 +163,13 @@ async fn connection(
         hyper::service::service_fn(move |request: http::Request<Incoming>| {
             let in_flight = activity.request_started();
             let activity = activity.clone();
-            let request =
+            let mut request =
                 request.map(|body| Body::new(TimedBody::new(body, body_timeout, activity.clone())));
+            if let Some(peer) = peer {
+                request
+                    .extensions_mut()
+                    .insert(axum::extract::ConnectInfo(peer));
+            }
             let mut app = app.clone();
             async move {
                 let mut response = match app.answer(request).await {
