@@ -398,3 +398,54 @@ async fn caps_and_unreadable_paths() {
         .expect("readable now");
     upstream.shutdown().await;
 }
+
+fn mkfifo(path: &Path) {
+    let status = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("mkfifo runs");
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
+/// FIFOs never block the upstream (no writer ever comes): one among a skill's files
+/// is left out of the listing, and a file or SKILL.md swapped for a FIFO after the
+/// scan is answered at once with an error; the whole test is bounded by 20 s.
+#[cfg(unix)]
+#[tokio::test]
+async fn fifos_are_left_out_and_never_block() {
+    let dir = Dir::new("fifo");
+    write(&dir.0.join("alpha/SKILL.md"), "# Alpha\n");
+    write(&dir.0.join("alpha/notes.md"), "notes");
+    mkfifo(&dir.0.join("alpha/pipe.md"));
+    let config = SkillsConfig {
+        paths: vec![dir.0.display().to_string()],
+    };
+    let upstream = SkillsUpstream::spawn("sk", &config);
+    let within = Duration::from_secs(20);
+    tokio::time::timeout(within, async {
+        connected(&upstream).await;
+        let uris = names(&upstream.offerings().resources, "uri");
+        assert!(uris.iter().any(|u| u.ends_with("/notes.md")), "{uris:?}");
+        assert!(!uris.iter().any(|u| u.contains("pipe")), "{uris:?}");
+        let refused = read(&upstream, "skill://alpha/pipe.md").await;
+        assert!(refused.is_err(), "{refused:?}");
+
+        // Swapped for FIFOs after the scan: answered at once.
+        std::fs::remove_file(dir.0.join("alpha/notes.md")).unwrap();
+        mkfifo(&dir.0.join("alpha/notes.md"));
+        let refused = read(&upstream, "skill://alpha/notes.md").await;
+        assert!(refused.is_err(), "{refused:?}");
+        std::fs::remove_file(dir.0.join("alpha/SKILL.md")).unwrap();
+        mkfifo(&dir.0.join("alpha/SKILL.md"));
+        let prompt = upstream
+            .forward("prompts/get", Some(json!({"name": "alpha"})), ctx())
+            .await
+            .expect("the upstream answers");
+        assert!(prompt.is_err(), "{prompt:?}");
+        // The rescans the swaps cause finish too: the skill is gone from the listing.
+        eventually("alpha leaves the listing", || upstream.tools().is_empty()).await;
+    })
+    .await
+    .expect("nothing blocked on a FIFO");
+    upstream.shutdown().await;
+}

@@ -4,7 +4,8 @@
 //!    the session cookie carries its flags, a cross-site POST is refused, every answer
 //!    sends a Content-Security-Policy and may not be framed, a tenant's session is
 //!    read-only and never sees the credential echoed back, a rejected config reload
-//!    shows in the reload history with its reason.
+//!    shows in the reload history with its reason. One principal signing in over and
+//!    over signs nobody else out; wrong sign-ins are throttled per address.
 //!    With the state in Redis a console session signed in on one replica works on
 //!    another, and ends on both when signed out on either.
 //! 2. A real browser (Debian's `chromium`, driven by npm `playwright-core` from
@@ -540,6 +541,96 @@ async fn the_readme_console_example_runs_as_written() {
     assert!(
         printed.starts_with(before) && printed.ends_with(after),
         "the README shows `{shown}`, the example printed `{printed}`"
+    );
+}
+
+/// Sign-ins in a loop: a tenant's key signing in 70 times signs nobody else out (the
+/// admin's session still works), and 300 wrong sign-ins from one address are
+/// throttled (429 with `Retry-After`, the same for the right token from there) while
+/// the right token from another address (127.0.0.2) still signs in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sign_ins_in_a_loop_sign_nobody_out_and_are_throttled_per_address() {
+    let gateway = Gateway::start(json!({
+        "admin": {"token": ADMIN_TOKEN},
+        "tenants": tenants(),
+    }))
+    .await;
+    let client = client();
+    let post = |client: &reqwest::Client, token: &str| {
+        client
+            .post(gateway.url("/console/login"))
+            .form(&[("token", token.to_owned())])
+            .send()
+    };
+    let (admin_cookie, _) = sign_in(&gateway, ADMIN_TOKEN).await;
+    for n in 0..70 {
+        let response = post(&client, VIEWER_KEY).await.expect("sign in");
+        assert_eq!(response.status(), 303, "sign-in {n} of the tenant's key");
+    }
+    let admin_page = client
+        .get(gateway.url("/console"))
+        .header("cookie", &admin_cookie)
+        .send()
+        .await
+        .expect("GET /console as the admin");
+    assert_eq!(
+        admin_page.status(),
+        200,
+        "the admin is still signed in after 70 sign-ins of a tenant's key"
+    );
+
+    let started = std::time::Instant::now();
+    let (mut refused, mut throttled) = (0, 0);
+    let mut retry_after = Vec::new();
+    for n in 0..300 {
+        let response = post(&client, &format!("wrong-guess-{n}"))
+            .await
+            .expect("a wrong sign-in");
+        match response.status().as_u16() {
+            401 => refused += 1,
+            429 => {
+                throttled += 1;
+                retry_after.push(
+                    response.headers()["retry-after"]
+                        .to_str()
+                        .ok()
+                        .and_then(|v| v.parse::<u64>().ok())
+                        .expect("a numeric Retry-After"),
+                );
+            }
+            other => panic!("wrong sign-in {n}: unexpected {other}"),
+        }
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "answered promptly"
+    );
+    assert!(refused <= 12, "a burst, then throttled: {refused} refused");
+    assert!(throttled >= 288, "{throttled} throttled");
+    assert!(
+        retry_after.iter().all(|s| (1..=10).contains(s)),
+        "{retry_after:?}"
+    );
+    let same_address = post(&client, ADMIN_TOKEN).await.expect("sign in");
+    assert_eq!(
+        same_address.status(),
+        429,
+        "a throttled address is throttled before its credential is checked"
+    );
+    let elsewhere = reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .local_address(Some(std::net::IpAddr::from([127, 0, 0, 2])))
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("a client on 127.0.0.2");
+    let response = post(&elsewhere, ADMIN_TOKEN)
+        .await
+        .expect("sign in from 127.0.0.2");
+    assert_eq!(
+        response.status(),
+        303,
+        "another address signs in while the guesser's is throttled"
     );
 }
 

@@ -337,6 +337,9 @@ async fn slow_idle_and_surplus_clients_are_cut_and_real_requests_still_served() 
             "body_timeout": "2s",
             "idle_timeout": "2s",
             "max_connections": 8,
+            // Every connection here comes from 127.0.0.1: the whole cap is its share,
+            // so the surplus waits in the accept queue as this test means it to.
+            "max_connections_per_address": 8,
         },
         "upstreams": {},
     }))

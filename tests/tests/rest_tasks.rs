@@ -5,7 +5,8 @@
 //! and stays valid for its model API; the event stream read in part, dropped and
 //! resumed with `Last-Event-ID` equals one uninterrupted read; DELETE cancels a
 //! running task and stops its upstream request; another tenant gets exactly the 404
-//! of an id that never existed on every route; refusals are a plain call's.
+//! of an id that never existed on every route; refusals are a plain call's; a tenant
+//! at its share of kept tasks does not stop another.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -608,6 +609,75 @@ async fn refusals_of_a_background_call_are_the_plain_calls() {
         assert_eq!(response.status(), 401, "{method} {path}");
     }
     assert_eq!(slow.api.count(), 0, "no refused call reached the API");
+    gateway.assert_alive();
+}
+
+/// Tenant `a` starting background calls past its share of kept tasks
+/// (`tasks.max_stored_per_tenant`) is refused with its own limit (429, naming it and
+/// what frees a place), and tenant `b` still starts and runs tasks: one tenant cannot
+/// fill the shared store (`max_stored`, 503 for everyone) for the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_at_its_share_of_kept_tasks_does_not_stop_another() {
+    let _serial = heavy_lock().await;
+    let slow = SlowApi::start().await;
+    let mut gateway = Gateway::start(json!({
+        "upstreams": {"api": slow.upstream()},
+        "tenants": {
+            "a": {"api_keys": [hash_key(KEY_A)], "allow": ["*"]},
+            "b": {"api_keys": [hash_key(KEY_B)], "allow": ["*"]}
+        },
+        "tasks": {"max_stored": 6, "max_stored_per_tenant": 3}
+    }))
+    .await;
+    let path = format!("/v1/tools/{SLOW}/call");
+    let background = Some(json!({"arguments": {"ms": 1}, "background": true}));
+    let mut started = 0;
+    for _ in 0..6 {
+        let (status, _, body) = send(
+            &gateway,
+            reqwest::Method::POST,
+            &path,
+            KEY_A,
+            background.clone(),
+        )
+        .await;
+        match status {
+            202 => started += 1,
+            429 => {
+                let message = body["error"]["message"].as_str().unwrap_or_default();
+                for part in [
+                    "tenant 'a'",
+                    "3 tasks",
+                    "tasks.max_stored_per_tenant",
+                    "tasks.ttl",
+                ] {
+                    assert!(message.contains(part), "{body}");
+                }
+            }
+            other => panic!("tenant a: unexpected {other}: {body}"),
+        }
+    }
+    assert_eq!(started, 3, "exactly tenant a's share was started");
+    for _ in 0..2 {
+        let (status, _, body) = send(
+            &gateway,
+            reqwest::Method::POST,
+            &path,
+            KEY_B,
+            background.clone(),
+        )
+        .await;
+        assert_eq!(status, 202, "tenant b is not held back by tenant a: {body}");
+        let id = body["task_id"].as_str().expect("task_id");
+        let done = poll_until_over(
+            &gateway,
+            KEY_B,
+            &format!("/v1/tasks/{id}"),
+            Duration::from_secs(30),
+        )
+        .await;
+        assert_eq!(done["status"], "completed", "{done}");
+    }
     gateway.assert_alive();
 }
 

@@ -1,9 +1,10 @@
 //! A skill's files as resources: their URIs (`skill://<skill>/<relative path>`), MIME
 //! types guessed from the extension, and reading one without ever leaving the skill's
-//! directory.
+//! directory, nor waiting on anything but a regular file (bounded in size and time).
 
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use base64::Engine;
 use percent_encoding::{AsciiSet, CONTROLS, percent_decode_str, utf8_percent_encode};
@@ -91,18 +92,102 @@ pub(super) fn resolve(root: &Path, parts: &[String]) -> Option<PathBuf> {
     (target.starts_with(root) && target.is_file()).then_some(target)
 }
 
-/// Reads the file at `path` (from [`resolve`]) when it is at most `max` bytes and the
-/// file actually opened is inside `root`: a directory on the way swapped for a link
-/// between [`resolve`] and the open cannot lead the read elsewhere.
-pub(super) fn read_inside(root: &Path, path: &Path, max: u64) -> Option<Vec<u8>> {
-    let file = std::fs::File::open(path).ok()?;
+/// The longest one skill file's read may take: a file on a stalled network or FUSE
+/// mount fails its read instead of holding its caller.
+pub(super) const READ_TIME: Duration = Duration::from_secs(5);
+
+/// Bytes read at a time (the read's deadline is checked between them).
+const CHUNK: usize = 64 * 1024;
+
+/// Reads the file at `path` (from [`resolve`]) when it is a regular file of at most
+/// `max` bytes, read within [`READ_TIME`], and the file actually opened is inside
+/// `root`: a directory on the way swapped for a link between [`resolve`] and the open
+/// cannot lead the read elsewhere, and a file swapped for a FIFO or a device cannot
+/// block it. `Err` says why not.
+pub(super) fn read_inside(root: &Path, path: &Path, max: u64) -> Result<Vec<u8>, String> {
+    let file = open_regular(path)?;
     if !opened_inside(&file, root, path) {
         tracing::warn!(path = %path.display(), "a skill file changed into a link leading out of its skill while being opened; not read");
-        return None;
+        return Err("it changed into a link leading out of its skill while being opened".into());
     }
+    read_bounded(file, max, READ_TIME)
+}
+
+/// Opens `path` for reading without ever waiting on it, and only when the file opened
+/// is a regular file. `O_NONBLOCK`: opening a FIFO would otherwise wait for a writer
+/// (for good), and a device could wait on its hardware; it changes nothing for a
+/// regular file. `O_NOFOLLOW`: `path` is canonical (from [`resolve`]), so a last
+/// component that is a link now was swapped in since — links inside a skill are
+/// served, but through their resolved path. The type is read from the opened
+/// descriptor (`fstat`), so nothing can be swapped in between the check and the read.
+fn open_regular(path: &Path) -> Result<std::fs::File, String> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_NOCTTY);
+    }
+    let file = options.open(path).map_err(|error| {
+        #[cfg(unix)]
+        if error.raw_os_error() == Some(libc::ELOOP) {
+            return "it changed into a link since the skill was scanned".to_owned();
+        }
+        error.to_string()
+    })?;
+    let kind = file.metadata().map_err(|e| e.to_string())?.file_type();
+    if !kind.is_file() {
+        return Err(format!("it is {}, not a regular file", kind_name(kind)));
+    }
+    Ok(file)
+}
+
+/// What a file that is not a regular one is, in words.
+fn kind_name(kind: std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if kind.is_fifo() {
+            return "a FIFO (named pipe)";
+        }
+        if kind.is_char_device() || kind.is_block_device() {
+            return "a device";
+        }
+        if kind.is_socket() {
+            return "a socket";
+        }
+    }
+    if kind.is_dir() {
+        "a directory"
+    } else if kind.is_symlink() {
+        "a link"
+    } else {
+        "a special file"
+    }
+}
+
+/// Reads `file` to its end when that is at most `max` bytes and takes at most
+/// `within` (checked between chunks: bounded by the size and the deadline).
+fn read_bounded(mut file: impl Read, max: u64, within: Duration) -> Result<Vec<u8>, String> {
+    let deadline = Instant::now() + within;
     let mut bytes = Vec::new();
-    file.take(max + 1).read_to_end(&mut bytes).ok()?;
-    (bytes.len() as u64 <= max).then_some(bytes)
+    let mut chunk = vec![0u8; CHUNK];
+    loop {
+        if Instant::now() > deadline {
+            return Err(format!("reading it took longer than {within:?}"));
+        }
+        match file.read(&mut chunk) {
+            Ok(0) => return Ok(bytes),
+            Ok(n) => {
+                bytes.extend_from_slice(&chunk[..n]);
+                if bytes.len() as u64 > max {
+                    return Err(format!("it is larger than {max} bytes"));
+                }
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error.to_string()),
+        }
+    }
 }
 
 /// Whether the open `file` is inside `root`. Linux names an open file's real path
@@ -143,8 +228,7 @@ pub(super) fn read_content(root: &Path, path: &Path, uri: &str, max: u64) -> Res
     if size > max {
         return Err(format!("the file is larger than {max} bytes"));
     }
-    let bytes = read_inside(root, path, max)
-        .ok_or_else(|| format!("the file could not be read, or grew past {max} bytes"))?;
+    let bytes = read_inside(root, path, max)?;
     // The type of the name the client asked for (a link's target may be named
     // otherwise), as the listing gave it.
     let mime = mime_type(uri);
@@ -250,14 +334,85 @@ mod tests {
         std::fs::write(base.join("out.txt"), "out").unwrap();
         let root = std::fs::canonicalize(&root).unwrap();
         let inside = resolve(&root, &["in.txt".into()]).unwrap();
-        assert_eq!(read_inside(&root, &inside, 10).as_deref(), Some(&b"in"[..]));
-        assert_eq!(read_inside(&root, &inside, 1), None, "over the cap");
+        assert_eq!(read_inside(&root, &inside, 10).as_deref(), Ok(&b"in"[..]));
+        assert!(read_inside(&root, &inside, 1).is_err(), "over the cap");
         // A path that is not under the root (as if a directory on the way had been
         // swapped for a link after resolving) is never read.
         let outside = std::fs::canonicalize(base.join("out.txt")).unwrap();
-        assert_eq!(read_inside(&root, &outside, 10), None);
+        assert!(read_inside(&root, &outside, 10).is_err());
         assert_eq!(resolve(&root, &["..".into(), "out.txt".into()]), None);
         let _ = std::fs::remove_dir_all(&base);
+    }
+
+    /// `read_inside` on `path` on a thread of its own: its answer, or a failure when
+    /// it does not answer within 5 s (it blocked).
+    fn read_promptly(root: &Path, path: &Path) -> Result<Vec<u8>, String> {
+        let (root, path) = (root.to_path_buf(), path.to_path_buf());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(read_inside(&root, &path, 1024));
+        });
+        rx.recv_timeout(Duration::from_secs(5))
+            .expect("the read answered within 5 s instead of blocking")
+    }
+
+    /// A skill file swapped for a FIFO after it was resolved (no writer will ever
+    /// come): the read is refused at once, saying what the file is; so is a device,
+    /// and a last component swapped for a link.
+    #[cfg(unix)]
+    #[test]
+    fn fifos_devices_and_swapped_links_are_refused_at_once() {
+        let base = std::env::temp_dir().join(format!("toolgate-fifo-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(&base).unwrap();
+        let root = std::fs::canonicalize(&base).unwrap();
+        let fifo = root.join("notes.md");
+        let status = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo runs");
+        assert!(status.success());
+        let refused = read_promptly(&root, &fifo).unwrap_err();
+        assert!(refused.contains("FIFO"), "{refused}");
+        let uri = "skill://s/notes.md";
+        let content = read_content(&root, &fifo, uri, 1024).unwrap_err();
+        assert!(content.contains("not a regular file"), "{content}");
+
+        let refused = read_promptly(Path::new("/dev"), Path::new("/dev/zero")).unwrap_err();
+        assert!(refused.contains("device"), "{refused}");
+
+        std::fs::write(root.join("real.md"), "real").unwrap();
+        std::os::unix::fs::symlink(root.join("real.md"), root.join("swapped.md")).unwrap();
+        let refused = read_promptly(&root, &root.join("swapped.md")).unwrap_err();
+        assert!(refused.contains("link"), "{refused}");
+        assert_eq!(
+            read_promptly(&root, &root.join("real.md")).unwrap(),
+            b"real"
+        );
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    #[test]
+    fn reads_are_bounded_in_size_and_time() {
+        assert_eq!(read_bounded(&b"abc"[..], 3, READ_TIME).unwrap(), b"abc");
+        let over = read_bounded(&b"abcd"[..], 3, READ_TIME).unwrap_err();
+        assert!(over.contains("larger than 3 bytes"), "{over}");
+        // An endless source (like a device that never ends) stops at the size bound.
+        let endless = read_bounded(std::io::repeat(b'x'), 100_000, READ_TIME).unwrap_err();
+        assert!(endless.contains("larger than"), "{endless}");
+        // A slow source stops at the deadline.
+        struct Slow;
+        impl Read for Slow {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                std::thread::sleep(Duration::from_millis(30));
+                buf[0] = b'x';
+                Ok(1)
+            }
+        }
+        let started = Instant::now();
+        let slow = read_bounded(Slow, 1_000_000, Duration::from_millis(200)).unwrap_err();
+        assert!(slow.contains("took longer"), "{slow}");
+        assert!(started.elapsed() < Duration::from_secs(2));
     }
 
     #[test]

@@ -199,9 +199,16 @@ fn load_skill(dir: &Path, limits: &Limits, acc: &mut Acc<'_>) -> Option<Skill> {
         ));
         return None;
     };
-    let skill_md = read_inside(&dir, &skill_md_path, limits.max_file_bytes)
-        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
-        .unwrap_or_default();
+    let skill_md = match read_inside(&dir, &skill_md_path, limits.max_file_bytes) {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(reason) => {
+            problems.push(format!(
+                "skill {}: {SKILL_FILE} not read ({reason}); skipped",
+                dir.display()
+            ));
+            return None;
+        }
+    };
     let metadata = read_metadata(&dir, problems);
     let description = metadata
         .description
@@ -230,12 +237,12 @@ fn read_metadata(dir: &Path, problems: &mut Vec<String>) -> Metadata {
     let Some(path) = inside(dir, METADATA_FILE) else {
         return Metadata::default();
     };
-    let Some(bytes) = read_inside(dir, &path, MAX_METADATA_BYTES) else {
-        problems.push(format!(
-            "{} is unreadable or larger than {MAX_METADATA_BYTES} bytes; ignored",
-            path.display()
-        ));
-        return Metadata::default();
+    let bytes = match read_inside(dir, &path, MAX_METADATA_BYTES) {
+        Ok(bytes) => bytes,
+        Err(reason) => {
+            problems.push(format!("{} not read ({reason}); ignored", path.display()));
+            return Metadata::default();
+        }
     };
     match serde_norway::from_slice::<serde_json::Value>(&bytes) {
         Ok(serde_json::Value::Object(map)) => {
@@ -354,6 +361,12 @@ fn walk(root: &Path, dir: &Path, depth: usize, limits: &Limits, acc: &mut Acc<'_
         } else if kind.is_file() {
             path.clone()
         } else {
+            // A FIFO, socket or device is never served: reading one could wait for good.
+            acc.problems.push(format!(
+                "skill '{skill}': {} is not a regular file (a FIFO, socket or device); \
+                 not served",
+                path.display()
+            ));
             continue;
         };
         let Ok(size) = std::fs::metadata(&target).map(|m| m.len()) else {

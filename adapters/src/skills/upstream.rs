@@ -134,16 +134,18 @@ impl SkillsUpstream {
     /// SKILL.md's current text (read now, not at scan time).
     async fn skill_md(&self, skill: &Skill) -> Result<String, String> {
         let (dir, max) = (skill.dir.clone(), self.limits.max_file_bytes);
-        tokio::task::spawn_blocking(move || {
-            scan::inside(&dir, SKILL_FILE)
-                .and_then(|path| files::read_inside(&dir, &path, max))
+        bounded_read(move || {
+            let path = scan::inside(&dir, SKILL_FILE).ok_or_else(|| {
+                format!(
+                    "{SKILL_FILE} is gone, not a regular file, or a link leading out of the skill"
+                )
+            })?;
+            files::read_inside(&dir, &path, max)
                 .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
-                .ok_or_else(|| {
-                    format!("{SKILL_FILE} is gone, unreadable, a link leading out of the skill or larger than {max} bytes")
-                })
+                .map_err(|reason| format!("{SKILL_FILE} not read: {reason}"))
         })
         .await
-        .map_err(|e| e.to_string())?
+        .and_then(|read| read)
     }
 
     async fn read_resource(&self, uri: &str) -> Result<Value, RpcError> {
@@ -155,12 +157,12 @@ impl SkillsUpstream {
         let (name, parts) = files::parse_uri(uri).ok_or_else(not_found)?;
         let skill = self.skill(&name).ok_or_else(not_found)?;
         let (owned_uri, max) = (uri.to_owned(), self.limits.max_file_bytes);
-        let read = tokio::task::spawn_blocking(move || {
+        let read = bounded_read(move || {
             let path = files::resolve(&skill.dir, &parts).ok_or(None)?;
             files::read_content(&skill.dir, &path, &owned_uri, max).map_err(Some)
         })
         .await
-        .map_err(|e| internal(e.to_string()))?;
+        .map_err(internal)?;
         match read {
             Ok(content) => Ok(json!({"contents": [content]})),
             Err(None) => Err(not_found()),
@@ -176,6 +178,20 @@ impl SkillsUpstream {
         })?;
         let text = self.skill_md(&skill).await.map_err(internal)?;
         Ok(listing::prompt_result(&skill, text))
+    }
+}
+
+/// Runs a blocking file read off the runtime, waiting for it at most a little over
+/// [`files::READ_TIME`] (the read checks its own deadline between chunks; this bounds
+/// the wait even when one read call stalls, e.g. on a hung network mount).
+async fn bounded_read<T: Send + 'static>(
+    read: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, String> {
+    let wait = files::READ_TIME + Duration::from_secs(1);
+    match tokio::time::timeout(wait, tokio::task::spawn_blocking(read)).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(error)) => Err(error.to_string()),
+        Err(_) => Err(format!("reading the file took longer than {wait:?}")),
     }
 }
 

@@ -27,6 +27,13 @@ pub struct ServerConfig {
     /// Most connections served at once; further ones wait to be accepted.
     #[serde(default = "default_max_connections")]
     pub max_connections: usize,
+    /// Most connections of one client address (IPv6: one /64) served at once; more
+    /// are closed as soon as accepted, so one client holding many idle sockets cannot
+    /// take every place under `max_connections`. Absent, a quarter of
+    /// `max_connections` (at least 1). Behind a proxy every client has the proxy's
+    /// address: set it to what the proxy opens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_connections_per_address: Option<usize>,
 }
 
 fn default_header_timeout() -> Duration {
@@ -52,11 +59,19 @@ impl Default for ServerConfig {
             body_timeout: default_body_timeout(),
             idle_timeout: default_idle_timeout(),
             max_connections: default_max_connections(),
+            max_connections_per_address: None,
         }
     }
 }
 
 impl ServerConfig {
+    /// The most connections one client address is served at once.
+    pub fn connections_per_address(&self) -> usize {
+        self.max_connections_per_address
+            .unwrap_or(self.max_connections / 4)
+            .clamp(1, self.max_connections.max(1))
+    }
+
     /// `(field, message)` for a setting that cannot work.
     pub fn validate(&self) -> Result<(), (&'static str, String)> {
         for (field, value) in [
@@ -72,6 +87,17 @@ impl ServerConfig {
             return Err((
                 "max_connections",
                 format!("must be between 1 and {MAX_CONNECTIONS}"),
+            ));
+        }
+        if let Some(share) = self.max_connections_per_address
+            && !(1..=self.max_connections).contains(&share)
+        {
+            return Err((
+                "max_connections_per_address",
+                format!(
+                    "must be between 1 and `server.max_connections` ({})",
+                    self.max_connections
+                ),
             ));
         }
         Ok(())

@@ -38,6 +38,12 @@ pub struct TasksConfig {
     /// results not yet fetched.
     #[serde(default = "default_max_stored")]
     pub max_stored: usize,
+    /// Most tasks one tenant may have kept at once, running and finished ones alike,
+    /// in either store; one more is refused (429) until one of its finished tasks
+    /// passes `ttl`. It keeps one tenant from filling the store for every other:
+    /// absent, a tenth of `max_stored` (at least 1). At most `max_stored`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_stored_per_tenant: Option<usize>,
 }
 
 fn default_ttl() -> Duration {
@@ -73,11 +79,21 @@ impl Default for TasksConfig {
             call_timeout: default_call_timeout(),
             lease: default_lease(),
             max_stored: default_max_stored(),
+            max_stored_per_tenant: None,
         }
     }
 }
 
 impl TasksConfig {
+    /// The most tasks one tenant may have kept at once: `max_stored_per_tenant`, or a
+    /// tenth of `max_stored` — room for ten tenants at their limit before the shared
+    /// bound is reached, so one tenant alone can never fill it.
+    pub fn stored_per_tenant(&self) -> usize {
+        self.max_stored_per_tenant
+            .unwrap_or(self.max_stored / 10)
+            .max(1)
+    }
+
     /// Checks the fields; messages name the field (relative to `tasks`).
     pub(crate) fn validate(&self) -> Vec<(&'static str, &'static str)> {
         let mut problems = Vec::new();
@@ -98,6 +114,14 @@ impl TasksConfig {
             if zero {
                 problems.push((field, "must be at least 1"));
             }
+        }
+        match self.max_stored_per_tenant {
+            Some(0) => problems.push(("max_stored_per_tenant", "must be at least 1")),
+            Some(n) if n > self.max_stored => problems.push((
+                "max_stored_per_tenant",
+                "must be at most `tasks.max_stored` (one tenant cannot keep more than the whole store)",
+            )),
+            _ => {}
         }
         problems
     }
@@ -149,6 +173,26 @@ mod tests {
         assert_eq!(config.tasks.max_result_bytes, 4 * 1024 * 1024);
         assert_eq!(config.tasks.call_timeout, Duration::from_secs(3600));
         assert_eq!(config.tasks.lease, Duration::from_secs(30));
+        assert_eq!(
+            config.tasks.stored_per_tenant(),
+            1000,
+            "a tenth of max_stored"
+        );
+        let tiny = Config::parse("tasks: {max_stored: 5}\n", &|_| None).unwrap();
+        assert_eq!(tiny.tasks.stored_per_tenant(), 1, "never zero");
+        let set = Config::parse(
+            "tasks: {max_stored: 50, max_stored_per_tenant: 50}\n",
+            &|_| None,
+        )
+        .unwrap();
+        assert_eq!(set.tasks.stored_per_tenant(), 50);
+        for bad in [
+            "tasks: {max_stored_per_tenant: 0}\n",
+            "tasks: {max_stored: 50, max_stored_per_tenant: 51}\n",
+        ] {
+            let err = Config::parse(bad, &|_| None).unwrap_err().to_string();
+            assert!(err.contains("tasks.max_stored_per_tenant"), "{bad}: {err}");
+        }
         let set = Config::parse("tasks: {ttl: 5m, lease: 10s}\n", &|_| None).unwrap();
         assert_eq!(set.tasks.ttl, Duration::from_secs(300));
         assert_eq!(set.tasks.lease, Duration::from_secs(10));

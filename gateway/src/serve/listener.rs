@@ -11,7 +11,10 @@
 //!   after `idle_timeout`. A request in flight (a long call, an SSE stream) is never
 //!   idle: its own deadlines bound it.
 //! - **Connection cap**: at most `max_connections` connections are served at once;
-//!   more wait in the kernel's accept queue until one ends.
+//!   more wait in the kernel's accept queue until one ends. One client address gets
+//!   at most `max_connections_per_address` of them (`admission`): its further
+//!   connections are closed as soon as accepted, so a client holding thousands of
+//!   idle sockets leaves places, and a moving accept queue, for everyone else.
 //! - **Accept errors** (e.g. `EMFILE`, out of file descriptors) are logged and retried
 //!   after a growing pause: the listener never stops.
 //!
@@ -82,6 +85,7 @@ pub async fn serve(
 ) {
     let cap = limits.max_connections.clamp(1, MAX_CONNECTIONS);
     let permits = Arc::new(Semaphore::new(cap));
+    let per_address = super::admission::PerAddress::new(limits.connections_per_address());
     let limits = Arc::new(limits);
     let mut backoff = ACCEPT_BACKOFF_MIN;
     loop {
@@ -96,10 +100,18 @@ pub async fn serve(
             _ = stop.cancelled() => break,
             accepted = listener.accept() => accepted,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => {
+        let (stream, admitted) = match accepted {
+            Ok((stream, peer)) => {
                 backoff = ACCEPT_BACKOFF_MIN;
-                stream
+                let Some(admitted) = per_address.admit(peer.ip()) else {
+                    // Over its client's share: closed at once, so the accept queue
+                    // keeps moving for everyone else.
+                    tracing::debug!(client = %peer.ip(), "closing a connection over its address's share (server.max_connections_per_address)");
+                    drop(stream);
+                    drop(permit);
+                    continue;
+                };
+                (stream, admitted)
             }
             Err(error) => {
                 // Out of file descriptors (or a connection reset before it was
@@ -118,6 +130,7 @@ pub async fn serve(
         let (app, limits, stop) = (app.clone(), limits.clone(), stop.clone());
         tokio::spawn(async move {
             connection(stream, app, &limits, stop).await;
+            drop(admitted);
             drop(permit);
         });
     }
@@ -137,6 +150,8 @@ async fn connection(
     if let Err(error) = stream.set_nodelay(true) {
         tracing::debug!(%error, "TCP_NODELAY not set on a connection");
     }
+    // The client's address, for what is counted per client (console sign-ins).
+    let peer = stream.peer_addr().ok();
     let activity = Arc::new(Activity::new());
     let io = TokioIo::new(Watched {
         inner: stream,
@@ -148,8 +163,13 @@ async fn connection(
         hyper::service::service_fn(move |request: http::Request<Incoming>| {
             let in_flight = activity.request_started();
             let activity = activity.clone();
-            let request =
+            let mut request =
                 request.map(|body| Body::new(TimedBody::new(body, body_timeout, activity.clone())));
+            if let Some(peer) = peer {
+                request
+                    .extensions_mut()
+                    .insert(axum::extract::ConnectInfo(peer));
+            }
             let mut app = app.clone();
             async move {
                 let mut response = match app.answer(request).await {
@@ -536,6 +556,108 @@ mod tests {
             activity.expired(&limits(), first_byte + Duration::from_secs(1)),
             Some("header_timeout")
         );
+    }
+
+    /// How many more descriptors this process may open (its soft limit minus what is
+    /// open), from `/proc` (`None` elsewhere).
+    fn spare_descriptors() -> Option<usize> {
+        let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+        let soft: usize = limits
+            .lines()
+            .find(|l| l.starts_with("Max open files"))?
+            .split_whitespace()
+            .nth(3)?
+            .parse()
+            .ok()?;
+        let open = std::fs::read_dir("/proc/self/fd").ok()?.count();
+        Some(soft.saturating_sub(open))
+    }
+
+    /// One client (127.0.0.1) holds 2,000 idle sockets against a gateway serving 500
+    /// connections: it gets its share (100), the rest are closed as accepted, and a
+    /// call from another address (127.0.0.2) is answered at once. Without the share,
+    /// the held sockets take all 500 places and the call waits for a header timeout
+    /// (30 s here) to free one.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_client_holding_many_sockets_leaves_room_for_others() {
+        const HELD: usize = 2_000;
+        if spare_descriptors().is_some_and(|spare| spare < HELD * 2 + 100) {
+            eprintln!(
+                "NOTICE: skipping: fewer than {} file descriptors to spare",
+                HELD * 2 + 100
+            );
+            return;
+        }
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let app = axum::Router::new().route("/", axum::routing::get(|| async { "ok" }));
+        let limits = ServerConfig {
+            header_timeout: Duration::from_secs(30),
+            max_connections: 500,
+            max_connections_per_address: Some(100),
+            ..ServerConfig::default()
+        };
+        let stop = CancellationToken::new();
+        let server = tokio::spawn(serve(listener, app, limits, stop.clone()));
+        let mut held = Vec::with_capacity(HELD);
+        let opening = tokio::time::timeout(Duration::from_secs(30), async {
+            for _ in 0..HELD {
+                match TcpStream::connect(address).await {
+                    Ok(stream) => held.push(stream),
+                    Err(error) => panic!("opening a held socket: {error}"),
+                }
+            }
+        });
+        opening.await.expect("2,000 sockets opened within 30 s");
+
+        let started = std::time::Instant::now();
+        let call = tokio::time::timeout(Duration::from_secs(5), async {
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket
+                .bind("127.0.0.2:0".parse().unwrap())
+                .expect("bind 127.0.0.2");
+            let mut stream = socket.connect(address).await.expect("connect");
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            stream
+                .write_all(b"GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+                .await
+                .unwrap();
+            let mut answer = Vec::new();
+            stream.read_to_end(&mut answer).await.unwrap();
+            String::from_utf8_lossy(&answer).into_owned()
+        })
+        .await
+        .expect("the call from 127.0.0.2 was answered within 5 s");
+        assert!(call.starts_with("HTTP/1.1 200"), "{call}");
+        assert!(call.ends_with("ok"), "{call}");
+        eprintln!(
+            "a call from another address with {HELD} sockets held: answered in {:?}",
+            started.elapsed()
+        );
+        drop(held);
+        stop.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(10), server).await;
+    }
+
+    #[test]
+    fn shares_default_to_a_quarter_and_are_checked() {
+        let config = ServerConfig::default();
+        assert_eq!(config.connections_per_address(), 1024);
+        let small = ServerConfig {
+            max_connections: 2,
+            ..ServerConfig::default()
+        };
+        assert_eq!(small.connections_per_address(), 1, "never zero");
+        for bad in [0, 4097] {
+            let config = ServerConfig {
+                max_connections_per_address: Some(bad),
+                ..ServerConfig::default()
+            };
+            assert_eq!(
+                config.validate().unwrap_err().0,
+                "max_connections_per_address"
+            );
+        }
     }
 
     #[test]

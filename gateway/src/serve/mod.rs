@@ -7,6 +7,7 @@
 //! at `/console` reads the same data through the same functions.
 
 pub mod admin;
+mod admission;
 pub mod auth;
 pub mod bridge;
 pub mod console;

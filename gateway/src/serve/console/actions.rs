@@ -24,11 +24,13 @@ type Fields = Form<HashMap<String, String>>;
 
 pub(super) async fn login(
     State(console): State<Arc<Console>>,
+    peer: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
     headers: HeaderMap,
     Form(fields): Fields,
 ) -> Response {
     let token = fields.get("token").map(String::as_str).unwrap_or_default();
-    auth::login(&console, &headers, token).await
+    let address = peer.map(|axum::Extension(axum::extract::ConnectInfo(peer))| peer.ip());
+    auth::login(&console, &headers, address, token).await
 }
 
 pub(super) async fn logout(

@@ -8,13 +8,17 @@
 //! - **Session cookie**: 128 random bits, `HttpOnly; SameSite=Strict; Path=/console`,
 //!   `Secure` when `public_url` is `https://…` or the request says it came over TLS
 //!   (`X-Forwarded-Proto: https`; trusting it can only add the flag). Sessions expire
-//!   after 30 minutes unused or 12 hours in all, and at most 64 exist (see
-//!   `sessions`: in memory, or in Redis shared by every replica).
+//!   after 30 minutes unused or 12 hours in all; one principal keeps at most 8 (its
+//!   next sign-in ends its own oldest) and at most 64 exist (see `sessions`: in
+//!   memory, or in Redis shared by every replica).
 //! - **Cross-site requests**: every state-changing POST needs the session's CSRF token
 //!   (a form field or the `X-CSRF-Token` header, compared in constant time) and must not
 //!   come from another site (`Origin` the gateway's own or its `public_url`'s,
 //!   `Sec-Fetch-Site` same-origin).
 //!   The sign-in form, which has no session yet, gets the Origin check.
+//! - **Throttling**: refused sign-ins are counted per client address and per
+//!   credential (`throttle`); past a burst, sign-ins from there get 429 with
+//!   `Retry-After` until the count refills. Correct sign-ins are not counted.
 
 use std::sync::Arc;
 
@@ -228,12 +232,21 @@ fn html(status: StatusCode, body: String) -> Response {
         .into_response()
 }
 
-/// `POST /console/login`.
-pub(super) async fn login(console: &Console, headers: &HeaderMap, token: &str) -> Response {
+/// `POST /console/login` from `address` (the client's, when known).
+pub(super) async fn login(
+    console: &Console,
+    headers: &HeaderMap,
+    address: Option<std::net::IpAddr>,
+    token: &str,
+) -> Response {
     if let Some(refused) = refuse_cross_site(headers, public_origin(console).as_deref()) {
         return refused;
     }
     let token = token.trim();
+    // Throttled before the credential is checked: a guesser learns nothing more.
+    if let Some(wait) = console.throttle.wait(address, token) {
+        return throttled(console, wait);
+    }
     let role = if token.is_empty() || token.len() > 8192 {
         None
     } else if console.admin.token().is_some_and(|t| t.matches(token)) {
@@ -265,6 +278,7 @@ pub(super) async fn login(console: &Console, headers: &HeaderMap, token: &str) -
         }
     };
     let Some(role) = role else {
+        console.throttle.refused(address, token);
         console
             .door
             .gateway
@@ -292,6 +306,36 @@ pub(super) async fn login(console: &Console, headers: &HeaderMap, token: &str) -
     let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, "/console")]).into_response();
     if let Some(cookie) = session_cookie(console, headers, &id) {
         response.headers_mut().insert(header::SET_COOKIE, cookie);
+    }
+    response
+}
+
+/// The answer to a sign-in from an address, or with a credential, refused too often.
+fn throttled(console: &Console, wait: std::time::Duration) -> Response {
+    console
+        .door
+        .gateway
+        .metrics
+        .record_refusal("sign_in_throttled");
+    tracing::info!(
+        target: crate::logging::AUDIT_TARGET,
+        outcome = "sign_in_throttled",
+        "console sign-in throttled"
+    );
+    let seconds = super::throttle::retry_after_secs(wait);
+    let body = super::html::bare_page(
+        "Too many sign-in attempts",
+        &super::html::notice(
+            "bad",
+            &format!(
+                "Too many refused sign-ins from this address or with this credential: \
+                 wait {seconds} s, then sign in with the admin token or a tenant's API key."
+            ),
+        ),
+    );
+    let mut response = html(StatusCode::TOO_MANY_REQUESTS, body);
+    if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
     }
     response
 }

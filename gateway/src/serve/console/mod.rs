@@ -16,6 +16,7 @@
 //! connections of `/v1/connections`).
 //!
 //! - `auth`: sign-in, CSRF and cross-site checks; `sessions`: where sessions are kept;
+//!   `throttle`: refused sign-ins counted per address and credential;
 //! - `html`: escaping, the page shell, widgets;
 //! - `pages`: upstreams, reloads and health;
 //! - `catalog`: the catalog, a tool's detail and its try-out form;
@@ -34,6 +35,7 @@ mod pages;
 mod schema;
 mod sessions;
 mod tenants;
+mod throttle;
 
 use std::sync::Arc;
 
@@ -53,6 +55,7 @@ pub struct Console {
     door: Arc<FrontDoor>,
     admin: Arc<Admin>,
     sessions: sessions::Sessions,
+    throttle: throttle::SignInThrottle,
 }
 
 /// The console's routes.
@@ -62,6 +65,7 @@ pub fn router(door: Arc<FrontDoor>, admin: Arc<Admin>) -> Router {
         door,
         admin,
         sessions: sessions::Sessions::new(shared),
+        throttle: throttle::SignInThrottle::new(),
     });
     Router::new()
         .route("/console", get(pages::upstreams))

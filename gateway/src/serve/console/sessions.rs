@@ -3,16 +3,23 @@
 //! `state.backend: redis`, so any replica serves a signed-in browser (correctness never
 //! depends on sticky routing).
 //!
-//! A session ends after [`IDLE`] unused or [`LIFETIME`] in all, and at most
-//! [`MAX_SESSIONS`] exist: a new one makes room by ending the least recently used (in
-//! memory) or the oldest (in Redis).
+//! A session ends after [`IDLE`] unused or [`LIFETIME`] in all. One principal (the
+//! admin, a tenant's key, one user's key: a [`Role`]) keeps at most
+//! [`MAX_SESSIONS_PER_PRINCIPAL`]: its next sign-in ends its own least recently used
+//! (in memory) or oldest (in Redis) session, so signing in over and over never signs
+//! anybody else out. At most [`MAX_SESSIONS`] exist in all: past that a new one ends
+//! the least recently used, or oldest, of all — which takes that many sign-ins of
+//! several principals.
 //!
 //! Redis keys (under `state.key_prefix`): `console:session:ID` — JSON `{role, csrf,
 //! created}` expiring [`IDLE`] after its last use; `console:sessions` — a sorted set
-//! of ids by creation time (Unix seconds), what the bound counts.
+//! of ids by creation time (Unix µs of Redis' clock), what the global bound counts;
+//! `console:principal:HASH` — the same for one principal (`HASH`: of its role), what
+//! its own bound counts. One Lua script creates a session and applies both bounds,
+//! so replicas signing the same principal in at once cannot pass them.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
@@ -22,6 +29,9 @@ use crate::state::conn::Unavailable;
 
 /// The most console sessions at once.
 pub(super) const MAX_SESSIONS: usize = 64;
+/// The most console sessions one principal keeps at once (a person with a few
+/// browsers and devices; a script signing in in a loop only ends its own).
+pub(super) const MAX_SESSIONS_PER_PRINCIPAL: usize = 8;
 /// A session unused this long is over.
 pub(super) const IDLE: Duration = Duration::from_secs(30 * 60);
 /// No session lasts longer than this.
@@ -44,6 +54,14 @@ impl Role {
             Role::Tenant(name, None) => json!({"tenant": name}),
             Role::Tenant(name, Some(subject)) => json!({"tenant": name, "subject": subject}),
         }
+    }
+
+    /// A short name of the principal for store keys: a hash of its role (tenant
+    /// names and subjects never appear in a key as they are).
+    fn principal_key(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::digest(self.encode().to_string().as_bytes());
+        digest[..12].iter().map(|b| format!("{b:02x}")).collect()
     }
 
     fn decode(value: &Value) -> Option<Role> {
@@ -107,13 +125,23 @@ impl Sessions {
         let now = Instant::now();
         let mut table = self.lock();
         table.retain(|_, s| alive(s, now));
-        if table.len() >= MAX_SESSIONS
-            && let Some(oldest) = table
+        // The principal's own sessions make room first; then, if still full, the
+        // least recently used of all. Each pass ends one session: bounded by the table.
+        for _ in 0..=table.len() {
+            let mine = table.values().filter(|s| s.role == role).count();
+            let full = mine >= MAX_SESSIONS_PER_PRINCIPAL || table.len() >= MAX_SESSIONS;
+            if !full {
+                break;
+            }
+            let oldest = table
                 .iter()
+                .filter(|(_, s)| mine < MAX_SESSIONS_PER_PRINCIPAL || s.role == role)
                 .min_by_key(|(_, s)| s.used)
-                .map(|(id, _)| id.clone())
-        {
-            table.remove(&oldest);
+                .map(|(id, _)| id.clone());
+            match oldest {
+                Some(oldest) => table.remove(&oldest),
+                None => break,
+            };
         }
         table.insert(
             id.to_owned(),
@@ -167,6 +195,50 @@ fn session_key(conn: &RedisConn, id: &str) -> String {
     conn.key(&format!("console:session:{id}"))
 }
 
+/// Creates a session and applies both bounds, atomically. ARGV: prefix, id, the
+/// session's JSON, idle (s), principal, its bound, the global bound, lifetime (s).
+/// Sessions are scored by creation in microseconds of Redis' clock: one clock for
+/// every replica, and fine enough that sign-ins in a loop keep their order.
+const CREATE_SESSION: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local expired_before = now - tonumber(ARGV[8]) * 1000000
+local prefix, id = ARGV[1], ARGV[2]
+local function key(sid) return prefix .. 'console:session:' .. sid end
+local index = prefix .. 'console:sessions'
+local mine = prefix .. 'console:principal:' .. ARGV[5]
+local per, global = tonumber(ARGV[6]), tonumber(ARGV[7])
+redis.call('ZREMRANGEBYSCORE', index, '-inf', '(' .. expired_before)
+redis.call('ZREMRANGEBYSCORE', mine, '-inf', '(' .. expired_before)
+-- Sessions that ended unused (their key expired) no longer count for the principal.
+for _, sid in ipairs(redis.call('ZRANGE', mine, 0, -1)) do
+  if redis.call('EXISTS', key(sid)) == 0 then
+    redis.call('ZREM', mine, sid)
+    redis.call('ZREM', index, sid)
+  end
+end
+local n = redis.call('ZCARD', mine)
+if n >= per then
+  for _, sid in ipairs(redis.call('ZRANGE', mine, 0, n - per)) do
+    redis.call('DEL', key(sid))
+    redis.call('ZREM', index, sid)
+    redis.call('ZREM', mine, sid)
+  end
+end
+redis.call('SET', key(id), ARGV[3], 'EX', tonumber(ARGV[4]))
+redis.call('ZADD', index, now, id)
+redis.call('ZADD', mine, now, id)
+redis.call('EXPIRE', mine, tonumber(ARGV[8]))
+local total = redis.call('ZCARD', index)
+if total > global then
+  for _, sid in ipairs(redis.call('ZRANGE', index, 0, total - global - 1)) do
+    redis.call('DEL', key(sid))
+    redis.call('ZREM', index, sid)
+  end
+end
+return total
+";
+
 async fn create_shared(
     conn: &RedisConn,
     id: &str,
@@ -175,57 +247,25 @@ async fn create_shared(
 ) -> Result<(), Unavailable> {
     let now = unix_now();
     let value = json!({"role": role.encode(), "csrf": csrf, "created": now}).to_string();
-    let key = session_key(conn, id);
-    let index = conn.key("console:sessions");
-    let expired_before = now.saturating_sub(LIFETIME.as_secs());
-    let count: usize = conn
-        .run("create console session", |mut c| {
-            let (key, index, id) = (key.clone(), index.clone(), id.to_owned());
-            async move {
-                let (_, _, _, count): ((), (), (), usize) = redis::pipe()
-                    .cmd("SET")
-                    .arg(&key)
-                    .arg(&value)
-                    .arg("EX")
-                    .arg(IDLE.as_secs())
-                    .cmd("ZADD")
-                    .arg(&index)
-                    .arg(now)
-                    .arg(&id)
-                    .cmd("ZREMRANGEBYSCORE")
-                    .arg(&index)
-                    .arg("-inf")
-                    .arg(format!("({expired_before}"))
-                    .cmd("ZCARD")
-                    .arg(&index)
-                    .query_async(&mut c)
-                    .await?;
-                Ok(count)
-            }
-        })
-        .await?;
-    if count <= MAX_SESSIONS {
-        return Ok(());
-    }
-    // Over the bound: the oldest sessions make room.
-    let surplus = count - MAX_SESSIONS;
-    let oldest: Vec<String> = conn
-        .run("bound console sessions", |mut c| {
-            let index = index.clone();
-            async move {
-                redis::cmd("ZRANGE")
-                    .arg(&index)
-                    .arg(0)
-                    .arg(surplus.saturating_sub(1))
-                    .query_async(&mut c)
-                    .await
-            }
-        })
-        .await?;
-    for old in oldest {
-        remove_shared(conn, &old).await?;
-    }
-    Ok(())
+    let args = [
+        conn.key(""),
+        id.to_owned(),
+        value,
+        IDLE.as_secs().to_string(),
+        role.principal_key(),
+        MAX_SESSIONS_PER_PRINCIPAL.to_string(),
+        MAX_SESSIONS.to_string(),
+        LIFETIME.as_secs().to_string(),
+    ];
+    static SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(CREATE_SESSION));
+    conn.run("create console session", |mut c| async move {
+        let mut invocation = SCRIPT.prepare_invoke();
+        for arg in &args {
+            invocation.arg(arg);
+        }
+        invocation.invoke_async::<i64>(&mut c).await.map(|_| ())
+    })
+    .await
 }
 
 async fn get_shared(conn: &RedisConn, id: &str) -> Result<Option<(Role, String)>, Unavailable> {
@@ -285,13 +325,75 @@ async fn remove_shared(conn: &RedisConn, id: &str) -> Result<(), Unavailable> {
 mod tests {
     use super::*;
 
+    /// A tenant's key signing in 70 times (a script in a loop) ends only its own
+    /// sessions: the admin stays signed in, the tenant keeps its latest
+    /// [`MAX_SESSIONS_PER_PRINCIPAL`], and another user of the same tenant keeps theirs.
+    async fn one_principal_cannot_sign_others_out(sessions: &Sessions) {
+        let (admin, admin_csrf) = sessions.create(Role::Admin).await.unwrap();
+        let alice = Role::Tenant("acme".into(), Some("alice".into()));
+        let (alices, _) = sessions.create(alice.clone()).await.unwrap();
+        let tenant = Role::Tenant("acme".into(), None);
+        let mut ids = Vec::new();
+        for _ in 0..70 {
+            ids.push(sessions.create(tenant.clone()).await.unwrap().0);
+        }
+        assert_eq!(
+            sessions.get(&admin).await.unwrap(),
+            Some((Role::Admin, admin_csrf)),
+            "the admin is still signed in"
+        );
+        assert!(sessions.get(&alices).await.unwrap().is_some());
+        let mut live = 0;
+        for id in &ids {
+            live += usize::from(sessions.get(id).await.unwrap().is_some());
+        }
+        assert_eq!(
+            live, MAX_SESSIONS_PER_PRINCIPAL,
+            "the tenant keeps its own few"
+        );
+        for id in &ids[ids.len() - MAX_SESSIONS_PER_PRINCIPAL..] {
+            assert!(sessions.get(id).await.unwrap().is_some(), "its latest");
+        }
+    }
+
+    #[tokio::test]
+    async fn memory_sessions_are_bounded_per_principal() {
+        one_principal_cannot_sign_others_out(&Sessions::new(None)).await;
+    }
+
+    #[tokio::test]
+    async fn redis_sessions_are_bounded_per_principal() {
+        let state = crate::state::suite::test_state(&crate::state::suite::redis_url());
+        let Some(conn) = crate::state::suite::redis_conn(&state).await else {
+            return;
+        };
+        let sessions = Sessions::new(Some(conn.clone()));
+        one_principal_cannot_sign_others_out(&sessions).await;
+        // Many principals still meet the global bound.
+        for n in 0..MAX_SESSIONS + 10 {
+            sessions
+                .create(Role::Tenant("t".into(), Some(format!("user{n}"))))
+                .await
+                .unwrap();
+        }
+        let index = conn.key("console:sessions");
+        let count: usize = conn
+            .run("count", |mut c| async move {
+                redis::cmd("ZCARD").arg(index).query_async(&mut c).await
+            })
+            .await
+            .unwrap();
+        assert_eq!(count, MAX_SESSIONS);
+    }
+
     #[tokio::test]
     async fn memory_sessions_are_bounded() {
         let sessions = Sessions::new(None);
         let (first, _) = sessions.create(Role::Admin).await.unwrap();
-        for _ in 0..MAX_SESSIONS + 5 {
+        // As many principals as sessions (one user each): the global bound holds.
+        for n in 0..MAX_SESSIONS + 5 {
             sessions
-                .create(Role::Tenant("a".into(), None))
+                .create(Role::Tenant("a".into(), Some(format!("user{n}"))))
                 .await
                 .unwrap();
         }

@@ -72,16 +72,19 @@ pub(super) async fn start(
 }
 
 /// A task error as the REST surface answers it (one mapping, through the error kinds'
-/// statuses): the tenant's running limit is 429, a full or unreachable store 503, a
-/// task that is not the caller's 404.
+/// statuses): the tenant's own limits (running, kept) are 429 — the tenant's to wait
+/// out, never another's — a full or unreachable store 503, a task that is not the
+/// caller's 404.
 pub(super) fn task_refusal(refusal: TaskError) -> ToolError {
     let message = refusal.to_string();
     match refusal {
         TaskError::NotFound => not_found(),
-        TaskError::TooManyRunning { .. } => ToolError::RateLimited {
-            message,
-            retry_after: None,
-        },
+        TaskError::TooManyRunning { .. } | TaskError::TenantStoreFull { .. } => {
+            ToolError::RateLimited {
+                message,
+                retry_after: None,
+            }
+        }
         TaskError::StoreFull { .. } | TaskError::Unavailable(_) => ToolError::Unavailable(message),
         TaskError::InvalidInput(_) | TaskError::ResultTooLarge { .. } => {
             ToolError::InvalidArgs(message)
@@ -528,6 +531,15 @@ mod tests {
                 limit: 1
             }),
             429
+        );
+        assert_eq!(
+            status(TaskError::TenantStoreFull {
+                tenant: "t".into(),
+                limit: 1,
+                ttl: std::time::Duration::from_secs(1)
+            }),
+            429,
+            "a tenant's own share is its to wait out"
         );
         assert_eq!(status(TaskError::StoreFull { limit: 1 }), 503);
     }

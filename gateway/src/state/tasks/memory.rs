@@ -1,6 +1,8 @@
 //! Tasks in this process (`state.backend: memory`): a table bounded by
-//! `tasks.max_stored`. A full table refuses new tasks rather than forget results
-//! not yet fetched; expired tasks (finished ones past `tasks.ttl`) are dropped first.
+//! `tasks.max_stored`, and each tenant's share of it by
+//! `tasks.max_stored_per_tenant`. A full table (or share) refuses new tasks rather
+//! than forget results not yet fetched; expired tasks (finished ones past
+//! `tasks.ttl`) are dropped first.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
@@ -96,19 +98,30 @@ impl TaskStore for MemoryTaskStore {
     async fn create(&self, new: NewTask) -> Result<TaskRecord, TaskError> {
         let now = now_ms();
         let mut tasks = self.lock();
-        let running = tasks
-            .values()
-            .filter(|t| {
-                t.owner.tenant == new.owner.tenant
-                    && !t.state.is_terminal()
-                    && !self.expired(t, now)
-            })
-            .count();
+        // One pass counts the tenant's kept and running tasks (expired ones are gone
+        // already for every purpose but memory).
+        let (mut kept, mut running) = (0usize, 0usize);
+        for task in tasks.values() {
+            if task.owner.tenant == new.owner.tenant && !self.expired(task, now) {
+                kept += 1;
+                running += usize::from(!task.state.is_terminal());
+            }
+        }
         let limit = self.config.max_running_per_tenant;
         if running >= limit as usize {
             return Err(TaskError::TooManyRunning {
                 tenant: new.owner.tenant,
                 limit,
+            });
+        }
+        // The tenant's own share before the shared bound: a tenant at its share is told
+        // so, and never brings the store to where other tenants are refused.
+        let share = self.config.stored_per_tenant();
+        if kept >= share {
+            return Err(TaskError::TenantStoreFull {
+                tenant: new.owner.tenant,
+                limit: share,
+                ttl: self.config.ttl,
             });
         }
         if tasks.len() >= self.config.max_stored {
@@ -350,37 +363,45 @@ mod tests {
         .await;
     }
 
+    /// Three tenants fill a store of 3 (each within its share): a fourth tenant is
+    /// refused with the store's bound until a finished task expires.
     #[tokio::test]
     async fn a_full_store_refuses_until_finished_tasks_expire() {
         let config = TasksConfig {
             max_stored: 3,
+            max_stored_per_tenant: Some(2),
             ttl: Duration::from_millis(300),
             ..TasksConfig::default()
         };
         let store = MemoryTaskStore::new(&config);
-        let owner = Owner::tenant("acme");
+        let owners: Vec<Owner> = ["a", "b", "c"].into_iter().map(Owner::tenant).collect();
         let mut ids = Vec::new();
-        for _ in 0..3 {
-            ids.push(store.create(suite::new_task(&owner)).await.unwrap().id);
+        for owner in &owners {
+            ids.push(store.create(suite::new_task(owner)).await.unwrap().id);
         }
+        let late = Owner::tenant("d");
         assert_eq!(
-            store.create(suite::new_task(&owner)).await,
+            store.create(suite::new_task(&late)).await,
             Err(TaskError::StoreFull { limit: 3 })
         );
         store
-            .finish(&owner, &ids[0], Outcome::Completed(serde_json::json!(1)))
+            .finish(
+                &owners[0],
+                &ids[0],
+                Outcome::Completed(serde_json::json!(1)),
+            )
             .await
             .unwrap();
         assert!(
-            store.create(suite::new_task(&owner)).await.is_err(),
+            store.create(suite::new_task(&late)).await.is_err(),
             "a finished task is kept for its ttl"
         );
         tokio::time::sleep(Duration::from_millis(400)).await;
         store
-            .create(suite::new_task(&owner))
+            .create(suite::new_task(&late))
             .await
             .expect("the expired task made room");
-        assert_eq!(store.get(&owner, &ids[0]).await.unwrap(), None);
-        assert!(store.get(&owner, &ids[1]).await.unwrap().is_some());
+        assert_eq!(store.get(&owners[0], &ids[0]).await.unwrap(), None);
+        assert!(store.get(&owners[1], &ids[1]).await.unwrap().is_some());
     }
 }

@@ -354,6 +354,20 @@ pub enum TaskError {
          wait for one to finish"
     )]
     TooManyRunning { tenant: String, limit: u32 },
+    /// The tenant keeps `limit` tasks, running and finished: its share of the store
+    /// (`tasks.max_stored_per_tenant`), so that it cannot fill the store for others.
+    /// Only time frees a place: a finished task is kept for `ttl`, then forgotten.
+    #[error(
+        "tenant '{tenant}' already keeps {limit} tasks, running and finished \
+         (`tasks.max_stored_per_tenant`); a finished task is kept for `tasks.ttl` \
+         ({ttl:?}) after it ends and then frees its place: fetch the results you need \
+         and start new tasks then"
+    )]
+    TenantStoreFull {
+        tenant: String,
+        limit: usize,
+        ttl: std::time::Duration,
+    },
     /// The in-process store holds `limit` tasks.
     #[error("the task store is full ({limit} tasks, `tasks.max_stored`); retry later")]
     StoreFull { limit: usize },
@@ -390,7 +404,8 @@ pub enum TaskError {
 #[async_trait]
 pub trait TaskStore: Send + Sync {
     /// A new `working` task leased to `new.replica`, unless its tenant already has
-    /// `tasks.max_running_per_tenant` running.
+    /// `tasks.max_running_per_tenant` running or keeps its
+    /// [`stored_per_tenant`](crate::config::TasksConfig::stored_per_tenant) tasks.
     async fn create(&self, new: NewTask) -> Result<TaskRecord, TaskError>;
 
     /// The task, if it exists and belongs to `owner` (`None` either way otherwise).

@@ -17,6 +17,9 @@
 //! - `tasks:running:TENANT` — a set of the tenant's running task ids: what
 //!   `max_running_per_tenant` counts. A creation first drops ids whose task ended or
 //!   expired, so the set heals whatever way a task went.
+//! - `tasks:stored:TENANT` — a sorted set of the tenant's kept task ids (running and
+//!   finished) by creation time: what `max_stored_per_tenant` counts. A task leaves
+//!   it by expiring; a creation that finds it full first drops ids whose task is gone.
 //! - `tasks:leases` — a sorted set of running task ids scored by lease expiry: what
 //!   the reaper scans.
 //! - `tasks:owner:TENANT:SESSION` (`…:~SUBJECT` for a subject's) — the owner's
@@ -302,12 +305,18 @@ impl TaskStore for RedisTaskStore {
             new.replica,
             self.config.max_running_per_tenant.to_string(),
             self.index_key(&new.owner),
+            self.config.stored_per_tenant().to_string(),
         ]);
         let (outcome, fields): Answer = self
             .invoke("create task", &self.create, Some(self.task_key(&id)), args)
             .await?;
         match outcome.as_str() {
             "ok" => record(&id, fields),
+            "kept" => Err(TaskError::TenantStoreFull {
+                tenant: new.owner.tenant,
+                limit: self.config.stored_per_tenant(),
+                ttl: self.config.ttl,
+            }),
             _ => Err(TaskError::TooManyRunning {
                 tenant: new.owner.tenant,
                 limit: self.config.max_running_per_tenant,

@@ -80,6 +80,17 @@ pub(crate) async fn run_all(factory: &Factory) {
         return;
     };
     finished_tasks_expire_after_ttl(short.as_ref()).await;
+    let Some(shared) = factory(TasksConfig {
+        max_stored: 10,
+        max_stored_per_tenant: Some(3),
+        ttl: Duration::from_millis(500),
+        ..TasksConfig::default()
+    })
+    .await
+    else {
+        return;
+    };
+    kept_tasks_are_bounded_per_tenant(shared).await;
 }
 
 async fn create_and_read(store: &dyn TaskStore) {
@@ -786,4 +797,85 @@ async fn concurrent_answers_all_count(store: Arc<dyn TaskStore>) {
     for key in &keys {
         assert_eq!(done.input_responses[key], json!({"key": key}));
     }
+}
+
+/// A share of 3 kept tasks per tenant (of 10 in all): concurrent creations never pass
+/// it; a tenant at its share — finished tasks count until they expire — is refused
+/// with its own limit in every session, while another tenant still creates; a
+/// finished task's expiry frees its place.
+async fn kept_tasks_are_bounded_per_tenant(store: Arc<dyn TaskStore>) {
+    let rush = Owner::tenant("rush");
+    let mut creations = Vec::new();
+    for _ in 0..10 {
+        let (store, new) = (store.clone(), new_task(&rush));
+        creations.push(tokio::spawn(async move { store.create(new).await }));
+    }
+    let mut admitted = 0;
+    for creation in creations {
+        match creation.await.unwrap() {
+            Ok(_) => admitted += 1,
+            Err(TaskError::TenantStoreFull { tenant, limit, .. }) => {
+                assert_eq!((tenant.as_str(), limit), ("rush", 3));
+            }
+            Err(other) => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(admitted, 3, "exactly the share was admitted");
+
+    let hog = Owner::session("hog", "s1");
+    let mut kept = Vec::new();
+    for _ in 0..3 {
+        kept.push(store.create(new_task(&hog)).await.unwrap().id);
+    }
+    for id in &kept[..2] {
+        store
+            .finish(&hog, id, Outcome::Completed(json!("r")))
+            .await
+            .unwrap();
+    }
+    for owner in [
+        hog.clone(),
+        Owner::session("hog", "s2"),
+        Owner::tenant("hog"),
+    ] {
+        let refused = store.create(new_task(&owner)).await.unwrap_err();
+        assert!(
+            matches!(&refused, TaskError::TenantStoreFull { tenant, limit: 3, .. } if tenant == "hog"),
+            "finished tasks count until they expire, across the tenant's sessions: {refused:?}"
+        );
+        let message = refused.to_string();
+        for part in [
+            "tenant 'hog'",
+            "3 tasks",
+            "tasks.max_stored_per_tenant",
+            "tasks.ttl",
+        ] {
+            assert!(message.contains(part), "{message}");
+        }
+    }
+    let other = Owner::tenant("other");
+    for _ in 0..3 {
+        store
+            .create(new_task(&other))
+            .await
+            .expect("another tenant keeps its own share");
+    }
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    for _ in 0..2 {
+        store
+            .create(new_task(&hog))
+            .await
+            .expect("the expired finished tasks freed their places");
+    }
+    assert!(
+        matches!(
+            store.create(new_task(&hog)).await,
+            Err(TaskError::TenantStoreFull { .. })
+        ),
+        "the running task still counts"
+    );
+    assert_eq!(
+        store.get(&hog, &kept[2]).await.unwrap().unwrap().state,
+        TaskState::Working
+    );
 }

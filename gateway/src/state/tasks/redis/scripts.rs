@@ -14,6 +14,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local prefix, ttl, keep_running, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local function task_key(id) return prefix .. 'task:{' .. id .. '}' end
 local function running_key(tenant) return prefix .. 'tasks:running:' .. tenant end
+local function stored_key(tenant) return prefix .. 'tasks:stored:' .. tenant end
 local leases = prefix .. 'tasks:leases'
 -- Ends a task: its state, no lease nor input, kept `ttl` from now, out of the counts.
 local function settle(key, id, to)
@@ -24,6 +25,9 @@ local function settle(key, id, to)
     if string.sub(field, 1, 6) == 'input_' then redis.call('HDEL', key, field) end
   end
   redis.call('PEXPIRE', key, ttl)
+  -- The tenant's kept set outlives its last task: an ended task is kept `ttl` more.
+  local kept = stored_key(tenant)
+  if redis.call('PTTL', kept) < ttl then redis.call('PEXPIRE', kept, ttl) end
   redis.call('SREM', running_key(tenant), id)
   redis.call('ZREM', leases, id)
 end
@@ -39,9 +43,15 @@ local function owned_state(key, tenant, scope)
 end
 ";
 
-/// A new running task unless the tenant is at its limit: `{'ok', fields}` or
-/// `{'full', {}}`. KEYS: task. ARGV[5..]: id, tenant, scope (session and subject,
-/// see `owned_state`), tool, poll (ms), replica, max running, owner index key.
+/// A new running task unless the tenant is at one of its limits: `{'ok', fields}`,
+/// `{'full', {}}` (running) or `{'kept', {}}` (its share of kept tasks). KEYS: task.
+/// ARGV[5..]: id, tenant, scope (session and subject, see `owned_state`), tool, poll
+/// (ms), replica, max running, owner index key, most kept.
+///
+/// The tenant's kept tasks are `tasks:stored:TENANT`, ids scored by creation; a task
+/// leaves it only by expiring (its key is gone), so the set is healed when it looks
+/// full: members without a task are dropped, then counted again. The work is bounded
+/// by the share, and done only for a tenant at it.
 pub(super) const CREATE: &str = r"
 local id, tenant = ARGV[5], ARGV[6]
 local session, subject = string.match(ARGV[7], '^(.-)\31(.*)$')
@@ -51,12 +61,21 @@ for _, other in ipairs(redis.call('SMEMBERS', running)) do
   if not (state and is_running[state]) then redis.call('SREM', running, other) end
 end
 if redis.call('SCARD', running) >= tonumber(ARGV[11]) then return {'full', {}} end
+local kept, share = stored_key(tenant), tonumber(ARGV[13])
+if redis.call('ZCARD', kept) >= share then
+  for _, other in ipairs(redis.call('ZRANGE', kept, 0, -1)) do
+    if redis.call('EXISTS', task_key(other)) == 0 then redis.call('ZREM', kept, other) end
+  end
+  if redis.call('ZCARD', kept) >= share then return {'kept', {}} end
+end
 redis.call('HSET', KEYS[1], 'tenant', tenant, 'session', session, 'subject', subject, 'tool', ARGV[8],
   'created', now, 'updated', now, 'state', 'working', 'poll', ARGV[9],
   'lease_replica', ARGV[10], 'lease_expires', now + lease)
 redis.call('PEXPIRE', KEYS[1], keep_running)
 redis.call('SADD', running, id)
 redis.call('PEXPIRE', running, keep_running)
+redis.call('ZADD', kept, now, id)
+redis.call('PEXPIRE', kept, keep_running)
 redis.call('ZADD', leases, now + lease, id)
 redis.call('ZADD', ARGV[12], 0, string.format('%015d', now) .. ':' .. id)
 redis.call('PEXPIRE', ARGV[12], keep_running)
