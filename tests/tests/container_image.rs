@@ -1,11 +1,16 @@
-//! What can be checked of the container image without a container engine: the
-//! Dockerfile's promises (non-root 65532, the binary and config where the entrypoint
-//! looks, a locked release build), that the binary needs no shared library beyond what
-//! the distroless `cc` base ships, and that the image's built-in config is valid.
-//! (Building and running the image needs a Docker engine; these machines have none.)
+//! What can be checked of the container image without a container engine: the build
+//! context (every workspace member and file the build needs is sent, heavy and secret
+//! directories are not), the Dockerfile's promises (non-root 65532, the binary and
+//! config where the entrypoint looks, a locked release build), that
+//! the binary needs no shared library beyond what the distroless `cc` base ships, and
+//! that the image's built-in config is valid.
+//! (Building and running the image needs a container engine and its base images from a
+//! registry; these machines have neither.)
 
 use std::process::Command;
 
+use serde_json::Value;
+use toolgate_e2e::build_context::DockerIgnore;
 use toolgate_e2e::{toolgate_bin, workspace_root};
 
 /// Shared libraries `gcr.io/distroless/cc-debian12` provides (glibc, libgcc, libm).
@@ -115,4 +120,212 @@ fn the_images_built_in_config_is_valid() {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+// ---------------------------------------------------------------------------------
+// The build context
+// ---------------------------------------------------------------------------------
+
+/// The workspace members' directories, relative to the root, from `cargo metadata`
+/// (what `cargo build` in the context will load).
+fn workspace_member_dirs() -> Vec<String> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let output = Command::new(cargo)
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(workspace_root())
+        .output()
+        .expect("run cargo metadata");
+    assert!(
+        output.status.success(),
+        "cargo metadata: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let metadata: Value = serde_json::from_slice(&output.stdout).expect("cargo metadata JSON");
+    let root = std::fs::canonicalize(workspace_root()).expect("the workspace root");
+    let members: Vec<&str> = metadata["workspace_members"]
+        .as_array()
+        .expect("workspace_members")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let mut dirs: Vec<String> = metadata["packages"]
+        .as_array()
+        .expect("packages")
+        .iter()
+        .filter(|p| p["id"].as_str().is_some_and(|id| members.contains(&id)))
+        .map(|p| {
+            let manifest = std::path::Path::new(p["manifest_path"].as_str().expect("a path"));
+            let dir = manifest.parent().expect("a manifest's directory");
+            dir.strip_prefix(&root)
+                .unwrap_or_else(|_| panic!("{} is outside the workspace", dir.display()))
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    dirs.sort();
+    assert!(dirs.len() >= 3, "workspace members: {dirs:?}");
+    dirs
+}
+
+/// The files the members' sources embed (`include_str!("…")`, `include_bytes!("…")`),
+/// relative to the root: the build fails without them as surely as without a manifest.
+fn embedded_files(context: &[String], member_dirs: &[String]) -> Vec<String> {
+    let mut embedded = Vec::new();
+    for file in context.iter().filter(|f| f.ends_with(".rs")) {
+        if !member_dirs
+            .iter()
+            .any(|d| file.starts_with(&format!("{d}/")))
+        {
+            continue;
+        }
+        let text = std::fs::read_to_string(workspace_root().join(file)).expect("a source");
+        for macro_name in ["include_str!(\"", "include_bytes!(\""] {
+            for (start, _) in text.match_indices(macro_name) {
+                let rest = &text[start + macro_name.len()..];
+                let Some(end) = rest.find('"') else { continue };
+                let dir = std::path::Path::new(file).parent().expect("in a directory");
+                let joined = dir.join(&rest[..end]);
+                // Resolve `..` lexically: the context has no symlinks to follow.
+                let mut parts: Vec<String> = Vec::new();
+                for part in joined.components() {
+                    match part {
+                        std::path::Component::ParentDir => {
+                            parts.pop();
+                        }
+                        std::path::Component::Normal(p) => {
+                            parts.push(p.to_string_lossy().into_owned())
+                        }
+                        _ => {}
+                    }
+                }
+                // Only files that exist: a missing one fails the build anyway, and
+                // this also skips the macros' names in comments (like this file's).
+                let path = parts.join("/");
+                if workspace_root().join(&path).is_file() {
+                    embedded.push(path);
+                }
+            }
+        }
+    }
+    embedded
+}
+
+/// The sources the Dockerfile's `COPY` lines take from the context (not `--from` a
+/// stage), e.g. `.` and `config/container.yaml`.
+fn copied_sources(dockerfile: &str) -> Vec<String> {
+    let mut sources = Vec::new();
+    for line in dockerfile.lines().map(str::trim) {
+        let Some(args) = line.strip_prefix("COPY ") else {
+            continue;
+        };
+        let words: Vec<&str> = args.split_whitespace().collect();
+        if words.iter().any(|w| w.starts_with("--from=")) {
+            continue;
+        }
+        let paths: Vec<&str> = words
+            .iter()
+            .copied()
+            .filter(|w| !w.starts_with("--"))
+            .collect();
+        if let Some((_destination, from)) = paths.split_last() {
+            sources.extend(from.iter().map(|s| s.to_string()));
+        }
+    }
+    sources
+}
+
+#[test]
+fn the_build_context_holds_every_workspace_member_and_what_the_dockerfile_copies() {
+    let root = workspace_root();
+    let rules = DockerIgnore::load(&root).unwrap_or_else(|e| panic!("{e}"));
+    let context = rules
+        .context_files(&root)
+        .unwrap_or_else(|e| panic!("walking the build context: {e}"));
+    let in_context = |path: &str| context.binary_search(&path.to_owned()).is_ok();
+    let mut missing = Vec::new();
+
+    // `cargo build --locked` loads every member's manifest, and the workspace's.
+    let members = workspace_member_dirs();
+    for file in ["Cargo.toml", "Cargo.lock"] {
+        if !in_context(file) {
+            missing.push(file.to_owned());
+        }
+    }
+    for dir in &members {
+        let manifest = format!("{dir}/Cargo.toml");
+        if !in_context(&manifest) {
+            missing.push(manifest);
+        }
+        // Every Rust source of the member (a manifest alone does not build).
+        let on_disk = DockerIgnore::parse("")
+            .unwrap()
+            .context_files(&root.join(dir))
+            .unwrap_or_else(|e| panic!("{dir}: {e}"));
+        for file in on_disk.iter().filter(|f| f.ends_with(".rs")) {
+            let path = format!("{dir}/{file}");
+            if !path.contains("/target/") && !in_context(&path) {
+                missing.push(path);
+            }
+        }
+    }
+    for file in embedded_files(&context, &members) {
+        if !in_context(&file) {
+            missing.push(format!(
+                "{file} (embedded with include_str!/include_bytes!)"
+            ));
+        }
+    }
+    let dockerfile = std::fs::read_to_string(root.join("Dockerfile")).expect("the Dockerfile");
+    let sources = copied_sources(&dockerfile);
+    assert!(
+        sources.contains(&".".to_owned()),
+        "COPY sources: {sources:?}"
+    );
+    for source in &sources {
+        let source = source.trim_start_matches("./");
+        let present = match source {
+            "" | "." => !context.is_empty(),
+            path => in_context(path) || context.iter().any(|f| f.starts_with(&format!("{path}/"))),
+        };
+        if !present {
+            missing.push(format!("{source} (copied by the Dockerfile)"));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "not in the build context after .dockerignore (cargo or COPY would fail in `docker \
+         build`):\n  {}",
+        missing.join("\n  ")
+    );
+
+    // Heavy or secret-bearing directories stay out: history, build output,
+    // dependencies installed on this machine.
+    for path in [
+        ".git",
+        ".git/config",
+        "target/release/toolgate",
+        "node_modules/x/package.json",
+        ".venv/bin/python",
+    ] {
+        assert!(
+            rules.excludes(path),
+            "{path} would be sent to the builder: add it to .dockerignore"
+        );
+    }
+    let heavy: Vec<&String> = context
+        .iter()
+        .filter(|f| {
+            [".git/", "target/", "node_modules/", ".venv/"]
+                .iter()
+                .any(|d| f.starts_with(d) || f.contains(&format!("/{d}")))
+        })
+        .take(5)
+        .collect();
+    assert!(heavy.is_empty(), "in the build context: {heavy:?}");
 }
