@@ -22,6 +22,7 @@
 //! - [`export`]: tool definitions as OpenAI, Anthropic and Gemini function schemas.
 //! - [`gateway`]: the core: upstream lifecycle, catalog rebuild, forwarded requests.
 //! - [`health`]: periodic upstream checks and the state every status surface reports.
+//! - [`healthcheck`]: `toolgate healthcheck`: a running gateway's `/readyz`, as an exit status.
 //! - [`logging`]: log output, with the audit line of every call written directly.
 //! - [`metrics`]: Prometheus metrics of calls, refusals, results and health.
 //! - [`policy`]: tenants and the one decision function.
@@ -49,6 +50,7 @@ pub mod errors;
 pub mod export;
 pub mod gateway;
 pub mod health;
+pub mod healthcheck;
 pub mod logging;
 pub mod metrics;
 pub mod policy;

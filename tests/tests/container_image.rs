@@ -1,7 +1,7 @@
 //! What can be checked of the container image without a container engine: the build
 //! context (every workspace member and file the build needs is sent, heavy and secret
 //! directories are not), the Dockerfile's promises (non-root 65532, the binary and
-//! config where the entrypoint looks, a locked release build), that
+//! config where the entrypoint looks, a locked release build, a health check), that
 //! the binary needs no shared library beyond what the distroless `cc` base ships, and
 //! that the image's built-in config is valid.
 //! (Building and running the image needs a container engine and its base images from a
@@ -25,49 +25,199 @@ const DISTROLESS_CC_LIBS: &[&str] = &[
     "ld-linux-x86-64.so.2",
 ];
 
-#[test]
-fn dockerfile_runs_the_binary_as_65532_on_a_distroless_base() {
-    let dockerfile =
+/// One `FROM … AS name` stage of the Dockerfile: its base and its instructions, each
+/// on one line (continuations joined, comments dropped).
+struct Stage {
+    base: String,
+    name: String,
+    lines: Vec<String>,
+}
+
+impl Stage {
+    fn has(&self, line: &str) -> bool {
+        self.lines.iter().any(|l| l == line)
+    }
+
+    fn starting(&self, prefix: &str) -> Vec<&String> {
+        self.lines
+            .iter()
+            .filter(|l| l.starts_with(prefix))
+            .collect()
+    }
+}
+
+fn dockerfile_stages() -> Vec<Stage> {
+    let text =
         std::fs::read_to_string(workspace_root().join("Dockerfile")).expect("read the Dockerfile");
-    let lines: Vec<&str> = dockerfile
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-        .collect();
-    let stages: Vec<&&str> = lines.iter().filter(|l| l.starts_with("FROM ")).collect();
-    assert_eq!(
-        stages.len(),
-        2,
-        "a build stage and a runtime stage: {stages:?}"
+    let mut instructions = Vec::new();
+    let mut current = String::new();
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('#') || line.is_empty() {
+            continue;
+        }
+        match line.strip_suffix('\\') {
+            Some(part) => {
+                current.push_str(part.trim_end());
+                current.push(' ');
+            }
+            None => {
+                current.push_str(line);
+                instructions.push(std::mem::take(&mut current));
+            }
+        }
+    }
+    let mut stages: Vec<Stage> = Vec::new();
+    for instruction in instructions {
+        if let Some(from) = instruction.strip_prefix("FROM ") {
+            let words: Vec<&str> = from.split_whitespace().collect();
+            let name = match words.as_slice() {
+                [_, as_, name] if as_.eq_ignore_ascii_case("as") => name.to_string(),
+                _ => panic!("every stage is named (FROM image AS name): {instruction}"),
+            };
+            stages.push(Stage {
+                base: words[0].to_owned(),
+                name,
+                lines: Vec::new(),
+            });
+        } else {
+            stages
+                .last_mut()
+                .expect("an instruction before the first FROM")
+                .lines
+                .push(instruction);
+        }
+    }
+    stages
+}
+
+/// What both runtime images promise: the binary and config where the entrypoint
+/// looks, non-root 65532, writable state at /var/lib/toolgate, and a health check in
+/// exec form (no shell in distroless) that asks `toolgate healthcheck`.
+fn assert_runtime_stage(stage: &Stage) {
+    let name = &stage.name;
+    let describe = || format!("stage {name}: {:#?}", stage.lines);
+    for line in [
+        "USER 65532:65532",
+        r#"ENTRYPOINT ["/usr/local/bin/toolgate"]"#,
+        r#"CMD ["serve", "--config", "/etc/toolgate/config.yaml"]"#,
+        "COPY config/container.yaml /etc/toolgate/config.yaml",
+        "COPY --from=build /out/usr/local/bin/toolgate /usr/local/bin/toolgate",
+        "COPY --from=build --chown=65532:65532 /out/var/lib/toolgate /var/lib/toolgate",
+    ] {
+        assert!(stage.has(line), "missing `{line}` in {}", describe());
+    }
+    let health = stage.starting("HEALTHCHECK ");
+    assert_eq!(health.len(), 1, "one health check: {}", describe());
+    let command = health[0]
+        .split_once(" CMD ")
+        .map(|(_, command)| command.trim())
+        .unwrap_or_else(|| panic!("HEALTHCHECK … CMD …: {}", health[0]));
+    assert!(
+        command.starts_with(r#"["/usr/local/bin/toolgate", "healthcheck""#),
+        "exec form (no shell) running `toolgate healthcheck`: {command}"
     );
     assert!(
-        stages[1].contains("gcr.io/distroless/cc-debian12"),
-        "minimal runtime image: {}",
-        stages[1]
+        command.contains(r#""--config", "/etc/toolgate/config.yaml"]"#),
+        "the health check asks the address the CMD's config listens on: {command}"
     );
-    let runtime: Vec<&&str> = lines
+}
+
+#[test]
+fn dockerfile_builds_a_distroless_default_and_a_node_variant_both_as_65532() {
+    let stages = dockerfile_stages();
+    let names: Vec<&str> = stages.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["build", "runtime-node", "runtime"], "the stages");
+
+    let build = &stages[0];
+    assert!(
+        build.starting("RUN ").iter().any(|l| l
+            .contains("cargo build --profile dist -p toolgate --locked")
+            && l.contains("target/dist/toolgate")),
+        "a locked build with the stripped `dist` profile: {:#?}",
+        build.lines
+    );
+    let manifest =
+        std::fs::read_to_string(workspace_root().join("Cargo.toml")).expect("Cargo.toml");
+    let dist = manifest
+        .split("[profile.dist]")
+        .nth(1)
+        .unwrap_or_else(|| panic!("Cargo.toml has no [profile.dist]"));
+    let dist = dist.split("\n[").next().unwrap_or_default();
+    assert!(
+        dist.contains("inherits = \"release\"") && dist.contains("strip = \"symbols\""),
+        "[profile.dist] is release without symbols: {dist}"
+    );
+
+    // The default target (the last stage): the binary alone on distroless.
+    let runtime = &stages[2];
+    assert_eq!(runtime.base, "gcr.io/distroless/cc-debian12:nonroot");
+    assert_runtime_stage(runtime);
+
+    // The variant for stdio servers: Node.js (npx) and uv (uvx), as the same user,
+    // every cache and home under the writable /tmp (read-only root filesystem).
+    let node = &stages[1];
+    assert!(node.base.starts_with("debian:"), "{}", node.base);
+    assert_runtime_stage(node);
+    let run = node
+        .starting("RUN ")
         .iter()
-        .skip_while(|l| !l.starts_with("FROM gcr.io/distroless"))
+        .map(|l| l.as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    for needed in ["nodejs", "npm", "uv==", "--uid 65532", "--gid 65532"] {
+        assert!(
+            run.contains(needed),
+            "runtime-node installs {needed}: {run}"
+        );
+    }
+    let env = node
+        .starting("ENV ")
+        .iter()
+        .map(|l| l.as_str())
+        .collect::<Vec<_>>()
+        .join(" ");
+    for variable in [
+        "HOME",
+        "npm_config_cache",
+        "UV_CACHE_DIR",
+        "UV_TOOL_DIR",
+        "UV_PYTHON_INSTALL_DIR",
+    ] {
+        let value = env
+            .split_whitespace()
+            .find_map(|pair| pair.strip_prefix(&format!("{variable}=")))
+            .unwrap_or_else(|| panic!("runtime-node sets {variable}: {env}"));
+        assert!(
+            value == "/tmp" || value.starts_with("/tmp/"),
+            "{variable}={value} is not under the writable /tmp"
+        );
+    }
+}
+
+/// The docs' build commands name targets the Dockerfile has, and say how the image
+/// checks its health.
+#[test]
+fn the_docs_build_the_images_the_dockerfile_has() {
+    let stages: Vec<String> = dockerfile_stages().into_iter().map(|s| s.name).collect();
+    let docs = std::fs::read_to_string(workspace_root().join("docs/helm.md")).expect("docs");
+    let targets: Vec<&str> = docs
+        .split("--target ")
+        .skip(1)
+        .filter_map(|rest| rest.split_whitespace().next())
         .collect();
     assert!(
-        runtime.contains(&&"USER 65532:65532"),
-        "non-root 65532: {runtime:?}"
+        targets.contains(&"runtime-node"),
+        "docs/helm.md builds the node variant"
     );
+    for target in targets {
+        assert!(
+            stages.iter().any(|s| s == target),
+            "no stage {target}: {stages:?}"
+        );
+    }
     assert!(
-        runtime.contains(&&r#"ENTRYPOINT ["/usr/local/bin/toolgate"]"#),
-        "{runtime:?}"
-    );
-    assert!(
-        runtime.contains(&&r#"CMD ["serve", "--config", "/etc/toolgate/config.yaml"]"#),
-        "{runtime:?}"
-    );
-    assert!(
-        runtime.contains(&&"COPY config/container.yaml /etc/toolgate/config.yaml"),
-        "the built-in config the CMD names: {runtime:?}"
-    );
-    assert!(
-        dockerfile.contains("cargo build --release -p toolgate --locked"),
-        "a locked release build"
+        docs.contains("toolgate healthcheck"),
+        "docs/helm.md names the health check"
     );
 }
 
