@@ -26,6 +26,8 @@
 //! - [`logging`]: log output, with the audit line of every call written directly.
 //! - [`metrics`]: Prometheus metrics of calls, refusals, results and health.
 //! - [`policy`]: tenants and the one decision function.
+//! - [`preflight`]: what `toolgate check` verifies of the state the config needs (Redis,
+//!   `data_dir`).
 //! - [`registry`]: OpenAPI imports and runtime registrations, and where they are kept.
 //! - [`recent`]: calls and errors per upstream over the last minutes (sparklines).
 //! - [`reload`]: config hot reload without a restart or dropped sessions.
@@ -54,6 +56,7 @@ pub mod healthcheck;
 pub mod logging;
 pub mod metrics;
 pub mod policy;
+pub mod preflight;
 pub mod recent;
 pub mod registry;
 pub mod reload;

@@ -215,6 +215,9 @@ async fn serve_http(
     watch: bool,
 ) -> ExitCode {
     let address = listen.unwrap_or_else(|| config.listen.clone());
+    if let Some(warning) = config.open_mode_warning(&address) {
+        tracing::warn!(%address, "{warning}");
+    }
     let listener = match tokio::net::TcpListener::bind(&address).await {
         Ok(listener) => listener,
         Err(error) => {
@@ -371,6 +374,14 @@ async fn check(config: Config) -> ExitCode {
         }
     }
     println!("catalog: {} tools", gateway.catalog().len());
+    for missing in toolgate::preflight::missing_state(gateway).await {
+        failed = true;
+        println!("{:<24} {}", missing.what, "unavailable");
+        eprintln!("toolgate: {}: {}", missing.what, missing.message);
+    }
+    if let Some(warning) = gateway.config().open_mode_warning(&gateway.config().listen) {
+        println!("warning: {warning}");
+    }
     // Catalog drift is a warning, not a failure: an upstream may add the tools later.
     for (tenant, pattern) in gateway.policy().unmatched_patterns(&gateway.catalog()) {
         println!("warning: tenant '{tenant}': pattern '{pattern}' matches no tool");
