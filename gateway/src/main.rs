@@ -376,7 +376,7 @@ async fn check(config: Config) -> ExitCode {
     println!("catalog: {} tools", gateway.catalog().len());
     for missing in toolgate::preflight::missing_state(gateway).await {
         failed = true;
-        println!("{:<24} {}", missing.what, "unavailable");
+        println!("{:<24} unavailable", missing.what);
         eprintln!("toolgate: {}: {}", missing.what, missing.message);
     }
     if let Some(warning) = gateway.config().open_mode_warning(&gateway.config().listen) {
