@@ -4,8 +4,8 @@
 //! config where the entrypoint looks, a locked release build, a health check), that
 //! the binary needs no shared library beyond what the distroless `cc` base ships, and
 //! that the image's built-in config is valid.
-//! (Building and running the image needs a container engine and its base images from a
-//! registry; these machines have neither.)
+//! (Building the image needs its base images from a registry: `rust`, distroless and
+//! `debian`. The test machines reach no registry, so no test builds it here.)
 
 use std::process::Command;
 
