@@ -62,11 +62,29 @@ fn data_dir_use(config: &Config) -> Option<&'static str> {
     None
 }
 
-/// Creates `dir` when missing (as the stores do on first write), then writes and
-/// removes a probe file in it.
+/// Whether the gateway could write in `dir`: a probe file written and removed in it,
+/// or — when it does not exist yet (the stores create it on first write) — in its
+/// nearest existing ancestor, which must be a directory. `check` leaves nothing
+/// behind, not even the directory.
 fn writable(dir: &Path) -> Result<(), std::io::Error> {
-    std::fs::create_dir_all(dir)?;
-    let probe = dir.join(format!(".toolgate-check-{}", std::process::id()));
+    let existing = dir
+        .ancestors()
+        .find(|p| p.as_os_str().is_empty() || p.exists())
+        .map(|p| {
+            if p.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                p
+            }
+        })
+        .unwrap_or(Path::new("."));
+    if !existing.is_dir() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::NotADirectory,
+            format!("{} is not a directory", existing.display()),
+        ));
+    }
+    let probe = existing.join(format!(".toolgate-check-{}", std::process::id()));
     std::fs::write(&probe, b"")?;
     std::fs::remove_file(&probe)
 }
@@ -81,11 +99,16 @@ mod tests {
         std::fs::write(&file, b"a file, not a directory").unwrap();
         assert!(writable(&file.join("data")).is_err());
         let dir = file.with_extension("d");
+        std::fs::create_dir(&dir).unwrap();
         assert!(writable(&dir).is_ok());
+        assert!(
+            writable(&dir.join("not/yet")).is_ok(),
+            "created on first write"
+        );
         assert_eq!(
             std::fs::read_dir(&dir).unwrap().count(),
             0,
-            "the probe is removed"
+            "nothing left behind"
         );
         let _ = std::fs::remove_file(&file);
         let _ = std::fs::remove_dir(&dir);
