@@ -22,9 +22,12 @@
 //! - [`export`]: tool definitions as OpenAI, Anthropic and Gemini function schemas.
 //! - [`gateway`]: the core: upstream lifecycle, catalog rebuild, forwarded requests.
 //! - [`health`]: periodic upstream checks and the state every status surface reports.
+//! - [`healthcheck`]: `toolgate healthcheck`: a running gateway's `/readyz`, as an exit status.
 //! - [`logging`]: log output, with the audit line of every call written directly.
 //! - [`metrics`]: Prometheus metrics of calls, refusals, results and health.
 //! - [`policy`]: tenants and the one decision function.
+//! - [`preflight`]: what `toolgate check` verifies of the state the config needs (Redis,
+//!   `data_dir`).
 //! - [`registry`]: OpenAPI imports and runtime registrations, and where they are kept.
 //! - [`recent`]: calls and errors per upstream over the last minutes (sparklines).
 //! - [`reload`]: config hot reload without a restart or dropped sessions.
@@ -49,9 +52,11 @@ pub mod errors;
 pub mod export;
 pub mod gateway;
 pub mod health;
+pub mod healthcheck;
 pub mod logging;
 pub mod metrics;
 pub mod policy;
+pub mod preflight;
 pub mod recent;
 pub mod registry;
 pub mod reload;

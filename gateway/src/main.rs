@@ -72,6 +72,23 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
+    /// Ask a running gateway whether it is ready (`GET /readyz`): exits 0 when it is,
+    /// 1 with the reason on one line otherwise. The container image's health check.
+    Healthcheck {
+        /// The URL to ask (e.g. http://127.0.0.1:8080/readyz).
+        #[arg(long, conflicts_with_all = ["listen", "config"])]
+        url: Option<String>,
+        /// The gateway's listen address (default 127.0.0.1:8080); an unspecified one
+        /// (0.0.0.0, [::]) is asked on loopback.
+        #[arg(long, conflicts_with = "config")]
+        listen: Option<String>,
+        /// Take the listen address from this config file.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// How long to wait for the answer (connecting included).
+        #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
+        timeout: std::time::Duration,
+    },
     /// Print the JSON Schema of the config file.
     ConfigSchema,
     /// Print the hash of an API key, for `tenants.<name>.api_keys` in the config.
@@ -142,6 +159,12 @@ async fn main() -> ExitCode {
             Ok(config) => logged(&config.telemetry.clone(), serve_stdio(config, tenant)).await,
             Err(code) => code,
         },
+        Command::Healthcheck {
+            url,
+            listen,
+            config,
+            timeout,
+        } => healthcheck(url, listen, config, timeout).await,
         Command::HashKey { key } => logged(&Default::default(), async { hash_key(key) }).await,
         Command::Check { config } => match load(&config) {
             Ok(config) => logged(&config.telemetry.clone(), check(config)).await,
@@ -192,6 +215,9 @@ async fn serve_http(
     watch: bool,
 ) -> ExitCode {
     let address = listen.unwrap_or_else(|| config.listen.clone());
+    if let Some(warning) = config.open_mode_warning(&address) {
+        tracing::warn!(%address, "{warning}");
+    }
     let listener = match tokio::net::TcpListener::bind(&address).await {
         Ok(listener) => listener,
         Err(error) => {
@@ -360,6 +386,14 @@ async fn check(config: Config) -> ExitCode {
         }
     }
     println!("catalog: {} tools", gateway.catalog().len());
+    for missing in toolgate::preflight::missing_state(gateway).await {
+        failed = true;
+        println!("{:<24} unavailable", missing.what);
+        eprintln!("toolgate: {}: {}", missing.what, missing.message);
+    }
+    if let Some(warning) = gateway.config().open_mode_warning(&gateway.config().listen) {
+        println!("warning: {warning}");
+    }
     // Catalog drift is a warning, not a failure: an upstream may add the tools later.
     for (tenant, pattern) in gateway.policy().unmatched_patterns(&gateway.catalog()) {
         println!("warning: tenant '{tenant}': pattern '{pattern}' matches no tool");
@@ -431,6 +465,32 @@ async fn authenticator(config: &Config) -> Result<Authenticator, ExitCode> {
         eprintln!("toolgate: {error}");
         ExitCode::from(2)
     })
+}
+
+/// Exit 0 when the gateway answers `/readyz` with 200; 1 with one line on stderr
+/// otherwise; 2 when the config named cannot be read.
+async fn healthcheck(
+    url: Option<String>,
+    listen: Option<String>,
+    config: Option<PathBuf>,
+    timeout: std::time::Duration,
+) -> ExitCode {
+    let url = match (url, listen, config) {
+        (Some(url), _, _) => url,
+        (None, Some(listen), _) => toolgate::healthcheck::readyz_url(&listen),
+        (None, None, Some(path)) => match load(&path) {
+            Ok(config) => toolgate::healthcheck::readyz_url(&config.listen),
+            Err(code) => return code,
+        },
+        (None, None, None) => toolgate::healthcheck::readyz_url("127.0.0.1:8080"),
+    };
+    match toolgate::healthcheck::check(&url, timeout).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(reason) => {
+            eprintln!("toolgate healthcheck: {reason}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn hash_key(key: Option<String>) -> ExitCode {

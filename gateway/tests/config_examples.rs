@@ -18,9 +18,10 @@ fn every_example_config_loads() {
             continue;
         }
         let text = std::fs::read_to_string(&path).expect("readable config");
-        // Examples use ${VAR:-default}; load them with an empty environment so a
-        // variable without a default is caught.
-        if let Err(error) = Config::parse(&text, &|_| None) {
+        // Examples use ${VAR:-default}, except for the secrets a deployment must
+        // choose (an example value would be public): load them with only those set,
+        // so any other variable without a default is caught.
+        if let Err(error) = Config::parse(&text, &required_secrets) {
             panic!("{} does not load: {error}", path.display());
         }
         checked += 1;
@@ -41,13 +42,35 @@ fn quickstart_mounts_server_everything() {
     assert_eq!(config.listen, "127.0.0.1:8080");
 }
 
+/// The variables examples require without a default: secrets no example may choose
+/// for a deployment (the admin token: the gateway refuses known example tokens).
+fn required_secrets(name: &str) -> Option<String> {
+    match name {
+        "TOOLGATE_ADMIN_TOKEN" => Some("golden-admin-token-0123456789".into()),
+        _ => None,
+    }
+}
+
 /// Fixed values for the variables the examples read, so their normalized forms do not
 /// depend on the machine; any other variable takes the default written in the file.
 fn golden_env(name: &str) -> Option<String> {
     match name {
-        "TOOLGATE_ADMIN_TOKEN" => Some("golden-admin-token-0123456789".into()),
         "REMOTE_MCP_TOKEN" => Some("golden-remote-token".into()),
-        _ => None,
+        _ => required_secrets(name),
+    }
+}
+
+/// No shipped example falls back to a token the gateway refuses: unset, the admin
+/// token is an error naming the variable, not a public default.
+#[test]
+fn no_example_falls_back_to_an_example_token() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config");
+    for name in ["openapi-and-tenants.yaml", "replicas-redis.yaml"] {
+        let text = std::fs::read_to_string(dir.join(name)).expect("readable config");
+        let error = Config::parse(&text, &|_| None)
+            .expect_err(&format!("{name} loads without TOOLGATE_ADMIN_TOKEN"))
+            .to_string();
+        assert!(error.contains("TOOLGATE_ADMIN_TOKEN"), "{name}: {error}");
     }
 }
 

@@ -27,6 +27,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 pub mod browser;
+pub mod build_context;
 pub mod meta_echo;
 pub mod redis;
 

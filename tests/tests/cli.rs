@@ -940,8 +940,11 @@ fn substitute_defaults(text: &str) -> String {
             if !is_var {
                 return None;
             }
+            // The admin token has no default on purpose (an example token is refused).
+            let required = (name == "TOOLGATE_ADMIN_TOKEN").then(|| "a".repeat(32));
             let value = default
                 .map(String::from)
+                .or(required)
                 .or_else(|| std::env::var(name).ok())
                 .unwrap_or_else(|| panic!("example config uses ${{{name}}} without a default"));
             Some((value, &body[end + 1..]))

@@ -155,12 +155,9 @@ pub struct MetricsConfig {
 impl MetricsConfig {
     pub fn validate(&self) -> Result<(), (String, String)> {
         if let Some(token) = &self.token
-            && token.expose().len() < 16
+            && let Some(message) = super::safety::token_problem(token.expose())
         {
-            return Err((
-                "metrics.token".into(),
-                "use a token of at least 16 characters (e.g. `openssl rand -hex 32`)".into(),
-            ));
+            return Err(("metrics.token".into(), message));
         }
         Ok(())
     }

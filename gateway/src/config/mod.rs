@@ -28,6 +28,7 @@ pub mod oauth;
 pub(crate) mod one_of;
 pub(crate) mod patterns;
 pub mod rate_limit;
+pub mod safety;
 pub mod state;
 pub mod subject;
 pub mod tasks;

@@ -240,12 +240,9 @@ impl Config {
     /// settings, the front door, the policy's patterns.
     fn access_problems(&self, invalid: &mut impl FnMut(String, String)) {
         if let Some(admin) = &self.admin
-            && admin.token.expose().len() < 16
+            && let Some(message) = super::safety::token_problem(admin.token.expose())
         {
-            invalid(
-                "admin.token".into(),
-                "use a token of at least 16 characters (e.g. `openssl rand -hex 32`)".into(),
-            );
+            invalid("admin.token".into(), message);
         }
         if let Some(anonymous) = &self.anonymous_tenant
             && !self.tenants.contains_key(anonymous)
