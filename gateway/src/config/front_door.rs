@@ -142,7 +142,7 @@ impl CorsConfig {
 pub struct MetricsConfig {
     /// A bearer token for scrapers (`Authorization: Bearer <token>`), besides the admin
     /// token; put it in the environment: `token: ${TOOLGATE_METRICS_TOKEN}`. At least
-    /// 16 characters.
+    /// 16 characters and not an example value (`openssl rand -hex 32` makes one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<toolgate_adapters::Secret>,
     /// Serve `/metrics` on this address instead of the main listener (e.g.

@@ -257,7 +257,8 @@ fn default_data_dir() -> std::path::PathBuf {
 pub struct AdminConfig {
     /// The bearer token admin requests must carry (`Authorization: Bearer <token>`);
     /// put it in the environment: `token: ${TOOLGATE_ADMIN_TOKEN}`. At least 16
-    /// characters. Held as a [`Secret`](toolgate_adapters::Secret): never printed.
+    /// characters and not an example value (`openssl rand -hex 32` makes one). Held as
+    /// a [`Secret`](toolgate_adapters::Secret): never printed.
     pub token: toolgate_adapters::Secret,
     /// The only directory runtime registrations may read specs from (`spec_path`, a
     /// relative one taken under it); without it they accept `spec_url` only. A
