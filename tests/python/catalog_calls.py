@@ -24,14 +24,21 @@ async def main(target: str, mode: str, prefixes: list[str]) -> dict:
         server = StdioServerParameters(command=command[0], args=command[1:])
     async with Client(server, mode=mode, read_timeout_seconds=60) as client:
         out["protocol_version"] = client.protocol_version
-        names: list[str] = []
-        cursor = None
-        for _ in range(50):  # bounded pagination
-            page = await client.list_tools(cursor=cursor)
-            names.extend(t.name for t in page.tools)
-            cursor = page.next_cursor
-            if not cursor:
+        # The gateway answers before its upstreams are up: their tools join the list
+        # as each answers (bounded wait, 60 s).
+        wanted = {f"{p}__{n}" if p else n for p in prefixes for n in ("echo", "get-sum")}
+        for _ in range(120):
+            names: list[str] = []
+            cursor = None
+            for _ in range(50):  # bounded pagination
+                page = await client.list_tools(cursor=cursor)
+                names.extend(t.name for t in page.tools)
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+            if wanted <= set(names):
                 break
+            await asyncio.sleep(0.5)
         out["tools"] = names
         for prefix in prefixes:
             calls = {}

@@ -401,6 +401,8 @@ const CORE: &[&str] = &[
 /// import the core, never the other way round.
 const SERVICES: &[&str] = &[
     "app",
+    "healthcheck",
+    "preflight",
     "registry",
     "reload",
     "serve",

@@ -50,7 +50,11 @@ fn page(status: StatusCode, title: &str, body: &str) -> Response {
             ),
             (header::X_FRAME_OPTIONS, "DENY"),
             (header::CACHE_CONTROL, "no-store"),
-            (header::REFERRER_POLICY, "no-referrer"),
+            // Nothing is sent to another origin (the URL holds the link or the code),
+            // while the connect form's POST still carries this page's `Origin`, which
+            // `no-referrer` would turn into `null` — and the POST be refused as
+            // cross-site.
+            (header::REFERRER_POLICY, "same-origin"),
         ],
         html,
     )
