@@ -33,6 +33,8 @@
 //! - A stdio framing error (a line over `max_line_bytes`, a broken JSON message) is a
 //!   lost connection too: the response it carried cannot be matched to its call, so
 //!   every call in flight fails at once and the child is restarted (see `stdio.rs`).
+//! - A connection lost after a healthy run (up [`HEALTHY_AFTER`]) is retried after
+//!   `backoff_initial` again, a few times a minute; faster losses double the delay.
 //! - A stdio child gets a minimal environment ([`BASELINE_ENV`], `inherit_env`, `env`),
 //!   never the gateway's whole one.
 //! - Cancellation and deadlines send `notifications/cancelled` upstream.
@@ -65,7 +67,10 @@ mod upstream;
 
 pub use http::Refusal;
 pub use per_caller::{PerCallerUpstream, spawn_per_caller};
-pub use supervisor::{OFFERED_PROTOCOL_VERSION, STARTUP_RETRY_MAX, SUPPORTED_PROTOCOL_VERSIONS};
+pub use supervisor::{
+    HEALTHY_AFTER, OFFERED_PROTOCOL_VERSION, QUICK_RESTART_WINDOW, QUICK_RESTARTS,
+    STARTUP_RETRY_MAX, SUPPORTED_PROTOCOL_VERSIONS,
+};
 pub use upstream::{McpUpstream, spawn};
 
 use std::collections::BTreeMap;
@@ -245,7 +250,10 @@ impl McpTransport {
 pub struct McpOptions {
     /// Timeout of protocol requests (initialize, tools/list, ping).
     pub request_timeout: Duration,
-    /// First reconnect delay; doubled after each failure up to `backoff_max`.
+    /// First reconnect delay; doubled after each failure up to `backoff_max`. A
+    /// connection lost after a healthy run (up at least [`HEALTHY_AFTER`]) is retried
+    /// after this delay again, at most [`QUICK_RESTARTS`] times per
+    /// [`QUICK_RESTART_WINDOW`] (a crash loop still backs off).
     pub backoff_initial: Duration,
     pub backoff_max: Duration,
     /// How long after it is started the upstream counts as starting. Until it first

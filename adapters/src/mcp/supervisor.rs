@@ -5,6 +5,7 @@
 //! The state the [`McpUpstream`](super::McpUpstream) handle reads lives in [`Supervised`];
 //! only this task writes the connection state and the tool list.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -27,8 +28,17 @@ pub const SUPPORTED_PROTOCOL_VERSIONS: &[&str] =
 /// A server with more pages than this is cut off (and the cut is logged): a cursor loop
 /// must end.
 const MAX_LIST_PAGES: usize = 100;
-/// A connection that stayed up this long resets the backoff to its initial delay.
-const HEALTHY_AFTER: Duration = Duration::from_secs(30);
+/// A connection that stayed up this long was healthy: once it is lost, the next
+/// attempt comes after `backoff_initial` again (the doubling starts over), within the
+/// [`QUICK_RESTARTS`] budget. A server that dies sooner after each start is a crash
+/// loop and backs off, doubling, as after failed attempts.
+pub const HEALTHY_AFTER: Duration = Duration::from_secs(1);
+/// How many losses after a healthy run may be retried after `backoff_initial` within
+/// [`QUICK_RESTART_WINDOW`]; past that the delay doubles again, so a server that dies
+/// a second or two after every start is not restarted over and over.
+pub const QUICK_RESTARTS: usize = 5;
+/// The window [`QUICK_RESTARTS`] is counted in.
+pub const QUICK_RESTART_WINDOW: Duration = Duration::from_secs(60);
 /// The longest pause between attempts while an upstream that never connected is
 /// still within its `startup_timeout`: a gateway started before its upstreams picks
 /// them up within a second of their start, not after a 30 s backoff.
@@ -114,10 +124,56 @@ impl Supervised {
     }
 }
 
+/// The delay before each reconnect attempt: `backoff_initial`, doubled after each
+/// failure up to a maximum; a connection lost after a healthy run ([`HEALTHY_AFTER`])
+/// starts the doubling over, at most [`QUICK_RESTARTS`] times per
+/// [`QUICK_RESTART_WINDOW`].
+#[derive(Debug)]
+pub(crate) struct Backoff {
+    initial: Duration,
+    next: Duration,
+    /// When each recent quick restart was granted.
+    quick: VecDeque<Instant>,
+}
+
+impl Backoff {
+    pub(crate) fn new(initial: Duration) -> Self {
+        Self {
+            initial,
+            next: initial,
+            quick: VecDeque::new(),
+        }
+    }
+
+    /// The delay after a failed attempt (at most `max`); the next one is doubled.
+    pub(crate) fn failed(&mut self, max: Duration) -> Duration {
+        let max = max.max(self.initial);
+        let delay = self.next.min(max);
+        self.next = (delay * 2).min(max);
+        delay
+    }
+
+    /// The delay after a connection that had been up for `up` was lost at `now`.
+    pub(crate) fn lost(&mut self, up: Duration, now: Instant, max: Duration) -> Duration {
+        while self
+            .quick
+            .front()
+            .is_some_and(|t| now.duration_since(*t) >= QUICK_RESTART_WINDOW)
+        {
+            self.quick.pop_front();
+        }
+        if up >= HEALTHY_AFTER && self.quick.len() < QUICK_RESTARTS {
+            self.quick.push_back(now);
+            self.next = self.initial;
+        }
+        self.failed(max)
+    }
+}
+
 /// The supervisor loop. Returns after shutdown.
 pub(crate) async fn run(shared: Arc<Supervised>) {
     let mut http: Option<Arc<HttpClient>> = None;
-    let mut backoff = shared.options.backoff_initial;
+    let mut backoff = Backoff::new(shared.options.backoff_initial);
     let started = Instant::now();
     // Whether any attempt ever connected: a failed first start is retried like a
     // crash, quickly while the startup window lasts.
@@ -128,9 +184,7 @@ pub(crate) async fn run(shared: Arc<Supervised>) {
             STARTUP_RETRY_MAX
         } else {
             shared.options.backoff_max
-        }
-        .max(shared.options.backoff_initial);
-        backoff = backoff.min(backoff_max);
+        };
         if shared.shutdown.is_cancelled() {
             break;
         }
@@ -138,7 +192,7 @@ pub(crate) async fn run(shared: Arc<Supervised>) {
             r = connect_and_initialize(&shared, &mut http) => r,
             _ = shared.shutdown.cancelled() => break,
         };
-        match attempt {
+        let delay = match attempt {
             Ok(mut conn) => {
                 answered = true;
                 let since = Instant::now();
@@ -158,14 +212,14 @@ pub(crate) async fn run(shared: Arc<Supervised>) {
                         break;
                     }
                     Some(reason) => {
-                        tracing::warn!(upstream = %shared.name, reason = %reason, "MCP connection lost; reconnecting");
+                        let up = since.elapsed();
+                        let delay = backoff.lost(up, Instant::now(), shared.options.backoff_max);
+                        tracing::warn!(upstream = %shared.name, reason = %reason, up_ms = up.as_millis() as u64, retry_in_ms = delay.as_millis() as u64, "MCP connection lost; reconnecting");
                         shared.set_error(format!("connection lost: {reason}"));
                         shared.set_connection(Connection::Reconnecting);
                         conn.link.close().await;
+                        delay
                     }
-                }
-                if since.elapsed() >= HEALTHY_AFTER {
-                    backoff = shared.options.backoff_initial;
                 }
             }
             Err(e) if shared.refused() => {
@@ -174,18 +228,19 @@ pub(crate) async fn run(shared: Arc<Supervised>) {
                 break;
             }
             Err(e) => {
-                tracing::warn!(upstream = %shared.name, error = %e, retry_in_ms = backoff.as_millis() as u64, "MCP connection failed");
+                let delay = backoff.failed(backoff_max);
+                tracing::warn!(upstream = %shared.name, error = %e, retry_in_ms = delay.as_millis() as u64, "MCP connection failed");
                 shared.set_error(e);
                 if *shared.conn_tx.borrow() != Connection::Connecting {
                     shared.set_connection(Connection::Reconnecting);
                 }
+                delay
             }
-        }
+        };
         tokio::select! {
-            _ = tokio::time::sleep(backoff) => {}
+            _ = tokio::time::sleep(delay) => {}
             _ = shared.shutdown.cancelled() => break,
         }
-        backoff = (backoff * 2).min(backoff_max);
         if *shared.conn_tx.borrow() == Connection::Connected {
             shared.set_connection(Connection::Reconnecting);
         }
@@ -429,5 +484,65 @@ pub(crate) fn describe(f: &RpcFailure) -> String {
         RpcFailure::Closed(r) | RpcFailure::Transport(r) => r.clone(),
         RpcFailure::Cancelled => "cancelled".into(),
         RpcFailure::Timeout => "timed out".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INITIAL: Duration = Duration::from_millis(250);
+    const MAX: Duration = Duration::from_secs(30);
+
+    fn ms(d: Duration) -> u128 {
+        d.as_millis()
+    }
+
+    #[test]
+    fn a_loss_after_a_healthy_run_is_retried_without_the_doubled_delay() {
+        let mut backoff = Backoff::new(INITIAL);
+        let t0 = Instant::now();
+        // Killed again and again, each time after a healthy run: never doubled.
+        let delays: Vec<u128> = (0..QUICK_RESTARTS as u64)
+            .map(|i| ms(backoff.lost(HEALTHY_AFTER, t0 + Duration::from_secs(3 * i), MAX)))
+            .collect();
+        assert_eq!(delays, vec![250; QUICK_RESTARTS]);
+        // Failed attempts in between double as before, and a healthy run starts over.
+        let mut backoff = Backoff::new(INITIAL);
+        assert_eq!(
+            [
+                backoff.failed(MAX),
+                backoff.failed(MAX),
+                backoff.failed(MAX)
+            ]
+            .map(ms),
+            [250, 500, 1000]
+        );
+        assert_eq!(ms(backoff.lost(Duration::from_secs(5), t0, MAX)), 250);
+    }
+
+    #[test]
+    fn a_crash_loop_still_backs_off() {
+        // Dying soon after every start: doubled each time, as failures are.
+        let mut backoff = Backoff::new(INITIAL);
+        let t0 = Instant::now();
+        let short = HEALTHY_AFTER - Duration::from_millis(1);
+        let delays: Vec<u128> = (0..8u64)
+            .map(|i| ms(backoff.lost(short, t0 + Duration::from_secs(i), MAX)))
+            .collect();
+        assert_eq!(delays, [250, 500, 1000, 2000, 4000, 8000, 16000, 30000]);
+
+        // Dying after each healthy run, over and over: the quick restarts are a
+        // budget per window, then the delay doubles again.
+        let mut backoff = Backoff::new(INITIAL);
+        let delays: Vec<u128> = (0..QUICK_RESTARTS as u64 + 3)
+            .map(|i| ms(backoff.lost(HEALTHY_AFTER, t0 + Duration::from_secs(2 * i), MAX)))
+            .collect();
+        let mut expected = vec![250; QUICK_RESTARTS];
+        expected.extend([500, 1000, 2000]);
+        assert_eq!(delays, expected);
+        // Once the window has passed, a healthy run is retried at once again.
+        let later = t0 + QUICK_RESTART_WINDOW + Duration::from_secs(2 * QUICK_RESTARTS as u64);
+        assert_eq!(ms(backoff.lost(HEALTHY_AFTER, later, MAX)), 250);
     }
 }
