@@ -39,6 +39,8 @@ pub const HEALTHY_AFTER: Duration = Duration::from_secs(1);
 pub const QUICK_RESTARTS: usize = 5;
 /// The window [`QUICK_RESTARTS`] is counted in.
 pub const QUICK_RESTART_WINDOW: Duration = Duration::from_secs(60);
+/// How often a starting stdio server's process tree is looked at (see `progress.rs`).
+const START_SAMPLE: Duration = Duration::from_millis(500);
 /// The longest pause between attempts while an upstream that never connected is
 /// still within its `startup_timeout`: a gateway started before its upstreams picks
 /// them up within a second of their start, not after a 30 s backoff.
@@ -260,6 +262,7 @@ async fn connect_and_initialize(
     http: &mut Option<Arc<HttpClient>>,
 ) -> Result<Connected, String> {
     let name = shared.name.clone();
+    let spawned = Instant::now();
     let conn = match &shared.transport {
         McpTransport::Stdio(cfg) => stdio::connect(name, cfg)?,
         McpTransport::StreamableHttp(cfg) => {
@@ -274,12 +277,6 @@ async fn connect_and_initialize(
         }
     };
     let timeout = shared.options.request_timeout;
-    // A stdio server starts with its `initialize`: its deadline is the startup
-    // window's, never shorter than any other request's.
-    let initialize_timeout = match &shared.transport {
-        McpTransport::Stdio(_) => timeout.max(shared.options.startup_timeout),
-        _ => timeout,
-    };
     let rpc = &conn.rpc;
     rpc.set_notifications(shared.notifications.clone());
     rpc.set_one_tenant(shared.one_tenant.clone());
@@ -289,20 +286,40 @@ async fn connect_and_initialize(
         "capabilities": shared.options.client_capabilities,
         "clientInfo": {"name": "toolgate", "version": env!("CARGO_PKG_VERSION")},
     });
-    let init = rpc
-        .protocol_request("initialize", params, Instant::now() + initialize_timeout)
-        .await
-        .map_err(|e| match e {
-            // A 2026-07-28-only server has no `initialize` at all.
-            RpcFailure::Error { code, .. } if code == crate::codes::METHOD_NOT_FOUND => {
-                format!(
-                    "initialize failed: {} — the server may speak only MCP 2026-07-28, \
-                     which toolgate does not support yet",
-                    describe(&e)
-                )
+    let describe_init = |e: RpcFailure| match e {
+        // A 2026-07-28-only server has no `initialize` at all.
+        RpcFailure::Error { code, .. } if code == crate::codes::METHOD_NOT_FOUND => {
+            format!(
+                "initialize failed: {} — the server may speak only MCP 2026-07-28, \
+                 which toolgate does not support yet",
+                describe(&e)
+            )
+        }
+        _ => format!("initialize failed: {}", describe(&e)),
+    };
+    let init = match &shared.transport {
+        // A stdio server starts with its `initialize`: the answer is due within the
+        // startup window (never sooner than any other request's), and a process still
+        // starting (a first `npx` download) gets more time while it makes progress.
+        McpTransport::Stdio(_) => {
+            let start = StartWindow::of(&shared.options, spawned);
+            // The watch below decides when to give up, and says why; the request's own
+            // deadline only backs it.
+            let request = rpc.protocol_request(
+                "initialize",
+                params,
+                start.give_up_by + Duration::from_secs(1),
+            );
+            tokio::select! {
+                r = request => r.map_err(describe_init)?,
+                stalled = start.watch(&shared.name, conn.link.pid()) => return Err(stalled),
             }
-            _ => format!("initialize failed: {}", describe(&e)),
-        })?;
+        }
+        _ => rpc
+            .protocol_request("initialize", params, Instant::now() + timeout)
+            .await
+            .map_err(describe_init)?,
+    };
     let Value::Object(init) = init else {
         return Err("initialize returned something other than an object".into());
     };
@@ -355,6 +372,134 @@ async fn connect_and_initialize(
     shared.set_tools(tools);
     shared.set_connection(Connection::Connected);
     Ok(conn)
+}
+
+/// When a starting stdio server's `initialize` must be answered: by `answer_by` (the
+/// protocol answer's deadline: `startup_timeout`, at least `request_timeout`), or, while
+/// its process tree still makes progress (CPU or I/O within the last `quiet`), by
+/// `give_up_by` (`stdio_start_limit` after the start) at the latest.
+struct StartWindow {
+    spawned: Instant,
+    answer_by: Instant,
+    quiet: Duration,
+    give_up_by: Instant,
+}
+
+impl StartWindow {
+    fn of(options: &McpOptions, spawned: Instant) -> Self {
+        let answer = options.request_timeout.max(options.startup_timeout);
+        Self {
+            spawned,
+            answer_by: spawned + answer,
+            // Never longer than the answer's own deadline: a short startup window
+            // gives up on an idle process as soon.
+            quiet: options.start_quiet_window.min(answer),
+            give_up_by: spawned + options.stdio_start_limit.max(answer),
+        }
+    }
+
+    /// Resolves with the error to report once the server is to be given up: no answer
+    /// by `answer_by` and no progress for `quiet`, or none by `give_up_by`. Where the
+    /// process tree cannot be seen (no pid, no `/proc`), nothing counts as progress and
+    /// `answer_by` is the deadline.
+    async fn watch(&self, upstream: &str, pid: Option<u32>) -> String {
+        let answer = self.answer_by - self.spawned;
+        let no_answer = || {
+            format!(
+                "initialize failed: timed out — no answer within {} (startup_timeout, at \
+                 least the request timeout), and the process made no progress (no CPU, no \
+                 I/O by it or its children) for {}: it is up but not answering",
+                secs(answer),
+                secs(self.quiet)
+            )
+        };
+        let Some(pid) = pid else {
+            tokio::time::sleep_until(self.answer_by).await;
+            return no_answer();
+        };
+        // Looking starts one quiet window before the answer is due.
+        tokio::time::sleep_until(self.answer_by - self.quiet).await;
+        let mut tree = ProgressProbe::new(pid).await;
+        let mut last_progress = self.spawned;
+        let sample = START_SAMPLE
+            .min(self.quiet / 2)
+            .max(Duration::from_millis(10));
+        let mut noted = false;
+        loop {
+            tokio::time::sleep_until((Instant::now() + sample).min(self.give_up_by)).await;
+            let moved = tree.progressed().await;
+            let now = Instant::now();
+            if moved {
+                last_progress = now;
+            }
+            if now >= self.give_up_by {
+                return format!(
+                    "initialize failed: the process was still starting after {} \
+                     (stdio_start_limit) without answering",
+                    secs(self.give_up_by - self.spawned)
+                );
+            }
+            if now >= self.answer_by {
+                if now.duration_since(last_progress) >= self.quiet {
+                    return no_answer();
+                }
+                if !noted {
+                    noted = true;
+                    tracing::info!(
+                        upstream = %upstream,
+                        pid,
+                        "no answer to initialize within {} but the process is still starting \
+                         (using CPU or doing I/O); waiting while it makes progress, up to {} \
+                         (stdio_start_limit)",
+                        secs(answer),
+                        secs(self.give_up_by - self.spawned)
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A [`ProcessTree`](super::progress::ProcessTree) read off the runtime's threads
+/// (reading `/proc` is quick, but blocking).
+struct ProgressProbe(Option<super::progress::ProcessTree>);
+
+impl ProgressProbe {
+    async fn new(pid: u32) -> Self {
+        let tree = tokio::task::spawn_blocking(move || super::progress::ProcessTree::new(pid))
+            .await
+            .ok();
+        Self(tree)
+    }
+
+    async fn progressed(&mut self) -> bool {
+        let Some(mut tree) = self.0.take() else {
+            return false;
+        };
+        match tokio::task::spawn_blocking(move || {
+            let moved = tree.progressed();
+            (tree, moved)
+        })
+        .await
+        {
+            Ok((tree, moved)) => {
+                self.0 = Some(tree);
+                moved
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+/// A duration as configured: `2s`, `1.5s`, `250ms`.
+fn secs(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else if d < Duration::from_secs(1) {
+        format!("{}ms", d.as_millis())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
 }
 
 fn http_client(
@@ -545,4 +690,34 @@ mod tests {
         let later = t0 + QUICK_RESTART_WINDOW + Duration::from_secs(2 * QUICK_RESTARTS as u64);
         assert_eq!(ms(backoff.lost(HEALTHY_AFTER, later, MAX)), 250);
     }
+
+    #[test]
+    fn the_start_window_separates_the_answer_from_the_process_start() {
+        let spawned = Instant::now();
+        let options = McpOptions {
+            request_timeout: Duration::from_secs(1),
+            startup_timeout: Duration::from_secs(2),
+            ..McpOptions::default()
+        };
+        let w = StartWindow::of(&options, spawned);
+        assert_eq!(w.answer_by - spawned, Duration::from_secs(2));
+        assert_eq!(
+            w.quiet,
+            Duration::from_secs(2),
+            "capped at the answer's deadline"
+        );
+        assert_eq!(w.give_up_by - spawned, DEFAULT_LIMIT);
+        // A limit below the answer's deadline never shortens it.
+        let w = StartWindow::of(
+            &McpOptions {
+                stdio_start_limit: Duration::ZERO,
+                ..McpOptions::default()
+            },
+            spawned,
+        );
+        assert_eq!(w.give_up_by - spawned, Duration::from_secs(30));
+        assert_eq!(w.quiet, Duration::from_secs(10));
+    }
+
+    const DEFAULT_LIMIT: Duration = super::super::DEFAULT_STDIO_START_LIMIT;
 }
