@@ -765,3 +765,92 @@ async fn framing_errors_fail_calls_at_once_and_restart_the_process() {
     .await
     .expect("bounded");
 }
+
+/// The `retry_in_ms` of every "MCP connection lost" line in `logs`.
+fn lost_retry_delays(logs: &str) -> Vec<u64> {
+    logs.lines()
+        .filter(|l| l.contains("MCP connection lost"))
+        .filter_map(|l| {
+            let (_, rest) = l.split_once("retry_in_ms=")?;
+            rest.split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect()
+}
+
+/// Kills the upstream's child with SIGKILL once it is connected; returns once a new
+/// child is connected (bounded).
+async fn kill_and_wait_for_the_restart(up: &McpUpstream) {
+    connected(up).await;
+    let pid = up
+        .child_pid()
+        .expect("a connected stdio upstream has a pid");
+    let status = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success(), "kill -9 {pid}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if up.connection() == Connection::Connected && up.child_pid().is_some_and(|p| p != pid) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not restarted after the kill: {:?}",
+            up.last_error()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+// A current-thread runtime: the upstream's tasks log under the subscriber set here.
+#[tokio::test]
+async fn a_crash_after_a_healthy_run_is_restarted_without_the_doubled_backoff() {
+    if !have_node() {
+        return;
+    }
+    let logs = LogBuffer::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_env_filter("toolgate_adapters=info")
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let text = || String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
+
+    tokio::time::timeout(Duration::from_secs(60), async {
+        // The production backoff: 250 ms doubling to 30 s.
+        let up = upstream_with_options("healthy-crash", None, &[], McpOptions::default());
+        // Killed three times, each after a healthy run: each restart comes after the
+        // initial delay, none after a doubled one.
+        for _ in 0..3 {
+            connected(&up).await;
+            tokio::time::sleep(toolgate_adapters::mcp::HEALTHY_AFTER + Duration::from_millis(100))
+                .await;
+            let out = up.call("a", JsonObject::new(), ctx()).await.expect("a");
+            assert!(!out.is_error());
+            kill_and_wait_for_the_restart(&up).await;
+        }
+        assert_eq!(lost_retry_delays(&text()), [250, 250, 250], "{}", text());
+
+        // Killed as soon as it is up, again and again (a crash loop): doubled.
+        for _ in 0..3 {
+            kill_and_wait_for_the_restart(&up).await;
+        }
+        assert_eq!(
+            lost_retry_delays(&text())[3..],
+            [500, 1000, 2000],
+            "{}",
+            text()
+        );
+        let out = call_when_back(&up, "a").await;
+        assert!(!out.is_error());
+        up.shutdown().await;
+    })
+    .await
+    .expect("bounded");
+}

@@ -6,6 +6,7 @@
 //! cargo run --release -p toolgate-bench -- catalog        # imports, tools/list, sessions
 //! cargo run --release -p toolgate-bench -- truncation     # token counting and truncation
 //! cargo run --release -p toolgate-bench -- search         # search recall on real MCP servers
+//! cargo run --release -p toolgate-bench -- recovery       # a stdio upstream back after kill -9
 //! cargo run -p toolgate-bench -- all --smoke              # tiny sizes: proves it runs
 //! cargo run --release -p toolgate-bench -- peers-install  # venvs for the peer rows
 //! cargo run --release -p toolgate-bench -- overhead --only mcp,peers
@@ -26,6 +27,7 @@ mod load;
 mod overhead;
 mod peers;
 mod proc;
+mod recovery;
 mod report;
 mod search;
 mod search_set;
@@ -114,14 +116,15 @@ const PARTS: &[&str] = &[
     "truncation",
     "tasks",
     "search",
+    "recovery",
 ];
 
 const USAGE: &str =
-    "usage: toolgate-bench <all|overhead|catalog|truncation|tasks|search> [--smoke] [--toolgate PATH]
+    "usage: toolgate-bench <all|overhead|catalog|truncation|tasks|search|recovery> [--smoke] [--toolgate PATH]
          [--rounds N] [--seconds S] [--warmup S] [--concurrency 1,16,64]
          [--list-runs N] [--sessions N]
          [--only mcp,mcp-sessionless,rest,api-mcp,stdio,peers,imports,list,sessions,truncation,
-                 tasks,search]
+                 tasks,search,recovery]
        toolgate-bench peers-install [contextforge] [litellm]
                                                    (venvs for the peer rows, pinned)
        toolgate-bench upstreams [--tools N]        (internal: the bench's upstreams)
@@ -144,7 +147,7 @@ fn main() -> ExitCode {
         "import-one" => catalog::import_one(rest),
         "cluster-spec" => catalog::write_cluster_spec(rest),
         "peers-install" => peers::install(rest),
-        "all" | "overhead" | "catalog" | "truncation" | "tasks" | "search" => {
+        "all" | "overhead" | "catalog" | "truncation" | "tasks" | "search" | "recovery" => {
             match parse_settings(rest) {
                 Ok(settings) => run(command, settings),
                 Err(message) => {
@@ -267,6 +270,9 @@ fn run(command: &str, settings: Settings) -> anyhow::Result<()> {
         }
         if matches!(command, "all" | "search") && settings.wants("search") {
             search::run(&settings, &mut report)?;
+        }
+        if matches!(command, "all" | "recovery") {
+            recovery::run(&settings, &mut report).await?;
         }
         print!("{}", report.render());
         Ok(())

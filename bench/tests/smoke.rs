@@ -51,6 +51,7 @@ fn smoke_run_prints_every_row() {
             "| search eval set | ",
             "| search eval, all ",
             "| search eval latency | ",
+            "| stdio crash recovery, the bench's stdio server ",
         ]
         .map(String::from),
     );

@@ -188,4 +188,115 @@ async fn a_call_to_an_upstream_not_up_yet_says_so_without_waiting() {
         scrubbed(&none, "nowhere__anything")
     );
     assert_eq!(hidden["error"]["code"], none["error"]["code"]);
+/// The starts a `slow_start_server.py` recorded in its `--starts` file.
+fn starts(file: &std::path::Path) -> usize {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
+/// Process start is not protocol answer — the cold `npx` start, end to end: a
+/// stdio server still starting after the 30 s `initialize` deadline (a child of it
+/// working in bursts for 36 s, as `npx` waits on `npm`'s download) is not killed at
+/// 30 s but waited for while it makes progress: started once, and its tools arrive; a
+/// server that is up but idle (no CPU, no I/O) is given up at the 30 s deadline with an
+/// error that says so. Readiness keeps its meaning: `/readyz` turns 200 after
+/// `startup_timeout` (2 s), naming both as late.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_server_still_starting_is_waited_for_and_an_idle_one_is_given_up() {
+    if !cfg!(target_os = "linux") {
+        eprintln!("skipped: a starting process's progress is read from /proc (Linux)");
+        return;
+    }
+    let _serial = heavy_lock().await;
+    let dir = std::env::temp_dir().join(format!("toolgate-slow-start-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let slow_starts = dir.join("slow.starts");
+    let idle_starts = dir.join("idle.starts");
+    for f in [&slow_starts, &idle_starts] {
+        let _ = std::fs::remove_file(f);
+    }
+    let script = toolgate_e2e::workspace_root().join("tests/python/slow_start_server.py");
+    let server = |starts: &std::path::Path, mode: &[&str]| {
+        let mut args = vec![
+            script.display().to_string(),
+            "--starts".to_owned(),
+            starts.display().to_string(),
+        ];
+        args.extend(mode.iter().map(|a| a.to_string()));
+        json!({"stdio": {"command": "python3", "args": args}})
+    };
+    let mut gateway = Gateway::spawn(json!({
+        "startup_timeout": "2s",
+        "upstreams": {
+            "slow": server(&slow_starts, &["--busy", "36"]),
+            "idle": server(&idle_starts, &["--idle"]),
+        }
+    }));
+    healthy(&gateway).await;
+
+    // Ready after startup_timeout, waiting for neither.
+    let body = wait_for("/readyz 200", Duration::from_secs(30), || async {
+        let (status, body) = readyz(&gateway).await;
+        (status == 200).then_some(body)
+    })
+    .await;
+    assert_eq!(
+        body["unanswered_at_startup"],
+        json!(["idle", "slow"]),
+        "{body}"
+    );
+
+    let slow = wait_for(
+        "the slow starter's tools",
+        Duration::from_secs(120),
+        || async {
+            let u = gateway.upstream("slow").await;
+            (u["tools"].as_u64().unwrap_or(0) >= 1).then_some(u)
+        },
+    )
+    .await;
+    let logs = gateway.proc.logs();
+    assert_eq!(
+        starts(&slow_starts),
+        1,
+        "started once, never killed for being slow: {slow}\n{logs}"
+    );
+    assert!(
+        !logs
+            .lines()
+            .any(|l| l.contains("upstream=slow") && l.contains("initialize failed")),
+        "{logs}"
+    );
+    assert!(
+        logs.lines()
+            .any(|l| l.contains("upstream=slow") && l.contains("still starting")),
+        "the wait is logged: {logs}"
+    );
+    // The idle one was given up (and restarted) at 30 s, while the slow one was still
+    // starting.
+    assert!(
+        starts(&idle_starts) >= 2,
+        "the idle server was given up at the deadline: {logs}"
+    );
+    let idle_error = logs
+        .lines()
+        .find(|l| l.contains("upstream=idle") && l.contains("initialize failed"))
+        .unwrap_or_else(|| panic!("no initialize failure for the idle server: {logs}"));
+    assert!(
+        idle_error.contains("made no progress") && idle_error.contains("not answering"),
+        "the error says why: {idle_error}"
+    );
+
+    let (status, answer) = toolgate_e2e::rest_post(
+        &gateway,
+        "/v1/tools/slow__ready/call",
+        None,
+        json!({"arguments": {}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    gateway.assert_alive();
+    let _ = std::fs::remove_dir_all(&dir);
 }

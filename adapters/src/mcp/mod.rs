@@ -17,6 +17,7 @@
 //!              supervisor.rs                  connect, initialize, list, reconnect
 //!                transport.rs                 what a transport hands over: Rpc + Link
 //!                  stdio.rs                   child process, stdin writer, stdout reader
+//!                progress.rs                  is a starting stdio server still working?
 //!                  streamable_http.rs         POST per message, GET stream, session
 //!                  sse.rs                     legacy GET stream + POST endpoint
 //!                  http.rs                    shared reqwest client, bodies, SSE reading
@@ -33,6 +34,12 @@
 //! - A stdio framing error (a line over `max_line_bytes`, a broken JSON message) is a
 //!   lost connection too: the response it carried cannot be matched to its call, so
 //!   every call in flight fails at once and the child is restarted (see `stdio.rs`).
+//! - A stdio server's `initialize` is due within `startup_timeout` (at least
+//!   `request_timeout`) — the protocol answer; a process still starting then (its
+//!   process tree using CPU or doing I/O, see `progress.rs`: a first `npx` download) is
+//!   waited for while it makes progress, up to `stdio_start_limit` — the process start.
+//! - A connection lost after a healthy run (up [`HEALTHY_AFTER`]) is retried after
+//!   `backoff_initial` again, a few times a minute; faster losses double the delay.
 //! - A stdio child gets a minimal environment ([`BASELINE_ENV`], `inherit_env`, `env`),
 //!   never the gateway's whole one.
 //! - Cancellation and deadlines send `notifications/cancelled` upstream.
@@ -55,6 +62,7 @@ pub mod http1_pool;
 mod jsonrpc;
 mod listing;
 mod per_caller;
+mod progress;
 mod sse;
 mod stdio;
 mod streamable_http;
@@ -65,7 +73,10 @@ mod upstream;
 
 pub use http::Refusal;
 pub use per_caller::{PerCallerUpstream, spawn_per_caller};
-pub use supervisor::{OFFERED_PROTOCOL_VERSION, STARTUP_RETRY_MAX, SUPPORTED_PROTOCOL_VERSIONS};
+pub use supervisor::{
+    HEALTHY_AFTER, OFFERED_PROTOCOL_VERSION, QUICK_RESTART_WINDOW, QUICK_RESTARTS,
+    STARTUP_RETRY_MAX, SUPPORTED_PROTOCOL_VERSIONS,
+};
 pub use upstream::{McpUpstream, spawn};
 
 use std::collections::BTreeMap;
@@ -246,12 +257,18 @@ impl McpTransport {
     }
 }
 
+/// The default `stdio_start_limit`: a first `npx`/`uvx` download on a slow link.
+pub const DEFAULT_STDIO_START_LIMIT: Duration = Duration::from_secs(300);
+
 /// Timeouts, reconnect behaviour and what we tell the server about ourselves.
 #[derive(Debug, Clone, PartialEq)]
 pub struct McpOptions {
     /// Timeout of protocol requests (initialize, tools/list, ping).
     pub request_timeout: Duration,
-    /// First reconnect delay; doubled after each failure up to `backoff_max`.
+    /// First reconnect delay; doubled after each failure up to `backoff_max`. A
+    /// connection lost after a healthy run (up at least [`HEALTHY_AFTER`]) is retried
+    /// after this delay again, at most [`QUICK_RESTARTS`] times per
+    /// [`QUICK_RESTART_WINDOW`] (a crash loop still backs off).
     pub backoff_initial: Duration,
     pub backoff_max: Duration,
     /// How long after it is started the upstream counts as starting. Until it first
@@ -261,6 +278,17 @@ pub struct McpOptions {
     /// take this long instead of `request_timeout` (a cold `npx` among seventy others
     /// on a loaded machine needs more than 30 s).
     pub startup_timeout: Duration,
+    /// Process start, as opposed to protocol answer: how long a stdio server that has
+    /// not answered `initialize` within its deadline (`startup_timeout`, at least
+    /// `request_timeout`) may keep starting while its process tree makes progress —
+    /// uses CPU or does I/O within `start_quiet_window` (a first `npx`/`uvx` download).
+    /// Counted from the process start. Linux only (read from `/proc`); elsewhere the
+    /// `initialize` deadline alone applies.
+    pub stdio_start_limit: Duration,
+    /// How long a starting stdio server's process tree may go without CPU or I/O before
+    /// it counts as stalled (capped at the `initialize` deadline, so a short
+    /// `startup_timeout` gives up on an idle process as soon).
+    pub start_quiet_window: Duration,
     /// The `capabilities` object sent in `initialize`. Default `{}`: the server will
     /// not send sampling, elicitation or roots requests. Declare them (e.g.
     /// `{"sampling": {}, "elicitation": {}, "roots": {}}`) only where callers' clients
@@ -281,6 +309,8 @@ impl Default for McpOptions {
             backoff_initial: Duration::from_millis(250),
             backoff_max: Duration::from_secs(30),
             startup_timeout: Duration::from_secs(30),
+            stdio_start_limit: DEFAULT_STDIO_START_LIMIT,
+            start_quiet_window: Duration::from_secs(10),
             client_capabilities: serde_json::Value::Object(Default::default()),
             stop_when_refused: false,
         }

@@ -5,6 +5,7 @@
 //! The state the [`McpUpstream`](super::McpUpstream) handle reads lives in [`Supervised`];
 //! only this task writes the connection state and the tool list.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -27,8 +28,19 @@ pub const SUPPORTED_PROTOCOL_VERSIONS: &[&str] =
 /// A server with more pages than this is cut off (and the cut is logged): a cursor loop
 /// must end.
 const MAX_LIST_PAGES: usize = 100;
-/// A connection that stayed up this long resets the backoff to its initial delay.
-const HEALTHY_AFTER: Duration = Duration::from_secs(30);
+/// A connection that stayed up this long was healthy: once it is lost, the next
+/// attempt comes after `backoff_initial` again (the doubling starts over), within the
+/// [`QUICK_RESTARTS`] budget. A server that dies sooner after each start is a crash
+/// loop and backs off, doubling, as after failed attempts.
+pub const HEALTHY_AFTER: Duration = Duration::from_secs(1);
+/// How many losses after a healthy run may be retried after `backoff_initial` within
+/// [`QUICK_RESTART_WINDOW`]; past that the delay doubles again, so a server that dies
+/// a second or two after every start is not restarted over and over.
+pub const QUICK_RESTARTS: usize = 5;
+/// The window [`QUICK_RESTARTS`] is counted in.
+pub const QUICK_RESTART_WINDOW: Duration = Duration::from_secs(60);
+/// How often a starting stdio server's process tree is looked at (see `progress.rs`).
+const START_SAMPLE: Duration = Duration::from_millis(500);
 /// The longest pause between attempts while an upstream that never connected is
 /// still within its `startup_timeout`: a gateway started before its upstreams picks
 /// them up within a second of their start, not after a 30 s backoff.
@@ -114,10 +126,56 @@ impl Supervised {
     }
 }
 
+/// The delay before each reconnect attempt: `backoff_initial`, doubled after each
+/// failure up to a maximum; a connection lost after a healthy run ([`HEALTHY_AFTER`])
+/// starts the doubling over, at most [`QUICK_RESTARTS`] times per
+/// [`QUICK_RESTART_WINDOW`].
+#[derive(Debug)]
+pub(crate) struct Backoff {
+    initial: Duration,
+    next: Duration,
+    /// When each recent quick restart was granted.
+    quick: VecDeque<Instant>,
+}
+
+impl Backoff {
+    pub(crate) fn new(initial: Duration) -> Self {
+        Self {
+            initial,
+            next: initial,
+            quick: VecDeque::new(),
+        }
+    }
+
+    /// The delay after a failed attempt (at most `max`); the next one is doubled.
+    pub(crate) fn failed(&mut self, max: Duration) -> Duration {
+        let max = max.max(self.initial);
+        let delay = self.next.min(max);
+        self.next = (delay * 2).min(max);
+        delay
+    }
+
+    /// The delay after a connection that had been up for `up` was lost at `now`.
+    pub(crate) fn lost(&mut self, up: Duration, now: Instant, max: Duration) -> Duration {
+        while self
+            .quick
+            .front()
+            .is_some_and(|t| now.duration_since(*t) >= QUICK_RESTART_WINDOW)
+        {
+            self.quick.pop_front();
+        }
+        if up >= HEALTHY_AFTER && self.quick.len() < QUICK_RESTARTS {
+            self.quick.push_back(now);
+            self.next = self.initial;
+        }
+        self.failed(max)
+    }
+}
+
 /// The supervisor loop. Returns after shutdown.
 pub(crate) async fn run(shared: Arc<Supervised>) {
     let mut http: Option<Arc<HttpClient>> = None;
-    let mut backoff = shared.options.backoff_initial;
+    let mut backoff = Backoff::new(shared.options.backoff_initial);
     let started = Instant::now();
     // Whether any attempt ever connected: a failed first start is retried like a
     // crash, quickly while the startup window lasts.
@@ -128,9 +186,7 @@ pub(crate) async fn run(shared: Arc<Supervised>) {
             STARTUP_RETRY_MAX
         } else {
             shared.options.backoff_max
-        }
-        .max(shared.options.backoff_initial);
-        backoff = backoff.min(backoff_max);
+        };
         if shared.shutdown.is_cancelled() {
             break;
         }
@@ -138,7 +194,7 @@ pub(crate) async fn run(shared: Arc<Supervised>) {
             r = connect_and_initialize(&shared, &mut http) => r,
             _ = shared.shutdown.cancelled() => break,
         };
-        match attempt {
+        let delay = match attempt {
             Ok(mut conn) => {
                 answered = true;
                 let since = Instant::now();
@@ -158,14 +214,14 @@ pub(crate) async fn run(shared: Arc<Supervised>) {
                         break;
                     }
                     Some(reason) => {
-                        tracing::warn!(upstream = %shared.name, reason = %reason, "MCP connection lost; reconnecting");
+                        let up = since.elapsed();
+                        let delay = backoff.lost(up, Instant::now(), shared.options.backoff_max);
+                        tracing::warn!(upstream = %shared.name, reason = %reason, up_ms = up.as_millis() as u64, retry_in_ms = delay.as_millis() as u64, "MCP connection lost; reconnecting");
                         shared.set_error(format!("connection lost: {reason}"));
                         shared.set_connection(Connection::Reconnecting);
                         conn.link.close().await;
+                        delay
                     }
-                }
-                if since.elapsed() >= HEALTHY_AFTER {
-                    backoff = shared.options.backoff_initial;
                 }
             }
             Err(e) if shared.refused() => {
@@ -174,18 +230,19 @@ pub(crate) async fn run(shared: Arc<Supervised>) {
                 break;
             }
             Err(e) => {
-                tracing::warn!(upstream = %shared.name, error = %e, retry_in_ms = backoff.as_millis() as u64, "MCP connection failed");
+                let delay = backoff.failed(backoff_max);
+                tracing::warn!(upstream = %shared.name, error = %e, retry_in_ms = delay.as_millis() as u64, "MCP connection failed");
                 shared.set_error(e);
                 if *shared.conn_tx.borrow() != Connection::Connecting {
                     shared.set_connection(Connection::Reconnecting);
                 }
+                delay
             }
-        }
+        };
         tokio::select! {
-            _ = tokio::time::sleep(backoff) => {}
+            _ = tokio::time::sleep(delay) => {}
             _ = shared.shutdown.cancelled() => break,
         }
-        backoff = (backoff * 2).min(backoff_max);
         if *shared.conn_tx.borrow() == Connection::Connected {
             shared.set_connection(Connection::Reconnecting);
         }
@@ -205,6 +262,7 @@ async fn connect_and_initialize(
     http: &mut Option<Arc<HttpClient>>,
 ) -> Result<Connected, String> {
     let name = shared.name.clone();
+    let spawned = Instant::now();
     let conn = match &shared.transport {
         McpTransport::Stdio(cfg) => stdio::connect(name, cfg)?,
         McpTransport::StreamableHttp(cfg) => {
@@ -219,12 +277,6 @@ async fn connect_and_initialize(
         }
     };
     let timeout = shared.options.request_timeout;
-    // A stdio server starts with its `initialize`: its deadline is the startup
-    // window's, never shorter than any other request's.
-    let initialize_timeout = match &shared.transport {
-        McpTransport::Stdio(_) => timeout.max(shared.options.startup_timeout),
-        _ => timeout,
-    };
     let rpc = &conn.rpc;
     rpc.set_notifications(shared.notifications.clone());
     rpc.set_one_tenant(shared.one_tenant.clone());
@@ -234,20 +286,40 @@ async fn connect_and_initialize(
         "capabilities": shared.options.client_capabilities,
         "clientInfo": {"name": "toolgate", "version": env!("CARGO_PKG_VERSION")},
     });
-    let init = rpc
-        .protocol_request("initialize", params, Instant::now() + initialize_timeout)
-        .await
-        .map_err(|e| match e {
-            // A 2026-07-28-only server has no `initialize` at all.
-            RpcFailure::Error { code, .. } if code == crate::codes::METHOD_NOT_FOUND => {
-                format!(
-                    "initialize failed: {} — the server may speak only MCP 2026-07-28, \
-                     which toolgate does not support yet",
-                    describe(&e)
-                )
+    let describe_init = |e: RpcFailure| match e {
+        // A 2026-07-28-only server has no `initialize` at all.
+        RpcFailure::Error { code, .. } if code == crate::codes::METHOD_NOT_FOUND => {
+            format!(
+                "initialize failed: {} — the server may speak only MCP 2026-07-28, \
+                 which toolgate does not support yet",
+                describe(&e)
+            )
+        }
+        _ => format!("initialize failed: {}", describe(&e)),
+    };
+    let init = match &shared.transport {
+        // A stdio server starts with its `initialize`: the answer is due within the
+        // startup window (never sooner than any other request's), and a process still
+        // starting (a first `npx` download) gets more time while it makes progress.
+        McpTransport::Stdio(_) => {
+            let start = StartWindow::of(&shared.options, spawned);
+            // The watch below decides when to give up, and says why; the request's own
+            // deadline only backs it.
+            let request = rpc.protocol_request(
+                "initialize",
+                params,
+                start.give_up_by + Duration::from_secs(1),
+            );
+            tokio::select! {
+                r = request => r.map_err(describe_init)?,
+                stalled = start.watch(&shared.name, conn.link.pid()) => return Err(stalled),
             }
-            _ => format!("initialize failed: {}", describe(&e)),
-        })?;
+        }
+        _ => rpc
+            .protocol_request("initialize", params, Instant::now() + timeout)
+            .await
+            .map_err(describe_init)?,
+    };
     let Value::Object(init) = init else {
         return Err("initialize returned something other than an object".into());
     };
@@ -300,6 +372,134 @@ async fn connect_and_initialize(
     shared.set_tools(tools);
     shared.set_connection(Connection::Connected);
     Ok(conn)
+}
+
+/// When a starting stdio server's `initialize` must be answered: by `answer_by` (the
+/// protocol answer's deadline: `startup_timeout`, at least `request_timeout`), or, while
+/// its process tree still makes progress (CPU or I/O within the last `quiet`), by
+/// `give_up_by` (`stdio_start_limit` after the start) at the latest.
+struct StartWindow {
+    spawned: Instant,
+    answer_by: Instant,
+    quiet: Duration,
+    give_up_by: Instant,
+}
+
+impl StartWindow {
+    fn of(options: &McpOptions, spawned: Instant) -> Self {
+        let answer = options.request_timeout.max(options.startup_timeout);
+        Self {
+            spawned,
+            answer_by: spawned + answer,
+            // Never longer than the answer's own deadline: a short startup window
+            // gives up on an idle process as soon.
+            quiet: options.start_quiet_window.min(answer),
+            give_up_by: spawned + options.stdio_start_limit.max(answer),
+        }
+    }
+
+    /// Resolves with the error to report once the server is to be given up: no answer
+    /// by `answer_by` and no progress for `quiet`, or none by `give_up_by`. Where the
+    /// process tree cannot be seen (no pid, no `/proc`), nothing counts as progress and
+    /// `answer_by` is the deadline.
+    async fn watch(&self, upstream: &str, pid: Option<u32>) -> String {
+        let answer = self.answer_by - self.spawned;
+        let no_answer = || {
+            format!(
+                "initialize failed: timed out — no answer within {} (startup_timeout, at \
+                 least the request timeout), and the process made no progress (no CPU, no \
+                 I/O by it or its children) for {}: it is up but not answering",
+                secs(answer),
+                secs(self.quiet)
+            )
+        };
+        let Some(pid) = pid else {
+            tokio::time::sleep_until(self.answer_by).await;
+            return no_answer();
+        };
+        // Looking starts one quiet window before the answer is due.
+        tokio::time::sleep_until(self.answer_by - self.quiet).await;
+        let mut tree = ProgressProbe::new(pid).await;
+        let mut last_progress = self.spawned;
+        let sample = START_SAMPLE
+            .min(self.quiet / 2)
+            .max(Duration::from_millis(10));
+        let mut noted = false;
+        loop {
+            tokio::time::sleep_until((Instant::now() + sample).min(self.give_up_by)).await;
+            let moved = tree.progressed().await;
+            let now = Instant::now();
+            if moved {
+                last_progress = now;
+            }
+            if now >= self.give_up_by {
+                return format!(
+                    "initialize failed: the process was still starting after {} \
+                     (stdio_start_limit) without answering",
+                    secs(self.give_up_by - self.spawned)
+                );
+            }
+            if now >= self.answer_by {
+                if now.duration_since(last_progress) >= self.quiet {
+                    return no_answer();
+                }
+                if !noted {
+                    noted = true;
+                    tracing::info!(
+                        upstream = %upstream,
+                        pid,
+                        "no answer to initialize within {} but the process is still starting \
+                         (using CPU or doing I/O); waiting while it makes progress, up to {} \
+                         (stdio_start_limit)",
+                        secs(answer),
+                        secs(self.give_up_by - self.spawned)
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A [`ProcessTree`](super::progress::ProcessTree) read off the runtime's threads
+/// (reading `/proc` is quick, but blocking).
+struct ProgressProbe(Option<super::progress::ProcessTree>);
+
+impl ProgressProbe {
+    async fn new(pid: u32) -> Self {
+        let tree = tokio::task::spawn_blocking(move || super::progress::ProcessTree::new(pid))
+            .await
+            .ok();
+        Self(tree)
+    }
+
+    async fn progressed(&mut self) -> bool {
+        let Some(mut tree) = self.0.take() else {
+            return false;
+        };
+        match tokio::task::spawn_blocking(move || {
+            let moved = tree.progressed();
+            (tree, moved)
+        })
+        .await
+        {
+            Ok((tree, moved)) => {
+                self.0 = Some(tree);
+                moved
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+/// A duration as configured: `2s`, `1.5s`, `250ms`.
+fn secs(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else if d < Duration::from_secs(1) {
+        format!("{}ms", d.as_millis())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
 }
 
 fn http_client(
@@ -430,4 +630,94 @@ pub(crate) fn describe(f: &RpcFailure) -> String {
         RpcFailure::Cancelled => "cancelled".into(),
         RpcFailure::Timeout => "timed out".into(),
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INITIAL: Duration = Duration::from_millis(250);
+    const MAX: Duration = Duration::from_secs(30);
+
+    fn ms(d: Duration) -> u128 {
+        d.as_millis()
+    }
+
+    #[test]
+    fn a_loss_after_a_healthy_run_is_retried_without_the_doubled_delay() {
+        let mut backoff = Backoff::new(INITIAL);
+        let t0 = Instant::now();
+        // Killed again and again, each time after a healthy run: never doubled.
+        let delays: Vec<u128> = (0..QUICK_RESTARTS as u64)
+            .map(|i| ms(backoff.lost(HEALTHY_AFTER, t0 + Duration::from_secs(3 * i), MAX)))
+            .collect();
+        assert_eq!(delays, vec![250; QUICK_RESTARTS]);
+        // Failed attempts in between double as before, and a healthy run starts over.
+        let mut backoff = Backoff::new(INITIAL);
+        assert_eq!(
+            [
+                backoff.failed(MAX),
+                backoff.failed(MAX),
+                backoff.failed(MAX)
+            ]
+            .map(ms),
+            [250, 500, 1000]
+        );
+        assert_eq!(ms(backoff.lost(Duration::from_secs(5), t0, MAX)), 250);
+    }
+
+    #[test]
+    fn a_crash_loop_still_backs_off() {
+        // Dying soon after every start: doubled each time, as failures are.
+        let mut backoff = Backoff::new(INITIAL);
+        let t0 = Instant::now();
+        let short = HEALTHY_AFTER - Duration::from_millis(1);
+        let delays: Vec<u128> = (0..8u64)
+            .map(|i| ms(backoff.lost(short, t0 + Duration::from_secs(i), MAX)))
+            .collect();
+        assert_eq!(delays, [250, 500, 1000, 2000, 4000, 8000, 16000, 30000]);
+
+        // Dying after each healthy run, over and over: the quick restarts are a
+        // budget per window, then the delay doubles again.
+        let mut backoff = Backoff::new(INITIAL);
+        let delays: Vec<u128> = (0..QUICK_RESTARTS as u64 + 3)
+            .map(|i| ms(backoff.lost(HEALTHY_AFTER, t0 + Duration::from_secs(2 * i), MAX)))
+            .collect();
+        let mut expected = vec![250; QUICK_RESTARTS];
+        expected.extend([500, 1000, 2000]);
+        assert_eq!(delays, expected);
+        // Once the window has passed, a healthy run is retried at once again.
+        let later = t0 + QUICK_RESTART_WINDOW + Duration::from_secs(2 * QUICK_RESTARTS as u64);
+        assert_eq!(ms(backoff.lost(HEALTHY_AFTER, later, MAX)), 250);
+    }
+
+    #[test]
+    fn the_start_window_separates_the_answer_from_the_process_start() {
+        let spawned = Instant::now();
+        let options = McpOptions {
+            request_timeout: Duration::from_secs(1),
+            startup_timeout: Duration::from_secs(2),
+            ..McpOptions::default()
+        };
+        let w = StartWindow::of(&options, spawned);
+        assert_eq!(w.answer_by - spawned, Duration::from_secs(2));
+        assert_eq!(
+            w.quiet,
+            Duration::from_secs(2),
+            "capped at the answer's deadline"
+        );
+        assert_eq!(w.give_up_by - spawned, DEFAULT_LIMIT);
+        // A limit below the answer's deadline never shortens it.
+        let w = StartWindow::of(
+            &McpOptions {
+                stdio_start_limit: Duration::ZERO,
+                ..McpOptions::default()
+            },
+            spawned,
+        );
+        assert_eq!(w.give_up_by - spawned, Duration::from_secs(30));
+        assert_eq!(w.quiet, Duration::from_secs(10));
+    }
+
+    const DEFAULT_LIMIT: Duration = super::super::DEFAULT_STDIO_START_LIMIT;
 }

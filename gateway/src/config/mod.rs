@@ -80,9 +80,19 @@ pub struct Config {
     pub call_timeout: Duration,
     /// How long `serve`, `stdio`, `check` and `tools` wait for every upstream's first
     /// tool list before going on without the missing ones (they join when they connect).
+    /// Also the deadline of a stdio server's answer to `initialize` (the protocol
+    /// answer), unless the process is still starting (`stdio_start_limit`).
     #[serde(default = "default_startup_timeout", with = "humantime_serde")]
     #[schemars(with = "String")]
     pub startup_timeout: Duration,
+    /// How long a stdio server may take to start (counted from its process start) while
+    /// it has not answered `initialize` yet but its processes keep using CPU or doing
+    /// I/O — a first `npx`/`uvx` download —: it is given up only once it makes no
+    /// progress for 10 s (or `startup_timeout` when shorter) past `startup_timeout`, or
+    /// at this limit. Linux only; elsewhere `startup_timeout` alone applies.
+    #[serde(default = "default_stdio_start_limit", with = "humantime_serde")]
+    #[schemars(with = "String")]
+    pub stdio_start_limit: Duration,
     /// Default health checks for every upstream.
     #[serde(default)]
     pub health: HealthConfig,
@@ -281,6 +291,10 @@ fn default_call_timeout() -> Duration {
 
 fn default_startup_timeout() -> Duration {
     Duration::from_secs(30)
+}
+
+fn default_stdio_start_limit() -> Duration {
+    toolgate_adapters::mcp::DEFAULT_STDIO_START_LIMIT
 }
 
 fn default_max_body() -> usize {

@@ -6,7 +6,6 @@
 //! and mounts the import only if it is still wanted); *how* is here.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use toolgate_adapters::DynUpstream;
 use toolgate_adapters::mcp::{self, McpOptions};
@@ -69,7 +68,7 @@ pub(super) fn start_local(config: &Config, name: &str) -> Option<Mounted> {
             let per_caller = mcp::spawn_per_caller(
                 name.to_owned(),
                 upstream_config.transport()?,
-                mcp_options(config.startup_timeout),
+                mcp_options(config),
             )
             .map_err(|e| tracing::error!(upstream = %name, error = %e, "not started"))
             .ok()?;
@@ -83,7 +82,7 @@ pub(super) fn start_local(config: &Config, name: &str) -> Option<Mounted> {
             return Some(mounted);
         }
         UpstreamKind::Stdio(_) | UpstreamKind::Sse(_) | UpstreamKind::StreamableHttp(_) => {
-            mcp_upstream(name, upstream_config.transport()?, config.startup_timeout)
+            mcp_upstream(name, upstream_config.transport()?, config)
         }
         // Its spec is loaded first, and the registry decides when.
         UpstreamKind::Openapi(_) => return None,
@@ -128,17 +127,14 @@ pub fn openapi_stand_in(config: &Config, name: &str, stand_in: DynUpstream) -> M
 }
 
 /// An MCP upstream's supervisor (connecting in the background; quick retries and a
-/// long stdio `initialize` during `startup_timeout`).
-fn mcp_upstream(
-    name: &str,
-    transport: mcp::McpTransport,
-    startup_timeout: Duration,
-) -> DynUpstream {
-    mcp::spawn(name.to_owned(), transport, mcp_options(startup_timeout))
+/// long stdio `initialize` during `startup_timeout`, longer while the process is still
+/// starting, up to `stdio_start_limit`).
+fn mcp_upstream(name: &str, transport: mcp::McpTransport, config: &Config) -> DynUpstream {
+    mcp::spawn(name.to_owned(), transport, mcp_options(config))
 }
 
 /// What the gateway tells every MCP upstream about itself.
-fn mcp_options(startup_timeout: Duration) -> McpOptions {
+fn mcp_options(config: &Config) -> McpOptions {
     // Every upstream sees the downstream client through the gateway: its sampling,
     // elicitation (form and URL) and roots requests during a call go to the caller
     // of that call (a session's stream, or 2026-07-28's input-required round trip).
@@ -148,7 +144,8 @@ fn mcp_options(startup_timeout: Duration) -> McpOptions {
             "elicitation": {"form": {}, "url": {}},
             "roots": {},
         }),
-        startup_timeout,
+        startup_timeout: config.startup_timeout,
+        stdio_start_limit: config.stdio_start_limit,
         ..McpOptions::default()
     }
 }
