@@ -64,6 +64,7 @@ fn start(label: &str, starts: &Path, mode: &[&str], options: McpOptions) -> Arc<
             env: Default::default(),
             inherit_env: Default::default(),
             cwd: None,
+            token_env: None,
             max_line_bytes: toolgate_adapters::mcp::DEFAULT_MAX_LINE_BYTES,
         }),
         options,

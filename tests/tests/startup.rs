@@ -188,6 +188,8 @@ async fn a_call_to_an_upstream_not_up_yet_says_so_without_waiting() {
         scrubbed(&none, "nowhere__anything")
     );
     assert_eq!(hidden["error"]["code"], none["error"]["code"]);
+}
+
 /// The starts a `slow_start_server.py` recorded in its `--starts` file.
 fn starts(file: &std::path::Path) -> usize {
     std::fs::read_to_string(file)
