@@ -180,10 +180,10 @@ mod tests {
         let busy_moved = busy_tree.progressed();
         let idle_moved = idle_tree.progressed();
         for child in [&mut busy, &mut idle] {
-            // The whole group: the shell and what it started.
-            let _ = Command::new("kill")
-                .args(["-9", &format!("-{}", child.id())])
-                .status();
+            // The whole group: the shell and what it started (kill(2) on the group the
+            // child leads, never a `kill` command whose argument parsing could name
+            // another group).
+            let _ = toolgate_test_support::sys::signal_group(child.id(), libc::SIGKILL);
             let _ = child.wait();
         }
         assert!(busy_moved, "a CPU-bound grandchild is progress");
